@@ -1,0 +1,169 @@
+"""The application factory: one service = the core + the plugins its row of the service table
+names. Production (`gateway serve`) and the tests build apps through `create_app` alike."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import AsyncIterator, Iterable
+
+import aiohttp
+import aiojobs
+from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
+
+from . import __version__
+from .blobs import create_blob_store
+from .bus import create_bus
+from .config import Config
+from .context import Context
+from .database import apply_migrations, create_pool, migration_files, resolve_database_url
+from .errors import error_middleware
+from .plugins import (Plugin, PluginError, PluginRecord, Registrar, Registry, installed_plugins,
+                      select_plugins)
+from .services import ServiceSpec, get_service
+from .typedefs import CONTEXT, REGISTRY, SERVICE_ID
+
+log = logging.getLogger("gateway.app")
+
+HEALTH_PATH = "/api/v1/health"
+
+
+class AccessLogger(AbstractAccessLogger):
+    """Logs the path without its query string: tokens travel in queries (WebSocket) and must
+    never reach a log."""
+
+    def log(self, request, response, time_taken):  # noqa: A003 - aiohttp's interface
+        self.logger.info('%s "%s %s" %s %.1fms %s', request.remote, request.method, request.path,
+                         response.status, time_taken * 1000, request.get("request_id", "-"))
+
+
+async def health(request: web.Request) -> web.Response:
+    context = request.app[CONTEXT]
+    return web.json_response({"status": "ok", "service": context.service_id,
+                              "ws_connections": context.hub.count(), "version": __version__})
+
+
+def _uses(plugins: Iterable[Plugin], registry: Registry, resource: str) -> bool:
+    if resource == "database" and registry.migrations:
+        return True
+    return any(resource in getattr(plugin, "uses", ()) for plugin in plugins)
+
+
+def create_app(service_id: str, config: Config | None = None, *, plugins: list[Plugin] | None = None,
+               spec: ServiceSpec | None = None) -> web.Application:
+    """Build the service `service_id`. `plugins`, when given, replaces discovery (tests register
+    plugins inline this way); they are still checked and ordered by their dependencies."""
+    config = config or Config.load()
+    if spec is None:
+        spec = (get_service(service_id) if plugins is None
+                else ServiceSpec(id=service_id, name=service_id, port=0))
+    if plugins is None:
+        ordered = select_plugins(spec.plugins, installed_plugins(spec.plugins), config)
+    else:
+        ordered = select_plugins([p.name for p in plugins], {p.name: p for p in plugins}, config, strict=True)
+
+    context = Context(service_id, config, spec.name)
+    registry = Registry()
+    registry.claim_route("GET", HEALTH_PATH, "core")
+    registry.claim_route("HEAD", HEALTH_PATH, "core")
+    for plugin in ordered:
+        registry.records[plugin.name] = PluginRecord(plugin)
+        try:
+            plugin.setup(Registrar(registry, plugin, context))
+        except PluginError:
+            raise
+        except Exception as error:
+            raise PluginError(f"plugin {plugin.name!r} failed to set up: {error!r}") from error
+
+    app = web.Application(middlewares=[error_middleware, *registry.middlewares],
+                          client_max_size=int(config.get("core.max_body_bytes") or 8 * 1024 * 1024))
+    app[CONTEXT] = context
+    app[REGISTRY] = registry
+    app[SERVICE_ID] = service_id
+    context.app = app
+    app.router.add_get(HEALTH_PATH, health, name="health")
+    for table in registry.route_tables:
+        app.router.add_routes(table)
+
+    needs_database = _uses(ordered, registry, "database")
+    needs_blobs = _uses(ordered, registry, "blobs")
+
+    async def core_ctx(app: web.Application) -> AsyncIterator[None]:
+        context.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, connect=10))
+        context.bus = await create_bus(config)
+        try:
+            if needs_database:
+                # The embedded server, when used, stops when the last process using it exits.
+                url, context.embedded_database = await resolve_database_url(config)
+                context.db = await create_pool(url, int(config.get("database.pool_min") or 1),
+                                               int(config.get("database.pool_max") or 10))
+                plans = [(m.plugin, migration_files(m.package, m.directory)) for m in registry.migrations]
+                await apply_migrations(context.db, plans)
+            if needs_blobs:
+                context.blobs = await create_blob_store(config)
+            context.scheduler = aiojobs.Scheduler(close_timeout=float(config.get("core.shutdown_timeout") or 10))
+            await context.hub.start()
+            yield
+        finally:
+            if context.has("scheduler"):
+                await context.scheduler.close()
+            if context.has("blobs"):
+                await context.blobs.close()
+            if context.has("db"):
+                context.db.close()
+                await context.db.wait_closed()
+            await context.bus.close()
+            await context.http.close()
+
+    app.cleanup_ctx.append(core_ctx)
+    for _, lifespan in registry.lifespans:
+        app.cleanup_ctx.append(_lifespan_ctx(lifespan, context))
+
+    async def start_jobs(app: web.Application) -> None:
+        for job in registry.jobs:
+            await context.scheduler.spawn(_guarded(job.name, job.factory(context)))
+
+    app.on_startup.append(start_jobs)
+
+    async def close_websockets(app: web.Application) -> None:
+        await context.hub.close_all()
+
+    app.on_shutdown.append(close_websockets)
+    return app
+
+
+def _lifespan_ctx(lifespan, context: Context):
+    """A plugin's lifespan as a cleanup context: its code up to `yield` runs at start, the rest at stop."""
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        generator = lifespan(context)
+        await generator.__anext__()
+        yield
+        try:
+            await generator.__anext__()
+        except StopAsyncIteration:
+            return
+        raise PluginError(f"the lifespan {lifespan.__qualname__} must yield exactly once")
+
+    return ctx
+
+
+async def _guarded(name: str, coroutine) -> None:
+    started = time.monotonic()
+    try:
+        await coroutine
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("background job %s failed after %.1fs", name, time.monotonic() - started)
+
+
+def run(service_id: str, host: str | None = None, port: int | None = None, config: Config | None = None) -> None:
+    config = config or Config.load()
+    spec = get_service(service_id)
+    app = create_app(service_id, config, spec=spec)
+    web.run_app(app, host=host or "127.0.0.1", port=port or spec.port,
+                access_log_class=AccessLogger,
+                shutdown_timeout=float(config.get("core.shutdown_timeout") or 10),
+                print=lambda *_: log.info("%s listening on %s:%s", service_id, host or "127.0.0.1",
+                                          port or spec.port))

@@ -1,0 +1,250 @@
+"""The bus: publish/subscribe between service instances, atomic counters with expiry and a
+small key-value store with expiry (locks, presence, de-duplication).
+
+Two implementations behind one interface: in-process (one instance, nothing to install) and
+Redis (`REDIS_URL`, shared by every instance). Messages are JSON objects in both, so code
+tested on one behaves the same on the other. Handlers of one channel run in publish order."""
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from typing import Any, Awaitable, Callable
+
+log = logging.getLogger("gateway.bus")
+
+Handler = Callable[[dict], Awaitable[None]]
+
+
+class Subscription:
+    def __init__(self, bus: "Bus", channel: str, handler: Handler):
+        self.bus, self.channel, self.handler = bus, channel, handler
+
+    async def close(self) -> None:
+        await self.bus._remove(self)
+
+
+class Bus(abc.ABC):
+    """Interface; see the module docstring."""
+
+    # True when other instances see what this one publishes and counts.
+    shared: bool = False
+
+    def __init__(self, prefix: str = "assistant:"):
+        self.prefix = prefix
+        self._handlers: dict[str, list[Subscription]] = {}
+        self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        self._dispatcher: asyncio.Task | None = None
+
+    # -- pub/sub
+    @abc.abstractmethod
+    async def publish(self, channel: str, message: dict) -> None:
+        ...
+
+    async def subscribe(self, channel: str, handler: Handler) -> Subscription:
+        subscription = Subscription(self, channel, handler)
+        first = channel not in self._handlers
+        self._handlers.setdefault(channel, []).append(subscription)
+        if self._dispatcher is None:
+            self._dispatcher = asyncio.create_task(self._dispatch(), name="bus-dispatch")
+        if first:
+            await self._listen(channel)
+        return subscription
+
+    async def _remove(self, subscription: Subscription) -> None:
+        handlers = self._handlers.get(subscription.channel, [])
+        if subscription in handlers:
+            handlers.remove(subscription)
+        if not handlers and subscription.channel in self._handlers:
+            del self._handlers[subscription.channel]
+            await self._unlisten(subscription.channel)
+
+    async def _listen(self, channel: str) -> None:
+        pass
+
+    async def _unlisten(self, channel: str) -> None:
+        pass
+
+    def _deliver(self, channel: str, payload: str) -> None:
+        self._queue.put_nowait((channel, payload))
+
+    async def _dispatch(self) -> None:
+        while True:
+            channel, payload = await self._queue.get()
+            message = json.loads(payload)
+            for subscription in list(self._handlers.get(channel, ())):
+                try:
+                    await subscription.handler(message)
+                except Exception:
+                    log.exception("bus handler for %r failed", channel)
+
+    # -- counters and keys
+    @abc.abstractmethod
+    async def incr(self, key: str, ttl: float) -> tuple[int, float]:
+        """Add one to `key`; the key expires `ttl` seconds after its first increment.
+        Returns the new count and the seconds left before it resets."""
+
+    @abc.abstractmethod
+    async def set(self, key: str, value: str, ttl: float | None = None, only_if_absent: bool = False) -> bool:
+        ...
+
+    @abc.abstractmethod
+    async def get(self, key: str) -> str | None:
+        ...
+
+    @abc.abstractmethod
+    async def delete(self, key: str) -> None:
+        ...
+
+    async def close(self) -> None:
+        if self._dispatcher is not None:
+            self._dispatcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._dispatcher
+            self._dispatcher = None
+        self._handlers.clear()
+
+
+class InProcessBus(Bus):
+    """For a single instance: nothing leaves the process."""
+
+    shared = False
+
+    def __init__(self, prefix: str = "assistant:"):
+        super().__init__(prefix)
+        self._values: dict[str, tuple[str, float | None]] = {}
+
+    async def publish(self, channel: str, message: dict) -> None:
+        payload = json.dumps(message)
+        if channel in self._handlers:
+            self._deliver(channel, payload)
+
+    def _live(self, key: str) -> tuple[str, float | None] | None:
+        entry = self._values.get(key)
+        if entry is not None and entry[1] is not None and entry[1] <= time.monotonic():
+            del self._values[key]
+            return None
+        return entry
+
+    async def incr(self, key: str, ttl: float) -> tuple[int, float]:
+        entry = self._live(key)
+        now = time.monotonic()
+        if entry is None:
+            count, expires = 1, now + ttl
+        else:
+            count, expires = int(entry[0]) + 1, entry[1]
+        self._values[key] = (str(count), expires)
+        return count, max(0.0, (expires or now) - now)
+
+    async def set(self, key: str, value: str, ttl: float | None = None, only_if_absent: bool = False) -> bool:
+        if only_if_absent and self._live(key) is not None:
+            return False
+        self._values[key] = (value, time.monotonic() + ttl if ttl else None)
+        return True
+
+    async def get(self, key: str) -> str | None:
+        entry = self._live(key)
+        return entry[0] if entry else None
+
+    async def delete(self, key: str) -> None:
+        self._values.pop(key, None)
+
+
+_INCR_SCRIPT = """
+local count = redis.call('INCR', KEYS[1])
+if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return {count, redis.call('PTTL', KEYS[1])}
+"""
+
+
+class RedisBus(Bus):
+    """Shared by every instance that points at the same Redis."""
+
+    shared = True
+
+    def __init__(self, url: str, prefix: str = "assistant:"):
+        super().__init__(prefix)
+        import redis.asyncio as redis
+
+        self.url = url
+        self.client = redis.from_url(url, decode_responses=True)
+        self._pubsub = None
+        self._reader: asyncio.Task | None = None
+        self._incr = self.client.register_script(_INCR_SCRIPT)
+
+    async def ping(self) -> None:
+        await self.client.ping()
+
+    async def publish(self, channel: str, message: dict) -> None:
+        await self.client.publish(self.prefix + channel, json.dumps(message))
+
+    async def _listen(self, channel: str) -> None:
+        if self._pubsub is None:
+            self._pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        await self._pubsub.subscribe(self.prefix + channel)
+        if self._reader is None:
+            self._reader = asyncio.create_task(self._read(), name="bus-redis-reader")
+
+    async def _unlisten(self, channel: str) -> None:
+        if self._pubsub is not None:
+            await self._pubsub.unsubscribe(self.prefix + channel)
+
+    async def _read(self) -> None:
+        assert self._pubsub is not None
+        skip = len(self.prefix)
+        while True:
+            try:
+                message = await self._pubsub.get_message(timeout=1.0)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("reading from Redis failed; retrying in a second")
+                await asyncio.sleep(1.0)
+                continue
+            if message and message.get("type") == "message":
+                self._deliver(message["channel"][skip:], message["data"])
+
+    async def incr(self, key: str, ttl: float) -> tuple[int, float]:
+        count, remaining_ms = await self._incr(keys=[self.prefix + key], args=[max(1, int(ttl * 1000))])
+        return int(count), max(0.0, int(remaining_ms) / 1000)
+
+    async def set(self, key: str, value: str, ttl: float | None = None, only_if_absent: bool = False) -> bool:
+        result = await self.client.set(self.prefix + key, value,
+                                       px=int(ttl * 1000) if ttl else None, nx=only_if_absent)
+        return bool(result)
+
+    async def get(self, key: str) -> str | None:
+        return await self.client.get(self.prefix + key)
+
+    async def delete(self, key: str) -> None:
+        await self.client.delete(self.prefix + key)
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+            self._reader = None
+        if self._pubsub is not None:
+            await self._pubsub.aclose()
+            self._pubsub = None
+        await super().close()
+        await self.client.aclose()
+
+
+async def create_bus(config) -> Bus:
+    url = config.get("bus.redis_url")
+    prefix = config.get("bus.prefix") or "assistant:"
+    if not url:
+        return InProcessBus(prefix)
+    bus = RedisBus(url, prefix)
+    try:
+        await bus.ping()
+    except Exception as error:
+        await bus.close()
+        raise ConnectionError(f"cannot reach Redis at REDIS_URL ({error}); unset REDIS_URL to run "
+                              f"one instance on the in-process bus") from error
+    return bus

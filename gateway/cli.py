@@ -1,0 +1,139 @@
+"""The `gateway` command line: serve one service, apply migrations, list plugins. Plugins add
+their own commands through `Plugin.cli()`."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+
+import click
+
+from .config import Config, ConfigError
+from .plugins import PluginError, installed_entry_points, installed_plugins, load_entry_point
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+class GatewayGroup(click.Group):
+    """Adds the commands that installed plugins offer, without failing when one cannot load."""
+
+    def list_commands(self, ctx):
+        return sorted(set(super().list_commands(ctx)) | set(self._plugin_commands()))
+
+    def get_command(self, ctx, name):
+        return super().get_command(ctx, name) or self._plugin_commands().get(name)
+
+    def _plugin_commands(self) -> dict:
+        commands = {}
+        try:
+            plugins = installed_plugins()
+        except PluginError:
+            return commands
+        for plugin in plugins.values():
+            for command in plugin.cli():
+                commands.setdefault(command.name, command)
+        return commands
+
+
+@click.group(cls=GatewayGroup)
+@click.option("--log-level", default="info", show_default=True, help="debug, info, warning or error")
+def main(log_level: str) -> None:
+    """The assistant's services."""
+    _configure_logging(log_level)
+
+
+@main.command()
+@click.option("--service", "service_id", required=True, help="Service id from conf/services.toml.")
+@click.option("--host", default=None, help="Address to bind (default 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="Port (default: the service table's).")
+def serve(service_id: str, host: str | None, port: int | None) -> None:
+    """Run one service in the foreground; SIGTERM drains and stops it."""
+    from .app import run
+
+    try:
+        run(service_id, host, port)
+    except (ConfigError, PluginError) as error:
+        raise click.ClickException(str(error)) from None
+
+
+@main.command()
+@click.option("--service", "service_id", default=None, help="Only this service's plugins (default: all).")
+def migrate(service_id: str | None) -> None:
+    """Apply every pending migration of the installed plugins."""
+    from .app import create_app
+    from .services import load_services
+
+    async def go() -> list[str]:
+        from .database import apply_migrations, create_pool, migration_files, resolve_database_url
+        from .typedefs import REGISTRY
+
+        config = Config.load()
+        specs = [s for s in load_services() if service_id in (None, s.id)]
+        if not specs:
+            raise click.ClickException(f"unknown service {service_id!r}")
+        plans, seen = [], set()
+        for spec in specs:
+            registry = create_app(spec.id, config, spec=spec)[REGISTRY]
+            for m in registry.migrations:
+                if m.plugin not in seen:
+                    seen.add(m.plugin)
+                    plans.append((m.plugin, migration_files(m.package, m.directory)))
+        url, _ = await resolve_database_url(config)
+        pool = await create_pool(url)
+        try:
+            return await apply_migrations(pool, plans)
+        finally:
+            pool.close()
+            await pool.wait_closed()
+
+    try:
+        applied = asyncio.run(go())
+    except (ConfigError, PluginError) as error:
+        raise click.ClickException(str(error)) from None
+    click.echo("\n".join(f"applied {name}" for name in applied) or "nothing to apply: up to date")
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def plugins(as_json: bool) -> None:
+    """Each installed plugin: version, routes, WebSocket types, jobs."""
+    from .context import Context
+    from .plugins import PluginRecord, Registrar, Registry
+
+    config = Config.load(generate_secrets=False)
+    rows = []
+    for entry_point in installed_entry_points():
+        row = {"name": entry_point.name, "version": "", "depends": [], "enabled": False, "routes": [],
+               "ws_types": [], "jobs": [], "provides": [], "migrations": False, "error": None}
+        rows.append(row)
+        try:
+            plugin = load_entry_point(entry_point)
+            registry = Registry()
+            registry.records[plugin.name] = record = PluginRecord(plugin)
+            row.update(version=plugin.version, depends=list(plugin.depends), enabled=plugin.enabled(config))
+            plugin.setup(Registrar(registry, plugin, Context("inspect", config)))
+        except Exception as exc:  # listing must show a broken plugin, not stop at it
+            row["error"] = repr(exc)
+            continue
+        row.update(routes=[f"{method} {path}" for method, path, _ in record.routes], ws_types=record.ws_types,
+                   jobs=record.jobs, provides=record.provides, migrations=record.has_migrations)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo("no plugins installed")
+    for row in rows:
+        click.echo(f"{row['name']} {row['version']}" + ("" if row["enabled"] else " (disabled)")
+                   + (f"  depends: {', '.join(row['depends'])}" if row["depends"] else ""))
+        for route in row["routes"]:
+            click.echo(f"    route   {route}")
+        for ws_type in row["ws_types"]:
+            click.echo(f"    ws      {ws_type}")
+        for job in row["jobs"]:
+            click.echo(f"    job     {job}")
+        if row["error"]:
+            click.echo(f"    error   {row['error']}")

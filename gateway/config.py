@@ -1,0 +1,193 @@
+"""Configuration: `conf/default.toml`, then a file named by GATEWAY_CONFIG, then the
+environment, then explicit overrides (tests). Later sources win.
+
+Values are kept as a nested dict of sections; plugins read their own section through
+`Config.section(name)` so the core needs to know no feature's settings.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import secrets
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def conf_dir() -> Path:
+    return Path(os.environ.get("GATEWAY_CONF_DIR") or PROJECT_ROOT / "conf")
+
+
+def _to_bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError(f"not a boolean: {value!r} (use true or false)")
+
+
+# Environment variable -> (section.key, parser). The names are a stable interface.
+ENVIRONMENT: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "DATA_DIR": ("core.data_dir", str),
+    "PUBLIC_BASE_URL": ("core.public_base_url", str),
+    "DATABASE_URL": ("database.url", str),
+    "REDIS_URL": ("bus.redis_url", str),
+    "QDRANT_URL": ("vectors.qdrant_url", str),
+    "S3_ENDPOINT": ("blobs.s3_endpoint", str),
+    "S3_BUCKET": ("blobs.s3_bucket", str),
+    "S3_ACCESS_KEY": ("blobs.s3_access_key", str),
+    "S3_SECRET_KEY": ("blobs.s3_secret_key", str),
+    "ADMIN_USERNAME": ("auth.admin_username", str),
+    "ADMIN_PASSWORD": ("auth.admin_password", str),
+    "JWT_SECRET": ("auth.jwt_secret", str),
+    "REGISTRATION_ENABLED": ("auth.registration_enabled", _to_bool),
+    "REGISTRATION_VERIFY_CODE": ("auth.registration_verify_code", str),
+    "WEBHOOK_KEY": ("auth.webhook_key", str),
+    "SERVICE_TOKEN": ("auth.service_token", str),
+    "DISCORD_PUBLIC_KEY": ("auth.discord_public_key", str),
+    "OPENAI_BASE_URL": ("models.openai_base_url", str),
+    "OPENAI_API_KEY": ("models.openai_api_key", str),
+    "DEFAULT_MODEL": ("models.default_model", str),
+    "GATEWAY_URL": ("peers.gateway_url", str),
+    "AI_CORE_URL": ("peers.ai_core_url", str),
+    "IOT_SERVICE_URL": ("peers.iot_service_url", str),
+    "MEMORY_SERVICE_URL": ("peers.memory_service_url", str),
+    "VOICE_SERVICE_URL": ("peers.voice_service_url", str),
+    "PLATFORM_BRIDGE_URL": ("peers.platform_bridge_url", str),
+    "PLUGIN_MANAGER_URL": ("peers.plugin_manager_url", str),
+    "CONSOLE_PORT": ("console.port", int),
+}
+
+# Secrets that are generated into DATA_DIR/secrets.json when left unset. Never defaulted.
+GENERATED_SECRETS: dict[str, Callable[[], str]] = {
+    "auth.jwt_secret": lambda: secrets.token_urlsafe(48),
+    "auth.admin_password": lambda: secrets.token_urlsafe(12),
+    "auth.service_token": lambda: secrets.token_urlsafe(32),
+    "auth.webhook_key": lambda: secrets.token_urlsafe(24),
+    "auth.registration_verify_code": lambda: "".join(secrets.choice("ABCDEFGHJKLMNPQRSTUVWXYZ23456789")
+                                                     for _ in range(6)),
+}
+# Shown once on the terminal when generated, so the operator can log in.
+ANNOUNCED_SECRETS = {"auth.admin_password": "administrator password"}
+
+
+class ConfigError(Exception):
+    """Configuration that cannot be used; the message says which setting and why."""
+
+
+def _merge(base: dict, extra: Mapping) -> dict:
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value)
+    return base
+
+
+def _set_dotted(target: dict, dotted: str, value: Any) -> None:
+    section, _, key = dotted.partition(".")
+    target.setdefault(section, {})[key] = value
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file not found: {path}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path} is not valid TOML: {error}") from None
+
+
+class Config:
+    """Read-only view over the merged configuration."""
+
+    def __init__(self, values: dict):
+        self._values = values
+
+    @classmethod
+    def load(cls, overrides: Mapping | None = None, environ: Mapping[str, str] | None = None,
+             generate_secrets: bool = True) -> "Config":
+        environ = os.environ if environ is None else environ
+        values = _read_toml(conf_dir() / "default.toml")
+        if environ.get("GATEWAY_CONFIG"):
+            _merge(values, _read_toml(Path(environ["GATEWAY_CONFIG"])))
+        for name, (dotted, parse) in ENVIRONMENT.items():
+            raw = environ.get(name)
+            if raw is None or raw == "":
+                continue
+            try:
+                _set_dotted(values, dotted, parse(raw))
+            except ValueError as error:
+                raise ConfigError(f"environment variable {name}: {error}") from None
+        for dotted, value in (overrides or {}).items():
+            if "." in dotted:
+                _set_dotted(values, dotted, value)
+            else:
+                _merge(values, {dotted: value})
+        config = cls(values)
+        if generate_secrets:
+            config._fill_generated_secrets()
+        return config
+
+    def get(self, dotted: str, default: Any = None) -> Any:
+        section, _, key = dotted.partition(".")
+        return self._values.get(section, {}).get(key, default)
+
+    def section(self, name: str) -> dict:
+        return copy.deepcopy(self._values.get(name, {}))
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> "Config":
+        values = copy.deepcopy(self._values)
+        for dotted, value in overrides.items():
+            _set_dotted(values, dotted, value)
+        return Config(values)
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.get("core.data_dir") or "data").expanduser().resolve()
+
+    def _fill_generated_secrets(self) -> None:
+        missing = [dotted for dotted in GENERATED_SECRETS if not self.get(dotted)]
+        if not missing:
+            return
+        stored = load_or_create_secrets(self.data_dir, missing)
+        for dotted in missing:
+            _set_dotted(self._values, dotted, stored[dotted])
+
+
+def load_or_create_secrets(data_dir: Path, wanted: list[str]) -> dict[str, str]:
+    """Return the stored secrets, generating the missing ones under an exclusive file lock so
+    that services starting together in one DATA_DIR agree on one value."""
+    import fcntl
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / "secrets.json"
+    lock_path = data_dir / ".secrets.lock"
+    with open(lock_path, "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            stored = json.loads(path.read_text()) if path.exists() else {}
+        except (OSError, json.JSONDecodeError) as error:
+            raise ConfigError(f"{path} cannot be read ({error}); fix or remove it") from None
+        created = [dotted for dotted in wanted if not stored.get(dotted)]
+        if created:
+            for dotted in created:
+                stored[dotted] = GENERATED_SECRETS[dotted]()
+            temporary = path.with_suffix(".tmp")
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(descriptor, "w") as handle:
+                json.dump(stored, handle, indent=2)
+            os.chmod(temporary, 0o600)
+            os.replace(temporary, path)
+            for dotted in created:
+                if dotted in ANNOUNCED_SECRETS:
+                    print(f"Generated {ANNOUNCED_SECRETS[dotted]}: {stored[dotted]} "
+                          f"(kept in {path}; set ADMIN_PASSWORD to choose your own)",
+                          file=sys.stderr, flush=True)
+        return stored

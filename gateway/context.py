@@ -1,0 +1,101 @@
+"""The context plugins share: configuration, storage clients, the bus, the WebSocket hub,
+the job scheduler, one HTTP client session and the services plugins offer each other.
+
+Clients are opened when the service starts (see `app.py`); touching one before that, or on a
+service that did not ask for it, raises a clear error instead of an AttributeError."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from .typedefs import CONTEXT
+
+if TYPE_CHECKING:
+    import aiojobs
+    import aiohttp
+    import aiopg
+
+    from .blobs import BlobStore
+    from .bus import Bus
+    from .config import Config
+    from .hub import WebSocketHub
+
+
+class ServiceRegistry:
+    """Services one plugin offers to others, by name (for example `chat.submit_turn`)."""
+
+    def __init__(self):
+        self._services: dict[str, tuple[Any, str]] = {}
+
+    def provide(self, name: str, service: Any, owner: str = "core") -> None:
+        if name in self._services:
+            raise RuntimeError(f"service {name!r} is offered by both {self._services[name][1]!r} "
+                               f"and {owner!r}")
+        self._services[name] = (service, owner)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        entry = self._services.get(name)
+        return entry[0] if entry else default
+
+    def require(self, name: str) -> Any:
+        entry = self._services.get(name)
+        if entry is None:
+            raise LookupError(f"no plugin in this service offers {name!r}; "
+                              f"add the plugin that provides it to the service's plugin list")
+        return entry[0]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._services
+
+    def names(self) -> list[str]:
+        return sorted(self._services)
+
+
+class _Slot:
+    """A context attribute that exists only once the service has started."""
+
+    def __set_name__(self, owner, name):
+        self.name = "_" + name
+
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        value = instance.__dict__.get(self.name)
+        if value is None:
+            raise RuntimeError(f"context.{self.name[1:]} is not available: the service has not "
+                               f"started yet, or it was not configured")
+        return value
+
+    def __set__(self, instance, value):
+        instance.__dict__[self.name] = value
+
+
+class Context:
+    db: "aiopg.Pool" = _Slot()
+    bus: "Bus" = _Slot()
+    http: "aiohttp.ClientSession" = _Slot()
+    scheduler: "aiojobs.Scheduler" = _Slot()
+    blobs: "BlobStore" = _Slot()
+
+    def __init__(self, service_id: str, config: "Config", service_name: str = ""):
+        from .hub import WebSocketHub
+
+        self.service_id = service_id
+        self.service_name = service_name or service_id
+        self.config = config
+        self.services = ServiceRegistry()
+        self.hub: WebSocketHub = WebSocketHub(self)
+        self.app: web.Application | None = None
+        self.embedded_database = None  # the embedded PostgreSQL handle, when one is used
+
+    def has(self, name: str) -> bool:
+        return self.__dict__.get("_" + name) is not None
+
+
+def get_context(request_or_app: web.Request | web.Application) -> Context:
+    app = request_or_app.config_dict if isinstance(request_or_app, web.Request) else request_or_app
+    try:
+        return app[CONTEXT]
+    except KeyError:
+        raise RuntimeError("the gateway context is missing: build the app with gateway.create_app") from None

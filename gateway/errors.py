@@ -1,0 +1,134 @@
+"""Domain errors and the one middleware that renders every error as the spec's body
+`{"error", "errorType", "hint"}`. Handlers raise; nothing else formats errors."""
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any, Mapping
+
+from aiohttp import web
+
+log = logging.getLogger("gateway.errors")
+
+REQUEST_ID_HEADER = "X-Request-Id"
+
+
+class ApiError(Exception):
+    status = 400
+    error_type: str | None = None
+
+    def __init__(self, error: str, error_type: str | None = None, hint: str | None = None,
+                 status: int | None = None, headers: Mapping[str, str] | None = None,
+                 extra: Mapping[str, Any] | None = None):
+        super().__init__(error)
+        self.error = error
+        if error_type is not None:
+            self.error_type = error_type
+        self.hint = hint
+        if status is not None:
+            self.status = status
+        self.headers = dict(headers or {})
+        self.extra = dict(extra or {})
+
+    def body(self) -> dict:
+        body: dict[str, Any] = {"error": self.error}
+        if self.error_type:
+            body["errorType"] = self.error_type
+        if self.hint:
+            body["hint"] = self.hint
+        body.update(self.extra)
+        return body
+
+
+class BadRequest(ApiError):
+    status = 400
+    error_type = "bad_request"
+
+
+class Unauthorized(ApiError):
+    status = 401
+    error_type = "unauthorized"
+
+
+class Forbidden(ApiError):
+    status = 403
+    error_type = "forbidden"
+
+
+class NotFound(ApiError):
+    status = 404
+    error_type = "not_found"
+
+
+class Conflict(ApiError):
+    status = 409
+    error_type = "conflict"
+
+
+class TooManyRequests(ApiError):
+    status = 429
+    error_type = "rate_limited"
+
+
+class BadGateway(ApiError):
+    status = 502
+    error_type = "upstream_unreachable"
+
+
+class ServiceUnavailable(ApiError):
+    status = 503
+    error_type = "unavailable"
+
+
+# Text for aiohttp's own HTTP exceptions (unknown route, wrong method, body too large...).
+_HTTP_ERRORS = {
+    404: ("not_found", "No such endpoint.", "Check the path; every endpoint is under /api/v1."),
+    405: ("method_not_allowed", "This method is not allowed on this endpoint.", None),
+    413: ("payload_too_large", "The request body is too large.", None),
+    415: ("unsupported_media_type", "Unsupported content type.", None),
+}
+
+
+def error_response(error: ApiError, request_id: str | None = None) -> web.Response:
+    headers = dict(error.headers)
+    if request_id:
+        headers[REQUEST_ID_HEADER] = request_id
+    return web.json_response(error.body(), status=error.status, headers=headers)
+
+
+def _from_http_exception(exc: web.HTTPException, request: web.Request) -> ApiError:
+    error_type, text, hint = _HTTP_ERRORS.get(exc.status, ("http_error", exc.reason, None))
+    headers = {}
+    if exc.status == 405 and isinstance(exc, web.HTTPMethodNotAllowed):
+        allowed = sorted(exc.allowed_methods)
+        headers["Allow"] = ",".join(allowed)
+        hint = f"Allowed: {', '.join(allowed)}."
+    if exc.status == 413:
+        limit = request.app._client_max_size  # the configured limit, for the hint
+        hint = f"The limit is {limit} bytes."
+    return ApiError(text, error_type=error_type, hint=hint, status=exc.status, headers=headers)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler) -> web.StreamResponse:
+    request_id = request.headers.get(REQUEST_ID_HEADER) or uuid.uuid4().hex[:16]
+    request["request_id"] = request_id
+    try:
+        return await handler(request)
+    except ApiError as error:
+        return error_response(error, request_id)
+    except web.HTTPException as exc:
+        if exc.status < 400:  # redirects and successes raised as exceptions pass through
+            raise
+        if exc.content_type == "application/json":
+            return exc  # already a spec body, made by a handler that built it itself
+        return error_response(_from_http_exception(exc, request), request_id)
+    except (ConnectionResetError, web.HTTPClientError):
+        raise
+    except Exception:
+        log.exception("unexpected error in %s %s (request id %s)", request.method, request.path,
+                      request_id)
+        return error_response(ApiError(
+            "Internal server error.", error_type="internal_error", status=500,
+            hint=f"Quote request id {request_id} when reporting this; details are in the service log."),
+            request_id)

@@ -1,0 +1,162 @@
+"""Who is connected over WebSocket, on which devices, and delivery to them.
+
+Each connection has a bounded send queue drained by its own writer task: a client that stops
+reading is disconnected once the queue is full, instead of growing the server's memory (as
+Home Assistant's websocket_api does). With a shared bus (Redis), a message for a user is also
+published once so that other instances deliver it to that user's devices connected there."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import WSCloseCode, web
+
+if TYPE_CHECKING:
+    from .context import Context
+
+log = logging.getLogger("gateway.hub")
+
+DELIVERY_CHANNEL = "hub.deliver"
+DEFAULT_MAX_PENDING = 512
+
+
+@dataclass(eq=False)
+class Connection:
+    ws: web.WebSocketResponse
+    user_id: str
+    client_id: str = ""
+    device_name: str = ""
+    user_agent: str = ""
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    connected_at: float = field(default_factory=time.time)
+    max_pending: int = DEFAULT_MAX_PENDING
+    data: dict = field(default_factory=dict)  # per-connection state plugins keep
+
+    def __post_init__(self):
+        self._queue: asyncio.Queue[str | None] = asyncio.Queue(self.max_pending)
+        self._writer: asyncio.Task | None = None
+        self.closing = False
+
+    def start(self) -> None:
+        self._writer = asyncio.create_task(self._write(), name=f"ws-writer-{self.id[:8]}")
+
+    def send(self, message: dict | str) -> bool:
+        """Queue a message without waiting; False (and the connection closes) when it is full."""
+        if self.closing:
+            return False
+        payload = message if isinstance(message, str) else json.dumps(message, ensure_ascii=False)
+        try:
+            self._queue.put_nowait(payload)
+            return True
+        except asyncio.QueueFull:
+            log.warning("closing WebSocket %s of %s: %d messages unread", self.id[:8], self.user_id,
+                        self.max_pending)
+            self.closing = True
+            asyncio.create_task(self.ws.close(code=WSCloseCode.POLICY_VIOLATION,
+                                              message=b"too many unread messages"))
+            return False
+
+    async def _write(self) -> None:
+        while True:
+            payload = await self._queue.get()
+            if payload is None:
+                return
+            try:
+                await self.ws.send_str(payload)
+            except (ConnectionResetError, RuntimeError):
+                self.closing = True
+                return
+
+    async def stop(self) -> None:
+        self.closing = True
+        if self._writer is not None:
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
+
+    def describe(self) -> dict[str, Any]:
+        return {"connection_id": self.id, "user_id": self.user_id, "client_id": self.client_id,
+                "device_name": self.device_name, "user_agent": self.user_agent,
+                "connected_at": int(self.connected_at * 1000)}
+
+
+class WebSocketHub:
+    def __init__(self, context: "Context"):
+        self.context = context
+        self.instance_id = uuid.uuid4().hex
+        self._by_user: dict[str, dict[str, Connection]] = {}
+        self._subscription = None
+
+    # -- lifecycle (called by the core)
+    async def start(self) -> None:
+        bus = self.context.bus
+        if getattr(bus, "shared", False):
+            self._subscription = await bus.subscribe(DELIVERY_CHANNEL, self._on_remote)
+
+    async def close_all(self, code: int = WSCloseCode.GOING_AWAY, message: bytes = b"server shutting down") -> None:
+        connections = [c for user in self._by_user.values() for c in user.values()]
+        await asyncio.gather(*(c.ws.close(code=code, message=message) for c in connections),
+                             return_exceptions=True)
+        for connection in connections:
+            await connection.stop()
+        if self._subscription is not None:
+            await self._subscription.close()
+            self._subscription = None
+
+    # -- membership
+    def register(self, ws: web.WebSocketResponse, user_id: str, *, client_id: str = "", device_name: str = "",
+                 user_agent: str = "", max_pending: int = DEFAULT_MAX_PENDING) -> Connection:
+        connection = Connection(ws, user_id, client_id, device_name, user_agent, max_pending=max_pending)
+        connection.start()
+        self._by_user.setdefault(user_id, {})[connection.id] = connection
+        return connection
+
+    async def unregister(self, connection: Connection) -> None:
+        user = self._by_user.get(connection.user_id, {})
+        user.pop(connection.id, None)
+        if not user:
+            self._by_user.pop(connection.user_id, None)
+        await connection.stop()
+
+    def connections(self, user_id: str | None = None) -> list[Connection]:
+        if user_id is not None:
+            return list(self._by_user.get(user_id, {}).values())
+        return [c for user in self._by_user.values() for c in user.values()]
+
+    def count(self, user_id: str | None = None) -> int:
+        if user_id is not None:
+            return len(self._by_user.get(user_id, ()))
+        return sum(len(user) for user in self._by_user.values())
+
+    def users(self) -> list[str]:
+        return list(self._by_user)
+
+    # -- delivery
+    def _deliver_local(self, user_id: str, payload: str, exclude: str | None) -> int:
+        delivered = 0
+        for connection in list(self._by_user.get(user_id, {}).values()):
+            if connection.id != exclude and connection.send(payload):
+                delivered += 1
+        return delivered
+
+    async def send_to_user(self, user_id: str, message: dict, *, exclude: str | None = None) -> int:
+        """Send to every device of `user_id` on every instance, except connection `exclude`.
+        Returns how many local devices it was queued for."""
+        payload = json.dumps(message, ensure_ascii=False)
+        delivered = self._deliver_local(user_id, payload, exclude)
+        bus = self.context.bus if self.context.has("bus") else None
+        if bus is not None and getattr(bus, "shared", False):
+            await bus.publish(DELIVERY_CHANNEL, {"origin": self.instance_id, "user_id": user_id,
+                                                 "exclude": exclude, "payload": payload})
+        return delivered
+
+    async def _on_remote(self, envelope: dict) -> None:
+        if envelope.get("origin") == self.instance_id:
+            return
+        self._deliver_local(envelope["user_id"], envelope["payload"], envelope.get("exclude"))

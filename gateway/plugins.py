@@ -1,0 +1,257 @@
+"""The plugin contract, discovery through the `gateway.plugins` entry-point group, and
+ordering. Built-in features and third-party ones take exactly this path.
+
+A plugin is an object (usually a module-level instance of `Plugin`) with:
+
+- `name`: unique, the name services use in `conf/services.toml`;
+- `version`: shown by `gateway plugins` (defaults to the distribution's version);
+- `depends`: names of plugins whose setup must run first;
+- `enabled(config)`: whether configuration switches it on (default: `plugins.<name>.enabled`,
+  true when unset);
+- `setup(registrar)`: called once, registers everything through the registrar;
+- `cli()`: optional click commands added to the `gateway` command line.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterable
+
+import marshmallow
+from aiohttp import web
+
+if TYPE_CHECKING:
+    import click
+
+    from .context import Context
+
+log = logging.getLogger("gateway.plugins")
+
+ENTRY_POINT_GROUP = "gateway.plugins"
+
+WsHandler = Callable[["Any", dict], Awaitable[None]]
+Lifespan = Callable[["Context"], AsyncIterator[None]]
+JobFactory = Callable[["Context"], Awaitable[None]]
+
+
+class PluginError(Exception):
+    """A plugin set that cannot start: the message names the plugins and what is wrong."""
+
+
+class Plugin:
+    name: str = ""
+    version: str = ""
+    depends: tuple[str, ...] = ()
+    description: str = ""
+
+    def enabled(self, config) -> bool:
+        return bool((config.get(f"plugins.{self.name}") or {}).get("enabled", True))
+
+    def setup(self, registrar: "Registrar") -> None:  # pragma: no cover - overridden
+        raise PluginError(f"plugin {self.name!r} does not define setup()")
+
+    def cli(self) -> "list[click.Command]":
+        return []
+
+    def __repr__(self) -> str:
+        return f"<plugin {self.name} {self.version}>"
+
+
+@dataclass
+class WsMessageType:
+    type: str
+    handler: WsHandler
+    schema: marshmallow.Schema | None
+    plugin: str
+
+
+@dataclass
+class Job:
+    name: str
+    factory: JobFactory
+    plugin: str
+
+
+@dataclass
+class Migrations:
+    plugin: str
+    package: str
+    directory: str
+
+
+@dataclass
+class PluginRecord:
+    """What one plugin registered; `gateway plugins` prints these."""
+    plugin: Plugin
+    routes: list[tuple[str, str, str]] = field(default_factory=list)  # (method, path, name)
+    ws_types: list[str] = field(default_factory=list)
+    jobs: list[str] = field(default_factory=list)
+    provides: list[str] = field(default_factory=list)
+    has_migrations: bool = False
+
+
+class Registrar:
+    """What a plugin's setup registers with. One per plugin, all writing into one Registry."""
+
+    def __init__(self, registry: "Registry", plugin: Plugin, context: "Context"):
+        self._registry = registry
+        self._plugin = plugin
+        self.context = context
+        self.record = registry.records[plugin.name]
+
+    @property
+    def config(self):
+        return self.context.config
+
+    @property
+    def settings(self) -> dict:
+        """This plugin's own section, `[plugins.<name>]`."""
+        return self.context.config.section("plugins").get(self._plugin.name, {})
+
+    def routes(self, table: web.RouteTableDef) -> None:
+        for route in table:
+            if not isinstance(route, web.RouteDef):
+                raise PluginError(f"plugin {self._plugin.name!r}: only RouteDef entries are supported")
+            methods = [route.method]
+            if route.method == "GET" and route.kwargs.get("allow_head", True):
+                methods.append("HEAD")
+            for method in methods:
+                self._registry.claim_route(method, route.path, self._plugin.name)
+            name = route.kwargs.get("name") or ""
+            self.record.routes.append((route.method, route.path, name))
+        self._registry.route_tables.append(table)
+
+    def ws_message(self, type: str, schema: marshmallow.Schema | None = None) -> Callable[[WsHandler], WsHandler]:
+        """Decorator: handle WebSocket frames whose `type` is `type`, validated by `schema`."""
+        def decorate(handler: WsHandler) -> WsHandler:
+            existing = self._registry.ws_types.get(type)
+            if existing:
+                raise PluginError(f"WebSocket message type {type!r} is registered by both "
+                                  f"{existing.plugin!r} and {self._plugin.name!r}")
+            self._registry.ws_types[type] = WsMessageType(type, handler, schema, self._plugin.name)
+            self.record.ws_types.append(type)
+            return handler
+        return decorate
+
+    def job(self, name: str, factory: JobFactory) -> None:
+        """A background coroutine started with the service and cancelled when it stops."""
+        self._registry.jobs.append(Job(f"{self._plugin.name}.{name}", factory, self._plugin.name))
+        self.record.jobs.append(name)
+
+    def migrations(self, package: str, directory: str = "migrations") -> None:
+        """Numbered `NNN_name.sql` files inside `package/directory`, applied in order, once."""
+        self._registry.migrations.append(Migrations(self._plugin.name, package, directory))
+        self.record.has_migrations = True
+
+    def lifespan(self, function: Lifespan) -> None:
+        """An async generator run at start (up to its `yield`) and at stop (after it)."""
+        self._registry.lifespans.append((self._plugin.name, function))
+
+    def provide(self, name: str, service: Any) -> None:
+        """Offer `service` to other plugins as `context.services.get(name)`."""
+        self.context.services.provide(name, service, owner=self._plugin.name)
+        self.record.provides.append(name)
+
+    def middleware(self, middleware) -> None:
+        self._registry.middlewares.append(middleware)
+
+
+class Registry:
+    """Everything the loaded plugins registered, checked for clashes as it is filled."""
+
+    def __init__(self):
+        self.records: dict[str, PluginRecord] = {}
+        self.route_tables: list[web.RouteTableDef] = []
+        self.route_owners: dict[tuple[str, str], str] = {}
+        self.ws_types: dict[str, WsMessageType] = {}
+        self.jobs: list[Job] = []
+        self.migrations: list[Migrations] = []
+        self.lifespans: list[tuple[str, Lifespan]] = []
+        self.middlewares: list = []
+
+    def claim_route(self, method: str, path: str, owner: str) -> None:
+        key = (method, path)
+        if key in self.route_owners:
+            raise PluginError(f"route {method} {path} is registered by both "
+                              f"{self.route_owners[key]!r} and {owner!r}")
+        self.route_owners[key] = owner
+
+
+def installed_plugins(names: Iterable[str] | None = None) -> dict[str, Plugin]:
+    """Plugins published under the entry-point group, by name; only `names` when given, so a
+    plugin that fails to import stops only the services that use it."""
+    wanted = None if names is None else set(names)
+    found: dict[str, Plugin] = {}
+    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if wanted is not None and entry_point.name not in wanted:
+            continue
+        if entry_point.name in found:
+            raise PluginError(f"two installed distributions publish a plugin named {entry_point.name!r}")
+        found[entry_point.name] = load_entry_point(entry_point)
+    return found
+
+
+def installed_entry_points() -> list[importlib.metadata.EntryPoint]:
+    return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
+def load_entry_point(entry_point: importlib.metadata.EntryPoint) -> Plugin:
+    try:
+        plugin = entry_point.load()
+    except Exception as error:  # a broken plugin must say who it is
+        raise PluginError(f"plugin {entry_point.name!r} ({entry_point.value}) failed to import: "
+                          f"{error!r}") from error
+    if isinstance(plugin, type):
+        plugin = plugin()
+    if plugin.name and plugin.name != entry_point.name:
+        raise PluginError(f"entry point {entry_point.name!r} publishes a plugin named {plugin.name!r}; "
+                          f"the two names must match")
+    plugin.name = entry_point.name
+    if not plugin.version and entry_point.dist is not None:
+        plugin.version = entry_point.dist.version
+    return plugin
+
+
+def select_plugins(names: Iterable[str], available: dict[str, Plugin], config,
+                   strict: bool = False) -> list[Plugin]:
+    """The named plugins that are installed and enabled, in dependency order.
+
+    A name that is not installed is skipped with a warning unless `strict`; a dependency that is
+    not among the selected plugins, or a cycle, is an error naming the plugins involved."""
+    chosen: dict[str, Plugin] = {}
+    for name in names:
+        plugin = available.get(name)
+        if plugin is None:
+            if strict:
+                raise PluginError(f"plugin {name!r} is not installed")
+            log.warning("plugin %r is named in the service table but not installed; skipped", name)
+            continue
+        if not plugin.enabled(config):
+            log.info("plugin %r is disabled by configuration", name)
+            continue
+        chosen[name] = plugin
+    for plugin in chosen.values():
+        missing = [dep for dep in plugin.depends if dep not in chosen]
+        if missing:
+            raise PluginError(f"plugin {plugin.name!r} depends on {', '.join(map(repr, missing))}, "
+                              f"which {'is' if len(missing) == 1 else 'are'} not loaded in this service "
+                              f"(not installed, disabled, or not listed)")
+    ordered: list[Plugin] = []
+    state: dict[str, str] = {}
+
+    def visit(plugin: Plugin, path: list[str]) -> None:
+        if state.get(plugin.name) == "done":
+            return
+        if state.get(plugin.name) == "visiting":
+            cycle = path[path.index(plugin.name):] + [plugin.name]
+            raise PluginError(f"plugin dependency cycle: {' -> '.join(cycle)}")
+        state[plugin.name] = "visiting"
+        for dep in plugin.depends:
+            visit(chosen[dep], path + [plugin.name])
+        state[plugin.name] = "done"
+        ordered.append(plugin)
+
+    for plugin in chosen.values():
+        visit(plugin, [])
+    return ordered

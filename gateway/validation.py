@@ -1,0 +1,65 @@
+"""marshmallow at the edges: a request body or query string that does not fit its schema
+becomes a 400 with the spec's error body, never a 500."""
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+import marshmallow
+from aiohttp import web
+
+from .errors import BadRequest
+
+
+def _describe(messages: Any, prefix: str = "") -> list[str]:
+    if isinstance(messages, Mapping):
+        parts = []
+        for field, inner in messages.items():
+            name = f"{prefix}.{field}" if prefix else str(field)
+            parts.extend(_describe(inner, name))
+        return parts
+    if isinstance(messages, (list, tuple)):
+        texts = [str(m) for m in messages if not isinstance(m, (Mapping, list))]
+        nested = [m for m in messages if isinstance(m, (Mapping, list))]
+        out = [f"{prefix}: {' '.join(texts)}" if prefix else " ".join(texts)] if texts else []
+        for inner in nested:
+            out.extend(_describe(inner, prefix))
+        return out
+    return [f"{prefix}: {messages}" if prefix else str(messages)]
+
+
+def load(schema: marshmallow.Schema, data: Any, where: str = "body") -> dict:
+    try:
+        return schema.load(data)
+    except marshmallow.ValidationError as error:
+        details = "; ".join(_describe(error.messages))
+        raise BadRequest(f"Invalid {where}: {details}", error_type="validation_error",
+                         hint="Fix the named fields and send the request again.",
+                         extra={"fields": error.messages if isinstance(error.messages, dict) else {}})
+
+
+async def read_json(request: web.Request, *, allow_empty: bool = False) -> Any:
+    """The request's JSON body; an empty body is `{}` when allowed."""
+    raw = await request.read()
+    if not raw.strip():
+        if allow_empty:
+            return {}
+        raise BadRequest("A JSON request body is required.", error_type="validation_error",
+                         hint="Send a JSON object with Content-Type: application/json.")
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise BadRequest(f"The request body is not valid JSON: {error}", error_type="invalid_json",
+                         hint="Send a JSON object with Content-Type: application/json.") from None
+
+
+async def parse_body(request: web.Request, schema: marshmallow.Schema, *,
+                     allow_empty: bool = False) -> dict:
+    data = await read_json(request, allow_empty=allow_empty)
+    if not isinstance(data, dict):
+        raise BadRequest("The request body must be a JSON object.", error_type="validation_error")
+    return load(schema, data, "body")
+
+
+def parse_query(request: web.Request, schema: marshmallow.Schema) -> dict:
+    return load(schema, dict(request.query), "query")

@@ -1,0 +1,71 @@
+"""Shared fixtures: real PostgreSQL and Redis, a configuration isolated from the machine's
+environment, and apps built with the production factory."""
+from __future__ import annotations
+
+import uuid
+from typing import Callable
+
+import pytest
+
+from gateway.config import Config
+from tests.support.servers import PostgresForTests, RedisForTests
+
+TEST_ADMIN_PASSWORD = "admin-test-password"
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    server = PostgresForTests()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    server = RedisForTests()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def database_url(postgres_server) -> str:
+    """A fresh, empty database for this test, dropped afterwards."""
+    name = postgres_server.create_database()
+    yield postgres_server.database_url(name)
+    postgres_server.drop_database(name)
+
+
+@pytest.fixture
+def redis_url(redis_server) -> str:
+    return redis_server.url
+
+
+@pytest.fixture
+def bus_prefix() -> str:
+    """Keys and channels of one test never meet another's on a shared Redis."""
+    return f"test-{uuid.uuid4().hex[:10]}:"
+
+
+@pytest.fixture
+def make_config(tmp_path) -> Callable[..., Config]:
+    """Configuration for a test: DATA_DIR in tmp_path, fixed secrets, the machine's environment
+    ignored. Keyword arguments are dotted overrides, e.g. `**{"database.url": url}`."""
+    def build(overrides: dict | None = None, environ: dict | None = None) -> Config:
+        base = {
+            "core.data_dir": str(tmp_path / "data"),
+            "auth.admin_username": "admin",
+            "auth.admin_password": TEST_ADMIN_PASSWORD,
+            "auth.jwt_secret": "test-jwt-secret-" + "x" * 32,
+            "auth.service_token": "test-service-token",
+            "auth.webhook_key": "test-webhook-key",
+            "auth.registration_verify_code": "ABC123",
+        }
+        base.update(overrides or {})
+        return Config.load(overrides=base, environ=environ or {})
+    return build
+
+
+@pytest.fixture
+def config(make_config, database_url) -> Config:
+    """A configuration on a fresh database and the in-process bus."""
+    return make_config({"database.url": database_url})

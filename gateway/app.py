@@ -22,7 +22,7 @@ from .errors import error_middleware
 from .plugins import (Plugin, PluginError, PluginRecord, Registrar, Registry, installed_plugins,
                       select_plugins)
 from .services import ServiceSpec, get_service
-from .typedefs import CONTEXT, REGISTRY, SERVICE_ID
+from .typedefs import CONTEXT, REGISTRY, REQUEST_ID, SERVICE_ID
 
 log = logging.getLogger("gateway.app")
 
@@ -35,7 +35,7 @@ class AccessLogger(AbstractAccessLogger):
 
     def log(self, request, response, time_taken):  # noqa: A003 - aiohttp's interface
         self.logger.info('%s "%s %s" %s %.1fms %s', request.remote, request.method, request.path,
-                         response.status, time_taken * 1000, request.get("request_id", "-"))
+                         response.status, time_taken * 1000, request.get(REQUEST_ID, "-"))
 
 
 async def health(request: web.Request) -> web.Response:

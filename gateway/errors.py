@@ -8,6 +8,8 @@ from typing import Any, Mapping
 
 from aiohttp import web
 
+from .typedefs import REQUEST_ID
+
 log = logging.getLogger("gateway.errors")
 
 REQUEST_ID_HEADER = "X-Request-Id"
@@ -112,7 +114,7 @@ def _from_http_exception(exc: web.HTTPException, request: web.Request) -> ApiErr
 @web.middleware
 async def error_middleware(request: web.Request, handler) -> web.StreamResponse:
     request_id = request.headers.get(REQUEST_ID_HEADER) or uuid.uuid4().hex[:16]
-    request["request_id"] = request_id
+    request[REQUEST_ID] = request_id
     try:
         return await handler(request)
     except ApiError as error:

@@ -16,6 +16,7 @@ from aiohttp import web
 
 from .context import get_context
 from .errors import Forbidden, Unauthorized
+from .typedefs import IDENTITY
 
 ADMIN_USER_ID = "admin"
 AUTHENTICATOR = "authenticator"
@@ -37,7 +38,7 @@ class Authenticator(Protocol):
 
 
 async def current_identity(request: web.Request) -> Identity | None:
-    cached = request.get("identity")
+    cached = request.get(IDENTITY)
     if cached is not None:
         return cached
     authenticator = get_context(request).services.get(AUTHENTICATOR)
@@ -46,7 +47,7 @@ async def current_identity(request: web.Request) -> Identity | None:
                            hint="Load the auth plugin in this service.")
     identity = await authenticator.identify(request)
     if identity is not None:
-        request["identity"] = identity
+        request[IDENTITY] = identity
     return identity
 
 

@@ -1,0 +1,1 @@
+CREATE TABLE sample_notes (id serial PRIMARY KEY, text text NOT NULL);

@@ -43,6 +43,8 @@ class Plugin:
     name: str = ""
     version: str = ""
     depends: tuple[str, ...] = ()
+    # Storage the service must open for this plugin: "database", "blobs" (migrations imply the database).
+    uses: tuple[str, ...] = ()
     description: str = ""
 
     def enabled(self, config) -> bool:

@@ -1,0 +1,103 @@
+"""The same tests on both bus implementations, plus what only a shared bus can do."""
+import asyncio
+
+import pytest
+
+from gateway.bus import InProcessBus, RedisBus
+
+
+@pytest.fixture(params=["in-process", "redis"])
+async def bus(request, bus_prefix):
+    if request.param == "in-process":
+        instance = InProcessBus(bus_prefix)
+    else:
+        instance = RedisBus(request.getfixturevalue("redis_url"), bus_prefix)
+    yield instance
+    await instance.close()
+
+
+async def collect(bus, channel):
+    received = []
+    arrived = asyncio.Event()
+
+    async def handler(message):
+        received.append(message)
+        arrived.set()
+
+    subscription = await bus.subscribe(channel, handler)
+    return received, arrived, subscription
+
+
+async def wait_for(condition, timeout=3.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+async def test_published_messages_arrive_in_order(bus):
+    received, _, _ = await collect(bus, "news")
+    for number in range(20):
+        await bus.publish("news", {"n": number, "text": "你好"})
+    await wait_for(lambda: len(received) == 20)
+    assert [m["n"] for m in received] == list(range(20)) and received[0]["text"] == "你好"
+
+
+async def test_closed_subscription_receives_nothing(bus):
+    received, _, subscription = await collect(bus, "gone")
+    other, _, _ = await collect(bus, "gone")
+    await subscription.close()
+    await bus.publish("gone", {"x": 1})
+    await wait_for(lambda: len(other) == 1)
+    assert received == []
+
+
+async def test_a_failing_handler_does_not_stop_the_others(bus):
+    async def broken(message):
+        raise RuntimeError("handler bug")
+
+    await bus.subscribe("mixed", broken)
+    received, _, _ = await collect(bus, "mixed")
+    await bus.publish("mixed", {"ok": True})
+    await wait_for(lambda: received == [{"ok": True}])
+
+
+async def test_counter_counts_and_expires(bus):
+    assert (await bus.incr("hits", ttl=0.3))[0] == 1
+    count, remaining = await bus.incr("hits", ttl=0.3)
+    assert count == 2 and 0 < remaining <= 0.3
+    await asyncio.sleep(0.4)
+    assert (await bus.incr("hits", ttl=0.3))[0] == 1
+
+
+async def test_keys_with_expiry_and_only_if_absent(bus):
+    assert await bus.set("lock", "a", ttl=0.3, only_if_absent=True)
+    assert not await bus.set("lock", "b", ttl=0.3, only_if_absent=True)
+    assert await bus.get("lock") == "a"
+    await asyncio.sleep(0.4)
+    assert await bus.get("lock") is None
+    await bus.set("plain", "v")
+    await bus.delete("plain")
+    assert await bus.get("plain") is None
+
+
+async def test_redis_bus_is_shared_between_instances(redis_url, bus_prefix):
+    first, second = RedisBus(redis_url, bus_prefix), RedisBus(redis_url, bus_prefix)
+    try:
+        received, _, _ = await collect(second, "fanout")
+        await first.publish("fanout", {"from": "first"})
+        await wait_for(lambda: received == [{"from": "first"}])
+        await first.incr("shared-counter", ttl=10)
+        assert (await second.incr("shared-counter", ttl=10))[0] == 2
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_in_process_buses_are_not_shared(bus_prefix):
+    first, second = InProcessBus(bus_prefix), InProcessBus(bus_prefix)
+    await first.incr("c", ttl=10)
+    assert (await second.incr("c", ttl=10))[0] == 1
+    assert not first.shared
+    await first.close()
+    await second.close()

@@ -1,0 +1,82 @@
+"""Authentication: two plugins from one package.
+
+- `auth_tokens` (no routes, no database): checks bearer tokens and the service credential for
+  any service; offers the core's `authenticator` and a `tokens` service.
+- `auth`: registration, login, refresh, logout and /profile, with users and hashed refresh
+  tokens in PostgreSQL.
+
+See docs/auth.md."""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from gateway.identity import AUTHENTICATOR
+from gateway.plugins import Plugin, PluginError
+
+from . import store
+from .addresses import parse_trusted_proxies
+from .passwords import DEFAULT_ROUNDS, PasswordHasher
+from .tokens import DEFAULT_ACCESS_LIFETIME, REFRESH_LIFETIME, BearerAuthenticator, TokenService
+
+log = logging.getLogger("plugins.auth")
+
+TOKENS = "tokens"
+PURGE_INTERVAL_SECONDS = 3600
+
+
+class TokensPlugin(Plugin):
+    name = "auth_tokens"
+    description = "Checks bearer tokens and the service credential"
+
+    def setup(self, registrar) -> None:
+        config = registrar.config
+        try:
+            tokens = TokenService(
+                secret=str(config.get("auth.jwt_secret") or ""),
+                access_lifetime=int(config.get("auth.access_token_lifetime") or DEFAULT_ACCESS_LIFETIME),
+                refresh_lifetime=REFRESH_LIFETIME,
+                service_token=str(config.get("auth.service_token") or ""))
+        except ValueError as error:
+            raise PluginError(f"auth_tokens: {error}") from None
+        registrar.provide(TOKENS, tokens)
+        registrar.provide(AUTHENTICATOR, BearerAuthenticator(tokens))
+
+
+class AuthPlugin(Plugin):
+    name = "auth"
+    depends = ("auth_tokens",)
+    uses = ("database",)
+    description = "Registration, login, token refresh and logout, user profiles"
+
+    def setup(self, registrar) -> None:
+        from .api import AuthApi
+
+        settings = registrar.settings
+        try:
+            trusted = parse_trusted_proxies(settings.get("trusted_proxies"))
+        except ValueError as error:
+            raise PluginError(str(error)) from None
+        api = AuthApi(
+            registrar.context, registrar.context.services.require(TOKENS),
+            PasswordHasher(int(settings.get("bcrypt_rounds") or DEFAULT_ROUNDS)),
+            trusted_proxies=trusted,
+            rate_limit=int(settings.get("rate_limit_per_minute") or 5),
+            admin_nickname=str(settings.get("admin_nickname") or "Administrator"))
+        registrar.routes(api.routes())
+        registrar.migrations("plugins.auth")
+
+        async def purge(context) -> None:
+            """Expired refresh and spent access tokens are useless; keep the tables small."""
+            while True:
+                try:
+                    await store.purge_expired(context.db)
+                except Exception as error:  # an outage must not end the job
+                    log.warning("purging expired tokens failed: %s", error)
+                await asyncio.sleep(PURGE_INTERVAL_SECONDS)
+
+        registrar.job("purge_expired_tokens", purge)
+
+
+tokens_plugin = TokensPlugin()
+auth_plugin = AuthPlugin()

@@ -1,0 +1,342 @@
+"""The /auth/* routes and /profile (spec: "Authentication and profile")."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import math
+import uuid
+from datetime import timezone
+
+import marshmallow
+import psycopg2
+from aiohttp import web
+from marshmallow import fields, validate
+
+from gateway.context import Context
+from gateway.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable, TooManyRequests, Unauthorized
+from gateway.identity import ADMIN_USER_ID, Identity, require_user
+from gateway.validation import load, parse_body
+
+from . import store
+from .addresses import Network, client_address
+from .passwords import PasswordHasher
+from .tokens import TokenService, bearer_token, invalid_token
+
+log = logging.getLogger("plugins.auth")
+
+USER_ID_PREFIX = "user_"
+USERNAME_PATTERN = r"^[a-zA-Z0-9_]+$"
+RATE_WINDOW_SECONDS = 60
+# What "the database cannot be reached" looks like through aiopg.
+DATABASE_DOWN = (psycopg2.OperationalError, psycopg2.InterfaceError, OSError, asyncio.TimeoutError)
+
+
+class _Lenient(marshmallow.Schema):
+    class Meta:
+        unknown = marshmallow.EXCLUDE  # clients may send extra fields (device names and the like)
+
+
+def _username_field(**kwargs) -> fields.String:
+    return fields.String(required=True, validate=[
+        validate.Length(min=3, max=32),
+        validate.Regexp(USERNAME_PATTERN, error="Use only letters, digits and underscores."),
+    ], **kwargs)
+
+
+class RegisterSchema(_Lenient):
+    username = _username_field()
+    password = fields.String(required=True, validate=validate.Length(min=6, max=64))
+    email = fields.String(required=True, validate=[
+        validate.Length(min=3, max=254),
+        validate.Regexp(r"^[^@\s]+@[^@\s]+$", error="Not an email address (it must contain @)."),
+    ])
+    nickname = fields.String(required=True, validate=validate.Length(min=1, max=32))
+    verify_code = fields.String(required=True, validate=validate.Length(equal=6))
+
+
+class LoginSchema(_Lenient):
+    username = fields.String(required=True, validate=validate.Length(min=1, max=256))
+    password = fields.String(required=True, validate=validate.Length(min=1, max=1024))
+
+
+class UsernameSchema(_Lenient):
+    username = _username_field()
+
+
+class RefreshSchema(_Lenient):
+    refresh_token = fields.String(load_default=None, allow_none=True)
+
+
+class LogoutSchema(_Lenient):
+    refresh_token = fields.String(load_default=None, allow_none=True)
+    all = fields.Boolean(load_default=False)
+
+
+def rfc3339(moment) -> str | None:
+    if moment is None:
+        return None
+    return moment.astimezone(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _same(given: str, expected: str) -> bool:
+    """Constant-time comparison of two strings (secrets must not leak through timing)."""
+    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def database_needed(action: str):
+    """A database outage is a 503 that says so, not a 500."""
+    try:
+        yield
+    except DATABASE_DOWN as error:
+        log.warning("%s failed: the database is unavailable (%s)", action, error)
+        raise ServiceUnavailable(f"{action} needs the database, which is unavailable.",
+                                 error_type="database_unavailable", hint="Try again shortly.") from None
+
+
+class AuthApi:
+    """Handlers bound to the plugin's settings, the token service and the hasher."""
+
+    def __init__(self, context: Context, tokens: TokenService, hasher: PasswordHasher,
+                 trusted_proxies: list[Network], rate_limit: int, admin_nickname: str):
+        self.context = context
+        self.tokens = tokens
+        self.hasher = hasher
+        self.trusted_proxies = trusted_proxies
+        self.rate_limit = rate_limit
+        self.admin_nickname = admin_nickname
+
+    @property
+    def config(self):
+        return self.context.config
+
+    @property
+    def admin_username(self) -> str:
+        return str(self.config.get("auth.admin_username") or "admin")
+
+    def admin_identity(self) -> Identity:
+        return Identity(user_id=ADMIN_USER_ID, username=self.admin_username, is_admin=True,
+                        nickname=self.admin_nickname or self.admin_username)
+
+    # -- shared steps
+    async def limit_rate(self, request: web.Request, action: str) -> None:
+        """About `rate_limit` attempts a minute per client address, counted on the bus so
+        every gateway instance sharing Redis shares the count."""
+        address = client_address(request, self.trusted_proxies)
+        count, remaining = await self.context.bus.incr(f"auth:rate:{action}:{address}", RATE_WINDOW_SECONDS)
+        if count > self.rate_limit:
+            retry_after = max(1, math.ceil(remaining))
+            raise TooManyRequests(f"Too many {action} attempts; try again in {retry_after} seconds.",
+                                  error_type="rate_limited", headers={"Retry-After": str(retry_after)},
+                                  hint=f"At most {self.rate_limit} {action} attempts a minute per address.")
+
+    async def issue_pair(self, identity: Identity, *, record: bool = True) -> dict:
+        """A new login: a fresh refresh-token family, its first refresh token and an access token."""
+        family = uuid.uuid4().hex
+        refresh_token, refresh_claims = self.tokens.issue_refresh(identity, family)
+        if record:
+            await store.store_refresh(self.context.db, refresh_token, family, identity.user_id,
+                                      refresh_claims["exp"])
+        token, expires = self.tokens.issue_access(identity, family=family)
+        return {"token": token, "refresh_token": refresh_token, "expires": expires}
+
+    async def current_identity_of(self, user_id: str, username: str) -> Identity:
+        """The identity behind a token being renewed, as it is now: a deleted user or a renamed
+        administrator gets no new tokens."""
+        if user_id == ADMIN_USER_ID:
+            if not _same(username, self.admin_username):
+                raise invalid_token("The administrator account has changed; log in again.")
+            return self.admin_identity()
+        if not user_id.startswith(USER_ID_PREFIX):
+            raise invalid_token()
+        row = await store.find_user(self.context.db, user_id[len(USER_ID_PREFIX):])
+        if row is None or USER_ID_PREFIX + row["username"] != user_id:
+            raise invalid_token("The account no longer exists.", "user_not_found")
+        return Identity(user_id=user_id, username=row["username"], nickname=row["nickname"])
+
+    # -- routes
+    async def register(self, request: web.Request) -> web.Response:
+        with database_needed("Registration"):
+            return await self._register(request)
+
+    async def _register(self, request: web.Request) -> web.Response:
+        await self.limit_rate(request, "register")
+        if not self.config.get("auth.registration_enabled"):
+            raise Forbidden("Registration is not open.", error_type="registration_closed",
+                            hint="The operator enables it with REGISTRATION_ENABLED=true.")
+        body = await parse_body(request, RegisterSchema())
+        expected_code = str(self.config.get("auth.registration_verify_code") or "")
+        if not expected_code or not _same(body["verify_code"], expected_code):
+            raise BadRequest("The verification code is wrong.", error_type="invalid_verify_code",
+                             hint="Ask the operator for the registration code.")
+        if body["username"].lower() == self.admin_username.lower():
+            raise Conflict("This username is already taken.", error_type="username_taken",
+                                 hint="Choose another username.")
+        password_hash = await self.hasher.hash(body["password"])
+        row = await store.create_user(self.context.db, body["username"], body["email"],
+                                      body["nickname"], password_hash)
+        identity = Identity(user_id=USER_ID_PREFIX + row["username"], username=row["username"],
+                            nickname=row["nickname"])
+        pair = await self.issue_pair(identity)
+        return web.json_response({"user_id": identity.user_id, "nickname": identity.nickname, **pair},
+                                 status=201)
+
+    async def login(self, request: web.Request) -> web.Response:
+        with database_needed("Logging in"):
+            return await self._login(request)
+
+    async def _login(self, request: web.Request) -> web.Response:
+        await self.limit_rate(request, "login")
+        body = await parse_body(request, LoginSchema())
+        username, password = body["username"], body["password"]
+        if _same(username, self.admin_username):
+            if not _same(password, str(self.config.get("auth.admin_password") or "")):
+                raise self._wrong_credentials()
+            identity = self.admin_identity()
+            try:
+                pair = await self.issue_pair(identity)
+            except DATABASE_DOWN as error:
+                # The administrator can log in during a database outage to see what is wrong;
+                # the refresh token cannot be recorded, so it will not be honoured later.
+                log.warning("administrator login without a database (%s); refresh token not recorded", error)
+                pair = await self.issue_pair(identity, record=False)
+            return web.json_response({"user_id": identity.user_id, "nickname": identity.nickname, **pair})
+        load(UsernameSchema(), {"username": username})
+        row = await store.find_user(self.context.db, username)
+        if not await self.hasher.check(password, row["password_hash"] if row else None):
+            raise self._wrong_credentials()
+        identity = Identity(user_id=USER_ID_PREFIX + row["username"], username=row["username"],
+                            nickname=row["nickname"])
+        pair = await self.issue_pair(identity)
+        return web.json_response({"user_id": identity.user_id, "nickname": identity.nickname, **pair})
+
+    @staticmethod
+    def _wrong_credentials() -> Unauthorized:
+        return Unauthorized("Wrong username or password.", error_type="invalid_credentials",
+                            hint="Check both and try again.")
+
+    async def refresh(self, request: web.Request) -> web.Response:
+        body = await parse_body(request, RefreshSchema(), allow_empty=True)
+        try:
+            if body["refresh_token"]:
+                return web.json_response(await self._rotate(body["refresh_token"]))
+            token = bearer_token(request)
+            if token is None or self.tokens.is_service_token(token):
+                raise Unauthorized("No credential was supplied.", error_type="unauthorized",
+                                   hint="Send refresh_token in the body, or your access token "
+                                        "(expired is fine) as Authorization: Bearer.")
+            return web.json_response(await self._renew_from_access(token))
+        except DATABASE_DOWN as error:
+            log.warning("refresh failed: the database is unavailable (%s)", error)
+            raise ServiceUnavailable("Tokens cannot be renewed while the database is unavailable.",
+                                     error_type="database_unavailable", hint="Try again shortly.") from None
+
+    async def _rotate(self, refresh_token: str) -> dict:
+        claims = self.tokens.verify_refresh(refresh_token)
+        identity = await self.current_identity_of(claims["sub"], str(claims.get("username") or ""))
+        new_token, new_claims = self.tokens.issue_refresh(identity, claims["fam"])
+        outcome = await store.rotate_refresh(self.context.db, refresh_token, claims["fam"],
+                                             new_token, new_claims["exp"])
+        if outcome == "reused":
+            log.warning("refresh token reused for %s; its family %s is revoked", identity.user_id, claims["fam"])
+            raise invalid_token("This refresh token was already used; every token of this login is "
+                                "now revoked.", "refresh_token_reused",
+                                hint="Log in again with POST /api/v1/auth/login.")
+        if outcome == "revoked":
+            raise invalid_token("This login has been revoked (logged out).", "token_revoked",
+                                hint="Log in again with POST /api/v1/auth/login.")
+        if outcome != "rotated":
+            raise invalid_token("The refresh token is not valid.", "invalid_refresh_token")
+        token, expires = self.tokens.issue_access(identity, family=claims["fam"])
+        return {"token": token, "refresh_token": new_token, "expires": expires}
+
+    async def _renew_from_access(self, access_token: str) -> dict:
+        claims = self.tokens.decode_access_for_refresh(access_token)
+        db = self.context.db
+        if claims.get("fam") and await store.family_revoked(db, claims["fam"]):
+            raise invalid_token("This login has been revoked.", "token_revoked",
+                                hint="Log in again with POST /api/v1/auth/login.")
+        identity = await self.current_identity_of(claims["sub"], str(claims.get("username") or ""))
+        if not await store.spend_access(db, claims["jti"], claims["sub"],
+                                        claims["iat"] + self.tokens.refresh_lifetime):
+            raise invalid_token("This access token was already renewed or logged out.", "token_revoked",
+                                hint="Use the refresh token you received, or log in again.")
+        pair = await self.issue_pair(identity)
+        return pair
+
+    async def logout(self, request: web.Request) -> web.Response:
+        """Revoke the login's refresh-token family (or, with `all`, every login of the user) and
+        spend the access token, so neither can be renewed again."""
+        body = await parse_body(request, LogoutSchema(), allow_empty=True)
+        user_id, families, revoked = None, set(), 0
+        access_token = bearer_token(request)
+        try:
+            if access_token and not self.tokens.is_service_token(access_token):
+                claims = self.tokens.decode_access_for_refresh(access_token)
+                user_id = claims["sub"]
+                await store.spend_access(self.context.db, claims["jti"], user_id,
+                                         claims["iat"] + self.tokens.refresh_lifetime)
+                if claims.get("fam"):
+                    families.add(claims["fam"])
+            if body["refresh_token"]:
+                refresh_claims = self.tokens.verify_refresh(body["refresh_token"])
+                if user_id is not None and refresh_claims["sub"] != user_id:
+                    raise Forbidden("The refresh token belongs to another user.", error_type="forbidden")
+                user_id = refresh_claims["sub"]
+                families.add(refresh_claims["fam"])
+            if user_id is None:
+                raise Unauthorized("No credential was supplied.", error_type="unauthorized",
+                                   hint="Send your access token as Authorization: Bearer, or "
+                                        "refresh_token in the body.")
+            if body["all"]:
+                revoked = await store.revoke_user(self.context.db, user_id)
+            else:
+                for family in families:
+                    revoked += await store.revoke_family(self.context.db, family)
+        except DATABASE_DOWN:
+            raise ServiceUnavailable("Logging out needs the database, which is unavailable.",
+                                     error_type="database_unavailable", hint="Try again shortly.") from None
+        return web.json_response({"status": "logged_out", "revoked": revoked})
+
+    async def profile(self, request: web.Request) -> web.Response:
+        identity = await require_user(request)
+        if identity.kind == "service":
+            return web.json_response({"user_id": identity.user_id, "username": identity.username,
+                                      "nickname": identity.nickname or identity.username,
+                                      "is_admin": identity.is_admin, "created_at": None})
+        if identity.user_id == ADMIN_USER_ID and identity.is_admin:
+            admin = self.admin_identity()
+            try:
+                created_at = await store.installed_at(self.context.db)
+            except DATABASE_DOWN as error:
+                log.warning("profile without a database: %s", error)
+                created_at = None
+            return web.json_response({"user_id": admin.user_id, "username": admin.username,
+                                      "nickname": admin.nickname, "is_admin": True,
+                                      "created_at": rfc3339(created_at)})
+        username = identity.user_id[len(USER_ID_PREFIX):] if identity.user_id.startswith(USER_ID_PREFIX) else ""
+        try:
+            row = await store.find_user(self.context.db, username) if username else None
+        except DATABASE_DOWN as error:
+            # The spec: the profile still answers, from the token, with created_at null.
+            log.warning("profile without a database: %s", error)
+            return web.json_response({"user_id": identity.user_id, "username": identity.username,
+                                      "nickname": identity.nickname, "is_admin": False,
+                                      "created_at": None})
+        if row is None or USER_ID_PREFIX + row["username"] != identity.user_id:
+            raise NotFound("The user does not exist.", error_type="user_not_found",
+                           hint="The account may have been deleted; log in again.")
+        return web.json_response({"user_id": identity.user_id, "username": row["username"],
+                                  "nickname": row["nickname"], "is_admin": False,
+                                  "created_at": rfc3339(row["created_at"])})
+
+    def routes(self) -> web.RouteTableDef:
+        table = web.RouteTableDef()
+        table.post("/api/v1/auth/register", name="auth_register")(self.register)
+        table.post("/api/v1/auth/login", name="auth_login")(self.login)
+        table.post("/api/v1/auth/refresh", name="auth_refresh")(self.refresh)
+        table.post("/api/v1/auth/logout", name="auth_logout")(self.logout)
+        table.get("/api/v1/profile", name="profile")(self.profile)
+        return table

@@ -1,0 +1,150 @@
+"""JWT access and refresh tokens, and the `authenticator` every service that checks callers
+uses. No database here: the AI core and other services verify tokens with the shared secret
+alone, so this module must stay loadable without one.
+
+Verification pins HS256 (no `none`, no algorithm switching) and checks the `typ` claim, so a
+refresh token is never a bearer and an access token never a refresh token."""
+from __future__ import annotations
+
+import hmac
+import time
+import uuid
+
+import jwt
+from aiohttp import web
+
+from gateway.errors import Unauthorized
+from gateway.identity import Identity
+
+ALGORITHM = "HS256"
+ACCESS = "access"
+REFRESH = "refresh"
+# Short, because an access token cannot be revoked before it expires; clients renew through
+# POST /auth/refresh (with the refresh token, or with the expired access token itself).
+DEFAULT_ACCESS_LIFETIME = 15 * 60
+REFRESH_LIFETIME = 30 * 24 * 3600
+SERVICE_USER_ID = "service"
+MINIMUM_SECRET_BYTES = 32
+
+_REQUIRED_CLAIMS = ["sub", "typ", "iat", "exp", "jti"]
+_LOGIN_HINT = "Log in again with POST /api/v1/auth/login, or renew with POST /api/v1/auth/refresh."
+
+
+def invalid_token(error: str = "The token is invalid.", error_type: str = "invalid_token",
+                  hint: str = _LOGIN_HINT) -> Unauthorized:
+    return Unauthorized(error, error_type=error_type, hint=hint)
+
+
+class TokenService:
+    """Issues and checks tokens with one secret; offered to other plugins as `tokens`."""
+
+    def __init__(self, secret: str, access_lifetime: int = DEFAULT_ACCESS_LIFETIME,
+                 refresh_lifetime: int = REFRESH_LIFETIME, service_token: str = ""):
+        if len(secret.encode("utf-8")) < MINIMUM_SECRET_BYTES:
+            # RFC 7518 wants at least the hash size for HS256; a short secret can be brute-forced.
+            raise ValueError(f"auth.jwt_secret (JWT_SECRET) must be at least {MINIMUM_SECRET_BYTES} bytes; "
+                             f"unset it to have one generated")
+        self._secret = secret
+        self.access_lifetime = int(access_lifetime)
+        self.refresh_lifetime = int(refresh_lifetime)
+        self._service_token = service_token
+
+    # -- access tokens
+    def issue_access(self, identity: Identity, *, family: str | None = None) -> tuple[str, int]:
+        """A signed access token for `identity` and its expiry (Unix seconds). `family` ties the
+        token to a login's refresh-token family, so revoking the family also stops this token
+        from being traded in at /auth/refresh."""
+        now = int(time.time())
+        expires = now + self.access_lifetime
+        claims = {"sub": identity.user_id, "username": identity.username,
+                  "nickname": identity.nickname, "adm": bool(identity.is_admin), "typ": ACCESS,
+                  "iat": now, "exp": expires, "jti": uuid.uuid4().hex}
+        if family:
+            claims["fam"] = family
+        return jwt.encode(claims, self._secret, algorithm=ALGORITHM), expires
+
+    def verify_access(self, token: str) -> Identity:
+        claims = self._decode(token, ACCESS, verify_exp=True)
+        return identity_from_claims(claims)
+
+    def decode_access_for_refresh(self, token: str) -> dict:
+        """Claims of an access token whose signature is valid, expired or not, provided it was
+        issued within the refresh lifetime: /auth/refresh accepts such a token."""
+        claims = self._decode(token, ACCESS, verify_exp=False)
+        if claims["iat"] < time.time() - self.refresh_lifetime:
+            raise invalid_token("The token is too old to be renewed.", "token_expired")
+        return claims
+
+    # -- refresh tokens
+    def issue_refresh(self, identity: Identity, family: str) -> tuple[str, dict]:
+        now = int(time.time())
+        claims = {"sub": identity.user_id, "username": identity.username, "typ": REFRESH,
+                  "fam": family, "iat": now, "exp": now + self.refresh_lifetime,
+                  "jti": uuid.uuid4().hex}
+        return jwt.encode(claims, self._secret, algorithm=ALGORITHM), claims
+
+    def verify_refresh(self, token: str) -> dict:
+        claims = self._decode(token, REFRESH, verify_exp=True)
+        if not claims.get("fam"):
+            raise invalid_token("The refresh token is invalid.")
+        return claims
+
+    # -- the service credential
+    def is_service_token(self, token: str) -> bool:
+        return bool(self._service_token) and hmac.compare_digest(
+            token.encode("utf-8"), self._service_token.encode("utf-8"))
+
+    def _decode(self, token: str, expected_type: str, *, verify_exp: bool) -> dict:
+        try:
+            claims = jwt.decode(token, self._secret, algorithms=[ALGORITHM],
+                                options={"require": _REQUIRED_CLAIMS, "verify_exp": verify_exp})
+        except jwt.ExpiredSignatureError:
+            raise invalid_token("The token has expired.", "token_expired") from None
+        except jwt.PyJWTError:
+            raise invalid_token() from None
+        if claims.get("typ") != expected_type or not isinstance(claims.get("sub"), str):
+            raise invalid_token(f"This is not an {expected_type} token." if expected_type == ACCESS
+                                else f"This is not a {expected_type} token.")
+        if not isinstance(claims.get("iat"), (int, float)):
+            raise invalid_token()
+        return claims
+
+
+def identity_from_claims(claims: dict) -> Identity:
+    return Identity(user_id=claims["sub"], username=str(claims.get("username") or ""),
+                    is_admin=claims.get("adm") is True,
+                    nickname=str(claims.get("nickname") or ""), kind="user")
+
+
+SERVICE_IDENTITY = Identity(user_id=SERVICE_USER_ID, username=SERVICE_USER_ID, is_admin=True,
+                            kind="service")
+
+
+def bearer_token(request: web.Request) -> str | None:
+    """The bearer token of the request: the Authorization header, and for WebSocket upgrades
+    also the `token` query parameter (browsers cannot set headers on a WebSocket)."""
+    header = request.headers.get("Authorization")
+    if header is not None:
+        scheme, _, value = header.strip().partition(" ")
+        if scheme.lower() != "bearer" or not value.strip():
+            raise invalid_token("Only bearer tokens are accepted.", "unauthorized",
+                                hint="Send Authorization: Bearer <access token>.")
+        return value.strip()
+    if request.headers.get("Upgrade", "").lower() == "websocket":
+        return request.query.get("token") or None
+    return None
+
+
+class BearerAuthenticator:
+    """The core's `authenticator` service: who is calling, from the bearer credential."""
+
+    def __init__(self, tokens: TokenService):
+        self.tokens = tokens
+
+    async def identify(self, request: web.Request) -> Identity | None:
+        token = bearer_token(request)
+        if token is None:
+            return None
+        if self.tokens.is_service_token(token):
+            return SERVICE_IDENTITY
+        return self.tokens.verify_access(token)

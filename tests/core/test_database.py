@@ -79,3 +79,27 @@ async def test_embedded_database_starts_when_no_database_url_is_given(aiohttp_cl
     connection.close()
     await client.close()
     context.embedded_database.cleanup()  # this test's server; services stop theirs at exit
+
+
+def test_gateway_migrate_command_applies_installed_plugins_migrations_once(database_url, tmp_path):
+    import shutil
+
+    from click.testing import CliRunner
+
+    from gateway.cli import main as gateway_cli
+    from gateway.config import conf_dir
+
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    shutil.copy(conf_dir() / "default.toml", conf / "default.toml")
+    (conf / "services.toml").write_text('[[service]]\nid = "accounts"\nport = 1\n'
+                                        'plugins = ["auth_tokens", "auth"]\n')
+    env = {"GATEWAY_CONF_DIR": str(conf), "DATABASE_URL": database_url, "DATA_DIR": str(tmp_path / "data")}
+    runner = CliRunner()
+    first = runner.invoke(gateway_cli, ["migrate", "--service", "accounts"], env=env)
+    assert first.exit_code == 0, first.output
+    assert "applied auth/001_" in first.output
+    second = runner.invoke(gateway_cli, ["migrate"], env=env)
+    assert second.exit_code == 0 and "nothing to apply" in second.output, second.output
+    unknown = runner.invoke(gateway_cli, ["migrate", "--service", "nope"], env=env)
+    assert unknown.exit_code != 0 and "unknown service" in unknown.output

@@ -1,0 +1,153 @@
+"""Image analysis: measurements by Pillow (format, size, dominant colours, EXIF) and a
+description from the AI core's vision model when one is routed, else one written locally
+from the measurements.
+
+The AI core is reached over HTTP per its vision contract (`POST /api/v1/vision/describe` with
+the service credential); any failure there (no model routed, model failed, core down or slow)
+falls back to the local description, so analysis always answers."""
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import logging
+
+import aiohttp
+import marshmallow
+from aiohttp import BodyPartReader, web
+
+from gateway.context import Context
+from gateway.errors import BadRequest
+from gateway.identity import require_user
+from gateway.validation import load, read_json
+
+from . import imaging
+from .service import FileService, image_rejected, unsupported_type
+from .sniffing import RASTER_IMAGE_TYPES, UnsupportedType, sniff
+
+log = logging.getLogger("plugins.images")
+
+MAX_ANALYSIS_UPLOAD_BYTES = 10 * 1024 * 1024
+ANALYSIS_UPLOAD_TYPES = frozenset({"image/jpeg", "image/png", "image/gif"})
+VISION_PROMPT = ("Describe this image in two or three sentences: what it shows, the setting, "
+                 "and anything notable.")
+
+
+class AnalyzeBody(marshmallow.Schema):
+    file_id = marshmallow.fields.String(required=True, validate=marshmallow.validate.Length(min=1, max=64))
+
+
+class VisionClient:
+    """The AI core's vision endpoint. Returns (description, model) or None when it cannot help."""
+
+    def __init__(self, context: Context, timeout: float):
+        self.context = context
+        self.timeout = timeout
+
+    async def describe(self, jpeg: bytes, user_id: str) -> tuple[str, str] | None:
+        base_url = (self.context.config.get("peers.ai_core_url") or "").rstrip("/")
+        token = self.context.config.get("auth.service_token") or ""
+        if not base_url:
+            return None
+        body = {"image": "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii"),
+                "prompt": VISION_PROMPT, "user_id": user_id}
+        try:
+            async with self.context.http.post(
+                    f"{base_url}/api/v1/vision/describe", json=body,
+                    headers={"Authorization": f"Bearer {token}"},
+                    timeout=aiohttp.ClientTimeout(total=self.timeout,
+                                                  connect=min(3.0, self.timeout))) as answer:
+                if answer.status != 200:
+                    detail = (await answer.text())[:200]
+                    log.info("vision description unavailable (HTTP %s): %s", answer.status, detail)
+                    return None
+                payload = await answer.json(content_type=None)
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as error:
+            log.info("vision description unavailable: %r", error)
+            return None
+        description = payload.get("description") if isinstance(payload, dict) else None
+        if not isinstance(description, str) or not description.strip():
+            return None
+        return description.strip(), str(payload.get("model") or "")
+
+
+class ImageAnalysis:
+    def __init__(self, context: Context, files: FileService, vision: VisionClient):
+        self.context = context
+        self.files = files
+        self.vision = vision
+
+    def routes(self) -> web.RouteTableDef:
+        routes = web.RouteTableDef()
+        routes.post("/api/v1/images/analyze", name="images_analyze")(self.handle_analyze)
+        routes.get("/api/v1/images/analyze/{file_id}", name="images_analyze_file")(self.handle_analyze_file)
+        return routes
+
+    async def analyze(self, source, file_size: int, user_id: str) -> dict:
+        try:
+            result, preview = await self.files.run_image_work(imaging.analyze_image, source, file_size, True)
+        except imaging.ImageRejected as error:
+            raise image_rejected(error) from None
+        described = await self.vision.describe(preview, user_id) if preview else None
+        if described:
+            result["description"], result["model"] = described
+            result["analyzed_by"] = "openai_vision"
+        else:
+            result["analyzed_by"] = "local"
+        return result
+
+    async def analyze_stored(self, identity, file_id: str) -> dict:
+        record = await self.files.reachable(identity, file_id)
+        if record["mime_type"] not in RASTER_IMAGE_TYPES:
+            raise unsupported_type(f"file {file_id} is {record['mime_type']}, not a raster image")
+        size = await self.files.ensure_stored(record)
+        source = await self.files.spool(record["storage_key"], file_id)
+        try:
+            return await self.analyze(source, size, record["user_id"])
+        finally:
+            source.close()
+
+    async def handle_analyze_file(self, request: web.Request) -> web.Response:
+        identity = await require_user(request)
+        return web.json_response(await self.analyze_stored(identity, request.match_info["file_id"]))
+
+    async def handle_analyze(self, request: web.Request) -> web.Response:
+        identity = await require_user(request)
+        if not request.content_type.startswith("multipart/"):
+            body = load(AnalyzeBody(), await read_json(request), "body")
+            return web.json_response(await self.analyze_stored(identity, body["file_id"]))
+        try:
+            reader = await request.multipart()
+            while True:
+                part = await reader.next()
+                if part is None:
+                    break
+                if isinstance(part, BodyPartReader) and part.name in ("file", "image"):
+                    data = await self._read_limited(part)
+                    result = await self.analyze(io.BytesIO(data), len(data), identity.user_id)
+                    return web.json_response(result)
+                await part.release()
+        except (ValueError, AssertionError) as error:
+            raise BadRequest(f"The multipart body cannot be read: {error}",
+                             error_type="validation_error") from None
+        raise BadRequest("The multipart body has no field `file` or `image`.", error_type="validation_error",
+                         hint="Send the image in the field `file` (or `image`), or JSON {\"file_id\": ...}.")
+
+    async def _read_limited(self, part: BodyPartReader) -> bytes:
+        """The whole part (Pillow needs it all anyway), refused as soon as it passes 10 MB."""
+        data = bytearray()
+        while True:
+            chunk = await part.read_chunk(256 * 1024)
+            if not chunk:
+                break
+            data.extend(chunk)
+            if len(data) > MAX_ANALYSIS_UPLOAD_BYTES:
+                raise BadRequest("The image is larger than 10 MB.", error_type="file_too_large",
+                                 hint=f"Send at most {MAX_ANALYSIS_UPLOAD_BYTES} bytes.")
+        try:
+            mime_type = sniff(bytes(data[:4096]), part.headers.get("Content-Type", ""), part.filename or "")
+        except UnsupportedType as error:
+            raise unsupported_type(str(error)) from None
+        if mime_type not in ANALYSIS_UPLOAD_TYPES:
+            raise unsupported_type(f"{mime_type} cannot be analysed; send JPEG, PNG or GIF")
+        return bytes(data)

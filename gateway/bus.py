@@ -99,6 +99,19 @@ class Bus(abc.ABC):
     async def delete(self, key: str) -> None:
         ...
 
+    # -- sets whose members expire (presence, live sessions)
+    @abc.abstractmethod
+    async def mark(self, key: str, member: str, ttl: float) -> None:
+        """Add `member` to the set `key`, or renew it; it leaves by itself after `ttl` seconds."""
+
+    @abc.abstractmethod
+    async def unmark(self, key: str, member: str) -> None:
+        """Remove `member` from the set `key` now."""
+
+    @abc.abstractmethod
+    async def members(self, key: str) -> set[str]:
+        """The members of `key` that have not expired."""
+
     async def close(self) -> None:
         if self._dispatcher is not None:
             self._dispatcher.cancel()
@@ -116,6 +129,7 @@ class InProcessBus(Bus):
     def __init__(self, prefix: str = "assistant:"):
         super().__init__(prefix)
         self._values: dict[str, tuple[str, float | None]] = {}
+        self._sets: dict[str, dict[str, float]] = {}
 
     async def publish(self, channel: str, message: dict) -> None:
         payload = json.dumps(message)
@@ -151,6 +165,20 @@ class InProcessBus(Bus):
 
     async def delete(self, key: str) -> None:
         self._values.pop(key, None)
+        self._sets.pop(key, None)
+
+    async def mark(self, key: str, member: str, ttl: float) -> None:
+        self._sets.setdefault(key, {})[member] = time.monotonic() + ttl
+
+    async def unmark(self, key: str, member: str) -> None:
+        self._sets.get(key, {}).pop(member, None)
+
+    async def members(self, key: str) -> set[str]:
+        now = time.monotonic()
+        entries = self._sets.get(key, {})
+        for member in [m for m, expires in entries.items() if expires <= now]:
+            del entries[member]
+        return set(entries)
 
 
 _INCR_SCRIPT = """
@@ -221,6 +249,23 @@ class RedisBus(Bus):
 
     async def delete(self, key: str) -> None:
         await self.client.delete(self.prefix + key)
+
+    # Expiring sets are sorted sets scored by each member's expiry time (Redis server clock via
+    # TIME would cost a round trip; instances' clocks are assumed to agree within seconds).
+    async def mark(self, key: str, member: str, ttl: float) -> None:
+        expires = time.time() + ttl
+        await self.client.zadd(self.prefix + key, {member: expires})
+
+    async def unmark(self, key: str, member: str) -> None:
+        await self.client.zrem(self.prefix + key, member)
+
+    async def members(self, key: str) -> set[str]:
+        now = time.time()
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.zremrangebyscore(self.prefix + key, "-inf", now)
+            pipe.zrange(self.prefix + key, 0, -1)
+            _, members = await pipe.execute()
+        return set(members)
 
     async def close(self) -> None:
         if self._reader is not None:

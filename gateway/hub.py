@@ -24,6 +24,9 @@ log = logging.getLogger("gateway.hub")
 
 DELIVERY_CHANNEL = "hub.deliver"
 DEFAULT_MAX_PENDING = 512
+# Presence entries expire unless renewed, so a crashed instance's connections drop out by themselves.
+PRESENCE_TTL = 60.0
+ONLINE_USERS = "presence:users"
 
 
 @dataclass(eq=False)
@@ -92,14 +95,21 @@ class WebSocketHub:
         self.instance_id = uuid.uuid4().hex
         self._by_user: dict[str, dict[str, Connection]] = {}
         self._subscription = None
+        self._renewer: asyncio.Task | None = None
 
     # -- lifecycle (called by the core)
     async def start(self) -> None:
         bus = self.context.bus
         if getattr(bus, "shared", False):
             self._subscription = await bus.subscribe(DELIVERY_CHANNEL, self._on_remote)
+        self._renewer = asyncio.create_task(self._renew_presence(), name="hub-presence")
 
     async def close_all(self, code: int = WSCloseCode.GOING_AWAY, message: bytes = b"server shutting down") -> None:
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewer
+            self._renewer = None
         connections = [c for user in self._by_user.values() for c in user.values()]
         await asyncio.gather(*(c.ws.close(code=code, message=message) for c in connections),
                              return_exceptions=True)
@@ -110,11 +120,13 @@ class WebSocketHub:
             self._subscription = None
 
     # -- membership
-    def register(self, ws: web.WebSocketResponse, user_id: str, *, client_id: str = "", device_name: str = "",
-                 user_agent: str = "", max_pending: int = DEFAULT_MAX_PENDING) -> Connection:
+    async def register(self, ws: web.WebSocketResponse, user_id: str, *, client_id: str = "",
+                       device_name: str = "", user_agent: str = "",
+                       max_pending: int = DEFAULT_MAX_PENDING) -> Connection:
         connection = Connection(ws, user_id, client_id, device_name, user_agent, max_pending=max_pending)
         connection.start()
         self._by_user.setdefault(user_id, {})[connection.id] = connection
+        await self._mark(connection)
         return connection
 
     async def unregister(self, connection: Connection) -> None:
@@ -123,6 +135,37 @@ class WebSocketHub:
         if not user:
             self._by_user.pop(connection.user_id, None)
         await connection.stop()
+        if self.context.has("bus"):
+            await self.context.bus.unmark(f"presence:{connection.user_id}", self._member(connection))
+
+    # -- presence across instances
+    def _member(self, connection: Connection) -> str:
+        return f"{self.instance_id}:{connection.id}"
+
+    async def _mark(self, connection: Connection) -> None:
+        if self.context.has("bus"):
+            await self.context.bus.mark(f"presence:{connection.user_id}", self._member(connection), PRESENCE_TTL)
+            await self.context.bus.mark(ONLINE_USERS, connection.user_id, PRESENCE_TTL)
+
+    async def _renew_presence(self) -> None:
+        while True:
+            await asyncio.sleep(PRESENCE_TTL / 3)
+            for connection in self.connections():
+                try:
+                    await self._mark(connection)
+                except Exception:
+                    log.exception("renewing WebSocket presence failed")
+
+    async def is_online(self, user_id: str) -> bool:
+        """Whether `user_id` has a live connection on any instance sharing the bus."""
+        if self._by_user.get(user_id):
+            return True
+        return bool(await self.context.bus.members(f"presence:{user_id}"))
+
+    async def online_users(self) -> set[str]:
+        """Users with a live connection on any instance sharing the bus."""
+        candidates = await self.context.bus.members(ONLINE_USERS)
+        return {user for user in candidates if await self.is_online(user)}
 
     def connections(self, user_id: str | None = None) -> list[Connection]:
         if user_id is not None:

@@ -101,3 +101,17 @@ async def test_in_process_buses_are_not_shared(bus_prefix):
     assert not first.shared
     await first.close()
     await second.close()
+
+
+async def test_expiring_set_members_leave_by_themselves(bus):
+    await bus.mark("online", "alice", ttl=0.3)
+    await bus.mark("online", "bob", ttl=5)
+    assert await bus.members("online") == {"alice", "bob"}
+    await bus.unmark("online", "bob")
+    await asyncio.sleep(0.4)
+    assert await bus.members("online") == set()
+    await bus.mark("online", "carol", ttl=0.3)
+    await asyncio.sleep(0.2)
+    await bus.mark("online", "carol", ttl=0.3)  # renewed before it expired
+    await asyncio.sleep(0.2)
+    assert await bus.members("online") == {"carol"}

@@ -62,7 +62,7 @@ class SocketPlugin(Plugin):
             ws = web.WebSocketResponse()
             await ws.prepare(request)
             hub = get_context(request).hub
-            connection = hub.register(ws, request.query["user"], device_name=request.query.get("device", ""))
+            connection = await hub.register(ws, request.query["user"], device_name=request.query.get("device", ""))
             try:
                 async for frame in ws:
                     if frame.type == WSMsgType.TEXT:
@@ -153,3 +153,20 @@ def test_serve_starts_with_no_configuration_and_stops_on_sigterm(tmp_path):
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+async def test_presence_is_seen_from_every_instance(aiohttp_client, make_config, redis_url, bus_prefix):
+    shared = {"bus.redis_url": redis_url, "bus.prefix": bus_prefix}
+    first_app = create_app("gw", make_config(shared), plugins=[SocketPlugin()])
+    second_app = create_app("gw", make_config(shared), plugins=[SocketPlugin()])
+    first = await aiohttp_client(first_app)
+    await aiohttp_client(second_app)
+    other_hub = get_context(second_app).hub
+    assert not await other_hub.is_online("alice")
+    async with first.ws_connect("/ws/test?user=alice"):
+        await asyncio.sleep(0.05)
+        assert await other_hub.is_online("alice")
+        assert await other_hub.online_users() == {"alice"}
+    await asyncio.sleep(0.1)
+    assert not await other_hub.is_online("alice")
+    assert await other_hub.online_users() == set()

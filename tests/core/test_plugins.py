@@ -113,7 +113,7 @@ async def test_websocket_frames_are_dispatched_by_type_and_validated(aiohttp_cli
     async def socket(request):
         ws = web.WebSocketResponse()
         await ws.prepare(request)
-        connection = get_context(request).hub.register(ws, "user_tester")
+        connection = await get_context(request).hub.register(ws, "user_tester")
         try:
             async for frame in ws:
                 if frame.type == WSMsgType.TEXT:

@@ -153,6 +153,7 @@ def test_serve_starts_with_no_configuration_and_stops_on_sigterm(tmp_path):
         if process.poll() is None:
             process.kill()
             process.wait()
+        process.stdout.close()
 
 
 async def test_presence_is_seen_from_every_instance(aiohttp_client, make_config, redis_url, bus_prefix):

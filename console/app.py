@@ -1,0 +1,261 @@
+"""The console application: the supervisor's REST API (services, logs, health) and the
+server-push WebSocket. `create_console_app` is the one factory production and tests use; the
+pages, dashboard, proxies and database panel add their route tables to the same app."""
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import ipaddress
+import logging
+import os
+import time
+from typing import AsyncIterator
+
+import marshmallow
+from aiohttp import web
+
+from gateway.config import Config, ConfigError
+from gateway.errors import ApiError, NotFound, Unauthorized, error_middleware
+from gateway.services import ServiceSpec, load_services
+from gateway.validation import parse_query
+
+from .logstore import LogStore
+from .push import PushHub, SttLog
+from .supervisor import Supervisor, SupervisorError, SupervisorSettings, UnknownService
+from .typedefs import CREDENTIAL, LOGS, PUSH, STARTED, STT_LOG, SUPERVISOR
+
+log = logging.getLogger("console.app")
+
+CONSOLE_NAME = "console"
+DEFAULT_PORT = 9090
+RECENT_LINES = 100
+
+routes = web.RouteTableDef()
+
+
+# ------------------------------------------------------------------ helpers
+
+def _supervisor(request: web.Request) -> Supervisor:
+    return request.app[SUPERVISOR]
+
+
+def _known(request: web.Request) -> str:
+    service_id = request.match_info["id"]
+    try:
+        _supervisor(request).service(service_id)
+    except UnknownService:
+        names = ", ".join(spec.id for spec in _supervisor(request).specs)
+        raise NotFound(f"Unknown service {service_id!r}.", error_type="unknown_service",
+                       hint=f"The service table lists: {names}.") from None
+    return service_id
+
+
+def _failure(error: SupervisorError, supervisor: Supervisor) -> ApiError:
+    status = 409 if error.error_type == "port_in_use" else 502
+    return ApiError(str(error), error_type=error.error_type, status=status,
+                    hint=f"Read its log: GET /api/logs/{error.service}",
+                    extra={"service": error.service, "services": supervisor.statuses()})
+
+
+async def _transition(request: web.Request, action) -> web.Response:
+    supervisor = _supervisor(request)
+    try:
+        result = await action()
+    except SupervisorError as error:
+        raise _failure(error, supervisor) from None
+    if isinstance(result, list):
+        return web.json_response({"services": result})
+    return web.json_response(result)
+
+
+# ------------------------------------------------------------------ health and services
+
+@routes.get("/api/health", name="console_health")
+async def health(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok", "service": CONSOLE_NAME,
+                              "uptime": round(time.monotonic() - request.app[STARTED], 1),
+                              "wsClients": request.app[PUSH].client_count})
+
+
+@routes.get("/api/services", name="services")
+async def list_services(request: web.Request) -> web.Response:
+    return web.json_response({"services": _supervisor(request).statuses()})
+
+
+@routes.post("/api/services/start-all", name="services_start_all")
+async def start_all(request: web.Request) -> web.Response:
+    return await _transition(request, _supervisor(request).start_all)
+
+
+@routes.post("/api/services/start-all-fresh", name="services_start_all_fresh")
+async def start_all_fresh(request: web.Request) -> web.Response:
+    return await _transition(request, _supervisor(request).start_all_fresh)
+
+
+@routes.post("/api/services/stop-all", name="services_stop_all")
+async def stop_all(request: web.Request) -> web.Response:
+    return await _transition(request, _supervisor(request).stop_all)
+
+
+@routes.get("/api/services/{id}", name="service")
+async def get_service(request: web.Request) -> web.Response:
+    return web.json_response(_supervisor(request).status(_known(request)))
+
+
+def _service_action(name: str):
+    async def handler(request: web.Request) -> web.Response:
+        service_id = _known(request)
+        return await _transition(request, lambda: getattr(_supervisor(request), name)(service_id))
+    handler.__name__ = f"service_{name}"
+    return handler
+
+
+for _action in ("start", "stop", "restart", "build"):
+    routes.post(f"/api/services/{{id}}/{_action}", name=f"service_{_action}")(_service_action(_action))
+
+
+# ------------------------------------------------------------------ logs
+
+class LogQuery(marshmallow.Schema):
+    lines = marshmallow.fields.Integer(load_default=200,
+                                       validate=marshmallow.validate.Range(min=1, max=10000))
+    offset = marshmallow.fields.Integer(load_default=0, validate=marshmallow.validate.Range(min=0))
+
+
+async def _log_page(request: web.Request, lines: int, offset: int) -> web.Response:
+    service_id = _known(request)
+    page = await request.app[LOGS].get(service_id).tail(lines, offset)
+    return web.json_response({"service": service_id, "lines": page.lines, "offset": offset,
+                              "hasMore": page.has_more})
+
+
+@routes.get("/api/logs/{id}", name="logs")
+async def get_logs(request: web.Request) -> web.Response:
+    query = parse_query(request, LogQuery())
+    return await _log_page(request, query["lines"], query["offset"])
+
+
+@routes.get("/api/logs/{id}/recent", name="logs_recent")
+async def recent_logs(request: web.Request) -> web.Response:
+    return await _log_page(request, RECENT_LINES, 0)
+
+
+@routes.delete("/api/logs/{id}", name="logs_clear")
+async def clear_logs(request: web.Request) -> web.Response:
+    service_id = _known(request)
+    await request.app[LOGS].get(service_id).clear()
+    return web.json_response({"service": service_id, "cleared": True})
+
+
+# ------------------------------------------------------------------ push
+
+@routes.get("/ws", name="console_ws")
+async def websocket(request: web.Request) -> web.WebSocketResponse:
+    return await request.app[PUSH].handle(request)
+
+
+# ------------------------------------------------------------------ access control
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name other than localhost may resolve anywhere
+
+
+def console_credential(config: Config, host: str) -> str:
+    """The credential a console on `host` asks for: none on loopback; otherwise CONSOLE_TOKEN
+    (config `console.token`), or the administrator password when no token is set."""
+    if is_loopback(host):
+        return ""
+    credential = (os.environ.get("CONSOLE_TOKEN") or config.get("console.token")
+                  or config.get("auth.admin_password"))
+    if not credential:
+        raise ConfigError(f"the console is bound to {host}, which is not a loopback address: set "
+                          f"CONSOLE_TOKEN (or ADMIN_PASSWORD) so that it can require a credential")
+    return credential
+
+
+def _presented(request: web.Request, admin_username: str) -> str | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer" and value:
+        return value.strip()
+    if scheme.lower() == "basic" and value:
+        try:
+            username, _, password = base64.b64decode(value.strip()).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+        return password if username == admin_username else None
+    if request.path == "/ws":
+        return request.query.get("token")  # browsers cannot set headers on a WebSocket
+    return None
+
+
+def credential_middleware(admin_username: str):
+    @web.middleware
+    async def require_credential(request: web.Request, handler):
+        expected = request.app[CREDENTIAL]
+        if expected and request.path != "/api/health":
+            presented = _presented(request, admin_username)
+            if presented is None or not hmac.compare_digest(presented.encode(), expected.encode()):
+                raise Unauthorized("This console requires an operator credential.",
+                                   error_type="unauthorized",
+                                   hint="Send Authorization: Bearer <CONSOLE_TOKEN> (or Basic with the "
+                                        "administrator's name and password).",
+                                   headers={"WWW-Authenticate": 'Basic realm="console"'})
+        return await handler(request)
+    return require_credential
+
+
+# ------------------------------------------------------------------ factory
+
+def create_console_app(config: Config, *, host: str | None = None,
+                       specs: list[ServiceSpec] | None = None) -> web.Application:
+    host = host or config.get("console.host") or "127.0.0.1"
+    specs = load_services() if specs is None else specs
+    push = PushHub()
+    section = config.section("console")
+    logs = LogStore(config.data_dir / "logs", int(section.get("log_max_bytes") or 5 * 1024 * 1024),
+                    int(section.get("log_backups", 3)))
+    supervisor = Supervisor(specs, config.data_dir, logs, push, SupervisorSettings.from_config(config))
+
+    app = web.Application(middlewares=[error_middleware,
+                                       credential_middleware(config.get("auth.admin_username") or "admin")])
+    app[SUPERVISOR] = supervisor
+    app[PUSH] = push
+    app[LOGS] = logs
+    app[STT_LOG] = SttLog(push)
+    app[STARTED] = time.monotonic()
+    app[CREDENTIAL] = console_credential(config, host)
+    app.router.add_routes(routes)
+
+    async def supervisor_ctx(app: web.Application) -> AsyncIterator[None]:
+        await supervisor.open()
+        yield
+        await supervisor.close()
+
+    app.cleanup_ctx.append(supervisor_ctx)
+
+    async def close_websockets(app: web.Application) -> None:
+        await push.close_all()
+
+    app.on_shutdown.append(close_websockets)
+    return app
+
+
+def resolve_port(config: Config, port: int | None) -> int:
+    return int(port or config.get("console.port") or DEFAULT_PORT)
+
+
+def run_console(config: Config, host: str | None = None, port: int | None = None) -> None:
+    """Serve in the foreground until SIGTERM/SIGINT; stopping the console stops its services."""
+    host = host or config.get("console.host") or "127.0.0.1"
+    port = resolve_port(config, port)
+    app = create_console_app(config, host=host)
+    web.run_app(app, host=host, port=port, access_log=None, shutdown_timeout=5,
+                print=lambda *_: log.info("console listening on http://%s:%s", host, port))
+

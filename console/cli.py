@@ -1,0 +1,377 @@
+"""`console` (and bin/console.sh): start the console in the background and drive it.
+
+The running console is found through DATA_DIR/console/console.json (its pid, host and port);
+its own output goes to DATA_DIR/console/console.log. Commands that change services talk to the
+console's REST API, so the console stays the one owner of the child processes."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import click
+import psutil
+
+from gateway.config import PROJECT_ROOT, Config, ConfigError
+from gateway.services import ServiceSpec, load_services
+
+from . import containers
+from .app import console_credential, is_loopback, resolve_port, run_console
+from .logstore import LogStore
+from .supervisor import SupervisorSettings, find_orphans, terminate_orphans
+
+CONSOLE_START_TIMEOUT = 30.0
+
+
+# ------------------------------------------------------------------ the running console
+
+class ConsoleHandle:
+    """Where the background console is and how to call it."""
+
+    def __init__(self, config: Config, port: int | None = None):
+        self.config = config
+        self.directory = config.data_dir / "console"
+        self.state_file = self.directory / "console.json"
+        self.log_file = self.directory / "console.log"
+        recorded = self.recorded() if self.pid() else {}  # a stale record says nothing
+        self.host = recorded.get("host") or config.get("console.host") or "127.0.0.1"
+        self.port = port or recorded.get("port") or resolve_port(config, None)
+
+    def recorded(self) -> dict:
+        try:
+            return json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"http://{'[' + host + ']' if ':' in host else host}:{self.port}"
+
+    def pid(self) -> int | None:
+        """The recorded pid, when that process is still our console (pids are reused)."""
+        pid = self.recorded().get("pid")
+        if not pid:
+            return None
+        try:
+            cmdline = psutil.Process(pid).cmdline()
+        except psutil.Error:
+            return None
+        return pid if "console" in " ".join(cmdline) and "serve" in cmdline else None
+
+    def request(self, method: str, path: str, timeout: float | None = 10.0) -> tuple[int, dict]:
+        request = urllib.request.Request(self.url + path, method=method)
+        # Off loopback the credential may be the generated admin password: load it only then.
+        credential = "" if is_loopback(self.host) else console_credential(Config.load(), self.host)
+        if credential:
+            request.add_header("Authorization", f"Bearer {credential}")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status, json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as error:
+            try:
+                return error.code, json.loads(error.read() or b"{}")
+            except ValueError:
+                return error.code, {"error": error.reason}
+
+    def healthy(self) -> bool:
+        try:
+            status, body = self.request("GET", "/api/health", timeout=2)
+        except (OSError, ValueError):
+            return False
+        return status == 200 and body.get("status") == "ok"
+
+    def running(self) -> bool:
+        return self.pid() is not None and self.healthy()
+
+
+def _load_config(generate_secrets: bool = False) -> Config:
+    """Only `start` generates the secrets (and shows a new administrator password); the other
+    commands must not print one in the middle of their output."""
+    try:
+        return Config.load(generate_secrets=generate_secrets)
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+
+
+def _specs() -> list[ServiceSpec]:
+    try:
+        return load_services()
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+
+
+def _format_uptime(seconds: float) -> str:
+    seconds = int(seconds or 0)
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m{seconds:02d}s" if hours else f"{minutes}m{seconds:02d}s"
+
+
+def _print_services(services: list[dict]) -> None:
+    click.echo(f"{'service':<20} {'state':<10} {'pid':>8} {'uptime':>10}  port")
+    for row in services:
+        click.echo(f"{row['id']:<20} {row['status']:<10} {row.get('pid') or '-':>8} "
+                   f"{_format_uptime(row.get('uptime')) if row.get('pid') else '-':>10}  {row['port']}"
+                   + (f"  ({row['lastError']})" if row.get("status") == "failed" and row.get("lastError")
+                      else ""))
+
+
+def _fail_with(body: dict) -> None:
+    if body.get("services"):
+        _print_services(body["services"])
+    message = body.get("error", "the console refused the request")
+    if body.get("hint"):
+        message += f" ({body['hint']})"
+    raise click.ClickException(message)
+
+
+def _spawn_console(handle: ConsoleHandle) -> int:
+    handle.directory.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "console", "serve", "--host", handle.host, "--port", str(handle.port)]
+    options: dict = {}
+    if os.name == "posix":
+        options["start_new_session"] = True  # survives the terminal that started it
+    else:
+        options["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.DETACHED_PROCESS
+    with open(handle.log_file, "ab") as output:
+        # DATA_DIR made absolute: the console runs from the project root, the command from anywhere.
+        environ = {**os.environ, "DATA_DIR": str(handle.config.data_dir)}
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+                                   cwd=str(PROJECT_ROOT), env=environ, **options)
+    handle.state_file.write_text(json.dumps({"pid": process.pid, "host": handle.host, "port": handle.port}))
+    deadline = time.monotonic() + CONSOLE_START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            tail = LogStore(handle.directory).get("console").tail_blocking(15).lines
+            raise click.ClickException(f"the console exited with code {process.returncode} while starting:\n"
+                                       + "\n".join(tail))
+        if handle.healthy():
+            return process.pid
+        time.sleep(0.2)
+    raise click.ClickException(f"the console did not answer {handle.url}/api/health within "
+                               f"{CONSOLE_START_TIMEOUT:g}s; see {handle.log_file}")
+
+
+port_option = click.option("--port", "-p", type=int, default=None,
+                           help="Console port (default: CONSOLE_PORT, then 9090).")
+
+
+# ------------------------------------------------------------------ commands
+
+@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--port", "-p", type=int, default=None,
+              help="Console port, when no command is given (that is: start).")
+@click.pass_context
+def main(ctx: click.Context, port: int | None) -> None:
+    """The operator console: supervises the eight services. Without a command: start."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(start, port=port)
+
+
+@main.command()
+@port_option
+@click.option("--fresh", is_flag=True, help="Stop every service first (also ones a previous console left), "
+                                            "then start all in order.")
+@click.option("--build", is_flag=True, help="Build every service, then start it, in order.")
+def start(port: int | None, fresh: bool, build: bool) -> None:
+    """Start the console in the background, then all services in order; print its address."""
+    config = _load_config(generate_secrets=True)  # on a first start, shows the admin password
+    handle = ConsoleHandle(config, port)
+    if handle.running():
+        click.echo(f"console already running at {handle.url} (pid {handle.pid()})")
+    elif handle.pid() is not None:
+        recorded = ConsoleHandle(config)
+        raise click.ClickException(f"a console (pid {handle.pid()}) already runs for this DATA_DIR, at "
+                                   f"{recorded.url}; it does not answer at {handle.url}. Run `stop` first.")
+    else:
+        pid = _spawn_console(handle)
+        click.echo(f"console started at {handle.url} (pid {pid}; log {handle.log_file})")
+    steps = [("POST", "/api/services/start-all-fresh" if fresh else "/api/services/start-all")]
+    if build:  # each build restarts its service on the result, in table order
+        steps = (steps if fresh else []) + [("POST", f"/api/services/{spec.id}/build") for spec in _specs()]
+    click.echo("starting services " + ("(fresh) " if fresh else "") + "in order...")
+    for method, path in steps:
+        status, body = handle.request(method, path, timeout=None)
+        if status != 200:
+            _fail_with(body)
+    _, body = handle.request("GET", "/api/services")
+    _print_services(body["services"])
+    click.echo(f"console: {handle.url}")
+
+
+@main.command()
+@port_option
+def stop(port: int | None) -> None:
+    """Stop the console and every service it runs."""
+    config = _load_config()
+    handle = ConsoleHandle(config, port)
+    specs = _specs()
+    settings = SupervisorSettings.from_config(config)
+    pid = handle.pid()
+    if pid is None:
+        click.echo("console is not running")
+    else:
+        os.kill(pid, signal.SIGTERM)  # the console stops its services in reverse order, then exits
+        try:
+            psutil.Process(pid).wait(timeout=settings.stop_timeout * (len(specs) + 1) + 10)
+        except psutil.TimeoutExpired:
+            click.echo(f"console (pid {pid}) did not stop in time; killing it", err=True)
+            psutil.Process(pid).kill()
+        except psutil.NoSuchProcess:
+            pass
+        click.echo(f"console stopped (pid {pid})")
+    handle.state_file.unlink(missing_ok=True)
+    left = terminate_orphans({spec.id for spec in specs}, config.data_dir, timeout=settings.stop_timeout)
+    if left:
+        click.echo(f"stopped {len(left)} service process(es) left behind: {', '.join(map(str, left))}")
+
+
+@main.command()
+@port_option
+def status(port: int | None) -> None:
+    """Each service: state, process id, uptime."""
+    config = _load_config()
+    handle = ConsoleHandle(config, port)
+    if handle.running():
+        click.echo(f"console: running at {handle.url} (pid {handle.pid()})")
+        _, body = handle.request("GET", "/api/services")
+        _print_services(body["services"])
+        return
+    click.echo("console: not running")
+    specs = _specs()
+    orphans = {}
+    for process in find_orphans({spec.id for spec in specs}, config.data_dir):
+        orphans[process.info["cmdline"][-1]] = process
+    _print_services([{"id": spec.id, "port": spec.port,
+                      "status": "orphaned" if spec.id in orphans else "stopped",
+                      "pid": orphans[spec.id].pid if spec.id in orphans else None,
+                      "uptime": time.time() - orphans[spec.id].create_time() if spec.id in orphans else 0}
+                     for spec in specs])
+    if orphans:
+        click.echo("services left running by a previous console: `start --fresh` or `stop` ends them")
+
+
+@main.command()
+@click.argument("service_id")
+@click.argument("lines", type=click.IntRange(1, 100000), default=200)
+@click.option("--offset", type=click.IntRange(0), default=0,
+              help="Skip this many newest lines (paging back).")
+def logs(service_id: str, lines: int, offset: int) -> None:
+    """Show the last LINES lines (default 200) of a service's log."""
+    config = _load_config()
+    if service_id not in {spec.id for spec in _specs()}:
+        raise click.ClickException(f"unknown service {service_id!r}; known: "
+                                   + ", ".join(spec.id for spec in _specs()))
+    section = config.section("console")
+    store = LogStore(config.data_dir / "logs", int(section.get("log_max_bytes") or 5 * 1024 * 1024),
+                     int(section.get("log_backups", 3)))
+    for line in store.get(service_id).tail_blocking(lines, offset).lines:
+        click.echo(line)
+
+
+@main.command()
+@click.argument("service_id", required=False)
+@port_option
+def build(service_id: str | None, port: int | None) -> None:
+    """Build one service, or all when omitted. With the console running, each is restarted on
+    the result; without it, only the build step runs."""
+    config = _load_config()
+    specs = _specs()
+    if service_id is not None:
+        specs = [spec for spec in specs if spec.id == service_id]
+        if not specs:
+            raise click.ClickException(f"unknown service {service_id!r}")
+    handle = ConsoleHandle(config, port)
+    if handle.running():
+        for spec in specs:
+            status_code, body = handle.request("POST", f"/api/services/{spec.id}/build", timeout=None)
+            if status_code != 200:
+                _fail_with(body)
+            click.echo(f"{spec.id}: built and {body['status']}")
+        return
+    for spec in specs:
+        if not spec.build:
+            click.echo(f"{spec.id}: no build step (runs from source)")
+            continue
+        click.echo(f"{spec.id}: {' '.join(spec.build)}")
+        completed = subprocess.run(list(spec.build), cwd=str(PROJECT_ROOT))
+        if completed.returncode != 0:
+            raise click.ClickException(f"build of {spec.id} failed with exit code {completed.returncode}")
+
+
+def _docker(action) -> containers.CommandResult:
+    try:
+        return action()
+    except containers.DockerUnavailable as error:
+        raise click.ClickException(str(error)) from None
+
+
+@main.command("db:start")
+def db_start() -> None:
+    """Start the database containers (conf/docker-compose.yml)."""
+    result = _docker(containers.stack_up)
+    click.echo(result.output)
+    if result.code != 0:
+        raise click.ClickException(f"docker compose up failed with exit code {result.code}")
+
+
+@main.command("db:stop")
+def db_stop() -> None:
+    """Stop the database containers."""
+    result = _docker(containers.stack_down)
+    click.echo(result.output)
+    if result.code != 0:
+        raise click.ClickException(f"docker compose down failed with exit code {result.code}")
+
+
+@main.command("db:status")
+def db_status() -> None:
+    """Which database ports answer, the embedded PostgreSQL, and the containers."""
+    from gateway.database import embedded_status
+
+    config = _load_config()
+    for check in containers.port_checks():
+        state = "open" if check["open"] else "closed"
+        click.echo(f"{check['name']:<11} 127.0.0.1:{check['port']:<5} {state}")
+    embedded = embedded_status(config.data_dir)
+    click.echo(f"embedded PostgreSQL ({embedded['pgdata']}): "
+               + (f"running (pid {embedded['pid']})" if embedded["running"] else "not running"))
+    result = _docker(containers.stack_status)
+    click.echo(result.output)
+    if result.code != 0:
+        raise click.ClickException(f"docker compose ps failed with exit code {result.code}")
+
+
+@main.command("help")
+@click.pass_context
+def help_command(ctx: click.Context) -> None:
+    """Show this help."""
+    click.echo(ctx.parent.get_help())
+
+
+@main.command()
+@click.option("--host", default=None,
+              help="Address to bind (default 127.0.0.1; any other requires a credential).")
+@port_option
+def serve(host: str | None, port: int | None) -> None:
+    """Run the console in the foreground (what `start` runs in the background)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    config = _load_config(generate_secrets=True)
+    try:
+        run_console(config, host, port)
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+    except OSError as error:  # the port is taken, most often
+        raise click.ClickException(f"the console cannot listen: {error}") from None
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,399 @@
+"""The AI core's HTTP endpoints: the SSE chat call, the OpenAI-compatible door, image
+descriptions, tool records and statistics, and the model tables for the administrator.
+Every endpoint requires a credential (a user's access token or the service credential)."""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import marshmallow
+from aiohttp import web
+from marshmallow import fields, validate
+
+from gateway.context import get_context
+from gateway.errors import BadGateway, BadRequest, NotFound
+from gateway.identity import Identity, owner_for, require_admin, require_user
+from gateway.validation import parse_body, parse_query
+
+from . import store
+from .agent import AGENT_MODEL
+from .engine import Engine, Turn, TurnFailed
+from .images import ImageError, bad_image
+from .providers import ProviderError
+
+routes = web.RouteTableDef()
+
+MODES = ("text", "voice_msg", "voice_assistant")
+ROUTING_ALIAS = "assistant"
+
+
+ENGINE_SERVICE = "ai_core.engine"
+
+
+def engine_of(request: web.Request) -> Engine:
+    return get_context(request).services.require(ENGINE_SERVICE)
+
+
+def acting_user(identity: Identity, requested: str | None) -> str:
+    """Whose turn this is: a service names the user it acts for; a person acts for themself."""
+    if identity.kind == "service":
+        if not requested:
+            raise BadRequest("A service must name the user it acts for.", error_type="validation_error",
+                             hint="Add user_id to the request body.")
+        return requested
+    return owner_for(identity, requested)
+
+
+# ---------------------------------------------------------------- the SSE chat call
+
+class HistoryItem(marshmallow.Schema):
+    role = fields.String(required=True, validate=validate.OneOf(["user", "assistant", "system"]))
+    content = fields.String(required=True)
+
+
+class Attachment(marshmallow.Schema):
+    class Meta:
+        unknown = marshmallow.EXCLUDE
+
+    type = fields.String(load_default="image", validate=validate.Equal("image"))
+    url = fields.String(required=True, validate=validate.Length(min=1))
+
+
+class ChatStreamBody(marshmallow.Schema):
+    user_id = fields.String(load_default=None)
+    session_id = fields.String(load_default=None, allow_none=True)
+    text = fields.String(load_default="")
+    history = fields.List(fields.Nested(HistoryItem), load_default=list)
+    mode = fields.String(load_default="text", validate=validate.OneOf(MODES))
+    attachments = fields.List(fields.Nested(Attachment), load_default=list)
+    purpose = fields.String(load_default="chat", validate=validate.Length(min=1, max=64))
+
+
+def sse_frame(event: dict) -> bytes:
+    return f"event: {event['type']}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n".encode()
+
+
+@routes.post("/api/v1/chat/stream", name="ai_core.chat_stream")
+async def chat_stream(request: web.Request) -> web.StreamResponse:
+    identity = await require_user(request)
+    body = await parse_body(request, ChatStreamBody())
+    user_id = acting_user(identity, body["user_id"])
+    if not body["text"].strip() and not body["attachments"]:
+        raise BadRequest("Send text, an image, or both.", error_type="validation_error")
+    turn = Turn(user_id=user_id, session_id=body["session_id"], text=body["text"],
+                history=body["history"], mode=body["mode"],
+                images=[a["url"] for a in body["attachments"]], purpose=body["purpose"])
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
+                                           "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    await response.prepare(request)
+    engine = engine_of(request)
+    started = time.monotonic()
+
+    async def emit(event: dict) -> None:
+        await response.write(sse_frame(event))
+
+    try:
+        outcome = await engine.run(turn, emit)
+    except TurnFailed:
+        await response.write_eof()
+        return response
+    await emit({"type": "done", "text": outcome.text, "model": outcome.model,
+                "finish_reason": outcome.finish_reason, "fallbacks": outcome.fallbacks,
+                "usage": outcome.usage, "duration_ms": round((time.monotonic() - started) * 1000, 1)})
+    await store.record_turns(get_context(request).db, turn.session_id, user_id,
+                             [("user", turn.text), ("assistant", outcome.text)])
+    await response.write_eof()
+    return response
+
+
+# ---------------------------------------------------------------- OpenAI-compatible door
+
+class OpenAiBody(marshmallow.Schema):
+    class Meta:
+        unknown = marshmallow.EXCLUDE  # OpenAI clients send many optional fields
+
+    model = fields.String(load_default=ROUTING_ALIAS)
+    messages = fields.List(fields.Dict(), required=True, validate=validate.Length(min=1))
+    stream = fields.Boolean(load_default=False)
+    temperature = fields.Float(load_default=None, allow_none=True)
+    top_p = fields.Float(load_default=None, allow_none=True)
+    max_tokens = fields.Integer(load_default=None, allow_none=True)
+    user = fields.String(load_default=None, allow_none=True)
+
+
+def _check_messages(messages: list[dict]) -> None:
+    for index, message in enumerate(messages):
+        if message.get("role") not in ("system", "user", "assistant", "tool", "developer"):
+            raise BadRequest(f"messages[{index}].role is missing or unknown.", error_type="validation_error")
+
+
+@routes.post("/v1/chat/completions", name="ai_core.openai_chat")
+async def openai_chat(request: web.Request) -> web.StreamResponse:
+    identity = await require_user(request)
+    body = await parse_body(request, OpenAiBody())
+    _check_messages(body["messages"])
+    engine = engine_of(request)
+    user_id = identity.user_id if identity.kind != "service" else (body["user"] or identity.user_id)
+    preferred = None if body["model"] in (ROUTING_ALIAS, AGENT_MODEL, "") else body["model"]
+    if preferred:
+        chain, _ = await engine.candidates("chat", preferred)
+        if not chain or chain[0].model.id != preferred:
+            raise NotFound(f"The model {preferred!r} does not exist or is disabled.", error_type="model_not_found",
+                           hint=f"GET /v1/models lists the models; {ROUTING_ALIAS!r} uses the chat route.")
+    overrides = {key: body[key] for key in ("temperature", "top_p", "max_tokens") if body[key] is not None}
+    turn = Turn(user_id=user_id, messages=body["messages"], preferred_model=preferred, overrides=overrides)
+    completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+    created = int(time.time())
+    if not body["stream"]:
+        async def raise_errors(event: dict) -> None:
+            if event["type"] == "error":
+                raise BadGateway(event["error"], error_type=event["errorType"])
+
+        try:
+            outcome = await engine.run(turn, raise_errors)
+        except TurnFailed as failure:
+            raise BadGateway(str(failure), error_type="model_failed") from None
+        usage = outcome.usage or {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        return web.json_response({
+            "id": completion_id, "object": "chat.completion", "created": created, "model": outcome.model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": outcome.text},
+                         "finish_reason": outcome.finish_reason if outcome.finish_reason in (
+                             "stop", "length", "content_filter") else "stop"}],
+            "usage": usage})
+
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
+                                           "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    await response.prepare(request)
+    model_named = body["model"]
+
+    def chunk(delta: dict, finish_reason: str | None = None, model: str | None = None) -> bytes:
+        payload = {"id": completion_id, "object": "chat.completion.chunk", "created": created,
+                   "model": model or model_named,
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+        return b"data: " + json.dumps(payload, ensure_ascii=False).encode() + b"\n\n"
+
+    await response.write(chunk({"role": "assistant", "content": ""}))
+
+    async def emit(event: dict) -> None:
+        if event["type"] == "delta":
+            await response.write(chunk({"content": event["content"]}))
+        elif event["type"] == "error":
+            await response.write(b"data: " + json.dumps({"error": {
+                "message": event["error"], "type": event["errorType"], "code": None}}).encode() + b"\n\n")
+
+    try:
+        outcome = await engine.run(turn, emit)
+    except TurnFailed:
+        await response.write_eof()
+        return response
+    finish = outcome.finish_reason if outcome.finish_reason in ("stop", "length", "content_filter") else "stop"
+    await response.write(chunk({}, finish, outcome.model))
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+    return response
+
+
+@routes.get("/v1/models", name="ai_core.openai_models")
+async def openai_models(request: web.Request) -> web.Response:
+    await require_user(request)
+    models = [m for m in await store.list_models(get_context(request).db) if m.enabled]
+    data = [{"id": ROUTING_ALIAS, "object": "model", "created": 0, "owned_by": "assistant"}]
+    data += [{"id": m.id, "object": "model", "created": 0, "owned_by": m.provider} for m in models]
+    return web.json_response({"object": "list", "data": data})
+
+
+# ---------------------------------------------------------------- vision
+
+class VisionBody(marshmallow.Schema):
+    image = fields.String(required=True, validate=validate.Length(min=1))
+    prompt = fields.String(load_default="Describe this image in detail.")
+    user_id = fields.String(load_default=None, allow_none=True)
+
+
+@routes.post("/api/v1/vision/describe", name="ai_core.vision_describe")
+async def vision_describe(request: web.Request) -> web.Response:
+    await require_user(request)
+    body = await parse_body(request, VisionBody())
+    engine = engine_of(request)
+    chain, _ = await engine.candidates("vision")
+    if not chain:
+        raise NotFound("No model is routed for images.", error_type="no_vision_model",
+                       hint="Add a model tagged `vision`, or a `vision` routing rule, in the model settings.")
+    try:
+        image = await engine.fetcher().as_data_uri(body["image"])
+    except ImageError as error:
+        raise bad_image(error) from None
+    messages = [{"role": "user", "content": [{"type": "text", "text": body["prompt"]},
+                                             {"type": "image_url", "image_url": {"url": image}}]}]
+    failures = []
+    for candidate in chain:
+        try:
+            description = await engine.complete_once(candidate, messages)
+        except ProviderError as error:
+            failures.append(f"{candidate.model.id} ({error.kind})")
+            continue
+        return web.json_response({"description": description, "model": candidate.model.id})
+    raise BadGateway("Every vision model failed: " + "; ".join(failures), error_type="vision_failed",
+                     hint="Check the providers of the vision route.")
+
+
+# ---------------------------------------------------------------- tools
+
+class CallsQuery(marshmallow.Schema):
+    tool_name = fields.String(load_default=None)
+    user_id = fields.String(load_default=None)
+    page = fields.Integer(load_default=1, validate=validate.Range(min=1))
+    page_size = fields.Integer(load_default=50, validate=validate.Range(min=1, max=500))
+
+
+@routes.get("/api/v1/tools", name="ai_core.tools")
+async def list_tools(request: web.Request) -> web.Response:
+    await require_user(request)
+    tools = engine_of(request).registry.describe()
+    return web.json_response({"tools": tools, "total": len(tools)})
+
+
+@routes.get("/api/v1/tools/calls", name="ai_core.tool_calls")
+async def tool_calls(request: web.Request) -> web.Response:
+    await require_admin(request)
+    query = parse_query(request, CallsQuery())
+    calls, total = await store.list_tool_calls(get_context(request).db, query["tool_name"], query["user_id"],
+                                               query["page"], query["page_size"])
+    return web.json_response({"calls": calls, "total": total, "page": query["page"],
+                              "page_size": query["page_size"]})
+
+
+@routes.get("/api/v1/tools/calls/stats", name="ai_core.tool_call_stats")
+async def tool_call_stats(request: web.Request) -> web.Response:
+    await require_admin(request)
+    tools = await store.tool_call_statistics(get_context(request).db)
+    return web.json_response({"tools": tools, "total_calls": sum(t["count"] for t in tools),
+                              "total_failures": sum(t["failures"] for t in tools)})
+
+
+# ---------------------------------------------------------------- model tables (administrator)
+
+class ProviderBody(marshmallow.Schema):
+    name = fields.String(load_default=None)
+    base_url = fields.Url(required=True, schemes={"http", "https"}, require_tld=False)
+    api_key = fields.String(load_default=None, allow_none=True)
+
+
+class ModelBody(marshmallow.Schema):
+    class Meta:
+        unknown = marshmallow.EXCLUDE  # updated_at and other read-only fields echo back
+
+    id = fields.String(load_default=None)
+    name = fields.String(required=True, validate=validate.Length(min=1, max=200))
+    provider = fields.String(required=True, validate=validate.Length(min=1, max=100))
+    description = fields.String(load_default="")
+    priority = fields.Integer(load_default=0)
+    tags = fields.List(fields.String(), load_default=list)
+    params = fields.Dict(keys=fields.String(), load_default=dict)
+    enabled = fields.Boolean(load_default=True)
+
+
+class RouteBody(marshmallow.Schema):
+    purpose = fields.String(load_default=None)
+    fallback_chain = fields.List(fields.String(validate=validate.Length(min=1)), required=True)
+    required = fields.Boolean(load_default=False)
+
+
+def _same_name(in_path: str, in_body: str | None, field_name: str) -> None:
+    if in_body and in_body != in_path:
+        raise BadRequest(f"The {field_name} in the body ({in_body!r}) differs from the one in the path "
+                         f"({in_path!r}).", error_type="validation_error")
+
+
+def _valid_key(value: str, what: str) -> str:
+    if not value or len(value) > 100 or "/" in value:
+        raise BadRequest(f"Invalid {what}.", error_type="validation_error")
+    return value
+
+
+@routes.get("/api/v1/models/providers", name="ai_core.providers")
+async def providers_list(request: web.Request) -> web.Response:
+    await require_admin(request)
+    providers = await store.list_providers(get_context(request).db)
+    items = [{"name": p.name, "base_url": p.base_url, "api_key": store.mask_key(p.api_key)} for p in providers]
+    return web.json_response({"providers": items, "total": len(items)})
+
+
+@routes.post("/api/v1/models/providers/{name}", name="ai_core.provider_save")
+async def provider_save(request: web.Request) -> web.Response:
+    await require_admin(request)
+    name = _valid_key(request.match_info["name"], "provider name")
+    body = await parse_body(request, ProviderBody())
+    _same_name(name, body["name"], "name")
+    db = get_context(request).db
+    api_key = body["api_key"]
+    if api_key is not None and api_key == store.mask_key(await store.get_provider_key(db, name) or ""):
+        api_key = None  # the masked key shown by the list came back unchanged
+    await store.save_provider(db, name, body["base_url"], api_key)
+    return web.json_response({"status": "saved", "name": name})
+
+
+@routes.delete("/api/v1/models/providers/{name}", name="ai_core.provider_delete")
+async def provider_delete(request: web.Request) -> web.Response:
+    await require_admin(request)
+    name = request.match_info["name"]
+    if not await store.delete_provider(get_context(request).db, name):
+        raise NotFound(f"No provider named {name!r}.", error_type="provider_not_found")
+    return web.json_response({"status": "deleted", "name": name})
+
+
+@routes.get("/api/v1/models/models", name="ai_core.models")
+async def models_list(request: web.Request) -> web.Response:
+    await require_admin(request)
+    models = await store.list_models(get_context(request).db)
+    items = [{"id": m.id, "name": m.name, "provider": m.provider, "description": m.description,
+              "priority": m.priority, "tags": list(m.tags), "params": m.params, "enabled": m.enabled,
+              "updated_at": m.updated_at} for m in models]
+    return web.json_response({"models": items, "total": len(items)})
+
+
+@routes.post("/api/v1/models/models/{id}", name="ai_core.model_save")
+async def model_save(request: web.Request) -> web.Response:
+    await require_admin(request)
+    model_id = _valid_key(request.match_info["id"], "model id")
+    body = await parse_body(request, ModelBody())
+    _same_name(model_id, body["id"], "id")
+    await store.save_model(get_context(request).db, {**body, "id": model_id})
+    return web.json_response({"status": "saved", "id": model_id})
+
+
+@routes.delete("/api/v1/models/models/{id}", name="ai_core.model_delete")
+async def model_delete(request: web.Request) -> web.Response:
+    await require_admin(request)
+    model_id = request.match_info["id"]
+    if not await store.delete_model(get_context(request).db, model_id):
+        raise NotFound(f"No model with id {model_id!r}.", error_type="model_not_found")
+    return web.json_response({"status": "deleted", "id": model_id})
+
+
+@routes.get("/api/v1/models/routing", name="ai_core.routing")
+async def routing_list(request: web.Request) -> web.Response:
+    await require_admin(request)
+    rules = await store.list_routes(get_context(request).db)
+    return web.json_response([{"purpose": r.purpose, "fallback_chain": list(r.fallback_chain),
+                               "required": r.required} for r in rules])
+
+
+@routes.post("/api/v1/models/routing/{purpose}", name="ai_core.routing_save")
+async def routing_save(request: web.Request) -> web.Response:
+    await require_admin(request)
+    purpose = _valid_key(request.match_info["purpose"], "purpose")
+    body = await parse_body(request, RouteBody())
+    _same_name(purpose, body["purpose"], "purpose")
+    await store.save_route(get_context(request).db, purpose, body["fallback_chain"], body["required"])
+    return web.json_response({"status": "saved", "purpose": purpose})
+
+
+@routes.delete("/api/v1/models/routing/{purpose}", name="ai_core.routing_delete")
+async def routing_delete(request: web.Request) -> web.Response:
+    await require_admin(request)
+    purpose = request.match_info["purpose"]
+    if not await store.delete_route(get_context(request).db, purpose):
+        raise NotFound(f"No routing rule for {purpose!r}.", error_type="route_not_found")
+    return web.json_response({"status": "deleted", "purpose": purpose})

@@ -1,0 +1,242 @@
+"""One chat turn: pick the models of the purpose's route, try them in order, run the
+function-calling loop with the one that answers, and stream typed events.
+
+Fallback rule: a model that fails before anything was sent for it (connection error, timeout,
+429, 5xx, any error) is skipped for the next one; once text, thinking or tool progress has gone
+out, a failure ends the turn with an `error` event — the person never sees a silent cut. When no
+model is configured, or every model failed and the route is not `required`, the offline agent
+answers."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Awaitable, Callable
+
+from . import store
+from .agent import AGENT_MODEL, OfflineAgent
+from .images import ImageError, ImageFetcher, origin
+from .providers import ProviderError, stream_completion
+from .store import Candidate, Route
+from .tools import ToolRegistry, ToolRunner
+
+log = logging.getLogger("plugins.ai_core.engine")
+
+Emit = Callable[[dict], Awaitable[None]]
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a helpful personal assistant. Answer in the language the user writes in. "
+    "Use the tools when they help; never invent a tool result.")
+VOICE_PROMPT = ("The reply will be spoken aloud: answer in short, natural sentences, without Markdown, "
+                "lists, code or emoji.")
+OUTPUT_EVENTS = {"delta", "thinking", "tool_progress"}
+
+
+@dataclass
+class Turn:
+    user_id: str
+    session_id: str | None = None
+    text: str = ""
+    history: list[dict] = field(default_factory=list)
+    mode: str = "text"
+    images: list[str] = field(default_factory=list)
+    # The OpenAI-compatible door passes the whole conversation instead of text and history.
+    messages: list[dict] | None = None
+    purpose: str = "chat"
+    preferred_model: str | None = None
+    use_tools: bool = True
+    overrides: dict = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    text: str
+    model: str
+    finish_reason: str
+    fallbacks: list[dict]
+    usage: dict | None = None
+
+
+class TurnFailed(Exception):
+    """The turn ended in an error after output had been sent (already reported by an event)."""
+
+
+class Engine:
+    def __init__(self, context, registry: ToolRegistry, settings: dict):
+        self.context = context
+        self.registry = registry
+        self.settings = settings
+        self.runner = ToolRunner(registry, context, float(settings.get("tool_timeout", 30)))
+        self.agent = OfflineAgent(registry, self.runner)
+
+    # ------------------------------------------------------------ routing
+
+    async def candidates(self, purpose: str, preferred: str | None = None) -> tuple[list[Candidate], Route | None]:
+        """The models to try for `purpose`, in order, read fresh from the database so an
+        administrator's edit applies to the very next request."""
+        providers, models, routes = await store.routing_snapshot(self.context.db)
+        route = routes.get(purpose)
+        if route is not None:
+            ids = list(route.fallback_chain)
+        else:
+            usable = sorted((m for m in models.values() if m.enabled), key=lambda m: (-m.priority, m.id))
+            if purpose == "chat":
+                ids = [m.id for m in usable if "vision" not in m.tags or "chat" in m.tags]
+            else:
+                ids = [m.id for m in usable if purpose in m.tags]
+        if preferred and preferred in models:
+            ids = [preferred] + [i for i in ids if i != preferred]
+        chain = []
+        for model_id in ids:
+            model = models.get(model_id)
+            if model is None or not model.enabled or model.provider not in providers:
+                continue
+            chain.append(Candidate(model, providers[model.provider]))
+        return chain, route
+
+    def fetcher(self) -> ImageFetcher:
+        config = self.context.config
+        trusted = {origin(url) for url in (config.get("peers.gateway_url"), config.get("core.public_base_url"))
+                   if url and origin(url)}
+        return ImageFetcher(self.context.http, trusted_origins=trusted,
+                            allow_private=bool(self.settings.get("fetch_allow_private", False)),
+                            max_bytes=int(self.settings.get("max_image_bytes", 10 * 1024 * 1024)),
+                            timeout=float(self.settings.get("fetch_timeout", 15)))
+
+    # ------------------------------------------------------------ messages
+
+    def system_prompt(self, mode: str) -> str:
+        prompt = self.settings.get("system_prompt") or DEFAULT_SYSTEM_PROMPT
+        now = datetime.now().astimezone()
+        prompt += f"\nThe current local time is {now.isoformat(timespec='minutes')} ({now.strftime('%A')})."
+        if mode in ("voice_msg", "voice_assistant"):
+            prompt += "\n" + VOICE_PROMPT
+        return prompt
+
+    def build_messages(self, turn: Turn, images: list[str]) -> list[dict]:
+        if turn.messages is not None:
+            if any(m.get("role") == "system" for m in turn.messages):
+                return list(turn.messages)
+            return [{"role": "system", "content": self.system_prompt(turn.mode)}, *turn.messages]
+        messages = [{"role": "system", "content": self.system_prompt(turn.mode)}]
+        messages += [{"role": m["role"], "content": m["content"]} for m in turn.history]
+        if images:
+            parts: list[dict] = [{"type": "text", "text": turn.text or "Describe this image."}]
+            parts += [{"type": "image_url", "image_url": {"url": uri}} for uri in images]
+            messages.append({"role": "user", "content": parts})
+        else:
+            messages.append({"role": "user", "content": turn.text})
+        return messages
+
+    def last_user_text(self, turn: Turn) -> str:
+        if turn.messages is None:
+            return turn.text
+        for message in reversed(turn.messages):
+            if message.get("role") == "user":
+                content = message.get("content")
+                if isinstance(content, list):
+                    return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+                return str(content or "")
+        return ""
+
+    # ------------------------------------------------------------ the turn
+
+    async def run(self, turn: Turn, emit: Emit) -> Outcome:
+        sent = False
+
+        async def tracked(event: dict) -> None:
+            nonlocal sent
+            if event["type"] in OUTPUT_EVENTS:
+                sent = True
+            await emit(event)
+
+        images = await self._load_images(turn, tracked)
+        purpose = "vision" if images else turn.purpose
+        chain, route = await self.candidates(purpose, turn.preferred_model)
+        if images and not chain:
+            await tracked({"type": "system_info", "level": "warning", "action": "configure_vision_model",
+                           "message": "No vision model is configured; the image was left out of this answer."})
+            images, purpose = [], turn.purpose
+            chain, route = await self.candidates(purpose, turn.preferred_model)
+        messages = self.build_messages(turn, images)
+        fallbacks: list[dict] = []
+        for candidate in chain:
+            try:
+                return await self._run_model(candidate, messages, turn, tracked, fallbacks)
+            except ProviderError as error:
+                if sent:
+                    await emit({"type": "error", "error": f"{candidate.model.id} failed mid-answer: {error.message}",
+                                "errorType": "model_failed", "model": candidate.model.id, "kind": error.kind})
+                    raise TurnFailed(error.message) from None
+                log.warning("model %s failed before answering (%s): %s", candidate.model.id,
+                            error.kind, error.message)
+                fallbacks.append({"model": candidate.model.id, "kind": error.kind, "error": error.message})
+        if chain and route is not None and route.required:
+            await emit({"type": "error", "errorType": "all_models_failed", "model": None,
+                        "error": f"every model routed for {purpose!r} failed: "
+                                 + "; ".join(f"{f['model']} ({f['kind']})" for f in fallbacks)})
+            raise TurnFailed("all models failed")
+        text, finish_reason = await self.agent.answer(
+            self.last_user_text(turn), user_id=turn.user_id, session_id=turn.session_id, emit=tracked,
+            models_failed=bool(chain))
+        return Outcome(text, AGENT_MODEL, finish_reason, fallbacks)
+
+    async def _load_images(self, turn: Turn, emit: Emit) -> list[str]:
+        if not turn.images:
+            return []
+        fetcher = self.fetcher()
+        loaded = []
+        for reference in turn.images:
+            try:
+                loaded.append(await fetcher.as_data_uri(reference))
+            except ImageError as error:
+                await emit({"type": "system_info", "level": "warning", "action": "",
+                            "message": f"An image could not be used: {error}"})
+        return loaded
+
+    async def _run_model(self, candidate: Candidate, messages: list[dict], turn: Turn, emit: Emit,
+                         fallbacks: list[dict]) -> Outcome:
+        conversation = list(messages)
+        tools = self.registry.schemas() if turn.use_tools else None
+        text = ""
+        usage = None
+        max_rounds = int(self.settings.get("max_tool_rounds", 6))
+        for _ in range(max_rounds):
+            stream = stream_completion(
+                self.context.http, candidate, conversation, tools or None,
+                first_token_timeout=float(self.settings.get("first_token_timeout", 30)),
+                idle_timeout=float(self.settings.get("idle_timeout", 60)), overrides=turn.overrides)
+            accumulator = None
+            async for deltas, accumulator in stream:
+                for delta in deltas:
+                    if delta.content:
+                        await emit({"type": "delta", "content": delta.content})
+                    if delta.reasoning:
+                        await emit({"type": "thinking", "status": "thinking", "content": delta.reasoning})
+            if accumulator is None:
+                raise ProviderError("protocol", "the stream ended without a single chunk")
+            completion = accumulator.completion
+            usage = completion.usage or usage
+            text += completion.content
+            if not completion.tool_calls:
+                return Outcome(text, candidate.model.id, completion.finish_reason or "stop", fallbacks, usage)
+            conversation.append({"role": "assistant", "content": completion.content or None,
+                                 "tool_calls": [call.message() for call in completion.tool_calls]})
+            for call in completion.tool_calls:
+                outcome = await self.runner.run(call.name, call.arguments, user_id=turn.user_id,
+                                                session_id=turn.session_id, model=candidate.model.id,
+                                                emit=emit, call_id=call.id)
+                conversation.append({"role": "tool", "tool_call_id": call.id, "content": outcome.for_model()})
+        await emit({"type": "system_info", "level": "warning", "action": "",
+                    "message": f"The model kept calling tools; stopped after {max_rounds} rounds."})
+        return Outcome(text, candidate.model.id, "tool_limit", fallbacks, usage)
+
+    async def complete_once(self, candidate: Candidate, messages: list[dict]) -> str:
+        """A whole answer without tools or events (image descriptions)."""
+        text = ""
+        async for _, accumulator in stream_completion(
+                self.context.http, candidate, messages, None,
+                first_token_timeout=float(self.settings.get("first_token_timeout", 30)),
+                idle_timeout=float(self.settings.get("idle_timeout", 60))):
+            text = accumulator.completion.content
+        return text

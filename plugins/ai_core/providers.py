@@ -1,0 +1,222 @@
+"""The OpenAI-compatible wire protocol: one streaming `/chat/completions` call, its server-sent
+events parsed in full (text, reasoning, tool calls whose arguments arrive in fragments, the
+finish reason, usage), and failures sorted into kinds so routing can decide to fall back."""
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import AsyncIterator
+
+import aiohttp
+
+from .store import Candidate
+
+
+class ProviderError(Exception):
+    """A model call that failed. `kind` is one of connection, timeout, rate_limited,
+    server_error, client_error, protocol."""
+
+    def __init__(self, kind: str, message: str, status: int | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.status = status
+
+
+@dataclass
+class Delta:
+    """One meaningful piece of a streamed answer."""
+    content: str = ""
+    reasoning: str = ""
+    tool_call_started: str = ""  # name of a tool call that just began
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: str = ""
+
+    def message(self) -> dict:
+        return {"id": self.id, "type": "function",
+                "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass
+class Completion:
+    """What a stream amounts to once it has ended."""
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+    model: str = ""
+    usage: dict | None = None
+
+
+class SseDecoder:
+    """Server-sent events, line by line (WHATWG rules): `data:` lines of one event are joined
+    with newlines, comments and other fields are ignored, a blank line ends the event."""
+
+    def __init__(self):
+        self._data: list[str] = []
+
+    def feed_line(self, raw: bytes) -> str | None:
+        line = raw.decode("utf-8").rstrip("\r\n")
+        if not line:
+            if not self._data:
+                return None
+            data, self._data = "\n".join(self._data), []
+            return data
+        if line.startswith(":"):
+            return None
+        name, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+        return None
+
+    def finish(self) -> str | None:
+        """The last event when the stream ended without its blank line."""
+        if not self._data:
+            return None
+        data, self._data = "\n".join(self._data), []
+        return data
+
+
+class CompletionAccumulator:
+    """Folds `chat.completion.chunk` objects into a Completion, reporting what each added."""
+
+    def __init__(self):
+        self.completion = Completion()
+        self._calls: dict[int, ToolCall] = {}
+
+    def add(self, chunk: dict) -> list[Delta]:
+        if "error" in chunk and not chunk.get("choices"):
+            error = chunk["error"]
+            message = error.get("message") if isinstance(error, dict) else str(error)
+            raise ProviderError("server_error", f"the provider reported an error mid-stream: {message}")
+        if chunk.get("model"):
+            self.completion.model = chunk["model"]
+        if chunk.get("usage"):
+            self.completion.usage = chunk["usage"]
+        deltas: list[Delta] = []
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            text = delta.get("content")
+            if text:
+                self.completion.content += text
+                deltas.append(Delta(content=text))
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if isinstance(reasoning, str) and reasoning:
+                self.completion.reasoning += reasoning
+                deltas.append(Delta(reasoning=reasoning))
+            for fragment in delta.get("tool_calls") or ():
+                index = fragment.get("index", len(self._calls))
+                function = fragment.get("function") or {}
+                call = self._calls.get(index)
+                if call is None:
+                    call = ToolCall(id=fragment.get("id") or f"call_{index}", name=function.get("name") or "")
+                    self._calls[index] = call
+                    self.completion.tool_calls.append(call)
+                    deltas.append(Delta(tool_call_started=call.name))
+                else:
+                    if fragment.get("id"):
+                        call.id = fragment["id"]
+                    if function.get("name"):
+                        call.name += function["name"]
+                call.arguments += function.get("arguments") or ""
+            if choice.get("finish_reason"):
+                self.completion.finish_reason = choice["finish_reason"]
+        return deltas
+
+
+def _classify_status(status: int) -> str:
+    if status == 429:
+        return "rate_limited"
+    if status >= 500:
+        return "server_error"
+    return "client_error"
+
+
+def completions_url(base_url: str) -> str:
+    return base_url.rstrip("/") + "/chat/completions"
+
+
+def request_body(candidate: Candidate, messages: list[dict], tools: list[dict] | None,
+                 overrides: dict | None = None) -> dict:
+    body = {**candidate.model.params, **(overrides or {}), "model": candidate.model.name,
+            "messages": messages, "stream": True}
+    if tools:
+        body["tools"] = tools
+    return body
+
+
+async def stream_completion(http: aiohttp.ClientSession, candidate: Candidate, messages: list[dict],
+                            tools: list[dict] | None, *, first_token_timeout: float,
+                            idle_timeout: float, overrides: dict | None = None,
+                            ) -> AsyncIterator[tuple[list[Delta], CompletionAccumulator]]:
+    """Yield (what arrived, the accumulator so far) for each chunk. Raises ProviderError; the
+    timeouts bound the wait for the first chunk and for each later one."""
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    if candidate.provider.api_key:
+        headers["Authorization"] = f"Bearer {candidate.provider.api_key}"
+    body = request_body(candidate, messages, tools, overrides)
+    accumulator = CompletionAccumulator()
+    decoder = SseDecoder()
+    try:
+        async with asyncio.timeout(first_token_timeout):
+            response = await http.post(completions_url(candidate.provider.base_url), json=body,
+                                       headers=headers)
+    except TimeoutError:
+        raise ProviderError("timeout", f"no answer within {first_token_timeout:g}s") from None
+    except aiohttp.ClientError as error:
+        raise ProviderError("connection", f"cannot reach {candidate.provider.base_url}: {error}") from None
+    async with response:
+        if response.status >= 400:
+            text = (await response.text(errors="replace"))[:500]
+            raise ProviderError(_classify_status(response.status),
+                                f"HTTP {response.status}: {text}", response.status)
+        content_type = response.headers.get("Content-Type", "")
+        if "text/event-stream" not in content_type:
+            # Some servers ignore `stream`; accept a whole completion as one chunk.
+            try:
+                whole = json.loads(await response.read())
+                message = whole["choices"][0]["message"]
+            except (ValueError, KeyError, IndexError, TypeError) as error:
+                raise ProviderError("protocol", f"unexpected {content_type or 'response'}: {error!r}") from None
+            chunk = {"model": whole.get("model"), "usage": whole.get("usage"),
+                     "choices": [{"index": 0, "finish_reason": whole["choices"][0].get("finish_reason"),
+                                  "delta": {**message, "tool_calls": [
+                                      {**call, "index": i} for i, call in enumerate(message.get("tool_calls") or ())]}}]}
+            yield accumulator.add(chunk), accumulator
+            return
+        received_any = False
+        while True:
+            timeout = idle_timeout if received_any else first_token_timeout
+            try:
+                async with asyncio.timeout(timeout):
+                    raw = await response.content.readline()
+            except TimeoutError:
+                raise ProviderError("timeout", f"the stream stalled for {timeout:g}s") from None
+            except aiohttp.ClientError as error:
+                raise ProviderError("connection", f"the stream broke: {error}") from None
+            data = decoder.feed_line(raw) if raw else decoder.finish()
+            if data is not None:
+                if data.strip() == "[DONE]":
+                    return
+                try:
+                    chunk = json.loads(data)
+                except ValueError:
+                    raise ProviderError("protocol", f"a stream event is not JSON: {data[:200]!r}") from None
+                deltas = accumulator.add(chunk)
+                if deltas:
+                    received_any = True
+                yield deltas, accumulator
+            if not raw:
+                if accumulator.completion.finish_reason is None:
+                    raise ProviderError("connection", "the stream ended before the answer was finished")
+                return

@@ -8,7 +8,7 @@ from typing import Callable
 import pytest
 
 from gateway.config import Config
-from tests.support.servers import PostgresForTests, RedisForTests
+from tests.support.servers import PostgresForTests, RedisForTests, free_port
 
 TEST_ADMIN_PASSWORD = "admin-test-password"
 
@@ -25,6 +25,18 @@ def redis_server():
     server = RedisForTests()
     yield server
     server.close()
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """A real S3-protocol server (moto's server mode) on a loopback port."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
 
 
 @pytest.fixture

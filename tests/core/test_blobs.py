@@ -4,18 +4,7 @@ import os
 import pytest
 
 from gateway.blobs import BlobError, BlobNotFound, LocalBlobStore, S3BlobStore, S3_PART
-from tests.support.servers import free_port
 
-
-@pytest.fixture(scope="module")
-def s3_endpoint():
-    from moto.server import ThreadedMotoServer
-
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
 
 
 @pytest.fixture(params=["local", "s3"])

@@ -11,16 +11,6 @@ from tests.support.identities import TestIdentitiesPlugin
 from tests.support.servers import free_port
 
 
-@pytest.fixture(scope="session")
-def s3_endpoint():
-    from moto.server import ThreadedMotoServer
-
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
-
 
 @pytest.fixture
 def make_files_client(aiohttp_client, make_config, database_url, request):

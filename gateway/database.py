@@ -142,8 +142,30 @@ async def transaction(db: aiopg.Pool) -> AsyncIterator[Any]:
     """A cursor (rows as dicts) inside one transaction: committed on success, rolled back on error."""
     async with db.acquire() as connection:
         async with connection.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cursor:
-            async with cursor.begin():
+            async with _in_transaction(connection, cursor):
                 yield cursor
+
+
+@contextlib.asynccontextmanager
+async def _in_transaction(connection, cursor) -> AsyncIterator[None]:
+    """BEGIN ... COMMIT, or ROLLBACK on any error. Written out rather than aiopg's Transaction
+    so that a task cancelled mid-transaction (a client hanging up) leaves no half-open state:
+    if the rollback itself cannot finish, the connection is closed and the pool drops it."""
+    await cursor.execute("BEGIN")
+    try:
+        yield
+    except BaseException:
+        try:
+            if not connection.closed:
+                await cursor.execute("ROLLBACK")
+        except BaseException:
+            connection.close()
+        raise
+    try:
+        await cursor.execute("COMMIT")
+    except BaseException:
+        connection.close()
+        raise
 
 
 # ---------------------------------------------------------------- migrations
@@ -186,7 +208,7 @@ async def apply_migrations(db: aiopg.Pool, plans: Iterable[tuple[str, list[tuple
                         if version in done:
                             continue
                         try:
-                            async with cursor.begin():
+                            async with _in_transaction(connection, cursor):
                                 await cursor.execute(sql)
                                 await cursor.execute(
                                     "INSERT INTO schema_migrations (plugin, version, name) VALUES (%s, %s, %s)",

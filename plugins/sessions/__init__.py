@@ -1,0 +1,28 @@
+"""Sessions and their stored messages: the `conversations` service other plugins write
+through (the chat channel, webhooks), the Sessions endpoints, message search and export.
+
+See docs/sessions.md."""
+from __future__ import annotations
+
+from gateway.plugins import Plugin, Registrar
+
+from .api import CONVERSATIONS, routes
+from .store import DEFAULT_TITLE, Conversations, generate_session_id, session_not_found
+
+__all__ = ["Conversations", "DEFAULT_TITLE", "SessionsPlugin", "generate_session_id", "plugin",
+           "session_not_found"]
+
+
+class SessionsPlugin(Plugin):
+    name = "sessions"
+    depends = ("auth_tokens",)
+    uses = ("database",)
+    description = "Sessions, stored messages, message search and export"
+
+    def setup(self, registrar: Registrar) -> None:
+        registrar.migrations("plugins.sessions")
+        registrar.provide(CONVERSATIONS, Conversations(registrar.context))
+        registrar.routes(routes)
+
+
+plugin = SessionsPlugin()

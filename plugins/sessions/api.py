@@ -1,0 +1,139 @@
+"""The Sessions and Message-search endpoints. A non-administrator reaches only their own
+sessions: another user's session id answers exactly like a missing one (404
+`session_not_found`), so ids cannot be probed."""
+from __future__ import annotations
+
+import marshmallow
+from aiohttp import web
+from marshmallow import fields, validate
+
+from gateway.context import get_context
+from gateway.identity import Identity, owner_for, require_user
+from gateway.validation import parse_body, parse_query
+
+from . import exports
+from .store import Conversations, session_not_found
+
+CONVERSATIONS = "conversations"
+MAX_PAGE = 500
+
+routes = web.RouteTableDef()
+
+
+class CreateSessionBody(marshmallow.Schema):
+    session_id = fields.String(load_default=None, allow_none=True,
+                               validate=[validate.Length(min=1, max=128),
+                                         validate.Regexp(r"^[A-Za-z0-9_.:\-]+$",
+                                                         error="use letters, digits and _ . : - only")])
+    title = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=200))
+    is_main = fields.Boolean(load_default=False)
+
+
+class OwnerQuery(marshmallow.Schema):
+    user_id = fields.String(load_default=None)
+
+
+class PageQuery(marshmallow.Schema):
+    limit = fields.Integer(load_default=50, validate=validate.Range(min=1, max=MAX_PAGE))
+    offset = fields.Integer(load_default=0, validate=validate.Range(min=0))
+
+
+class ExportQuery(marshmallow.Schema):
+    format = fields.String(load_default="json", validate=validate.OneOf(list(exports.FORMATS)))
+
+
+class SearchQuery(PageQuery):
+    q = fields.String(required=True, validate=validate.Length(min=1, max=200))
+    user_id = fields.String(load_default=None)
+
+
+def conversations_of(request: web.Request) -> Conversations:
+    return get_context(request).services.require(CONVERSATIONS)
+
+
+async def visible_session(request: web.Request, user: Identity) -> dict:
+    """The session in the path, if this caller may see it."""
+    session_id = request.match_info["session_id"]
+    session = await conversations_of(request).get_session(session_id)
+    if session is None or (not user.is_admin and session["user_id"] != user.user_id):
+        raise session_not_found(session_id)
+    return session
+
+
+@routes.post("/api/v1/sessions", name="sessions.create")
+async def create_session(request: web.Request) -> web.Response:
+    user = await require_user(request)
+    body = await parse_body(request, CreateSessionBody(), allow_empty=True)
+    session = await conversations_of(request).create_session(
+        user.user_id, body["session_id"], (body["title"] or "").strip() or None, body["is_main"])
+    return web.json_response(session, status=201)
+
+
+@routes.get("/api/v1/sessions", name="sessions.list")
+async def list_sessions(request: web.Request) -> web.Response:
+    user = await require_user(request)
+    owner = owner_for(user, parse_query(request, OwnerQuery())["user_id"])
+    return web.json_response({"sessions": await conversations_of(request).list_sessions(owner)})
+
+
+@routes.delete("/api/v1/sessions", name="sessions.delete_all")
+async def delete_all_sessions(request: web.Request) -> web.Response:
+    user = await require_user(request)
+    owner = owner_for(user, parse_query(request, OwnerQuery())["user_id"])
+    deleted = await conversations_of(request).delete_user_sessions(owner)
+    return web.json_response({"status": "deleted", "user_id": owner, "count": deleted})
+
+
+@routes.get("/api/v1/sessions/{session_id}", name="sessions.get")
+async def get_session(request: web.Request) -> web.Response:
+    user = await require_user(request)
+    return web.json_response(await visible_session(request, user))
+
+
+@routes.delete("/api/v1/sessions/{session_id}", name="sessions.delete")
+async def delete_session(request: web.Request) -> web.Response:
+    user = await require_user(request)
+    session = await visible_session(request, user)
+    await conversations_of(request).delete_session(session["id"])
+    return web.json_response({"status": "deleted", "session_id": session["id"]})
+
+
+@routes.get("/api/v1/sessions/{session_id}/messages", name="sessions.messages")
+async def list_messages(request: web.Request) -> web.Response:
+    user = await require_user(request)
+    session = await visible_session(request, user)
+    page = parse_query(request, PageQuery())
+    messages = await conversations_of(request).list_messages(session["id"], page["limit"], page["offset"])
+    return web.json_response({"messages": messages, "limit": page["limit"], "offset": page["offset"]})
+
+
+@routes.delete("/api/v1/sessions/{session_id}/messages", name="sessions.clear")
+async def clear_messages(request: web.Request) -> web.Response:
+    user = await require_user(request)
+    session = await visible_session(request, user)
+    deleted = await conversations_of(request).clear_messages(session["id"])
+    return web.json_response({"status": "cleared", "session_id": session["id"], "count": deleted})
+
+
+@routes.get("/api/v1/sessions/{session_id}/export", name="sessions.export")
+async def export_session(request: web.Request) -> web.Response:
+    user = await require_user(request)
+    session = await visible_session(request, user)
+    export_format = parse_query(request, ExportQuery())["format"]
+    messages = await conversations_of(request).all_messages(session["id"])
+    content_type = exports.FORMATS[export_format][0]
+    return web.Response(
+        text=exports.render(session, messages, export_format), content_type=content_type, charset="utf-8",
+        headers={"Content-Disposition": exports.attachment_disposition(session, export_format),
+                 "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"})
+
+
+@routes.get("/api/v1/messages/search", name="messages.search")
+async def search_messages(request: web.Request) -> web.Response:
+    user = await require_user(request)
+    query = parse_query(request, SearchQuery())
+    owner = owner_for(user, query["user_id"])
+    results, total = await conversations_of(request).search_messages(
+        owner, query["q"], query["limit"], query["offset"])
+    return web.json_response({"results": results, "total": total, "query": query["q"],
+                              "limit": query["limit"], "offset": query["offset"]})

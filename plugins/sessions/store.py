@@ -1,0 +1,181 @@
+"""The conversations store: sessions and their messages in PostgreSQL, offered to other plugins
+as the `conversations` service (the chat channel, webhooks). Every method is async and returns
+the spec's shapes with integer epoch-millisecond timestamps."""
+from __future__ import annotations
+
+import json
+import secrets
+import string
+
+import psycopg2
+import psycopg2.errors
+
+from gateway.context import Context
+from gateway.database import execute, fetch_all, fetch_one, fetch_value, transaction
+from gateway.errors import Conflict, NotFound
+
+DEFAULT_TITLE = "新对话"
+SESSION_ID_ALPHABET = string.ascii_lowercase + string.digits
+HISTORY_ROLES = ("user", "assistant")
+
+SESSION_COLUMNS = ("id, user_id, title, is_main, "
+                   "(extract(epoch FROM created_at) * 1000)::bigint AS created_at, "
+                   "(extract(epoch FROM updated_at) * 1000)::bigint AS updated_at")
+MESSAGE_COLUMNS = ("id, session_id, user_id, role, msg_type, content, metadata, client_msg_id, "
+                   "(extract(epoch FROM created_at) * 1000)::bigint AS created_at")
+
+# The two search statements, named so that the plan test and the benchmark EXPLAIN exactly these.
+SEARCH_COUNT_SQL = "SELECT count(*) FROM chat_messages WHERE user_id = %s AND content ILIKE %s"
+SEARCH_PAGE_SQL = (
+    "SELECT m.id, m.session_id, s.title AS session_title, m.role, m.content, "
+    "(extract(epoch FROM m.created_at) * 1000)::bigint AS created_at "
+    "FROM chat_messages AS m JOIN chat_sessions AS s ON s.id = m.session_id "
+    "WHERE m.user_id = %s AND m.content ILIKE %s "
+    "ORDER BY m.id DESC LIMIT %s OFFSET %s")
+
+
+def generate_session_id() -> str:
+    return "session_" + "".join(secrets.choice(SESSION_ID_ALPHABET) for _ in range(12))
+
+
+def session_not_found(session_id: str) -> NotFound:
+    """The same answer for a missing session and another user's: its existence stays private."""
+    return NotFound(f"Session {session_id} was not found.", error_type="session_not_found",
+                    hint="List your sessions with GET /api/v1/sessions, or create one with POST /api/v1/sessions.")
+
+
+def escape_like(text: str) -> str:
+    """`text` as a literal inside a LIKE pattern (backslash is PostgreSQL's default escape)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _message(row: dict) -> dict:
+    row["metadata"] = row.get("metadata") or {}
+    return row
+
+
+class Conversations:
+    """Sessions and messages. Ownership checks that need an identity live in the HTTP layer;
+    `ensure_session` is the one method that refuses another user's session by itself, because
+    the chat channel and webhooks call it with ids chosen by clients."""
+
+    def __init__(self, context: Context):
+        self.context = context
+
+    @property
+    def db(self):
+        return self.context.db
+
+    # ------------------------------------------------------------ sessions
+    async def create_session(self, user_id: str, session_id: str | None = None, title: str | None = None,
+                             is_main: bool = False) -> dict:
+        session_id = session_id or generate_session_id()
+        row = await fetch_one(
+            self.db,
+            f"INSERT INTO chat_sessions (id, user_id, title, is_main) VALUES (%s, %s, %s, %s) "
+            f"ON CONFLICT (id) DO NOTHING RETURNING {SESSION_COLUMNS}",
+            (session_id, user_id, title or DEFAULT_TITLE, bool(is_main)))
+        if row is None:
+            raise Conflict(f"A session with id {session_id} already exists.", error_type="session_exists",
+                           hint="Leave out session_id to have one generated, or choose another.")
+        return row
+
+    async def get_session(self, session_id: str) -> dict | None:
+        return await fetch_one(self.db, f"SELECT {SESSION_COLUMNS} FROM chat_sessions WHERE id = %s",
+                               (session_id,))
+
+    async def ensure_session(self, user_id: str, session_id: str, title: str | None = None) -> dict:
+        await execute(self.db,
+                      "INSERT INTO chat_sessions (id, user_id, title) VALUES (%s, %s, %s) "
+                      "ON CONFLICT (id) DO NOTHING", (session_id, user_id, title or DEFAULT_TITLE))
+        session = await self.get_session(session_id)
+        if session is None or session["user_id"] != user_id:
+            raise session_not_found(session_id)
+        return session
+
+    async def list_sessions(self, user_id: str) -> list[dict]:
+        return await fetch_all(self.db,
+                               f"SELECT {SESSION_COLUMNS} FROM chat_sessions WHERE user_id = %s "
+                               f"ORDER BY chat_sessions.updated_at DESC, id", (user_id,))
+
+    async def delete_session(self, session_id: str) -> bool:
+        return await execute(self.db, "DELETE FROM chat_sessions WHERE id = %s", (session_id,)) > 0
+
+    async def delete_user_sessions(self, user_id: str) -> int:
+        return await execute(self.db, "DELETE FROM chat_sessions WHERE user_id = %s", (user_id,))
+
+    # ------------------------------------------------------------ messages
+    async def add_message(self, session_id: str, user_id: str, role: str, content: str,
+                          msg_type: str = "chat", metadata: dict | None = None,
+                          client_msg_id: str | None = None) -> dict:
+        try:
+            async with transaction(self.db) as cursor:
+                await cursor.execute(
+                    f"INSERT INTO chat_messages (session_id, user_id, role, msg_type, content, metadata, "
+                    f"client_msg_id) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                    f"ON CONFLICT (session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING "
+                    f"RETURNING {MESSAGE_COLUMNS}",
+                    (session_id, user_id, role, msg_type, content or "",
+                     json.dumps(metadata or {}, ensure_ascii=False), client_msg_id or None))
+                row = await cursor.fetchone()
+                if row is None:
+                    await cursor.execute(
+                        f"SELECT {MESSAGE_COLUMNS} FROM chat_messages "
+                        f"WHERE session_id = %s AND client_msg_id = %s", (session_id, client_msg_id))
+                    return _message(dict(await cursor.fetchone())) | {"duplicate": True}
+                await cursor.execute("UPDATE chat_sessions SET updated_at = now() WHERE id = %s",
+                                     (session_id,))
+                return _message(dict(row)) | {"duplicate": False}
+        except psycopg2.errors.ForeignKeyViolation:
+            raise session_not_found(session_id) from None
+
+    async def list_messages(self, session_id: str, limit: int = 50, offset: int = 0,
+                            before_id: int | None = None) -> list[dict]:
+        """Oldest first. With `before_id`: the latest `limit` messages older than that id
+        (scrolling back through history); otherwise `offset` counts from the oldest."""
+        if before_id is not None:
+            rows = await fetch_all(
+                self.db,
+                f"SELECT * FROM (SELECT {MESSAGE_COLUMNS} FROM chat_messages "
+                f"WHERE session_id = %s AND id < %s ORDER BY id DESC LIMIT %s) AS page ORDER BY id",
+                (session_id, before_id, limit))
+        else:
+            rows = await fetch_all(
+                self.db,
+                f"SELECT {MESSAGE_COLUMNS} FROM chat_messages WHERE session_id = %s "
+                f"ORDER BY id LIMIT %s OFFSET %s", (session_id, limit, offset))
+        return [_message(row) for row in rows]
+
+    async def all_messages(self, session_id: str) -> list[dict]:
+        rows = await fetch_all(self.db,
+                               f"SELECT {MESSAGE_COLUMNS} FROM chat_messages WHERE session_id = %s "
+                               f"ORDER BY id", (session_id,))
+        return [_message(row) for row in rows]
+
+    async def recent_history(self, session_id: str, limit: int = 20) -> list[dict]:
+        """The last `limit` user and assistant turns, oldest first, as the AI core wants them."""
+        return await fetch_all(
+            self.db,
+            "SELECT role, content FROM (SELECT id, role, content FROM chat_messages "
+            "WHERE session_id = %s AND role IN %s ORDER BY id DESC LIMIT %s) AS recent ORDER BY id",
+            (session_id, HISTORY_ROLES, limit))
+
+    async def clear_messages(self, session_id: str) -> int:
+        async with transaction(self.db) as cursor:
+            await cursor.execute("DELETE FROM chat_messages WHERE session_id = %s", (session_id,))
+            deleted = cursor.rowcount
+            await cursor.execute("UPDATE chat_sessions SET updated_at = now() WHERE id = %s", (session_id,))
+            return deleted
+
+    # ------------------------------------------------------------ search
+    async def search_messages(self, user_id: str, query: str, limit: int = 50,
+                              offset: int = 0) -> tuple[list[dict], int]:
+        """Messages of `user_id` containing `query` (case-insensitive substring), newest first,
+        and how many there are in all. The trigram index serves queries of 3+ characters."""
+        pattern = f"%{escape_like(query)}%"
+        total = await fetch_value(self.db, SEARCH_COUNT_SQL, (user_id, pattern))
+        rows = await fetch_all(self.db, SEARCH_PAGE_SQL, (user_id, pattern, limit, offset))
+        results = [{"message_id": str(row["id"]), "session_id": row["session_id"],
+                    "session_title": row["session_title"], "role": row["role"],
+                    "content": row["content"], "created_at": row["created_at"]} for row in rows]
+        return results, int(total or 0)

@@ -1,0 +1,241 @@
+"""Webhooks: other systems and chat platforms talk to the assistant over plain HTTP.
+
+- `POST /api/v1/webhook/generic` (header `X-Webhook-Key`) — one message in, the AI core's whole
+  reply out;
+- `POST /api/v1/webhook/discord` — Discord's interactions endpoint: PING and the chat command,
+  with Discord's Ed25519 request signature checked against `DISCORD_PUBLIC_KEY`.
+
+Each exchange is kept in the conversations store under the `ext_` user, so it shows up in the
+sessions endpoints like any other conversation. See docs/sessions.md ("Webhooks")."""
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import secrets
+import string
+
+import aiohttp
+import marshmallow
+from aiohttp import web
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from marshmallow import fields, validate
+
+from gateway.context import Context
+from gateway.errors import BadGateway, BadRequest, Unauthorized
+from gateway.plugins import Plugin, PluginError, Registrar
+from gateway.validation import load, parse_body, read_json
+
+log = logging.getLogger("plugins.webhooks")
+
+EXTERNAL_PREFIX = "ext_"
+ID_ALPHABET = string.ascii_lowercase + string.digits
+HISTORY_TURNS = 20
+DISCORD_PING, DISCORD_APPLICATION_COMMAND = 1, 2
+DISCORD_PONG, DISCORD_CHANNEL_MESSAGE = 1, 4
+DISCORD_MAX_CONTENT = 2000
+
+
+class GenericBody(marshmallow.Schema):
+    message = fields.String(required=True)
+    user_id = fields.String(load_default="webhook_generic", validate=validate.Length(min=1, max=100))
+    session_id = fields.String(load_default=None, allow_none=True,
+                               validate=[validate.Length(min=1, max=128),
+                                         validate.Regexp(r"^[A-Za-z0-9_.:\-]+$",
+                                                         error="use letters, digits and _ . : - only")])
+    mode = fields.String(load_default="text", validate=validate.OneOf(["text", "voice_msg"]))
+    platform = fields.String(load_default="generic", validate=validate.Length(min=1, max=50))
+
+
+def external_user(user_id: str) -> str:
+    """Outside callers never act as a gateway user: their ids live under the `ext_` prefix."""
+    return user_id if user_id.startswith(EXTERNAL_PREFIX) else EXTERNAL_PREFIX + user_id
+
+
+def ai_unavailable(detail: str) -> BadGateway:
+    return BadGateway(f"The AI service is unavailable: {detail}", error_type="ai_service_unavailable",
+                      hint="Check that the ai-core service is running and that AI_CORE_URL points at it.")
+
+
+class Webhooks:
+    def __init__(self, context: Context, ai_timeout: float):
+        self.context = context
+        self.ai_timeout = ai_timeout
+
+    @property
+    def conversations(self):
+        return self.context.services.require("conversations")
+
+    # ------------------------------------------------------------ credentials
+    def check_key(self, request: web.Request) -> None:
+        expected = str(self.context.config.get("auth.webhook_key") or "")
+        given = request.headers.get("X-Webhook-Key", "")
+        # compare_digest takes as long for a near miss as for a wild guess.
+        if not expected or not hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8")):
+            raise Unauthorized("Missing or wrong webhook key.", error_type="invalid_webhook_key",
+                               hint="Send the configured WEBHOOK_KEY in the X-Webhook-Key header.")
+
+    def discord_key(self) -> Ed25519PublicKey | None:
+        text = str(self.context.config.get("auth.discord_public_key") or "").strip()
+        return Ed25519PublicKey.from_public_bytes(bytes.fromhex(text)) if text else None
+
+    @staticmethod
+    def check_discord_signature(key: Ed25519PublicKey, request: web.Request, raw: bytes) -> None:
+        signature = request.headers.get("X-Signature-Ed25519", "")
+        timestamp = request.headers.get("X-Signature-Timestamp", "")
+        try:
+            key.verify(bytes.fromhex(signature), timestamp.encode("utf-8") + raw)
+        except (ValueError, InvalidSignature):
+            raise Unauthorized("Invalid request signature.", error_type="invalid_signature",
+                               hint="Discord signs every interaction; this request was not signed "
+                                    "with the key in DISCORD_PUBLIC_KEY.") from None
+
+    # ------------------------------------------------------------ one exchange
+    async def converse(self, user_id: str, session_id: str, text: str, mode: str, platform: str) -> tuple[str, dict]:
+        """Store the message, ask the AI core with the session's history, store and return the reply."""
+        conversations = self.conversations
+        await conversations.ensure_session(user_id, session_id, title=f"{platform} webhook")
+        history = await conversations.recent_history(session_id, HISTORY_TURNS)
+        await conversations.add_message(session_id, user_id, "user", text, metadata={"platform": platform})
+        done = await self.ask_ai_core(user_id, session_id, text, history, mode)
+        stored = await conversations.add_message(session_id, user_id, "assistant", done.get("text") or "",
+                                                 metadata={"platform": platform, "model": done.get("model")})
+        return done.get("text") or "", stored
+
+    async def ask_ai_core(self, user_id: str, session_id: str, text: str, history: list[dict],
+                          mode: str) -> dict:
+        """The AI core's SSE chat call, read to its `done` event."""
+        base = str(self.context.config.get("peers.ai_core_url") or "").rstrip("/")
+        token = str(self.context.config.get("auth.service_token") or "")
+        body = {"user_id": user_id, "session_id": session_id, "text": text, "history": history,
+                "mode": mode, "attachments": [], "purpose": "chat"}
+        try:
+            async with self.context.http.post(
+                    f"{base}/api/v1/chat/stream", json=body,
+                    headers={"Authorization": f"Bearer {token}", "Accept": "text/event-stream"},
+                    timeout=aiohttp.ClientTimeout(total=self.ai_timeout)) as response:
+                if response.status != 200:
+                    raise ai_unavailable(f"it answered HTTP {response.status}")
+                async for event in read_events(response):
+                    if event.get("type") == "done":
+                        return event
+                    if event.get("type") == "error":
+                        raise ai_unavailable(str(event.get("error") or "the model failed"))
+        except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+            raise ai_unavailable(str(error) or type(error).__name__) from None
+        raise ai_unavailable("the reply ended before it was complete")
+
+    # ------------------------------------------------------------ handlers
+    async def generic(self, request: web.Request) -> web.Response:
+        self.check_key(request)
+        body = await parse_body(request, GenericBody())
+        text = body["message"].strip()
+        if not text:
+            raise BadRequest("The message is empty.", error_type="empty_message",
+                             hint="Send the text for the assistant in the message field.")
+        session_id = body["session_id"] or "webhook_" + "".join(secrets.choice(ID_ALPHABET) for _ in range(12))
+        reply, stored = await self.converse(external_user(body["user_id"]), session_id, text, body["mode"],
+                                            body["platform"])
+        return web.json_response({"reply": reply, "session_id": session_id, "message_id": str(stored["id"]),
+                                  "finish_reason": "stop"})
+
+    async def discord(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        key = self.discord_key()
+        if key is not None:
+            self.check_discord_signature(key, request, raw)
+        else:
+            self.check_key(request)  # no signature to check: the webhook key stands in
+        interaction = await read_json(request)
+        if not isinstance(interaction, dict):
+            raise BadRequest("The interaction must be a JSON object.", error_type="validation_error")
+        kind = interaction.get("type")
+        if kind == DISCORD_PING:
+            return web.json_response({"type": DISCORD_PONG})
+        if kind != DISCORD_APPLICATION_COMMAND:
+            raise BadRequest(f"Interaction type {kind!r} is not handled here.",
+                             error_type="unsupported_interaction",
+                             hint="This endpoint answers PING (1) and application commands (2) with a "
+                                  "`message` option.")
+        text, user, channel = discord_command(interaction)
+        reply, _ = await self.converse(external_user(f"discord_{user}"), f"discord_{channel}", text, "text",
+                                       "discord")
+        content = reply if len(reply) <= DISCORD_MAX_CONTENT else reply[:DISCORD_MAX_CONTENT - 1] + "…"
+        return web.json_response({"type": DISCORD_CHANNEL_MESSAGE, "data": {"content": content}})
+
+    def routes(self) -> web.RouteTableDef:
+        table = web.RouteTableDef()
+        table.post("/api/v1/webhook/generic", name="webhooks.generic")(self.generic)
+        table.post("/api/v1/webhook/discord", name="webhooks.discord")(self.discord)
+        return table
+
+
+class DiscordOption(marshmallow.Schema):
+    class Meta:
+        unknown = marshmallow.EXCLUDE
+
+    name = fields.String(required=True)
+    value = fields.Raw(load_default=None)
+
+
+class DiscordData(marshmallow.Schema):
+    class Meta:
+        unknown = marshmallow.EXCLUDE
+
+    name = fields.String(load_default="")
+    options = fields.List(fields.Nested(DiscordOption), load_default=list)
+
+
+def discord_command(interaction: dict) -> tuple[str, str, str]:
+    """(message text, Discord user id, channel id) of an application command."""
+    data = load(DiscordData(), interaction.get("data") or {}, "interaction data")
+    text = next((str(option["value"]) for option in data["options"]
+                 if option["name"] == "message" and option["value"] is not None), "").strip()
+    if not text:
+        raise BadRequest("The command has no message option.", error_type="empty_message",
+                         hint="Register the command with a string option named `message`.")
+    person = (interaction.get("member") or {}).get("user") or interaction.get("user") or {}
+    user = str(person.get("id") or "unknown")
+    channel = str(interaction.get("channel_id") or (interaction.get("channel") or {}).get("id") or user)
+    return text, user, channel
+
+
+async def read_events(response: aiohttp.ClientResponse):
+    """Server-sent events as dicts: each event's `data:` lines joined and parsed as JSON."""
+    data: list[str] = []
+    async for raw_line in response.content:
+        line = raw_line.decode("utf-8").rstrip("\r\n")
+        if line.startswith("data:"):
+            value = line[5:]
+            data.append(value[1:] if value.startswith(" ") else value)
+        elif not line and data:
+            try:
+                event = json.loads("\n".join(data))
+            except json.JSONDecodeError:
+                log.warning("the AI core sent an event that is not JSON; skipped")
+            else:
+                if isinstance(event, dict):
+                    yield event
+            data = []
+
+
+class WebhooksPlugin(Plugin):
+    name = "webhooks"
+    depends = ("sessions",)
+    description = "Generic and Discord webhooks answered by the AI core"
+
+    def setup(self, registrar: Registrar) -> None:
+        public_key = str(registrar.config.get("auth.discord_public_key") or "").strip()
+        if public_key:
+            try:
+                Ed25519PublicKey.from_public_bytes(bytes.fromhex(public_key))
+            except ValueError:
+                raise PluginError("webhooks: DISCORD_PUBLIC_KEY must be the 64 hex digits of the "
+                                  "application's public key (Discord developer portal)") from None
+        webhooks = Webhooks(registrar.context, float(registrar.settings.get("ai_timeout") or 120))
+        registrar.routes(webhooks.routes())
+
+
+plugin = WebhooksPlugin()

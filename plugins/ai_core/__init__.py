@@ -17,6 +17,7 @@ from . import store
 from .api import ENGINE_SERVICE, routes
 from .builtin_tools import register_builtin_tools
 from .engine import Engine
+from .probe import routes as probe_routes
 from .tools import ToolRegistry
 
 log = logging.getLogger("plugins.ai_core")
@@ -36,6 +37,7 @@ class AiCorePlugin(Plugin):
         engine = Engine(context, registry, settings)
         registrar.migrations("plugins.ai_core")
         registrar.routes(routes)
+        registrar.routes(probe_routes)
         registrar.provide("tools", registry)
         registrar.provide(ENGINE_SERVICE, engine)
 

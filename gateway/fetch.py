@@ -1,0 +1,321 @@
+"""The one guarded fetcher for URLs that a caller supplied (a provider's model list, an image
+address, a webhook target...). Without it such a URL is a way into the host's network: the
+cloud metadata service, the database port, an admin page on loopback.
+
+What it guarantees, hop by hop:
+
+- only `http` and `https`;
+- every address the host name resolves to is checked, and the connection goes to exactly the
+  addresses that were checked (the check runs inside the connector's resolver, so a second DNS
+  answer cannot slip a different address in between);
+- link-local (169.254.0.0/16, fe80::/10), cloud metadata, multicast, unspecified and reserved
+  addresses are refused always; loopback and private ranges only when the operator allowed
+  them (`[fetch] allow_private = true`, or per host or network in `[fetch] allow_hosts`);
+- redirects are followed by hand, each new address checked again, the `Authorization` header
+  dropped when the redirect leaves the original origin;
+- the whole exchange is bounded in time and the body in bytes.
+
+    fetcher = GuardedFetcher.from_config(context.config)
+    result = await fetcher.fetch(url, headers={"Accept": "application/json"})
+    data = result.json()
+"""
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import socket
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+from urllib.parse import urljoin, urlsplit
+
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.resolver import DefaultResolver
+from multidict import CIMultiDict, CIMultiDictProxy
+
+IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+DEFAULT_TIMEOUT = 10.0
+DEFAULT_MAX_BYTES = 2 * 1024 * 1024
+DEFAULT_MAX_REDIRECTS = 5
+# A plugin may offer an aiohttp `AbstractResolver` under this service name; guarded fetches
+# then resolve through it (the policy still checks every address it answers).
+RESOLVER_SERVICE = "fetch.resolver"
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+# Instance metadata services that do not sit in 169.254.0.0/16 (which is refused as a whole).
+METADATA_ADDRESSES: frozenset[IpAddress] = frozenset(ipaddress.ip_address(a) for a in (
+    "fd00:ec2::254",     # AWS, IPv6
+    "100.100.100.200",   # Alibaba Cloud
+    "192.0.0.192",       # Oracle Cloud
+))
+# Addresses that carry an IPv4 address inside an IPv6 one; the inner address is what is reached.
+NAT64_NETWORK = ipaddress.ip_network("64:ff9b::/96")
+
+
+class FetchError(Exception):
+    """The URL could not be fetched; the message says why in words an operator can act on."""
+
+    kind = "failed"
+
+
+class FetchRefused(FetchError):
+    """The URL or an address it leads to is not allowed by the fetch policy."""
+
+    kind = "refused"
+
+
+class FetchTimeout(FetchError):
+    kind = "timeout"
+
+
+class FetchTooLarge(FetchError):
+    kind = "too_large"
+
+
+@dataclass(frozen=True)
+class FetchPolicy:
+    """Which addresses outside the public internet may be reached."""
+
+    allow_private: bool = False
+    allow_hosts: frozenset[str] = frozenset()        # lower-case host names
+    allow_networks: tuple[IpNetwork, ...] = ()
+
+    @classmethod
+    def from_config(cls, config) -> "FetchPolicy":
+        settings = config.section("fetch") if hasattr(config, "section") else dict(config or {})
+        return cls.build(bool(settings.get("allow_private", False)), settings.get("allow_hosts") or ())
+
+    @classmethod
+    def build(cls, allow_private: bool = False, allow_hosts: Iterable[str] = ()) -> "FetchPolicy":
+        """`allow_hosts` mixes host names (`llm.lan`), addresses (`10.0.0.5`) and networks
+        (`192.168.1.0/24`); a bad entry is a configuration error, raised as ValueError."""
+        if isinstance(allow_hosts, str):
+            allow_hosts = [part for part in allow_hosts.replace(",", " ").split() if part]
+        names, networks = set(), []
+        for entry in allow_hosts:
+            entry = str(entry).strip().lower()
+            if not entry:
+                continue
+            try:
+                networks.append(ipaddress.ip_network(entry.strip("[]"), strict=False))
+            except ValueError:
+                if "/" in entry or ":" in entry:
+                    raise ValueError(f"fetch.allow_hosts: {entry!r} is neither a host name nor a network") from None
+                names.add(entry.rstrip("."))
+        return cls(allow_private, frozenset(names), tuple(networks))
+
+    def refusal(self, host: str, address: IpAddress) -> str | None:
+        """Why `host` may not be reached at `address`, or None when it may."""
+        inner = _embedded_ipv4(address)
+        if inner is not None:
+            address = inner
+        if address.is_link_local or address in METADATA_ADDRESSES:
+            return f"{host} resolves to {address}, a link-local or cloud metadata address, which is never fetched"
+        if address.is_multicast or address.is_unspecified:
+            return f"{host} resolves to {address}, which is not a unicast address"
+        if not (address.is_loopback or address.is_private):
+            if address.is_reserved:
+                return f"{host} resolves to {address}, which is not a unicast address"
+            if address.is_global:
+                return None
+        if self.allow_private or host.lower().rstrip(".") in self.allow_hosts:
+            return None
+        if any(address.version == network.version and address in network for network in self.allow_networks):
+            return None
+        return (f"{host} resolves to {address}, a loopback or private address; the operator can allow it "
+                f"with [fetch] allow_private = true or by listing it in [fetch] allow_hosts")
+
+
+def _embedded_ipv4(address: IpAddress) -> ipaddress.IPv4Address | None:
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return address.ipv4_mapped
+        if address in NAT64_NETWORK:
+            return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
+
+
+def _literal_address(host: str) -> IpAddress | None:
+    try:
+        return ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return None
+
+
+class GuardedResolver(AbstractResolver):
+    """Resolves through `inner` and refuses the whole answer when any address is not allowed,
+    so the connector connects only to addresses that passed the policy."""
+
+    def __init__(self, policy: FetchPolicy, inner: AbstractResolver):
+        self.policy = policy
+        self.inner = inner
+
+    async def resolve(self, host: str, port: int = 0,
+                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+        try:
+            results = await self.inner.resolve(host, port, family)
+        except OSError as error:
+            raise FetchError(f"cannot resolve {host}: {error}") from None
+        if not results:
+            raise FetchError(f"{host} has no address")
+        for result in results:
+            address = _literal_address(result["host"])
+            if address is None:
+                raise FetchRefused(f"{host} resolved to {result['host']!r}, which is not an IP address")
+            reason = self.policy.refusal(host, address)
+            if reason:
+                raise FetchRefused(reason)
+        return results
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+@dataclass
+class FetchResult:
+    url: str                    # the final URL, after redirects
+    status: int
+    headers: CIMultiDictProxy[str]
+    body: bytes
+    redirects: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        try:
+            return json.loads(self.body)
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise FetchError(f"{self.url} did not answer JSON: {error}") from None
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port or (443 if parts.scheme == "https" else 80)
+
+
+class GuardedFetcher:
+    """Fetches caller-supplied URLs under a `FetchPolicy`. Cheap to create; every fetch opens
+    its own short-lived connection pool, so nothing is shared with the service's own client
+    session (whose connections to peers are trusted) and nothing needs closing.
+
+    `resolver` replaces the system resolver underneath the guard; tests use it to make a host
+    name resolve to an address of their choosing."""
+
+    def __init__(self, policy: FetchPolicy | None = None, *, timeout: float = DEFAULT_TIMEOUT,
+                 max_bytes: int = DEFAULT_MAX_BYTES, max_redirects: int = DEFAULT_MAX_REDIRECTS,
+                 resolver: AbstractResolver | None = None):
+        self.policy = policy or FetchPolicy()
+        self.timeout = timeout
+        self.max_bytes = max_bytes
+        self.max_redirects = max_redirects
+        self.resolver = resolver
+
+    @classmethod
+    def from_config(cls, config, **overrides) -> "GuardedFetcher":
+        """Policy and limits from the `[fetch]` section: allow_private, allow_hosts, timeout,
+        max_bytes, max_redirects."""
+        settings = config.section("fetch")
+        options = {
+            "timeout": float(settings.get("timeout") or DEFAULT_TIMEOUT),
+            "max_bytes": int(settings.get("max_bytes") or DEFAULT_MAX_BYTES),
+            "max_redirects": int(settings.get("max_redirects") or DEFAULT_MAX_REDIRECTS),
+        }
+        options.update(overrides)
+        return cls(FetchPolicy.from_config(config), **options)
+
+    @classmethod
+    def for_context(cls, context, **overrides) -> "GuardedFetcher":
+        """`from_config` with the resolver a plugin offers as the `fetch.resolver` service, if any
+        (split-horizon DNS in production; a fixed table in tests)."""
+        resolver = context.services.get(RESOLVER_SERVICE)
+        if resolver is not None:
+            overrides.setdefault("resolver", resolver)
+        return cls.from_config(context.config, **overrides)
+
+    def check_url(self, url: str) -> None:
+        """Refuse a URL before any network use: its scheme, and its host when that is an address."""
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https"):
+            raise FetchRefused(f"only http and https URLs are fetched, not {parts.scheme or 'a relative URL'!r}")
+        try:
+            host = parts.hostname
+            parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+        except ValueError as error:
+            raise FetchRefused(f"the URL is malformed: {error}") from None
+        if not host:
+            raise FetchRefused("the URL has no host")
+        if parts.username or parts.password:
+            raise FetchRefused("URLs with credentials in them are not fetched")
+        address = _literal_address(host)
+        if address is not None:  # the connector does not resolve literal addresses; check here
+            reason = self.policy.refusal(host, address)
+            if reason:
+                raise FetchRefused(reason)
+
+    async def fetch(self, url: str, *, method: str = "GET", headers: Mapping[str, str] | None = None,
+                    json_body: Any = None, timeout: float | None = None,
+                    max_bytes: int | None = None) -> FetchResult:
+        """The final response of `url` after checked redirects. Any HTTP status is a result;
+        a refused address, a timeout, a body above the limit or a network failure raise."""
+        timeout = self.timeout if timeout is None else timeout
+        max_bytes = self.max_bytes if max_bytes is None else max_bytes
+        self.check_url(url)
+        inner = self.resolver or DefaultResolver()
+        connector = aiohttp.TCPConnector(resolver=GuardedResolver(self.policy, inner),
+                                         use_dns_cache=False, force_close=True)
+        redirects: list[str] = []
+        request_headers = CIMultiDict(headers or {})
+        first_origin = _origin(url)
+        try:
+            async with asyncio.timeout(timeout):
+                async with aiohttp.ClientSession(connector=connector, trust_env=False,
+                                                 timeout=aiohttp.ClientTimeout(total=None)) as session:
+                    while True:
+                        self.check_url(url)
+                        async with session.request(method, url, headers=request_headers, json=json_body,
+                                                   allow_redirects=False) as response:
+                            location = response.headers.get("Location")
+                            if response.status in REDIRECT_STATUSES and location:
+                                if len(redirects) >= self.max_redirects:
+                                    raise FetchError(f"more than {self.max_redirects} redirects")
+                                url = urljoin(url, location)
+                                redirects.append(url)
+                                if response.status == 303 or (response.status in (301, 302) and method == "POST"):
+                                    method, json_body = "GET", None
+                                if _origin(url) != first_origin:
+                                    request_headers.popall("Authorization", None)
+                                continue
+                            body = await _read_bounded(response, max_bytes)
+                            return FetchResult(str(response.url), response.status, response.headers, body,
+                                               redirects)
+        except FetchError:
+            raise
+        except TimeoutError:
+            raise FetchTimeout(f"no complete answer within {timeout:g}s") from None
+        except aiohttp.ClientError as error:
+            cause = error.__cause__ if isinstance(error.__cause__, FetchError) else None
+            if cause is not None:
+                raise cause from None
+            raise FetchError(f"cannot reach {urlsplit(url).netloc}: {error}") from None
+        finally:
+            await connector.close()
+
+
+async def _read_bounded(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:
+    declared = response.content_length
+    if declared is not None and declared > max_bytes:
+        raise FetchTooLarge(f"the answer is {declared} bytes, above the limit of {max_bytes}")
+    body = bytearray()
+    async for block in response.content.iter_chunked(65536):
+        body += block
+        if len(body) > max_bytes:
+            raise FetchTooLarge(f"the answer is larger than the limit of {max_bytes} bytes")
+    return bytes(body)

@@ -1,0 +1,28 @@
+"""Administration (`/api/v1/admin/*`, administrator only): live sessions and known clients from
+the chat plugin's `presence` service, and the AI core's providers, models and routing rules,
+validated here and kept there. See docs/admin.md."""
+from __future__ import annotations
+
+from gateway.plugins import Plugin, Registrar
+
+from .ai_core import AiCoreClient
+from .api import AdminApi
+
+
+class AdminPlugin(Plugin):
+    name = "admin"
+    depends = ("auth_tokens",)
+    description = "Administrator endpoints: live sessions, known clients, model providers, models, routing"
+
+    def setup(self, registrar: Registrar) -> None:
+        config = registrar.config
+        settings = registrar.settings
+        ai_core = AiCoreClient(registrar.context, str(config.get("peers.ai_core_url") or "http://127.0.0.1:8081"),
+                               str(config.get("auth.service_token") or ""))
+        api = AdminApi(registrar.context, ai_core,
+                       health_check_timeout=float(settings.get("health_check_timeout") or 5),
+                       fetch_timeout=float(settings.get("fetch_models_timeout") or 10))
+        registrar.routes(api.routes())
+
+
+plugin = AdminPlugin()

@@ -1,0 +1,194 @@
+"""The guarded fetcher against real loopback servers: what it refuses (schemes, link-local and
+metadata addresses given literally, through DNS or through a redirect; private ranges unless
+allowed), what it lets through, and its time, size and redirect bounds."""
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+from aiohttp import web
+from aiohttp.abc import AbstractResolver
+
+from gateway.fetch import (FetchError, FetchPolicy, FetchRefused, FetchTimeout, FetchTooLarge,
+                           GuardedFetcher)
+
+
+class StaticResolver(AbstractResolver):
+    """Host names resolved from a table, as a hostile or misconfigured DNS server could answer."""
+
+    def __init__(self, table: dict[str, list[str]]):
+        self.table = table
+        self.asked: list[str] = []
+
+    async def resolve(self, host, port=0, family=socket.AF_INET):
+        self.asked.append(host)
+        if host not in self.table:
+            raise OSError(f"unknown host {host}")
+        return [{"hostname": host, "host": address, "port": port,
+                 "family": socket.AF_INET6 if ":" in address else socket.AF_INET,
+                 "proto": 0, "flags": socket.AI_NUMERICHOST} for address in self.table[host]]
+
+    async def close(self):
+        pass
+
+
+RESOLVER_TABLE = {
+    "metadata.test": ["169.254.169.254"],
+    "provider.test": ["127.0.0.1"],
+    "mixed.test": ["93.184.216.34", "169.254.169.254"],
+    "private.test": ["10.1.2.3"],
+}
+
+
+@pytest.fixture
+async def origin(aiohttp_server):
+    """A loopback server with the answers the tests need."""
+    seen: list[dict] = []
+    app = web.Application()
+
+    async def models(request):
+        seen.append({"path": request.path, "authorization": request.headers.get("Authorization")})
+        return web.json_response({"data": [{"id": "m1"}]})
+
+    async def redirect(request):
+        raise web.HTTPFound(request.query["to"])
+
+    async def loop(request):
+        raise web.HTTPFound("/loop")
+
+    async def large(request):
+        return web.Response(body=b"x" * 5000)
+
+    async def streamed(request):
+        response = web.StreamResponse()  # chunked: no Content-Length to refuse it early
+        await response.prepare(request)
+        for _ in range(10):
+            await response.write(b"y" * 1000)
+        await response.write_eof()
+        return response
+
+    async def slow(request):
+        await asyncio.sleep(2)
+        return web.Response(text="late")
+
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/redirect", redirect)
+    app.router.add_get("/loop", loop)
+    app.router.add_get("/large", large)
+    app.router.add_get("/streamed", streamed)
+    app.router.add_get("/slow", slow)
+    server = await aiohttp_server(app)
+    server.seen = seen
+    server.base = f"http://127.0.0.1:{server.port}"
+    return server
+
+
+def fetcher(allow_private=False, allow_hosts=(), **options) -> GuardedFetcher:
+    return GuardedFetcher(FetchPolicy.build(allow_private, allow_hosts),
+                          resolver=StaticResolver(RESOLVER_TABLE), **options)
+
+
+@pytest.mark.parametrize("url", [
+    "http://169.254.169.254/latest/meta-data/",
+    "http://[::ffff:169.254.169.254]/latest/meta-data/",
+    "http://[64:ff9b::a9fe:a9fe]/",
+    "http://[fe80::1]/",
+    "http://[fd00:ec2::254]/",
+    "http://100.100.100.200/",
+    "http://0.0.0.0/",
+    "http://224.0.0.1/",
+    "http://metadata.test/latest/meta-data/",
+    "http://mixed.test/",
+])
+async def test_metadata_and_link_local_are_refused_even_when_private_is_allowed(url):
+    with pytest.raises(FetchRefused) as refused:
+        await fetcher(allow_private=True, allow_hosts=["metadata.test", "169.254.0.0/16"]).fetch(url)
+    assert "never fetched" in str(refused.value) or "not a unicast" in str(refused.value)
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://example.com/x", "gopher://x/", "/relative",
+                                 "http://user:secret@127.0.0.1/", "http:///nohost", "http://127.0.0.1:notaport/"])
+async def test_only_plain_http_urls_are_fetched(url):
+    with pytest.raises(FetchRefused):
+        await fetcher(allow_private=True).fetch(url)
+
+
+async def test_loopback_and_private_are_refused_by_default(origin):
+    for url in (f"{origin.base}/v1/models", f"http://provider.test:{origin.port}/v1/models",
+                "http://private.test/", "http://10.0.0.1/", "http://[::1]/"):
+        with pytest.raises(FetchRefused) as refused:
+            await fetcher().fetch(url)
+        assert "allow_private" in str(refused.value)
+    assert origin.seen == []
+
+
+async def test_loopback_is_fetched_when_the_operator_allows_it(origin):
+    result = await fetcher(allow_private=True).fetch(f"{origin.base}/v1/models")
+    assert result.ok and result.json() == {"data": [{"id": "m1"}]}
+    by_name = await fetcher(allow_hosts=["provider.test"]).fetch(f"http://provider.test:{origin.port}/v1/models")
+    assert by_name.status == 200
+    by_network = await fetcher(allow_hosts=["127.0.0.0/8"]).fetch(f"{origin.base}/v1/models")
+    assert by_network.status == 200
+    with pytest.raises(FetchRefused):  # another private network is still closed
+        await fetcher(allow_hosts=["127.0.0.0/8"]).fetch("http://private.test/")
+
+
+async def test_a_redirect_to_metadata_is_refused(origin):
+    for target in ("http://169.254.169.254/latest/meta-data/", "http://metadata.test/latest/meta-data/",
+                   "file:///etc/passwd"):
+        with pytest.raises(FetchRefused):
+            await fetcher(allow_private=True).fetch(f"{origin.base}/redirect?to={target}")
+
+
+async def test_a_redirect_from_public_to_private_is_checked_again(origin):
+    """Allowed by name for the first hop, the redirect's own host must pass on its own."""
+    policy_fetcher = fetcher(allow_hosts=["provider.test"])
+    with pytest.raises(FetchRefused):
+        await policy_fetcher.fetch(f"http://provider.test:{origin.port}/redirect?to=http://private.test/")
+
+
+async def test_redirects_are_followed_and_credentials_stay_on_their_origin(origin):
+    allowed = fetcher(allow_private=True)
+    same = await allowed.fetch(f"{origin.base}/redirect?to=/v1/models", headers={"Authorization": "Bearer k"})
+    assert same.status == 200 and same.redirects == [f"{origin.base}/v1/models"]
+    other = f"http://provider.test:{origin.port}/v1/models"
+    await allowed.fetch(f"{origin.base}/redirect?to={other}", headers={"Authorization": "Bearer k"})
+    assert [hit["authorization"] for hit in origin.seen] == ["Bearer k", None]
+    with pytest.raises(FetchError, match="redirects"):
+        await allowed.fetch(f"{origin.base}/loop")
+
+
+async def test_size_and_time_are_bounded(origin):
+    allowed = fetcher(allow_private=True, max_bytes=4096, timeout=0.5)
+    with pytest.raises(FetchTooLarge):
+        await allowed.fetch(f"{origin.base}/large")
+    with pytest.raises(FetchTooLarge):
+        await allowed.fetch(f"{origin.base}/streamed")
+    assert len((await allowed.fetch(f"{origin.base}/large", max_bytes=5000)).body) == 5000
+    with pytest.raises(FetchTimeout):
+        await allowed.fetch(f"{origin.base}/slow")
+
+
+async def test_unreachable_and_unresolvable_hosts_fail_cleanly():
+    from tests.support.servers import free_port
+
+    with pytest.raises(FetchError) as failed:
+        await fetcher(allow_private=True).fetch(f"http://127.0.0.1:{free_port()}/")
+    assert not isinstance(failed.value, FetchRefused)
+    with pytest.raises(FetchError, match="cannot resolve"):
+        await fetcher(allow_private=True).fetch("http://nowhere.test/")
+
+
+def test_policy_from_configuration(make_config):
+    config = make_config({"fetch.allow_private": False, "fetch.allow_hosts": ["llm.lan", "192.168.1.0/24"]})
+    policy = FetchPolicy.from_config(config)
+    assert policy.allow_hosts == frozenset({"llm.lan"})
+    assert GuardedFetcher.from_config(make_config({"fetch.timeout": 3})).timeout == 3
+    import ipaddress
+    assert policy.refusal("x", ipaddress.ip_address("192.168.1.9")) is None
+    assert policy.refusal("x", ipaddress.ip_address("192.168.2.9"))
+    assert policy.refusal("llm.lan", ipaddress.ip_address("10.0.0.1")) is None
+    assert policy.refusal("x", ipaddress.ip_address("8.8.8.8")) is None
+    with pytest.raises(ValueError):
+        FetchPolicy.build(False, ["bad/host"])

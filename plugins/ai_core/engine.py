@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Awaitable, Callable
 
+from gateway.fetch import FetchPolicy, GuardedFetcher
+
 from . import store
 from .agent import AGENT_MODEL, OfflineAgent
 from .images import ImageError, ImageFetcher, origin
@@ -98,8 +100,10 @@ class Engine:
         config = self.context.config
         trusted = {origin(url) for url in (config.get("peers.gateway_url"), config.get("core.public_base_url"))
                    if url and origin(url)}
-        return ImageFetcher(self.context.http, trusted_origins=trusted,
-                            allow_private=bool(self.settings.get("fetch_allow_private", False)),
+        guarded = GuardedFetcher.for_context(self.context)
+        if self.settings.get("fetch_allow_private", False):
+            guarded.policy = FetchPolicy(True, guarded.policy.allow_hosts, guarded.policy.allow_networks)
+        return ImageFetcher(guarded, trusted_origins=trusted,
                             max_bytes=int(self.settings.get("max_image_bytes", 10 * 1024 * 1024)),
                             timeout=float(self.settings.get("fetch_timeout", 15)))
 

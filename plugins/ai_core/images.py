@@ -8,17 +8,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import ipaddress
 import re
-import socket
-from urllib.parse import urljoin, urlsplit
-
-import aiohttp
+from urllib.parse import urlsplit
 
 from gateway.errors import BadRequest
+from gateway.fetch import FetchError, FetchPolicy, FetchRefused, FetchTimeout, FetchTooLarge, GuardedFetcher
 
 _DATA_URI = re.compile(r"^data:(image/[A-Za-z0-9.+-]+)(;[^,]*)?,(.*)$", re.DOTALL)
-MAX_REDIRECTS = 3
 
 
 class ImageError(Exception):
@@ -50,12 +46,18 @@ def origin(url: str) -> tuple[str, int] | None:
 
 
 class ImageFetcher:
-    def __init__(self, http: aiohttp.ClientSession, *, trusted_origins: set[tuple[str, int]],
-                 allow_private: bool, max_bytes: int, timeout: float):
-        self.http = http
-        # (host, port) of the gateway, whose file download URLs are on a private address.
+    """Fetches image URLs through the core's guarded fetcher (`gateway.fetch`), which checks
+    every resolved address at connect time and on every redirect. The gateway's own origin,
+    whose signed download URLs sit on a private address, is reachable with no redirect allowed."""
+
+    def __init__(self, guarded: GuardedFetcher, *, trusted_origins: set[tuple[str, int]],
+                 max_bytes: int, timeout: float):
+        self.guarded = guarded
         self.trusted_origins = trusted_origins
-        self.allow_private = allow_private
+        # The trusted fetcher may reach exactly the trusted origins (checked before use) and follows no redirect.
+        self.trusted = GuardedFetcher(
+            FetchPolicy.build(allow_hosts=[host for host, _ in trusted_origins]),
+            max_redirects=0, resolver=guarded.resolver)
         self.max_bytes = max_bytes
         self.timeout = timeout
 
@@ -66,50 +68,25 @@ class ImageFetcher:
         content_type, raw = await self.fetch(reference)
         return await loop.run_in_executor(None, _encode, content_type, raw)
 
-    async def _check_address(self, url: str) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ImageError("only http(s) image URLs and data URIs are accepted")
-        host = parts.hostname.lower()
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        try:
-            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except OSError as error:
-            raise ImageError(f"cannot resolve {host}: {error}") from None
-        for info in infos:
-            address = ipaddress.ip_address(info[4][0].split("%", 1)[0])
-            if address.is_link_local or address.is_multicast or address.is_unspecified or address.is_reserved:
-                raise ImageError(f"{host} resolves to {address}, which is never fetched")
-            if (address.is_loopback or address.is_private) and not (
-                    self.allow_private or (host, port) in self.trusted_origins):
-                raise ImageError(f"{host} resolves to the private address {address}; "
-                                 f"allow it with plugins.ai_core.fetch_allow_private")
-
     async def fetch(self, url: str) -> tuple[str, bytes]:
+        fetcher = self.trusted if origin(url) in self.trusted_origins else self.guarded
         try:
-            async with asyncio.timeout(self.timeout):
-                for _ in range(MAX_REDIRECTS + 1):
-                    await self._check_address(url)
-                    async with self.http.get(url, allow_redirects=False) as response:
-                        if response.status in (301, 302, 303, 307, 308) and "Location" in response.headers:
-                            url = urljoin(url, response.headers["Location"])
-                            continue
-                        if response.status != 200:
-                            raise ImageError(f"fetching the image answered HTTP {response.status}")
-                        content_type = response.headers.get("Content-Type", "").split(";")[0].strip()
-                        if not content_type.startswith("image/"):
-                            raise ImageError(f"the URL is not an image ({content_type or 'no type'})")
-                        raw = bytearray()
-                        async for block in response.content.iter_chunked(65536):
-                            raw += block
-                            if len(raw) > self.max_bytes:
-                                raise ImageError(f"the image is larger than {self.max_bytes} bytes")
-                        return content_type, bytes(raw)
-                raise ImageError("too many redirects")
-        except TimeoutError:
+            result = await fetcher.fetch(url, timeout=self.timeout, max_bytes=self.max_bytes)
+        except FetchTooLarge:
+            raise ImageError(f"the image is larger than {self.max_bytes} bytes") from None
+        except FetchTimeout:
             raise ImageError(f"fetching the image took longer than {self.timeout:g}s") from None
-        except aiohttp.ClientError as error:
+        except FetchRefused as error:
+            raise ImageError(f"{error}; an operator can allow private addresses with "
+                             f"plugins.ai_core.fetch_allow_private or [fetch] allow_hosts") from None
+        except FetchError as error:
             raise ImageError(f"cannot fetch the image: {error}") from None
+        if result.status != 200:
+            raise ImageError(f"fetching the image answered HTTP {result.status}")
+        content_type = result.headers.get("Content-Type", "").split(";")[0].strip()
+        if not content_type.startswith("image/"):
+            raise ImageError(f"the URL is not an image ({content_type or 'no type'})")
+        return content_type, result.body
 
 
 def bad_image(error: ImageError) -> BadRequest:

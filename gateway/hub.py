@@ -122,8 +122,11 @@ class WebSocketHub:
     # -- membership
     async def register(self, ws: web.WebSocketResponse, user_id: str, *, client_id: str = "",
                        device_name: str = "", user_agent: str = "",
-                       max_pending: int = DEFAULT_MAX_PENDING) -> Connection:
-        connection = Connection(ws, user_id, client_id, device_name, user_agent, max_pending=max_pending)
+                       max_pending: int = DEFAULT_MAX_PENDING, data: dict | None = None) -> Connection:
+        # `data` is seeded before the connection becomes visible to deliveries, so a plugin can
+        # set up per-connection state (for example holding messages during a replay) without a race.
+        connection = Connection(ws, user_id, client_id, device_name, user_agent, max_pending=max_pending,
+                                data=dict(data or {}))
         connection.start()
         self._by_user.setdefault(user_id, {})[connection.id] = connection
         await self._mark(connection)

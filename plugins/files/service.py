@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import hmac
 import logging
 import os
 import re
@@ -23,7 +24,7 @@ from aiohttp import BodyPartReader, web
 from gateway.blobs import BlobError, BlobNotFound
 from gateway.context import Context
 from gateway.database import execute, fetch_all, fetch_one, fetch_value
-from gateway.errors import ApiError, BadGateway, BadRequest, NotFound
+from gateway.errors import ApiError, BadGateway, BadRequest, NotFound, Unauthorized
 from gateway.identity import Identity, owner_for, require_user
 from gateway.validation import parse_query
 
@@ -164,6 +165,28 @@ class FileService:
         if size is None:
             raise file_missing(str(record["id"]))
         return size
+
+    # ----------------------------------------------------------- signed download URLs
+
+    def _url_signature(self, file_id: str, expires: int) -> str:
+        # A key of its own, derived from the JWT secret, so a download signature is never a token.
+        key = hashlib.sha256(b"files-download:" + str(self.context.config.get("auth.jwt_secret") or "").encode()).digest()
+        return hmac.new(key, f"{file_id}:{expires}".encode(), hashlib.sha256).hexdigest()
+
+    def signed_download_url(self, file_id: str, ttl: int = 300, base_url: str = "") -> str:
+        """A download URL that works without a bearer token for `ttl` seconds, for a peer (the
+        AI core) that fetches a user's attachment; `base_url` makes it absolute."""
+        expires = int(time.time()) + int(ttl)
+        return (f"{base_url.rstrip('/')}/api/v1/files/{file_id}/download"
+                f"?expires={expires}&signature={self._url_signature(file_id, expires)}")
+
+    def _signed_request_valid(self, request: web.Request, file_id: str) -> bool:
+        try:
+            expires = int(request.query.get("expires", ""))
+        except ValueError:
+            return False
+        expected = self._url_signature(file_id, expires)
+        return expires >= time.time() and hmac.compare_digest(expected, request.query.get("signature", ""))
 
     async def spool(self, key: str, file_id: str) -> IO[bytes]:
         """The blob as a seekable file for Pillow, without holding a large one in memory."""
@@ -335,8 +358,16 @@ class FileService:
         return web.json_response(file_json(record))
 
     async def handle_download(self, request: web.Request) -> web.StreamResponse:
-        identity = await require_user(request)
-        record = await self.reachable(identity, request.match_info["file_id"])
+        if "signature" in request.query:
+            file_id = request.match_info["file_id"]
+            if not self._signed_request_valid(request, file_id):
+                raise Unauthorized("The download link is invalid or has expired.", error_type="invalid_signature")
+            record = await self.find(file_id)
+            if record is None:
+                raise NotFound(f"No file {file_id}.", error_type="file_not_found")
+        else:
+            identity = await require_user(request)
+            record = await self.reachable(identity, request.match_info["file_id"])
         size = await self.ensure_stored(record)
         byte_range = parse_range(request.headers.get("Range", ""), size)
         start, end = byte_range or (0, size)

@@ -1,0 +1,57 @@
+"""Chat attachments to URLs the AI core can fetch: a `file_id` becomes a short-lived signed
+download URL of the stored file (no user token leaves the gateway), a data URI passes as
+given, a relative path is completed with the public base URL."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gateway.errors import BadRequest
+from gateway.identity import ADMIN_USER_ID
+
+if TYPE_CHECKING:
+    from gateway.context import Context
+
+
+def peer_base_url(context: "Context") -> str:
+    """Where the AI core reaches this gateway for signed downloads: the peers' gateway address
+    (services talk to each other there), else PUBLIC_BASE_URL."""
+    return str(context.config.get("peers.gateway_url") or context.config.get("core.public_base_url") or "").rstrip("/")
+
+
+def public_base_url(context: "Context") -> str:
+    return str(context.config.get("core.public_base_url") or "").rstrip("/")
+
+
+async def resolve_attachments(context: "Context", user_id: str, attachments: list[dict], ttl: int) -> list[dict]:
+    resolved = []
+    for attachment in attachments or []:
+        kind = attachment.get("type") or "image"
+        file_id = attachment.get("file_id")
+        url = attachment.get("url") or ""
+        if file_id:
+            files = context.services.get("files")
+            if files is None:
+                raise BadRequest("Attachments by file_id need the files plugin in this service.",
+                                 error_type="attachment_unavailable")
+            record = await files.find(str(file_id))
+            if record is None or (record["user_id"] != user_id and user_id != ADMIN_USER_ID):
+                raise BadRequest(f"No file {file_id} for this attachment.", error_type="file_not_found",
+                                 hint="Upload it with POST /api/v1/files/upload and send the returned id.")
+            url = files.signed_download_url(str(record["id"]), ttl, base_url=peer_base_url(context))
+        elif url.startswith("data:"):
+            pass
+        elif url.startswith(("http://", "https://")):
+            pass
+        elif url.startswith("/"):
+            base = public_base_url(context)
+            if not base:
+                raise BadRequest("A relative attachment URL needs PUBLIC_BASE_URL to be configured.",
+                                 error_type="invalid_attachment")
+            url = base + url
+        else:
+            raise BadRequest("An attachment needs a file_id, a data URI, an http(s) URL or a path.",
+                             error_type="invalid_attachment")
+        item = {key: value for key, value in attachment.items() if key not in {"url"} and value is not None}
+        item.update({"type": kind, "url": url})
+        resolved.append(item)
+    return resolved

@@ -1,0 +1,190 @@
+"""`GET /ws/chat`: the handshake (Origin allow-list, authentication before the upgrade, the
+session's owner), the connection's life, and the `message`, `ping` and `history` frames."""
+from __future__ import annotations
+
+import re
+import secrets
+import string
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+import marshmallow
+from aiohttp import WSMsgType, web
+from marshmallow import fields, validate
+
+from gateway.context import get_context
+from gateway.errors import ApiError, Forbidden
+from gateway.identity import require_user
+from gateway.validation import parse_query
+from gateway.ws import dispatch_frame, error_frame
+
+from .delivery import HELD
+from .presence import SESSION_KEY
+from .turns import now_ms
+
+if TYPE_CHECKING:
+    from gateway.hub import Connection
+
+    from . import ChatService
+
+SESSION_ID = re.compile(r"^[A-Za-z0-9_\-.:]{1,128}$")
+SESSION_ALPHABET = string.ascii_lowercase + string.digits
+IDENTITY_KEY = "chat_identity"
+MODES = ("text", "voice_msg", "voice_assistant")
+
+
+def generate_session_id() -> str:
+    return "session_" + "".join(secrets.choice(SESSION_ALPHABET) for _ in range(12))
+
+
+class ConnectQuery(marshmallow.Schema):
+    class Meta:
+        unknown = marshmallow.EXCLUDE
+
+    session_id = fields.String(load_default=None, validate=validate.Regexp(SESSION_ID))
+    client_id = fields.String(load_default="", validate=validate.Length(max=128))
+    device_name = fields.String(load_default="", validate=validate.Length(max=128))
+    resume = fields.Boolean(load_default=True)
+    after = fields.String(load_default=None, validate=validate.Regexp(r"^[^:]{1,64}:-?\d{1,9}$"))
+
+
+class AttachmentFrame(marshmallow.Schema):
+    class Meta:
+        unknown = marshmallow.EXCLUDE
+
+    type = fields.String(load_default="image", validate=validate.Length(max=32))
+    url = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=16 * 1024 * 1024))
+    file_id = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=64))
+    thumbnail_url = fields.String(load_default=None, allow_none=True)
+    filename = fields.String(load_default=None, allow_none=True)
+    width = fields.Integer(load_default=None, allow_none=True)
+    height = fields.Integer(load_default=None, allow_none=True)
+    size = fields.Integer(load_default=None, allow_none=True)
+    description = fields.String(load_default=None, allow_none=True)
+
+
+class MessageFrame(marshmallow.Schema):
+    session_id = fields.String(load_default=None, allow_none=True, validate=validate.Regexp(SESSION_ID))
+    mode = fields.String(load_default="text", validate=validate.OneOf(MODES))
+    content = fields.String(load_default="")
+    attachments = fields.List(fields.Nested(AttachmentFrame), load_default=list,
+                              validate=validate.Length(max=10))
+    timestamp = fields.Integer(load_default=None, allow_none=True)
+    client_msg_id = fields.String(load_default=None, allow_none=True, validate=validate.Length(min=1, max=128))
+
+
+class HistoryFrame(marshmallow.Schema):
+    session_id = fields.String(load_default=None, allow_none=True, validate=validate.Regexp(SESSION_ID))
+    limit = fields.Integer(load_default=50, validate=validate.Range(min=1, max=200))
+    offset = fields.Integer(load_default=0, validate=validate.Range(min=0))
+    before_id = fields.Integer(load_default=None, allow_none=True, validate=validate.Range(min=1))
+
+
+def origin_allowed(request: web.Request, allowed: list[str], public_base_url: str) -> bool:
+    """Browsers always send Origin on a WebSocket handshake; other clients may not, and cannot be
+    hijacked cross-site. A browser page is accepted from the gateway's own origin, the public
+    base URL's origin, or the configured allow-list (`*` accepts any)."""
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return True
+    origin = origin.rstrip("/").lower()
+    if "*" in allowed or origin in {item.rstrip("/").lower() for item in allowed}:
+        return True
+    own = f"{request.scheme}://{request.host}".lower()
+    if origin == own:
+        return True
+    if public_base_url:
+        parts = urlsplit(public_base_url)
+        if origin == f"{parts.scheme}://{parts.netloc}".lower():
+            return True
+    return False
+
+
+async def handle_connect(request: web.Request, chat: "ChatService") -> web.StreamResponse:
+    context = get_context(request)
+    if not origin_allowed(request, chat.allowed_origins, str(context.config.get("core.public_base_url") or "")):
+        raise Forbidden("This Origin may not open the chat channel.", error_type="origin_not_allowed",
+                        hint="Add the page's origin to [plugins.chat] allowed_origins.")
+    identity = await require_user(request)
+    if not identity.is_admin and not chat.allow_users:
+        raise Forbidden("The chat channel is limited to the administrator.", error_type="admin_only",
+                        hint="Log in as the administrator, or set [plugins.chat] allow_users = true.")
+    query = parse_query(request, ConnectQuery())
+    session_id = query["session_id"] or generate_session_id()
+    await chat.conversations.ensure_session(identity.user_id, session_id)
+    after = None
+    if query["after"]:
+        turn_id, _, seq = query["after"].rpartition(":")
+        after = (turn_id, int(seq))
+
+    ws = web.WebSocketResponse(heartbeat=chat.heartbeat, max_msg_size=chat.max_frame_bytes)
+    await ws.prepare(request)
+    data = {SESSION_KEY: session_id, IDENTITY_KEY: identity}
+    if query["resume"]:
+        data[HELD] = []
+    connection = await context.hub.register(
+        ws, identity.user_id, client_id=query["client_id"], device_name=query["device_name"],
+        user_agent=request.headers.get("User-Agent", "")[:256], max_pending=chat.max_pending, data=data)
+    try:
+        await chat.presence.connected(connection)
+        if query["resume"]:
+            await chat.delivery.replay_into(connection, chat.turns.replay, session_id, after)
+        async for frame in ws:
+            if frame.type == WSMsgType.TEXT:
+                await dispatch_frame(request.app, connection, frame.data)
+            elif frame.type == WSMsgType.BINARY:
+                connection.send(error_frame("binary frames are not accepted on /ws/chat; send JSON text"))
+            elif frame.type == WSMsgType.ERROR:
+                break
+    finally:
+        await context.hub.unregister(connection)
+        await chat.presence.disconnected(connection)
+    return ws
+
+
+def register_frames(registrar, chat: "ChatService") -> None:
+    @registrar.ws_message("message", MessageFrame())
+    async def on_message(connection: "Connection", frame: dict) -> None:
+        identity = connection.data[IDENTITY_KEY]
+        session_id = frame["session_id"] or connection.data[SESSION_KEY]
+        content = frame["content"] or ""
+        if len(content) > chat.max_message_chars:
+            connection.send(error_frame(f"content is longer than {chat.max_message_chars} characters",
+                                        client_msg_id=frame["client_msg_id"]))
+            return
+        if not content.strip() and not frame["attachments"]:
+            connection.send(error_frame("a message needs content or an attachment",
+                                        client_msg_id=frame["client_msg_id"]))
+            return
+        try:
+            await chat.turns.submit(user_id=identity.user_id, session_id=session_id, text=content,
+                                    mode=frame["mode"], attachments=frame["attachments"],
+                                    client_msg_id=frame["client_msg_id"], sender=connection.id)
+        except ApiError as error:
+            connection.send(error_frame(error.error, errorType=error.error_type, session_id=session_id,
+                                        client_msg_id=frame["client_msg_id"]))
+
+    @registrar.ws_message("ping")
+    async def on_ping(connection: "Connection", frame: dict) -> None:
+        connection.send({"type": "pong", "msg_type": "system_info", "timestamp": now_ms()})
+
+    @registrar.ws_message("history", HistoryFrame())
+    async def on_history(connection: "Connection", frame: dict) -> None:
+        identity = connection.data[IDENTITY_KEY]
+        session_id = frame["session_id"] or connection.data[SESSION_KEY]
+        session = await chat.conversations.get_session(session_id)
+        if session is None or (session["user_id"] != identity.user_id and not identity.is_admin):
+            connection.send(error_frame(f"no session {session_id}", errorType="session_not_found",
+                                        session_id=session_id))
+            return
+        limit = frame["limit"]
+        if frame["before_id"] is not None:
+            page = await chat.conversations.list_messages(session_id, limit=limit + 1, before_id=frame["before_id"])
+            has_more, messages = len(page) > limit, page[-limit:]
+        else:
+            page = await chat.conversations.list_messages(session_id, limit=limit + 1, offset=frame["offset"])
+            has_more, messages = len(page) > limit, page[:limit]
+        connection.send({"type": "history_response", "msg_type": "chat", "session_id": session_id,
+                         "messages": messages, "has_more": has_more, "limit": limit,
+                         "offset": frame["offset"], "before_id": frame["before_id"], "timestamp": now_ms()})
+

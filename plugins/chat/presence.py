@@ -1,0 +1,108 @@
+"""The `presence` service: known clients and live sessions across every instance.
+
+Live state lives on the bus in expiring sets (renewed while a connection or a turn lasts), so a
+crashed instance's devices drop out by themselves; the known-clients table keeps the history."""
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING
+
+from . import store
+from .turns import LIVE_SESSIONS, LIVE_TTL, activity_key, lock_key
+
+if TYPE_CHECKING:
+    from gateway.context import Context
+    from gateway.hub import Connection
+
+ONLINE_CLIENTS = "chat:clients-online"
+SESSION_KEY = "chat_session"
+
+
+def devices_key(session_id: str) -> str:
+    return f"chat:devices:{session_id}"
+
+
+class Presence:
+    def __init__(self, context: "Context"):
+        self.context = context
+
+    def _device(self, connection: "Connection") -> str:
+        return json.dumps({"connection_id": connection.id, "user_id": connection.user_id,
+                           "client_id": connection.client_id, "device_name": connection.device_name,
+                           "user_agent": connection.user_agent,
+                           "connected_at": int(connection.connected_at * 1000)}, sort_keys=True)
+
+    async def mark(self, connection: "Connection") -> None:
+        bus = self.context.bus
+        session_id = connection.data[SESSION_KEY]
+        await bus.mark(devices_key(session_id), self._device(connection), LIVE_TTL)
+        await bus.mark(LIVE_SESSIONS, session_id, LIVE_TTL)
+        if connection.client_id:
+            await bus.mark(ONLINE_CLIENTS, connection.client_id, LIVE_TTL)
+
+    async def connected(self, connection: "Connection") -> None:
+        await self.mark(connection)
+        await self.context.bus.set(activity_key(connection.data[SESSION_KEY]), str(int(time.time() * 1000)),
+                                   ttl=86400)
+        if connection.client_id:
+            await store.client_connected(self.context.db, client_id=connection.client_id,
+                                         user_id=connection.user_id, device_name=connection.device_name,
+                                         user_agent=connection.user_agent)
+
+    async def disconnected(self, connection: "Connection") -> None:
+        bus = self.context.bus
+        await bus.unmark(devices_key(connection.data[SESSION_KEY]), self._device(connection))
+        if connection.client_id:
+            still_here = any(other.client_id == connection.client_id and other is not connection
+                             for other in self.context.hub.connections(connection.user_id))
+            if not still_here:
+                await bus.unmark(ONLINE_CLIENTS, connection.client_id)
+                await store.client_disconnected(self.context.db, connection.client_id)
+
+    async def renew(self) -> None:
+        for connection in self.context.hub.connections():
+            if SESSION_KEY in connection.data:
+                await self.mark(connection)
+
+    # ------------------------------------------------------------------ the service
+
+    async def known_clients(self, user_id: str | None = None) -> list[dict]:
+        online = await self.context.bus.members(ONLINE_CLIENTS)
+        rows = await store.known_clients(self.context.db, user_id)
+        return [{**row, "last_seen": int(row["last_seen"]), "online": row["client_id"] in online} for row in rows]
+
+    async def set_client_note(self, client_id: str, note: str) -> dict | None:
+        row = await store.set_client_note(self.context.db, client_id, note)
+        if row is None:
+            return None
+        online = await self.context.bus.members(ONLINE_CLIENTS)
+        return {**row, "last_seen": int(row["last_seen"]), "online": row["client_id"] in online}
+
+    async def session_state(self, session_id: str) -> dict | None:
+        bus = self.context.bus
+        devices = sorted((json.loads(member) for member in await bus.members(devices_key(session_id))),
+                         key=lambda device: device["connected_at"])
+        turn_running = bool(await bus.get(lock_key(session_id)))
+        queue_length = await store.queue_length(self.context.db, session_id)
+        if not devices and not turn_running and not queue_length:
+            return None
+        conversations = self.context.services.get("conversations")
+        session = await conversations.get_session(session_id) if conversations is not None else None
+        user_id = (session or {}).get("user_id") or (devices[0]["user_id"] if devices else "")
+        activity = await bus.get(activity_key(session_id))
+        return {
+            "session_id": session_id, "user_id": user_id, "title": (session or {}).get("title") or "",
+            "devices": [{key: device[key] for key in ("connection_id", "client_id", "device_name", "user_agent",
+                                                      "connected_at")} for device in devices],
+            "device_count": len(devices), "turn_running": turn_running, "queue_length": queue_length,
+            "last_activity": int(activity) if activity else ((session or {}).get("updated_at") or 0),
+        }
+
+    async def live_sessions(self) -> list[dict]:
+        states = []
+        for session_id in sorted(await self.context.bus.members(LIVE_SESSIONS)):
+            state = await self.session_state(session_id)
+            if state is not None:
+                states.append(state)
+        return sorted(states, key=lambda state: state["last_activity"], reverse=True)

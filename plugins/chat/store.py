@@ -1,0 +1,96 @@
+"""SQL of the chat plugin: the per-session turn queue and the known clients."""
+from __future__ import annotations
+
+import json
+
+import aiopg
+
+from gateway.database import execute, fetch_all, fetch_one, fetch_value, transaction
+
+QUEUE_COLUMNS = ("id, session_id, user_id, text, mode, attachments, client_msg_id, sender_connection, "
+                 "status")
+CLIENT_COLUMNS = ("client_id, user_id, device_name, user_agent, note, "
+                  "(extract(epoch FROM last_seen) * 1000)::bigint AS last_seen, online")
+# Finished queue rows are kept this long so a late re-send of a client_msg_id is still recognised.
+KEEP_FINISHED = "1 day"
+
+
+async def enqueue(db: aiopg.Pool, *, session_id: str, user_id: str, text: str, mode: str,
+                  attachments: list[dict], client_msg_id: str | None,
+                  sender_connection: str | None) -> int | None:
+    """The new row's id; None when this client_msg_id was already received for the session."""
+    return await fetch_value(
+        db,
+        "INSERT INTO chat_turn_queue (session_id, user_id, text, mode, attachments, client_msg_id, "
+        "sender_connection) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+        "ON CONFLICT (session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING RETURNING id",
+        (session_id, user_id, text, mode, json.dumps(attachments, ensure_ascii=False), client_msg_id or None,
+         sender_connection))
+
+
+async def claim_next(db: aiopg.Pool, session_id: str) -> dict | None:
+    """Take the oldest waiting turn of the session (the caller holds the session's turn lock)."""
+    return await fetch_one(
+        db,
+        f"UPDATE chat_turn_queue SET status = 'running' WHERE id = ("
+        f"  SELECT id FROM chat_turn_queue WHERE session_id = %s AND status = 'queued' "
+        f"  ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING {QUEUE_COLUMNS}",
+        (session_id,))
+
+
+async def finish(db: aiopg.Pool, turn_id: int, status: str) -> None:
+    await execute(db, "UPDATE chat_turn_queue SET status = %s, finished_at = now() WHERE id = %s",
+                  (status, turn_id))
+
+
+async def abandon_running(db: aiopg.Pool, session_id: str) -> int:
+    """Turns left `running` by an instance that died; called only by the new lock holder."""
+    return await execute(db, "UPDATE chat_turn_queue SET status = 'abandoned', finished_at = now() "
+                             "WHERE session_id = %s AND status = 'running'", (session_id,))
+
+
+async def queue_length(db: aiopg.Pool, session_id: str) -> int:
+    return int(await fetch_value(db, "SELECT count(*) FROM chat_turn_queue WHERE session_id = %s "
+                                     "AND status = 'queued'", (session_id,)) or 0)
+
+
+async def sessions_waiting(db: aiopg.Pool) -> list[str]:
+    rows = await fetch_all(db, "SELECT DISTINCT session_id FROM chat_turn_queue WHERE status = 'queued'")
+    return [row["session_id"] for row in rows]
+
+
+async def purge_finished(db: aiopg.Pool) -> int:
+    return await execute(db, f"DELETE FROM chat_turn_queue WHERE status NOT IN ('queued', 'running') "
+                             f"AND finished_at < now() - interval '{KEEP_FINISHED}'")
+
+
+async def client_connected(db: aiopg.Pool, *, client_id: str, user_id: str, device_name: str,
+                           user_agent: str) -> None:
+    await execute(
+        db,
+        "INSERT INTO known_clients (client_id, user_id, device_name, user_agent, last_seen, online) "
+        "VALUES (%s, %s, %s, %s, now(), true) ON CONFLICT (client_id) DO UPDATE SET "
+        "user_id = EXCLUDED.user_id, device_name = CASE WHEN EXCLUDED.device_name = '' "
+        "THEN known_clients.device_name ELSE EXCLUDED.device_name END, "
+        "user_agent = EXCLUDED.user_agent, last_seen = now(), online = true",
+        (client_id, user_id, device_name, user_agent))
+
+
+async def client_disconnected(db: aiopg.Pool, client_id: str) -> None:
+    await execute(db, "UPDATE known_clients SET last_seen = now(), online = false WHERE client_id = %s",
+                  (client_id,))
+
+
+async def known_clients(db: aiopg.Pool, user_id: str | None = None) -> list[dict]:
+    if user_id:
+        return await fetch_all(db, f"SELECT {CLIENT_COLUMNS} FROM known_clients WHERE user_id = %s "
+                                   f"ORDER BY last_seen DESC", (user_id,))
+    return await fetch_all(db, f"SELECT {CLIENT_COLUMNS} FROM known_clients ORDER BY last_seen DESC")
+
+
+async def set_client_note(db: aiopg.Pool, client_id: str, note: str) -> dict | None:
+    async with transaction(db) as cursor:
+        await cursor.execute(f"UPDATE known_clients SET note = %s WHERE client_id = %s "
+                             f"RETURNING {CLIENT_COLUMNS}", (note, client_id))
+        row = await cursor.fetchone()
+        return dict(row) if row else None

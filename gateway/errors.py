@@ -7,6 +7,7 @@ import uuid
 from typing import Any, Mapping
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from .typedefs import REQUEST_ID
 
@@ -125,7 +126,14 @@ async def error_middleware(request: web.Request, handler) -> web.StreamResponse:
         if exc.content_type == "application/json":
             return exc  # already a spec body, made by a handler that built it itself
         return error_response(_from_http_exception(exc, request), request_id)
-    except (ConnectionResetError, web.HTTPClientError):
+    except HttpProcessingError as error:
+        # aiohttp's parsers raise these while a handler reads a malformed body (a broken
+        # multipart part, bad chunking): the client's mistake, whichever plugin was reading.
+        status = error.code if 400 <= (error.code or 0) < 500 else 400
+        return error_response(ApiError(f"The request body could not be parsed: {error.message}".strip(),
+                                       error_type="malformed_request", status=status,
+                                       hint="Check the body's encoding against its Content-Type."), request_id)
+    except ConnectionResetError:
         raise
     except Exception:
         log.exception("unexpected error in %s %s (request id %s)", request.method, request.path,

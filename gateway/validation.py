@@ -3,10 +3,10 @@ becomes a 400 with the spec's error body, never a 500."""
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from typing import Any, Awaitable, Callable, Mapping, TypeVar
 
 import marshmallow
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 from .errors import BadRequest
 
@@ -63,3 +63,23 @@ async def parse_body(request: web.Request, schema: marshmallow.Schema, *,
 
 def parse_query(request: web.Request, schema: marshmallow.Schema) -> dict:
     return load(schema, dict(request.query), "query")
+
+
+Result = TypeVar("Result")
+
+
+async def with_multipart_field(request: web.Request, names: tuple[str, ...],
+                               consume: Callable[[BodyPartReader], Awaitable[Result]], *, hint: str) -> Result:
+    """Stream the first multipart part named one of `names` into `consume` (other parts are
+    skipped unread). A body that cannot be read, or has no such part, is a 400."""
+    try:
+        reader = await request.multipart()
+        while (part := await reader.next()) is not None:
+            if isinstance(part, BodyPartReader) and part.name in names:
+                return await consume(part)
+            await part.release()
+    except (ValueError, AssertionError) as error:
+        raise BadRequest(f"The multipart body cannot be read: {error}", error_type="validation_error",
+                         hint=hint) from None
+    wanted = " or ".join(f"`{name}`" for name in names)
+    raise BadRequest(f"The multipart body has no field {wanted}.", error_type="validation_error", hint=hint)

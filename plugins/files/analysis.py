@@ -19,7 +19,7 @@ from aiohttp import BodyPartReader, web
 from gateway.context import Context
 from gateway.errors import BadRequest
 from gateway.identity import require_user
-from gateway.validation import load, read_json
+from gateway.validation import load, read_json, with_multipart_field
 
 from . import imaging
 from .service import FileService, image_rejected, unsupported_type
@@ -116,22 +116,15 @@ class ImageAnalysis:
         if not request.content_type.startswith("multipart/"):
             body = load(AnalyzeBody(), await read_json(request), "body")
             return web.json_response(await self.analyze_stored(identity, body["file_id"]))
-        try:
-            reader = await request.multipart()
-            while True:
-                part = await reader.next()
-                if part is None:
-                    break
-                if isinstance(part, BodyPartReader) and part.name in ("file", "image"):
-                    data = await self._read_limited(part)
-                    result = await self.analyze(io.BytesIO(data), len(data), identity.user_id)
-                    return web.json_response(result)
-                await part.release()
-        except (ValueError, AssertionError) as error:
-            raise BadRequest(f"The multipart body cannot be read: {error}",
-                             error_type="validation_error") from None
-        raise BadRequest("The multipart body has no field `file` or `image`.", error_type="validation_error",
-                         hint="Send the image in the field `file` (or `image`), or JSON {\"file_id\": ...}.")
+
+        async def analyze_part(part: BodyPartReader) -> dict:
+            data = await self._read_limited(part)
+            return await self.analyze(io.BytesIO(data), len(data), identity.user_id)
+
+        result = await with_multipart_field(
+            request, ("file", "image"), analyze_part,
+            hint="Send the image in the field `file` (or `image`), or JSON {\"file_id\": ...}.")
+        return web.json_response(result)
 
     async def _read_limited(self, part: BodyPartReader) -> bytes:
         """The whole part (Pillow needs it all anyway), refused as soon as it passes 10 MB."""

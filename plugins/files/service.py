@@ -26,7 +26,7 @@ from gateway.context import Context
 from gateway.database import execute, fetch_all, fetch_one, fetch_value
 from gateway.errors import ApiError, BadGateway, BadRequest, NotFound, Unauthorized
 from gateway.identity import Identity, owner_for, require_user
-from gateway.validation import parse_query
+from gateway.validation import parse_query, with_multipart_field
 
 from . import imaging
 from .naming import client_filename, content_disposition, sanitize_filename
@@ -321,21 +321,9 @@ class FileService:
         if not request.content_type.startswith("multipart/"):
             raise BadRequest("Send the file as multipart/form-data in the field `file`.",
                              error_type="validation_error")
-        try:
-            reader = await request.multipart()
-            while True:
-                part = await reader.next()
-                if part is None:
-                    break
-                if isinstance(part, BodyPartReader) and part.name == "file":
-                    record = await self.store_upload(part, owner)
-                    return web.json_response(file_json(record), status=201)
-                await part.release()
-        except (ValueError, AssertionError) as error:
-            raise BadRequest(f"The multipart body cannot be read: {error}",
-                             error_type="validation_error") from None
-        raise BadRequest("The multipart body has no field `file`.", error_type="validation_error",
-                         hint="Name the file field `file`.")
+        record = await with_multipart_field(request, ("file",), lambda part: self.store_upload(part, owner),
+                                            hint="Name the file field `file`.")
+        return web.json_response(file_json(record), status=201)
 
     async def handle_list(self, request: web.Request) -> web.Response:
         identity = await require_user(request)

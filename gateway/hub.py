@@ -7,6 +7,7 @@ published once so that other instances deliver it to that user's devices connect
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -42,7 +43,10 @@ class Connection:
     data: dict = field(default_factory=dict)  # per-connection state plugins keep
 
     def __post_init__(self):
-        self._queue: asyncio.Queue[str | None] = asyncio.Queue(self.max_pending)
+        # A bare deque and one waiter rather than an asyncio.Queue (four deques and an Event):
+        # about 3 KB less per idle connection (bench/chat).
+        self._queue: collections.deque[str | None] = collections.deque()
+        self._wakeup: asyncio.Future | None = None
         self._writer: asyncio.Task | None = None
         self.closing = False
 
@@ -54,10 +58,12 @@ class Connection:
         if self.closing:
             return False
         payload = message if isinstance(message, str) else json.dumps(message, ensure_ascii=False)
-        try:
-            self._queue.put_nowait(payload)
+        if len(self._queue) < self.max_pending:
+            self._queue.append(payload)
+            if self._wakeup is not None and not self._wakeup.done():
+                self._wakeup.set_result(None)
             return True
-        except asyncio.QueueFull:
+        else:
             log.warning("closing WebSocket %s of %s: %d messages unread", self.id[:8], self.user_id,
                         self.max_pending)
             self.closing = True
@@ -67,7 +73,13 @@ class Connection:
 
     async def _write(self) -> None:
         while True:
-            payload = await self._queue.get()
+            while not self._queue:
+                self._wakeup = asyncio.get_running_loop().create_future()
+                try:
+                    await self._wakeup
+                finally:
+                    self._wakeup = None
+            payload = self._queue.popleft()
             if payload is None:
                 return
             try:

@@ -72,6 +72,7 @@ class ChatService:
             with contextlib.suppress(asyncio.CancelledError):
                 await housekeeping
             await self.turns.stop()
+            await self.turns.ai.close()
             await self.delivery.stop()
 
     async def _housekeeping(self) -> None:

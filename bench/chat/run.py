@@ -1,0 +1,490 @@
+"""Chat channel benchmarks (issue 5): the relay's added latency, and memory per idle WebSocket.
+
+1. Relay. A mock AI core (`POST /api/v1/chat/stream`, 64 `delta` events 20 ms apart, then
+   `done`) runs in its own process; the real gateway app (tokens, sessions, files, chat; real
+   PostgreSQL, in-process bus) in another. The client process measures, at concurrency 1 and
+   200, in interleaved rounds (a new random order each round):
+   - direct: a POST to the mock's SSE, time from the request to the first `delta` and the gaps
+     between `delta`s;
+   - gateway: a `message` frame on an open `/ws/chat` connection (one per session, distinct
+     users so a device only receives its own session), time from the send to the first
+     `stream_chunk` and the gaps between `stream_chunk`s.
+   Percentiles are over all samples of all rounds. Added = gateway - direct. Targets: added
+   first-token p50 <= 1 ms and p99 <= 5 ms; added gap p99 <= 1 ms.
+2. Idle connections. 10,000 WebSockets held open against (a) a bare aiohttp WebSocket server
+   and (b) the real gateway with the chat plugin (authenticated, one session each). Each server
+   is its own process; its RSS growth (psutil) over its RSS before the connections, once idle,
+   divided by the count. Target: gateway <= 1.3x bare.
+
+    DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres .venv/bin/python -m bench.chat.run
+
+Without DATABASE_URL an embedded PostgreSQL is started in a temporary directory. A scratch
+database is created and dropped; every process is stopped at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parents[2]
+JWT_SECRET = "bench-chat-jwt-secret-" + "q" * 32
+SERVICE_TOKEN = "bench-chat-service-token"
+DELTAS = 64
+DELTA_GAP = 0.020
+HEARTBEAT = 30.0  # the chat plugin's default; the bare server gets the same
+
+
+def raise_fd_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+# ---------------------------------------------------------------- servers (subprocesses)
+
+def serve_mock(port: int) -> None:
+    from aiohttp import web
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        text = []
+        for index in range(DELTAS):
+            if index:
+                await asyncio.sleep(DELTA_GAP)
+            piece = f"w{index} "
+            text.append(piece)
+            await response.write(b"event: delta\ndata: " + json.dumps({"type": "delta", "content": piece}).encode()
+                                 + b"\n\n")
+        done = {"type": "done", "text": "".join(text), "model": "mock", "finish_reason": "stop", "fallbacks": [],
+                "usage": {}, "duration_ms": 0}
+        await response.write(b"event: done\ndata: " + json.dumps(done).encode() + b"\n\n")
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/api/v1/chat/stream", stream)
+    app.router.add_get("/health", lambda request: web.Response(text="ok"))
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=4096)
+
+
+def serve_gateway(port: int, database_url: str, ai_core_url: str, data_dir: str) -> None:
+    from aiohttp import web
+
+    sys.path.insert(0, str(ROOT))
+    from gateway.app import create_app
+    from gateway.config import Config
+    from plugins.auth import tokens_plugin
+    from plugins.chat import plugin as chat_plugin
+    from plugins.files import files_plugin
+    from plugins.sessions import plugin as sessions_plugin
+
+    config = Config.load(overrides={
+        "core.data_dir": data_dir, "database.url": database_url, "peers.ai_core_url": ai_core_url,
+        "auth.admin_username": "admin", "auth.admin_password": "bench-admin-password",
+        "auth.jwt_secret": JWT_SECRET, "auth.service_token": SERVICE_TOKEN, "auth.webhook_key": "bench-webhook",
+        "auth.registration_verify_code": "BENCH1", "plugins.chat": {"allow_users": True},
+        **({"database.pool_max": int(os.environ["BENCH_POOL_MAX"])} if os.environ.get("BENCH_POOL_MAX") else {})},
+        environ={})
+    app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, files_plugin, chat_plugin])
+    app.router.add_get("/bench-health", lambda request: web.Response(text="ok"))
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=4096)
+
+
+def serve_bare(port: int) -> None:
+    from aiohttp import WSMsgType, web
+
+    async def websocket(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(heartbeat=HEARTBEAT)
+        await ws.prepare(request)
+        async for message in ws:
+            if message.type == WSMsgType.TEXT:
+                await ws.send_str(message.data)
+        return ws
+
+    app = web.Application()
+    app.router.add_get("/ws", websocket)
+    app.router.add_get("/bench-health", lambda request: web.Response(text="ok"))
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=4096)
+
+
+class Processes:
+    def __init__(self, log_dir: Path):
+        self.log_dir = log_dir
+        self.running: list[subprocess.Popen] = []
+
+    def start(self, name: str, *args: str) -> subprocess.Popen:
+        log = open(self.log_dir / f"{name}.log", "w")
+        process = subprocess.Popen([sys.executable, "-m", "bench.chat.run", "--serve", name, *args], cwd=ROOT,
+                                   stdout=log, stderr=subprocess.STDOUT)
+        process.log_path = self.log_dir / f"{name}.log"
+        self.running.append(process)
+        return process
+
+    def stop(self, process: subprocess.Popen) -> None:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)  # run_app's graceful shutdown
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+        if process in self.running:
+            self.running.remove(process)
+
+    def stop_all(self) -> None:
+        for process in reversed(list(self.running)):
+            self.stop(process)
+
+
+def wait_until_up(url: str, process: subprocess.Popen, seconds: float) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            tail = Path(process.log_path).read_text(errors="replace")[-3000:]
+            raise SystemExit(f"{process.args[4:]} exited with {process.returncode} while starting\n{tail}")
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except Exception:
+            time.sleep(0.2)
+    raise SystemExit(f"{url} did not answer within {seconds:g}s")
+
+
+def access_token(user_id: str, admin: bool = False) -> str:
+    import jwt
+
+    now = int(time.time())
+    return jwt.encode({"sub": user_id, "username": user_id, "nickname": user_id, "adm": admin, "typ": "access",
+                       "iat": now, "exp": now + 6 * 3600, "jti": uuid.uuid4().hex}, JWT_SECRET, algorithm="HS256")
+
+
+# ---------------------------------------------------------------- database
+
+def scratch_database(url: str) -> str:
+    import psycopg2
+
+    name = f"bench_chat_{uuid.uuid4().hex[:8]}"
+    connection = psycopg2.connect(url)
+    connection.autocommit = True
+    with connection.cursor() as cursor:
+        cursor.execute(f'CREATE DATABASE "{name}"')
+    connection.close()
+    return urlunsplit(urlsplit(url)._replace(path="/" + name))
+
+
+def drop_database(url: str, admin_url: str) -> None:
+    import psycopg2
+
+    name = urlsplit(url).path.lstrip("/")
+    connection = psycopg2.connect(admin_url)
+    connection.autocommit = True
+    with connection.cursor() as cursor:
+        cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    connection.close()
+
+
+# ---------------------------------------------------------------- relay
+
+async def direct_turn(http: aiohttp.ClientSession, url: str) -> tuple[float, list[float]]:
+    """(seconds to the first delta, gaps between deltas) of one SSE read straight from the mock."""
+    started = time.perf_counter()
+    stamps: list[float] = []
+    async with http.post(url, json={"user_id": "bench", "text": "hello", "history": []},
+                         headers={"Authorization": f"Bearer {SERVICE_TOKEN}", "Accept": "text/event-stream"}) as response:
+        assert response.status == 200, response.status
+        data: list[str] = []
+        async for raw in response.content:  # parsed the way the chat plugin parses it
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            if line.startswith("data:"):
+                data.append(line[5:].lstrip(" "))
+            elif not line and data:
+                event = json.loads("\n".join(data))
+                data = []
+                if event.get("type") == "delta":
+                    stamps.append(time.perf_counter())
+                elif event.get("type") == "done":
+                    break
+    assert len(stamps) == DELTAS, len(stamps)
+    return stamps[0] - started, [b - a for a, b in zip(stamps, stamps[1:])]
+
+
+async def gateway_turn(ws: aiohttp.ClientWebSocketResponse, session_id: str) -> tuple[float, list[float]]:
+    """(seconds from the `message` frame to the first `stream_chunk`, gaps between chunks)."""
+    stamps: list[float] = []
+    started = time.perf_counter()
+    await ws.send_str(json.dumps({"type": "message", "content": "hello", "client_msg_id": uuid.uuid4().hex}))
+    while True:
+        message = await ws.receive(timeout=60)
+        now = time.perf_counter()
+        if message.type != aiohttp.WSMsgType.TEXT:
+            raise RuntimeError(f"WebSocket of {session_id}: {message.type} {message.data!r}")
+        frame = json.loads(message.data)
+        kind = frame.get("type")
+        if kind == "stream_chunk":
+            stamps.append(now)
+        elif kind == "stream_end":
+            if frame.get("finish_reason") == "error":
+                raise RuntimeError(f"turn of {session_id} failed: {frame}")
+            break
+        elif kind == "error":
+            raise RuntimeError(f"turn of {session_id}: {frame}")
+    assert len(stamps) == DELTAS, len(stamps)
+    return stamps[0] - started, [b - a for a, b in zip(stamps, stamps[1:])]
+
+
+async def relay(gateway_port: int, mock_port: int, concurrency: int, rounds: int, turns: int) -> dict:
+    """Samples of both targets at one concurrency: `turns` batches of `concurrency` simultaneous
+    turns per round, targets interleaved in a new random order each round."""
+    mock_url = f"http://127.0.0.1:{mock_port}/api/v1/chat/stream"
+    samples = {name: {"ttft": [], "gap": []} for name in ("direct", "gateway")}
+    connector = aiohttp.TCPConnector(limit=0)
+    run_id = uuid.uuid4().hex[:6]
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=300)) as http:
+        sockets = []
+        for index in range(concurrency):  # one user per session: a device gets only its own turn
+            user = f"user_bench_{run_id}_{index}"
+            session_id = f"bench_{run_id}_{index}"
+            ws = await http.ws_connect(f"http://127.0.0.1:{gateway_port}/ws/chat?token={access_token(user)}"
+                                       f"&session_id={session_id}", max_msg_size=0)
+            sockets.append((ws, session_id))
+        try:
+            async def batch(name: str) -> list[tuple[float, list[float]]]:
+                if name == "direct":
+                    return await asyncio.gather(*(direct_turn(http, mock_url) for _ in range(concurrency)))
+                return await asyncio.gather(*(gateway_turn(ws, sid) for ws, sid in sockets))
+
+            for name in ("direct", "gateway"):  # warm-up, not counted
+                await batch(name)
+            for _ in range(rounds):
+                order = ["direct", "gateway"]
+                random.shuffle(order)
+                for name in order:
+                    for _ in range(turns):
+                        for ttft, gaps in await batch(name):
+                            samples[name]["ttft"].append(ttft)
+                            samples[name]["gap"].extend(gaps)
+        finally:
+            await asyncio.gather(*(ws.close() for ws, _ in sockets), return_exceptions=True)
+    return samples
+
+
+def report_relay(concurrency: int, samples: dict) -> dict:
+    figures = {}
+    for name, series in samples.items():
+        figures[name] = {"ttft50": percentile(series["ttft"], 50) * 1000, "ttft99": percentile(series["ttft"], 99) * 1000,
+                         "gap50": percentile(series["gap"], 50) * 1000, "gap99": percentile(series["gap"], 99) * 1000,
+                         "n_ttft": len(series["ttft"]), "n_gap": len(series["gap"])}
+    d, g = figures["direct"], figures["gateway"]
+    added = {key: g[key] - d[key] for key in ("ttft50", "ttft99", "gap50", "gap99")}
+    print(f"\nrelay, concurrency {concurrency}: {d['n_ttft']} turns, {d['n_gap']} gaps per target (ms)")
+    print(f"  {'target':8} {'TTFT p50':>9} {'TTFT p99':>9} {'gap p50':>9} {'gap p99':>9}")
+    for name in ("direct", "gateway"):
+        f = figures[name]
+        print(f"  {name:8} {f['ttft50']:9.2f} {f['ttft99']:9.2f} {f['gap50']:9.2f} {f['gap99']:9.2f}")
+    print(f"  {'added':8} {added['ttft50']:9.2f} {added['ttft99']:9.2f} {added['gap50']:9.2f} {added['gap99']:9.2f}")
+    checks = [("added TTFT p50", added["ttft50"], 1.0), ("added TTFT p99", added["ttft99"], 5.0),
+              ("added gap p99", added["gap99"], 1.0)]
+    print("  " + "   ".join(f"{label} {value:.2f} ms / target {limit:g} ms = {value / limit:.2f}x "
+                            f"({'met' if value <= limit else 'NOT met'})" for label, value, limit in checks))
+    return added
+
+
+# ---------------------------------------------------------------- idle connections
+
+def rss(pid: int) -> int:
+    import psutil
+
+    return psutil.Process(pid).memory_info().rss
+
+
+async def settled_rss(pid: int, seconds: float = 20.0) -> int:
+    """RSS once it stops moving (two readings 1 s apart within 64 KiB), at most `seconds`."""
+    deadline = time.monotonic() + seconds
+    previous = rss(pid)
+    while time.monotonic() < deadline:
+        await asyncio.sleep(1.0)
+        current = rss(pid)
+        if abs(current - previous) < 64 * 1024:
+            return current
+        previous = current
+    return rss(pid)
+
+
+async def hold_connections(url_for, count: int, pid: int, parallel: int = 64) -> tuple[int, int, int, float]:
+    """Open `count` WebSockets (at most `parallel` handshakes at once), wait until idle, read the
+    server's RSS. Returns (opened, rss before, rss idle, seconds to open)."""
+    # A warm-up connection first so lazy imports and first-use caches are in the baseline.
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(url_for(-1)) as ws:
+            await ws.close()
+    await asyncio.sleep(0.5)
+    before = await settled_rss(pid)
+    sessions = [aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=60))
+                for _ in range(8)]
+    sockets: list[aiohttp.ClientWebSocketResponse] = []
+    failures: list[str] = []
+    semaphore = asyncio.Semaphore(parallel)
+    started = time.monotonic()
+
+    async def one(index: int) -> None:
+        async with semaphore:
+            try:
+                sockets.append(await sessions[index % len(sessions)].ws_connect(url_for(index), heartbeat=None,
+                                                                                autoping=True))
+            except Exception as error:  # reported, the run goes on with what opened
+                failures.append(f"{error.__class__.__name__}: {error}")
+
+    try:
+        await asyncio.gather(*(one(index) for index in range(count)))
+        opened = time.monotonic() - started
+        if failures:
+            print(f"  {len(failures)} connections failed, e.g. {failures[0]}")
+        await asyncio.sleep(2.0)
+        idle = await settled_rss(pid)
+        return len(sockets), before, idle, opened
+    finally:
+        await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
+        for session in sessions:
+            await session.close()
+
+
+# ---------------------------------------------------------------- main
+
+async def run_relay(args, processes: Processes, database_url: str, data_dir: Path) -> None:
+    mock_port, gateway_port = free_port(), free_port()
+    mock = processes.start("mock", "--port", str(mock_port))
+    wait_until_up(f"http://127.0.0.1:{mock_port}/health", mock, 30)
+    gateway = processes.start("gateway", "--port", str(gateway_port), "--database-url", database_url,
+                              "--ai-core-url", f"http://127.0.0.1:{mock_port}", "--data-dir", str(data_dir / "relay"))
+    wait_until_up(f"http://127.0.0.1:{gateway_port}/bench-health", gateway, 120)
+    print(f"relay: {DELTAS} deltas {DELTA_GAP * 1000:g} ms apart; rounds={args.rounds}")
+    try:
+        for concurrency in args.concurrency:
+            turns = args.turns if concurrency == 1 else 1
+            samples = await relay(gateway_port, mock_port, concurrency, args.rounds, turns)
+            report_relay(concurrency, samples)
+    finally:
+        processes.stop(gateway)
+        processes.stop(mock)
+
+
+async def run_idle(args, processes: Processes, database_url: str, data_dir: Path) -> None:
+    count = args.connections
+    print(f"\nidle connections: {count} WebSockets per server, heartbeat {HEARTBEAT:g} s on both")
+    results = {}
+    bare_port = free_port()
+    bare = processes.start("bare", "--port", str(bare_port))
+    wait_until_up(f"http://127.0.0.1:{bare_port}/bench-health", bare, 30)
+    try:
+        results["bare"] = await hold_connections(lambda i: f"http://127.0.0.1:{bare_port}/ws", count, bare.pid)
+    finally:
+        processes.stop(bare)
+
+    gateway_port = free_port()
+    gateway = processes.start("gateway", "--port", str(gateway_port), "--database-url", database_url,
+                              "--ai-core-url", "http://127.0.0.1:9", "--data-dir", str(data_dir / "idle"))
+    wait_until_up(f"http://127.0.0.1:{gateway_port}/bench-health", gateway, 120)
+    token = access_token("admin", admin=True)
+    try:
+        results["gateway"] = await hold_connections(
+            lambda i: f"http://127.0.0.1:{gateway_port}/ws/chat?token={token}&session_id=idle_{i + 1}", count,
+            gateway.pid)
+    finally:
+        processes.stop(gateway)
+
+    per = {}
+    print(f"  {'server':8} {'opened':>7} {'open s':>7} {'RSS before MB':>14} {'RSS idle MB':>12} {'bytes/conn':>11}")
+    for name, (opened, before, idle, seconds) in results.items():
+        per[name] = (idle - before) / max(1, opened)
+        print(f"  {name:8} {opened:7d} {seconds:7.1f} {before / 2**20:14.1f} {idle / 2**20:12.1f} {per[name]:11.0f}")
+    ratio = per["gateway"] / per["bare"]
+    print(f"  memory per idle connection gateway/bare = {ratio:.2f}x (target <= 1.3x -> "
+          f"{'met' if ratio <= 1.3 else 'NOT met'})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--turns", type=int, default=10, help="sequential turns per round at concurrency 1")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 200])
+    parser.add_argument("--connections", type=int, default=10000)
+    parser.add_argument("--only", choices=["relay", "idle"])
+    # internal: run one server in this process
+    parser.add_argument("--serve", choices=["mock", "gateway", "bare"], help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--database-url", help=argparse.SUPPRESS)
+    parser.add_argument("--ai-core-url", help=argparse.SUPPRESS)
+    parser.add_argument("--data-dir", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    raise_fd_limit()
+    if args.serve == "mock":
+        return serve_mock(args.port)
+    if args.serve == "bare":
+        return serve_bare(args.port)
+    if args.serve == "gateway":
+        return serve_gateway(args.port, args.database_url, args.ai_core_url, args.data_dir)
+
+    data_dir = Path(tempfile.mkdtemp(prefix="bench-chat-"))
+    processes = Processes(data_dir)
+    admin_url = os.environ.get("DATABASE_URL", "")
+    embedded = None
+    database_url = ""
+    try:
+        if not admin_url:
+            sys.path.insert(0, str(ROOT))
+            from gateway.database import start_embedded
+
+            admin_url, embedded = start_embedded(Path(tempfile.mkdtemp(prefix="bench-chat-pg-")))
+        database_url = scratch_database(admin_url)
+        print(f"python {sys.version.split()[0]}, aiohttp {aiohttp.__version__}, {os.cpu_count()} cores; "
+              f"RLIMIT_NOFILE {resource.getrlimit(resource.RLIMIT_NOFILE)[0]}")
+        if args.only in (None, "relay"):
+            asyncio.run(run_relay(args, processes, database_url, data_dir))
+        if args.only in (None, "idle"):
+            asyncio.run(run_idle(args, processes, database_url, data_dir))
+    finally:
+        processes.stop_all()
+        if database_url:
+            drop_database(database_url, admin_url)
+        if embedded is not None:
+            embedded.cleanup()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -90,7 +90,11 @@ def create_app(service_id: str, config: Config | None = None, *, plugins: list[P
     needs_blobs = _uses(ordered, registry, "blobs")
 
     async def core_ctx(app: web.Application) -> AsyncIterator[None]:
-        context.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, connect=10))
+        # Streams to peers (a chat turn holds one for its whole reply) must not queue behind
+        # aiohttp's default cap of 100 pooled connections; the cap is a setting (0: none).
+        connector = aiohttp.TCPConnector(limit=int(config.get("core.http_connection_limit") or 0))
+        context.http = aiohttp.ClientSession(connector=connector,
+                                             timeout=aiohttp.ClientTimeout(total=None, connect=10))
         context.bus = await create_bus(config)
         try:
             if needs_database:

@@ -30,7 +30,7 @@ PRESENCE_TTL = 60.0
 ONLINE_USERS = "presence:users"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Connection:
     ws: web.WebSocketResponse
     user_id: str
@@ -41,59 +41,54 @@ class Connection:
     connected_at: float = field(default_factory=time.time)
     max_pending: int = DEFAULT_MAX_PENDING
     data: dict = field(default_factory=dict)  # per-connection state plugins keep
+    # Write state; slots (not a __dict__) keep an idle connection small.
+    _pending: "collections.deque[str] | None" = field(default=None, init=False, repr=False)
+    _writer: "asyncio.Task | None" = field(default=None, init=False, repr=False)
+    closing: bool = field(default=False, init=False)
 
-    def __post_init__(self):
-        # A bare deque and one waiter rather than an asyncio.Queue (four deques and an Event):
-        # about 3 KB less per idle connection (bench/chat).
-        self._queue: collections.deque[str | None] = collections.deque()
-        self._wakeup: asyncio.Future | None = None
-        self._writer: asyncio.Task | None = None
-        self.closing = False
-
-    def start(self) -> None:
-        self._writer = asyncio.create_task(self._write(), name=f"ws-writer-{self.id[:8]}")
+    # An idle connection holds no queue and no task: both exist only while something is
+    # waiting to be written (bench/chat measures memory per idle connection).
 
     def send(self, message: dict | str) -> bool:
         """Queue a message without waiting; False (and the connection closes) when it is full."""
         if self.closing:
             return False
         payload = message if isinstance(message, str) else json.dumps(message, ensure_ascii=False)
-        if len(self._queue) < self.max_pending:
-            self._queue.append(payload)
-            if self._wakeup is not None and not self._wakeup.done():
-                self._wakeup.set_result(None)
-            return True
-        else:
+        if self._pending is None:
+            self._pending = collections.deque()
+        if len(self._pending) >= self.max_pending:
             log.warning("closing WebSocket %s of %s: %d messages unread", self.id[:8], self.user_id,
                         self.max_pending)
             self.closing = True
             asyncio.create_task(self.ws.close(code=WSCloseCode.POLICY_VIOLATION,
                                               message=b"too many unread messages"))
             return False
+        self._pending.append(payload)
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write(), name=f"ws-writer-{self.id[:8]}")
+        return True
 
     async def _write(self) -> None:
-        while True:
-            while not self._queue:
-                self._wakeup = asyncio.get_running_loop().create_future()
+        """Drain what is pending, in order, then end; the next send starts a new writer."""
+        try:
+            while self._pending:
                 try:
-                    await self._wakeup
-                finally:
-                    self._wakeup = None
-            payload = self._queue.popleft()
-            if payload is None:
-                return
-            try:
-                await self.ws.send_str(payload)
-            except (ConnectionResetError, RuntimeError):
-                self.closing = True
-                return
+                    await self.ws.send_str(self._pending.popleft())
+                except (ConnectionResetError, RuntimeError):
+                    self.closing = True
+                    return
+        finally:
+            self._writer = None
+            if not self._pending:
+                self._pending = None
 
     async def stop(self) -> None:
         self.closing = True
-        if self._writer is not None:
-            self._writer.cancel()
+        writer = self._writer
+        if writer is not None:
+            writer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._writer
+                await writer
 
     def describe(self) -> dict[str, Any]:
         return {"connection_id": self.id, "user_id": self.user_id, "client_id": self.client_id,
@@ -139,7 +134,6 @@ class WebSocketHub:
         # set up per-connection state (for example holding messages during a replay) without a race.
         connection = Connection(ws, user_id, client_id, device_name, user_agent, max_pending=max_pending,
                                 data=dict(data or {}))
-        connection.start()
         self._by_user.setdefault(user_id, {})[connection.id] = connection
         await self._mark(connection)
         return connection
@@ -155,7 +149,7 @@ class WebSocketHub:
 
     # -- presence across instances
     def _member(self, connection: Connection) -> str:
-        return f"{self.instance_id}:{connection.id}"
+        return connection.id  # a UUID: unique across instances
 
     async def _mark(self, connection: Connection) -> None:
         if self.context.has("bus"):

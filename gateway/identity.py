@@ -22,7 +22,7 @@ ADMIN_USER_ID = "admin"
 AUTHENTICATOR = "authenticator"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Identity:
     user_id: str
     username: str

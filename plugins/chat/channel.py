@@ -116,18 +116,20 @@ async def handle_connect(request: web.Request, chat: "ChatService") -> web.Strea
     if query["after"]:
         turn_id, _, seq = query["after"].rpartition(":")
         after = (turn_id, int(seq))
+    resume, client_id, device_name = query["resume"], query["client_id"], query["device_name"]
+    del query  # locals live as long as the connection: keep only what is used
 
     ws = web.WebSocketResponse(heartbeat=chat.heartbeat, max_msg_size=chat.max_frame_bytes)
     await ws.prepare(request)
     data = {SESSION_KEY: session_id, IDENTITY_KEY: identity}
-    if query["resume"]:
+    if resume:
         data[HELD] = []
     connection = await context.hub.register(
-        ws, identity.user_id, client_id=query["client_id"], device_name=query["device_name"],
+        ws, identity.user_id, client_id=client_id, device_name=device_name,
         user_agent=request.headers.get("User-Agent", "")[:256], max_pending=chat.max_pending, data=data)
     try:
         await chat.presence.connected(connection)
-        if query["resume"]:
+        if resume:
             await chat.delivery.replay_into(connection, chat.turns.replay, session_id, after)
         async for frame in ws:
             if frame.type == WSMsgType.TEXT:

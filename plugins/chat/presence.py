@@ -5,7 +5,6 @@ crashed instance's devices drop out by themselves; the known-clients table keeps
 from __future__ import annotations
 
 import json
-import time
 from typing import TYPE_CHECKING
 
 from . import store
@@ -31,7 +30,8 @@ class Presence:
         return json.dumps({"connection_id": connection.id, "user_id": connection.user_id,
                            "client_id": connection.client_id, "device_name": connection.device_name,
                            "user_agent": connection.user_agent,
-                           "connected_at": int(connection.connected_at * 1000)}, sort_keys=True)
+                           "connected_at": int(connection.connected_at * 1000)},
+                          sort_keys=True, separators=(",", ":"))
 
     async def mark(self, connection: "Connection") -> None:
         bus = self.context.bus
@@ -43,8 +43,6 @@ class Presence:
 
     async def connected(self, connection: "Connection") -> None:
         await self.mark(connection)
-        await self.context.bus.set(activity_key(connection.data[SESSION_KEY]), str(int(time.time() * 1000)),
-                                   ttl=86400)
         if connection.client_id:
             await store.client_connected(self.context.db, client_id=connection.client_id,
                                          user_id=connection.user_id, device_name=connection.device_name,
@@ -96,7 +94,9 @@ class Presence:
             "devices": [{key: device[key] for key in ("connection_id", "client_id", "device_name", "user_agent",
                                                       "connected_at")} for device in devices],
             "device_count": len(devices), "turn_running": turn_running, "queue_length": queue_length,
-            "last_activity": int(activity) if activity else ((session or {}).get("updated_at") or 0),
+            # A connection is activity too, read from the device rather than written per connection.
+            "last_activity": max([int(activity or 0), (session or {}).get("updated_at") or 0,
+                                  *(device["connected_at"] for device in devices)]),
         }
 
     async def live_sessions(self) -> list[dict]:

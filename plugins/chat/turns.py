@@ -61,21 +61,6 @@ class AiCoreClient:
     def __init__(self, context: "Context", read_timeout: float):
         self.context = context
         self.timeout = aiohttp.ClientTimeout(total=None, connect=10, sock_read=read_timeout)
-        self._http: aiohttp.ClientSession | None = None
-
-    @property
-    def http(self) -> aiohttp.ClientSession:
-        """A session of its own without a connection limit: every running turn holds one
-        streaming connection, and the shared `context.http` (100 connections at most) would make
-        the 101st concurrent turn wait for another to end (bench/chat)."""
-        if self._http is None or self._http.closed:
-            self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-        return self._http
-
-    async def close(self) -> None:
-        if self._http is not None:
-            await self._http.close()
-            self._http = None
 
     @property
     def url(self) -> str:
@@ -85,7 +70,7 @@ class AiCoreClient:
         headers = {"Authorization": f"Bearer {self.context.config.get('auth.service_token')}",
                    "Accept": "text/event-stream"}
         try:
-            async with self.http.post(self.url, json=body, headers=headers, timeout=self.timeout) as response:
+            async with self.context.http.post(self.url, json=body, headers=headers, timeout=self.timeout) as response:
                 if response.status != 200:
                     text = (await response.text())[:500]
                     try:

@@ -161,7 +161,8 @@ def register_frames(registrar, chat: "ChatService") -> None:
         try:
             await chat.turns.submit(user_id=identity.user_id, session_id=session_id, text=content,
                                     mode=frame["mode"], attachments=frame["attachments"],
-                                    client_msg_id=frame["client_msg_id"], sender=connection.id)
+                                    client_msg_id=frame["client_msg_id"], sender=connection.id,
+                                    session_known=session_id == connection.data[SESSION_KEY])
         except ApiError as error:
             connection.send(error_frame(error.error, errorType=error.error_type, session_id=session_id,
                                         client_msg_id=frame["client_msg_id"]))

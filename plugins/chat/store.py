@@ -28,25 +28,23 @@ async def enqueue(db: aiopg.Pool, *, session_id: str, user_id: str, text: str, m
          sender_connection))
 
 
-async def claim_next(db: aiopg.Pool, session_id: str) -> dict | None:
-    """Take the oldest waiting turn of the session (the caller holds the session's turn lock)."""
+async def claim_next(db: aiopg.Pool, session_id: str, *, abandon_running: bool = False) -> dict | None:
+    """Take the oldest waiting turn of the session (the caller holds the session's turn lock).
+    A new lock holder first marks turns left `running` by an instance that died as abandoned,
+    in the same statement: one round trip less before a turn's first token."""
+    abandon = ("WITH abandoned AS (UPDATE chat_turn_queue SET status = 'abandoned', finished_at = now() "
+               "WHERE session_id = %(session)s AND status = 'running') " if abandon_running else "")
     return await fetch_one(
         db,
-        f"UPDATE chat_turn_queue SET status = 'running' WHERE id = ("
-        f"  SELECT id FROM chat_turn_queue WHERE session_id = %s AND status = 'queued' "
+        f"{abandon}UPDATE chat_turn_queue SET status = 'running' WHERE id = ("
+        f"  SELECT id FROM chat_turn_queue WHERE session_id = %(session)s AND status = 'queued' "
         f"  ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING {QUEUE_COLUMNS}",
-        (session_id,))
+        {"session": session_id})
 
 
 async def finish(db: aiopg.Pool, turn_id: int, status: str) -> None:
     await execute(db, "UPDATE chat_turn_queue SET status = %s, finished_at = now() WHERE id = %s",
                   (status, turn_id))
-
-
-async def abandon_running(db: aiopg.Pool, session_id: str) -> int:
-    """Turns left `running` by an instance that died; called only by the new lock holder."""
-    return await execute(db, "UPDATE chat_turn_queue SET status = 'abandoned', finished_at = now() "
-                             "WHERE session_id = %s AND status = 'running'", (session_id,))
 
 
 async def queue_length(db: aiopg.Pool, session_id: str) -> int:

@@ -121,9 +121,11 @@ class TurnMachine:
 
     async def submit(self, *, user_id: str, session_id: str, text: str, mode: str = "text",
                      attachments: list[dict] | None = None, client_msg_id: str | None = None,
-                     sender: str | None = None) -> dict:
-        """Queue one turn; start it when the session is idle. Raises ApiError for a bad request."""
-        await self.conversations.ensure_session(user_id, session_id)
+                     sender: str | None = None, session_known: bool = False) -> dict:
+        """Queue one turn; start it when the session is idle. Raises ApiError for a bad request.
+        `session_known`: the caller already ensured this user's session (the WebSocket did at connect)."""
+        if not session_known:
+            await self.conversations.ensure_session(user_id, session_id)
         resolved = await resolve_attachments(self.context, user_id, attachments or [], self.attachment_url_ttl)
         turn_id = await store.enqueue(self.context.db, session_id=session_id, user_id=user_id, text=text or "",
                                       mode=mode, attachments=resolved, client_msg_id=client_msg_id,
@@ -155,9 +157,10 @@ class TurnMachine:
     async def _drain(self, session_id: str) -> None:
         renewer = asyncio.create_task(self._renew(session_id))
         try:
-            await store.abandon_running(self.context.db, session_id)
+            first = True
             while not self._stopping:
-                row = await store.claim_next(self.context.db, session_id)
+                row = await store.claim_next(self.context.db, session_id, abandon_running=first)
+                first = False
                 if row is None:
                     break
                 status = "failed"

@@ -108,26 +108,31 @@ class Conversations:
     async def add_message(self, session_id: str, user_id: str, role: str, content: str,
                           msg_type: str = "chat", metadata: dict | None = None,
                           client_msg_id: str | None = None) -> dict:
+        # One statement, so one round trip (this is on every chat turn's path to the first
+        # token): insert, touch the session only when a row went in, return it; or return the
+        # row a re-sent client_msg_id already stored.
         try:
-            async with transaction(self.db) as cursor:
-                await cursor.execute(
-                    f"INSERT INTO chat_messages (session_id, user_id, role, msg_type, content, metadata, "
-                    f"client_msg_id) VALUES (%s, %s, %s, %s, %s, %s, %s) "
-                    f"ON CONFLICT (session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING "
-                    f"RETURNING {MESSAGE_COLUMNS}",
-                    (session_id, user_id, role, msg_type, content or "",
-                     json.dumps(metadata or {}, ensure_ascii=False), client_msg_id or None))
-                row = await cursor.fetchone()
-                if row is None:
-                    await cursor.execute(
-                        f"SELECT {MESSAGE_COLUMNS} FROM chat_messages "
-                        f"WHERE session_id = %s AND client_msg_id = %s", (session_id, client_msg_id))
-                    return _message(dict(await cursor.fetchone())) | {"duplicate": True}
-                await cursor.execute("UPDATE chat_sessions SET updated_at = now() WHERE id = %s",
-                                     (session_id,))
-                return _message(dict(row)) | {"duplicate": False}
+            row = await fetch_one(
+                self.db,
+                f"WITH inserted AS ("
+                f"  INSERT INTO chat_messages (session_id, user_id, role, msg_type, content, metadata, client_msg_id)"
+                f"  VALUES (%(session)s, %(user)s, %(role)s, %(type)s, %(content)s, %(metadata)s, %(client)s)"
+                f"  ON CONFLICT (session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING"
+                f"  RETURNING {MESSAGE_COLUMNS}), "
+                f"touched AS (UPDATE chat_sessions SET updated_at = now() "
+                f"  WHERE id = %(session)s AND EXISTS (SELECT 1 FROM inserted)) "
+                f"SELECT *, false AS duplicate FROM inserted "
+                f"UNION ALL "
+                f"SELECT {MESSAGE_COLUMNS}, true AS duplicate FROM chat_messages "
+                f"WHERE session_id = %(session)s AND client_msg_id = %(client)s AND NOT EXISTS (SELECT 1 FROM inserted)",
+                {"session": session_id, "user": user_id, "role": role, "type": msg_type, "content": content or "",
+                 "metadata": json.dumps(metadata or {}, ensure_ascii=False), "client": client_msg_id or None})
         except psycopg2.errors.ForeignKeyViolation:
             raise session_not_found(session_id) from None
+        if row is None:  # the same client_msg_id committed by someone else after this statement began
+            row = await fetch_one(self.db, f"SELECT {MESSAGE_COLUMNS}, true AS duplicate FROM chat_messages "
+                                           f"WHERE session_id = %s AND client_msg_id = %s", (session_id, client_msg_id))
+        return _message(row)
 
     async def list_messages(self, session_id: str, limit: int = 50, offset: int = 0,
                             before_id: int | None = None) -> list[dict]:

@@ -238,9 +238,21 @@ class TurnMachine:
         metadata = {"mode": row["mode"]}
         if attachments:
             metadata["attachments"] = [{k: v for k, v in a.items() if k != "url"} for a in attachments]
-        stored_user = await conversations.add_message(session_id, user_id, "user", text, "chat",
-                                                      metadata=metadata, client_msg_id=row["client_msg_id"])
+        body = {"user_id": user_id, "session_id": session_id, "text": text, "history": history,
+                "mode": row["mode"], "purpose": "chat",
+                "attachments": [{"type": "image", "url": a["url"]} for a in attachments]}
+        # The AI core is asked first; the user's message is stored and echoed while it thinks,
+        # so those round trips are not on the way to the first token.
+        events = self.ai.stream(body)
+        first_event = asyncio.create_task(_first(events))
+        try:
+            stored_user = await conversations.add_message(session_id, user_id, "user", text, "chat",
+                                                          metadata=metadata, client_msg_id=row["client_msg_id"])
+        except BaseException:
+            await _abandon(first_event, events)
+            raise
         if stored_user.get("duplicate"):
+            await _abandon(first_event, events)
             return "duplicate"
         await self.replay.begin(session_id, turn_id)
         await self.delivery.send(user_id, {
@@ -262,13 +274,11 @@ class TurnMachine:
             sequence += 1
 
         await emit({"type": "stream_start", "role": "assistant", "msg_type": "chat", "message_id": message_id})
-        body = {"user_id": user_id, "session_id": session_id, "text": text, "history": history,
-                "mode": row["mode"], "purpose": "chat",
-                "attachments": [{"type": "image", "url": a["url"]} for a in attachments]}
         pieces: list[str] = []
         final: dict | None = None
+        relay = _then(first_event, events)
         try:
-            async for event in self.ai.stream(body):
+            async for event in relay:
                 kind = event.get("type")
                 if kind == "delta":
                     content = str(event.get("content") or "")
@@ -301,6 +311,9 @@ class TurnMachine:
         except TurnFailed as failure:
             await self._fail(user_id, session_id, sender, turn_id, failure, "".join(pieces), emit)
             return "failed"
+        finally:
+            await relay.aclose()
+            await _abandon(first_event, events)
 
         reply = str(final.get("text") if final.get("text") is not None else "".join(pieces))
         review = review_reply(reply)
@@ -337,3 +350,29 @@ class TurnMachine:
         await emit({"type": "stream_end", "role": "assistant", "msg_type": "chat", "message_id": f"reply_{turn_id}",
                     "text": partial, "content": partial, "finish_reason": "error"})
         await self.replay.finish(session_id, turn_id)
+
+
+_END = object()
+
+
+async def _first(events: AsyncIterator[dict]):
+    return await anext(events, _END)
+
+
+async def _then(first: "asyncio.Task", events: AsyncIterator[dict]) -> AsyncIterator[dict]:
+    """The event `first` fetched ahead, then the rest of the stream."""
+    event = await first
+    if event is _END:
+        return
+    yield event
+    async for event in events:
+        yield event
+
+
+async def _abandon(first: "asyncio.Task", events) -> None:
+    """Stop a stream that is no longer wanted (or is finished) and release its connection."""
+    if not first.done():
+        first.cancel()
+    with contextlib.suppress(BaseException):
+        await first
+    await events.aclose()

@@ -14,9 +14,10 @@ from typing import AsyncIterator
 
 import marshmallow
 from aiohttp import web
+from yarl import URL
 
 from gateway.config import Config, ConfigError
-from gateway.errors import ApiError, NotFound, Unauthorized, error_middleware
+from gateway.errors import ApiError, Forbidden, NotFound, Unauthorized, error_middleware
 from gateway.services import ServiceSpec, load_services
 from gateway.validation import parse_query
 
@@ -211,6 +212,28 @@ def credential_middleware(admin_username: str):
     return require_credential
 
 
+@web.middleware
+async def same_site_only(request: web.Request, handler):
+    """The console starts and stops processes, so a web page the operator happens to open must
+    not drive it: a browser request from another origin (a cross-site form or fetch, or a
+    WebSocket, which CORS does not cover) is refused, and so is a Host header naming anything
+    but a loopback address when no credential guards the console (DNS rebinding)."""
+    origin = request.headers.get("Origin")
+    own = f"{request.scheme}://{request.host}"
+    if origin is not None and origin.rstrip("/").lower() != own.lower():
+        raise Forbidden("Requests from other web origins are refused.", error_type="cross_origin",
+                        hint="Open the console's own pages, or call the API from the command line.")
+    if not request.app[CREDENTIAL]:
+        try:
+            host = URL(f"http://{request.host}").host or ""
+        except ValueError:
+            host = ""
+        if not is_loopback(host.strip("[]")):
+            raise Forbidden("This console answers only to loopback host names.", error_type="bad_host",
+                            hint="Use http://127.0.0.1:<port> or http://localhost:<port>.")
+    return await handler(request)
+
+
 # ------------------------------------------------------------------ factory
 
 def create_console_app(config: Config, *, host: str | None = None,
@@ -223,7 +246,7 @@ def create_console_app(config: Config, *, host: str | None = None,
                     int(section.get("log_backups", 3)))
     supervisor = Supervisor(specs, config.data_dir, logs, push, SupervisorSettings.from_config(config))
 
-    app = web.Application(middlewares=[error_middleware,
+    app = web.Application(middlewares=[error_middleware, same_site_only,
                                        credential_middleware(config.get("auth.admin_username") or "admin")])
     app[SUPERVISOR] = supervisor
     app[PUSH] = push

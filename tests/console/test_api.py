@@ -128,3 +128,24 @@ async def test_loopback_console_asks_no_credential(aiohttp_client, service_table
     client = await aiohttp_client(create_console_app(make_config({"console.token": "t"}), host="127.0.0.1",
                                                      specs=specs))
     assert (await client.get("/api/services")).status == 200
+
+
+async def test_other_web_origins_and_rebound_host_names_cannot_drive_the_console(aiohttp_client, service_table,
+                                                                                 make_config):
+    specs = service_table([{"id": "alpha", "name": "Alpha"}])
+    client = await aiohttp_client(create_console_app(make_config(), host="127.0.0.1", specs=specs))
+    # A page on another site posting a simple (no-preflight) request, and opening the push socket.
+    cross = await client.post("/api/services/stop-all", headers={"Origin": "https://evil.example"})
+    assert cross.status == 403 and (await cross.json())["errorType"] == "cross_origin"
+    with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+        await client.ws_connect("/ws", headers={"Origin": "https://evil.example"})
+    assert refused.value.status == 403
+    # DNS rebinding: the page's own name now points at 127.0.0.1, so Origin and Host agree.
+    rebound = await client.get("/api/logs/alpha", headers={"Host": "evil.example:9090",
+                                                           "Origin": "http://evil.example:9090"})
+    assert rebound.status == 403 and (await rebound.json())["errorType"] == "bad_host"
+    # The console's own pages and the command line (no Origin) still work.
+    own = f"http://{client.server.host}:{client.server.port}"
+    assert (await client.get("/api/services", headers={"Origin": own})).status == 200
+    assert (await client.get("/api/services")).status == 200
+    assert (await client.get("/api/services", headers={"Host": f"localhost:{client.server.port}"})).status == 200

@@ -287,6 +287,7 @@ class GuardedFetcher:
                                 if len(redirects) >= self.max_redirects:
                                     raise FetchError(f"more than {self.max_redirects} redirects")
                                 url = urljoin(url, location)
+                                self.check_url(url)  # before anything parses it: a malformed target is refused
                                 redirects.append(url)
                                 if response.status == 303 or (response.status in (301, 302) and method == "POST"):
                                     method, json_body = "GET", None

@@ -40,9 +40,13 @@ def _encode(content_type: str, raw: bytes) -> str:
 
 def origin(url: str) -> tuple[str, int] | None:
     parts = urlsplit(url)
+    try:
+        port = parts.port  # raises ValueError for a port that is not a number
+    except ValueError:
+        return None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return None
-    return parts.hostname.lower(), parts.port or (443 if parts.scheme == "https" else 80)
+    return parts.hostname.lower(), port or (443 if parts.scheme == "https" else 80)
 
 
 class ImageFetcher:

@@ -36,6 +36,8 @@ async def test_image_urls_are_fetched_through_the_guard(make_ai_core, provider, 
     assert status == 400 and "private address" in body["error"]
     status, body = await describe(strict, image="file:///etc/passwd")
     assert status == 400 and body["errorType"] == "invalid_image"
+    status, body = await describe(strict, image="http://example.com:not-a-port/x.png")
+    assert status == 400 and body["errorType"] == "invalid_image"
 
     ai_settings["fetch_allow_private"] = True
     allowing = await make_ai_core()

@@ -132,9 +132,10 @@ class AuthApi:
                                   error_type="rate_limited", headers={"Retry-After": str(retry_after)},
                                   hint=f"At most {self.rate_limit} {action} attempts a minute per address.")
 
-    async def issue_pair(self, identity: Identity, *, record: bool = True) -> dict:
-        """A new login: a fresh refresh-token family, its first refresh token and an access token."""
-        family = uuid.uuid4().hex
+    async def issue_pair(self, identity: Identity, *, record: bool = True, family: str | None = None) -> dict:
+        """A refresh token and an access token in `family`: a login's family, or a fresh one for a
+        new login."""
+        family = family or uuid.uuid4().hex
         refresh_token, refresh_claims = self.tokens.issue_refresh(identity, family)
         if record:
             await store.store_refresh(self.context.db, refresh_token, family, identity.user_id,
@@ -263,8 +264,8 @@ class AuthApi:
                                         claims["iat"] + self.tokens.refresh_lifetime):
             raise invalid_token("This access token was already renewed or logged out.", "token_revoked",
                                 hint="Use the refresh token you received, or log in again.")
-        pair = await self.issue_pair(identity)
-        return pair
+        # The renewed tokens stay in the login's family, so logging that login out covers them too.
+        return await self.issue_pair(identity, family=claims.get("fam"))
 
     async def logout(self, request: web.Request) -> web.Response:
         """Revoke the login's refresh-token family (or, with `all`, every login of the user) and

@@ -228,6 +228,16 @@ async def test_logout_revokes_the_login(client):
     await expect_error(await refresh(client, third["refresh_token"]), 401)
 
 
+async def test_tokens_renewed_from_an_access_token_end_with_their_login(client):
+    """A leaked access token traded at /auth/refresh must not outlive the victim's logout."""
+    login_pair = await (await login(client, "admin", TEST_ADMIN_PASSWORD)).json()
+    renewed = await (await refresh(client, headers=bearer(login_pair["token"]))).json()
+    assert renewed["refresh_token"] != login_pair["refresh_token"]
+    response = await client.post(f"{API}/auth/logout", json={"refresh_token": login_pair["refresh_token"]})
+    assert response.status == 200
+    await expect_error(await refresh(client, renewed["refresh_token"]), 401, "token_revoked")
+
+
 async def test_logout_with_someone_elses_refresh_token_is_refused(client):
     assert (await register(client)).status == 201
     alice = await (await login(client)).json()

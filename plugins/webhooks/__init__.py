@@ -15,6 +15,7 @@ import json
 import logging
 import secrets
 import string
+import time
 
 import aiohttp
 import marshmallow
@@ -33,6 +34,8 @@ log = logging.getLogger("plugins.webhooks")
 EXTERNAL_PREFIX = "ext_"
 ID_ALPHABET = string.ascii_lowercase + string.digits
 HISTORY_TURNS = 20
+# Replayed interactions: Discord's clock and ours agree within seconds.
+DISCORD_SIGNATURE_MAX_AGE = 300
 DISCORD_PING, DISCORD_APPLICATION_COMMAND = 1, 2
 DISCORD_PONG, DISCORD_CHANNEL_MESSAGE = 1, 4
 DISCORD_MAX_CONTENT = 2000
@@ -87,10 +90,16 @@ class Webhooks:
         timestamp = request.headers.get("X-Signature-Timestamp", "")
         try:
             key.verify(bytes.fromhex(signature), timestamp.encode("utf-8") + raw)
+            fresh = abs(time.time() - int(timestamp)) <= DISCORD_SIGNATURE_MAX_AGE
         except (ValueError, InvalidSignature):
+            fresh = None
+        if fresh is None:
             raise Unauthorized("Invalid request signature.", error_type="invalid_signature",
                                hint="Discord signs every interaction; this request was not signed "
-                                    "with the key in DISCORD_PUBLIC_KEY.") from None
+                                    "with the key in DISCORD_PUBLIC_KEY.")
+        if not fresh:  # a captured interaction sent again later
+            raise Unauthorized("The request signature is too old.", error_type="stale_signature",
+                               hint=f"Signed interactions are accepted for {DISCORD_SIGNATURE_MAX_AGE} seconds.")
 
     # ------------------------------------------------------------ one exchange
     async def converse(self, user_id: str, session_id: str, text: str, mode: str, platform: str) -> tuple[str, dict]:
@@ -160,8 +169,9 @@ class Webhooks:
                              hint="This endpoint answers PING (1) and application commands (2) with a "
                                   "`message` option.")
         text, user, channel = discord_command(interaction)
-        reply, _ = await self.converse(external_user(f"discord_{user}"), f"discord_{channel}", text, "text",
-                                       "discord")
+        # One session per person per channel: several people share a channel, a session has one owner.
+        reply, _ = await self.converse(external_user(f"discord_{user}"), f"discord_{channel}_{user}", text,
+                                       "text", "discord")
         content = reply if len(reply) <= DISCORD_MAX_CONTENT else reply[:DISCORD_MAX_CONTENT - 1] + "…"
         return web.json_response({"type": DISCORD_CHANNEL_MESSAGE, "data": {"content": content}})
 

@@ -22,10 +22,10 @@ def public_hex(private_key) -> str:
     return private_key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
 
 
-def signed(private_key, interaction: dict) -> tuple[bytes, dict]:
+def signed(private_key, interaction: dict, at: float | None = None) -> tuple[bytes, dict]:
     """The body and headers exactly as Discord sends them: signature over timestamp + body."""
     body = json.dumps(interaction).encode()
-    timestamp = str(int(time.time()))
+    timestamp = str(int(time.time() if at is None else at))
     signature = private_key.sign(timestamp.encode() + body).hex()
     return body, {"X-Signature-Ed25519": signature, "X-Signature-Timestamp": timestamp,
                   "Content-Type": "application/json"}
@@ -48,9 +48,22 @@ async def test_signed_ping_and_chat_command(make_gateway, ai_core_url, signing_k
     response = await client.post(URL, data=body, headers=headers)
     assert response.status == 200, await response.text()
     assert await response.json() == {"type": 4, "data": {"content": "echo(0 earlier): 今天怎么样？"}}
-    session = await conversations.get_session("discord_41771983423143937")
+    session = await conversations.get_session("discord_41771983423143937_80351110224678912")
     assert session["user_id"] == "ext_discord_80351110224678912"
     assert len(await conversations.list_messages(session["id"])) == 2
+
+    # Someone else in the same channel has a conversation of their own.
+    body, headers = signed(signing_key, command("and me?", user="111"))
+    response = await client.post(URL, data=body, headers=headers)
+    assert response.status == 200, await response.text()
+    assert (await conversations.get_session("discord_41771983423143937_111"))["user_id"] == "ext_discord_111"
+
+
+async def test_a_replayed_old_interaction_is_refused(make_gateway, ai_core_url, signing_key):
+    client, _ = await make_gateway(ai_core_url, **{"auth.discord_public_key": public_hex(signing_key)})
+    body, headers = signed(signing_key, command("hello"), at=time.time() - 3600)
+    response = await client.post(URL, data=body, headers=headers)
+    assert response.status == 401 and (await response.json())["errorType"] == "stale_signature"
 
 
 async def test_bad_signatures_are_401(make_gateway, ai_core_url, signing_key):
@@ -72,7 +85,7 @@ async def test_bad_signatures_are_401(make_gateway, ai_core_url, signing_key):
         response = await client.post(URL, data=data, headers=case_headers)
         assert response.status == 401, case_headers
         assert (await response.json())["errorType"] == "invalid_signature"
-    assert await conversations.get_session("discord_41771983423143937") is None
+    assert await conversations.get_session("discord_41771983423143937_80351110224678912") is None
 
 
 async def test_without_a_public_key_the_webhook_key_is_required(make_gateway, ai_core_url):

@@ -19,7 +19,7 @@ from gateway.validation import parse_body, parse_query
 from . import store
 from .agent import AGENT_MODEL
 from .engine import Engine, Turn, TurnFailed
-from .images import ImageError, bad_image
+from .images import ImageError, bad_image, origin
 from .providers import ProviderError
 
 routes = web.RouteTableDef()
@@ -328,8 +328,16 @@ async def provider_save(request: web.Request) -> web.Response:
     _same_name(name, body["name"], "name")
     db = get_context(request).db
     api_key = body["api_key"]
-    if api_key is not None and api_key == store.mask_key(await store.get_provider_key(db, name) or ""):
+    stored = next((p for p in await store.list_providers(db) if p.name == name), None)
+    if api_key is not None and api_key == store.mask_key(stored.api_key if stored else ""):
         api_key = None  # the masked key shown by the list came back unchanged
+    if api_key is None and stored is not None and stored.api_key and \
+            origin(stored.base_url) != origin(body["base_url"]):
+        # A kept key would follow the provider to its new address: whoever can change the
+        # address must also know the key.
+        raise BadRequest("Moving a provider to another address requires its API key again.",
+                         error_type="api_key_required",
+                         hint="Send the provider's api_key along with the new base_url.")
     await store.save_provider(db, name, body["base_url"], api_key)
     return web.json_response({"status": "saved", "name": name})
 

@@ -36,13 +36,18 @@ async def test_providers_are_saved_listed_masked_and_deleted(gateway, caplog):
     assert listed == {"providers": [{"name": "openai", "base_url": "https://api.example.com/v1",
                                      "api_key": "****" + PROVIDER_KEY[-4:], "has_api_key": True}], "total": 1}
 
-    # The masked key sent back unchanged keeps the stored key; a new base_url is saved.
+    # The masked key sent back unchanged keeps the stored key, with a new path on the same origin...
+    masked = "****" + PROVIDER_KEY[-4:]
     response = await gateway.post(f"{ADMIN_PREFIX}/providers/openai", headers=gateway.admin,
-                                  json={"base_url": "https://api2.example.com/v1/", "api_key": "****" + PROVIDER_KEY[-4:]})
+                                  json={"base_url": "https://api.example.com/v2/", "api_key": masked})
     assert response.status == 200
     listed = await (await gateway.get(f"{ADMIN_PREFIX}/providers", headers=gateway.admin)).json()
-    assert listed["providers"][0]["base_url"] == "https://api2.example.com/v1"
-    assert listed["providers"][0]["api_key"] == "****" + PROVIDER_KEY[-4:]
+    assert listed["providers"][0]["base_url"] == "https://api.example.com/v2"
+    assert listed["providers"][0]["api_key"] == masked
+    # ... but the key does not follow the provider to another host unless it is sent again.
+    await error_of(await gateway.post(f"{ADMIN_PREFIX}/providers/openai", headers=gateway.admin,
+                                      json={"base_url": "https://api2.example.com/v1/", "api_key": masked}),
+                   400, "api_key_required")
 
     # A short key is masked entirely; an empty one is shown as none.
     await save_provider(gateway, "local", "http://127.0.0.1:11434/v1", "short")

@@ -92,6 +92,12 @@ async def test_model_tables_round_trip_with_masked_keys(ai_core, provider):
     assert await response.json() == {"status": "saved", "name": "p-alpha"}
     await chat(ai_core)
     assert provider.requests[-1]["authorization"] == "Bearer key-alpha"
+    # The stored key does not follow the provider to another address unless it is sent again.
+    moved = {**providers["providers"][0], "base_url": "https://elsewhere.example/v1"}
+    response = await ai_core.post("/api/v1/models/providers/p-alpha", headers=ADMIN, json=moved)
+    assert response.status == 400 and (await response.json())["errorType"] == "api_key_required"
+    same_origin = {**providers["providers"][0], "base_url": f"{provider.url}/ok/v1/"}
+    assert (await ai_core.post("/api/v1/models/providers/p-alpha", headers=ADMIN, json=same_origin)).status == 200
     models = await (await ai_core.get("/api/v1/models/models", headers=ADMIN)).json()
     assert models["total"] == 1
     model = models["models"][0]

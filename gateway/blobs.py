@@ -11,6 +11,8 @@ import os
 import re
 import uuid
 from pathlib import Path
+
+import aiohttp
 from typing import AsyncIterable, AsyncIterator
 
 CHUNK = 256 * 1024
@@ -138,6 +140,19 @@ class LocalBlobStore(BlobStore):
             await self._run(os.unlink, self._path(key))
 
 
+@contextlib.contextmanager
+def _s3_failures(operation: str, key: str):
+    """The S3 endpoint being down or refusing is a BlobError, whatever library raised it."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        yield
+    except BlobError:
+        raise
+    except (BotoCoreError, ClientError, aiohttp.ClientError, OSError, asyncio.TimeoutError) as error:
+        raise BlobError(f"S3 {operation} of {key!r} failed: {error}") from error
+
+
 class S3BlobStore(BlobStore):
     kind = "s3"
 
@@ -149,11 +164,14 @@ class S3BlobStore(BlobStore):
     @classmethod
     async def connect(cls, endpoint: str, bucket: str, access_key: str, secret_key: str,
                       region: str = "us-east-1") -> "S3BlobStore":
+        from aiobotocore.config import AioConfig
         from aiobotocore.session import get_session
 
         stack = contextlib.AsyncExitStack()
+        # Bounded: a storage outage should answer a request in seconds, not stall it in retries.
+        bounded = AioConfig(connect_timeout=5, read_timeout=60, retries={"max_attempts": 2, "mode": "standard"})
         client = await stack.enter_async_context(get_session().create_client(
-            "s3", endpoint_url=endpoint, region_name=region,
+            "s3", endpoint_url=endpoint, region_name=region, config=bounded,
             aws_access_key_id=access_key or None, aws_secret_access_key=secret_key or None))
         store = cls(client, bucket, stack)
         try:
@@ -167,6 +185,10 @@ class S3BlobStore(BlobStore):
 
     async def put(self, key: str, data: bytes | AsyncIterable[bytes], content_type: str = "") -> int:
         check_key(key)
+        with _s3_failures("upload", key):
+            return await self._put(key, data, content_type)
+
+    async def _put(self, key: str, data: bytes | AsyncIterable[bytes], content_type: str) -> int:
         extra = {"ContentType": content_type} if content_type else {}
         buffer = bytearray()
         size = 0
@@ -202,13 +224,14 @@ class S3BlobStore(BlobStore):
 
     async def size(self, key: str) -> int | None:
         check_key(key)
-        try:
-            head = await self.client.head_object(Bucket=self.bucket, Key=key)
-        except self.client.exceptions.ClientError as error:
-            if error.response.get("Error", {}).get("Code") in {"404", "NoSuchKey", "NotFound"}:
-                return None
-            raise
-        return int(head["ContentLength"])
+        with _s3_failures("size", key):
+            try:
+                head = await self.client.head_object(Bucket=self.bucket, Key=key)
+            except self.client.exceptions.ClientError as error:
+                if error.response.get("Error", {}).get("Code") in {"404", "NoSuchKey", "NotFound"}:
+                    return None
+                raise
+            return int(head["ContentLength"])
 
     async def read(self, key: str, start: int = 0, end: int | None = None) -> AsyncIterator[bytes]:
         check_key(key)
@@ -217,20 +240,23 @@ class S3BlobStore(BlobStore):
             if end is not None and end <= start:
                 return
             extra["Range"] = f"bytes={start}-{'' if end is None else end - 1}"
-        try:
-            answer = await self.client.get_object(Bucket=self.bucket, Key=key, **extra)
-        except self.client.exceptions.NoSuchKey:
-            raise BlobNotFound(key) from None
+        with _s3_failures("read", key):
+            try:
+                answer = await self.client.get_object(Bucket=self.bucket, Key=key, **extra)
+            except self.client.exceptions.NoSuchKey:
+                raise BlobNotFound(key) from None
         async with answer["Body"] as body:
             while True:
-                chunk = await body.read(CHUNK)
+                with _s3_failures("read", key):
+                    chunk = await body.read(CHUNK)
                 if not chunk:
                     break
                 yield chunk
 
     async def delete(self, key: str) -> None:
         check_key(key)
-        await self.client.delete_object(Bucket=self.bucket, Key=key)
+        with _s3_failures("delete", key):
+            await self.client.delete_object(Bucket=self.bucket, Key=key)
 
     async def close(self) -> None:
         await self._exit_stack.aclose()

@@ -9,6 +9,7 @@ from typing import Any, Mapping
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from .blobs import BlobError, BlobNotFound
 from .typedefs import REQUEST_ID
 
 log = logging.getLogger("gateway.errors")
@@ -126,6 +127,15 @@ async def error_middleware(request: web.Request, handler) -> web.StreamResponse:
         if exc.content_type == "application/json":
             return exc  # already a spec body, made by a handler that built it itself
         return error_response(_from_http_exception(exc, request), request_id)
+    except BlobNotFound:
+        return error_response(ApiError("The stored object is missing.", error_type="file_missing", status=404),
+                              request_id)
+    except BlobError as error:
+        # File storage (S3, MinIO, the disk) failed: a downstream service, not the request.
+        log.warning("blob storage failed in %s %s: %s", request.method, request.path, error)
+        return error_response(ApiError("File storage is unavailable.", error_type="storage_unavailable",
+                                       status=502, hint="Try again later; the operator can check S3_ENDPOINT."),
+                              request_id)
     except HttpProcessingError as error:
         # aiohttp's parsers raise these while a handler reads a malformed body (a broken
         # multipart part, bad chunking): the client's mistake, whichever plugin was reading.

@@ -79,3 +79,49 @@ async def test_local_store_leaves_no_partial_file_when_the_stream_fails(tmp_path
     with pytest.raises(ConnectionResetError):
         await store.put("files/partial", failing())
     assert list((tmp_path / "blobs").rglob("*")) == [tmp_path / "blobs" / "files"]
+
+
+async def test_an_s3_outage_is_a_blob_error_and_a_502(aiohttp_client, make_config):
+    from aiohttp import web
+    from moto.server import ThreadedMotoServer
+
+    from gateway.app import create_app
+    from gateway.context import get_context
+    from gateway.plugins import Plugin
+    from tests.support.servers import free_port
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    store = await S3BlobStore.connect(f"http://127.0.0.1:{port}", "outage", "test", "test")
+    await store.put("files/kept", b"x")
+    server.stop()
+    try:
+        for operation in (store.size("files/kept"), store.put("files/new", b"y"), store.delete("files/kept"),
+                          store.read_all("files/kept")):
+            with pytest.raises(BlobError, match="S3 .* failed"):
+                await operation
+    finally:
+        await store.close()
+
+    class Storing(Plugin):
+        name = "storing"
+
+        def setup(self, registrar):
+            table = web.RouteTableDef()
+
+            @table.get("/api/v1/stored/{key}")
+            async def stored(request):
+                blobs = get_context(request).blobs
+                if request.match_info["key"] == "down":
+                    raise BlobError("S3 read of 'files/x' failed: connection refused")
+                return web.Response(body=await blobs.read_all(f"files/{request.match_info['key']}"))
+
+            registrar.routes(table)
+
+    Storing.uses = ("blobs",)
+    client = await aiohttp_client(create_app("svc", make_config(), plugins=[Storing()]))
+    response = await client.get("/api/v1/stored/down")
+    assert response.status == 502 and (await response.json())["errorType"] == "storage_unavailable"
+    response = await client.get("/api/v1/stored/never-stored")
+    assert response.status == 404 and (await response.json())["errorType"] == "file_missing"

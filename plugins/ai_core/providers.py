@@ -10,6 +10,8 @@ from typing import AsyncIterator
 
 import aiohttp
 
+from gateway.sse import SseDecoder
+
 from .store import Candidate
 
 
@@ -52,37 +54,6 @@ class Completion:
     finish_reason: str | None = None
     model: str = ""
     usage: dict | None = None
-
-
-class SseDecoder:
-    """Server-sent events, line by line (WHATWG rules): `data:` lines of one event are joined
-    with newlines, comments and other fields are ignored, a blank line ends the event."""
-
-    def __init__(self):
-        self._data: list[str] = []
-
-    def feed_line(self, raw: bytes) -> str | None:
-        line = raw.decode("utf-8").rstrip("\r\n")
-        if not line:
-            if not self._data:
-                return None
-            data, self._data = "\n".join(self._data), []
-            return data
-        if line.startswith(":"):
-            return None
-        name, _, value = line.partition(":")
-        if value.startswith(" "):
-            value = value[1:]
-        if name == "data":
-            self._data.append(value)
-        return None
-
-    def finish(self) -> str | None:
-        """The last event when the stream ended without its blank line."""
-        if not self._data:
-            return None
-        data, self._data = "\n".join(self._data), []
-        return data
 
 
 class CompletionAccumulator:

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, AsyncIterator
 
 import aiohttp
 
+from gateway.sse import sse_data
+
 from . import store
 from .attachments import resolve_attachments
 from .delivery import Delivery, ReplayBuffer
@@ -78,19 +80,13 @@ class AiCoreClient:
                     except (ValueError, AttributeError):
                         pass
                     raise TurnFailed(f"the AI core answered {response.status}: {text}")
-                data: list[str] = []
-                async for raw in response.content:
-                    line = raw.decode("utf-8", "replace").rstrip("\r\n")
-                    if line.startswith("data:"):
-                        data.append(line[5:].lstrip(" "))
-                    elif not line and data:
-                        try:
-                            event = json.loads("\n".join(data))
-                        except ValueError:
-                            raise TurnFailed("the AI core sent an unreadable event") from None
-                        data = []
-                        if isinstance(event, dict):
-                            yield event
+                async for data in sse_data(response.content, errors="replace"):
+                    try:
+                        event = json.loads(data)
+                    except ValueError:
+                        raise TurnFailed("the AI core sent an unreadable event") from None
+                    if isinstance(event, dict):
+                        yield event
         except (aiohttp.ClientError, asyncio.TimeoutError) as error:
             raise TurnFailed(f"the AI core cannot be reached or stopped answering ({error.__class__.__name__}"
                              f"{': ' + str(error) if str(error) else ''})", "ai_core_unreachable") from None

@@ -27,6 +27,7 @@ from marshmallow import fields, validate
 from gateway.context import Context
 from gateway.errors import BadGateway, BadRequest, Unauthorized
 from gateway.plugins import Plugin, PluginError, Registrar
+from gateway.sse import sse_data
 from gateway.validation import load, parse_body, read_json
 
 log = logging.getLogger("plugins.webhooks")
@@ -214,21 +215,14 @@ def discord_command(interaction: dict) -> tuple[str, str, str]:
 
 async def read_events(response: aiohttp.ClientResponse):
     """Server-sent events as dicts: each event's `data:` lines joined and parsed as JSON."""
-    data: list[str] = []
-    async for raw_line in response.content:
-        line = raw_line.decode("utf-8").rstrip("\r\n")
-        if line.startswith("data:"):
-            value = line[5:]
-            data.append(value[1:] if value.startswith(" ") else value)
-        elif not line and data:
-            try:
-                event = json.loads("\n".join(data))
-            except json.JSONDecodeError:
-                log.warning("the AI core sent an event that is not JSON; skipped")
-            else:
-                if isinstance(event, dict):
-                    yield event
-            data = []
+    async for data in sse_data(response.content):
+        try:
+            event = json.loads(data)
+        except json.JSONDecodeError:
+            log.warning("the AI core sent an event that is not JSON; skipped")
+            continue
+        if isinstance(event, dict):
+            yield event
 
 
 class WebhooksPlugin(Plugin):

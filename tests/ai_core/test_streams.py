@@ -5,7 +5,8 @@ import json
 import aiohttp
 import pytest
 
-from plugins.ai_core.providers import ProviderError, SseDecoder, stream_completion
+from gateway.sse import SseDecoder
+from plugins.ai_core.providers import ProviderError, stream_completion
 from plugins.ai_core.store import Candidate, Model, Provider
 from tests.ai_core.conftest import SERVICE, configure, read_events, text_of
 from tests.ai_core.fake_provider import CAPTURES

@@ -92,6 +92,14 @@ class Context:
     def has(self, name: str) -> bool:
         return self.__dict__.get("_" + name) is not None
 
+    def peer_url(self, peer: str) -> str:
+        """Where another service answers (`peers.<peer>_url`, e.g. "ai_core"), no trailing slash."""
+        return str(self.config.get(f"peers.{peer}_url") or "").rstrip("/")
+
+    def service_headers(self) -> dict[str, str]:
+        """The credential one service presents to another (`SERVICE_TOKEN`)."""
+        return {"Authorization": f"Bearer {self.config.get('auth.service_token') or ''}"}
+
 
 def get_context(request_or_app: web.Request | web.Application) -> Context:
     app = request_or_app.config_dict if isinstance(request_or_app, web.Request) else request_or_app

@@ -15,10 +15,8 @@ class AdminPlugin(Plugin):
     description = "Administrator endpoints: live sessions, known clients, model providers, models, routing"
 
     def setup(self, registrar: Registrar) -> None:
-        config = registrar.config
         settings = registrar.settings
-        ai_core = AiCoreClient(registrar.context, str(config.get("peers.ai_core_url") or "http://127.0.0.1:8081"),
-                               str(config.get("auth.service_token") or ""))
+        ai_core = AiCoreClient(registrar.context, registrar.context.peer_url("ai_core") or "http://127.0.0.1:8081")
         api = AdminApi(registrar.context, ai_core,
                        health_check_timeout=float(settings.get("health_check_timeout") or 5),
                        fetch_timeout=float(settings.get("fetch_models_timeout") or 10))

@@ -14,10 +14,9 @@ CALL_TIMEOUT = 15.0
 
 
 class AiCoreClient:
-    def __init__(self, context, base_url: str, service_token: str, timeout: float = CALL_TIMEOUT):
+    def __init__(self, context, base_url: str, timeout: float = CALL_TIMEOUT):
         self.context = context
         self.base_url = base_url.rstrip("/")
-        self.service_token = service_token
         self.timeout = timeout
 
     async def call(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> Any:
@@ -26,7 +25,7 @@ class AiCoreClient:
         url = f"{self.base_url}/api/v1/models{path}"
         try:
             async with self.context.http.request(
-                    method, url, json=body, headers={"Authorization": f"Bearer {self.service_token}"},
+                    method, url, json=body, headers=self.context.service_headers(),
                     timeout=aiohttp.ClientTimeout(total=timeout or self.timeout)) as response:
                 try:
                     answer = await response.json(content_type=None)

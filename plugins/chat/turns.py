@@ -66,11 +66,10 @@ class AiCoreClient:
 
     @property
     def url(self) -> str:
-        return str(self.context.config.get("peers.ai_core_url") or "").rstrip("/") + "/api/v1/chat/stream"
+        return self.context.peer_url("ai_core") + "/api/v1/chat/stream"
 
     async def stream(self, body: dict) -> AsyncIterator[dict]:
-        headers = {"Authorization": f"Bearer {self.context.config.get('auth.service_token')}",
-                   "Accept": "text/event-stream"}
+        headers = {**self.context.service_headers(), "Accept": "text/event-stream"}
         try:
             async with self.context.http.post(self.url, json=body, headers=headers, timeout=self.timeout) as response:
                 if response.status != 200:

@@ -45,8 +45,7 @@ class VisionClient:
         self.timeout = timeout
 
     async def describe(self, jpeg: bytes, user_id: str) -> tuple[str, str] | None:
-        base_url = (self.context.config.get("peers.ai_core_url") or "").rstrip("/")
-        token = self.context.config.get("auth.service_token") or ""
+        base_url = self.context.peer_url("ai_core")
         if not base_url:
             return None
         body = {"image": "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii"),
@@ -54,7 +53,7 @@ class VisionClient:
         try:
             async with self.context.http.post(
                     f"{base_url}/api/v1/vision/describe", json=body,
-                    headers={"Authorization": f"Bearer {token}"},
+                    headers=self.context.service_headers(),
                     timeout=aiohttp.ClientTimeout(total=self.timeout,
                                                   connect=min(3.0, self.timeout))) as answer:
                 if answer.status != 200:

@@ -117,14 +117,13 @@ class Webhooks:
     async def ask_ai_core(self, user_id: str, session_id: str, text: str, history: list[dict],
                           mode: str) -> dict:
         """The AI core's SSE chat call, read to its `done` event."""
-        base = str(self.context.config.get("peers.ai_core_url") or "").rstrip("/")
-        token = str(self.context.config.get("auth.service_token") or "")
+        base = self.context.peer_url("ai_core")
         body = {"user_id": user_id, "session_id": session_id, "text": text, "history": history,
                 "mode": mode, "attachments": [], "purpose": "chat"}
         try:
             async with self.context.http.post(
                     f"{base}/api/v1/chat/stream", json=body,
-                    headers={"Authorization": f"Bearer {token}", "Accept": "text/event-stream"},
+                    headers={**self.context.service_headers(), "Accept": "text/event-stream"},
                     timeout=aiohttp.ClientTimeout(total=self.ai_timeout)) as response:
                 if response.status != 200:
                     raise ai_unavailable(f"it answered HTTP {response.status}")

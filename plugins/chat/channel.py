@@ -3,8 +3,6 @@ session's owner), the connection's life, and the `message`, `ping` and `history`
 from __future__ import annotations
 
 import re
-import secrets
-import string
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -28,13 +26,8 @@ if TYPE_CHECKING:
     from . import ChatService
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_\-.:]{1,128}$")
-SESSION_ALPHABET = string.ascii_lowercase + string.digits
 IDENTITY_KEY = "chat_identity"
 MODES = ("text", "voice_msg", "voice_assistant")
-
-
-def generate_session_id() -> str:
-    return "session_" + "".join(secrets.choice(SESSION_ALPHABET) for _ in range(12))
 
 
 class ConnectQuery(marshmallow.Schema):
@@ -110,8 +103,11 @@ async def handle_connect(request: web.Request, chat: "ChatService") -> web.Strea
         raise Forbidden("The chat channel is limited to the administrator.", error_type="admin_only",
                         hint="Log in as the administrator, or set [plugins.chat] allow_users = true.")
     query = parse_query(request, ConnectQuery())
-    session_id = query["session_id"] or generate_session_id()
-    await chat.conversations.ensure_session(identity.user_id, session_id)
+    if query["session_id"]:
+        session_id = query["session_id"]
+        await chat.conversations.ensure_session(identity.user_id, session_id)
+    else:  # the sessions plugin owns session ids: it makes one
+        session_id = (await chat.conversations.create_session(identity.user_id))["id"]
     after = None
     if query["after"]:
         turn_id, _, seq = query["after"].rpartition(":")

@@ -142,12 +142,6 @@ class Config:
     def section(self, name: str) -> dict:
         return copy.deepcopy(self._values.get(name, {}))
 
-    def with_overrides(self, overrides: Mapping[str, Any]) -> "Config":
-        values = copy.deepcopy(self._values)
-        for dotted, value in overrides.items():
-            _set_dotted(values, dotted, value)
-        return Config(values)
-
     @property
     def data_dir(self) -> Path:
         return Path(self.get("core.data_dir") or "data").expanduser().resolve()

@@ -186,9 +186,6 @@ class WebSocketHub:
             return len(self._by_user.get(user_id, ()))
         return sum(len(user) for user in self._by_user.values())
 
-    def users(self) -> list[str]:
-        return list(self._by_user)
-
     # -- delivery
     def _deliver_local(self, user_id: str, payload: str, exclude: str | None) -> int:
         delivered = 0

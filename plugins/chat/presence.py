@@ -27,11 +27,7 @@ class Presence:
         self.context = context
 
     def _device(self, connection: "Connection") -> str:
-        return json.dumps({"connection_id": connection.id, "user_id": connection.user_id,
-                           "client_id": connection.client_id, "device_name": connection.device_name,
-                           "user_agent": connection.user_agent,
-                           "connected_at": int(connection.connected_at * 1000)},
-                          sort_keys=True, separators=(",", ":"))
+        return json.dumps(connection.describe(), sort_keys=True, separators=(",", ":"))
 
     async def mark(self, connection: "Connection") -> None:
         bus = self.context.bus

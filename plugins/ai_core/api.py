@@ -98,11 +98,16 @@ async def chat_stream(request: web.Request) -> web.StreamResponse:
     except TurnFailed:
         await response.write_eof()
         return response
+    # Recorded by a job of the service while `done` is written: a client that hangs up as soon as
+    # it has `done` makes the write fail, and the turn must be on record all the same. The stream
+    # ends only once it is, so a client that read to the end can search for it.
+    context = get_context(request)
+    recording = await context.scheduler.spawn(store.record_turns(
+        context.db, turn.session_id, user_id, [("user", turn.text), ("assistant", outcome.text)]))
     await emit({"type": "done", "text": outcome.text, "model": outcome.model,
                 "finish_reason": outcome.finish_reason, "fallbacks": outcome.fallbacks,
                 "usage": outcome.usage, "duration_ms": round((time.monotonic() - started) * 1000, 1)})
-    await store.record_turns(get_context(request).db, turn.session_id, user_id,
-                             [("user", turn.text), ("assistant", outcome.text)])
+    await recording.wait()
     await response.write_eof()
     return response
 

@@ -3,9 +3,12 @@ as the `conversations` service (the chat channel, webhooks). Every method is asy
 the spec's shapes with integer epoch-millisecond timestamps."""
 from __future__ import annotations
 
+import collections
 import json
+import logging
 import secrets
 import string
+import time
 
 import psycopg2
 import psycopg2.errors
@@ -13,6 +16,8 @@ import psycopg2.errors
 from gateway.context import Context
 from gateway.database import execute, fetch_all, fetch_one, fetch_value, transaction
 from gateway.errors import Conflict, NotFound
+
+log = logging.getLogger("plugins.sessions.store")
 
 DEFAULT_TITLE = "新对话"
 SESSION_ID_ALPHABET = string.ascii_lowercase + string.digits
@@ -32,6 +37,84 @@ SEARCH_PAGE_SQL = (
     "FROM chat_messages AS m JOIN chat_sessions AS s ON s.id = m.session_id "
     "WHERE m.user_id = %s AND m.content ILIKE %s "
     "ORDER BY m.id DESC LIMIT %s OFFSET %s")
+
+
+# Recent history is read at the start of every chat turn, on the way to the first token. Each
+# instance keeps the latest messages of recently used sessions; a counter on the bus, bumped
+# after every write to a session's messages (on any instance), says whether a copy is current.
+# The counter never restarts while a copy could still be used: it lives for years and is bumped,
+# not deleted, when a session goes away (a client may reuse the id).
+HISTORY_DEPTH = 50            # messages kept per session: a turn asking for at most this many is served
+HISTORY_CACHE_SESSIONS = 2000
+HISTORY_CACHE_CHARS = 8_000_000
+HISTORY_CACHE_AGE = 86400.0
+HISTORY_VERSION_TTL = 10 * 365 * 86400.0
+
+
+def history_version_key(session_id: str) -> str:
+    return f"sessions:history-version:{session_id}"
+
+
+class RecentHistoryCache:
+    """Per session: (version, the last HISTORY_DEPTH history messages as (id, role, content),
+    whether that is all of them, characters, when stored), least recently used dropped first,
+    bounded by sessions and by characters."""
+
+    def __init__(self, max_sessions: int = HISTORY_CACHE_SESSIONS, max_chars: int = HISTORY_CACHE_CHARS):
+        self.max_sessions, self.max_chars = max_sessions, max_chars
+        self._entries: collections.OrderedDict[str, tuple[int, list[tuple[int, str, str]], bool, int, float]] = \
+            collections.OrderedDict()
+        self._chars = 0
+
+    def get(self, session_id: str, version: int, limit: int) -> list[dict] | None:
+        entry = self._entries.get(session_id)
+        if entry is None:
+            return None
+        cached_version, rows, complete, _, stored = entry
+        if cached_version != version or time.monotonic() - stored > HISTORY_CACHE_AGE or \
+                (limit > len(rows) and not complete):
+            return None
+        self._entries.move_to_end(session_id)
+        return [{"role": role, "content": content} for _, role, content in rows[-limit:]]
+
+    def put(self, session_id: str, version: int, rows: list[dict], complete: bool) -> None:
+        self._store(session_id, version, [(row["id"], row["role"], row["content"]) for row in rows],
+                    complete, time.monotonic())
+
+    def appended(self, session_id: str, version: int, message: tuple[int, str, str]) -> None:
+        """A message was written and the counter bumped to `version`. The copy follows when it
+        was current just before (nobody else bumped in between) and the message goes at its end
+        by id — or is already in it (read after the insert, before the bump); else it is forgotten."""
+        entry = self._entries.get(session_id)
+        if entry is None:
+            return
+        cached_version, rows, complete, _, stored = entry
+        if cached_version != version - 1:
+            self.drop(session_id)
+        elif not rows or message[0] > rows[-1][0]:
+            rows = rows + [message]
+            if len(rows) > HISTORY_DEPTH:
+                rows, complete = rows[-HISTORY_DEPTH:], False
+            self._store(session_id, version, rows, complete, stored)
+        elif any(row[0] == message[0] for row in rows):
+            self._store(session_id, version, rows, complete, stored)
+        else:  # an older id committed after a newer one was taken in: order unknown here
+            self.drop(session_id)
+
+    def _store(self, session_id: str, version: int, rows: list[tuple[int, str, str]], complete: bool,
+               stored: float) -> None:
+        self.drop(session_id)
+        rows = rows[-HISTORY_DEPTH:]
+        chars = sum(len(row[2]) for row in rows)
+        self._entries[session_id] = (version, rows, complete, chars, stored)
+        self._chars += chars
+        while self._entries and (len(self._entries) > self.max_sessions or self._chars > self.max_chars):
+            self.drop(next(iter(self._entries)))
+
+    def drop(self, session_id: str) -> None:
+        entry = self._entries.pop(session_id, None)
+        if entry is not None:
+            self._chars -= entry[3]
 
 
 def generate_session_id() -> str:
@@ -61,6 +144,7 @@ class Conversations:
 
     def __init__(self, context: Context):
         self.context = context
+        self._history = RecentHistoryCache()
 
     @property
     def db(self):
@@ -99,10 +183,16 @@ class Conversations:
                                f"ORDER BY chat_sessions.updated_at DESC, id", (user_id,))
 
     async def delete_session(self, session_id: str) -> bool:
-        return await execute(self.db, "DELETE FROM chat_sessions WHERE id = %s", (session_id,)) > 0
+        deleted = await execute(self.db, "DELETE FROM chat_sessions WHERE id = %s", (session_id,)) > 0
+        if deleted:
+            await self._history_changed(session_id)
+        return deleted
 
     async def delete_user_sessions(self, user_id: str) -> int:
-        return await execute(self.db, "DELETE FROM chat_sessions WHERE user_id = %s", (user_id,))
+        rows = await fetch_all(self.db, "DELETE FROM chat_sessions WHERE user_id = %s RETURNING id", (user_id,))
+        for row in rows:
+            await self._history_changed(row["id"])
+        return len(rows)
 
     # ------------------------------------------------------------ messages
     async def add_message(self, session_id: str, user_id: str, role: str, content: str,
@@ -132,6 +222,8 @@ class Conversations:
         if row is None:  # the same client_msg_id committed by someone else after this statement began
             row = await fetch_one(self.db, f"SELECT {MESSAGE_COLUMNS}, true AS duplicate FROM chat_messages "
                                            f"WHERE session_id = %s AND client_msg_id = %s", (session_id, client_msg_id))
+        elif not row["duplicate"] and role in HISTORY_ROLES:
+            await self._history_changed(session_id, (row["id"], role, content or ""))
         return _message(row)
 
     async def list_messages(self, session_id: str, limit: int = 50, offset: int = 0,
@@ -158,19 +250,57 @@ class Conversations:
         return [_message(row) for row in rows]
 
     async def recent_history(self, session_id: str, limit: int = 20) -> list[dict]:
-        """The last `limit` user and assistant turns, oldest first, as the AI core wants them."""
-        return await fetch_all(
+        """The last `limit` user and assistant turns, oldest first, as the AI core wants them;
+        from this instance's copy when no write happened since (one bus read, no query)."""
+        version = await self._history_version(session_id)
+        if version is not None:
+            cached = self._history.get(session_id, version, limit)
+            if cached is not None:
+                return cached
+        depth = max(limit, HISTORY_DEPTH)
+        rows = await fetch_all(
             self.db,
-            "SELECT role, content FROM (SELECT id, role, content FROM chat_messages "
+            "SELECT id, role, content FROM (SELECT id, role, content FROM chat_messages "
             "WHERE session_id = %s AND role IN %s ORDER BY id DESC LIMIT %s) AS recent ORDER BY id",
-            (session_id, HISTORY_ROLES, limit))
+            (session_id, HISTORY_ROLES, depth))
+        # The version was read before the rows: a write in between makes the copy look stale, never current.
+        if version is not None and depth == HISTORY_DEPTH:
+            self._history.put(session_id, version, rows, complete=len(rows) < depth)
+        return [{"role": row["role"], "content": row["content"]} for row in rows[-limit:]]
+
+    async def _history_version(self, session_id: str) -> int | None:
+        value = await self.context.bus.get(history_version_key(session_id))
+        return int(value) if value is not None else None
+
+    async def _history_changed(self, session_id: str, appended: tuple[int, str, str] | None = None) -> None:
+        """Bump the session's history counter after a write; `appended`: the (id, role, content)
+        of an added message, which this instance's copy can take on. A failure to bump is
+        logged, not raised: the write itself is done."""
+        key = history_version_key(session_id)
+        try:
+            version, _ = await self.context.bus.incr(key, HISTORY_VERSION_TTL)
+            if version == 1:
+                # A new counter (or one the bus lost): start it somewhere no old copy can match.
+                version = secrets.randbits(48)
+                await self.context.bus.set(key, str(version), ttl=HISTORY_VERSION_TTL)
+                self._history.drop(session_id)
+                return
+        except Exception:
+            log.exception("bumping the history counter of session %s failed", session_id)
+            self._history.drop(session_id)
+            return
+        if appended is not None:
+            self._history.appended(session_id, version, appended)
+        else:
+            self._history.drop(session_id)
 
     async def clear_messages(self, session_id: str) -> int:
         async with transaction(self.db) as cursor:
             await cursor.execute("DELETE FROM chat_messages WHERE session_id = %s", (session_id,))
             deleted = cursor.rowcount
             await cursor.execute("UPDATE chat_sessions SET updated_at = now() WHERE id = %s", (session_id,))
-            return deleted
+        await self._history_changed(session_id)
+        return deleted
 
     # ------------------------------------------------------------ search
     async def search_messages(self, user_id: str, query: str, limit: int = 50,

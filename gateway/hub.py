@@ -144,21 +144,29 @@ class WebSocketHub:
         if not user:
             self._by_user.pop(connection.user_id, None)
         await connection.stop()
-        if self.context.has("bus"):
+        if self._shared:
             await self.context.bus.unmark(f"presence:{connection.user_id}", self._member(connection))
 
     # -- presence across instances
+    @property
+    def _shared(self) -> bool:
+        """Presence is written to the bus only when other instances read it; with one instance
+        this hub's own connections are the whole truth (and nothing is kept per connection)."""
+        return self.context.has("bus") and getattr(self.context.bus, "shared", False)
+
     def _member(self, connection: Connection) -> str:
         return connection.id  # a UUID: unique across instances
 
     async def _mark(self, connection: Connection) -> None:
-        if self.context.has("bus"):
+        if self._shared:
             await self.context.bus.mark(f"presence:{connection.user_id}", self._member(connection), PRESENCE_TTL)
             await self.context.bus.mark(ONLINE_USERS, connection.user_id, PRESENCE_TTL)
 
     async def _renew_presence(self) -> None:
         while True:
             await asyncio.sleep(PRESENCE_TTL / 3)
+            if not self._shared:
+                continue
             for connection in self.connections():
                 try:
                     await self._mark(connection)
@@ -169,10 +177,12 @@ class WebSocketHub:
         """Whether `user_id` has a live connection on any instance sharing the bus."""
         if self._by_user.get(user_id):
             return True
-        return bool(await self.context.bus.members(f"presence:{user_id}"))
+        return self._shared and bool(await self.context.bus.members(f"presence:{user_id}"))
 
     async def online_users(self) -> set[str]:
         """Users with a live connection on any instance sharing the bus."""
+        if not self._shared:
+            return set(self._by_user)
         candidates = await self.context.bus.members(ONLINE_USERS)
         return {user for user in candidates if await self.is_online(user)}
 

@@ -7,25 +7,47 @@ import aiopg
 
 from gateway.database import execute, fetch_all, fetch_one, fetch_value, transaction
 
-QUEUE_COLUMNS = ("id, session_id, user_id, text, mode, attachments, client_msg_id, sender_connection, "
-                 "status")
+QUEUE_COLUMNS = ("id, turn_id, session_id, user_id, text, mode, attachments, client_msg_id, "
+                 "sender_connection, status")
 CLIENT_COLUMNS = ("client_id, user_id, device_name, user_agent, note, "
                   "(extract(epoch FROM last_seen) * 1000)::bigint AS last_seen, online")
 # Finished queue rows are kept this long so a late re-send of a client_msg_id is still recognised.
 KEEP_FINISHED = "1 day"
 
 
-async def enqueue(db: aiopg.Pool, *, session_id: str, user_id: str, text: str, mode: str,
-                  attachments: list[dict], client_msg_id: str | None,
-                  sender_connection: str | None) -> int | None:
-    """The new row's id; None when this client_msg_id was already received for the session."""
-    return await fetch_value(
+# A row of a turn that already runs, and a turn's final status, commit without waiting for the
+# WAL flush (PostgreSQL's asynchronous commit: a crash can lose the last fraction of a second of
+# them, never corrupt them): the turn's messages are stored durably beside them. A queued row
+# holds the user's text until its turn runs, so it, and its claim, commit durably.
+ASYNC_COMMIT = "SET LOCAL synchronous_commit TO OFF; "
+
+
+async def enqueue(db: aiopg.Pool, *, turn_id: str, session_id: str, user_id: str, text: str, mode: str,
+                  attachments: list[dict], client_msg_id: str | None, sender_connection: str | None,
+                  start: bool = False, running: bool = False) -> dict | None:
+    """The new row (status `queued`); None when this client_msg_id was already received for the
+    session. With `start` (the caller holds the session's turn lock) the row is claimed in the
+    same statement, status `running`, unless older turns are waiting — then it stays `queued`
+    behind them. With `running` it is recorded as running whatever waits (the turn already
+    started). Both mark turns left `running` by an instance that died as abandoned."""
+    params = {"turn": turn_id, "session": session_id, "user": user_id, "text": text, "mode": mode,
+              "attachments": json.dumps(attachments, ensure_ascii=False), "client_msg_id": client_msg_id or None,
+              "sender": sender_connection}
+    status, prologue = "'queued'", ""
+    if start or running:
+        prologue = ("WITH abandoned AS (UPDATE chat_turn_queue SET status = 'abandoned', finished_at = now() "
+                    "WHERE session_id = %(session)s AND status = 'running') ")
+        status = "'running'" if running else (
+            "CASE WHEN EXISTS (SELECT 1 FROM chat_turn_queue WHERE session_id = %(session)s "
+            "AND status = 'queued') THEN 'queued' ELSE 'running' END")
+    return await fetch_one(
         db,
-        "INSERT INTO chat_turn_queue (session_id, user_id, text, mode, attachments, client_msg_id, "
-        "sender_connection) VALUES (%s, %s, %s, %s, %s, %s, %s) "
-        "ON CONFLICT (session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING RETURNING id",
-        (session_id, user_id, text, mode, json.dumps(attachments, ensure_ascii=False), client_msg_id or None,
-         sender_connection))
+        f"{ASYNC_COMMIT if running else ''}{prologue}INSERT INTO chat_turn_queue (turn_id, session_id, user_id, text, mode, "
+        f"attachments, client_msg_id, sender_connection, status) VALUES (%(turn)s, %(session)s, %(user)s, "
+        f"%(text)s, %(mode)s, %(attachments)s, %(client_msg_id)s, %(sender)s, {status}) "
+        f"ON CONFLICT (session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING "
+        f"RETURNING {QUEUE_COLUMNS}",
+        params)
 
 
 async def claim_next(db: aiopg.Pool, session_id: str, *, abandon_running: bool = False) -> dict | None:
@@ -42,9 +64,22 @@ async def claim_next(db: aiopg.Pool, session_id: str, *, abandon_running: bool =
         {"session": session_id})
 
 
-async def finish(db: aiopg.Pool, turn_id: int, status: str) -> None:
-    await execute(db, "UPDATE chat_turn_queue SET status = %s, finished_at = now() WHERE id = %s",
-                  (status, turn_id))
+async def finish(db: aiopg.Pool, turn_id: str, status: str) -> None:
+    await execute(db, ASYNC_COMMIT + "UPDATE chat_turn_queue SET status = %s, finished_at = now() "
+                                     "WHERE turn_id = %s", (status, turn_id))
+
+
+async def requeue(db: aiopg.Pool, turn_id: str) -> None:
+    """A claimed turn that did not start (the instance is stopping) waits again."""
+    await execute(db, "UPDATE chat_turn_queue SET status = 'queued' WHERE turn_id = %s AND status = 'running'",
+                  (turn_id,))
+
+
+async def message_ids(db: aiopg.Pool, session_id: str) -> list[str]:
+    """The client_msg_ids the queue remembers for the session (finished rows are kept a day)."""
+    rows = await fetch_all(db, "SELECT client_msg_id FROM chat_turn_queue WHERE session_id = %s "
+                               "AND client_msg_id IS NOT NULL", (session_id,))
+    return [row["client_msg_id"] for row in rows]
 
 
 async def queue_length(db: aiopg.Pool, session_id: str) -> int:

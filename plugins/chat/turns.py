@@ -17,12 +17,15 @@ import asyncio
 import contextlib
 import json
 import logging
+import secrets
 import time
 from typing import TYPE_CHECKING, AsyncIterator
 
 import aiohttp
 
+from gateway.errors import ServiceUnavailable
 from gateway.sse import sse_data
+from gateway.ws import error_frame
 
 from . import store
 from .attachments import resolve_attachments
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
     from gateway.context import Context
 
 log = logging.getLogger("plugins.chat.turns")
+
 
 STORED_TYPES = {"chat", "action", "markdown", "code"}
 LIVE_SESSIONS = "chat:live-sessions"
@@ -49,6 +53,31 @@ def lock_key(session_id: str) -> str:
 
 def activity_key(session_id: str) -> str:
     return f"chat:activity:{session_id}"
+
+
+# How long a turn's writes wait for its first event (see TurnMachine._store_user_message).
+STORE_AFTER = 0.05
+
+# A message id is remembered on the bus as long as the queue keeps finished rows (store.KEEP_FINISHED).
+MESSAGE_ID_TTL = 86400.0
+
+
+def message_key(session_id: str, client_msg_id: str) -> str:
+    return f"chat:message-id:{session_id}:{client_msg_id}"
+
+
+# The lock holder reads the database queue after a turn only while this mark says a message was
+# queued; a holder outliving it is covered by its look at the queue after letting go.
+QUEUED_MARK_TTL = 3600.0
+
+
+def queued_key(session_id: str) -> str:
+    return f"chat:queued:{session_id}"
+
+
+def admitted_key(session_id: str) -> str:
+    """Set while the bus holds the client_msg_id of every message admitted to the session."""
+    return f"chat:admitted:{session_id}"
 
 
 class TurnFailed(Exception):
@@ -98,10 +127,14 @@ class TurnMachine:
         self.history_limit = int(settings.get("history_limit") or 20)
         self.attachment_url_ttl = int(settings.get("attachment_url_ttl") or 900)
         self.stop_timeout = float(settings.get("stop_timeout") or 10)
+        self.store_after = float(settings.get("store_after") or STORE_AFTER)
         self.ai = AiCoreClient(context, float(settings.get("ai_read_timeout") or 120))
         self.delivery: Delivery | None = None
         self.replay: ReplayBuffer | None = None
-        self._draining: dict[str, asyncio.Task] = {}
+        # Sessions whose lock this instance holds: the draining task (None for the moment between
+        # taking the lock and starting it).
+        self._draining: dict[str, asyncio.Task | None] = {}
+        self._bookkeeping: set[asyncio.Task] = set()
         self._stopping = False
 
     @property
@@ -122,42 +155,148 @@ class TurnMachine:
         if not session_known:
             await self.conversations.ensure_session(user_id, session_id)
         resolved = await resolve_attachments(self.context, user_id, attachments or [], self.attachment_url_ttl)
-        turn_id = await store.enqueue(self.context.db, session_id=session_id, user_id=user_id, text=text or "",
-                                      mode=mode, attachments=resolved, client_msg_id=client_msg_id,
-                                      sender_connection=sender)
-        if turn_id is None:
+        turn = {"turn_id": secrets.token_hex(8), "session_id": session_id, "user_id": user_id,
+                "text": text or "", "mode": mode, "attachments": resolved, "client_msg_id": client_msg_id,
+                "sender_connection": sender}
+        if not await self._lock(session_id):
+            return await self._queue(turn)
+        try:
+            admitted = await self._admit_on_bus(session_id, client_msg_id)
+            if admitted:
+                # The fast way: the bus vouches that the message is new, so the AI core is called
+                # at once; the queue row is written beside the turn (see run_turn).
+                self._start_draining(session_id, first=turn)
+                return {"status": "started", "turn_id": turn["turn_id"], "session_id": session_id}
+            row = None
+            if admitted is None:  # the bus cannot vouch: the database decides
+                row = await store.enqueue(self.context.db, **turn, start=True)
+                if row is not None:
+                    await self._admitted(session_id, client_msg_id)
+        except BaseException:
+            await self._unlock(session_id)
+            raise
+        if row is not None and row["status"] == "running":
+            self._start_draining(session_id, first=row)
+            return {"status": "started", "turn_id": row["turn_id"], "session_id": session_id}
+        # A duplicate, or older turns wait (their holder died or just let go): drain in order.
+        self._start_draining(session_id)
+        if row is None:
             return {"status": "duplicate", "session_id": session_id, "client_msg_id": client_msg_id}
-        await self.context.bus.set(activity_key(session_id), str(now_ms()), ttl=86400)
-        if await self.kick(session_id):
-            return {"status": "started", "turn_id": str(turn_id), "session_id": session_id}
+        return await self._tell_queued(row)
+
+    async def _queue(self, turn: dict) -> dict:
+        """The session is busy (here or on another instance): queue the turn behind it."""
+        session_id = turn["session_id"]
+        duplicate = {"status": "duplicate", "session_id": session_id, "client_msg_id": turn["client_msg_id"]}
+        # The running turn may not have written its row yet: the bus knows its id.
+        if await self.context.bus.get(admitted_key(session_id)) and \
+                not await self._take_message_id(session_id, turn["client_msg_id"]):
+            return duplicate
+        row = await store.enqueue(self.context.db, **turn)
+        if row is None:
+            return duplicate
+        # Set after the row is committed: whoever sees the mark finds the row.
+        await self.context.bus.set(queued_key(session_id), "1", ttl=QUEUED_MARK_TTL)
+        await self._admitted(session_id, turn["client_msg_id"])
+        if await self.kick(turn["session_id"]):  # the holder let go meanwhile
+            return {"status": "started", "turn_id": row["turn_id"], "session_id": turn["session_id"]}
+        return await self._tell_queued(row)
+
+    async def _tell_queued(self, row: dict) -> dict:
+        session_id, sender = row["session_id"], row["sender_connection"]
         position = await store.queue_length(self.context.db, session_id)
         if sender is not None and self.delivery is not None:
-            await self.delivery.send(user_id, {
-                "type": "queued", "session_id": session_id, "client_msg_id": client_msg_id,
-                "turn_id": str(turn_id), "position": position, "msg_type": "system_info",
+            await self.delivery.send(row["user_id"], {
+                "type": "queued", "session_id": session_id, "client_msg_id": row["client_msg_id"],
+                "turn_id": row["turn_id"], "position": position, "msg_type": "system_info",
                 "timestamp": now_ms()}, only=sender)
-        return {"status": "queued", "turn_id": str(turn_id), "session_id": session_id, "position": position}
+        return {"status": "queued", "turn_id": row["turn_id"], "session_id": session_id, "position": position}
+
+    async def _admit_on_bus(self, session_id: str, client_msg_id: str | None) -> bool | None:
+        """True: the message is new (its id is now taken on the bus) and no older turn waits;
+        False: a re-send; None: the bus cannot tell — it does not hold this session's message
+        ids (a restarted in-process bus, an expired mark), or turns may be waiting in the queue."""
+        bus = self.context.bus
+        if not await bus.get(admitted_key(session_id)) or await bus.get(queued_key(session_id)) is not None:
+            return None
+        return await self._take_message_id(session_id, client_msg_id)
+
+    async def _take_message_id(self, session_id: str, client_msg_id: str | None) -> bool:
+        if client_msg_id is None:
+            return True
+        return await self.context.bus.set(message_key(session_id, client_msg_id), "1", ttl=MESSAGE_ID_TTL,
+                                          only_if_absent=True)
+
+    async def _admitted(self, session_id: str, client_msg_id: str | None) -> None:
+        """A message went into the database queue: record its id on the bus and, the first
+        time, every id the queue still remembers for the session, so that the mark saying the
+        bus holds them all is true."""
+        bus = self.context.bus
+        if client_msg_id is not None:
+            await bus.set(message_key(session_id, client_msg_id), "1", ttl=MESSAGE_ID_TTL)
+        if await bus.get(admitted_key(session_id)):
+            return
+        for known in await store.message_ids(self.context.db, session_id):
+            await bus.set(message_key(session_id, known), "1", ttl=MESSAGE_ID_TTL)
+        await bus.set(admitted_key(session_id), "1", ttl=MESSAGE_ID_TTL)
 
     async def kick(self, session_id: str) -> bool:
         """Take the session's turn lock and drain its queue; False when someone already is."""
+        if not await self._lock(session_id):
+            return False
+        self._start_draining(session_id)
+        return True
+
+    async def _lock(self, session_id: str) -> bool:
+        """The session's turn lock, for this instance; False while anyone (here too) holds it."""
         if self._stopping or session_id in self._draining:
             return False
         if not await self.context.bus.set(lock_key(session_id), self.owner, ttl=self.lock_ttl, only_if_absent=True):
             return False
-        self._draining[session_id] = asyncio.create_task(self._drain(session_id), name=f"chat-turns-{session_id}")
+        self._draining[session_id] = None  # reserved until the task exists
         return True
+
+    async def _unlock(self, session_id: str) -> None:
+        self._draining.pop(session_id, None)
+        with contextlib.suppress(Exception):
+            await asyncio.shield(self._release(session_id))
+
+    def _start_draining(self, session_id: str, first: dict | None = None) -> None:
+        if self._stopping:  # stop() no longer waits for new turns: leave the work to the next holder
+            self._background(self._unlock(session_id))
+            if first is not None and "id" in first:
+                self._background(store.requeue(self.context.db, first["turn_id"]))
+            raise ServiceUnavailable("The gateway is stopping; send the message again in a moment.",
+                                     error_type="stopping")
+        self._draining[session_id] = asyncio.create_task(self._drain(session_id, first),
+                                                         name=f"chat-turns-{session_id}")
 
     # ------------------------------------------------------------------ draining
 
-    async def _drain(self, session_id: str) -> None:
+    async def _drain(self, session_id: str, first: dict | None = None) -> None:
+        """Run the session's turns oldest first while holding its lock. `first`: the turn the
+        submitter admitted (a claimed row, or a turn whose row is still to be written).
+
+        After a turn the queue is read only when the bus says a message was queued meanwhile,
+        and the lock is let go before anything else: the device that saw `stream_end` often
+        sends its next message at once, and it should find the session idle."""
         renewer = asyncio.create_task(self._renew(session_id))
+        released = False
         try:
-            first = True
-            while not self._stopping:
-                row = await store.claim_next(self.context.db, session_id, abandon_running=first)
-                first = False
+            row, look, claimed = first, first is None, False
+            abandon_running = first is None
+            while True:
                 if row is None:
-                    break
+                    if not look:
+                        break
+                    if self._stopping:  # queued turns may be left: keep the mark for the next holder
+                        await self.context.bus.set(queued_key(session_id), "1", ttl=QUEUED_MARK_TTL)
+                        break
+                    row = await store.claim_next(self.context.db, session_id, abandon_running=abandon_running)
+                    abandon_running, claimed = False, row is not None
+                    if row is None:
+                        look = await self._queued_meanwhile(session_id)
+                        continue
                 status = "failed"
                 try:
                     status = await self.run_turn(row)
@@ -165,24 +304,48 @@ class TurnMachine:
                     status = "abandoned"
                     raise
                 except Exception:
-                    log.exception("chat turn %s of session %s failed", row["id"], session_id)
+                    log.exception("chat turn %s of session %s failed", row["turn_id"], session_id)
                 finally:
-                    with contextlib.suppress(Exception):
-                        await asyncio.shield(store.finish(self.context.db, row["id"], status))
+                    if status != "done":  # a finished turn's row was closed before its stream_end
+                        self._background(store.finish(self.context.db, row["turn_id"], status))
+                # After a turn taken from the queue look again (more may wait behind it); after
+                # the submitter's own turn, only when a message was queued meanwhile.
+                look = claimed or await self._queued_meanwhile(session_id)
+                row = None
+            released = True
+            self._draining.pop(session_id, None)
+            await self._release(session_id)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("draining the turn queue of session %s failed", session_id)
         finally:
             renewer.cancel()
+            if not released:
+                await self._unlock(session_id)
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
-            with contextlib.suppress(Exception):
-                await asyncio.shield(self._release(session_id))
-            self._draining.pop(session_id, None)
-        # A message queued while the lock was being released would otherwise wait for the sweeper.
-        if not self._stopping and await store.queue_length(self.context.db, session_id):
+        # A message queued just as the lock was let go would otherwise wait for the sweeper.
+        if not self._stopping and await self.context.bus.get(queued_key(session_id)) is not None \
+                and await store.queue_length(self.context.db, session_id):
             await self.kick(session_id)
+
+    async def _queued_meanwhile(self, session_id: str) -> bool:
+        """Whether a message was queued since the last look. The mark is taken away before the
+        queue is read again, and a submitter sets it only after its row is committed, so a row
+        is never left behind without a mark."""
+        bus = self.context.bus
+        if await bus.get(queued_key(session_id)) is None:
+            return False
+        await bus.delete(queued_key(session_id))
+        return True
+
+    def _background(self, coroutine) -> None:
+        """Bookkeeping nobody waits for; `stop` lets it finish."""
+        task = asyncio.create_task(coroutine)
+        self._bookkeeping.add(task)
+        task.add_done_callback(self._bookkeeping.discard)
+        task.add_done_callback(_log_failure)
 
     async def _renew(self, session_id: str) -> None:
         bus = self.context.bus
@@ -207,14 +370,26 @@ class TurnMachine:
             await self.kick(session_id)
 
     async def stop(self) -> None:
-        """Let running turns finish for a while, then cancel them (their locks are released)."""
+        """Let running turns finish for a while, then cancel them (their locks are released).
+        A turn claimed just before the stop began still starts, so it is waited for too."""
         self._stopping = True
-        tasks = list(self._draining.values())
-        if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=self.stop_timeout)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.stop_timeout
+        while self._draining:
+            tasks = [task for task in self._draining.values() if task is not None]
+            left = deadline - loop.time()
+            if left <= 0:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                self._draining.clear()
+                break
+            if tasks:
+                await asyncio.wait(tasks, timeout=min(left, 0.5))
+            else:  # a lock taken, its task about to start
+                await asyncio.sleep(0.01)
+        if self._bookkeeping:  # writes the stopped turns started (their rows' final status)
+            await asyncio.wait(list(self._bookkeeping), timeout=max(1.0, deadline - loop.time()))
 
     def running(self, session_id: str) -> bool:
         return session_id in self._draining
@@ -222,40 +397,33 @@ class TurnMachine:
     # ------------------------------------------------------------------ one turn
 
     async def run_turn(self, row: dict) -> str:
+        """One turn. The AI core is called first; the turn's row (when the submitter did not
+        write it yet) and the user's message are stored while it thinks. The sender sees the
+        reply's frames as they come; the user's other devices see the echo of the message first
+        (it carries the stored id), then the same frames (see EchoGate)."""
         assert self.delivery is not None and self.replay is not None
-        session_id, user_id = row["session_id"], row["user_id"]
+        session_id, user_id, turn_id = row["session_id"], row["user_id"], row["turn_id"]
         sender = row["sender_connection"]
-        turn_id = str(row["id"])
         text = row["text"]
         attachments = row["attachments"] if isinstance(row["attachments"], list) else json.loads(row["attachments"])
-        conversations = self.conversations
-        history = await conversations.recent_history(session_id, self.history_limit)
-        metadata = {"mode": row["mode"]}
-        if attachments:
-            metadata["attachments"] = [{k: v for k, v in a.items() if k != "url"} for a in attachments]
+        try:
+            history = await self.conversations.recent_history(session_id, self.history_limit)
+        except Exception as error:  # nothing sent or stored yet: tell the sender, allow a re-send
+            log.error("reading the history of session %s failed: %r", session_id, error)
+            await self._forget_message_id(row)
+            if sender is not None:
+                await self.delivery.send(user_id, error_frame(
+                    "the message could not be processed; please send it again", errorType="storage_failed",
+                    session_id=session_id, turn_id=turn_id, client_msg_id=row["client_msg_id"]), only=sender)
+            return "failed"
         body = {"user_id": user_id, "session_id": session_id, "text": text, "history": history,
                 "mode": row["mode"], "purpose": "chat",
                 "attachments": [{"type": "image", "url": a["url"]} for a in attachments]}
-        # The AI core is asked first; the user's message is stored and echoed while it thinks,
-        # so those round trips are not on the way to the first token.
         events = self.ai.stream(body)
         first_event = asyncio.create_task(_first(events))
-        try:
-            stored_user = await conversations.add_message(session_id, user_id, "user", text, "chat",
-                                                          metadata=metadata, client_msg_id=row["client_msg_id"])
-        except BaseException:
-            await _abandon(first_event, events)
-            raise
-        if stored_user.get("duplicate"):
-            await _abandon(first_event, events)
-            return "duplicate"
-        await self.replay.begin(session_id, turn_id)
-        await self.delivery.send(user_id, {
-            "type": "response", "role": "user", "msg_type": "chat", "session_id": session_id,
-            "message_id": str(stored_user["id"]), "content": text, "text": text,
-            "attachments": metadata.get("attachments", []), "client_msg_id": row["client_msg_id"],
-            "timestamp": stored_user.get("created_at") or now_ms()}, exclude=sender)
-
+        await asyncio.sleep(0)  # the request goes out before the rest of the set-up
+        gate = EchoGate(self.delivery, user_id, sender, turn_id)
+        confirmed = asyncio.create_task(self._store_user_message(row, attachments, gate, first_event))
         sequence = 0
         message_id = f"reply_{turn_id}"
 
@@ -265,15 +433,18 @@ class TurnMachine:
                             "timestamp": now_ms()})
             payload = json.dumps(message, ensure_ascii=False)
             await self.replay.append(session_id, turn_id, sequence, payload)
-            await self.delivery.send_payload(user_id, payload, turn_id=turn_id, seq=sequence)
+            await gate.send(payload, sequence)
             sequence += 1
 
-        await emit({"type": "stream_start", "role": "assistant", "msg_type": "chat", "message_id": message_id})
         pieces: list[str] = []
         final: dict | None = None
         relay = _then(first_event, events)
         try:
+            await self.replay.begin(session_id, turn_id)
+            await emit({"type": "stream_start", "role": "assistant", "msg_type": "chat", "message_id": message_id})
             async for event in relay:
+                if confirmed.done():
+                    _confirmation(confirmed)  # raises when the message could not be stored
                 kind = event.get("type")
                 if kind == "delta":
                     content = str(event.get("content") or "")
@@ -303,48 +474,158 @@ class TurnMachine:
                     break
             if final is None:
                 raise TurnFailed("the AI core ended the stream before the reply was complete")
+            await asyncio.wait([confirmed])
+            _confirmation(confirmed)
         except TurnFailed as failure:
-            await self._fail(user_id, session_id, sender, turn_id, failure, "".join(pieces), emit)
-            return "failed"
+            await relay.aclose()
+            await _abandon(first_event, events)
+            await asyncio.wait([confirmed])
+            await self._fail(user_id, session_id, sender, turn_id, failure, "".join(pieces), emit, gate)
+            return "duplicate" if failure.error_type == "duplicate_message" else "failed"
         finally:
             await relay.aclose()
             await _abandon(first_event, events)
+            if not confirmed.done():  # cancelled: let the row and the message be written or fail
+                await asyncio.wait([confirmed])
 
         reply = str(final.get("text") if final.get("text") is not None else "".join(pieces))
         review = review_reply(reply)
         stored_ids = []
         for part in review:
-            stored = await conversations.add_message(
+            stored = await self.conversations.add_message(
                 session_id, user_id, stored_role(part["type"]), part["content"],
                 part["type"] if part["type"] in STORED_TYPES else "chat",
                 metadata={"turn_id": turn_id, **part["metadata"]})
             stored_ids.append(stored["id"])
+        await self.context.bus.set(activity_key(session_id), str(now_ms()), ttl=86400)
+        # Closed before stream_end: the device that sees it may send its next message at once,
+        # and this write would compete with that turn's start.
+        await store.finish(self.context.db, turn_id, "done")
         await emit({"type": "review", "role": "assistant", "msg_type": "chat", "message_id": message_id,
                     "review_messages": review})
         await emit({"type": "stream_end", "role": "assistant", "msg_type": "chat", "message_id": message_id,
                     "text": reply, "content": reply, "model": final.get("model") or "",
                     "finish_reason": final.get("finish_reason") or "stop", "stored_message_ids": stored_ids})
         await self.replay.finish(session_id, turn_id)
-        await self.context.bus.set(activity_key(session_id), str(now_ms()), ttl=86400)
         return "done"
 
+    async def _store_user_message(self, row: dict, attachments: list[dict], gate: "EchoGate",
+                                  first_event: "asyncio.Task") -> dict:
+        """Write the turn's queue row if the submitter did not, and the user's message; then
+        echo it to the user's other devices and let the reply's frames follow.
+
+        When the sender sees the reply without waiting for this, the writes start once the
+        first event arrived (or `store_after` seconds passed): on a small machine their work in
+        this process and in PostgreSQL would otherwise compete with the first token for the CPU."""
+        if gate.sender is not None:
+            await asyncio.wait([first_event], timeout=self.store_after)
+        session_id, user_id = row["session_id"], row["user_id"]
+        metadata = {"mode": row["mode"]}
+        if attachments:
+            metadata["attachments"] = [{k: v for k, v in a.items() if k != "url"} for a in attachments]
+        store_message = self.conversations.add_message(session_id, user_id, "user", row["text"], "chat",
+                                                       metadata=metadata, client_msg_id=row["client_msg_id"])
+        try:
+            if "id" in row:  # claimed from the queue: the row exists
+                recorded, stored = row, await store_message
+            else:
+                recorded, stored = await asyncio.gather(
+                    store.enqueue(self.context.db, **{key: row[key] for key in TURN_FIELDS}, running=True),
+                    store_message)
+            if recorded is None and not stored.get("duplicate"):
+                # The queue already had this id (a row from before a restart whose turn never
+                # stored its message): the message is new to the session, so the turn goes on.
+                log.warning("turn %s of session %s runs without its own queue row", row["turn_id"], session_id)
+            if stored.get("duplicate"):
+                raise TurnFailed(f"this message was already received (client_msg_id {row['client_msg_id']})",
+                                 "duplicate_message")
+        except BaseException as error:
+            await gate.open(None)
+            if not isinstance(error, TurnFailed):  # nothing stored: let a re-send through
+                await self._forget_message_id(row)
+            raise
+        await gate.open({
+            "type": "response", "role": "user", "msg_type": "chat", "session_id": session_id,
+            "message_id": str(stored["id"]), "content": row["text"], "text": row["text"],
+            "attachments": metadata.get("attachments", []), "client_msg_id": row["client_msg_id"],
+            "timestamp": stored.get("created_at") or now_ms()})
+        await self.context.bus.set(activity_key(session_id), str(now_ms()), ttl=86400)
+        return stored
+
+    async def _forget_message_id(self, row: dict) -> None:
+        if row["client_msg_id"] is not None:
+            with contextlib.suppress(Exception):
+                await self.context.bus.delete(message_key(row["session_id"], row["client_msg_id"]))
+
     async def _fail(self, user_id: str, session_id: str, sender: str | None, turn_id: str,
-                    failure: TurnFailed, partial: str, emit) -> None:
+                    failure: TurnFailed, partial: str, emit, gate: "EchoGate") -> None:
         log.warning("chat turn %s of session %s failed: %s", turn_id, session_id, failure.error)
+        await gate.open(None)
         target = {"only": sender} if sender else {}
         await self.delivery.send(user_id, {
             "type": "error", "error": failure.error, "errorType": failure.error_type, "msg_type": "system_info",
             "session_id": session_id, "turn_id": turn_id, "timestamp": now_ms()}, **target)
-        await self.delivery.send(user_id, {
-            "type": "system_info", "role": "system", "msg_type": "system_info", "session_id": session_id,
-            "turn_id": turn_id, "timestamp": now_ms(),
-            "system_info": {"level": "error", "action": "retry",
-                            "message": "The assistant could not answer this message. Please try again."}},
-            **target)
+        if failure.error_type != "duplicate_message":  # nothing to try again
+            await self.delivery.send(user_id, {
+                "type": "system_info", "role": "system", "msg_type": "system_info", "session_id": session_id,
+                "turn_id": turn_id, "timestamp": now_ms(),
+                "system_info": {"level": "error", "action": "retry",
+                                "message": "The assistant could not answer this message. Please try again."}},
+                **target)
         # Every device saw stream_start: end the stream for all of them.
         await emit({"type": "stream_end", "role": "assistant", "msg_type": "chat", "message_id": f"reply_{turn_id}",
                     "text": partial, "content": partial, "finish_reason": "error"})
         await self.replay.finish(session_id, turn_id)
+
+
+TURN_FIELDS = ("turn_id", "session_id", "user_id", "text", "mode", "attachments", "client_msg_id",
+               "sender_connection")
+
+
+class EchoGate:
+    """Delivery of one turn's frames. The sender gets each frame at once. The user's other
+    devices must see the echo of the user's message before the reply, and the echo waits for
+    the message to be stored: their frames are held until `open`, then sent in order."""
+
+    def __init__(self, delivery: Delivery, user_id: str, sender: str | None, turn_id: str):
+        self.delivery, self.user_id, self.sender, self.turn_id = delivery, user_id, sender, turn_id
+        self._held: list[tuple[str, int]] | None = []
+
+    async def send(self, payload: str, seq: int) -> None:
+        if self._held is None:
+            await self.delivery.send_payload(self.user_id, payload, turn_id=self.turn_id, seq=seq)
+            return
+        self._held.append((payload, seq))
+        if self.sender is not None:
+            await self.delivery.send_payload(self.user_id, payload, only=self.sender, turn_id=self.turn_id, seq=seq)
+
+    async def open(self, echo: dict | None) -> None:
+        """Send `echo` (if any) to every device but the sender, then what was held; idempotent."""
+        if self._held is None:
+            return
+        if echo is not None:
+            await self.delivery.send(self.user_id, echo, exclude=self.sender)
+        while self._held:  # frames sent meanwhile join the end of the list
+            payload, seq = self._held.pop(0)
+            await self.delivery.send_payload(self.user_id, payload, exclude=self.sender, turn_id=self.turn_id,
+                                             seq=seq)
+        self._held = None
+
+
+def _log_failure(task: "asyncio.Task") -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("chat bookkeeping failed: %r", task.exception())
+
+
+def _confirmation(task: "asyncio.Task") -> dict:
+    """The stored user message, or TurnFailed when it could not be stored."""
+    try:
+        return task.result()
+    except TurnFailed:
+        raise
+    except Exception as error:
+        log.error("storing the user's message failed: %r", error)
+        raise TurnFailed("the message could not be stored; please send it again", "storage_failed") from None
 
 
 _END = object()

@@ -42,6 +42,7 @@ class ScriptedProvider:
         self.gate = asyncio.Event()
         self.gate.set()
         self.requests: list[dict] = []
+        self.received = asyncio.Event()  # set at each request; a test clears it
         self.active = 0
         self.max_active = 0
         self.app = web.Application()
@@ -54,6 +55,7 @@ class ScriptedProvider:
     async def completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(body)
+        self.received.set()
         self.active += 1
         self.max_active = max(self.max_active, self.active)
         try:

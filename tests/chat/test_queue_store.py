@@ -1,4 +1,9 @@
-"""The turn queue's SQL on a real database: what a new lock holder finds after an instance died."""
+"""The turn queue's SQL on a real database: what a new lock holder finds after an instance died,
+and the statement that queues and claims an idle session's turn at once."""
+import uuid
+
+import pytest
+
 from gateway.app import create_app
 from gateway.context import get_context
 from gateway.database import fetch_all
@@ -7,17 +12,34 @@ from plugins.chat import plugin as chat_plugin
 from plugins.chat import store
 from plugins.sessions import plugin as sessions_plugin
 
+COMMON = {"user_id": "admin", "mode": "text", "attachments": [], "sender_connection": None}
 
-async def test_a_new_lock_holder_abandons_a_dead_instances_turn_and_claims_the_next(aiohttp_client, config):
+
+async def enqueue(db, **fields):
+    return await store.enqueue(db, turn_id=uuid.uuid4().hex[:16], **fields)
+
+
+@pytest.fixture
+async def db(aiohttp_client, config):
     app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, chat_plugin])
     await aiohttp_client(app)
-    db = get_context(app).db
-    await get_context(app).services.require("conversations").create_session("admin", "session_queue_test")
-    common = {"session_id": "session_queue_test", "user_id": "admin", "mode": "text", "attachments": [],
-              "sender_connection": None}
-    crashed = await store.enqueue(db, text="left running", client_msg_id="a", **common)
-    waiting = await store.enqueue(db, text="next", client_msg_id="b", **common)
-    assert await store.enqueue(db, text="again", client_msg_id="b", **common) is None  # a re-send
+    conversations = get_context(app).services.require("conversations")
+    for session_id in ("session_queue_test", "session_fast_test"):
+        await conversations.create_session("admin", session_id)
+    return get_context(app).db
+
+
+async def statuses(db, session_id: str) -> list[tuple[str, str]]:
+    rows = await fetch_all(db, "SELECT text, status FROM chat_turn_queue WHERE session_id = %s ORDER BY id",
+                           (session_id,))
+    return [(row["text"], row["status"]) for row in rows]
+
+
+async def test_a_new_lock_holder_abandons_a_dead_instances_turn_and_claims_the_next(db):
+    common = {"session_id": "session_queue_test", **COMMON}
+    crashed = (await enqueue(db, text="left running", client_msg_id="a", **common))["id"]
+    waiting = (await enqueue(db, text="next", client_msg_id="b", **common))["id"]
+    assert await enqueue(db, text="again", client_msg_id="b", **common) is None  # a re-send
     assert (await store.claim_next(db, "session_queue_test"))["id"] == crashed  # then its instance dies
 
     claimed = await store.claim_next(db, "session_queue_test", abandon_running=True)
@@ -25,3 +47,35 @@ async def test_a_new_lock_holder_abandons_a_dead_instances_turn_and_claims_the_n
     rows = await fetch_all(db, "SELECT id, status FROM chat_turn_queue ORDER BY id")
     assert rows == [{"id": crashed, "status": "abandoned"}, {"id": waiting, "status": "running"}]
     assert await store.claim_next(db, "session_queue_test") is None
+
+
+async def test_an_idle_sessions_turn_is_queued_and_claimed_in_one_statement(db):
+    session = "session_fast_test"
+    first = await enqueue(db, session_id=session, text="one", client_msg_id="m1", start=True, **COMMON)
+    assert first["status"] == "running" and first["text"] == "one" and first["attachments"] == []
+    # The same client_msg_id again while it runs (a re-send after a reconnect) is not a second turn.
+    assert await enqueue(db, session_id=session, text="one", client_msg_id="m1", **COMMON) is None
+    assert await statuses(db, session) == [("one", "running")]
+
+
+async def test_the_fast_statement_queues_behind_older_waiting_turns_and_abandons_a_dead_holders(db):
+    session = "session_fast_test"
+    # An instance died running "crashed"; "waiting" was queued behind it.
+    await enqueue(db, session_id=session, text="crashed", client_msg_id="c1", start=True, **COMMON)
+    await enqueue(db, session_id=session, text="waiting", client_msg_id="c2", **COMMON)
+    late = await enqueue(db, session_id=session, text="late", client_msg_id="c3", start=True, **COMMON)
+    assert late["status"] == "queued"  # the older waiting turn goes first
+    assert await statuses(db, session) == [("crashed", "abandoned"), ("waiting", "queued"), ("late", "queued")]
+    assert (await store.claim_next(db, session))["text"] == "waiting"
+
+
+async def test_a_turn_started_before_its_row_is_recorded_as_running_whatever_waits(db):
+    session = "session_fast_test"
+    await enqueue(db, session_id=session, text="crashed", client_msg_id="r1", start=True, **COMMON)
+    await enqueue(db, session_id=session, text="waiting", client_msg_id="r2", **COMMON)
+    started = await store.enqueue(db, turn_id="turn-fast", session_id=session, text="fast", client_msg_id="r3",
+                                  running=True, **COMMON)
+    assert started["turn_id"] == "turn-fast" and started["status"] == "running"
+    assert await statuses(db, session) == [("crashed", "abandoned"), ("waiting", "queued"), ("fast", "running")]
+    await store.finish(db, "turn-fast", "done")
+    assert (await statuses(db, session))[-1] == ("fast", "done")

@@ -21,20 +21,25 @@ async def stored_user_texts(gateway, session_id: str) -> list[str]:
     return [m["content"] for m in await conversations.all_messages(session_id) if m["role"] == "user"]
 
 
+async def hold_second_turn(provider, phone, other=None) -> None:
+    """A first turn (admitted by the database: the bus has not seen the session), then a second
+    one started on the fast path and held by the model before its first token."""
+    await phone.send_json({"type": "message", "content": "one", "client_msg_id": "m1"})
+    await receive_until(phone, "stream_end")
+    if other is not None:
+        await receive_until(other, "stream_end")
+    provider.hold_after, provider.pieces = 0, 2
+    provider.gate.clear()
+    provider.received.clear()
+    await phone.send_json({"type": "message", "content": "two", "client_msg_id": "m2"})
+    await asyncio.wait_for(provider.received.wait(), 10)
+
+
 async def test_an_idle_sessions_turn_calls_the_ai_core_before_writing_and_echoes_first(make_gateway, provider):
     gateway = await make_gateway(settings={"store_after": 30})
     async with gateway.ws_connect(ws_path(gateway, session_id="quick")) as phone, \
             gateway.ws_connect(ws_path(gateway, session_id="quick")) as laptop:
-        # The session's first message is admitted by the database (the bus has not seen it yet).
-        await phone.send_json({"type": "message", "content": "one", "client_msg_id": "q1"})
-        await receive_until(phone, "stream_end")
-        await receive_until(laptop, "stream_end")
-
-        provider.hold_after, provider.pieces = 0, 2
-        provider.gate.clear()
-        provider.received.clear()
-        await phone.send_json({"type": "message", "content": "two", "client_msg_id": "q2"})
-        await asyncio.wait_for(provider.received.wait(), 10)
+        await hold_second_turn(provider, phone, laptop)
         # The model is asked; the turn's row and the message are not written yet.
         assert await queue_rows(gateway, "quick") == [("one", "done")]
         assert await stored_user_texts(gateway, "quick") == ["one"]
@@ -98,15 +103,8 @@ async def test_a_resend_while_the_turn_starts_is_answered_once(make_gateway, pro
     gateway = await make_gateway(settings={"store_after": 30})
     async with gateway.ws_connect(ws_path(gateway, session_id="race")) as phone, \
             gateway.ws_connect(ws_path(gateway, session_id="race")) as again:
-        await phone.send_json({"type": "message", "content": "one", "client_msg_id": "x1"})
-        await receive_until(phone, "stream_end")
-        await receive_until(again, "stream_end")
-        provider.hold_after, provider.pieces = 0, 2
-        provider.gate.clear()
-        provider.received.clear()
-        await phone.send_json({"type": "message", "content": "two", "client_msg_id": "x2"})
-        await asyncio.wait_for(provider.received.wait(), 10)  # started; its row is not written yet
-        await again.send_json({"type": "message", "content": "two", "client_msg_id": "x2"})  # a re-send
+        await hold_second_turn(provider, phone, again)  # started; its row is not written yet
+        await again.send_json({"type": "message", "content": "two", "client_msg_id": "m2"})  # a re-send
         await again.send_json({"type": "ping"})
         assert (await receive_until(again, "pong"))[-1]["type"] == "pong"
         provider.gate.set()
@@ -120,15 +118,9 @@ async def test_a_resend_while_the_turn_starts_is_answered_once(make_gateway, pro
 async def test_stopping_ends_a_running_turn_and_records_it(make_gateway, provider):
     gateway = await make_gateway(settings={"stop_timeout": 0.3})
     async with gateway.ws_connect(ws_path(gateway, session_id="stop")) as phone:
-        await phone.send_json({"type": "message", "content": "first", "client_msg_id": "s0"})
-        await receive_until(phone, "stream_end")
-        provider.hold_after, provider.pieces = 0, 2
-        provider.gate.clear()
-        provider.received.clear()
-        await phone.send_json({"type": "message", "content": "held", "client_msg_id": "s1"})
-        await asyncio.wait_for(provider.received.wait(), 10)
+        await hold_second_turn(provider, phone)
         await asyncio.sleep(0.2)
     await gateway.close()  # the turn outlives its device; stopping cuts it after stop_timeout
     provider.gate.set()
     # Written before the stop returned: read through another instance.
-    assert await queue_rows(await make_gateway(), "stop") == [("first", "done"), ("held", "abandoned")]
+    assert await queue_rows(await make_gateway(), "stop") == [("one", "done"), ("two", "abandoned")]

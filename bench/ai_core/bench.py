@@ -20,7 +20,6 @@ import os
 import random
 import secrets
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,17 +32,14 @@ import aiohttp
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script: bench/ai_core is not on the path as a package
+
+from bench.support import drop_database, free_port, scratch_database, wait_until_up  # noqa: E402
 LITELLM_VENV = HERE / ".venv-litellm"
 REPLY_WORDS = ("The quick brown fox jumps over the lazy dog while the assistant streams "
                "a fixed reply for the benchmark, word by word, until it ends.").split()
 JWT_SECRET = "bench-jwt-secret-" + "z" * 32
 SERVICE_TOKEN = "bench-service-token"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # ---------------------------------------------------------------- the mock provider
@@ -85,23 +81,6 @@ def run_mock(port: int) -> None:
 
 # ---------------------------------------------------------------- processes
 
-def wait_until_up(url: str, process: subprocess.Popen, seconds: float, headers=None) -> None:
-    import urllib.request
-
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            log = getattr(process, "log_path", None)
-            tail = Path(log).read_text(errors="replace")[-3000:] if log else ""
-            raise SystemExit(f"{process.args[0]} exited with {process.returncode} while starting\n{tail}")
-        try:
-            with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=2):
-                return
-        except Exception:
-            time.sleep(0.3)
-    raise SystemExit(f"{url} did not answer within {seconds:g}s")
-
-
 def ensure_litellm() -> Path:
     binary = LITELLM_VENV / "bin" / "litellm"
     if not binary.exists():
@@ -122,32 +101,7 @@ def access_token() -> str:
 def bench_database() -> str:
     """A fresh database on DATABASE_URL, or "" to let the service start its embedded one."""
     url = os.environ.get("DATABASE_URL", "")
-    if not url:
-        return ""
-    import psycopg2
-    from urllib.parse import urlsplit, urlunsplit
-
-    name = f"bench_ai_core_{uuid.uuid4().hex[:8]}"
-    connection = psycopg2.connect(url)
-    connection.autocommit = True
-    with connection.cursor() as cursor:
-        cursor.execute(f'CREATE DATABASE "{name}"')
-    connection.close()
-    return urlunsplit(urlsplit(url)._replace(path="/" + name))
-
-
-def drop_database(url: str) -> None:
-    if not url:
-        return
-    import psycopg2
-    from urllib.parse import urlsplit, urlunsplit
-
-    name = urlsplit(url).path.lstrip("/")
-    connection = psycopg2.connect(urlunsplit(urlsplit(url)._replace(path="/postgres")))
-    connection.autocommit = True
-    with connection.cursor() as cursor:
-        cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    connection.close()
+    return scratch_database(url, "bench_ai_core") if url else ""
 
 
 # ---------------------------------------------------------------- measuring
@@ -285,7 +239,8 @@ def main() -> None:
                 process.wait(15)
             except subprocess.TimeoutExpired:
                 process.kill()
-        drop_database(database_url)
+        if database_url:
+            drop_database(database_url, os.environ["DATABASE_URL"])
         shutil.rmtree(data_dir, ignore_errors=True)
 
 

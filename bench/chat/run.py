@@ -31,17 +31,16 @@ import random
 import resource
 import shutil
 import signal
-import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
+
+from bench.support import drop_database, free_port, scratch_database, wait_until_up
 
 ROOT = Path(__file__).resolve().parents[2]
 JWT_SECRET = "bench-chat-jwt-secret-" + "q" * 32
@@ -55,12 +54,6 @@ def raise_fd_limit() -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -169,53 +162,12 @@ class Processes:
             self.stop(process)
 
 
-def wait_until_up(url: str, process: subprocess.Popen, seconds: float) -> None:
-    import urllib.request
-
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            tail = Path(process.log_path).read_text(errors="replace")[-3000:]
-            raise SystemExit(f"{process.args[4:]} exited with {process.returncode} while starting\n{tail}")
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return
-        except Exception:
-            time.sleep(0.2)
-    raise SystemExit(f"{url} did not answer within {seconds:g}s")
-
-
 def access_token(user_id: str, admin: bool = False) -> str:
     import jwt
 
     now = int(time.time())
     return jwt.encode({"sub": user_id, "username": user_id, "nickname": user_id, "adm": admin, "typ": "access",
                        "iat": now, "exp": now + 6 * 3600, "jti": uuid.uuid4().hex}, JWT_SECRET, algorithm="HS256")
-
-
-# ---------------------------------------------------------------- database
-
-def scratch_database(url: str) -> str:
-    import psycopg2
-
-    name = f"bench_chat_{uuid.uuid4().hex[:8]}"
-    connection = psycopg2.connect(url)
-    connection.autocommit = True
-    with connection.cursor() as cursor:
-        cursor.execute(f'CREATE DATABASE "{name}"')
-    connection.close()
-    return urlunsplit(urlsplit(url)._replace(path="/" + name))
-
-
-def drop_database(url: str, admin_url: str) -> None:
-    import psycopg2
-
-    name = urlsplit(url).path.lstrip("/")
-    connection = psycopg2.connect(admin_url)
-    connection.autocommit = True
-    with connection.cursor() as cursor:
-        cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    connection.close()
 
 
 # ---------------------------------------------------------------- relay
@@ -483,7 +435,7 @@ def main() -> None:
             from gateway.database import start_embedded
 
             admin_url, embedded = start_embedded(Path(tempfile.mkdtemp(prefix="bench-chat-pg-")))
-        database_url = scratch_database(admin_url)
+        database_url = scratch_database(admin_url, "bench_chat")
         print(f"python {sys.version.split()[0]}, aiohttp {aiohttp.__version__}, {os.cpu_count()} cores; "
               f"RLIMIT_NOFILE {resource.getrlimit(resource.RLIMIT_NOFILE)[0]}")
         if args.only in (None, "relay"):

@@ -12,14 +12,12 @@ import asyncio
 import statistics
 import tempfile
 import time
-import uuid
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-import psycopg2
 from aiohttp import web
 
 from bench.search.history import fill
+from bench.support import drop_database, scratch_database
 from gateway.app import create_app
 from gateway.config import Config
 from gateway.context import get_context
@@ -32,18 +30,8 @@ QUERIES = ["紫色的长颈鹿", "长颈鹿", "quarterly budget", "budget", "喝
 USER = "user_bench"
 
 
-def admin(url: str, statement: str) -> None:
-    connection = psycopg2.connect(url)
-    connection.autocommit = True
-    with connection.cursor() as cursor:
-        cursor.execute(statement)
-    connection.close()
-
-
 async def measure(url: str, messages: int, repeats: int) -> None:
-    scratch = f"bench_search_{uuid.uuid4().hex[:8]}"
-    admin(url, f'CREATE DATABASE "{scratch}"')
-    scratch_url = urlunsplit(urlsplit(url)._replace(path="/" + scratch))
+    scratch_url = scratch_database(url, "bench_search")
     runner = None
     try:
         config = Config.load(overrides={"database.url": scratch_url, "core.data_dir": tempfile.mkdtemp(),
@@ -79,7 +67,7 @@ async def measure(url: str, messages: int, repeats: int) -> None:
     finally:
         if runner is not None:
             await runner.cleanup()
-        admin(url, f'DROP DATABASE IF EXISTS "{scratch}" WITH (FORCE)')
+        drop_database(scratch_url, url)
 
 
 def main() -> None:

@@ -1,0 +1,1 @@
+"""Benchmarks (see bench/README.md); not part of the installed distribution."""

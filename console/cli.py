@@ -313,22 +313,23 @@ def _docker(action) -> containers.CommandResult:
         raise click.ClickException(str(error)) from None
 
 
+def _compose(action, verb: str) -> None:
+    result = _docker(action)
+    click.echo(result.output)
+    if result.code != 0:
+        raise click.ClickException(f"docker compose {verb} failed with exit code {result.code}")
+
+
 @main.command("db:start")
 def db_start() -> None:
     """Start the database containers (conf/docker-compose.yml)."""
-    result = _docker(containers.stack_up)
-    click.echo(result.output)
-    if result.code != 0:
-        raise click.ClickException(f"docker compose up failed with exit code {result.code}")
+    _compose(containers.stack_up, "up")
 
 
 @main.command("db:stop")
 def db_stop() -> None:
     """Stop the database containers."""
-    result = _docker(containers.stack_down)
-    click.echo(result.output)
-    if result.code != 0:
-        raise click.ClickException(f"docker compose down failed with exit code {result.code}")
+    _compose(containers.stack_down, "down")
 
 
 @main.command("db:status")

@@ -189,15 +189,16 @@ class TurnMachine:
         session_id = turn["session_id"]
         duplicate = {"status": "duplicate", "session_id": session_id, "client_msg_id": turn["client_msg_id"]}
         # The running turn may not have written its row yet: the bus knows its id.
-        if await self.context.bus.get(admitted_key(session_id)) and \
-                not await self._take_message_id(session_id, turn["client_msg_id"]):
+        vouched = bool(await self.context.bus.get(admitted_key(session_id)))
+        if vouched and not await self._take_message_id(session_id, turn["client_msg_id"]):
             return duplicate
         row = await store.enqueue(self.context.db, **turn)
         if row is None:
             return duplicate
         # Set after the row is committed: whoever sees the mark finds the row.
         await self.context.bus.set(queued_key(session_id), "1", ttl=QUEUED_MARK_TTL)
-        await self._admitted(session_id, turn["client_msg_id"])
+        if not vouched:  # else the id is on the bus already
+            await self._admitted(session_id, turn["client_msg_id"])
         if await self.kick(turn["session_id"]):  # the holder let go meanwhile
             return {"status": "started", "turn_id": row["turn_id"], "session_id": turn["session_id"]}
         return await self._tell_queued(row)

@@ -54,8 +54,8 @@ class Connection:
         if self.closing:
             return False
         payload = message if isinstance(message, str) else json.dumps(message, ensure_ascii=False)
-        if self._pending is None:
-            self._pending = collections.deque()
+        if self._writer is None:
+            return self._write_now(payload)
         if len(self._pending) >= self.max_pending:
             log.warning("closing WebSocket %s of %s: %d messages unread", self.id[:8], self.user_id,
                         self.max_pending)
@@ -64,13 +64,38 @@ class Connection:
                                               message=b"too many unread messages"))
             return False
         self._pending.append(payload)
-        if self._writer is None:
-            self._writer = asyncio.create_task(self._write(), name=f"ws-writer-{self.id[:8]}")
         return True
 
-    async def _write(self) -> None:
-        """Drain what is pending, in order, then end; the next send starts a new writer."""
+    def _write_now(self, payload: str) -> bool:
+        """Write at once when nothing waits before it: a frame is usually written to the socket
+        without waiting, and a writer task per frame would cost more than the write (a streamed
+        reply sends dozens per second per device). Only a write that must wait (the socket's
+        buffer is full) leaves a writer behind to finish it and drain what queues meanwhile."""
+        write = self.ws.send_str(payload)
         try:
+            waiting_on = write.send(None)
+        except StopIteration:
+            return True
+        except (ConnectionResetError, RuntimeError):
+            self.closing = True
+            return False
+        except BaseException:
+            write.close()
+            raise
+        self._pending = collections.deque()
+        self._writer = asyncio.create_task(self._write(_Resumed(write, waiting_on)), name=f"ws-writer-{self.id[:8]}")
+        return True
+
+    async def _write(self, unfinished: "_Resumed | None" = None) -> None:
+        """Finish the write that had to wait, then drain what is pending, in order, then end;
+        the next send writes at once again."""
+        try:
+            if unfinished is not None:
+                try:
+                    await unfinished
+                except (ConnectionResetError, RuntimeError):
+                    self.closing = True
+                    return
             while self._pending:
                 try:
                     await self.ws.send_str(self._pending.popleft())
@@ -94,6 +119,35 @@ class Connection:
         return {"connection_id": self.id, "user_id": self.user_id, "client_id": self.client_id,
                 "device_name": self.device_name, "user_agent": self.user_agent,
                 "connected_at": int(self.connected_at * 1000)}
+
+
+class _Resumed:
+    """A coroutine that already ran up to its first wait, continued where it stopped when
+    awaited (Python 3.12's eager tasks do this; this code also runs on 3.11)."""
+
+    __slots__ = ("coroutine", "waiting_on")
+
+    def __init__(self, coroutine, waiting_on):
+        self.coroutine, self.waiting_on = coroutine, waiting_on
+
+    def __await__(self):
+        coroutine, waiting_on = self.coroutine, self.waiting_on
+        while True:
+            try:
+                sent = yield waiting_on
+            except GeneratorExit:
+                coroutine.close()
+                raise
+            except BaseException as error:  # cancelled while waiting: the coroutine decides
+                try:
+                    waiting_on = coroutine.throw(error)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    waiting_on = coroutine.send(sent)
+                except StopIteration as done:
+                    return done.value
 
 
 class WebSocketHub:

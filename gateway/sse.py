@@ -7,13 +7,34 @@ from typing import AsyncIterator
 import aiohttp
 
 
+# A line this long without its end is not a server-sent event stream (aiohttp's readline would
+# have refused it at its 64 KiB buffer; a model's single event can be large, so allow more).
+MAX_LINE = 8 * 2**20
+
+
 class SseDecoder:
     """Server-sent events, line by line: `data:` lines of one event are joined with newlines,
     comments and other fields are ignored, a blank line ends the event."""
 
-    def __init__(self, errors: str = "strict"):
+    def __init__(self, errors: str = "strict", max_line: int = MAX_LINE):
         self._data: list[str] = []
         self._errors = errors  # how undecodable UTF-8 is handled, as for bytes.decode
+        self._partial = b""    # the start of a line whose end has not arrived
+        self._max_line = max_line
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """The data of the events a chunk of the body completes (usually one per chunk, so a
+        stream costs one read per event instead of one per line)."""
+        lines = (self._partial + chunk if self._partial else chunk).split(b"\n")
+        self._partial = lines.pop()
+        if len(self._partial) > self._max_line:
+            raise ValueError(f"a server-sent event line is longer than {self._max_line} bytes")
+        events = []
+        for raw in lines:
+            data = self.feed_line(raw)
+            if data is not None:
+                events.append(data)
+        return events
 
     def feed_line(self, raw: bytes) -> str | None:
         line = raw.decode("utf-8", self._errors).rstrip("\r\n")
@@ -33,6 +54,9 @@ class SseDecoder:
 
     def finish(self) -> str | None:
         """The last event when the stream ended without its blank line."""
+        if self._partial:
+            self.feed_line(self._partial)
+            self._partial = b""
         if not self._data:
             return None
         data, self._data = "\n".join(self._data), []
@@ -43,7 +67,6 @@ async def sse_data(content: aiohttp.StreamReader, *, errors: str = "strict") -> 
     """The data of each complete event of a response body; an event cut off by the end of the
     stream is dropped, as the standard says."""
     decoder = SseDecoder(errors)
-    async for raw in content:
-        data = decoder.feed_line(raw)
-        if data is not None:
+    async for chunk in content.iter_any():
+        for data in decoder.feed(chunk):
             yield data

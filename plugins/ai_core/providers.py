@@ -170,13 +170,16 @@ async def stream_completion(http: aiohttp.ClientSession, candidate: Candidate, m
             timeout = idle_timeout if received_any else first_token_timeout
             try:
                 async with asyncio.timeout(timeout):
-                    raw = await response.content.readline()
+                    raw = await response.content.readany()  # what arrived: often one event, sometimes several
             except TimeoutError:
                 raise ProviderError("timeout", f"the stream stalled for {timeout:g}s") from None
             except aiohttp.ClientError as error:
                 raise ProviderError("connection", f"the stream broke: {error}") from None
-            data = decoder.feed_line(raw) if raw else decoder.finish()
-            if data is not None:
+            try:
+                events = decoder.feed(raw) if raw else [data for data in (decoder.finish(),) if data is not None]
+            except ValueError as error:
+                raise ProviderError("protocol", str(error)) from None
+            for data in events:
                 if data.strip() == "[DONE]":
                     return
                 try:

@@ -39,6 +39,7 @@ log = logging.getLogger("plugins.chat.turns")
 
 
 STORED_TYPES = {"chat", "action", "markdown", "code"}
+_encode = json.JSONEncoder(ensure_ascii=False).encode
 LIVE_SESSIONS = "chat:live-sessions"
 LIVE_TTL = 60.0
 
@@ -115,6 +116,8 @@ class AiCoreClient:
                         raise TurnFailed("the AI core sent an unreadable event") from None
                     if isinstance(event, dict):
                         yield event
+        except ValueError as error:  # a line of the stream that never ends
+            raise TurnFailed(f"the AI core sent an unreadable stream: {error}") from None
         except (aiohttp.ClientError, asyncio.TimeoutError) as error:
             raise TurnFailed(f"the AI core cannot be reached or stopped answering ({error.__class__.__name__}"
                              f"{': ' + str(error) if str(error) else ''})", "ai_core_unreachable") from None
@@ -432,7 +435,18 @@ class TurnMachine:
             nonlocal sequence
             message.update({"session_id": session_id, "turn_id": turn_id, "seq": sequence,
                             "timestamp": now_ms()})
-            payload = json.dumps(message, ensure_ascii=False)
+            await send(json.dumps(message, ensure_ascii=False))
+
+        # The reply's deltas are most of a turn's frames: their constant part is encoded once.
+        chunk_head = json.dumps({"type": "stream_chunk", "role": "assistant", "msg_type": "chat",
+                                 "message_id": message_id, "session_id": session_id, "turn_id": turn_id},
+                                ensure_ascii=False)[:-1]
+
+        async def emit_chunk(content: str) -> None:
+            await send(f'{chunk_head}, "seq": {sequence}, "timestamp": {now_ms()}, "content": {_encode(content)}}}')
+
+        async def send(payload: str) -> None:
+            nonlocal sequence
             await self.replay.append(session_id, turn_id, sequence, payload)
             await gate.send(payload, sequence)
             sequence += 1
@@ -451,8 +465,7 @@ class TurnMachine:
                     content = str(event.get("content") or "")
                     if content:
                         pieces.append(content)
-                        await emit({"type": "stream_chunk", "role": "assistant", "msg_type": "chat",
-                                    "message_id": message_id, "content": content})
+                        await emit_chunk(content)
                 elif kind == "thinking":
                     await emit({"type": "thinking", "role": "assistant", "msg_type": "thinking",
                                 "message_id": message_id, "thinking_status": event.get("status") or "thinking",

@@ -101,10 +101,16 @@ async def test_a_client_that_never_reads_is_disconnected(aiohttp_client, make_co
     async with client.ws_connect("/ws/test?user=slow") as ws:
         await asyncio.sleep(0.05)
         connection = hub.connections("slow")[0]
-        # Sent in one go, before the writer can run: what a peer that stopped reading looks like
-        # once the socket's buffers are full and every write waits.
-        for number in range(connection.max_pending):
-            assert connection.send({"n": number})
+        # The client reads nothing: once the sockets' buffers are full every write waits, and
+        # what is sent meanwhile queues until the queue is full.
+        large = "x" * 65536
+        for sent in range(5000):
+            if not connection.send(large):
+                break
+            await asyncio.sleep(0)
+        else:
+            raise AssertionError("5000 frames of 64 KiB were accepted for a client that reads nothing")
+        assert sent >= connection.max_pending
         assert not connection.send({"n": "one too many"})
         message = await ws.receive(timeout=3)
         while message.type == WSMsgType.TEXT:

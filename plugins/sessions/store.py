@@ -253,10 +253,14 @@ class Conversations:
         """The last `limit` user and assistant turns, oldest first, as the AI core wants them;
         from this instance's copy when no write happened since (one bus read, no query)."""
         version = await self._history_version(session_id)
-        if version is not None:
-            cached = self._history.get(session_id, version, limit)
-            if cached is not None:
-                return cached
+        if version is None:
+            # No counter yet (a new session): start one now, so the copy made below is current
+            # for the next turn instead of waiting for a write to start the counter.
+            await self.context.bus.set(history_version_key(session_id), str(secrets.randbits(48)),
+                                       ttl=HISTORY_VERSION_TTL, only_if_absent=True)
+            version = await self._history_version(session_id)
+        elif (cached := self._history.get(session_id, version, limit)) is not None:
+            return cached
         depth = max(limit, HISTORY_DEPTH)
         rows = await fetch_all(
             self.db,

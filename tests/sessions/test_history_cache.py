@@ -39,6 +39,18 @@ async def test_history_is_served_from_the_copy_and_follows_every_write(aiohttp_c
     assert await conversations.recent_history("cached") == []
 
 
+async def test_a_new_sessions_first_turn_leaves_a_current_copy(aiohttp_client, config):
+    """A chat turn reads the history before it writes: the first read of a session with no
+    messages starts the copy, and the turn's writes follow it, so the second turn reads no table."""
+    conversations = await conversations_on(aiohttp_client, config)
+    await conversations.create_session("user_alice", "fresh")
+    assert await conversations.recent_history("fresh") == []
+    await conversations.add_message("fresh", "user_alice", "user", "hello")
+    await conversations.add_message("fresh", "user_alice", "assistant", "hi there")
+    await execute(conversations.db, "UPDATE chat_messages SET content = 'edited' WHERE session_id = 'fresh'")
+    assert contents(await conversations.recent_history("fresh")) == ["hello", "hi there"]
+
+
 async def test_a_longer_history_than_the_copy_holds_is_read_from_the_database(aiohttp_client, config):
     conversations = await conversations_on(aiohttp_client, config)
     await conversations.create_session("user_alice", "long")

@@ -165,6 +165,8 @@ class TurnMachine:
             return await self._queue(turn)
         try:
             admitted = await self._admit_on_bus(session_id, client_msg_id)
+            if admitted is False and await self._reclaim_message_id(session_id, client_msg_id):
+                admitted = True
             if admitted:
                 # The fast way: the bus vouches that the message is new, so the AI core is called
                 # at once; the queue row is written beside the turn (see run_turn).
@@ -173,6 +175,8 @@ class TurnMachine:
             row = None
             if admitted is None:  # the bus cannot vouch: the database decides
                 row = await store.enqueue(self.context.db, **turn, start=True)
+                if row is None and await self._reclaim_message_id(session_id, client_msg_id):
+                    row = await store.enqueue(self.context.db, **turn, start=True)
                 if row is not None:
                     await self._admitted(session_id, client_msg_id)
         except BaseException:
@@ -224,6 +228,20 @@ class TurnMachine:
         if not await bus.get(admitted_key(session_id)) or await bus.get(queued_key(session_id)) is not None:
             return None
         return await self._take_message_id(session_id, client_msg_id)
+
+    async def _reclaim_message_id(self, session_id: str, client_msg_id: str | None) -> bool:
+        """A re-sent id is a duplicate while its message is stored or its turn waits in the queue.
+        Otherwise the turn that took the id died before storing the message (its instance was
+        killed between admitting the message and writing it): the caller holds the session's
+        lock, so no turn of the session runs anywhere, and the id is given to this message."""
+        if client_msg_id is None or await self.conversations.has_client_message(session_id, client_msg_id):
+            return False
+        if not await store.release_message_id(self.context.db, session_id, client_msg_id):
+            return False
+        await self.context.bus.set(message_key(session_id, client_msg_id), "1", ttl=MESSAGE_ID_TTL)
+        log.warning("message %s of session %s was taken by a turn that never stored it; it runs now",
+                    client_msg_id, session_id)
+        return True
 
     async def _take_message_id(self, session_id: str, client_msg_id: str | None) -> bool:
         if client_msg_id is None:
@@ -432,7 +450,6 @@ class TurnMachine:
         message_id = f"reply_{turn_id}"
 
         async def emit(message: dict) -> None:
-            nonlocal sequence
             message.update({"session_id": session_id, "turn_id": turn_id, "seq": sequence,
                             "timestamp": now_ms()})
             await send(json.dumps(message, ensure_ascii=False))

@@ -226,6 +226,11 @@ class Conversations:
             await self._history_changed(session_id, (row["id"], role, content or ""))
         return _message(row)
 
+    async def has_client_message(self, session_id: str, client_msg_id: str) -> bool:
+        """Whether a message sent with this client_msg_id is stored in the session."""
+        return await fetch_value(self.db, "SELECT EXISTS (SELECT 1 FROM chat_messages WHERE session_id = %s "
+                                          "AND client_msg_id = %s)", (session_id, client_msg_id)) is True
+
     async def list_messages(self, session_id: str, limit: int = 50, offset: int = 0,
                             before_id: int | None = None) -> list[dict]:
         """Oldest first. With `before_id`: the latest `limit` messages older than that id

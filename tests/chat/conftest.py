@@ -153,10 +153,13 @@ async def receive(ws, timeout: float = 10.0) -> dict:
 
 async def receive_until(ws, kind: str, timeout: float = 10.0, session_id: str | None = None) -> list[dict]:
     """Frames up to and including the first of type `kind` (of `session_id` only, when given:
-    a device receives the replies of all its user's sessions)."""
+    a device receives the replies of all its user's sessions). `timeout` bounds the whole wait:
+    aiohttp restarts a receive's own timeout at every ping of the server's heartbeat."""
     frames = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
     while True:
-        frame = await ws.receive_json(timeout=timeout)
+        frame = await asyncio.wait_for(ws.receive_json(), max(0.0, deadline - loop.time()))
         if session_id is not None and frame.get("session_id") not in (None, session_id):
             continue
         frames.append(frame)

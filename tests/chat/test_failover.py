@@ -1,0 +1,414 @@
+"""The turn machine across instances when things go wrong: an instance that dies in the middle
+of a turn, and two devices on two instances sending in the same instant as a turn ends.
+
+Both run real gateway instances sharing PostgreSQL and Redis, the real AI core and the scripted
+model (tests/chat/conftest.py); nothing of the project is patched."""
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from gateway.config import PROJECT_ROOT, Config
+from gateway.database import fetch_all
+from plugins.chat import store
+from plugins.chat.turns import lock_key
+from tests.chat.conftest import ADMIN, context_of, eventually, receive_until, token_for
+from tests.support.servers import free_port
+
+# An instance in a process of its own, built like `make_gateway` builds one (the production
+# factory, the same plugins, the configuration it is handed) and served like `gateway serve`.
+INSTANCE_MAIN = """
+import json, logging, sys
+from aiohttp import web
+from gateway.app import create_app
+from gateway.config import Config
+from plugins.auth import tokens_plugin
+from plugins.chat import plugin as chat_plugin
+from plugins.files import files_plugin
+from plugins.sessions import plugin as sessions_plugin
+
+logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                    format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+app = create_app("gateway", Config(json.loads(sys.argv[1])),
+                 plugins=[tokens_plugin, sessions_plugin, files_plugin, chat_plugin])
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[2]), print=None)
+"""
+
+
+class InstanceProcess:
+    """A gateway instance in a child process, so that it can die the way a process dies."""
+
+    def __init__(self, process: asyncio.subprocess.Process, port: int, log: Path):
+        self.process, self.port, self.log = process, port, log
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
+
+    async def kill(self) -> None:
+        """SIGKILL: no shutdown hook, no `finally`, no lifespan of any plugin runs; the kernel
+        closes its sockets (Redis, PostgreSQL, the AI core stream, the devices' WebSockets)."""
+        self.process.kill()
+        await asyncio.wait_for(self.process.wait(), 10)
+
+
+@pytest.fixture
+async def spawn_instance(database_url, tmp_path):
+    """Start gateway instances in child processes; whatever is still alive is killed at the end
+    (before the test's database is dropped)."""
+    started: list[InstanceProcess] = []
+
+    async def spawn(config: Config) -> InstanceProcess:
+        port = free_port()
+        log = tmp_path / f"instance-{len(started)}.log"
+        with log.open("wb") as output:
+            # The complete configuration the test built, exactly as an in-process instance gets it.
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", INSTANCE_MAIN, json.dumps(config._values), str(port),
+                cwd=PROJECT_ROOT, stdout=output, stderr=subprocess.STDOUT)
+        instance = InstanceProcess(process, port, log)
+        started.append(instance)
+
+        async def healthy() -> bool:
+            assert process.returncode is None, f"the instance exited:\n{instance.output()}"
+            try:
+                async with aiohttp.ClientSession() as http, \
+                        http.get(instance.base_url + "/api/v1/health") as answer:
+                    return answer.status == 200
+            except aiohttp.ClientConnectionError:
+                return False
+
+        await eventually(healthy, timeout=30)
+        return instance
+
+    yield spawn
+    for instance in started:
+        if instance.process.returncode is None:
+            instance.process.kill()
+            await instance.process.wait()
+
+
+def chat_query(token: str, session_id: str) -> str:
+    return f"/ws/chat?token={token}&session_id={session_id}"
+
+
+async def queue_rows(client, session_id: str) -> list[tuple[str, str]]:
+    rows = await fetch_all(context_of(client).db, "SELECT text, status FROM chat_turn_queue "
+                                                  "WHERE session_id = %s ORDER BY id", (session_id,))
+    return [(row["text"], row["status"]) for row in rows]
+
+
+async def stored_messages(client, session_id: str) -> list[tuple[str, str]]:
+    conversations = context_of(client).services.require("conversations")
+    return [(m["role"], m["content"]) for m in await conversations.all_messages(session_id)]
+
+
+def frames_of_turn(frames: list[dict], turn_id: str) -> list[dict]:
+    """The turn's frames to all devices (they carry `seq`; `queued` and errors to the sender do not)."""
+    return [frame for frame in frames if frame.get("turn_id") == turn_id and "seq" in frame]
+
+
+# ---------------------------------------------------------------------------------------- 1
+
+DEAD_SESSION = "failover"
+# The dead instance's lock must expire within the test, and the survivor must look soon after.
+FAST_FAILOVER = {"lock_ttl": 1.5, "sweep_interval": 0.2}
+
+
+@pytest.mark.parametrize("queued_from", ["survivor", "dead instance"])
+async def test_a_turn_queued_behind_an_instance_that_dies_runs_on_the_survivor(
+        queued_from, make_gateway, make_config, spawn_instance, database_url, ai_core_url, chat_settings,
+        provider, redis_url, bus_prefix):
+    """Instance A runs a turn (the model holds it mid-reply) and a second message waits behind
+    it; then A *dies*: its process is killed with SIGKILL, so none of its code runs again — the
+    session's turn lock stays on Redis until its TTL runs out, its turn's queue row stays
+    `running`, its connections drop. Promised (docs/chat.md, "Across instances"): once the lock
+    expires, B's sweeper takes the session, marks the dead turn `abandoned`, runs the queued
+    message and every device on B gets its reply; the dead turn is not run again, nothing is
+    stored twice. `queued_from`: the device that sent the waiting message is on B (the sender
+    itself gets the reply) or on A (it is gone with A; B's device gets the echo, then the reply)."""
+    shared = {"bus.redis_url": redis_url, "bus.prefix": bus_prefix}
+    survivor = await make_gateway(overrides=shared, settings=FAST_FAILOVER)
+    doomed = await spawn_instance(make_config({
+        "database.url": database_url, "peers.ai_core_url": ai_core_url,
+        "plugins.chat": {**chat_settings, **FAST_FAILOVER}, **shared}))
+    bus = context_of(survivor).bus
+    token = token_for(survivor, ADMIN)  # signed with the secret both instances share
+    provider.gate.clear()
+
+    async with aiohttp.ClientSession() as http, \
+            http.ws_connect(doomed.base_url + chat_query(token, DEAD_SESSION)) as phone_on_a, \
+            survivor.ws_connect(chat_query(token, DEAD_SESSION)) as laptop_on_b:
+        await phone_on_a.send_json({"type": "message", "content": "first", "client_msg_id": "first"})
+        await receive_until(phone_on_a, "stream_chunk")  # A relays the reply; the model then holds it
+
+        async def first_turn_recorded() -> bool:
+            return (await queue_rows(survivor, DEAD_SESSION) == [("first", "running")]
+                    and await stored_messages(survivor, DEAD_SESSION) == [("user", "first")])
+
+        await eventually(first_turn_recorded)
+        sender = laptop_on_b if queued_from == "survivor" else phone_on_a
+        await sender.send_json({"type": "message", "content": "second", "client_msg_id": "second"})
+        before_death = await receive_until(sender, "queued")
+        queued = before_death[-1]
+        assert queued["client_msg_id"] == "second"
+        seen = before_death if sender is laptop_on_b else []
+
+        await doomed.kill()
+        # A died rather than stopped: it let go of nothing.
+        assert await bus.get(lock_key(DEAD_SESSION)) not in (None, context_of(survivor).hub.instance_id)
+        assert await queue_rows(survivor, DEAD_SESSION) == [("first", "running"), ("second", "queued")]
+        provider.gate.set()  # the model would answer the next turn at once
+
+        # Everything B's device gets up to the first reply that ends: A's turn never ends.
+        try:
+            seen += await receive_until(laptop_on_b, "stream_end", timeout=FAST_FAILOVER["lock_ttl"] + 10)
+        except asyncio.TimeoutError:
+            raise AssertionError(f"no reply reached B's device after A died; queue: "
+                                 f"{await queue_rows(survivor, DEAD_SESSION)}") from None
+
+    recovered = frames_of_turn(seen, queued["turn_id"])
+    assert recovered, f"the queued turn never ran on the survivor:\n{doomed.output()}"
+    assert seen[-1] is recovered[-1]
+    assert [frame["type"] for frame in recovered][0] == "stream_start"
+    assert [frame["seq"] for frame in recovered] == list(range(len(recovered)))
+    assert recovered[-1]["finish_reason"] == "stop" and recovered[-1]["text"] == provider.reply
+    assert not [frame for frame in seen if frame["type"] == "error"]
+    echoes = [frame["content"] for frame in seen if frame["type"] == "response"]
+    # B's device saw the echo of A's message; of "second" only when another device sent it.
+    assert echoes == (["first"] if queued_from == "survivor" else ["first", "second"])
+
+    # The dead turn was abandoned, not run again; the queued one ran once, with the history A stored.
+    assert await queue_rows(survivor, DEAD_SESSION) == [("first", "abandoned"), ("second", "done")]
+    assert [request["messages"][-1]["content"] for request in provider.requests] == ["first", "second"]
+    history = provider.requests[-1]["messages"]
+    assert [m["content"] for m in history if m["role"] == "user"] == ["first", "second"]
+    assert await stored_messages(survivor, DEAD_SESSION) == [
+        ("user", "first"), ("user", "second"), ("assistant", provider.reply)]
+
+    async def lock_let_go() -> bool:
+        return await bus.get(lock_key(DEAD_SESSION)) is None
+
+    await eventually(lock_let_go)
+
+
+async def test_a_message_taken_by_an_instance_that_died_before_storing_it_runs_when_sent_again(
+        make_gateway, make_config, spawn_instance, database_url, ai_core_url, chat_settings, provider,
+        redis_url, bus_prefix):
+    """An idle session's turn takes the message's client_msg_id on the bus and calls the AI core
+    before anything is written (docs/chat.md, "How a turn starts"). An instance killed in that
+    moment leaves the id taken, no queue row and no stored message. The device, reconnected to
+    the survivor, sends the message again with the same id once the dead instance's lock is gone:
+    it must be answered and stored once, not refused as a re-send of a message that was received."""
+    shared = {"bus.redis_url": redis_url, "bus.prefix": bus_prefix}
+    survivor = await make_gateway(overrides=shared, settings=FAST_FAILOVER)
+    doomed = await spawn_instance(make_config({
+        "database.url": database_url, "peers.ai_core_url": ai_core_url,
+        "plugins.chat": {**chat_settings, **FAST_FAILOVER, "store_after": 30}, **shared}))
+    token = token_for(survivor, ADMIN)
+    bus = context_of(survivor).bus
+
+    async def lock_free() -> bool:
+        return await bus.get(lock_key(DEAD_SESSION)) is None
+
+    async with aiohttp.ClientSession() as http, \
+            http.ws_connect(doomed.base_url + chat_query(token, DEAD_SESSION)) as phone:
+        # A first turn, so that the bus vouches for the session and the next one starts fast.
+        await phone.send_json({"type": "message", "content": "zero", "client_msg_id": "zero"})
+        await receive_until(phone, "stream_end")
+        # Sent once the lock is let go (with Redis that takes round trips after stream_end), so
+        # that the message finds the session idle rather than queues behind the ending turn.
+        await eventually(lock_free)
+        provider.hold_after = 0
+        provider.gate.clear()
+        provider.received.clear()
+        await phone.send_json({"type": "message", "content": "lost", "client_msg_id": "lost"})
+        await asyncio.wait_for(provider.received.wait(), 10)  # the model is asked; nothing is written
+        assert await queue_rows(survivor, DEAD_SESSION) == [("zero", "done")]
+        await doomed.kill()
+    assert [role for role, _ in await stored_messages(survivor, DEAD_SESSION)] == ["user", "assistant"]
+    provider.gate.set()
+    await eventually(lock_free, timeout=FAST_FAILOVER["lock_ttl"] + 5)
+    async with survivor.ws_connect(chat_query(token, DEAD_SESSION)) as phone_again:
+        await phone_again.send_json({"type": "message", "content": "lost", "client_msg_id": "lost"})
+        frames = await receive_until(phone_again, "stream_end")
+        assert not [frame for frame in frames if frame["type"] == "error"]
+        assert frames[-1]["finish_reason"] == "stop" and frames[-1]["text"] == provider.reply
+        # Sent a third time, now that it is stored: refused as a re-send (no frame), the session stays idle.
+        await phone_again.send_json({"type": "message", "content": "lost", "client_msg_id": "lost"})
+        await phone_again.send_json({"type": "ping"})
+        assert [frame["type"] for frame in await receive_until(phone_again, "pong")] == ["pong"]
+
+    assert await stored_messages(survivor, DEAD_SESSION) == [
+        ("user", "zero"), ("assistant", provider.reply), ("user", "lost"), ("assistant", provider.reply)]
+    assert await queue_rows(survivor, DEAD_SESSION) == [("zero", "done"), ("lost", "done")]
+    assert [request["messages"][-1]["content"] for request in provider.requests] == ["zero", "lost", "lost"]
+
+
+async def test_a_running_row_left_without_its_message_does_not_refuse_the_message_sent_again(make_gateway, provider):
+    """What a killed instance leaves when it wrote the turn's queue row but not yet the user's
+    message (they are written together): a `running` row holding the client_msg_id, no message.
+    A fresh instance (its bus knows nothing, so the database decides) must run the message sent
+    again with that id, and record the dead turn as abandoned."""
+    gateway = await make_gateway()
+    token = token_for(gateway, ADMIN)
+    async with gateway.ws_connect(chat_query(token, DEAD_SESSION)) as phone:
+        await store.enqueue(context_of(gateway).db, turn_id="dead0000turn0000", session_id=DEAD_SESSION,
+                            user_id=ADMIN.user_id, text="lost", mode="text", attachments=[], client_msg_id="lost",
+                            sender_connection=None, running=True)
+        await phone.send_json({"type": "message", "content": "lost", "client_msg_id": "lost"})
+        frames = await receive_until(phone, "stream_end")
+    assert not [frame for frame in frames if frame["type"] == "error"]
+    assert frames[-1]["finish_reason"] == "stop"
+    assert await stored_messages(gateway, DEAD_SESSION) == [("user", "lost"), ("assistant", provider.reply)]
+    assert await queue_rows(gateway, DEAD_SESSION) == [("lost", "abandoned"), ("lost", "done")]
+
+
+# ---------------------------------------------------------------------------------------- 2
+
+BOUNDARY_SESSION = "boundary"
+ROUNDS = 10
+# No sweeper during the test: a message must not depend on it while every instance is alive
+# (the sweeper is for queues whose instance died), so one left behind shows as a timeout.
+NO_SWEEPER = {"sweep_interval": 60}
+
+
+class Devices:
+    """Every frame each device receives for the session, in order, read as they come; waiters
+    wake at each frame."""
+
+    def __init__(self, **sockets):
+        self.sockets = sockets
+        self.frames: dict[str, list[dict]] = {name: [] for name in sockets}
+        self.changed = asyncio.Condition()
+        self.readers = [asyncio.create_task(self._read(name, ws)) for name, ws in sockets.items()]
+
+    async def _read(self, name: str, ws) -> None:
+        async for message in ws:
+            if message.type != aiohttp.WSMsgType.TEXT:
+                break
+            frame = json.loads(message.data)
+            if frame.get("session_id") not in (None, BOUNDARY_SESSION):
+                continue
+            async with self.changed:
+                self.frames[name].append(frame)
+                self.changed.notify_all()
+
+    def ends(self, name: str) -> int:
+        return sum(1 for frame in self.frames[name] if frame["type"] == "stream_end")
+
+    async def until(self, condition, what: str, timeout: float = 10.0) -> None:
+        async with self.changed:
+            try:
+                await asyncio.wait_for(self.changed.wait_for(condition), timeout)
+            except asyncio.TimeoutError:
+                raise AssertionError(f"{what}: not reached in {timeout}s; stream_ends seen: "
+                                     f"{ {name: self.ends(name) for name in self.frames} }") from None
+
+    async def close(self) -> None:
+        for reader in self.readers:
+            reader.cancel()
+        await asyncio.gather(*self.readers, return_exceptions=True)
+
+
+def assert_turns_never_overlap(frames: list[dict], device: str) -> list[dict]:
+    """Every frame of a turn lies between its `stream_start` and its `stream_end`, seq 0, 1, 2 ...;
+    no frame of another turn comes in between. Returns the turns' stream_starts in order."""
+    starts, running, expected_seq = [], None, 0
+    for frame in frames:
+        if "seq" not in frame:  # not a frame of a turn's stream (echo, queued, pong)
+            continue
+        if frame["type"] == "stream_start":
+            assert running is None, f"{device}: turn {frame['turn_id']} started while {running} ran"
+            running, expected_seq = frame["turn_id"], 0
+            starts.append(frame)
+        assert frame["turn_id"] == running, f"{device}: {frame} came while turn {running} was the one running"
+        assert frame["seq"] == expected_seq, f"{device}: seq {frame['seq']} where {expected_seq} was due"
+        expected_seq += 1
+        if frame["type"] == "stream_end":
+            assert frame["finish_reason"] == "stop", f"{device}: {frame}"
+            running = None
+    assert running is None, f"{device}: turn {running} never ended"
+    return starts
+
+
+async def test_two_devices_on_two_instances_sending_as_a_turn_ends_both_run_in_turn(
+        make_gateway, provider, redis_url, bus_prefix):
+    """At a turn boundary the lock is being let go on one instance while devices on both send:
+    each round, the moment either device sees the previous reply end, both send at once. Both
+    turns must run, one after the other on every device (docs/chat.md: either order, never
+    overlapping, none lost), each device must see both replies and the echo of the other's
+    message, each message must be stored once, and the queue must end empty."""
+    shared = {"bus.redis_url": redis_url, "bus.prefix": bus_prefix}
+    first = await make_gateway(overrides=shared, settings=NO_SWEEPER)
+    second = await make_gateway(overrides=shared, settings=NO_SWEEPER)
+    token = token_for(first, ADMIN)
+    provider.reply, provider.pieces = "One reply, streamed in a few pieces.", 3
+    sent_by = {"phone": [], "laptop": []}
+
+    async with first.ws_connect(chat_query(token, BOUNDARY_SESSION)) as phone, \
+            second.ws_connect(chat_query(token, BOUNDARY_SESSION)) as laptop:
+        devices = Devices(phone=phone, laptop=laptop)
+        try:
+            async def send(name: str, ws, content: str) -> None:
+                sent_by[name].append(content)
+                await ws.send_json({"type": "message", "content": content, "client_msg_id": content})
+
+            await send("phone", phone, "phone 0")
+            await devices.until(lambda: devices.ends("phone") >= 1 and devices.ends("laptop") >= 1,
+                                "the first reply")
+            for round_number in range(1, ROUNDS + 1):
+                ended = 2 * round_number - 1  # replies before this round
+                await devices.until(lambda: devices.ends("phone") >= ended or devices.ends("laptop") >= ended,
+                                    f"round {round_number - 1}'s replies")
+                await asyncio.gather(send("phone", phone, f"phone {round_number}"),
+                                     send("laptop", laptop, f"laptop {round_number}"))
+            total = 2 * ROUNDS + 1
+            await devices.until(lambda: devices.ends("phone") >= total and devices.ends("laptop") >= total,
+                                "every reply on both devices")
+            # Anything more (a reply run twice, a late error) would arrive now.
+            await phone.send_json({"type": "ping"})
+            await laptop.send_json({"type": "ping"})
+            await devices.until(lambda: all(seen[-1]["type"] == "pong" for seen in devices.frames.values()),
+                                "the pongs")
+        finally:
+            await devices.close()
+
+    everything = [content for contents in sent_by.values() for content in contents]
+    # The model saw one request at a time, one per message; the n-th request is the n-th turn.
+    assert provider.max_active == 1
+    asked = [request["messages"][-1]["content"] for request in provider.requests]
+    assert sorted(asked) == sorted(everything)
+    for name, other in (("phone", "laptop"), ("laptop", "phone")):
+        frames = devices.frames[name]
+        assert not [frame for frame in frames if frame["type"] == "error"], name
+        starts = assert_turns_never_overlap(frames, name)
+        assert len(starts) == len(everything) == len({start["turn_id"] for start in starts}), name
+        ends = [frame for frame in frames if frame["type"] == "stream_end"]
+        assert all(end["text"] == provider.reply for end in ends), name
+        # Echoes: each of the other device's messages once, none of its own, before that turn starts.
+        echoes = [frame["content"] for frame in frames if frame["type"] == "response"]
+        assert sorted(echoes) == sorted(sent_by[other]), name
+        for content in sent_by[other]:
+            echo_at = next(i for i, frame in enumerate(frames) if frame["type"] == "response"
+                           and frame["content"] == content)
+            start_at = frames.index(starts[asked.index(content)])
+            assert echo_at < start_at, f"{name}: the echo of {content!r} came after its reply started"
+    assert [start["turn_id"] for start in assert_turns_never_overlap(devices.frames["phone"], "phone")] == \
+        [start["turn_id"] for start in assert_turns_never_overlap(devices.frames["laptop"], "laptop")]
+
+    stored = await stored_messages(first, BOUNDARY_SESSION)
+    assert sorted(content for role, content in stored if role == "user") == sorted(everything)
+    assert [content for role, content in stored if role == "assistant"] == [provider.reply] * len(everything)
+    rows = await queue_rows(second, BOUNDARY_SESSION)
+    assert sorted(text for text, _ in rows) == sorted(everything)
+    assert {status for _, status in rows} == {"done"}

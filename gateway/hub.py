@@ -79,11 +79,13 @@ class Connection:
         except (ConnectionResetError, RuntimeError):
             self.closing = True
             return False
-        except BaseException:
-            write.close()
-            raise
+        except UnicodeEncodeError:  # a lone surrogate in the text: sent with it replaced
+            return self._write_now(payload.encode("utf-8", "replace").decode("utf-8"))
         self._pending = collections.deque()
-        self._writer = asyncio.create_task(self._write(_Resumed(write, waiting_on)), name=f"ws-writer-{self.id[:8]}")
+        writer = asyncio.create_task(self._write(_Resumed(write, waiting_on)), name=f"ws-writer-{self.id[:8]}")
+        # A writer cancelled before its first step never runs its `finally`: close the write it owns.
+        writer.add_done_callback(lambda _: write.close())
+        self._writer = writer
         return True
 
     async def _write(self, unfinished: "_Resumed | None" = None) -> None:
@@ -97,8 +99,12 @@ class Connection:
                     self.closing = True
                     return
             while self._pending:
+                payload = self._pending.popleft()
                 try:
-                    await self.ws.send_str(self._pending.popleft())
+                    try:
+                        await self.ws.send_str(payload)
+                    except UnicodeEncodeError:
+                        await self.ws.send_str(payload.encode("utf-8", "replace").decode("utf-8"))
                 except (ConnectionResetError, RuntimeError):
                     self.closing = True
                     return
@@ -114,6 +120,7 @@ class Connection:
             writer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await writer
+        self._writer = self._pending = None
 
     def describe(self) -> dict[str, Any]:
         return {"connection_id": self.id, "user_id": self.user_id, "client_id": self.client_id,
@@ -123,7 +130,12 @@ class Connection:
 
 class _Resumed:
     """A coroutine that already ran up to its first wait, continued where it stopped when
-    awaited (Python 3.12's eager tasks do this; this code also runs on 3.11)."""
+    awaited (Python 3.12's eager tasks do this; this code also runs on 3.11).
+
+    The future the coroutine waits on may be shared (aiohttp's drain waiter is one per
+    connection, and closing the socket waits on it too), so it is never handed to the task
+    itself: the task waits on a future of its own that completes with it, then the coroutine
+    goes on and reads the shared future's outcome as it would have."""
 
     __slots__ = ("coroutine", "waiting_on")
 
@@ -134,7 +146,10 @@ class _Resumed:
         coroutine, waiting_on = self.coroutine, self.waiting_on
         while True:
             try:
-                sent = yield waiting_on
+                if asyncio.isfuture(waiting_on):
+                    yield from _when_done(waiting_on).__await__()
+                else:
+                    yield waiting_on  # a bare yield (asyncio.sleep(0))
             except GeneratorExit:
                 coroutine.close()
                 raise
@@ -145,9 +160,22 @@ class _Resumed:
                     return done.value
             else:
                 try:
-                    waiting_on = coroutine.send(sent)
+                    waiting_on = coroutine.send(None)
                 except StopIteration as done:
                     return done.value
+
+
+def _when_done(future: asyncio.Future) -> asyncio.Future:
+    """A future of our own that completes (with nothing) when `future` does."""
+    mine = future.get_loop().create_future()
+
+    def done(_):
+        if not mine.done():
+            mine.set_result(None)
+
+    future.add_done_callback(done)
+    mine.add_done_callback(lambda _: future.remove_done_callback(done))
+    return mine
 
 
 class WebSocketHub:

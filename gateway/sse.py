@@ -7,8 +7,8 @@ from typing import AsyncIterator
 import aiohttp
 
 
-# A line this long without its end is not a server-sent event stream (aiohttp's readline would
-# have refused it at its 64 KiB buffer; a model's single event can be large, so allow more).
+# A line this long without its end is not a server-sent event stream (a model's single event
+# can be large, more than aiohttp's readline limit of 128 KiB).
 MAX_LINE = 8 * 2**20
 
 
@@ -19,15 +19,25 @@ class SseDecoder:
     def __init__(self, errors: str = "strict", max_line: int = MAX_LINE):
         self._data: list[str] = []
         self._errors = errors  # how undecodable UTF-8 is handled, as for bytes.decode
-        self._partial = b""    # the start of a line whose end has not arrived
+        self._partial: list[bytes] = []  # pieces of a line whose end has not arrived
+        self._partial_size = 0
         self._max_line = max_line
 
     def feed(self, chunk: bytes) -> list[str]:
         """The data of the events a chunk of the body completes (usually one per chunk, so a
         stream costs one read per event instead of one per line)."""
-        lines = (self._partial + chunk if self._partial else chunk).split(b"\n")
-        self._partial = lines.pop()
-        if len(self._partial) > self._max_line:
+        if b"\n" not in chunk:  # only the new piece is searched: a long line costs its length once
+            self._partial.append(chunk)
+            self._partial_size += len(chunk)
+            if self._partial_size > self._max_line:
+                raise ValueError(f"a server-sent event line is longer than {self._max_line} bytes")
+            return []
+        lines = chunk.split(b"\n")
+        if self._partial:
+            lines[0] = b"".join(self._partial) + lines[0]
+        tail = lines.pop()
+        self._partial, self._partial_size = ([tail], len(tail)) if tail else ([], 0)
+        if self._partial_size > self._max_line:
             raise ValueError(f"a server-sent event line is longer than {self._max_line} bytes")
         events = []
         for raw in lines:
@@ -55,8 +65,8 @@ class SseDecoder:
     def finish(self) -> str | None:
         """The last event when the stream ended without its blank line."""
         if self._partial:
-            self.feed_line(self._partial)
-            self._partial = b""
+            self.feed_line(b"".join(self._partial))
+            self._partial, self._partial_size = [], 0
         if not self._data:
             return None
         data, self._data = "\n".join(self._data), []

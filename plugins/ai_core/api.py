@@ -71,7 +71,8 @@ class ChatStreamBody(marshmallow.Schema):
 
 
 def sse_frame(event: dict) -> bytes:
-    return f"event: {event['type']}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n".encode()
+    # "replace": a model may send an escaped half of a surrogate pair, which UTF-8 cannot carry.
+    return f"event: {event['type']}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n".encode("utf-8", "replace")
 
 
 @routes.post("/api/v1/chat/stream", name="ai_core.chat_stream")
@@ -176,7 +177,7 @@ async def openai_chat(request: web.Request) -> web.StreamResponse:
         payload = {"id": completion_id, "object": "chat.completion.chunk", "created": created,
                    "model": model or model_named,
                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
-        return b"data: " + json.dumps(payload, ensure_ascii=False).encode() + b"\n\n"
+        return b"data: " + json.dumps(payload, ensure_ascii=False).encode("utf-8", "replace") + b"\n\n"
 
     await response.write(chunk({"role": "assistant", "content": ""}))
 

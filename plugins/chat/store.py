@@ -13,8 +13,6 @@ CLIENT_COLUMNS = ("client_id, user_id, device_name, user_agent, note, "
                   "(extract(epoch FROM last_seen) * 1000)::bigint AS last_seen, online")
 # Finished queue rows are kept this long so a late re-send of a client_msg_id is still recognised.
 KEEP_FINISHED = "1 day"
-# Rows whose turn will not store its message any more (see release_message_id).
-DEAD_STATUSES = ("running", "abandoned", "failed")
 
 
 # A row of a turn that already runs, and a turn's final status, commit without waiting for the
@@ -84,23 +82,23 @@ async def message_ids(db: aiopg.Pool, session_id: str) -> list[str]:
     return [row["client_msg_id"] for row in rows]
 
 
-async def release_message_id(db: aiopg.Pool, session_id: str, client_msg_id: str) -> bool:
+async def release_message_id(db: aiopg.Pool, session_id: str, client_msg_id: str, dead_after: float) -> bool:
     """Free a client_msg_id whose turn died before it stored the message (the caller holds the
-    session's turn lock and checked that no such message is stored): its rows that are `running`
-    (their holder is gone), `abandoned` or `failed` give the id up, so the message can be queued
-    again. False, and nothing changes, when a row holding the id still waits (`queued`) or ran."""
+    session's turn lock and checked that no such message is stored): its rows that are
+    `abandoned`, `failed`, or `running` for longer than `dead_after` seconds (their holder let the
+    lock expire) give the id up, a running one becoming `abandoned`. False, and nothing changes,
+    when a row holding the id waits (`queued`), ran, or is running and younger."""
     row = await fetch_one(
         db,
-        "WITH held AS (SELECT status FROM chat_turn_queue WHERE session_id = %(session)s "
-        "  AND client_msg_id = %(id)s FOR UPDATE), "
+        "WITH held AS (SELECT status, status IN ('abandoned', 'failed') OR (status = 'running' "
+        "  AND created_at < now() - make_interval(secs => %(age)s)) AS dead FROM chat_turn_queue "
+        "  WHERE session_id = %(session)s AND client_msg_id = %(id)s FOR UPDATE), "
         "released AS (UPDATE chat_turn_queue SET client_msg_id = NULL, "
         "  status = CASE WHEN status = 'running' THEN 'abandoned' ELSE status END, "
         "  finished_at = coalesce(finished_at, now()) "
-        "  WHERE session_id = %(session)s AND client_msg_id = %(id)s AND status IN %(dead)s "
-        "  AND NOT EXISTS (SELECT 1 FROM held WHERE status NOT IN %(dead)s) RETURNING 1) "
-        "SELECT NOT EXISTS (SELECT 1 FROM held WHERE status NOT IN %(dead)s) AS released, "
-        "(SELECT count(*) FROM released) AS rows",
-        {"session": session_id, "id": client_msg_id, "dead": DEAD_STATUSES})
+        "  WHERE session_id = %(session)s AND client_msg_id = %(id)s AND NOT EXISTS (SELECT 1 FROM held WHERE NOT dead)) "
+        "SELECT NOT EXISTS (SELECT 1 FROM held WHERE NOT dead) AS released",
+        {"session": session_id, "id": client_msg_id, "age": float(dead_after)})
     return bool(row and row["released"])
 
 

@@ -114,13 +114,27 @@ class AiCoreClient:
                         event = json.loads(data)
                     except ValueError:
                         raise TurnFailed("the AI core sent an unreadable event") from None
+                    if "\\ud" in data or "\\uD" in data:  # JSON may escape a lone surrogate
+                        event = _without_lone_surrogates(event)
                     if isinstance(event, dict):
                         yield event
-        except ValueError as error:  # a line of the stream that never ends
-            raise TurnFailed(f"the AI core sent an unreadable stream: {error}") from None
-        except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+        except (aiohttp.ClientError, asyncio.TimeoutError, RuntimeError) as error:  # RuntimeError: aiohttp's
+            # "Connection closed." when the AI core closes the response while it is read
             raise TurnFailed(f"the AI core cannot be reached or stopped answering ({error.__class__.__name__}"
                              f"{': ' + str(error) if str(error) else ''})", "ai_core_unreachable") from None
+        except ValueError as error:  # a line of the stream that never ends
+            raise TurnFailed(f"the AI core sent an unreadable stream: {error}") from None
+
+
+def _without_lone_surrogates(value):
+    """Text that can be stored and sent as UTF-8: half of a surrogate pair becomes U+FFFD."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {key: _without_lone_surrogates(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_lone_surrogates(item) for item in value]
+    return value
 
 
 class TurnMachine:
@@ -230,13 +244,20 @@ class TurnMachine:
         return await self._take_message_id(session_id, client_msg_id)
 
     async def _reclaim_message_id(self, session_id: str, client_msg_id: str | None) -> bool:
-        """A re-sent id is a duplicate while its message is stored or its turn waits in the queue.
-        Otherwise the turn that took the id died before storing the message (its instance was
-        killed between admitting the message and writing it): the caller holds the session's
-        lock, so no turn of the session runs anywhere, and the id is given to this message."""
-        if client_msg_id is None or await self.conversations.has_client_message(session_id, client_msg_id):
+        """A re-sent id is a duplicate while its message is stored or its turn may still run.
+        Taken longer than a lock's lifetime ago, by a turn whose row is not waiting and whose
+        message is not stored, it belongs to a turn that died before storing the message (its
+        instance was killed between admitting the message and writing it); the caller holds the
+        session's lock, so no turn of the session runs, and the id is given to this message.
+        Younger ids are left alone: another instance may be between taking one and writing its row."""
+        if client_msg_id is None:
             return False
-        if not await store.release_message_id(self.context.db, session_id, client_msg_id):
+        taken = await self.context.bus.get(message_key(session_id, client_msg_id)) or ""
+        if taken.isdigit() and len(taken) > 1 and now_ms() - int(taken) < self.lock_ttl * 1000:
+            return False
+        if await self.conversations.has_client_message(session_id, client_msg_id):
+            return False
+        if not await store.release_message_id(self.context.db, session_id, client_msg_id, self.lock_ttl):
             return False
         await self.context.bus.set(message_key(session_id, client_msg_id), "1", ttl=MESSAGE_ID_TTL)
         log.warning("message %s of session %s was taken by a turn that never stored it; it runs now",
@@ -246,7 +267,8 @@ class TurnMachine:
     async def _take_message_id(self, session_id: str, client_msg_id: str | None) -> bool:
         if client_msg_id is None:
             return True
-        return await self.context.bus.set(message_key(session_id, client_msg_id), "1", ttl=MESSAGE_ID_TTL,
+        # The value says when: a re-send may take the id over only from a turn long dead (_reclaim_message_id).
+        return await self.context.bus.set(message_key(session_id, client_msg_id), str(now_ms()), ttl=MESSAGE_ID_TTL,
                                           only_if_absent=True)
 
     async def _admitted(self, session_id: str, client_msg_id: str | None) -> None:
@@ -372,7 +394,10 @@ class TurnMachine:
     async def _renew(self, session_id: str) -> None:
         bus = self.context.bus
         while True:
-            await bus.mark(LIVE_SESSIONS, session_id, LIVE_TTL)
+            try:  # a failure to reach the bus once must not end the renewing (the lock would expire)
+                await bus.mark(LIVE_SESSIONS, session_id, LIVE_TTL)
+            except Exception:
+                log.exception("marking session %s live failed", session_id)
             await asyncio.sleep(self.lock_ttl / 3)
             try:
                 if await bus.get(lock_key(session_id)) == self.owner:
@@ -507,7 +532,12 @@ class TurnMachine:
                 raise TurnFailed("the AI core ended the stream before the reply was complete")
             await asyncio.wait([confirmed])
             _confirmation(confirmed)
-        except TurnFailed as failure:
+        except Exception as error:
+            if isinstance(error, TurnFailed):
+                failure = error
+            else:  # a defect here, not the AI core's doing: every device's stream still ends
+                log.exception("chat turn %s of session %s failed", turn_id, session_id)
+                failure = TurnFailed("the server failed while relaying the reply", "internal_error")
             await relay.aclose()
             await _abandon(first_event, events)
             await asyncio.wait([confirmed])

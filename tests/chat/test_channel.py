@@ -2,12 +2,14 @@
 AI core, queueing, de-duplication, failures, resumable replies and presence."""
 from __future__ import annotations
 
+import json
 import logging
 
 import aiohttp
 import pytest
 
 from gateway.app import AccessLogger
+from plugins.chat.turns import _without_lone_surrogates
 
 from tests.chat.conftest import ADMIN, ALICE, BOB, context_of, eventually, receive_until, token_for
 from tests.support.servers import free_port
@@ -277,3 +279,20 @@ async def test_submit_turn_service_queues_like_a_message(gateway, provider):
         frames = await receive_until(ws, "stream_end")
     assert frames[0]["type"] == "response" and frames[0]["content"] == "recognised words"
     assert provider.requests[-1]["messages"][-1]["content"] == "recognised words"
+
+
+async def test_half_a_surrogate_pair_from_the_model_is_relayed_and_stored_replaced(gateway, provider):
+    """A model's JSON may escape a lone surrogate, which UTF-8 cannot carry: the reply still
+    streams, ends and is stored, with the character replaced."""
+    provider.reply = "half a pair \ud800 here"
+    async with gateway.ws_connect(ws_path(gateway, session_id="surrogate")) as ws:
+        await ws.send_json({"type": "message", "content": "hi"})
+        frames = await receive_until(ws, "stream_end")
+    assert frames[-1]["finish_reason"] == "stop" and frames[-1]["text"] == "half a pair ? here"
+    conversations = context_of(gateway).services.require("conversations")
+    assert [m["content"] for m in await conversations.all_messages("surrogate")] == ["hi", "half a pair ? here"]
+
+
+def test_lone_surrogates_from_another_ai_core_become_replacement_characters():
+    event = json.loads('{"content": "a\\ud800b \\ud83d\\ude00", "more": ["\\udfff"]}')
+    assert _without_lone_surrogates(event) == {"content": "a\ufffdb \U0001F600", "more": ["\ufffd"]}

@@ -15,9 +15,9 @@ import aiohttp
 import pytest
 
 from gateway.config import PROJECT_ROOT, Config
-from gateway.database import fetch_all
+from gateway.database import execute, fetch_all
 from plugins.chat import store
-from plugins.chat.turns import lock_key
+from plugins.chat.turns import lock_key, message_key, now_ms
 from tests.chat.conftest import ADMIN, context_of, eventually, receive_until, token_for
 from tests.support.servers import free_port
 
@@ -261,16 +261,44 @@ async def test_a_running_row_left_without_its_message_does_not_refuse_the_messag
     again with that id, and record the dead turn as abandoned."""
     gateway = await make_gateway()
     token = token_for(gateway, ADMIN)
+    db = context_of(gateway).db
     async with gateway.ws_connect(chat_query(token, DEAD_SESSION)) as phone:
-        await store.enqueue(context_of(gateway).db, turn_id="dead0000turn0000", session_id=DEAD_SESSION,
+        await store.enqueue(db, turn_id="dead0000turn0000", session_id=DEAD_SESSION,
                             user_id=ADMIN.user_id, text="lost", mode="text", attachments=[], client_msg_id="lost",
                             sender_connection=None, running=True)
+        # Younger than a turn lock's lifetime, the row may belong to a turn that still runs.
+        await phone.send_json({"type": "message", "content": "lost", "client_msg_id": "lost"})
+        await phone.send_json({"type": "ping"})
+        assert [frame["type"] for frame in await receive_until(phone, "pong")] == ["pong"]
+        await execute(db, "UPDATE chat_turn_queue SET created_at = now() - interval '1 minute' "
+                          "WHERE turn_id = 'dead0000turn0000'")
         await phone.send_json({"type": "message", "content": "lost", "client_msg_id": "lost"})
         frames = await receive_until(phone, "stream_end")
     assert not [frame for frame in frames if frame["type"] == "error"]
     assert frames[-1]["finish_reason"] == "stop"
     assert await stored_messages(gateway, DEAD_SESSION) == [("user", "lost"), ("assistant", provider.reply)]
     assert await queue_rows(gateway, DEAD_SESSION) == [("lost", "abandoned"), ("lost", "done")]
+
+
+async def test_an_id_another_instance_just_took_is_not_taken_over(make_gateway, provider):
+    """Between taking a message's id on the bus and committing its queue row, an instance holds
+    the id with nothing written (a message queued behind a busy session looks like this). A
+    re-send of that message to an idle session in that moment must be refused, not run twice."""
+    gateway = await make_gateway()
+    bus = context_of(gateway).bus
+    async with gateway.ws_connect(chat_query(token_for(gateway, ADMIN), DEAD_SESSION)) as phone:
+        await phone.send_json({"type": "message", "content": "zero", "client_msg_id": "zero"})
+        await receive_until(phone, "stream_end")
+        await bus.set(message_key(DEAD_SESSION, "pending"), str(now_ms()), ttl=60)
+        await phone.send_json({"type": "message", "content": "pending", "client_msg_id": "pending"})
+        await phone.send_json({"type": "message", "content": "after", "client_msg_id": "after"})
+        frames = await receive_until(phone, "stream_end")
+        assert frames[-1]["finish_reason"] == "stop"
+        # (`after` may be queued for a moment: the refused re-send looks at the queue first.)
+        assert [frame["type"] for frame in frames if frame["type"] not in ("stream_chunk", "queued")] == [
+            "stream_start", "review", "stream_end"]
+    # Had the re-send run, the model would have been asked for it before the message after it.
+    assert [request["messages"][-1]["content"] for request in provider.requests] == ["zero", "after"]
 
 
 # ---------------------------------------------------------------------------------------- 2

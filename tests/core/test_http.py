@@ -1,5 +1,6 @@
 """The error body for every kind of failure, health, the hub across instances, graceful stop."""
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -94,13 +95,22 @@ async def test_hub_delivers_to_a_users_devices_on_another_instance(aiohttp_clien
             raise AssertionError(f"unexpected delivery {message}")
 
 
-async def test_a_client_that_never_reads_is_disconnected(aiohttp_client, make_config):
+@contextlib.asynccontextmanager
+async def device_of(user: str, aiohttp_client, make_config):
+    """A device of `user` connected to /ws/test, and the hub's connection for it."""
     app = create_app("gw", make_config(), plugins=[SocketPlugin()])
     client = await aiohttp_client(app)
     hub = get_context(app).hub
-    async with client.ws_connect("/ws/test?user=slow") as ws:
-        await asyncio.sleep(0.05)
-        connection = hub.connections("slow")[0]
+    async with client.ws_connect(f"/ws/test?user={user}") as ws:
+        for _ in range(300):
+            if hub.connections(user):
+                break
+            await asyncio.sleep(0.01)
+        yield ws, hub.connections(user)[0]
+
+
+async def test_a_client_that_never_reads_is_disconnected(aiohttp_client, make_config):
+    async with device_of("slow", aiohttp_client, make_config) as (ws, connection):
         # The client reads nothing: once the sockets' buffers are full every write waits, and
         # what is sent meanwhile queues until the queue is full.
         large = "x" * 65536
@@ -178,3 +188,13 @@ async def test_presence_is_seen_from_every_instance(aiohttp_client, make_config,
     await asyncio.sleep(0.1)
     assert not await other_hub.is_online("alice")
     assert await other_hub.online_users() == set()
+
+
+async def test_text_with_half_a_surrogate_pair_is_sent_replaced_and_in_order(aiohttp_client, make_config):
+    """JSON may carry an escaped lone surrogate that UTF-8 cannot encode; the frame still goes
+    out (with U+003F in its place) and the connection goes on."""
+    async with device_of("carol", aiohttp_client, make_config) as (ws, connection):
+        for message in ({"n": 1}, {"text": "half a pair: \ud800"}, {"n": 2}):
+            assert connection.send(message)
+        assert [await ws.receive_json(timeout=3) for _ in range(3)] == [
+            {"n": 1}, {"text": "half a pair: ?"}, {"n": 2}]

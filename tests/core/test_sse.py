@@ -41,3 +41,12 @@ def test_the_end_of_the_stream_completes_an_event_without_its_blank_line():
     assert decoder.feed(b"NE]") == []
     assert decoder.finish() == "[DONE]"
     assert decoder.finish() is None
+
+
+def test_a_long_line_in_small_pieces_is_read_once():
+    """The unfinished line is kept in pieces, not joined again for every chunk."""
+    decoder = SseDecoder()
+    line = b"data: " + b"x" * (4 * 2**20)
+    for start in range(0, len(line), 4096):
+        assert decoder.feed(line[start:start + 4096]) == []
+    assert decoder.feed(b"\n\n") == ["x" * (4 * 2**20)]

@@ -116,6 +116,46 @@ def serve_gateway(port: int, database_url: str, ai_core_url: str, data_dir: str)
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=4096)
 
 
+def serve_bare_relay(port: int, ai_core_url: str) -> None:
+    """The least a relay in one aiohttp process does: a WebSocket message starts a POST to the
+    AI core, each `delta` is sent on as a `stream_chunk` frame. No auth, storage, bus or queue:
+    what one more Python process on the path costs on this machine, whoever writes it."""
+    from aiohttp import WSMsgType, web
+
+    async def relay_turn(http: aiohttp.ClientSession, ws: web.WebSocketResponse, text: str) -> None:
+        async with http.post(f"{ai_core_url}/api/v1/chat/stream", json={"user_id": "bare", "text": text, "history": []},
+                             headers={"Accept": "text/event-stream"}) as response:
+            async for raw in response.content:
+                if raw.startswith(b"data:"):
+                    event = json.loads(raw[5:])
+                    if event.get("type") == "delta":
+                        await ws.send_str(json.dumps({"type": "stream_chunk", "content": event["content"]}))
+                    elif event.get("type") == "done":
+                        await ws.send_str(json.dumps({"type": "stream_end", "text": event.get("text", "")}))
+
+    async def websocket(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(heartbeat=HEARTBEAT)
+        await ws.prepare(request)
+        turns = set()
+        async for message in ws:
+            if message.type == WSMsgType.TEXT:
+                turn = asyncio.create_task(relay_turn(request.app["http"], ws, json.loads(message.data)["content"]))
+                turns.add(turn)
+                turn.add_done_callback(turns.discard)
+        return ws
+
+    async def client(app: web.Application):
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
+            app["http"] = http
+            yield
+
+    app = web.Application()
+    app.cleanup_ctx.append(client)
+    app.router.add_get("/ws", websocket)
+    app.router.add_get("/bench-health", lambda request: web.Response(text="ok"))
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=4096)
+
+
 def serve_bare(port: int) -> None:
     from aiohttp import WSMsgType, web
 
@@ -219,17 +259,21 @@ async def gateway_turn(ws: aiohttp.ClientWebSocketResponse, session_id: str) -> 
     return stamps[0] - started, [b - a for a, b in zip(stamps, stamps[1:])]
 
 
-async def relay(gateway_port: int, mock_port: int, concurrency: int, rounds: int, turns: int) -> dict:
-    """Samples of both targets at one concurrency: `turns` batches of `concurrency` simultaneous
+TARGETS = ("direct", "bare relay", "gateway")
+
+
+async def relay(gateway_port: int, bare_port: int, mock_port: int, concurrency: int, rounds: int,
+                turns: int) -> dict:
+    """Samples of every target at one concurrency: `turns` batches of `concurrency` simultaneous
     turns per round, targets interleaved in a new random order each round."""
     mock_url = f"http://127.0.0.1:{mock_port}/api/v1/chat/stream"
-    samples = {name: {"ttft": [], "gap": []} for name in ("direct", "gateway")}
+    samples = {name: {"ttft": [], "gap": []} for name in TARGETS}
     connector = aiohttp.TCPConnector(limit=0)
     run_id = uuid.uuid4().hex[:6]
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=300)) as http:
         sockets: list[tuple[aiohttp.ClientWebSocketResponse, str]] = []
 
-        async def connect() -> None:
+        async def connect(name: str) -> None:
             """Open one socket per session (one user each: a device gets only its own turn). A
             socket is opened afresh for each gateway phase: nothing reads it during the direct
             phase, so it would miss the server's heartbeat pings and be closed."""
@@ -239,8 +283,9 @@ async def relay(gateway_port: int, mock_port: int, concurrency: int, rounds: int
             for index in range(concurrency):
                 user = f"user_bench_{run_id}_{index}"
                 session_id = f"bench_{run_id}_{index}"
-                ws = await http.ws_connect(f"http://127.0.0.1:{gateway_port}/ws/chat?token={access_token(user)}"
-                                           f"&session_id={session_id}", max_msg_size=0)
+                url = (f"http://127.0.0.1:{gateway_port}/ws/chat?token={access_token(user)}&session_id={session_id}"
+                       if name == "gateway" else f"http://127.0.0.1:{bare_port}/ws")
+                ws = await http.ws_connect(url, max_msg_size=0)
                 sockets.append((ws, session_id))
 
         async def batch(name: str) -> list[tuple[float, list[float]]]:
@@ -250,11 +295,11 @@ async def relay(gateway_port: int, mock_port: int, concurrency: int, rounds: int
 
         try:
             for _ in range(rounds):
-                order = ["direct", "gateway"]
+                order = list(TARGETS)
                 random.shuffle(order)
                 for name in order:
-                    if name == "gateway":
-                        await connect()
+                    if name != "direct":
+                        await connect(name)
                     # One uncounted batch first, for both targets alike: while the other target's
                     # batch ran, this one's processes sat idle, and on this VM a process's first
                     # work after seconds of idleness runs several times slower (see README).
@@ -274,18 +319,25 @@ def report_relay(concurrency: int, samples: dict) -> dict:
         figures[name] = {"ttft50": percentile(series["ttft"], 50) * 1000, "ttft99": percentile(series["ttft"], 99) * 1000,
                          "gap50": percentile(series["gap"], 50) * 1000, "gap99": percentile(series["gap"], 99) * 1000,
                          "n_ttft": len(series["ttft"]), "n_gap": len(series["gap"])}
-    d, g = figures["direct"], figures["gateway"]
-    added = {key: g[key] - d[key] for key in ("ttft50", "ttft99", "gap50", "gap99")}
+    d = figures["direct"]
+    keys = ("ttft50", "ttft99", "gap50", "gap99")
+    added = {name: {key: figures[name][key] - d[key] for key in keys} for name in TARGETS[1:]}
     print(f"\nrelay, concurrency {concurrency}: {d['n_ttft']} turns, {d['n_gap']} gaps per target (ms)")
-    print(f"  {'target':8} {'TTFT p50':>9} {'TTFT p99':>9} {'gap p50':>9} {'gap p99':>9}")
-    for name in ("direct", "gateway"):
+    print(f"  {'target':20} {'TTFT p50':>9} {'TTFT p99':>9} {'gap p50':>9} {'gap p99':>9}")
+    for name in TARGETS:
         f = figures[name]
-        print(f"  {name:8} {f['ttft50']:9.2f} {f['ttft99']:9.2f} {f['gap50']:9.2f} {f['gap99']:9.2f}")
-    print(f"  {'added':8} {added['ttft50']:9.2f} {added['ttft99']:9.2f} {added['gap50']:9.2f} {added['gap99']:9.2f}")
-    checks = [("added TTFT p50", added["ttft50"], 1.0), ("added TTFT p99", added["ttft99"], 5.0),
-              ("added gap p99", added["gap99"], 1.0)]
-    print("  " + "   ".join(f"{label} {value:.2f} ms / target {limit:g} ms = {value / limit:.2f}x "
-                            f"({'met' if value <= limit else 'NOT met'})" for label, value, limit in checks))
+        print(f"  {name:20} {f['ttft50']:9.2f} {f['ttft99']:9.2f} {f['gap50']:9.2f} {f['gap99']:9.2f}")
+    for name in TARGETS[1:]:
+        a = added[name]
+        print(f"  {'added, ' + name:20} {a['ttft50']:9.2f} {a['ttft99']:9.2f} {a['gap50']:9.2f} {a['gap99']:9.2f}")
+    gateway, bare = added["gateway"], added["bare relay"]
+    checks = [("added TTFT p50", gateway["ttft50"], 1.0), ("added TTFT p99", gateway["ttft99"], 5.0),
+              ("added gap p99", gateway["gap99"], 1.0)]
+    print("  gateway: " + "   ".join(f"{label} {value:.2f} ms / target {limit:g} ms = {value / limit:.2f}x "
+                                     f"({'met' if value <= limit else 'NOT met'})" for label, value, limit in checks))
+    print("  the bare relay on the same machine (what any one-process Python relay adds): " + "   ".join(
+        f"{label} {bare[key]:.2f} ms" for label, key in (("TTFT p50", "ttft50"), ("TTFT p99", "ttft99"),
+                                                          ("gap p99", "gap99"))))
     return added
 
 
@@ -351,9 +403,11 @@ async def hold_connections(url_for, count: int, pid: int, parallel: int = 64) ->
 # ---------------------------------------------------------------- main
 
 async def run_relay(args, processes: Processes, database_url: str, data_dir: Path) -> None:
-    mock_port, gateway_port = free_port(), free_port()
+    mock_port, gateway_port, bare_port = free_port(), free_port(), free_port()
     mock = processes.start("mock", "--port", str(mock_port))
     wait_until_up(f"http://127.0.0.1:{mock_port}/health", mock, 30)
+    bare = processes.start("bare-relay", "--port", str(bare_port), "--ai-core-url", f"http://127.0.0.1:{mock_port}")
+    wait_until_up(f"http://127.0.0.1:{bare_port}/bench-health", bare, 30)
     gateway = processes.start("gateway", "--port", str(gateway_port), "--database-url", database_url,
                               "--ai-core-url", f"http://127.0.0.1:{mock_port}", "--data-dir", str(data_dir / "relay"))
     wait_until_up(f"http://127.0.0.1:{gateway_port}/bench-health", gateway, 120)
@@ -361,10 +415,11 @@ async def run_relay(args, processes: Processes, database_url: str, data_dir: Pat
     try:
         for concurrency in args.concurrency:
             turns = args.turns if concurrency == 1 else 1
-            samples = await relay(gateway_port, mock_port, concurrency, args.rounds, turns)
+            samples = await relay(gateway_port, bare_port, mock_port, concurrency, args.rounds, turns)
             report_relay(concurrency, samples)
     finally:
         processes.stop(gateway)
+        processes.stop(bare)
         processes.stop(mock)
 
 
@@ -410,7 +465,7 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=10000)
     parser.add_argument("--only", choices=["relay", "idle"])
     # internal: run one server in this process
-    parser.add_argument("--serve", choices=["mock", "gateway", "bare"], help=argparse.SUPPRESS)
+    parser.add_argument("--serve", choices=["mock", "gateway", "bare", "bare-relay"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--database-url", help=argparse.SUPPRESS)
     parser.add_argument("--ai-core-url", help=argparse.SUPPRESS)
@@ -421,6 +476,8 @@ def main() -> None:
         return serve_mock(args.port)
     if args.serve == "bare":
         return serve_bare(args.port)
+    if args.serve == "bare-relay":
+        return serve_bare_relay(args.port, args.ai_core_url)
     if args.serve == "gateway":
         return serve_gateway(args.port, args.database_url, args.ai_core_url, args.data_dir)
 

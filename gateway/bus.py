@@ -99,6 +99,15 @@ class Bus(abc.ABC):
     async def delete(self, key: str) -> None:
         ...
 
+    @abc.abstractmethod
+    async def delete_if(self, key: str, value: str) -> bool:
+        """Delete `key` only while it holds `value`, in one step: a lock is let go by its owner,
+        never after it expired and someone else took it."""
+
+    @abc.abstractmethod
+    async def renew_if(self, key: str, value: str, ttl: float) -> bool:
+        """Give `key` a new `ttl` only while it holds `value`, in one step."""
+
     # -- sets whose members expire (presence, live sessions)
     @abc.abstractmethod
     async def mark(self, key: str, member: str, ttl: float) -> None:
@@ -167,6 +176,18 @@ class InProcessBus(Bus):
         self._values.pop(key, None)
         self._sets.pop(key, None)
 
+    async def delete_if(self, key: str, value: str) -> bool:
+        if (entry := self._live(key)) is None or entry[0] != value:
+            return False
+        del self._values[key]
+        return True
+
+    async def renew_if(self, key: str, value: str, ttl: float) -> bool:
+        if (entry := self._live(key)) is None or entry[0] != value:
+            return False
+        self._values[key] = (value, time.monotonic() + ttl)
+        return True
+
     async def mark(self, key: str, member: str, ttl: float) -> None:
         self._sets.setdefault(key, {})[member] = time.monotonic() + ttl
 
@@ -187,6 +208,16 @@ if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return {count, redis.call('PTTL', KEYS[1])}
 """
 
+_DELETE_IF_SCRIPT = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+_RENEW_IF_SCRIPT = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
 
 class RedisBus(Bus):
     """Shared by every instance that points at the same Redis."""
@@ -202,6 +233,8 @@ class RedisBus(Bus):
         self._pubsub = None
         self._reader: asyncio.Task | None = None
         self._incr = self.client.register_script(_INCR_SCRIPT)
+        self._delete_if = self.client.register_script(_DELETE_IF_SCRIPT)
+        self._renew_if = self.client.register_script(_RENEW_IF_SCRIPT)
 
     async def ping(self) -> None:
         await self.client.ping()
@@ -249,6 +282,12 @@ class RedisBus(Bus):
 
     async def delete(self, key: str) -> None:
         await self.client.delete(self.prefix + key)
+
+    async def delete_if(self, key: str, value: str) -> bool:
+        return bool(await self._delete_if(keys=[self.prefix + key], args=[value]))
+
+    async def renew_if(self, key: str, value: str, ttl: float) -> bool:
+        return bool(await self._renew_if(keys=[self.prefix + key], args=[value, max(1, int(ttl * 1000))]))
 
     # Expiring sets are sorted sets scored by each member's expiry time (Redis server clock via
     # TIME would cost a round trip; instances' clocks are assumed to agree within seconds).

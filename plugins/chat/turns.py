@@ -400,16 +400,13 @@ class TurnMachine:
                 log.exception("marking session %s live failed", session_id)
             await asyncio.sleep(self.lock_ttl / 3)
             try:
-                if await bus.get(lock_key(session_id)) == self.owner:
-                    await bus.set(lock_key(session_id), self.owner, ttl=self.lock_ttl)
-                else:
+                if not await bus.renew_if(lock_key(session_id), self.owner, self.lock_ttl):
                     log.warning("the turn lock of session %s was lost (expired or taken)", session_id)
             except Exception:
                 log.exception("renewing the turn lock of session %s failed", session_id)
 
     async def _release(self, session_id: str) -> None:
-        if await self.context.bus.get(lock_key(session_id)) == self.owner:
-            await self.context.bus.delete(lock_key(session_id))
+        await self.context.bus.delete_if(lock_key(session_id), self.owner)
 
     async def sweep(self) -> None:
         """Drain queues whose lock holder went away."""

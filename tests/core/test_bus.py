@@ -81,6 +81,25 @@ async def test_keys_with_expiry_and_only_if_absent(bus):
     assert await bus.get("plain") is None
 
 
+async def test_a_lock_is_let_go_and_renewed_only_by_its_owner(bus):
+    assert await bus.set("turn-lock", "first", ttl=0.3, only_if_absent=True)
+    assert not await bus.renew_if("turn-lock", "second", 5)
+    assert not await bus.delete_if("turn-lock", "second")
+    assert await bus.renew_if("turn-lock", "first", 5)
+    await asyncio.sleep(0.4)  # past the first ttl: the renewal holds it
+    assert await bus.get("turn-lock") == "first"
+    assert await bus.delete_if("turn-lock", "first")
+    assert await bus.get("turn-lock") is None
+    # Expired and taken by someone else: the old owner neither renews nor deletes it.
+    assert await bus.set("turn-lock", "first", ttl=0.1, only_if_absent=True)
+    await asyncio.sleep(0.2)
+    assert await bus.set("turn-lock", "second", ttl=5, only_if_absent=True)
+    assert not await bus.delete_if("turn-lock", "first")
+    assert not await bus.renew_if("turn-lock", "first", 5)
+    assert await bus.get("turn-lock") == "second"
+    assert not await bus.delete_if("missing", "first")
+
+
 async def test_redis_bus_is_shared_between_instances(redis_url, bus_prefix):
     first, second = RedisBus(redis_url, bus_prefix), RedisBus(redis_url, bus_prefix)
     try:

@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 import time
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
 
 log = logging.getLogger("gateway.bus")
 

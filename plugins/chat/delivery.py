@@ -125,8 +125,9 @@ class ReplayBuffer(abc.ABC):
         self.max_frames = max_frames
 
     @abc.abstractmethod
-    async def begin(self, session_id: str, turn_id: str) -> None:
-        """A new turn: forget the previous one's frames."""
+    async def begin(self, session_id: str, turn_id: str) -> Snapshot | None:
+        """A new turn: forget the previous one's frames. Returns them when that turn never
+        finished (its instance died mid-reply: turns of a session never overlap)."""
 
     @abc.abstractmethod
     async def append(self, session_id: str, turn_id: str, seq: int, payload: str) -> None:
@@ -153,10 +154,12 @@ class InProcessReplay(ReplayBuffer):
             self._turns.pop(session_id, None)
             self._expires.pop(session_id, None)
 
-    async def begin(self, session_id: str, turn_id: str) -> None:
+    async def begin(self, session_id: str, turn_id: str) -> Snapshot | None:
         self._sweep()
+        previous = self._turns.get(session_id)
         self._turns[session_id] = Snapshot(turn_id, True)
         self._expires.pop(session_id, None)
+        return previous if previous is not None and previous.running else None
 
     async def append(self, session_id: str, turn_id: str, seq: int, payload: str) -> None:
         snapshot = self._turns.get(session_id)
@@ -181,6 +184,24 @@ class InProcessReplay(ReplayBuffer):
 RUNNING_STREAM_TTL = 3600
 
 
+# Start a turn's stream; return the previous stream's entries if its last one is not an `end`.
+_BEGIN_SCRIPT = """
+local previous = {}
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+if #last > 0 then
+  local fields, ended = last[1][2], false
+  for i = 1, #fields, 2 do
+    if fields[i] == 'kind' and fields[i + 1] == 'end' then ended = true end
+  end
+  if not ended then previous = redis.call('XRANGE', KEYS[1], '-', '+') end
+end
+redis.call('DEL', KEYS[1])
+redis.call('XADD', KEYS[1], '*', 'turn', ARGV[1], 'kind', 'begin')
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return previous
+"""
+
+
 class RedisReplay(ReplayBuffer):
     """One Redis Stream per session; the first entry names the turn, `end` marks its end."""
 
@@ -188,17 +209,15 @@ class RedisReplay(ReplayBuffer):
         super().__init__(ttl, max_frames)
         self.client = client
         self.prefix = prefix
+        self._begin = client.register_script(_BEGIN_SCRIPT)
 
     def _key(self, session_id: str) -> str:
         return f"{self.prefix}chat:replay:{session_id}"
 
-    async def begin(self, session_id: str, turn_id: str) -> None:
-        key = self._key(session_id)
-        async with self.client.pipeline(transaction=True) as pipe:
-            pipe.delete(key)
-            pipe.xadd(key, {"turn": turn_id, "kind": "begin"})
-            pipe.expire(key, RUNNING_STREAM_TTL)
-            await pipe.execute()
+    async def begin(self, session_id: str, turn_id: str) -> Snapshot | None:
+        # One round trip; the previous turn's entries come back only when it never ended.
+        entries = await self._begin(keys=[self._key(session_id)], args=[turn_id, RUNNING_STREAM_TTL])
+        return _snapshot([(entry_id, dict(zip(fields[::2], fields[1::2]))) for entry_id, fields in entries or ()])
 
     async def append(self, session_id: str, turn_id: str, seq: int, payload: str) -> None:
         await self.client.xadd(self._key(session_id), {"turn": turn_id, "kind": "frame", "seq": seq,
@@ -213,17 +232,21 @@ class RedisReplay(ReplayBuffer):
             await pipe.execute()
 
     async def read(self, session_id: str) -> Snapshot | None:
-        entries = await self.client.xrange(self._key(session_id))
-        snapshot: Snapshot | None = None
-        for _, fields in entries:
-            turn_id = fields.get("turn", "")
-            if snapshot is None or snapshot.turn_id != turn_id:
-                snapshot = Snapshot(turn_id, True)
-            if fields.get("kind") == "frame":
-                snapshot.frames.append((int(fields["seq"]), fields["payload"]))
-            elif fields.get("kind") == "end":
-                snapshot.running = False
-        return snapshot
+        return _snapshot(await self.client.xrange(self._key(session_id)))
+
+
+def _snapshot(entries) -> Snapshot | None:
+    """The latest turn in a replay stream's entries."""
+    snapshot: Snapshot | None = None
+    for _, fields in entries:
+        turn_id = fields.get("turn", "")
+        if snapshot is None or snapshot.turn_id != turn_id:
+            snapshot = Snapshot(turn_id, True)
+        if fields.get("kind") == "frame":
+            snapshot.frames.append((int(fields["seq"]), fields["payload"]))
+        elif fields.get("kind") == "end":
+            snapshot.running = False
+    return snapshot
 
 
 def create_replay(context: "Context", ttl: float, max_frames: int) -> ReplayBuffer:

@@ -29,7 +29,7 @@ from gateway.ws import error_frame
 
 from . import store
 from .attachments import resolve_attachments
-from .delivery import Delivery, ReplayBuffer
+from .delivery import Delivery, ReplayBuffer, Snapshot
 from .review import review_reply, stored_role
 
 if TYPE_CHECKING:
@@ -494,7 +494,9 @@ class TurnMachine:
         final: dict | None = None
         relay = _then(first_event, events)
         try:
-            await self.replay.begin(session_id, turn_id)
+            unfinished = await self.replay.begin(session_id, turn_id)
+            if unfinished is not None and unfinished.frames:
+                await self._end_dead_turn(user_id, session_id, unfinished)
             await emit({"type": "stream_start", "role": "assistant", "msg_type": "chat", "message_id": message_id})
             async for event in relay:
                 if confirmed.done():
@@ -609,6 +611,21 @@ class TurnMachine:
             "timestamp": stored.get("created_at") or now_ms()})
         await self.context.bus.set(activity_key(session_id), str(now_ms()), ttl=86400)
         return stored
+
+    async def _end_dead_turn(self, user_id: str, session_id: str, dead: "Snapshot") -> None:
+        """The previous turn's reply stopped mid-stream (its instance died): every device gets
+        its stream_end, with what arrived of the text, before the next turn's stream_start."""
+        partial = []
+        for _, payload in dead.frames:
+            if '"stream_chunk"' in payload:
+                partial.append(str(json.loads(payload).get("content") or ""))
+        seq = max(seq for seq, _ in dead.frames) + 1
+        text = "".join(partial)
+        log.warning("turn %s of session %s never ended (its instance stopped); ending it", dead.turn_id, session_id)
+        await self.delivery.send(user_id, {
+            "type": "stream_end", "role": "assistant", "msg_type": "chat", "message_id": f"reply_{dead.turn_id}",
+            "text": text, "content": text, "finish_reason": "error", "session_id": session_id,
+            "turn_id": dead.turn_id, "seq": seq, "timestamp": now_ms()}, turn_id=dead.turn_id, seq=seq)
 
     async def _forget_message_id(self, row: dict) -> None:
         if row["client_msg_id"] is not None:

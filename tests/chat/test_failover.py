@@ -169,9 +169,10 @@ async def test_a_turn_queued_behind_an_instance_that_dies_runs_on_the_survivor(
         assert await queue_rows(survivor, DEAD_SESSION) == [("first", "running"), ("second", "queued")]
         provider.gate.set()  # the model would answer the next turn at once
 
-        # Everything B's device gets up to the first reply that ends: A's turn never ends.
+        # What B's device gets: the end of A's reply, cut off where A died, then the queued turn.
         try:
             seen += await receive_until(laptop_on_b, "stream_end", timeout=FAST_FAILOVER["lock_ttl"] + 10)
+            seen += await receive_until(laptop_on_b, "stream_end")
         except asyncio.TimeoutError:
             raise AssertionError(f"no reply reached B's device after A died; queue: "
                                  f"{await queue_rows(survivor, DEAD_SESSION)}") from None
@@ -183,6 +184,14 @@ async def test_a_turn_queued_behind_an_instance_that_dies_runs_on_the_survivor(
     assert [frame["seq"] for frame in recovered] == list(range(len(recovered)))
     assert recovered[-1]["finish_reason"] == "stop" and recovered[-1]["text"] == provider.reply
     assert not [frame for frame in seen if frame["type"] == "error"]
+    # A's turn is ended for the device before the next one starts: stream_end after its last seq,
+    # `finish_reason: "error"`, the text that had arrived.
+    cut_off = [frame for frame in seen if "seq" in frame and frame["turn_id"] != queued["turn_id"]]
+    assert [frame["type"] for frame in cut_off] == ["stream_start", "stream_chunk", "stream_chunk", "stream_end"]
+    assert [frame["seq"] for frame in cut_off] == [0, 1, 2, 3]
+    assert cut_off[-1]["finish_reason"] == "error"
+    assert cut_off[-1]["text"] == "".join(frame["content"] for frame in cut_off[1:-1])
+    assert seen.index(cut_off[-1]) < seen.index(recovered[0])
     echoes = [frame["content"] for frame in seen if frame["type"] == "response"]
     # B's device saw the echo of A's message; of "second" only when another device sent it.
     assert echoes == (["first"] if queued_from == "survivor" else ["first", "second"])
@@ -240,7 +249,11 @@ async def test_a_message_taken_by_an_instance_that_died_before_storing_it_runs_w
     await eventually(lock_free, timeout=FAST_FAILOVER["lock_ttl"] + 5)
     async with survivor.ws_connect(chat_query(token, DEAD_SESSION)) as phone_again:
         await phone_again.send_json({"type": "message", "content": "lost", "client_msg_id": "lost"})
+        # First the dead turn (it had sent its stream_start) is ended for the device, then the re-send runs.
+        ended = await receive_until(phone_again, "stream_end")
+        assert ended[-1]["finish_reason"] == "error" and ended[-1]["text"] == "" and ended[-1]["seq"] == 1
         frames = await receive_until(phone_again, "stream_end")
+        assert frames[-1]["turn_id"] != ended[-1]["turn_id"]
         assert not [frame for frame in frames if frame["type"] == "error"]
         assert frames[-1]["finish_reason"] == "stop" and frames[-1]["text"] == provider.reply
         # Sent a third time, now that it is stored: refused as a re-send (no frame), the session stays idle.

@@ -615,12 +615,9 @@ class TurnMachine:
     async def _end_dead_turn(self, user_id: str, session_id: str, dead: "Snapshot") -> None:
         """The previous turn's reply stopped mid-stream (its instance died): every device gets
         its stream_end, with what arrived of the text, before the next turn's stream_start."""
-        partial = []
-        for _, payload in dead.frames:
-            if '"stream_chunk"' in payload:
-                partial.append(str(json.loads(payload).get("content") or ""))
+        frames = [json.loads(payload) for _, payload in dead.frames]
+        text = "".join(str(frame.get("content") or "") for frame in frames if frame.get("type") == "stream_chunk")
         seq = max(seq for seq, _ in dead.frames) + 1
-        text = "".join(partial)
         log.warning("turn %s of session %s never ended (its instance stopped); ending it", dead.turn_id, session_id)
         await self.delivery.send(user_id, {
             "type": "stream_end", "role": "assistant", "msg_type": "chat", "message_id": f"reply_{dead.turn_id}",

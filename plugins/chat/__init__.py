@@ -41,6 +41,9 @@ class ChatService:
         self.max_frame_bytes = int(settings.get("max_frame_bytes") or DEFAULT_MAX_FRAME_BYTES)
         self.max_pending = int(settings.get("max_pending") or DEFAULT_MAX_PENDING)
         self.heartbeat = float(settings.get("heartbeat") or 30)
+        # permessage-deflate when the client offers it (browsers do): fewer bytes per frame, but a
+        # compressor per connection (about 100 KB once a frame was sent) and CPU for every frame.
+        self.compress = bool(settings.get("compress", True))
         self.max_message_chars = int(settings.get("max_message_chars") or 32000)
         self.sweep_interval = float(settings.get("sweep_interval") or 5)
         self.replay_ttl = float(settings.get("replay_ttl") or 120)

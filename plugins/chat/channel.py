@@ -115,7 +115,7 @@ async def handle_connect(request: web.Request, chat: "ChatService") -> web.Strea
     resume, client_id, device_name = query["resume"], query["client_id"], query["device_name"]
     del query  # locals live as long as the connection: keep only what is used
 
-    ws = web.WebSocketResponse(heartbeat=chat.heartbeat, max_msg_size=chat.max_frame_bytes)
+    ws = web.WebSocketResponse(heartbeat=chat.heartbeat, max_msg_size=chat.max_frame_bytes, compress=chat.compress)
     await ws.prepare(request)
     data = {SESSION_KEY: session_id, IDENTITY_KEY: identity}
     if resume:

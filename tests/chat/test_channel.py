@@ -96,6 +96,19 @@ async def test_frames_above_the_limit_close_the_connection(make_gateway):
         assert ws.close_code == aiohttp.WSCloseCode.MESSAGE_TOO_BIG
 
 
+@pytest.mark.parametrize("compress", [True, False])
+async def test_compression_is_accepted_as_configured(make_gateway, provider, compress):
+    """A browser always offers permessage-deflate; the operator decides whether it is taken."""
+    gateway = await make_gateway(settings={"compress": compress})
+    async with gateway.ws_connect(ws_path(gateway), compress=15) as ws:
+        await ws.send_json({"type": "ping"})
+        assert (await ws.receive_json(timeout=5))["type"] == "pong"
+        assert ws.compress == (15 if compress else 0)
+        await ws.send_json({"type": "message", "content": "hello"})
+        frames = await receive_until(ws, "stream_end")
+    assert frames[-1]["text"] == provider.reply
+
+
 async def test_a_turn_is_relayed_to_every_device_and_stored(gateway, provider):
     provider.reply = "Sure. <action>waves</action> Here:\n\n```python\nprint(1)\n```"
     async with gateway.ws_connect(ws_path(gateway, session_id="s1", client_id="phone")) as phone, \

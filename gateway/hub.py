@@ -79,8 +79,8 @@ class Connection:
         except (ConnectionResetError, RuntimeError):
             self.closing = True
             return False
-        except UnicodeEncodeError:  # a lone surrogate in the text: sent with it replaced
-            return self._write_now(payload.encode("utf-8", "replace").decode("utf-8"))
+        except UnicodeEncodeError:
+            return self._write_now(_encodable(payload))
         self._pending = collections.deque()
         writer = asyncio.create_task(self._write(_Resumed(write, waiting_on)), name=f"ws-writer-{self.id[:8]}")
         # A writer cancelled before its first step never runs its `finally`: close the write it owns.
@@ -104,7 +104,7 @@ class Connection:
                     try:
                         await self.ws.send_str(payload)
                     except UnicodeEncodeError:
-                        await self.ws.send_str(payload.encode("utf-8", "replace").decode("utf-8"))
+                        await self.ws.send_str(_encodable(payload))
                 except (ConnectionResetError, RuntimeError):
                     self.closing = True
                     return
@@ -126,6 +126,12 @@ class Connection:
         return {"connection_id": self.id, "user_id": self.user_id, "client_id": self.client_id,
                 "device_name": self.device_name, "user_agent": self.user_agent,
                 "connected_at": int(self.connected_at * 1000)}
+
+
+def _encodable(text: str) -> str:
+    """`text` with what UTF-8 cannot carry (half of a surrogate pair, which JSON may escape)
+    replaced by `?`, so the frame still goes out."""
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 class _Resumed:

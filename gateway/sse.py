@@ -29,14 +29,13 @@ class SseDecoder:
         if b"\n" not in chunk:  # only the new piece is searched: a long line costs its length once
             self._partial.append(chunk)
             self._partial_size += len(chunk)
-            if self._partial_size > self._max_line:
-                raise ValueError(f"a server-sent event line is longer than {self._max_line} bytes")
-            return []
-        lines = chunk.split(b"\n")
-        if self._partial:
-            lines[0] = b"".join(self._partial) + lines[0]
-        tail = lines.pop()
-        self._partial, self._partial_size = ([tail], len(tail)) if tail else ([], 0)
+            lines = []
+        else:
+            lines = chunk.split(b"\n")
+            if self._partial:
+                lines[0] = b"".join(self._partial) + lines[0]
+            tail = lines.pop()
+            self._partial, self._partial_size = ([tail], len(tail)) if tail else ([], 0)
         if self._partial_size > self._max_line:
             raise ValueError(f"a server-sent event line is longer than {self._max_line} bytes")
         events = []

@@ -21,6 +21,11 @@ KEEP_FINISHED = "1 day"
 # holds the user's text until its turn runs, so it, and its claim, commit durably.
 ASYNC_COMMIT = "SET LOCAL synchronous_commit TO OFF; "
 
+# The prologue of a statement that starts a session's turn: turns left `running` by an instance
+# that died are marked abandoned in the same round trip.
+ABANDON_RUNNING = ("WITH abandoned AS (UPDATE chat_turn_queue SET status = 'abandoned', finished_at = now() "
+                   "WHERE session_id = %(session)s AND status = 'running') ")
+
 
 async def enqueue(db: aiopg.Pool, *, turn_id: str, session_id: str, user_id: str, text: str, mode: str,
                   attachments: list[dict], client_msg_id: str | None, sender_connection: str | None,
@@ -35,8 +40,7 @@ async def enqueue(db: aiopg.Pool, *, turn_id: str, session_id: str, user_id: str
               "sender": sender_connection}
     status, prologue = "'queued'", ""
     if start or running:
-        prologue = ("WITH abandoned AS (UPDATE chat_turn_queue SET status = 'abandoned', finished_at = now() "
-                    "WHERE session_id = %(session)s AND status = 'running') ")
+        prologue = ABANDON_RUNNING
         status = "'running'" if running else (
             "CASE WHEN EXISTS (SELECT 1 FROM chat_turn_queue WHERE session_id = %(session)s "
             "AND status = 'queued') THEN 'queued' ELSE 'running' END")
@@ -54,8 +58,7 @@ async def claim_next(db: aiopg.Pool, session_id: str, *, abandon_running: bool =
     """Take the oldest waiting turn of the session (the caller holds the session's turn lock).
     A new lock holder first marks turns left `running` by an instance that died as abandoned,
     in the same statement: one round trip less before a turn's first token."""
-    abandon = ("WITH abandoned AS (UPDATE chat_turn_queue SET status = 'abandoned', finished_at = now() "
-               "WHERE session_id = %(session)s AND status = 'running') " if abandon_running else "")
+    abandon = ABANDON_RUNNING if abandon_running else ""
     return await fetch_one(
         db,
         f"{abandon}UPDATE chat_turn_queue SET status = 'running' WHERE id = ("

@@ -15,7 +15,7 @@ from aiohttp.abc import AbstractAccessLogger
 from . import __version__
 from .blobs import create_blob_store
 from .bus import create_bus
-from .config import Config
+from .config import Config, ConfigError
 from .context import Context
 from .database import apply_migrations, create_pool, migration_files, resolve_database_url
 from .errors import error_middleware
@@ -162,12 +162,31 @@ async def _guarded(name: str, coroutine) -> None:
         log.exception("background job %s failed after %.1fs", name, time.monotonic() - started)
 
 
+def new_event_loop(config: Config) -> asyncio.AbstractEventLoop:
+    """The loop a service runs on (`core.event_loop`). uvloop's sockets and callbacks are
+    written in C: relaying a streamed reply costs about a third less CPU per event than on
+    asyncio's own loop, which decides how many chat sessions one instance carries."""
+    choice = str(config.get("core.event_loop") or "asyncio")
+    if choice not in ("uvloop", "asyncio"):
+        raise ConfigError(f"core.event_loop: {choice!r} is not one of uvloop, asyncio")
+    if choice == "uvloop":
+        try:
+            import uvloop
+        except ImportError:  # not built for this platform (Windows): the standard loop works the same
+            log.warning("core.event_loop is uvloop, which is not installed here; using asyncio's loop")
+        else:
+            return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
+
+
 def run(service_id: str, host: str | None = None, port: int | None = None, config: Config | None = None) -> None:
     config = config or Config.load()
     spec = get_service(service_id)
+    loop = new_event_loop(config)
+    asyncio.set_event_loop(loop)
     app = create_app(service_id, config, spec=spec)
-    web.run_app(app, host=host or "127.0.0.1", port=port or spec.port,
+    web.run_app(app, host=host or "127.0.0.1", port=port or spec.port, loop=loop,
                 access_log_class=AccessLogger,
                 shutdown_timeout=float(config.get("core.shutdown_timeout") or 10),
-                print=lambda *_: log.info("%s listening on %s:%s", service_id, host or "127.0.0.1",
-                                          port or spec.port))
+                print=lambda *_: log.info("%s listening on %s:%s (event loop: %s)", service_id, host or "127.0.0.1",
+                                          port or spec.port, type(loop).__module__.split(".")[0]))

@@ -66,6 +66,15 @@ def percentile(values: list[float], q: float) -> float:
 
 # ---------------------------------------------------------------- servers (subprocesses)
 
+def service_loop() -> asyncio.AbstractEventLoop:
+    """The loop `gateway serve` runs on by default (core.event_loop): the mock stands in for the
+    AI core, which runs on it, and the bare servers get the same, so that every server process
+    compared runs on the same loop."""
+    import uvloop
+
+    return uvloop.new_event_loop()
+
+
 def serve_mock(port: int) -> None:
     from aiohttp import web
 
@@ -90,14 +99,14 @@ def serve_mock(port: int) -> None:
     app = web.Application()
     app.router.add_post("/api/v1/chat/stream", stream)
     app.router.add_get("/health", lambda request: web.Response(text="ok"))
-    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=4096)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=4096, loop=service_loop())
 
 
 def serve_gateway(port: int, database_url: str, ai_core_url: str, data_dir: str) -> None:
     from aiohttp import web
 
     sys.path.insert(0, str(ROOT))
-    from gateway.app import create_app
+    from gateway.app import create_app, new_event_loop
     from gateway.config import Config
     from plugins.auth import tokens_plugin
     from plugins.chat import plugin as chat_plugin
@@ -111,9 +120,11 @@ def serve_gateway(port: int, database_url: str, ai_core_url: str, data_dir: str)
         "auth.registration_verify_code": "BENCH1", "plugins.chat": {"allow_users": True},
         **({"database.pool_max": int(os.environ["BENCH_POOL_MAX"])} if os.environ.get("BENCH_POOL_MAX") else {})},
         environ={})
+    loop = new_event_loop(config)  # as `gateway serve` picks it
+    asyncio.set_event_loop(loop)
     app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, files_plugin, chat_plugin])
     app.router.add_get("/bench-health", lambda request: web.Response(text="ok"))
-    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=4096)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=4096, loop=loop)
 
 
 def serve_bare_relay(port: int, ai_core_url: str) -> None:
@@ -153,7 +164,7 @@ def serve_bare_relay(port: int, ai_core_url: str) -> None:
     app.cleanup_ctx.append(client)
     app.router.add_get("/ws", websocket)
     app.router.add_get("/bench-health", lambda request: web.Response(text="ok"))
-    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=4096)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=4096, loop=service_loop())
 
 
 def serve_bare(port: int) -> None:
@@ -170,7 +181,7 @@ def serve_bare(port: int) -> None:
     app = web.Application()
     app.router.add_get("/ws", websocket)
     app.router.add_get("/bench-health", lambda request: web.Response(text="ok"))
-    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=4096)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=4096, loop=service_loop())
 
 
 class Processes:

@@ -6,9 +6,11 @@ import signal
 import subprocess
 import sys
 
+import pytest
 from aiohttp import WSCloseCode, WSMsgType, web, ClientSession
 
-from gateway.app import create_app
+from gateway.app import create_app, new_event_loop
+from gateway.config import ConfigError
 from gateway.context import get_context
 from gateway.plugins import Plugin
 from tests.core.sample_plugin import SamplePlugin
@@ -166,6 +168,7 @@ def test_serve_starts_with_no_configuration_and_stops_on_sigterm(tmp_path):
                 time.sleep(0.2)
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
+        assert "event loop: uvloop" in process.stdout.read()  # core.event_loop's default
     finally:
         if process.poll() is None:
             process.kill()
@@ -198,3 +201,18 @@ async def test_text_with_half_a_surrogate_pair_is_sent_replaced_and_in_order(aio
             assert connection.send(message)
         assert [await ws.receive_json(timeout=3) for _ in range(3)] == [
             {"n": 1}, {"text": "half a pair: ?"}, {"n": 2}]
+
+
+@pytest.mark.parametrize("choice, module", [("uvloop", "uvloop"), ("asyncio", "asyncio")])
+def test_the_event_loop_is_the_configured_one(make_config, choice, module):
+    loop = new_event_loop(make_config({"core.event_loop": choice}))
+    try:
+        assert type(loop).__module__.split(".")[0] == module
+        assert loop.run_until_complete(asyncio.sleep(0, result="ran")) == "ran"
+    finally:
+        loop.close()
+
+
+def test_an_unknown_event_loop_is_a_configuration_error(make_config):
+    with pytest.raises(ConfigError, match="core.event_loop"):
+        new_event_loop(make_config({"core.event_loop": "trio"}))

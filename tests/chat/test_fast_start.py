@@ -58,6 +58,20 @@ async def test_an_idle_sessions_turn_calls_the_ai_core_before_writing_and_echoes
     assert [m["content"] for m in provider.requests[-1]["messages"] if m["role"] == "user"][-2:] == ["one", "two"]
 
 
+async def test_a_reply_with_no_text_is_stored_and_ended_without_waiting(make_gateway, provider):
+    """The writes wait for the first event to be sent on; a reply that is only `done` has none."""
+    gateway = await make_gateway(settings={"store_after": 30})
+    provider.reply = ""
+    async with gateway.ws_connect(ws_path(gateway, session_id="empty")) as phone, \
+            gateway.ws_connect(ws_path(gateway, session_id="empty")) as laptop:
+        await phone.send_json({"type": "message", "content": "say nothing", "client_msg_id": "e1"})
+        sent = await receive_until(phone, "stream_end", timeout=5)
+        seen = await receive_until(laptop, "stream_end", timeout=5)
+    assert sent[-1]["finish_reason"] == "stop" and sent[-1]["text"] == ""
+    assert seen[0]["type"] == "response" and seen[0]["content"] == "say nothing"
+    assert await stored_user_texts(gateway, "empty") == ["say nothing"]
+
+
 async def test_a_message_sent_as_a_reply_ends_starts_at_once(gateway, provider):
     async with gateway.ws_connect(ws_path(gateway, session_id="chain")) as ws:
         for index in range(3):

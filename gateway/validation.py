@@ -9,6 +9,7 @@ import marshmallow
 from aiohttp import BodyPartReader, web
 
 from .errors import BadRequest
+from .text import loads_utf8_safe
 
 
 def _describe(messages: Any, prefix: str = "") -> list[str]:
@@ -47,7 +48,7 @@ async def read_json(request: web.Request, *, allow_empty: bool = False) -> Any:
         raise BadRequest("A JSON request body is required.", error_type="validation_error",
                          hint="Send a JSON object with Content-Type: application/json.")
     try:
-        return json.loads(raw)
+        return loads_utf8_safe(raw, json.loads)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise BadRequest(f"The request body is not valid JSON: {error}", error_type="invalid_json",
                          hint="Send a JSON object with Content-Type: application/json.") from None

@@ -10,6 +10,7 @@ import marshmallow
 from aiohttp import web
 
 from .hub import Connection
+from .text import loads_utf8_safe
 from .typedefs import REGISTRY
 
 log = logging.getLogger("gateway.ws")
@@ -21,7 +22,7 @@ def error_frame(error: str, **extra) -> dict:
 
 async def dispatch_frame(app: web.Application, connection: Connection, raw: str) -> None:
     try:
-        message = json.loads(raw)
+        message = loads_utf8_safe(raw, json.loads)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         connection.send(error_frame(f"frame is not valid JSON: {error}"))
         return

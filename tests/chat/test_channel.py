@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 
 from gateway.app import AccessLogger
-from plugins.chat.turns import _without_lone_surrogates
+from gateway.text import without_lone_surrogates
 
 from tests.chat.conftest import ADMIN, ALICE, BOB, context_of, eventually, receive_until, token_for
 from tests.support.servers import free_port
@@ -306,6 +306,18 @@ async def test_half_a_surrogate_pair_from_the_model_is_relayed_and_stored_replac
     assert [m["content"] for m in await conversations.all_messages("surrogate")] == ["hi", "half a pair ? here"]
 
 
+async def test_half_a_surrogate_pair_from_a_client_is_answered_and_stored_replaced(gateway, provider):
+    """A client that cuts an emoji in two sends half of it escaped in JSON, which UTF-8 (the
+    database, the frames) cannot carry: the message is answered and stored with U+FFFD."""
+    async with gateway.ws_connect(ws_path(gateway, session_id="half")) as ws:
+        await ws.send_str('{"type": "message", "content": "half \\ud83d an emoji", "client_msg_id": "h1"}')
+        frames = await receive_until(ws, "stream_end")
+    assert frames[-1]["finish_reason"] == "stop"
+    assert provider.requests[-1]["messages"][-1]["content"] == "half \ufffd an emoji"
+    conversations = context_of(gateway).services.require("conversations")
+    assert [m["content"] for m in await conversations.all_messages("half")][0] == "half \ufffd an emoji"
+
+
 def test_lone_surrogates_from_another_ai_core_become_replacement_characters():
     event = json.loads('{"content": "a\\ud800b \\ud83d\\ude00", "more": ["\\udfff"]}')
-    assert _without_lone_surrogates(event) == {"content": "a\ufffdb \U0001F600", "more": ["\ufffd"]}
+    assert without_lone_surrogates(event) == {"content": "a\ufffdb \U0001F600", "more": ["\ufffd"]}

@@ -32,6 +32,14 @@ async def test_create_with_an_empty_body_or_with_fields(sessions_app):
     assert (await client.post(f"{API}/sessions")).status == 401
 
 
+async def test_half_a_surrogate_pair_in_a_body_is_stored_replaced(sessions_app):
+    client, _, headers = sessions_app
+    response = await client.post(f"{API}/sessions", headers={**headers["alice"], "Content-Type": "application/json"},
+                                 data='{"session_id": "half", "title": "cut \\ud83d emoji"}')
+    assert response.status == 201
+    assert (await response.json())["title"] == "cut \ufffd emoji"
+
+
 async def test_list_get_and_the_administrator_acting_for_a_user(sessions_app):
     client, conversations, headers = sessions_app
     await conversations.create_session("user_alice", "a1")

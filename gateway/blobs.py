@@ -17,7 +17,7 @@ from typing import AsyncIterable, AsyncIterator
 
 CHUNK = 256 * 1024
 S3_PART = 8 * 1024 * 1024  # S3 parts must be at least 5 MiB, except the last
-_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-./]{0,511}$")
+_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-./]{0,511}\Z")
 
 
 class BlobError(Exception):

@@ -19,7 +19,7 @@ from gateway.validation import parse_body, parse_query
 from .ai_core import AiCoreClient
 
 PRESENCE = "presence"
-KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,99}$")
+KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,99}\Z")
 KEY_RULE = "1-100 characters: letters, digits and . _ : @ + - (starting with a letter or digit)"
 KNOWN_PARAMS = {  # name -> (lowest, highest, whole numbers only)
     "temperature": (0.0, 2.0, False),

@@ -50,7 +50,7 @@ class RegisterSchema(_Lenient):
     password = fields.String(required=True, validate=validate.Length(min=6, max=64))
     email = fields.String(required=True, validate=[
         validate.Length(min=3, max=254),
-        validate.Regexp(r"^[^@\s]+@[^@\s]+$", error="Not an email address (it must contain @)."),
+        validate.Regexp(r"^[^@\s]+@[^@\s]+\Z", error="Not an email address (it must contain @)."),
     ])
     nickname = fields.String(required=True, validate=validate.Length(min=1, max=32))
     verify_code = fields.String(required=True, validate=validate.Length(equal=6))

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from . import ChatService
 
-SESSION_ID = re.compile(r"^[A-Za-z0-9_\-.:]{1,128}$")
+SESSION_ID = re.compile(r"^[A-Za-z0-9_\-.:]{1,128}\Z")  # \Z: `$` would let a trailing newline through
 IDENTITY_KEY = "chat_identity"
 MODES = ("text", "voice_msg", "voice_assistant")
 
@@ -38,7 +38,7 @@ class ConnectQuery(marshmallow.Schema):
     client_id = fields.String(load_default="", validate=validate.Length(max=128))
     device_name = fields.String(load_default="", validate=validate.Length(max=128))
     resume = fields.Boolean(load_default=True)
-    after = fields.String(load_default=None, validate=validate.Regexp(r"^[^:]{1,64}:-?\d{1,9}$"))
+    after = fields.String(load_default=None, validate=validate.Regexp(r"^[^:]{1,64}:-?\d{1,9}\Z"))
 
 
 class AttachmentFrame(marshmallow.Schema):
@@ -70,7 +70,8 @@ class MessageFrame(marshmallow.Schema):
         costs a tenth of a millisecond on the path to the first token of every turn. Anything
         else (attachments, a value of another type, an invalid one) goes through the schema;
         both give the same result (tests/chat/test_frames.py)."""
-        if many is None and partial is None and unknown == marshmallow.EXCLUDE:
+        if many is None and partial is None and unknown == marshmallow.EXCLUDE \
+                and not (self.many or self.partial or self.only or self.exclude):
             plain = plain_message_frame(data)
             if plain is not None:
                 return plain

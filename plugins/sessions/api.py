@@ -23,7 +23,7 @@ routes = web.RouteTableDef()
 class CreateSessionBody(marshmallow.Schema):
     session_id = fields.String(load_default=None, allow_none=True,
                                validate=[validate.Length(min=1, max=128),
-                                         validate.Regexp(r"^[A-Za-z0-9_.:\-]+$",
+                                         validate.Regexp(r"^[A-Za-z0-9_.:\-]+\Z",
                                                          error="use letters, digits and _ . : - only")])
     title = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=200))
     is_main = fields.Boolean(load_default=False)

@@ -47,7 +47,7 @@ class GenericBody(marshmallow.Schema):
     user_id = fields.String(load_default="webhook_generic", validate=validate.Length(min=1, max=100))
     session_id = fields.String(load_default=None, allow_none=True,
                                validate=[validate.Length(min=1, max=128),
-                                         validate.Regexp(r"^[A-Za-z0-9_.:\-]+$",
+                                         validate.Regexp(r"^[A-Za-z0-9_.:\-]+\Z",
                                                          error="use letters, digits and _ . : - only")])
     mode = fields.String(load_default="text", validate=validate.OneOf(["text", "voice_msg"]))
     platform = fields.String(load_default="generic", validate=validate.Length(min=1, max=50))

@@ -11,7 +11,7 @@ VALUES = {
     "content": ["hello", "", " ", "名字" * 3, None, 5, True, ["x"], {"a": 1}],
     "client_msg_id": ["m1", "", "x" * 128, "x" * 129, None, 7, 1.5, ["m"]],
     "timestamp": [1732200000000, 0, -1, None, True, "1732200000000", 1.0, 1.5, "soon"],
-    "session_id": ["session_abcdef123456", "a.b:c-d_e", "", "has space", "x" * 129, None, 3, "é"],
+    "session_id": ["session_abcdef123456", "a.b:c-d_e", "", "has space", "x" * 129, "s\n", None, 3, "é"],
     "mode": ["text", "voice_msg", "voice_assistant", "TEXT", "", None, 1],
     "attachments": [[], None, [{"type": "image", "url": "data:image/png;base64,AA=="}], "x", {}, ()],
     "extra": ["ignored", None, {"nested": True}],
@@ -77,3 +77,18 @@ def test_an_invalid_frame_is_still_refused_with_the_schemas_message(frame):
 def test_the_schemas_own_reading_when_unknown_fields_are_not_excluded():
     with pytest.raises(marshmallow.ValidationError):
         MessageFrame().load({"type": "message", "content": "x"})
+
+
+@pytest.mark.parametrize("session_id", ["abc\n", "x" * 128 + "\n"])
+def test_a_session_id_with_a_trailing_newline_is_refused_both_ways(session_id):
+    frame = {"type": "message", "content": "x", "session_id": session_id}
+    assert plain_message_frame(frame) is None
+    assert full_load(frame) is None
+
+
+@pytest.mark.parametrize("schema", [MessageFrame(partial=True), MessageFrame(only=("content",)),
+                                    MessageFrame(exclude=("timestamp",))])
+def test_a_schema_made_with_other_settings_reads_frames_its_own_way(schema):
+    frame = {"type": "message", "content": "x"}
+    assert schema.load(frame, unknown=marshmallow.EXCLUDE) == \
+        marshmallow.Schema.load(schema, frame, unknown=marshmallow.EXCLUDE)

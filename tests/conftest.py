@@ -13,6 +13,13 @@ from tests.support.servers import PostgresForTests, RedisForTests, free_port
 TEST_ADMIN_PASSWORD = "admin-test-password"
 
 
+def pytest_asyncio_loop_factories(config, item):
+    """Every asynchronous test runs on the loop the services run on (`core.event_loop`)."""
+    import uvloop
+
+    return {"uvloop": uvloop.new_event_loop}
+
+
 @pytest.fixture(scope="session")
 def postgres_server():
     server = PostgresForTests()

@@ -22,10 +22,12 @@ import time
 from typing import TYPE_CHECKING, AsyncIterator
 
 import aiohttp
+import orjson
 import yarl
 
 from gateway.errors import ServiceUnavailable
 from gateway.sse import sse_data
+from gateway.text import loads_utf8_safe
 from gateway.ws import error_frame
 
 from . import store
@@ -43,6 +45,11 @@ STORED_TYPES = {"chat", "action", "markdown", "code"}
 _encode = json.JSONEncoder(ensure_ascii=False).encode
 LIVE_SESSIONS = "chat:live-sessions"
 LIVE_TTL = 60.0
+# Sessions whose turns are being run: marked when a holder starts, unmarked when its turns all
+# ended. A mark left behind by an instance that died (or was stopped mid-turn) tells the sweeper
+# to end that turn's reply for the devices. As long as an unfinished replay is kept.
+RUNNING_TURNS = "chat:running-turns"
+RUNNING_TURNS_TTL = 3600.0
 
 
 def now_ms() -> int:
@@ -101,13 +108,15 @@ class AiCoreClient:
         while the service runs): a turn's request goes out a little sooner."""
         if self._target is None:
             self._target = (yarl.URL(self.context.peer_url("ai_core") + "/api/v1/chat/stream"),
-                            {**self.context.service_headers(), "Accept": "text/event-stream"})
+                            {**self.context.service_headers(), "Accept": "text/event-stream",
+                             "Content-Type": "application/json"})
         return self._target
 
     async def stream(self, body: dict) -> AsyncIterator[dict]:
-        url, headers = self.target()
         try:
-            async with self.context.http.post(url, json=body, headers=headers, timeout=self.timeout) as response:
+            url, headers = self.target()
+            async with self.context.http.post(url, data=_encode_body(body), headers=headers,
+                                              timeout=self.timeout) as response:
                 if response.status != 200:
                     text = (await response.text())[:500]
                     try:
@@ -117,11 +126,9 @@ class AiCoreClient:
                     raise TurnFailed(f"the AI core answered {response.status}: {text}")
                 async for data in sse_data(response.content, errors="replace"):
                     try:
-                        event = json.loads(data)
+                        event = loads_utf8_safe(data, json.loads)
                     except ValueError:
                         raise TurnFailed("the AI core sent an unreadable event") from None
-                    if "\\ud" in data or "\\uD" in data:  # JSON may escape a lone surrogate
-                        event = _without_lone_surrogates(event)
                     if isinstance(event, dict):
                         yield event
         except (aiohttp.ClientError, asyncio.TimeoutError, RuntimeError) as error:  # RuntimeError: aiohttp's
@@ -132,15 +139,14 @@ class AiCoreClient:
             raise TurnFailed(f"the AI core sent an unreadable stream: {error}") from None
 
 
-def _without_lone_surrogates(value):
-    """Text that can be stored and sent as UTF-8: half of a surrogate pair becomes U+FFFD."""
-    if isinstance(value, str):
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    if isinstance(value, dict):
-        return {key: _without_lone_surrogates(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_without_lone_surrogates(item) for item in value]
-    return value
+def _encode_body(body: dict) -> bytes:
+    """The request body; orjson writes a turn's history several times faster than json, which
+    counts on the way to the first token. orjson refuses a lone surrogate (a client may send
+    one escaped in JSON); json writes it escaped, as before."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:
+        return json.dumps(body).encode()
 
 
 class TurnMachine:
@@ -364,6 +370,10 @@ class TurnMachine:
                 row = None
             released = True
             self._draining.pop(session_id, None)
+            try:  # every turn ended: nothing for the sweeper to end
+                await self.context.bus.unmark(RUNNING_TURNS, session_id)
+            except Exception:
+                log.exception("unmarking the turns of session %s failed", session_id)
             await self._release(session_id)
         except asyncio.CancelledError:
             raise
@@ -399,6 +409,11 @@ class TurnMachine:
 
     async def _renew(self, session_id: str) -> None:
         bus = self.context.bus
+        await asyncio.sleep(0)  # the turn's request to the AI core goes out first
+        try:
+            await bus.mark(RUNNING_TURNS, session_id, RUNNING_TURNS_TTL)
+        except Exception:
+            log.exception("marking the turns of session %s running failed", session_id)
         while True:
             try:  # a failure to reach the bus once must not end the renewing (the lock would expire)
                 await bus.mark(LIVE_SESSIONS, session_id, LIVE_TTL)
@@ -415,9 +430,32 @@ class TurnMachine:
         await self.context.bus.delete_if(lock_key(session_id), self.owner)
 
     async def sweep(self) -> None:
-        """Drain queues whose lock holder went away."""
+        """Drain queues whose lock holder went away, and end the replies it left unfinished."""
         for session_id in await store.sessions_waiting(self.context.db):
             await self.kick(session_id)
+        bus = self.context.bus
+        for session_id in await bus.members(RUNNING_TURNS):
+            if session_id not in self._draining and await bus.get(lock_key(session_id)) is None:
+                await self._end_abandoned_turn(session_id)
+
+    async def _end_abandoned_turn(self, session_id: str) -> None:
+        """The session's holder went away (its lock expired or was let go by a cancelled turn)
+        with a reply unfinished, and no message came after it: every device gets the stream_end
+        the next turn would have sent, and the replay records it. Then the queue is drained as
+        by any new holder, which marks the dead turn's row abandoned."""
+        if not await self._lock(session_id):
+            return
+        try:
+            dead = await self.replay.read(session_id)
+            if dead is not None and dead.running:
+                session = await self.conversations.get_session(session_id)
+                if dead.frames and session is not None:
+                    await self._end_dead_turn(session["user_id"], session_id, dead, latest=True)
+                await self.replay.finish(session_id, dead.turn_id)
+        except BaseException:
+            await self._unlock(session_id)
+            raise
+        self._start_draining(session_id)
 
     async def stop(self) -> None:
         """Let running turns finish for a while, then cancel them (their locks are released).
@@ -623,17 +661,21 @@ class TurnMachine:
         await self.context.bus.set(activity_key(session_id), str(now_ms()), ttl=86400)
         return stored
 
-    async def _end_dead_turn(self, user_id: str, session_id: str, dead: "Snapshot") -> None:
+    async def _end_dead_turn(self, user_id: str, session_id: str, dead: "Snapshot", latest: bool = False) -> None:
         """The previous turn's reply stopped mid-stream (its instance died): every device gets
-        its stream_end, with what arrived of the text, before the next turn's stream_start."""
+        its stream_end, with what arrived of the text, before the next turn's stream_start.
+        `latest`: no turn began since, so the replay keeps the dead turn and takes the frame too."""
         frames = [json.loads(payload) for _, payload in dead.frames]
         text = "".join(str(frame.get("content") or "") for frame in frames if frame.get("type") == "stream_chunk")
         seq = max(seq for seq, _ in dead.frames) + 1
         log.warning("turn %s of session %s never ended (its instance stopped); ending it", dead.turn_id, session_id)
-        await self.delivery.send(user_id, {
+        payload = json.dumps({
             "type": "stream_end", "role": "assistant", "msg_type": "chat", "message_id": f"reply_{dead.turn_id}",
             "text": text, "content": text, "finish_reason": "error", "session_id": session_id,
-            "turn_id": dead.turn_id, "seq": seq, "timestamp": now_ms()}, turn_id=dead.turn_id, seq=seq)
+            "turn_id": dead.turn_id, "seq": seq, "timestamp": now_ms()}, ensure_ascii=False)
+        if latest:
+            await self.replay.append(session_id, dead.turn_id, seq, payload)
+        await self.delivery.send_payload(user_id, payload, turn_id=dead.turn_id, seq=seq)
 
     async def _forget_message_id(self, row: dict) -> None:
         if row["client_msg_id"] is not None:

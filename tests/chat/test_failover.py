@@ -210,6 +210,56 @@ async def test_a_turn_queued_behind_an_instance_that_dies_runs_on_the_survivor(
     await eventually(lock_let_go)
 
 
+async def test_a_reply_cut_off_by_a_dead_instance_is_ended_though_no_message_follows(
+        make_gateway, make_config, spawn_instance, database_url, ai_core_url, chat_settings, provider,
+        redis_url, bus_prefix):
+    """A dies mid-reply and nobody sends anything after: once A's lock expires, B's sweeper ends
+    the reply for B's device (stream_end, `finish_reason: "error"`, the text that had arrived),
+    records it in the replay buffer for devices that connect later, and marks the turn's row
+    abandoned; the turn is not run again."""
+    shared = {"bus.redis_url": redis_url, "bus.prefix": bus_prefix}
+    survivor = await make_gateway(overrides=shared, settings=FAST_FAILOVER)
+    doomed = await spawn_instance(make_config({
+        "database.url": database_url, "peers.ai_core_url": ai_core_url,
+        "plugins.chat": {**chat_settings, **FAST_FAILOVER}, **shared}))
+    bus = context_of(survivor).bus
+    token = token_for(survivor, ADMIN)
+    provider.gate.clear()
+
+    async with aiohttp.ClientSession() as http, \
+            http.ws_connect(doomed.base_url + chat_query(token, DEAD_SESSION)) as phone_on_a, \
+            survivor.ws_connect(chat_query(token, DEAD_SESSION)) as laptop_on_b:
+        await phone_on_a.send_json({"type": "message", "content": "first", "client_msg_id": "first"})
+        await receive_until(phone_on_a, "stream_chunk")
+        seen = await receive_until(laptop_on_b, "stream_chunk")  # the echo, then A's frames
+        seen += await receive_until(laptop_on_b, "stream_chunk")  # the model holds after two pieces
+        await doomed.kill()
+        provider.gate.set()
+        try:
+            seen += await receive_until(laptop_on_b, "stream_end", timeout=FAST_FAILOVER["lock_ttl"] + 10)
+        except asyncio.TimeoutError:
+            raise AssertionError("A's reply was never ended for B's device") from None
+
+    turn = [frame for frame in seen if "seq" in frame]
+    assert [frame["type"] for frame in turn] == ["stream_start", "stream_chunk", "stream_chunk", "stream_end"]
+    assert [frame["seq"] for frame in turn] == [0, 1, 2, 3]
+    assert turn[-1]["finish_reason"] == "error"
+    assert turn[-1]["text"] == "".join(frame["content"] for frame in turn[1:3]) != ""
+
+    async def abandoned() -> bool:
+        return (await queue_rows(survivor, DEAD_SESSION) == [("first", "abandoned")]
+                and await bus.get(lock_key(DEAD_SESSION)) is None)
+
+    await eventually(abandoned)
+    assert len(provider.requests) == 1  # not run again
+    assert await stored_messages(survivor, DEAD_SESSION) == [("user", "first")]
+    # A device that saw the reply up to its last chunk and reconnects now is replayed the end.
+    after = f"{turn[-1]['turn_id']}:{turn[2]['seq']}"
+    async with survivor.ws_connect(chat_query(token, DEAD_SESSION) + f"&after={after}") as phone_again:
+        replayed = await receive_until(phone_again, "stream_end")
+    assert replayed == [turn[-1]]
+
+
 async def test_a_message_taken_by_an_instance_that_died_before_storing_it_runs_when_sent_again(
         make_gateway, make_config, spawn_instance, database_url, ai_core_url, chat_settings, provider,
         redis_url, bus_prefix):

@@ -273,12 +273,20 @@ async def gateway_turn(ws: aiohttp.ClientWebSocketResponse, session_id: str) -> 
 TARGETS = ("direct", "bare relay", "gateway")
 
 
+def cpu_seconds(pid: int) -> float:
+    import psutil
+
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
+
+
 async def relay(gateway_port: int, bare_port: int, mock_port: int, concurrency: int, rounds: int,
-                turns: int) -> dict:
+                turns: int, relay_pids: dict[str, int]) -> dict:
     """Samples of every target at one concurrency: `turns` batches of `concurrency` simultaneous
-    turns per round, targets interleaved in a new random order each round."""
+    turns per round, targets interleaved in a new random order each round. `relay_pids`: the
+    relays' processes, whose CPU time over their counted turns is recorded too."""
     mock_url = f"http://127.0.0.1:{mock_port}/api/v1/chat/stream"
-    samples = {name: {"ttft": [], "gap": []} for name in TARGETS}
+    samples = {name: {"ttft": [], "gap": [], "cpu": 0.0, "turns": 0} for name in TARGETS}
     connector = aiohttp.TCPConnector(limit=0)
     run_id = uuid.uuid4().hex[:6]
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=300)) as http:
@@ -315,10 +323,15 @@ async def relay(gateway_port: int, bare_port: int, mock_port: int, concurrency: 
                     # batch ran, this one's processes sat idle, and on this VM a process's first
                     # work after seconds of idleness runs several times slower (see README).
                     await batch(name)
+                    pid = relay_pids.get(name)
+                    cpu_before = cpu_seconds(pid) if pid else 0.0
                     for _ in range(turns):
                         for ttft, gaps in await batch(name):
                             samples[name]["ttft"].append(ttft)
                             samples[name]["gap"].extend(gaps)
+                    if pid:
+                        samples[name]["cpu"] += cpu_seconds(pid) - cpu_before
+                        samples[name]["turns"] += turns * concurrency
         finally:
             await asyncio.gather(*(ws.close() for ws, _ in sockets), return_exceptions=True)
     return samples
@@ -326,6 +339,7 @@ async def relay(gateway_port: int, bare_port: int, mock_port: int, concurrency: 
 
 def report_relay(concurrency: int, samples: dict) -> dict:
     figures = {}
+    cpu = {name: series["cpu"] / series["turns"] * 1000 for name, series in samples.items() if series["turns"]}
     for name, series in samples.items():
         figures[name] = {"ttft50": percentile(series["ttft"], 50) * 1000, "ttft99": percentile(series["ttft"], 99) * 1000,
                          "gap50": percentile(series["gap"], 50) * 1000, "gap99": percentile(series["gap"], 99) * 1000,
@@ -349,6 +363,8 @@ def report_relay(concurrency: int, samples: dict) -> dict:
     print("  the bare relay on the same machine (what any one-process Python relay adds): " + "   ".join(
         f"{label} {bare[key]:.2f} ms" for label, key in (("TTFT p50", "ttft50"), ("TTFT p99", "ttft99"),
                                                           ("gap p99", "gap99"))))
+    print(f"  CPU per turn of the relay's process: bare relay {cpu['bare relay']:.2f} ms, gateway "
+          f"{cpu['gateway']:.2f} ms (gateway/bare = {cpu['gateway'] / cpu['bare relay']:.2f}x)")
     return added
 
 
@@ -426,7 +442,8 @@ async def run_relay(args, processes: Processes, database_url: str, data_dir: Pat
     try:
         for concurrency in args.concurrency:
             turns = args.turns if concurrency == 1 else 1
-            samples = await relay(gateway_port, bare_port, mock_port, concurrency, args.rounds, turns)
+            samples = await relay(gateway_port, bare_port, mock_port, concurrency, args.rounds, turns,
+                                  {"bare relay": bare.pid, "gateway": gateway.pid})
             report_relay(concurrency, samples)
     finally:
         processes.stop(gateway)

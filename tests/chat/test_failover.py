@@ -124,10 +124,25 @@ DEAD_SESSION = "failover"
 FAST_FAILOVER = {"lock_ttl": 1.5, "sweep_interval": 0.2}
 
 
+@pytest.fixture
+def two_instances(make_gateway, make_config, spawn_instance, database_url, ai_core_url, chat_settings,
+                  redis_url, bus_prefix):
+    """B (the survivor, in this process) and A (the doomed, in a child process that a test kills),
+    sharing PostgreSQL and Redis, with a lock that expires within the test. `doomed_settings`:
+    more of A's chat settings."""
+    async def start(**doomed_settings):
+        shared = {"bus.redis_url": redis_url, "bus.prefix": bus_prefix}
+        survivor = await make_gateway(overrides=shared, settings=FAST_FAILOVER)
+        doomed = await spawn_instance(make_config({
+            "database.url": database_url, "peers.ai_core_url": ai_core_url,
+            "plugins.chat": {**chat_settings, **FAST_FAILOVER, **doomed_settings}, **shared}))
+        return survivor, doomed
+
+    return start
+
+
 @pytest.mark.parametrize("queued_from", ["survivor", "dead instance"])
-async def test_a_turn_queued_behind_an_instance_that_dies_runs_on_the_survivor(
-        queued_from, make_gateway, make_config, spawn_instance, database_url, ai_core_url, chat_settings,
-        provider, redis_url, bus_prefix):
+async def test_a_turn_queued_behind_an_instance_that_dies_runs_on_the_survivor(queued_from, two_instances, provider):
     """Instance A runs a turn (the model holds it mid-reply) and a second message waits behind
     it; then A *dies*: its process is killed with SIGKILL, so none of its code runs again — the
     session's turn lock stays on Redis until its TTL runs out, its turn's queue row stays
@@ -136,11 +151,7 @@ async def test_a_turn_queued_behind_an_instance_that_dies_runs_on_the_survivor(
     message and every device on B gets its reply; the dead turn is not run again, nothing is
     stored twice. `queued_from`: the device that sent the waiting message is on B (the sender
     itself gets the reply) or on A (it is gone with A; B's device gets the echo, then the reply)."""
-    shared = {"bus.redis_url": redis_url, "bus.prefix": bus_prefix}
-    survivor = await make_gateway(overrides=shared, settings=FAST_FAILOVER)
-    doomed = await spawn_instance(make_config({
-        "database.url": database_url, "peers.ai_core_url": ai_core_url,
-        "plugins.chat": {**chat_settings, **FAST_FAILOVER}, **shared}))
+    survivor, doomed = await two_instances()
     bus = context_of(survivor).bus
     token = token_for(survivor, ADMIN)  # signed with the secret both instances share
     provider.gate.clear()
@@ -210,18 +221,12 @@ async def test_a_turn_queued_behind_an_instance_that_dies_runs_on_the_survivor(
     await eventually(lock_let_go)
 
 
-async def test_a_reply_cut_off_by_a_dead_instance_is_ended_though_no_message_follows(
-        make_gateway, make_config, spawn_instance, database_url, ai_core_url, chat_settings, provider,
-        redis_url, bus_prefix):
+async def test_a_reply_cut_off_by_a_dead_instance_is_ended_though_no_message_follows(two_instances, provider):
     """A dies mid-reply and nobody sends anything after: once A's lock expires, B's sweeper ends
     the reply for B's device (stream_end, `finish_reason: "error"`, the text that had arrived),
     records it in the replay buffer for devices that connect later, and marks the turn's row
     abandoned; the turn is not run again."""
-    shared = {"bus.redis_url": redis_url, "bus.prefix": bus_prefix}
-    survivor = await make_gateway(overrides=shared, settings=FAST_FAILOVER)
-    doomed = await spawn_instance(make_config({
-        "database.url": database_url, "peers.ai_core_url": ai_core_url,
-        "plugins.chat": {**chat_settings, **FAST_FAILOVER}, **shared}))
+    survivor, doomed = await two_instances()
     bus = context_of(survivor).bus
     token = token_for(survivor, ADMIN)
     provider.gate.clear()
@@ -261,18 +266,13 @@ async def test_a_reply_cut_off_by_a_dead_instance_is_ended_though_no_message_fol
 
 
 async def test_a_message_taken_by_an_instance_that_died_before_storing_it_runs_when_sent_again(
-        make_gateway, make_config, spawn_instance, database_url, ai_core_url, chat_settings, provider,
-        redis_url, bus_prefix):
+        two_instances, provider):
     """An idle session's turn takes the message's client_msg_id on the bus and calls the AI core
     before anything is written (docs/chat.md, "How a turn starts"). An instance killed in that
     moment leaves the id taken, no queue row and no stored message. The device, reconnected to
     the survivor, sends the message again with the same id once the dead instance's lock is gone:
     it must be answered and stored once, not refused as a re-send of a message that was received."""
-    shared = {"bus.redis_url": redis_url, "bus.prefix": bus_prefix}
-    survivor = await make_gateway(overrides=shared, settings=FAST_FAILOVER)
-    doomed = await spawn_instance(make_config({
-        "database.url": database_url, "peers.ai_core_url": ai_core_url,
-        "plugins.chat": {**chat_settings, **FAST_FAILOVER, "store_after": 30}, **shared}))
+    survivor, doomed = await two_instances(store_after=30)
     token = token_for(survivor, ADMIN)
     bus = context_of(survivor).bus
 

@@ -96,6 +96,10 @@ class Bus(abc.ABC):
         ...
 
     @abc.abstractmethod
+    async def get_many(self, keys: list[str]) -> list[str | None]:
+        """The values of `keys`, in order, in one round trip."""
+
+    @abc.abstractmethod
     async def delete(self, key: str) -> None:
         ...
 
@@ -171,6 +175,9 @@ class InProcessBus(Bus):
     async def get(self, key: str) -> str | None:
         entry = self._live(key)
         return entry[0] if entry else None
+
+    async def get_many(self, keys: list[str]) -> list[str | None]:
+        return [entry[0] if (entry := self._live(key)) else None for key in keys]
 
     async def delete(self, key: str) -> None:
         self._values.pop(key, None)
@@ -279,6 +286,9 @@ class RedisBus(Bus):
 
     async def get(self, key: str) -> str | None:
         return await self.client.get(self.prefix + key)
+
+    async def get_many(self, keys: list[str]) -> list[str | None]:
+        return await self.client.mget([self.prefix + key for key in keys]) if keys else []
 
     async def delete(self, key: str) -> None:
         await self.client.delete(self.prefix + key)

@@ -3,6 +3,7 @@ what a client that cuts an emoji in two sends); Python decodes it into a str tha
 a WebSocket frame and every UTF-8 encoder refuse. Such halves become U+FFFD where JSON comes in."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -26,6 +27,10 @@ def without_lone_surrogates(value: Any) -> Any:
 
 
 def loads_utf8_safe(raw: str | bytes, loads) -> Any:
-    """`loads(raw)`, with halves of surrogate pairs replaced when the text escapes any."""
+    """`loads(raw)`, with halves of surrogate pairs replaced when the text escapes any. Bytes are
+    decoded first, as json does (UTF-8, or UTF-16/32 by their first bytes), so that the check
+    reads the text the parser reads."""
+    if isinstance(raw, bytes):
+        raw = raw.decode(json.detect_encoding(raw))  # strict: an encoded half of a pair is refused
     value = loads(raw)
     return without_lone_surrogates(value) if may_hold_lone_surrogates(raw) else value

@@ -27,7 +27,7 @@ from .tokens import TokenService, bearer_token, invalid_token
 log = logging.getLogger("plugins.auth")
 
 USER_ID_PREFIX = "user_"
-USERNAME_PATTERN = r"^[a-zA-Z0-9_]+$"
+USERNAME_PATTERN = r"^[a-zA-Z0-9_]+\Z"
 RATE_WINDOW_SECONDS = 60
 # What "the database cannot be reached" looks like through aiopg.
 DATABASE_DOWN = (psycopg2.OperationalError, psycopg2.InterfaceError, OSError, asyncio.TimeoutError)

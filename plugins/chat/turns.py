@@ -223,15 +223,17 @@ class TurnMachine:
         duplicate = {"status": "duplicate", "session_id": session_id, "client_msg_id": turn["client_msg_id"]}
         # The running turn may not have written its row yet: the bus knows its id.
         vouched = bool(await self.context.bus.get(admitted_key(session_id)))
-        if vouched and not await self._take_message_id(session_id, turn["client_msg_id"]):
+        if vouched and not await self._take_message_id(session_id, turn["client_msg_id"]) \
+                and not await self._taken_by_dead_turn(session_id, turn["client_msg_id"]):
             return duplicate
+        # A new id, or one a dead turn took without storing its message: the queue decides (a row
+        # the dead turn wrote keeps the id until the next holder releases it).
         row = await store.enqueue(self.context.db, **turn)
         if row is None:
             return duplicate
         # Set after the row is committed: whoever sees the mark finds the row.
         await self.context.bus.set(queued_key(session_id), "1", ttl=QUEUED_MARK_TTL)
-        if not vouched:  # else the id is on the bus already
-            await self._admitted(session_id, turn["client_msg_id"])
+        await self._admitted(session_id, turn["client_msg_id"])
         if await self.kick(turn["session_id"]):  # the holder let go meanwhile
             return {"status": "started", "turn_id": row["turn_id"], "session_id": turn["session_id"]}
         return await self._tell_queued(row)
@@ -262,12 +264,7 @@ class TurnMachine:
         instance was killed between admitting the message and writing it); the caller holds the
         session's lock, so no turn of the session runs, and the id is given to this message.
         Younger ids are left alone: another instance may be between taking one and writing its row."""
-        if client_msg_id is None:
-            return False
-        taken = await self.context.bus.get(message_key(session_id, client_msg_id)) or ""
-        if taken.isdigit() and len(taken) > 1 and now_ms() - int(taken) < self.lock_ttl * 1000:
-            return False
-        if await self.conversations.has_client_message(session_id, client_msg_id):
+        if not await self._taken_by_dead_turn(session_id, client_msg_id):
             return False
         if not await store.release_message_id(self.context.db, session_id, client_msg_id, self.lock_ttl):
             return False
@@ -275,6 +272,17 @@ class TurnMachine:
         log.warning("message %s of session %s was taken by a turn that never stored it; it runs now",
                     client_msg_id, session_id)
         return True
+
+    async def _taken_by_dead_turn(self, session_id: str, client_msg_id: str | None) -> bool:
+        """Whether a taken id may belong to a turn that died before storing its message: it was
+        not taken in the last lock lifetime (a live turn may be about to write it) and no
+        message with it is stored. The queue's rows have the last word (see callers)."""
+        if client_msg_id is None:
+            return False
+        taken = await self.context.bus.get(message_key(session_id, client_msg_id)) or ""
+        if taken.isdigit() and len(taken) > 1 and now_ms() - int(taken) < self.lock_ttl * 1000:
+            return False
+        return not await self.conversations.has_client_message(session_id, client_msg_id)
 
     async def _take_message_id(self, session_id: str, client_msg_id: str | None) -> bool:
         if client_msg_id is None:
@@ -408,23 +416,29 @@ class TurnMachine:
         task.add_done_callback(_log_failure)
 
     async def _renew(self, session_id: str) -> None:
+        """Keep the session's lock and marks while its turns run. A lock found lost (it expired
+        while this instance could not renew it, or was taken) stops the turns: another instance
+        may hold the session now, and its sweeper ends the reply for the devices."""
         bus = self.context.bus
         await asyncio.sleep(0)  # the turn's request to the AI core goes out first
-        try:
-            await bus.mark(RUNNING_TURNS, session_id, RUNNING_TURNS_TTL)
-        except Exception:
-            log.exception("marking the turns of session %s running failed", session_id)
         while True:
             try:  # a failure to reach the bus once must not end the renewing (the lock would expire)
+                await bus.mark(RUNNING_TURNS, session_id, RUNNING_TURNS_TTL)
                 await bus.mark(LIVE_SESSIONS, session_id, LIVE_TTL)
             except Exception:
                 log.exception("marking session %s live failed", session_id)
             await asyncio.sleep(self.lock_ttl / 3)
             try:
-                if not await bus.renew_if(lock_key(session_id), self.owner, self.lock_ttl):
-                    log.warning("the turn lock of session %s was lost (expired or taken)", session_id)
+                renewed = await bus.renew_if(lock_key(session_id), self.owner, self.lock_ttl)
             except Exception:
                 log.exception("renewing the turn lock of session %s failed", session_id)
+                continue
+            if not renewed:
+                log.warning("the turn lock of session %s was lost (expired or taken); its turn stops", session_id)
+                drain = self._draining.get(session_id)
+                if drain is not None:
+                    drain.cancel()
+                return
 
     async def _release(self, session_id: str) -> None:
         await self.context.bus.delete_if(lock_key(session_id), self.owner)
@@ -434,9 +448,14 @@ class TurnMachine:
         for session_id in await store.sessions_waiting(self.context.db):
             await self.kick(session_id)
         bus = self.context.bus
-        for session_id in await bus.members(RUNNING_TURNS):
-            if session_id not in self._draining and await bus.get(lock_key(session_id)) is None:
-                await self._end_abandoned_turn(session_id)
+        marked = [session_id for session_id in await bus.members(RUNNING_TURNS) if session_id not in self._draining]
+        holders = await bus.get_many([lock_key(session_id) for session_id in marked])
+        for session_id, holder in zip(marked, holders):
+            if holder is None:
+                try:
+                    await self._end_abandoned_turn(session_id)
+                except Exception:  # the other sessions still get their turn
+                    log.exception("ending the unfinished turn of session %s failed", session_id)
 
     async def _end_abandoned_turn(self, session_id: str) -> None:
         """The session's holder went away (its lock expired or was let go by a cancelled turn)
@@ -666,6 +685,8 @@ class TurnMachine:
         its stream_end, with what arrived of the text, before the next turn's stream_start.
         `latest`: no turn began since, so the replay keeps the dead turn and takes the frame too."""
         frames = [json.loads(payload) for _, payload in dead.frames]
+        if frames[-1].get("type") == "stream_end":  # it had ended; its instance stopped before recording that
+            return
         text = "".join(str(frame.get("content") or "") for frame in frames if frame.get("type") == "stream_chunk")
         seq = max(seq for seq, _ in dead.frames) + 1
         log.warning("turn %s of session %s never ended (its instance stopped); ending it", dead.turn_id, session_id)

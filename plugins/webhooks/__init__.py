@@ -28,6 +28,7 @@ from gateway.context import Context
 from gateway.errors import BadGateway, BadRequest, Unauthorized
 from gateway.plugins import Plugin, PluginError, Registrar
 from gateway.sse import sse_data
+from gateway.text import loads_utf8_safe
 from gateway.validation import load, parse_body, read_json
 
 log = logging.getLogger("plugins.webhooks")
@@ -216,7 +217,7 @@ async def read_events(response: aiohttp.ClientResponse):
     """Server-sent events as dicts: each event's `data:` lines joined and parsed as JSON."""
     async for data in sse_data(response.content):
         try:
-            event = json.loads(data)
+            event = loads_utf8_safe(data, json.loads)
         except json.JSONDecodeError:
             log.warning("the AI core sent an event that is not JSON; skipped")
             continue

@@ -13,11 +13,13 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+import redis.asyncio as redis
 
 from gateway.config import PROJECT_ROOT, Config
 from gateway.database import execute, fetch_all
 from plugins.chat import store
-from plugins.chat.turns import lock_key, message_key, now_ms
+from plugins.chat.delivery import RedisReplay
+from plugins.chat.turns import RUNNING_TURNS, lock_key, message_key, now_ms
 from tests.chat.conftest import ADMIN, context_of, eventually, receive_until, token_for
 from tests.support.servers import free_port
 
@@ -299,11 +301,15 @@ async def test_a_message_taken_by_an_instance_that_died_before_storing_it_runs_w
     await eventually(lock_free, timeout=FAST_FAILOVER["lock_ttl"] + 5)
     async with survivor.ws_connect(chat_query(token, DEAD_SESSION)) as phone_again:
         await phone_again.send_json({"type": "message", "content": "lost", "client_msg_id": "lost"})
-        # First the dead turn (it had sent its stream_start) is ended for the device, then the re-send runs.
-        ended = await receive_until(phone_again, "stream_end")
-        assert ended[-1]["finish_reason"] == "error" and ended[-1]["text"] == "" and ended[-1]["seq"] == 1
+        # The dead turn (it had sent its stream_start) is ended first: by the sweeper once A's lock
+        # expired (before this device connected: it is not replayed a finished turn it never saw),
+        # or, when the re-send comes first, before the re-sent turn's stream_start. Then the re-send runs.
         frames = await receive_until(phone_again, "stream_end")
-        assert frames[-1]["turn_id"] != ended[-1]["turn_id"]
+        if frames[-1]["finish_reason"] == "error":
+            assert frames[-1]["text"] == "" and frames[-1]["seq"] == 1
+            dead = frames[-1]["turn_id"]
+            frames = await receive_until(phone_again, "stream_end")
+            assert frames[-1]["turn_id"] != dead
         assert not [frame for frame in frames if frame["type"] == "error"]
         assert frames[-1]["finish_reason"] == "stop" and frames[-1]["text"] == provider.reply
         # Sent a third time, now that it is stored: refused as a re-send (no frame), the session stays idle.
@@ -503,3 +509,71 @@ async def test_two_devices_on_two_instances_sending_as_a_turn_ends_both_run_in_t
     rows = await queue_rows(second, BOUNDARY_SESSION)
     assert sorted(text for text, _ in rows) == sorted(everything)
     assert {status for _, status in rows} == {"done"}
+
+
+# ---------------------------------------------------------------------------------------- 3
+
+async def test_a_turn_whose_lock_is_lost_stops_and_is_ended_for_the_devices(make_gateway, provider):
+    """The lock of a running turn expired while its instance could not renew it (or another took
+    it): the instance stops relaying, since another may hold the session now, and the reply is
+    ended for the devices once, by the sweeper; nothing of it comes after its stream_end."""
+    gateway = await make_gateway(settings={"lock_ttl": 0.6, "sweep_interval": 0.2})
+    provider.gate.clear()
+    async with gateway.ws_connect(chat_query(token_for(gateway, ADMIN), "lost")) as phone:
+        await phone.send_json({"type": "message", "content": "hi", "client_msg_id": "l1"})
+        frames = await receive_until(phone, "stream_chunk")
+        frames += await receive_until(phone, "stream_chunk")
+        await context_of(gateway).bus.delete(lock_key("lost"))  # as if it had expired
+        frames += await receive_until(phone, "stream_end", timeout=5)
+        provider.gate.set()
+        await asyncio.sleep(0.5)
+        await phone.send_json({"type": "ping"})
+        after = await receive_until(phone, "pong")
+    turn = [frame for frame in frames if "seq" in frame]
+    assert [frame["type"] for frame in turn] == ["stream_start", "stream_chunk", "stream_chunk", "stream_end"]
+    assert turn[-1]["finish_reason"] == "error"
+    assert [frame["type"] for frame in after] == ["pong"]
+
+    async def abandoned() -> bool:
+        return await queue_rows(gateway, "lost") == [("hi", "abandoned")]
+
+    await eventually(abandoned)
+
+
+@pytest.mark.parametrize("found_by", ["sweeper", "next turn"])
+async def test_a_reply_that_ended_but_was_not_recorded_as_ended_is_not_ended_twice(
+        found_by, make_gateway, provider, redis_url, bus_prefix):
+    """The holder sent stream_end and stopped (killed, or cancelled by a stop) before its replay
+    recorded the end: whoever finds the turn unfinished records the end and sends nothing."""
+    settings = FAST_FAILOVER if found_by == "sweeper" else {"sweep_interval": 3600}
+    gateway = await make_gateway(overrides={"bus.redis_url": redis_url, "bus.prefix": bus_prefix}, settings=settings)
+    client = redis.from_url(redis_url, decode_responses=True)
+    replay = RedisReplay(client, bus_prefix)
+    try:
+        await replay.begin("ended", "t1")
+        for seq, kind in enumerate(["stream_start", "stream_end"]):
+            await replay.append("ended", "t1", seq, json.dumps({
+                "type": kind, "session_id": "ended", "turn_id": "t1", "seq": seq, "text": "said"}))
+        await context_of(gateway).bus.mark(RUNNING_TURNS, "ended", 3600)
+        async with gateway.ws_connect(chat_query(token_for(gateway, ADMIN), "ended")) as phone:
+            if found_by == "sweeper":
+                async def recorded() -> bool:
+                    return not (await replay.read("ended")).running
+
+                await eventually(recorded)
+                await phone.send_json({"type": "ping"})
+                frames = await receive_until(phone, "pong")
+            else:  # a device joining a running turn is replayed its frames first
+                await phone.send_json({"type": "message", "content": "next", "client_msg_id": "n1"})
+                frames = await receive_until(phone, "stream_end", session_id="ended")
+                if frames[-1]["turn_id"] == "t1":
+                    frames += await receive_until(phone, "stream_end", session_id="ended")
+                assert frames[-1]["turn_id"] != "t1" and frames[-1]["finish_reason"] == "stop"
+    finally:
+        await client.aclose()
+    assert len([frame for frame in frames if frame["type"] == "stream_end" and frame["turn_id"] == "t1"]) <= 1
+
+    async def unmarked() -> bool:
+        return "ended" not in await context_of(gateway).bus.members(RUNNING_TURNS)
+
+    await eventually(unmarked)

@@ -81,6 +81,15 @@ async def test_keys_with_expiry_and_only_if_absent(bus):
     assert await bus.get("plain") is None
 
 
+async def test_many_keys_are_read_in_order_in_one_call(bus):
+    await bus.set("one", "1")
+    await bus.set("gone", "x", ttl=0.1)
+    await bus.set("three", "3")
+    await asyncio.sleep(0.2)
+    assert await bus.get_many(["one", "gone", "missing", "three"]) == ["1", None, None, "3"]
+    assert await bus.get_many([]) == []
+
+
 async def test_a_lock_is_let_go_and_renewed_only_by_its_owner(bus):
     assert await bus.set("turn-lock", "first", ttl=0.3, only_if_absent=True)
     assert not await bus.renew_if("turn-lock", "second", 5)

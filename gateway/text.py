@@ -26,11 +26,11 @@ def without_lone_surrogates(value: Any) -> Any:
     return value
 
 
-def loads_utf8_safe(raw: str | bytes, loads) -> Any:
-    """`loads(raw)`, with halves of surrogate pairs replaced when the text escapes any. Bytes are
-    decoded first, as json does (UTF-8, or UTF-16/32 by their first bytes), so that the check
+def loads_utf8_safe(raw: str | bytes) -> Any:
+    """`json.loads(raw)`, with halves of surrogate pairs replaced when the text escapes any. Bytes
+    are decoded first, as json does (UTF-8, or UTF-16/32 by their first bytes), so that the check
     reads the text the parser reads."""
     if isinstance(raw, bytes):
         raw = raw.decode(json.detect_encoding(raw))  # strict: an encoded half of a pair is refused
-    value = loads(raw)
+    value = json.loads(raw)
     return without_lone_surrogates(value) if may_hold_lone_surrogates(raw) else value

@@ -48,7 +48,7 @@ async def read_json(request: web.Request, *, allow_empty: bool = False) -> Any:
         raise BadRequest("A JSON request body is required.", error_type="validation_error",
                          hint="Send a JSON object with Content-Type: application/json.")
     try:
-        return loads_utf8_safe(raw, json.loads)
+        return loads_utf8_safe(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise BadRequest(f"The request body is not valid JSON: {error}", error_type="invalid_json",
                          hint="Send a JSON object with Content-Type: application/json.") from None

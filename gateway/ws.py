@@ -22,7 +22,7 @@ def error_frame(error: str, **extra) -> dict:
 
 async def dispatch_frame(app: web.Application, connection: Connection, raw: str) -> None:
     try:
-        message = loads_utf8_safe(raw, json.loads)
+        message = loads_utf8_safe(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         connection.send(error_frame(f"frame is not valid JSON: {error}"))
         return

@@ -126,7 +126,7 @@ class AiCoreClient:
                     raise TurnFailed(f"the AI core answered {response.status}: {text}")
                 async for data in sse_data(response.content, errors="replace"):
                     try:
-                        event = loads_utf8_safe(data, json.loads)
+                        event = loads_utf8_safe(data)
                     except ValueError:
                         raise TurnFailed("the AI core sent an unreadable event") from None
                     if isinstance(event, dict):
@@ -554,6 +554,12 @@ class TurnMachine:
             await gate.send(payload, sequence)
             sequence += 1
 
+        async def writes_finished() -> None:
+            """The writes start now if no first event let them, and are waited for."""
+            _set_once(relayed)
+            if not confirmed.done():
+                await asyncio.wait([confirmed])
+
         pieces: list[str] = []
         final: dict | None = None
         relay = _then(first_event, events)
@@ -592,10 +598,9 @@ class TurnMachine:
                     final = event
                     break
                 _set_once(relayed)
-            _set_once(relayed)  # a reply that is only `done`
             if final is None:
                 raise TurnFailed("the AI core ended the stream before the reply was complete")
-            await asyncio.wait([confirmed])
+            await writes_finished()  # a reply that is only `done` relayed nothing first
             _confirmation(confirmed)
         except Exception as error:
             if isinstance(error, TurnFailed):
@@ -605,16 +610,13 @@ class TurnMachine:
                 failure = TurnFailed("the server failed while relaying the reply", "internal_error")
             await relay.aclose()
             await _abandon(first_event, events)
-            _set_once(relayed)
-            await asyncio.wait([confirmed])
+            await writes_finished()
             await self._fail(user_id, session_id, sender, turn_id, failure, "".join(pieces), emit, gate)
             return "duplicate" if failure.error_type == "duplicate_message" else "failed"
         finally:
             await relay.aclose()
             await _abandon(first_event, events)
-            _set_once(relayed)
-            if not confirmed.done():  # cancelled: let the row and the message be written or fail
-                await asyncio.wait([confirmed])
+            await writes_finished()  # cancelled: the row and the message are written, or fail
 
         reply = str(final.get("text") if final.get("text") is not None else "".join(pieces))
         review = review_reply(reply)
@@ -631,9 +633,8 @@ class TurnMachine:
         await store.finish(self.context.db, turn_id, "done")
         await emit({"type": "review", "role": "assistant", "msg_type": "chat", "message_id": message_id,
                     "review_messages": review})
-        await emit({"type": "stream_end", "role": "assistant", "msg_type": "chat", "message_id": message_id,
-                    "text": reply, "content": reply, "model": final.get("model") or "",
-                    "finish_reason": final.get("finish_reason") or "stop", "stored_message_ids": stored_ids})
+        await emit(stream_end_frame(turn_id, reply, final.get("finish_reason") or "stop",
+                                    model=final.get("model") or "", stored_message_ids=stored_ids))
         await self.replay.finish(session_id, turn_id)
         return "done"
 
@@ -690,10 +691,8 @@ class TurnMachine:
         text = "".join(str(frame.get("content") or "") for frame in frames if frame.get("type") == "stream_chunk")
         seq = max(seq for seq, _ in dead.frames) + 1
         log.warning("turn %s of session %s never ended (its instance stopped); ending it", dead.turn_id, session_id)
-        payload = json.dumps({
-            "type": "stream_end", "role": "assistant", "msg_type": "chat", "message_id": f"reply_{dead.turn_id}",
-            "text": text, "content": text, "finish_reason": "error", "session_id": session_id,
-            "turn_id": dead.turn_id, "seq": seq, "timestamp": now_ms()}, ensure_ascii=False)
+        payload = json.dumps(stream_end_frame(dead.turn_id, text, "error", session_id=session_id, seq=seq,
+                                              timestamp=now_ms()), ensure_ascii=False)
         if latest:
             await self.replay.append(session_id, dead.turn_id, seq, payload)
         await self.delivery.send_payload(user_id, payload, turn_id=dead.turn_id, seq=seq)
@@ -719,8 +718,7 @@ class TurnMachine:
                                 "message": "The assistant could not answer this message. Please try again."}},
                 **target)
         # Every device saw stream_start: end the stream for all of them.
-        await emit({"type": "stream_end", "role": "assistant", "msg_type": "chat", "message_id": f"reply_{turn_id}",
-                    "text": partial, "content": partial, "finish_reason": "error"})
+        await emit(stream_end_frame(turn_id, partial, "error"))
         await self.replay.finish(session_id, turn_id)
 
 
@@ -756,6 +754,12 @@ class EchoGate:
             await self.delivery.send_payload(self.user_id, payload, exclude=self.sender, turn_id=self.turn_id,
                                              seq=seq)
         self._held = None
+
+
+def stream_end_frame(turn_id: str, text: str, finish_reason: str, **extra) -> dict:
+    """The frame that ends a turn's reply, whichever way it ended."""
+    return {"type": "stream_end", "role": "assistant", "msg_type": "chat", "message_id": f"reply_{turn_id}",
+            "turn_id": turn_id, "text": text, "content": text, "finish_reason": finish_reason, **extra}
 
 
 def _set_once(future: "asyncio.Future") -> None:

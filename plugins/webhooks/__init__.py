@@ -217,7 +217,7 @@ async def read_events(response: aiohttp.ClientResponse):
     """Server-sent events as dicts: each event's `data:` lines joined and parsed as JSON."""
     async for data in sse_data(response.content):
         try:
-            event = loads_utf8_safe(data, json.loads)
+            event = loads_utf8_safe(data)
         except json.JSONDecodeError:
             log.warning("the AI core sent an event that is not JSON; skipped")
             continue

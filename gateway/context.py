@@ -1,14 +1,15 @@
 """The context plugins share: configuration, storage clients, the bus, the WebSocket hub,
-the job scheduler, one HTTP client session and the services plugins offer each other.
+the job scheduler, one HTTP client session and the contracts plugins provide each other.
 
 Clients are opened when the service starts (see `app.py`); touching one before that, or on a
 service that did not ask for it, raises a clear error instead of an AttributeError."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from .contracts import Contracts
 from .typedefs import CONTEXT
 
 if TYPE_CHECKING:
@@ -20,36 +21,6 @@ if TYPE_CHECKING:
     from .bus import Bus
     from .config import Config
     from .hub import WebSocketHub
-
-
-class ServiceRegistry:
-    """Services one plugin offers to others, by name (for example `chat.submit_turn`)."""
-
-    def __init__(self):
-        self._services: dict[str, tuple[Any, str]] = {}
-
-    def provide(self, name: str, service: Any, owner: str = "core") -> None:
-        if name in self._services:
-            raise RuntimeError(f"service {name!r} is offered by both {self._services[name][1]!r} "
-                               f"and {owner!r}")
-        self._services[name] = (service, owner)
-
-    def get(self, name: str, default: Any = None) -> Any:
-        entry = self._services.get(name)
-        return entry[0] if entry else default
-
-    def require(self, name: str) -> Any:
-        entry = self._services.get(name)
-        if entry is None:
-            raise LookupError(f"no plugin in this service offers {name!r}; "
-                              f"add the plugin that provides it to the service's plugin list")
-        return entry[0]
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._services
-
-    def names(self) -> list[str]:
-        return sorted(self._services)
 
 
 class _Slot:
@@ -84,7 +55,7 @@ class Context:
         self.service_id = service_id
         self.service_name = service_name or service_id
         self.config = config
-        self.services = ServiceRegistry()
+        self.contracts = Contracts()
         self.hub: WebSocketHub = WebSocketHub(self)
         self.app: web.Application | None = None
         self.embedded_database = None  # the embedded PostgreSQL handle, when one is used
@@ -96,8 +67,8 @@ class Context:
         """Where another service answers (`peers.<peer>_url`, e.g. "ai_core"), no trailing slash."""
         return str(self.config.get(f"peers.{peer}_url") or "").rstrip("/")
 
-    def service_headers(self) -> dict[str, str]:
-        """The credential one service presents to another (`SERVICE_TOKEN`)."""
+    def peer_headers(self) -> dict[str, str]:
+        """The credential this service presents to its peers (`SERVICE_TOKEN`)."""
         return {"Authorization": f"Bearer {self.config.get('auth.service_token') or ''}"}
 
 

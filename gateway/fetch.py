@@ -34,15 +34,17 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from .contracts import ContractKey
+
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_BYTES = 2 * 1024 * 1024
 DEFAULT_MAX_REDIRECTS = 5
-# A plugin may offer an aiohttp `AbstractResolver` under this service name; guarded fetches
+# A plugin may provide an aiohttp `AbstractResolver` under this contract; guarded fetches
 # then resolve through it (the policy still checks every address it answers).
-RESOLVER_SERVICE = "fetch.resolver"
+RESOLVER: ContractKey[AbstractResolver] = ContractKey("core.fetch_resolver", "name resolution for guarded fetches")
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 # Instance metadata services that do not sit in 169.254.0.0/16 (which is refused as a whole).
@@ -233,9 +235,9 @@ class GuardedFetcher:
 
     @classmethod
     def for_context(cls, context, **overrides) -> "GuardedFetcher":
-        """`from_config` with the resolver a plugin offers as the `fetch.resolver` service, if any
+        """`from_config` with the resolver a plugin provides as the `RESOLVER` contract, if any
         (split-horizon DNS in production; a fixed table in tests)."""
-        resolver = context.services.get(RESOLVER_SERVICE)
+        resolver = context.contracts.get(RESOLVER)
         if resolver is not None:
             overrides.setdefault("resolver", resolver)
         return cls.from_config(context.config, **overrides)

@@ -1,5 +1,5 @@
 """Who is calling. The core defines only the shape of an identity and the three questions
-every plugin asks; the auth plugin answers them by offering the `authenticator` service.
+every plugin asks; the auth plugin answers them by providing the `AUTHENTICATOR` contract.
 
     from gateway.identity import require_user, require_admin, owner_for
 
@@ -15,11 +15,11 @@ from typing import Protocol
 from aiohttp import web
 
 from .context import get_context
+from .contracts import ContractKey
 from .errors import Forbidden, Unauthorized
 from .typedefs import IDENTITY
 
 ADMIN_USER_ID = "admin"
-AUTHENTICATOR = "authenticator"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,13 +35,17 @@ class Identity:
 class Authenticator(Protocol):
     async def identify(self, request: web.Request) -> Identity | None:
         """The caller's identity, None when no credential was sent; raise Unauthorized for a bad one."""
+        ...
+
+
+AUTHENTICATOR: ContractKey[Authenticator] = ContractKey("core.authenticator", "who is calling")
 
 
 async def current_identity(request: web.Request) -> Identity | None:
     cached = request.get(IDENTITY)
     if cached is not None:
         return cached
-    authenticator = get_context(request).services.get(AUTHENTICATOR)
+    authenticator = get_context(request).contracts.get(AUTHENTICATOR)
     if authenticator is None:
         raise Unauthorized("Authentication is not available on this service.",
                            hint="Load the auth plugin in this service.")

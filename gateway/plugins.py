@@ -6,6 +6,9 @@ A plugin is an object (usually a module-level instance of `Plugin`) with:
 - `name`: unique, the name services use in `conf/services.toml`;
 - `version`: shown by `gateway plugins` (defaults to the distribution's version);
 - `depends`: names of plugins whose setup must run first;
+- `optional_depends`: plugins whose setup runs first when they are loaded in the same service
+  (their contracts are then there to `get`); their absence is no error;
+- `settings_schema`: a `PluginSettings` subclass declaring `[plugins.<name>]`, checked at start-up;
 - `enabled(config)`: whether configuration switches it on (default: `plugins.<name>.enabled`,
   true when unset);
 - `setup(registrar)`: called once, registers everything through the registrar;
@@ -16,7 +19,7 @@ from __future__ import annotations
 import importlib.metadata
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterable, TypeVar
 
 import marshmallow
 from aiohttp import web
@@ -25,10 +28,12 @@ if TYPE_CHECKING:
     import click
 
     from .context import Context
+    from .contracts import ContractKey
 
 log = logging.getLogger("gateway.plugins")
 
 ENTRY_POINT_GROUP = "gateway.plugins"
+T = TypeVar("T")
 
 WsHandler = Callable[["Any", dict], Awaitable[None]]
 Lifespan = Callable[["Context"], AsyncIterator[None]]
@@ -43,12 +48,15 @@ class Plugin:
     name: str = ""
     version: str = ""
     depends: tuple[str, ...] = ()
+    optional_depends: tuple[str, ...] = ()
+    settings_schema: "type[PluginSettings] | None" = None
     # Storage the service must open for this plugin: "database", "blobs" (migrations imply the database).
     uses: tuple[str, ...] = ()
     description: str = ""
 
     def enabled(self, config) -> bool:
-        return bool((config.get(f"plugins.{self.name}") or {}).get("enabled", True))
+        section = config.get(f"plugins.{self.name}") or {}
+        return bool(section.get("enabled", True)) if isinstance(section, dict) else True
 
     def setup(self, registrar: "Registrar") -> None:  # pragma: no cover - overridden
         raise PluginError(f"plugin {self.name!r} does not define setup()")
@@ -58,6 +66,34 @@ class Plugin:
 
     def __repr__(self) -> str:
         return f"<plugin {self.name} {self.version}>"
+
+
+class PluginSettings(marshmallow.Schema):
+    """A plugin's `[plugins.<name>]` section: subclass it, declare each key with its default
+    (`load_default`) and a `metadata={"description": ...}`; the configuration reference in
+    docs/configuration.md is generated from these (`gateway plugins --reference`). An unknown
+    key or a value of the wrong type stops the service at start-up, naming the key."""
+
+    class Meta:
+        unknown = marshmallow.RAISE
+
+    enabled = marshmallow.fields.Boolean(load_default=True, metadata={
+        "description": "Whether services that list this plugin load it."})
+
+
+def load_settings(plugin: "Plugin", config) -> dict:
+    """The plugin's validated settings, defaults filled in."""
+    raw = (config.section("plugins") or {}).get(plugin.name, {})
+    if not isinstance(raw, dict):
+        raise PluginError(f"[plugins.{plugin.name}] must be a table of settings, not {raw!r}")
+    schema = (plugin.settings_schema or PluginSettings)()
+    try:
+        return schema.load(raw)
+    except marshmallow.ValidationError as error:
+        problems = "; ".join(f"plugins.{plugin.name}.{key}: "
+                             f"{' '.join(map(str, texts)) if isinstance(texts, list) else texts}"
+                             for key, texts in sorted(error.normalized_messages().items()))
+        raise PluginError(f"invalid settings for plugin {plugin.name!r}: {problems}") from None
 
 
 @dataclass
@@ -101,6 +137,7 @@ class Registrar:
         self._plugin = plugin
         self.context = context
         self.record = registry.records[plugin.name]
+        self._settings = load_settings(plugin, context.config)
 
     @property
     def config(self):
@@ -108,8 +145,9 @@ class Registrar:
 
     @property
     def settings(self) -> dict:
-        """This plugin's own section, `[plugins.<name>]`."""
-        return self.context.config.section("plugins").get(self._plugin.name, {})
+        """This plugin's own section, `[plugins.<name>]`, validated by its `settings_schema`
+        with every default filled in."""
+        return self._settings
 
     def routes(self, table: web.RouteTableDef) -> None:
         for route in table:
@@ -150,10 +188,11 @@ class Registrar:
         """An async generator run at start (up to its `yield`) and at stop (after it)."""
         self._registry.lifespans.append((self._plugin.name, function))
 
-    def provide(self, name: str, service: Any) -> None:
-        """Offer `service` to other plugins as `context.services.get(name)`."""
-        self.context.services.provide(name, service, owner=self._plugin.name)
-        self.record.provides.append(name)
+    def provide(self, key: "ContractKey[T]", implementation: "T") -> None:
+        """Provide the contract `key` (declared in this plugin's `contract.py`) to the other
+        plugins of this service: `context.contracts.require(key)`."""
+        self.context.contracts.provide(key, implementation, owner=self._plugin.name)
+        self.record.provides.append(key.name)
 
     def middleware(self, middleware) -> None:
         self._registry.middlewares.append(middleware)
@@ -249,7 +288,7 @@ def select_plugins(names: Iterable[str], available: dict[str, Plugin], config,
             cycle = path[path.index(plugin.name):] + [plugin.name]
             raise PluginError(f"plugin dependency cycle: {' -> '.join(cycle)}")
         state[plugin.name] = "visiting"
-        for dep in plugin.depends:
+        for dep in plugin.depends + tuple(d for d in plugin.optional_depends if d in chosen):
             visit(chosen[dep], path + [plugin.name])
         state[plugin.name] = "done"
         ordered.append(plugin)

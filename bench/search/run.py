@@ -25,6 +25,7 @@ from gateway.database import fetch_all, start_embedded
 from plugins.auth import tokens_plugin
 from plugins.sessions import plugin as sessions_plugin
 from plugins.sessions.store import SEARCH_COUNT_SQL, SEARCH_PAGE_SQL, escape_like
+from plugins.sessions.contract import CONVERSATIONS
 
 QUERIES = ["紫色的长颈鹿", "长颈鹿", "quarterly budget", "budget", "喝水", "relaxing music", "the"]
 USER = "user_bench"
@@ -45,7 +46,7 @@ async def measure(url: str, messages: int, repeats: int) -> None:
         started = time.monotonic()
         await fill(context.db, USER, messages)
         print(f"filled {messages} messages (with the trigram index) in {time.monotonic() - started:.1f} s\n")
-        conversations = context.services.require("conversations")
+        conversations = context.contracts.require(CONVERSATIONS)
         table = ["| query | matches | median ms | plan of the count | plan of the page |", "|---|---|---|---|---|"]
         for query in QUERIES:
             pattern = f"%{escape_like(query)}%"

@@ -25,7 +25,7 @@ class AiCoreClient:
         url = f"{self.base_url}/api/v1/models{path}"
         try:
             async with self.context.http.request(
-                    method, url, json=body, headers=self.context.service_headers(),
+                    method, url, json=body, headers=self.context.peer_headers(),
                     timeout=aiohttp.ClientTimeout(total=timeout or self.timeout)) as response:
                 try:
                     answer = await response.json(content_type=None)

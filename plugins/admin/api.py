@@ -15,10 +15,10 @@ from marshmallow import fields, validate
 from gateway.errors import BadGateway, BadRequest, Conflict, NotFound
 from gateway.identity import require_admin
 from gateway.validation import parse_body, parse_query
+from plugins.chat.contract import PRESENCE
 
 from .ai_core import AiCoreClient
 
-PRESENCE = "presence"
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,99}\Z")
 KEY_RULE = "1-100 characters: letters, digits and . _ : @ + - (starting with a letter or digit)"
 KNOWN_PARAMS = {  # name -> (lowest, highest, whole numbers only)
@@ -185,7 +185,7 @@ class AdminApi:
         self.fetch_timeout = fetch_timeout
 
     def presence(self):
-        return self.context.services.get(PRESENCE)
+        return self.context.contracts.get(PRESENCE)
 
     def routes(self) -> web.RouteTableDef:
         routes = web.RouteTableDef()

@@ -1,9 +1,10 @@
 """The AI core: model routing with fallback chains, the streaming chat call, tools and their
 records, the offline default agent and an OpenAI-compatible front door (see docs/ai-core.md).
 
-Other plugins in the ai-core service add tools through the `tools` service:
+Other plugins in the ai-core service add tools through the `TOOLS` contract
+(`plugins.ai_core.contract`):
 
-    context.services.require("tools").add(name, description, parameters, handler,
+    context.contracts.require(TOOLS).add(name, description, parameters, handler,
                                           owner="my_plugin", examples={"en": [...], "zh": [...]})
 """
 from __future__ import annotations
@@ -14,10 +15,12 @@ from typing import AsyncIterator
 from gateway.plugins import Plugin, Registrar
 
 from . import store
-from .api import ENGINE_SERVICE, routes
+from .api import ENGINE, routes
 from .builtin_tools import register_builtin_tools
+from .contract import TOOLS
 from .engine import Engine
 from .probe import routes as probe_routes
+from .settings import AiCoreSettings
 from .tools import ToolRegistry
 
 log = logging.getLogger("plugins.ai_core")
@@ -28,18 +31,19 @@ class AiCorePlugin(Plugin):
     depends = ("auth_tokens",)
     uses = ("database",)
     description = "model routing with fallback, the SSE chat call, tools, the offline agent, /v1 door"
+    settings_schema = AiCoreSettings
 
     def setup(self, registrar: Registrar) -> None:
         context = registrar.context
         settings = dict(registrar.settings)
         registry = ToolRegistry()
-        register_builtin_tools(registry, str(settings.get("timezone") or ""))
+        register_builtin_tools(registry, settings["timezone"])
         engine = Engine(context, registry, settings)
         registrar.migrations("plugins.ai_core")
         registrar.routes(routes)
         registrar.routes(probe_routes)
-        registrar.provide("tools", registry)
-        registrar.provide(ENGINE_SERVICE, engine)
+        registrar.provide(TOOLS, registry)
+        registrar.provide(ENGINE, engine)
 
         async def seed(context) -> AsyncIterator[None]:
             base_url = context.config.get("models.openai_base_url")

@@ -12,6 +12,7 @@ from aiohttp import web
 from marshmallow import fields, validate
 
 from gateway.context import get_context
+from gateway.contracts import ContractKey
 from gateway.errors import BadGateway, BadRequest, NotFound
 from gateway.identity import Identity, owner_for, require_admin, require_user
 from gateway.validation import parse_body, parse_query
@@ -28,11 +29,12 @@ MODES = ("text", "voice_msg", "voice_assistant")
 ROUTING_ALIAS = "assistant"
 
 
-ENGINE_SERVICE = "ai_core.engine"
+# Internal to this plugin (other plugins use contract.py): the handlers find the engine here.
+ENGINE: ContractKey[Engine] = ContractKey("ai_core.engine")
 
 
 def engine_of(request: web.Request) -> Engine:
-    return get_context(request).services.require(ENGINE_SERVICE)
+    return get_context(request).contracts.require(ENGINE)
 
 
 def acting_user(identity: Identity, requested: str | None) -> str:

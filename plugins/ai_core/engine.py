@@ -68,7 +68,7 @@ class Engine:
         self.context = context
         self.registry = registry
         self.settings = settings
-        self.runner = ToolRunner(registry, context, float(settings.get("tool_timeout", 30)))
+        self.runner = ToolRunner(registry, context, settings["tool_timeout"])
         self.agent = OfflineAgent(registry, self.runner)
 
     # ------------------------------------------------------------ routing
@@ -101,16 +101,16 @@ class Engine:
         trusted = {origin(url) for url in (config.get("peers.gateway_url"), config.get("core.public_base_url"))
                    if url and origin(url)}
         guarded = GuardedFetcher.for_context(self.context)
-        if self.settings.get("fetch_allow_private", False):
+        if self.settings["fetch_allow_private"]:
             guarded.policy = FetchPolicy(True, guarded.policy.allow_hosts, guarded.policy.allow_networks)
         return ImageFetcher(guarded, trusted_origins=trusted,
-                            max_bytes=int(self.settings.get("max_image_bytes", 10 * 1024 * 1024)),
-                            timeout=float(self.settings.get("fetch_timeout", 15)))
+                            max_bytes=self.settings["max_image_bytes"],
+                            timeout=self.settings["fetch_timeout"])
 
     # ------------------------------------------------------------ messages
 
     def system_prompt(self, mode: str) -> str:
-        prompt = self.settings.get("system_prompt") or DEFAULT_SYSTEM_PROMPT
+        prompt = self.settings["system_prompt"] or DEFAULT_SYSTEM_PROMPT
         now = datetime.now().astimezone()
         prompt += f"\nThe current local time is {now.isoformat(timespec='minutes')} ({now.strftime('%A')})."
         if mode in ("voice_msg", "voice_assistant"):
@@ -204,12 +204,12 @@ class Engine:
         tools = self.registry.schemas() if turn.use_tools else None
         text = ""
         usage = None
-        max_rounds = int(self.settings.get("max_tool_rounds", 6))
+        max_rounds = self.settings["max_tool_rounds"]
         for _ in range(max_rounds):
             stream = stream_completion(
                 self.context.http, candidate, conversation, tools or None,
-                first_token_timeout=float(self.settings.get("first_token_timeout", 30)),
-                idle_timeout=float(self.settings.get("idle_timeout", 60)), overrides=turn.overrides)
+                first_token_timeout=self.settings["first_token_timeout"],
+                idle_timeout=self.settings["idle_timeout"], overrides=turn.overrides)
             accumulator = None
             async for deltas, accumulator in stream:
                 for delta in deltas:
@@ -240,7 +240,7 @@ class Engine:
         text = ""
         async for _, accumulator in stream_completion(
                 self.context.http, candidate, messages, None,
-                first_token_timeout=float(self.settings.get("first_token_timeout", 30)),
-                idle_timeout=float(self.settings.get("idle_timeout", 60))):
+                first_token_timeout=self.settings["first_token_timeout"],
+                idle_timeout=self.settings["idle_timeout"]):
             text = accumulator.completion.content
         return text

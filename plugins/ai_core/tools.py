@@ -82,7 +82,7 @@ class ToolRegistry:
 
     def add(self, name: str, description: str, parameters: dict, handler: Handler, *,
             owner: str = "", **extra) -> Tool:
-        """Register a tool without importing this module: `context.services.require("tools").add(...)`."""
+        """Register a tool without importing this module: `context.contracts.require(TOOLS).add(...)`."""
         tool = Tool(name, description, parameters, handler, owner=owner, **extra)
         self.register(tool)
         return tool

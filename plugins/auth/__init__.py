@@ -16,12 +16,13 @@ from gateway.plugins import Plugin, PluginError
 
 from . import store
 from .addresses import parse_trusted_proxies
-from .passwords import DEFAULT_ROUNDS, PasswordHasher
+from .contract import TOKENS
+from .passwords import PasswordHasher
+from .settings import AuthSettings
 from .tokens import DEFAULT_ACCESS_LIFETIME, REFRESH_LIFETIME, BearerAuthenticator, TokenService
 
 log = logging.getLogger("plugins.auth")
 
-TOKENS = "tokens"
 PURGE_INTERVAL_SECONDS = 3600
 
 
@@ -48,21 +49,22 @@ class AuthPlugin(Plugin):
     depends = ("auth_tokens",)
     uses = ("database",)
     description = "Registration, login, token refresh and logout, user profiles"
+    settings_schema = AuthSettings
 
     def setup(self, registrar) -> None:
         from .api import AuthApi
 
         settings = registrar.settings
         try:
-            trusted = parse_trusted_proxies(settings.get("trusted_proxies"))
+            trusted = parse_trusted_proxies(settings["trusted_proxies"])
         except ValueError as error:
             raise PluginError(str(error)) from None
         api = AuthApi(
-            registrar.context, registrar.context.services.require(TOKENS),
-            PasswordHasher(int(settings.get("bcrypt_rounds") or DEFAULT_ROUNDS)),
+            registrar.context, registrar.context.contracts.require(TOKENS),
+            PasswordHasher(settings["bcrypt_rounds"]),
             trusted_proxies=trusted,
-            rate_limit=int(settings.get("rate_limit_per_minute") or 5),
-            admin_nickname=str(settings.get("admin_nickname") or "Administrator"))
+            rate_limit=settings["rate_limit_per_minute"],
+            admin_nickname=settings["admin_nickname"])
         registrar.routes(api.routes())
         registrar.migrations("plugins.auth")
 

@@ -1,6 +1,6 @@
 """The chat channel: `GET /ws/chat`, the per-session turn machine that relays the AI core's
 streamed replies to every device of the user on every gateway instance, reply review, resumable
-replies, and the `chat.submit_turn` and `presence` services.
+replies, and the `CHAT_TURNS` and `PRESENCE` contracts (contract.py).
 
 See docs/chat.md."""
 from __future__ import annotations
@@ -14,47 +14,46 @@ from typing import AsyncIterator
 from aiohttp import web
 
 from gateway.context import Context
-from gateway.hub import DEFAULT_MAX_PENDING
 from gateway.plugins import Plugin, Registrar
+from plugins.sessions.contract import CONVERSATIONS
 
 from . import store
 from .channel import handle_connect, register_frames
+from .contract import CHAT_TURNS, PRESENCE
 from .delivery import Delivery, create_replay
 from .presence import Presence
 from .review import review_reply
+from .settings import ChatSettings
 from .turns import TurnMachine
 
 __all__ = ["ChatPlugin", "ChatService", "plugin", "review_reply"]
 
 log = logging.getLogger("plugins.chat")
 
-DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
-
-
 class ChatService:
     """Everything one app's chat channel holds; settings come from `[plugins.chat]`."""
 
     def __init__(self, context: Context, settings: dict):
         self.context = context
-        self.allow_users = bool(settings.get("allow_users", False))
-        self.allowed_origins = [str(origin) for origin in settings.get("allowed_origins") or []]
-        self.max_frame_bytes = int(settings.get("max_frame_bytes") or DEFAULT_MAX_FRAME_BYTES)
-        self.max_pending = int(settings.get("max_pending") or DEFAULT_MAX_PENDING)
-        self.heartbeat = float(settings.get("heartbeat") or 30)
+        self.allow_users: bool = settings["allow_users"]
+        self.allowed_origins: list[str] = settings["allowed_origins"]
+        self.max_frame_bytes: int = settings["max_frame_bytes"]
+        self.max_pending: int = settings["max_pending"]
+        self.heartbeat: float = settings["heartbeat"]
         # permessage-deflate when the client offers it (browsers do): fewer bytes per frame, but a
         # compressor per connection (about 100 KB once a frame was sent) and CPU for every frame.
-        self.compress = bool(settings.get("compress", True))
-        self.max_message_chars = int(settings.get("max_message_chars") or 32000)
-        self.sweep_interval = float(settings.get("sweep_interval") or 5)
-        self.replay_ttl = float(settings.get("replay_ttl") or 120)
-        self.replay_max_frames = int(settings.get("replay_max_frames") or 20000)
+        self.compress: bool = settings["compress"]
+        self.max_message_chars: int = settings["max_message_chars"]
+        self.sweep_interval: float = settings["sweep_interval"]
+        self.replay_ttl: float = settings["replay_ttl"]
+        self.replay_max_frames: int = settings["replay_max_frames"]
         self.turns = TurnMachine(context, settings)
         self.delivery = Delivery(context)
         self.presence = Presence(context)
 
     @property
     def conversations(self):
-        return self.context.services.require("conversations")
+        return self.context.contracts.require(CONVERSATIONS)
 
     async def submit_turn(self, user_id: str, session_id: str, text: str, mode: str = "text",
                           attachments: list[dict] | None = None, exclude_connection_id: str | None = None) -> dict:
@@ -99,6 +98,7 @@ class ChatPlugin(Plugin):
     depends = ("auth_tokens", "sessions")
     uses = ("database",)
     description = "The WebSocket chat channel, per-session turns and reply review"
+    settings_schema = ChatSettings
 
     def setup(self, registrar: Registrar) -> None:
         chat = ChatService(registrar.context, registrar.settings)
@@ -112,8 +112,8 @@ class ChatPlugin(Plugin):
         registrar.routes(routes)
         register_frames(registrar, chat)
         registrar.lifespan(chat.lifespan)
-        registrar.provide("chat.submit_turn", chat.submit_turn)
-        registrar.provide("presence", chat.presence)
+        registrar.provide(CHAT_TURNS, chat)
+        registrar.provide(PRESENCE, chat.presence)
 
 
 plugin = ChatPlugin()

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from gateway.errors import BadRequest
 from gateway.identity import ADMIN_USER_ID
+from plugins.files.contract import FILES
 
 if TYPE_CHECKING:
     from gateway.context import Context
@@ -29,7 +30,7 @@ async def resolve_attachments(context: "Context", user_id: str, attachments: lis
         file_id = attachment.get("file_id")
         url = attachment.get("url") or ""
         if file_id:
-            files = context.services.get("files")
+            files = context.contracts.get(FILES)
             if files is None:
                 raise BadRequest("Attachments by file_id need the files plugin in this service.",
                                  error_type="attachment_unavailable")

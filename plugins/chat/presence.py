@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from plugins.sessions.contract import CONVERSATIONS
+
 from . import store
 from .turns import LIVE_SESSIONS, LIVE_TTL, activity_key, lock_key
 
@@ -108,7 +110,7 @@ class Presence:
         queue_length = await store.queue_length(self.context.db, session_id)
         if not devices and not turn_running and not queue_length:
             return None
-        conversations = self.context.services.get("conversations")
+        conversations = self.context.contracts.get(CONVERSATIONS)
         session = await conversations.get_session(session_id) if conversations is not None else None
         user_id = (session or {}).get("user_id") or (devices[0]["user_id"] if devices else "")
         activity = await bus.get(activity_key(session_id))

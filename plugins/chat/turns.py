@@ -29,6 +29,7 @@ from gateway.errors import ServiceUnavailable
 from gateway.sse import sse_data
 from gateway.text import loads_utf8_safe
 from gateway.ws import error_frame
+from plugins.sessions.contract import CONVERSATIONS
 
 from . import store
 from .attachments import resolve_attachments
@@ -63,9 +64,6 @@ def lock_key(session_id: str) -> str:
 def activity_key(session_id: str) -> str:
     return f"chat:activity:{session_id}"
 
-
-# How long a turn's writes wait for its first event (see TurnMachine._store_user_message).
-STORE_AFTER = 0.05
 
 # A message id is remembered on the bus as long as the queue keeps finished rows (store.KEEP_FINISHED).
 MESSAGE_ID_TTL = 86400.0
@@ -108,7 +106,7 @@ class AiCoreClient:
         while the service runs): a turn's request goes out a little sooner."""
         if self._target is None:
             self._target = (yarl.URL(self.context.peer_url("ai_core") + "/api/v1/chat/stream"),
-                            {**self.context.service_headers(), "Accept": "text/event-stream",
+                            {**self.context.peer_headers(), "Accept": "text/event-stream",
                              "Content-Type": "application/json"})
         return self._target
 
@@ -152,12 +150,12 @@ def _encode_body(body: dict) -> bytes:
 class TurnMachine:
     def __init__(self, context: "Context", settings: dict):
         self.context = context
-        self.lock_ttl = float(settings.get("lock_ttl") or 30)
-        self.history_limit = int(settings.get("history_limit") or 20)
-        self.attachment_url_ttl = int(settings.get("attachment_url_ttl") or 900)
-        self.stop_timeout = float(settings.get("stop_timeout") or 10)
-        self.store_after = float(settings.get("store_after") or STORE_AFTER)
-        self.ai = AiCoreClient(context, float(settings.get("ai_read_timeout") or 120))
+        self.lock_ttl: float = settings["lock_ttl"]
+        self.history_limit: int = settings["history_limit"]
+        self.attachment_url_ttl: int = settings["attachment_url_ttl"]
+        self.stop_timeout: float = settings["stop_timeout"]
+        self.store_after: float = settings["store_after"]
+        self.ai = AiCoreClient(context, settings["ai_read_timeout"])
         self.delivery: Delivery | None = None
         self.replay: ReplayBuffer | None = None
         # Sessions whose lock this instance holds: the draining task (None for the moment between
@@ -172,7 +170,7 @@ class TurnMachine:
 
     @property
     def conversations(self):
-        return self.context.services.require("conversations")
+        return self.context.contracts.require(CONVERSATIONS)
 
     # ------------------------------------------------------------------ submitting
 

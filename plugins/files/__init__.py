@@ -2,31 +2,36 @@
 
 - `files`: upload (streamed, sniffed, hashed), list, get, download with byte ranges,
   thumbnails and delete, on the core's blob storage (a local directory or S3/MinIO). Offers the
-  `files` service (a `FileService`) to other plugins, e.g. chat attachments by `file_id`.
+  `FILES` contract (contract.py) to other plugins, e.g. chat attachments by `file_id`.
 - `images`: `POST /api/v1/images/analyze` and `GET /api/v1/images/analyze/{file_id}`,
   described by the AI core's vision model when one is routed, else locally.
 
 See docs/files.md."""
 from __future__ import annotations
 
+from typing import cast
+
 from gateway.plugins import Plugin, Registrar
 
 from .analysis import ImageAnalysis, VisionClient
+from .contract import FILES
 from .service import FileService
+from .settings import FilesSettings, ImagesSettings
 
 
 class FilesPlugin(Plugin):
     name = "files"
     uses = ("database", "blobs")
     description = "Uploads, downloads and thumbnails on local disk or S3"
+    settings_schema = FilesSettings
 
     def setup(self, registrar: Registrar) -> None:
         settings = registrar.settings
-        service = FileService(registrar.context, int(settings.get("image_workers") or 0))
+        service = FileService(registrar.context, settings["image_workers"])
         registrar.migrations("plugins.files")
         registrar.routes(service.routes())
         registrar.lifespan(service.lifespan)
-        registrar.provide("files", service)
+        registrar.provide(FILES, service)
 
 
 class ImagesPlugin(Plugin):
@@ -34,11 +39,14 @@ class ImagesPlugin(Plugin):
     depends = ("files",)
     uses = ("database", "blobs")
     description = "Image analysis: measurements, EXIF and a vision-model or local description"
+    settings_schema = ImagesSettings
 
     def setup(self, registrar: Registrar) -> None:
         context = registrar.context
-        timeout = float(registrar.settings.get("vision_timeout") or 60)
-        analysis = ImageAnalysis(context, context.services.require("files"), VisionClient(context, timeout))
+        timeout = registrar.settings["vision_timeout"]
+        # The same package: the images plugin uses the whole file service, not just the contract.
+        files = cast(FileService, context.contracts.require(FILES))
+        analysis = ImageAnalysis(context, files, VisionClient(context, timeout))
         registrar.routes(analysis.routes())
 
 

@@ -53,7 +53,7 @@ class VisionClient:
         try:
             async with self.context.http.post(
                     f"{base_url}/api/v1/vision/describe", json=body,
-                    headers=self.context.service_headers(),
+                    headers=self.context.peer_headers(),
                     timeout=aiohttp.ClientTimeout(total=self.timeout,
                                                   connect=min(3.0, self.timeout))) as answer:
                 if answer.status != 200:

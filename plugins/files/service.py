@@ -2,7 +2,7 @@
 
 One `FileService` exists per application (made in the plugin's setup), so its thumbnail
 executor and in-flight map belong to that app alone. Other plugins reach it as the `files`
-service (`context.services.require("files")`)."""
+service (the `FILES` contract, plugins/files/contract.py)."""
 from __future__ import annotations
 
 import asyncio

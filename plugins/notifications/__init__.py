@@ -19,8 +19,9 @@ from gateway.identity import owner_for, require_user
 from gateway.plugins import Plugin, Registrar
 from gateway.validation import parse_body
 
+from .contract import NOTIFICATIONS
+
 NOTIFICATION_TYPES = ("info", "warning", "success", "thinking", "reminder")
-NOTIFICATIONS = "notifications"
 
 
 class PushBody(marshmallow.Schema):
@@ -63,7 +64,7 @@ async def push(request: web.Request) -> web.Response:
     body = await parse_body(request, PushBody())
     # People notify themselves; the administrator and services notify anyone.
     target = owner_for(caller, body["user_id"])
-    notification = await get_context(request).services.require(NOTIFICATIONS).push(
+    notification = await get_context(request).contracts.require(NOTIFICATIONS).push(
         target, body["type"], body["title"], body["body"], body["data"])
     return web.json_response({"success": True, "notification": notification})
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from gateway.plugins import Plugin, Registrar
 
-from .api import CONVERSATIONS, routes
+from .api import routes
+from .contract import CONVERSATIONS
 from .store import DEFAULT_TITLE, Conversations, generate_session_id, session_not_found
 
 __all__ = ["Conversations", "DEFAULT_TITLE", "SessionsPlugin", "generate_session_id", "plugin",

@@ -12,9 +12,9 @@ from gateway.identity import Identity, owner_for, require_user
 from gateway.validation import parse_body, parse_query
 
 from . import exports
+from .contract import CONVERSATIONS
 from .store import Conversations, session_not_found
 
-CONVERSATIONS = "conversations"
 MAX_PAGE = 500
 
 routes = web.RouteTableDef()
@@ -48,7 +48,7 @@ class SearchQuery(PageQuery):
 
 
 def conversations_of(request: web.Request) -> Conversations:
-    return get_context(request).services.require(CONVERSATIONS)
+    return get_context(request).contracts.require(CONVERSATIONS)
 
 
 async def visible_session(request: web.Request, user: Identity) -> dict:

@@ -30,6 +30,9 @@ from gateway.plugins import Plugin, PluginError, Registrar
 from gateway.sse import sse_data
 from gateway.text import loads_utf8_safe
 from gateway.validation import load, parse_body, read_json
+from plugins.sessions.contract import CONVERSATIONS
+
+from .settings import WebhooksSettings
 
 log = logging.getLogger("plugins.webhooks")
 
@@ -71,7 +74,7 @@ class Webhooks:
 
     @property
     def conversations(self):
-        return self.context.services.require("conversations")
+        return self.context.contracts.require(CONVERSATIONS)
 
     # ------------------------------------------------------------ credentials
     def check_key(self, request: web.Request) -> None:
@@ -124,7 +127,7 @@ class Webhooks:
         try:
             async with self.context.http.post(
                     f"{base}/api/v1/chat/stream", json=body,
-                    headers={**self.context.service_headers(), "Accept": "text/event-stream"},
+                    headers={**self.context.peer_headers(), "Accept": "text/event-stream"},
                     timeout=aiohttp.ClientTimeout(total=self.ai_timeout)) as response:
                 if response.status != 200:
                     raise ai_unavailable(f"it answered HTTP {response.status}")
@@ -229,6 +232,7 @@ class WebhooksPlugin(Plugin):
     name = "webhooks"
     depends = ("sessions",)
     description = "Generic and Discord webhooks answered by the AI core"
+    settings_schema = WebhooksSettings
 
     def setup(self, registrar: Registrar) -> None:
         public_key = str(registrar.config.get("auth.discord_public_key") or "").strip()
@@ -238,7 +242,7 @@ class WebhooksPlugin(Plugin):
             except ValueError:
                 raise PluginError("webhooks: DISCORD_PUBLIC_KEY must be the 64 hex digits of the "
                                   "application's public key (Discord developer portal)") from None
-        webhooks = Webhooks(registrar.context, float(registrar.settings.get("ai_timeout") or 120))
+        webhooks = Webhooks(registrar.context, registrar.settings["ai_timeout"])
         registrar.routes(webhooks.routes())
 
 

@@ -12,12 +12,13 @@ from aiohttp.abc import AbstractResolver
 
 from gateway.app import create_app
 from gateway.context import get_context
-from gateway.fetch import RESOLVER_SERVICE
+from gateway.fetch import RESOLVER
 from gateway.identity import Identity
 from gateway.plugins import Plugin
 from plugins.admin import plugin as admin_plugin
 from plugins.ai_core import plugin as ai_core_plugin
 from plugins.auth import tokens_plugin
+from plugins.auth.contract import TOKENS
 
 PROVIDER_KEY = "sk-live-provider-key-0123456789"
 
@@ -41,7 +42,7 @@ class ResolverPlugin(Plugin):
     name = "test_resolver"
 
     def setup(self, registrar):
-        registrar.provide(RESOLVER_SERVICE, TableResolver())
+        registrar.provide(RESOLVER, TableResolver())
 
 
 class ListingProvider:
@@ -113,7 +114,7 @@ def make_gateway(aiohttp_server, aiohttp_client, make_config, database_url):
                               "plugins.admin": {"health_check_timeout": 2, "fetch_models_timeout": 2}})
         app = create_app("gateway", config, plugins=[tokens_plugin, admin_plugin, *extra_plugins])
         client = await aiohttp_client(app)
-        tokens = get_context(app).services.require("tokens")
+        tokens = get_context(app).contracts.require(TOKENS)
         client.admin = {"Authorization": f"Bearer {tokens.issue_access(Identity('admin', 'admin', is_admin=True))[0]}"}
         client.alice = {"Authorization": f"Bearer {tokens.issue_access(Identity('user_alice', 'alice'))[0]}"}
         return client

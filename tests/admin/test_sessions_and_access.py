@@ -9,6 +9,7 @@ import pytest
 
 from gateway.plugins import Plugin
 from tests.admin.conftest import error_of
+from plugins.chat.contract import PRESENCE
 
 SESSIONS = [
     {"session_id": "s1", "user_id": "user_alice", "title": "Shopping", "device_count": 2, "turn_running": True,
@@ -55,7 +56,7 @@ class PresencePlugin(Plugin):
     name = "test_presence"
 
     def setup(self, registrar):
-        registrar.provide("presence", MemoryPresence())
+        registrar.provide(PRESENCE, MemoryPresence())
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from plugins.chat import plugin as chat_plugin
 from plugins.sessions import plugin as sessions_plugin
 from tests.admin.conftest import error_of
 from tests.support.servers import free_port
+from plugins.auth.contract import TOKENS
 
 
 async def eventually(check, timeout: float = 5.0):
@@ -29,7 +30,7 @@ async def test_a_connected_device_is_listed_noted_and_gone(aiohttp_client, make_
                           "plugins.chat": {"sweep_interval": 0.5, "heartbeat": 5}})
     app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, chat_plugin, admin_plugin])
     client = await aiohttp_client(app)
-    token = get_context(app).services.require("tokens").issue_access(Identity("admin", "admin", is_admin=True))[0]
+    token = get_context(app).contracts.require(TOKENS).issue_access(Identity("admin", "admin", is_admin=True))[0]
     admin = {"Authorization": f"Bearer {token}"}
 
     ws = await client.ws_connect("/ws/chat", params={"token": token, "session_id": "s-admin-1",

@@ -2,6 +2,7 @@
 import re
 
 from gateway.plugins import Plugin
+from plugins.ai_core.contract import TOOLS
 
 
 class LampToolsPlugin(Plugin):
@@ -9,7 +10,7 @@ class LampToolsPlugin(Plugin):
     depends = ("ai_core",)
 
     def setup(self, registrar):
-        tools = registrar.context.services.require("tools")
+        tools = registrar.context.contracts.require(TOOLS)
 
         async def switch_lamp(arguments, call):
             await call.progress(0.5, f"switching the lamp in the {arguments['room']}")

@@ -9,6 +9,7 @@ from gateway.context import get_context
 from gateway.identity import Identity
 from tests.auth.conftest import API, bearer, build_app
 from tests.conftest import TEST_ADMIN_PASSWORD
+from plugins.auth.contract import TOKENS
 
 SECRET = "test-jwt-secret-" + "x" * 32
 SPEC_KEYS = {"error", "errorType", "hint"}
@@ -256,7 +257,7 @@ async def test_profile(client):
     assert profile["user_id"] == "admin" and profile["username"] == "admin" and profile["is_admin"] is True
     assert profile["nickname"] == "Administrator" and profile["created_at"].endswith("Z")
     await expect_error(await client.get(f"{API}/profile"), 401)
-    tokens = get_context(client.app).services.require("tokens")
+    tokens = get_context(client.app).contracts.require(TOKENS)
     ghost, _ = tokens.issue_access(Identity(user_id="user_ghost", username="ghost"))
     await expect_error(await client.get(f"{API}/profile", headers=bearer(ghost)), 404, "user_not_found")
 

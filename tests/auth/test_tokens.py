@@ -11,6 +11,7 @@ import pytest
 from gateway.context import get_context
 from gateway.identity import Identity
 from tests.auth.conftest import bearer, build_app
+from plugins.auth.contract import TOKENS
 
 SECRET = "test-jwt-secret-" + "x" * 32
 
@@ -18,7 +19,7 @@ SECRET = "test-jwt-secret-" + "x" * 32
 @pytest.fixture
 async def tokens_client(aiohttp_client, make_config):
     client = await aiohttp_client(build_app(make_config(), with_auth=False))
-    client.tokens = get_context(client.app).services.require("tokens")
+    client.tokens = get_context(client.app).contracts.require(TOKENS)
     return client
 
 
@@ -151,6 +152,6 @@ async def test_admin_only_and_whose_data(tokens_client):
 
 async def test_access_lifetime_is_configurable(aiohttp_client, make_config):
     client = await aiohttp_client(build_app(make_config({"auth.access_token_lifetime": 60}), with_auth=False))
-    tokens = get_context(client.app).services.require("tokens")
+    tokens = get_context(client.app).contracts.require(TOKENS)
     token, expires = tokens.issue_access(Identity(user_id="user_bob", username="bob"))
     assert expires - jwt.decode(token, SECRET, algorithms=["HS256"])["iat"] == 60

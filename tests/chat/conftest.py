@@ -18,6 +18,7 @@ from plugins.chat import plugin as chat_plugin
 from plugins.files import files_plugin
 from plugins.sessions import plugin as sessions_plugin
 from tests.support.servers import free_port
+from plugins.auth.contract import TOKENS
 
 SERVICE_TOKEN = "test-service-token"
 ADMIN = Identity(user_id="admin", username="admin", is_admin=True)
@@ -139,7 +140,7 @@ async def gateway(make_gateway):
 
 
 def token_for(client, identity: Identity) -> str:
-    return client.server.app[CONTEXT].services.require("tokens").issue_access(identity)[0]
+    return client.server.app[CONTEXT].contracts.require(TOKENS).issue_access(identity)[0]
 
 
 def context_of(client):

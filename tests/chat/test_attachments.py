@@ -9,6 +9,7 @@ from aiohttp import FormData
 
 from tests.chat.conftest import ADMIN, context_of, receive_until, token_for
 from tests.ai_core.fake_provider import PIXEL_PNG
+from plugins.files.contract import FILES
 
 
 async def upload(client) -> dict:
@@ -22,7 +23,7 @@ async def upload(client) -> dict:
 
 async def test_signed_download_urls_work_without_a_token_until_they_expire(gateway):
     record = await upload(gateway)
-    files = context_of(gateway).services.require("files")
+    files = context_of(gateway).contracts.require(FILES)
     url = files.signed_download_url(record["id"], ttl=60)
     response = await gateway.get(url)
     assert response.status == 200 and await response.read() == PIXEL_PNG

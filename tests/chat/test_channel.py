@@ -13,6 +13,8 @@ from gateway.text import without_lone_surrogates
 
 from tests.chat.conftest import ADMIN, ALICE, BOB, context_of, eventually, receive_until, token_for
 from tests.support.servers import free_port
+from plugins.chat.contract import CHAT_TURNS, PRESENCE
+from plugins.sessions.contract import CONVERSATIONS
 
 
 def ws_path(client, identity=ADMIN, **query) -> str:
@@ -242,7 +244,7 @@ async def test_a_reply_resumes_after_a_reconnect_and_finishes_without_devices(ga
         await ws.send_json({"type": "message", "content": "again"})
         await ws.receive_json(timeout=5)
     provider.gate.set()
-    conversations = context_of(gateway).services.require("conversations")
+    conversations = context_of(gateway).contracts.require(CONVERSATIONS)
 
     async def stored():
         messages = await conversations.list_messages("resume")
@@ -252,7 +254,7 @@ async def test_a_reply_resumes_after_a_reconnect_and_finishes_without_devices(ga
 
 
 async def test_presence_lists_devices_clients_and_turns(gateway, provider):
-    presence = context_of(gateway).services.require("presence")
+    presence = context_of(gateway).contracts.require(PRESENCE)
     provider.gate.clear()
     async with gateway.ws_connect(ws_path(gateway, session_id="live", client_id="tablet-1", device_name="Tablet"),
                                   headers={"User-Agent": "TabletApp/1.0"}) as ws:
@@ -285,7 +287,7 @@ async def _not_online(presence):
 
 
 async def test_submit_turn_service_queues_like_a_message(gateway, provider):
-    submit = context_of(gateway).services.require("chat.submit_turn")
+    submit = context_of(gateway).contracts.require(CHAT_TURNS).submit_turn
     async with gateway.ws_connect(ws_path(gateway, session_id="voice")) as ws:
         result = await submit("admin", "voice", "recognised words", mode="voice_msg")
         assert result["status"] == "started"
@@ -302,7 +304,7 @@ async def test_half_a_surrogate_pair_from_the_model_is_relayed_and_stored_replac
         await ws.send_json({"type": "message", "content": "hi"})
         frames = await receive_until(ws, "stream_end")
     assert frames[-1]["finish_reason"] == "stop" and frames[-1]["text"] == "half a pair ? here"
-    conversations = context_of(gateway).services.require("conversations")
+    conversations = context_of(gateway).contracts.require(CONVERSATIONS)
     assert [m["content"] for m in await conversations.all_messages("surrogate")] == ["hi", "half a pair ? here"]
 
 
@@ -314,7 +316,7 @@ async def test_half_a_surrogate_pair_from_a_client_is_answered_and_stored_replac
         frames = await receive_until(ws, "stream_end")
     assert frames[-1]["finish_reason"] == "stop"
     assert provider.requests[-1]["messages"][-1]["content"] == "half \ufffd an emoji"
-    conversations = context_of(gateway).services.require("conversations")
+    conversations = context_of(gateway).contracts.require(CONVERSATIONS)
     assert [m["content"] for m in await conversations.all_messages("half")][0] == "half \ufffd an emoji"
 
 

@@ -19,6 +19,7 @@ from gateway.config import PROJECT_ROOT, Config
 from gateway.database import execute, fetch_all
 from plugins.chat import store
 from plugins.chat.delivery import RedisReplay
+from plugins.sessions.contract import CONVERSATIONS
 from plugins.chat.turns import RUNNING_TURNS, lock_key, message_key, now_ms
 from tests.chat.conftest import ADMIN, context_of, eventually, receive_until, token_for
 from tests.support.servers import free_port
@@ -110,7 +111,7 @@ async def queue_rows(client, session_id: str) -> list[tuple[str, str]]:
 
 
 async def stored_messages(client, session_id: str) -> list[tuple[str, str]]:
-    conversations = context_of(client).services.require("conversations")
+    conversations = context_of(client).contracts.require(CONVERSATIONS)
     return [(m["role"], m["content"]) for m in await conversations.all_messages(session_id)]
 
 

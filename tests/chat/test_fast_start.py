@@ -8,6 +8,8 @@ import asyncio
 from gateway.database import fetch_all
 from tests.chat.conftest import context_of, eventually, receive_until
 from tests.chat.test_channel import ws_path
+from plugins.chat.contract import PRESENCE
+from plugins.sessions.contract import CONVERSATIONS
 
 
 async def queue_rows(gateway, session_id: str) -> list[tuple[str, str]]:
@@ -17,7 +19,7 @@ async def queue_rows(gateway, session_id: str) -> list[tuple[str, str]]:
 
 
 async def stored_user_texts(gateway, session_id: str) -> list[str]:
-    conversations = context_of(gateway).services.require("conversations")
+    conversations = context_of(gateway).contracts.require(CONVERSATIONS)
     return [m["content"] for m in await conversations.all_messages(session_id) if m["role"] == "user"]
 
 
@@ -93,7 +95,7 @@ async def test_a_resend_is_refused_after_a_restart_though_the_bus_was_empty(make
     second = await make_gateway()
 
     async def idle():  # the session's turn lock is free again
-        return not (await context_of(second).services.require("presence").session_state("restart"))["turn_running"]
+        return not (await context_of(second).contracts.require(PRESENCE).session_state("restart"))["turn_running"]
 
     async def refused(ws) -> None:
         await ws.send_json({"type": "message", "content": "once", "client_msg_id": "r1"})
@@ -125,7 +127,7 @@ async def test_a_resend_while_the_turn_starts_is_answered_once(make_gateway, pro
         frames = await receive_until(phone, "stream_end")
     assert not [frame for frame in frames if frame["type"] == "error"]
     assert len(provider.requests) == 2
-    conversations = context_of(gateway).services.require("conversations")
+    conversations = context_of(gateway).contracts.require(CONVERSATIONS)
     assert [m["role"] for m in await conversations.all_messages("race")] == ["user", "assistant"] * 2
 
 

@@ -11,6 +11,7 @@ from plugins.auth import tokens_plugin
 from plugins.chat import plugin as chat_plugin
 from plugins.chat import store
 from plugins.sessions import plugin as sessions_plugin
+from plugins.sessions.contract import CONVERSATIONS
 
 COMMON = {"user_id": "admin", "mode": "text", "attachments": [], "sender_connection": None}
 
@@ -23,7 +24,7 @@ async def enqueue(db, **fields):
 async def db(aiohttp_client, config):
     app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, chat_plugin])
     await aiohttp_client(app)
-    conversations = get_context(app).services.require("conversations")
+    conversations = get_context(app).contracts.require(CONVERSATIONS)
     for session_id in ("session_queue_test", "session_fast_test"):
         await conversations.create_session("admin", session_id)
     return get_context(app).db

@@ -7,10 +7,11 @@ from click.testing import CliRunner
 from gateway.app import create_app
 from gateway.cli import main as gateway_cli
 from gateway.context import get_context
+from gateway.contracts import ContractKey
 from gateway.plugins import Plugin, PluginError, installed_plugins, select_plugins
 from gateway.services import ServiceSpec
 from gateway.ws import dispatch_frame
-from tests.core.sample_plugin import SamplePlugin
+from tests.core.sample_plugin import ECHO, SamplePlugin
 
 
 class Recorder(Plugin):
@@ -102,9 +103,9 @@ async def test_lifespan_job_and_offered_service(aiohttp_client, config):
     client = await aiohttp_client(app)
     await asyncio.sleep(0.05)
     assert plugin.events[:2] == ["start", "job"]
-    assert get_context(app).services.require("sample.echo")("hi") == "hi"
-    with pytest.raises(LookupError, match="no plugin in this service offers 'missing'"):
-        get_context(app).services.require("missing")
+    assert get_context(app).contracts.require(ECHO)("hi") == "hi"
+    with pytest.raises(LookupError, match="no plugin in this service provides 'missing'"):
+        get_context(app).contracts.require(ContractKey("missing"))
     await client.close()
     assert plugin.events[-1] == "stop"
 

@@ -12,6 +12,7 @@ from gateway.identity import Identity, require_user
 from gateway.plugins import Plugin
 from plugins.auth import tokens_plugin
 from plugins.notifications import plugin as notifications_plugin
+from plugins.auth.contract import TOKENS
 
 API = "/api/v1"
 ALICE = Identity("user_alice", "alice")
@@ -47,7 +48,7 @@ class DevicePlugin(Plugin):
 
 
 def bearer(app, identity):
-    token, _ = get_context(app).services.require("tokens").issue_access(identity)
+    token, _ = get_context(app).contracts.require(TOKENS).issue_access(identity)
     return {"Authorization": f"Bearer {token}"}
 
 

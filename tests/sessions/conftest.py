@@ -9,6 +9,8 @@ from gateway.context import get_context
 from gateway.identity import Identity
 from plugins.auth import tokens_plugin
 from plugins.sessions import plugin as sessions_plugin
+from plugins.auth.contract import TOKENS
+from plugins.sessions.contract import CONVERSATIONS
 
 API = "/api/v1"
 ALICE = Identity("user_alice", "alice", nickname="Alice")
@@ -17,7 +19,7 @@ ADMIN = Identity("admin", "admin", is_admin=True, nickname="Administrator")
 
 
 def bearer(app, identity: Identity) -> dict:
-    token, _ = get_context(app).services.require("tokens").issue_access(identity)
+    token, _ = get_context(app).contracts.require(TOKENS).issue_access(identity)
     return {"Authorization": f"Bearer {token}"}
 
 
@@ -28,4 +30,4 @@ async def sessions_app(aiohttp_client, config):
     client = await aiohttp_client(app)
     headers = {name: bearer(app, identity) for name, identity in
                (("alice", ALICE), ("bob", BOB), ("admin", ADMIN))}
-    return client, get_context(app).services.require("conversations"), headers
+    return client, get_context(app).contracts.require(CONVERSATIONS), headers

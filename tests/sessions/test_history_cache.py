@@ -8,12 +8,13 @@ from gateway.database import execute
 from plugins.auth import tokens_plugin
 from plugins.sessions import plugin as sessions_plugin
 from plugins.sessions.store import HISTORY_DEPTH, RecentHistoryCache
+from plugins.sessions.contract import CONVERSATIONS
 
 
 async def conversations_on(aiohttp_client, config):
     app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin])
     await aiohttp_client(app)
-    return get_context(app).services.require("conversations")
+    return get_context(app).contracts.require(CONVERSATIONS)
 
 
 def contents(history: list[dict]) -> list[str]:

@@ -11,6 +11,7 @@ from gateway.identity import Identity
 from gateway.services import get_service
 from gateway.typedefs import REGISTRY
 from tests.support.servers import free_port
+from plugins.auth.contract import TOKENS
 
 BODIES = [
     ("empty", b"", "application/json"),
@@ -40,7 +41,7 @@ async def test_no_route_answers_500_to_hostile_input(service_id, aiohttp_client,
     if login.status == 200:
         token = (await login.json())["token"]
     else:  # the ai-core service has no login route: mint one the way the gateway would
-        tokens = get_context(app).services.require("tokens")
+        tokens = get_context(app).contracts.require(TOKENS)
         token, _ = tokens.issue_access(Identity("admin", "admin", is_admin=True))
     headers = {"Authorization": f"Bearer {token}"}
     routes = sorted({(method, path) for (method, path) in app[REGISTRY].route_owners if method != "HEAD"})

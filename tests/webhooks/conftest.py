@@ -14,6 +14,7 @@ from plugins.auth import tokens_plugin
 from plugins.sessions import plugin as sessions_plugin
 from plugins.webhooks import plugin as webhooks_plugin
 from tests.support.servers import free_port
+from plugins.sessions.contract import CONVERSATIONS
 
 WEBHOOK_KEY = "test-webhook-key"  # the make_config fixture's auth.webhook_key
 
@@ -69,7 +70,7 @@ def make_gateway(aiohttp_client, make_config, database_url):
         config = make_config({"database.url": database_url, "peers.ai_core_url": ai_core_url, **overrides})
         app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, webhooks_plugin])
         client = await aiohttp_client(app)
-        return client, get_context(app).services.require("conversations")
+        return client, get_context(app).contracts.require(CONVERSATIONS)
     return build
 
 

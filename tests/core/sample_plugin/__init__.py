@@ -1,11 +1,13 @@
 """A small plugin the core tests register inline: one table, one route, one WebSocket type,
 one job and one lifespan, so every registration path of the contract is exercised."""
 import asyncio
+from typing import Callable
 
 import marshmallow
 from aiohttp import web
 
 from gateway.context import get_context
+from gateway.contracts import ContractKey
 from gateway.database import fetch_all, execute
 from gateway.plugins import Plugin
 
@@ -37,6 +39,9 @@ class NoteSchema(marshmallow.Schema):
     text = marshmallow.fields.String(required=True, validate=marshmallow.validate.Length(min=1, max=100))
 
 
+ECHO: ContractKey[Callable[[str], str]] = ContractKey("sample.echo")
+
+
 class SamplePlugin(Plugin):
     name = "sample"
     version = "1.0"
@@ -47,7 +52,7 @@ class SamplePlugin(Plugin):
     def setup(self, registrar):
         registrar.routes(routes)
         registrar.migrations("tests.core.sample_plugin")
-        registrar.provide("sample.echo", lambda text: text)
+        registrar.provide(ECHO, lambda text: text)
 
         @registrar.ws_message("sample_ping", NoteSchema())
         async def on_ping(connection, message):

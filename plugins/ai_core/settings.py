@@ -1,0 +1,28 @@
+"""`[plugins.ai_core]`: model calls, tools and image fetches (docs/configuration.md)."""
+from marshmallow import fields, validate
+
+from gateway.plugins import PluginSettings
+
+POSITIVE = validate.Range(min=0, min_inclusive=False)
+
+
+class AiCoreSettings(PluginSettings):
+    first_token_timeout = fields.Float(load_default=30.0, validate=POSITIVE, metadata={
+        "description": "Seconds to wait for a model's response and first chunk before falling back."})
+    idle_timeout = fields.Float(load_default=60.0, validate=POSITIVE, metadata={
+        "description": "Seconds a started stream may stall before the turn ends with an error."})
+    tool_timeout = fields.Float(load_default=30.0, validate=POSITIVE, metadata={
+        "description": "Seconds a tool may run."})
+    max_tool_rounds = fields.Integer(load_default=6, validate=validate.Range(min=0), metadata={
+        "description": "Model-tool round trips per turn."})
+    system_prompt = fields.String(load_default="", metadata={
+        "description": "The system message (empty: a short built-in assistant prompt; the current "
+                       "time is appended)."})
+    timezone = fields.String(load_default="", metadata={
+        "description": "IANA zone of the get_current_time tool (empty: the machine's)."})
+    fetch_allow_private = fields.Boolean(load_default=False, metadata={
+        "description": "Let image URLs on loopback or private addresses be fetched."})
+    max_image_bytes = fields.Integer(load_default=10 * 1024 * 1024, validate=POSITIVE, metadata={
+        "description": "Largest image fetched for a turn, in bytes."})
+    fetch_timeout = fields.Float(load_default=15.0, validate=POSITIVE, metadata={
+        "description": "Seconds an image fetch may take."})

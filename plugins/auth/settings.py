@@ -1,0 +1,17 @@
+"""`[plugins.auth]`: accounts and sign-in settings (docs/configuration.md)."""
+from marshmallow import fields, validate
+
+from gateway.plugins import PluginSettings
+
+from .passwords import DEFAULT_ROUNDS
+
+
+class AuthSettings(PluginSettings):
+    trusted_proxies = fields.List(fields.String(), load_default=list, metadata={
+        "description": "Reverse proxies (addresses or CIDR ranges) whose X-Forwarded-For is read."})
+    bcrypt_rounds = fields.Integer(load_default=DEFAULT_ROUNDS, validate=validate.Range(min=4, max=31), metadata={
+        "description": "bcrypt cost of stored passwords."})
+    rate_limit_per_minute = fields.Integer(load_default=5, validate=validate.Range(min=1), metadata={
+        "description": "Sign-in and registration attempts per client address per minute."})
+    admin_nickname = fields.String(load_default="Administrator", metadata={
+        "description": "The administrator's nickname."})

@@ -1,0 +1,44 @@
+"""`[plugins.chat]`: the chat channel's settings, defaults in one place (docs/configuration.md)."""
+from marshmallow import fields, validate
+
+from gateway.hub import DEFAULT_MAX_PENDING
+from gateway.plugins import PluginSettings
+
+POSITIVE = validate.Range(min=0, min_inclusive=False)
+
+
+class ChatSettings(PluginSettings):
+    allow_users = fields.Boolean(load_default=False, metadata={
+        "description": "Let every user (not only the administrator) connect, to their own sessions."})
+    allowed_origins = fields.List(fields.String(), load_default=list, metadata={
+        "description": "Browser origins allowed besides the gateway's and PUBLIC_BASE_URL's "
+                       "([\"*\"] accepts any)."})
+    max_frame_bytes = fields.Integer(load_default=16 * 1024 * 1024, validate=POSITIVE, metadata={
+        "description": "Largest accepted frame in bytes (close code 1009 above it)."})
+    max_pending = fields.Integer(load_default=DEFAULT_MAX_PENDING, validate=POSITIVE, metadata={
+        "description": "Frames queued for one connection; a client that stops reading is disconnected."})
+    heartbeat = fields.Float(load_default=30.0, validate=POSITIVE, metadata={
+        "description": "Seconds between WebSocket pings; a connection that misses the pong is closed."})
+    compress = fields.Boolean(load_default=True, metadata={
+        "description": "Accept permessage-deflate when the client offers it (less traffic, more "
+                       "memory per connection and CPU per frame)."})
+    max_message_chars = fields.Integer(load_default=32000, validate=POSITIVE, metadata={
+        "description": "Longest `content` of a message."})
+    history_limit = fields.Integer(load_default=20, validate=validate.Range(min=0), metadata={
+        "description": "Past messages sent to the AI core with a turn."})
+    ai_read_timeout = fields.Float(load_default=120.0, validate=POSITIVE, metadata={
+        "description": "Seconds the AI core's stream may stay silent."})
+    lock_ttl = fields.Float(load_default=30.0, validate=POSITIVE, metadata={
+        "description": "Seconds of a session's turn lock, renewed every third."})
+    replay_ttl = fields.Float(load_default=120.0, validate=POSITIVE, metadata={
+        "description": "Seconds a finished reply stays in the replay buffer."})
+    replay_max_frames = fields.Integer(load_default=20000, validate=POSITIVE, metadata={
+        "description": "Most frames of one reply kept for replay."})
+    attachment_url_ttl = fields.Integer(load_default=900, validate=POSITIVE, metadata={
+        "description": "Seconds a signed attachment URL works."})
+    sweep_interval = fields.Float(load_default=5.0, validate=POSITIVE, metadata={
+        "description": "Seconds between housekeeping rounds (dead turns, presence)."})
+    stop_timeout = fields.Float(load_default=10.0, validate=validate.Range(min=0), metadata={
+        "description": "Seconds a stopping service lets running turns finish."})
+    store_after = fields.Float(load_default=0.05, validate=validate.Range(min=0), metadata={
+        "description": "Longest a turn's writes wait for the AI core's first event to be sent on."})

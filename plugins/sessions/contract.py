@@ -1,0 +1,49 @@
+"""What the sessions plugin offers other plugins: the one store of conversations and messages."""
+from __future__ import annotations
+
+from typing import Protocol
+
+from gateway.contracts import ContractKey
+
+
+class Conversations(Protocol):
+    async def create_session(self, user_id: str, session_id: str | None = None, title: str | None = None,
+                             is_main: bool = False) -> dict: ...
+
+    async def get_session(self, session_id: str) -> dict | None: ...
+
+    async def ensure_session(self, user_id: str, session_id: str, title: str | None = None) -> dict:
+        """The session, created for `user_id` when missing; Forbidden when another user owns it."""
+        ...
+
+    async def list_sessions(self, user_id: str) -> list[dict]: ...
+
+    async def delete_session(self, session_id: str) -> bool: ...
+
+    async def delete_user_sessions(self, user_id: str) -> int: ...
+
+    async def add_message(self, session_id: str, user_id: str, role: str, content: str,
+                          msg_type: str = "chat", metadata: dict | None = None,
+                          client_msg_id: str | None = None) -> dict:
+        """The stored message; `{"duplicate": True, ...}` when `client_msg_id` was stored before."""
+        ...
+
+    async def has_client_message(self, session_id: str, client_msg_id: str) -> bool: ...
+
+    async def list_messages(self, session_id: str, limit: int = 50, offset: int = 0,
+                            before_id: int | None = None) -> list[dict]: ...
+
+    async def all_messages(self, session_id: str) -> list[dict]: ...
+
+    async def recent_history(self, session_id: str, limit: int = 20) -> list[dict]:
+        """The last `limit` messages as `{"role", "content"}` for a model's context, oldest first."""
+        ...
+
+    async def clear_messages(self, session_id: str) -> int: ...
+
+    async def search_messages(self, user_id: str, query: str, limit: int = 50,
+                              offset: int = 0) -> tuple[list[dict], int]: ...
+
+
+CONVERSATIONS: ContractKey[Conversations] = ContractKey("sessions.conversations",
+                                                        "sessions and their messages")

@@ -9,6 +9,7 @@ from typing import AsyncIterator, Iterable
 
 import aiohttp
 import aiojobs
+import marshmallow
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
@@ -19,6 +20,7 @@ from .config import Config, ConfigError
 from .context import Context
 from .database import apply_migrations, create_pool, migration_files, resolve_database_url
 from .errors import error_middleware
+from .openapi import DOCS_PATH, OPENAPI_PATH, add_document_routes, api_doc
 from .plugins import (Plugin, PluginError, PluginRecord, Registrar, Registry, installed_plugins,
                       select_plugins)
 from .services import ServiceSpec, get_service
@@ -38,6 +40,14 @@ class AccessLogger(AbstractAccessLogger):
                          response.status, time_taken * 1000, request.get(REQUEST_ID, "-"))
 
 
+class HealthAnswer(marshmallow.Schema):
+    status = marshmallow.fields.String(required=True, metadata={"description": "`ok` while the service answers."})
+    service = marshmallow.fields.String(required=True)
+    ws_connections = marshmallow.fields.Integer(required=True)
+    version = marshmallow.fields.String(required=True)
+
+
+@api_doc("Whether the service answers (no credential needed)", auth="none", responses={200: HealthAnswer})
 async def health(request: web.Request) -> web.Response:
     context = request.app[CONTEXT]
     return web.json_response({"status": "ok", "service": context.service_id,
@@ -65,8 +75,9 @@ def create_app(service_id: str, config: Config | None = None, *, plugins: list[P
 
     context = Context(service_id, config, spec.name)
     registry = Registry()
-    registry.claim_route("GET", HEALTH_PATH, "core")
-    registry.claim_route("HEAD", HEALTH_PATH, "core")
+    for path in (HEALTH_PATH, OPENAPI_PATH, DOCS_PATH):
+        registry.claim_route("GET", path, "core")
+        registry.claim_route("HEAD", path, "core")
     for plugin in ordered:
         registry.records[plugin.name] = PluginRecord(plugin)
         try:
@@ -83,6 +94,7 @@ def create_app(service_id: str, config: Config | None = None, *, plugins: list[P
     app[SERVICE_ID] = service_id
     context.app = app
     app.router.add_get(HEALTH_PATH, health, name="health")
+    add_document_routes(app, f"{spec.name} ({service_id})", __version__)
     for table in registry.route_tables:
         app.router.add_routes(table)
 

@@ -117,6 +117,10 @@ def _from_http_exception(exc: web.HTTPException, request: web.Request) -> ApiErr
 async def error_middleware(request: web.Request, handler) -> web.StreamResponse:
     request_id = request.headers.get(REQUEST_ID_HEADER) or uuid.uuid4().hex[:16]
     request[REQUEST_ID] = request_id
+    if "\x00" in request.path or "\x00" in request.rel_url.query_string:
+        # No identifier or text the services store may hold NUL (PostgreSQL text cannot).
+        return error_response(BadRequest("The address holds a NUL character (%00).", error_type="invalid_characters",
+                                         hint="Remove %00 from the path and the query."), request_id)
     try:
         return await handler(request)
     except ApiError as error:

@@ -35,6 +35,7 @@ from aiohttp.resolver import DefaultResolver
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from .contracts import ContractKey
+from .text import loads_utf8_safe
 
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -193,7 +194,7 @@ class FetchResult:
 
     def json(self) -> Any:
         try:
-            return json.loads(self.body)
+            return loads_utf8_safe(self.body)  # an upstream's deep or huge JSON is refused like bad JSON
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
             raise FetchError(f"{self.url} did not answer JSON: {error}") from None
 

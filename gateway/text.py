@@ -8,17 +8,19 @@ from typing import Any
 
 
 def may_hold_lone_surrogates(raw: str | bytes) -> bool:
-    """Whether JSON text can decode to half a surrogate pair: only an escape of one makes it
-    (raw UTF-8 cannot encode one). Cheap enough to ask of every frame."""
+    """Whether JSON text can decode to half a surrogate pair, or to NUL (which PostgreSQL text
+    cannot hold): only an escape makes either (raw UTF-8 cannot encode a half; a raw NUL is not
+    valid JSON text inside a string). Cheap enough to ask of every frame."""
     if isinstance(raw, bytes):
-        return b"\\ud" in raw or b"\\uD" in raw
-    return "\\ud" in raw or "\\uD" in raw
+        return b"\\ud" in raw or b"\\uD" in raw or b"\\u0000" in raw
+    return "\\ud" in raw or "\\uD" in raw or "\\u0000" in raw
 
 
 def without_lone_surrogates(value: Any) -> Any:
-    """`value` (decoded JSON) with every half of a surrogate pair, in keys too, replaced by U+FFFD."""
+    """`value` (decoded JSON) with every half of a surrogate pair and every NUL, in keys too,
+    replaced by U+FFFD."""
     if isinstance(value, str):
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace").replace("\x00", "\ufffd")
     if isinstance(value, dict):
         return {without_lone_surrogates(key): without_lone_surrogates(item) for key, item in value.items()}
     if isinstance(value, list):
@@ -26,11 +28,40 @@ def without_lone_surrogates(value: Any) -> Any:
     return value
 
 
+# Deeper JSON than this is refused: nothing the services take nests nearly as deep, and every
+# recursive reader after the parser (schemas, encoders, PostgreSQL) would fail on a deep one.
+MAX_JSON_DEPTH = 64
+
+
 def loads_utf8_safe(raw: str | bytes) -> Any:
     """`json.loads(raw)`, with halves of surrogate pairs replaced when the text escapes any. Bytes
     are decoded first, as json does (UTF-8, or UTF-16/32 by their first bytes), so that the check
-    reads the text the parser reads."""
+    reads the text the parser reads. JSON nested deeper than MAX_JSON_DEPTH, or with an integer
+    longer than Python converts (4,300 digits), raises JSONDecodeError like any bad JSON."""
     if isinstance(raw, bytes):
         raw = raw.decode(json.detect_encoding(raw))  # strict: an encoded half of a pair is refused
-    value = json.loads(raw)
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise json.JSONDecodeError(f"nested deeper than {MAX_JSON_DEPTH} levels", raw, 0) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as error:  # int() refusing a number of too many digits
+        raise json.JSONDecodeError(f"a number is too long ({error})", raw, 0) from None
+    # Counting brackets runs at C speed; only text that could nest deep is walked.
+    if raw.count("[") + raw.count("{") > MAX_JSON_DEPTH and _depth(value) > MAX_JSON_DEPTH:
+        raise json.JSONDecodeError(f"nested deeper than {MAX_JSON_DEPTH} levels", raw, 0)
     return without_lone_surrogates(value) if may_hold_lone_surrogates(raw) else value
+
+
+def _depth(value: Any) -> int:
+    """How deep containers nest in decoded JSON, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in item if isinstance(child, (dict, list)))
+    return deepest

@@ -15,9 +15,8 @@ from marshmallow import fields, validate
 from gateway.errors import BadGateway, BadRequest, Conflict, NotFound
 from gateway.identity import require_admin
 from gateway.validation import parse_body, parse_query
+from plugins.ai_core.contract import AiCore
 from plugins.chat.contract import PRESENCE
-
-from .ai_core import AiCoreClient
 
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,99}\Z")
 KEY_RULE = "1-100 characters: letters, digits and . _ : @ + - (starting with a letter or digit)"
@@ -178,7 +177,7 @@ def model_items(body: Any) -> list[dict] | None:
 
 
 class AdminApi:
-    def __init__(self, context, ai_core: AiCoreClient, health_check_timeout: float, fetch_timeout: float):
+    def __init__(self, context, ai_core: AiCore, health_check_timeout: float, fetch_timeout: float):
         self.context = context
         self.ai_core = ai_core
         self.health_check_timeout = health_check_timeout
@@ -272,10 +271,8 @@ class AdminApi:
         name = path_key(request, "name", "provider name")
         body = await parse_body(request, ProviderBody())
         same_as_path(name, body["name"], "name")
-        payload = {"name": name, "base_url": body["base_url"].rstrip("/")}
-        if body["api_key"] is not None:  # left out: the stored key stays
-            payload["api_key"] = body["api_key"]
-        await self.ai_core.call("POST", f"/providers/{name}", payload)
+        # api_key left out (None): the stored key stays
+        await self.ai_core.save_provider(name, body["base_url"].rstrip("/"), body["api_key"])
         return web.json_response({"status": "saved", "name": name})
 
     async def provider_delete(self, request: web.Request) -> web.Response:
@@ -285,7 +282,7 @@ class AdminApi:
         if users:
             raise Conflict(f"The provider {name!r} still serves the models {', '.join(users)}.",
                            error_type="provider_in_use", hint="Delete those models or move them to another provider.")
-        await self.ai_core.call("DELETE", f"/providers/{name}")
+        await self.ai_core.delete_provider(name)
         return web.json_response({"status": "deleted", "name": name})
 
     # ------------------------------------------------------------ models
@@ -306,7 +303,7 @@ class AdminApi:
                              error_type="validation_error",
                              hint="Save the provider first (POST /api/v1/admin/models/providers/<name>).",
                              extra={"fields": {"provider": ["unknown provider"]}})
-        await self.ai_core.call("POST", f"/models/{model_id}", {**body, "id": model_id})
+        await self.ai_core.save_model(model_id, body)
         return web.json_response({"status": "saved", "id": model_id})
 
     async def model_delete(self, request: web.Request) -> web.Response:
@@ -316,7 +313,7 @@ class AdminApi:
         if purposes:
             raise Conflict(f"The model {model_id!r} is in the fallback chain of {', '.join(purposes)}.",
                            error_type="model_in_use", hint="Take it out of those routing rules first.")
-        await self.ai_core.call("DELETE", f"/models/{model_id}")
+        await self.ai_core.delete_model(model_id)
         return web.json_response({"status": "deleted", "id": model_id})
 
     # ------------------------------------------------------------ routing
@@ -343,14 +340,13 @@ class AdminApi:
                              error_type="validation_error",
                              hint="GET /api/v1/admin/models/models lists the model ids.",
                              extra={"fields": {"fallback_chain": ["unknown model"]}})
-        await self.ai_core.call("POST", f"/routing/{purpose}",
-                                {"fallback_chain": chain, "required": body["required"]})
+        await self.ai_core.save_route(purpose, chain, body["required"])
         return web.json_response({"status": "saved", "purpose": purpose})
 
     async def routing_delete(self, request: web.Request) -> web.Response:
         await require_admin(request)
         purpose = path_key(request, "purpose", "purpose")
-        await self.ai_core.call("DELETE", f"/routing/{purpose}")
+        await self.ai_core.delete_route(purpose)
         return web.json_response({"status": "deleted", "purpose": purpose})
 
     # ------------------------------------------------------------ reaching a provider

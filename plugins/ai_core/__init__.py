@@ -1,12 +1,16 @@
-"""The AI core: model routing with fallback chains, the streaming chat call, tools and their
-records, the offline default agent and an OpenAI-compatible front door (see docs/ai-core.md).
+"""The AI core, and the client other services call it with: two plugins in one package.
 
-Other plugins in the ai-core service add tools through the `TOOLS` contract
-(`plugins.ai_core.contract`):
+- `ai_core` (the ai-core service): model routing with fallback chains, the streaming chat call,
+  tools and their records, the offline default agent and an OpenAI-compatible front door (see
+  docs/ai-core.md). Other plugins of that service add tools through the `TOOLS` contract:
 
-    context.contracts.require(TOOLS).add(name, description, parameters, handler,
-                                          owner="my_plugin", examples={"en": [...], "zh": [...]})
-"""
+      context.contracts.require(TOOLS).add(name, description, parameters, handler,
+                                            owner="my_plugin", examples={"en": [...], "zh": [...]})
+
+- `ai_core_client` (the gateway): the `AI_CORE` contract, the one client of the AI core's HTTP
+  API (the chat stream, image descriptions, the model tables).
+
+Both contracts are in `plugins.ai_core.contract`."""
 from __future__ import annotations
 
 import logging
@@ -17,10 +21,12 @@ from gateway.plugins import Plugin, Registrar
 from . import store
 from .api import ENGINE, routes
 from .builtin_tools import register_builtin_tools
-from .contract import TOOLS
+from .client import AiCoreClient
+from .contract import AI_CORE, TOOLS
 from .engine import Engine
+from .peer import GatewayPeer
 from .probe import routes as probe_routes
-from .settings import AiCoreSettings
+from .settings import AiCoreClientSettings, AiCoreSettings
 from .tools import ToolRegistry
 
 log = logging.getLogger("plugins.ai_core")
@@ -38,7 +44,7 @@ class AiCorePlugin(Plugin):
         settings = dict(registrar.settings)
         registry = ToolRegistry()
         register_builtin_tools(registry, settings["timezone"])
-        engine = Engine(context, registry, settings)
+        engine = Engine(context, registry, settings, GatewayPeer(context, settings["tool_timeout"]))
         registrar.migrations("plugins.ai_core")
         registrar.routes(routes)
         registrar.routes(probe_routes)
@@ -58,4 +64,14 @@ class AiCorePlugin(Plugin):
         registrar.lifespan(seed)
 
 
+class AiCoreClientPlugin(Plugin):
+    name = "ai_core_client"
+    description = "The client of the AI core: chat stream, image descriptions, model tables"
+    settings_schema = AiCoreClientSettings
+
+    def setup(self, registrar: Registrar) -> None:
+        registrar.provide(AI_CORE, AiCoreClient(registrar.context, registrar.settings))
+
+
 plugin = AiCorePlugin()
+client_plugin = AiCoreClientPlugin()

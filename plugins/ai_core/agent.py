@@ -8,12 +8,10 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Awaitable, Callable
-
-from .tools import Tool, ToolRegistry, ToolRunner
+from .contract import SystemInfoEvent
+from .tools import Emit, Tool, ToolRegistry, ToolRunner
 
 AGENT_MODEL = "offline-agent"
-Emit = Callable[[dict], Awaitable[None]]
 
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _CONTRACTIONS = {"what's": "what is", "whats": "what is", "it's": "it is", "i'm": "i am",
@@ -117,7 +115,7 @@ class OfflineAgent:
         return "\n".join(lines)
 
     @staticmethod
-    def no_model_notice(language: str, models_failed: bool) -> dict:
+    def no_model_notice(language: str, models_failed: bool) -> SystemInfoEvent:
         if language == "zh":
             reason = "已配置的语言模型都没有响应" if models_failed else "尚未配置语言模型"
             message = (f"{reason}，内置离线助手只能处理问候、时间日期、帮助和已注册的工具。"

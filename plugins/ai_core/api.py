@@ -19,6 +19,7 @@ from gateway.validation import parse_body, parse_query
 
 from . import store
 from .agent import AGENT_MODEL
+from .contract import ChatEvent, DoneEvent
 from .engine import Engine, Turn, TurnFailed
 from .images import ImageError, bad_image, origin
 from .providers import ProviderError
@@ -72,7 +73,7 @@ class ChatStreamBody(marshmallow.Schema):
     purpose = fields.String(load_default="chat", validate=validate.Length(min=1, max=64))
 
 
-def sse_frame(event: dict) -> bytes:
+def sse_frame(event: ChatEvent) -> bytes:
     # "replace": a model may send an escaped half of a surrogate pair, which UTF-8 cannot carry.
     return f"event: {event['type']}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n".encode("utf-8", "replace")
 
@@ -93,7 +94,7 @@ async def chat_stream(request: web.Request) -> web.StreamResponse:
     engine = engine_of(request)
     started = time.monotonic()
 
-    async def emit(event: dict) -> None:
+    async def emit(event: ChatEvent) -> None:
         await response.write(sse_frame(event))
 
     try:
@@ -101,16 +102,10 @@ async def chat_stream(request: web.Request) -> web.StreamResponse:
     except TurnFailed:
         await response.write_eof()
         return response
-    # Recorded by a job of the service while `done` is written: a client that hangs up as soon as
-    # it has `done` makes the write fail, and the turn must be on record all the same. The stream
-    # ends only once it is, so a client that read to the end can search for it.
-    context = get_context(request)
-    recording = await context.scheduler.spawn(store.record_turns(
-        context.db, turn.session_id, user_id, [("user", turn.text), ("assistant", outcome.text)]))
-    await emit({"type": "done", "text": outcome.text, "model": outcome.model,
-                "finish_reason": outcome.finish_reason, "fallbacks": outcome.fallbacks,
-                "usage": outcome.usage, "duration_ms": round((time.monotonic() - started) * 1000, 1)})
-    await recording.wait()
+    done: DoneEvent = {"type": "done", "text": outcome.text, "model": outcome.model,
+                       "finish_reason": outcome.finish_reason, "fallbacks": outcome.fallbacks,
+                       "usage": outcome.usage, "duration_ms": round((time.monotonic() - started) * 1000, 1)}
+    await emit(done)
     await response.write_eof()
     return response
 
@@ -154,7 +149,7 @@ async def openai_chat(request: web.Request) -> web.StreamResponse:
     completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     created = int(time.time())
     if not body["stream"]:
-        async def raise_errors(event: dict) -> None:
+        async def raise_errors(event: ChatEvent) -> None:
             if event["type"] == "error":
                 raise BadGateway(event["error"], error_type=event["errorType"])
 
@@ -183,7 +178,7 @@ async def openai_chat(request: web.Request) -> web.StreamResponse:
 
     await response.write(chunk({"role": "assistant", "content": ""}))
 
-    async def emit(event: dict) -> None:
+    async def emit(event: ChatEvent) -> None:
         if event["type"] == "delta":
             await response.write(chunk({"content": event["content"]}))
         elif event["type"] == "error":

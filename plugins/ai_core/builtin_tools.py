@@ -1,25 +1,30 @@
-"""The tools whose data the AI core holds today: the current time and date, and a search of the
-user's own past messages. Later plugins add device, reminder, memory and knowledge tools."""
+"""The built-in tools: the current time and date, and a search of the user's own past messages
+(kept by the gateway, asked through peer.py). Later plugins add device, reminder, memory and
+knowledge tools."""
 from __future__ import annotations
 
 import re
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from . import store
 from .tools import Tool, ToolCallContext, ToolFailed, ToolRegistry
 
 WEEKDAYS_EN = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 WEEKDAYS_ZH = ["星期一", "星期二", "星期三", "星期四", "星期五", "星期六", "星期日"]
 
 
+def zone_named(name: str) -> ZoneInfo | None:
+    """The IANA zone `name`; None for the machine's own (an empty name)."""
+    try:
+        return ZoneInfo(name) if name else None
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ToolFailed(f"unknown time zone {name!r}; use an IANA name such as Asia/Shanghai") from None
+
+
 def time_tool(default_timezone: str) -> Tool:
     async def handler(arguments: dict, call: ToolCallContext) -> dict:
         name = arguments.get("timezone") or default_timezone
-        try:
-            zone = ZoneInfo(name) if name else None
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ToolFailed(f"unknown time zone {name!r}; use an IANA name such as Asia/Shanghai") from None
+        zone = zone_named(name)
         now = datetime.now(zone) if zone else datetime.now().astimezone()
         return {"iso": now.isoformat(timespec="seconds"), "date": now.strftime("%Y-%m-%d"),
                 "time": now.strftime("%H:%M"), "weekday": WEEKDAYS_EN[now.weekday()],
@@ -73,14 +78,25 @@ def _search_query(text: str) -> dict:
     return {}
 
 
-def search_messages_tool(max_results: int = 20) -> Tool:
+# The gateway's search finds both sides of a conversation; the tool is about what the person
+# said, so it reads one page this large and keeps their own messages.
+SEARCH_PAGE = 100
+
+
+def search_messages_tool(default_timezone: str, max_results: int = 20) -> Tool:
     async def handler(arguments: dict, call: ToolCallContext) -> dict:
-        query = str(arguments.get("query") or "").strip()
+        query = str(arguments.get("query") or "").strip()[:200]
         if not query:
             raise ToolFailed("query is empty")
         limit = max(1, min(int(arguments.get("limit") or 5), max_results))
         await call.progress(0.5, f"searching for {query!r}")
-        found = await store.search_turns(call.context.db, call.user_id, query, limit)
+        answer = await call.ask_gateway("GET", "/api/v1/messages/search",
+                                        params={"q": query, "limit": SEARCH_PAGE})
+        zone = zone_named(default_timezone)
+        found = [{"session_id": item["session_id"], "role": item["role"], "content": item["content"],
+                  "created_at": datetime.fromtimestamp(item["created_at"] / 1000).astimezone(zone)
+                  .isoformat(timespec="seconds")}
+                 for item in answer["results"] if item["role"] == "user"][:limit]
         return {"query": query, "count": len(found), "messages": found}
 
     def summarize(result: dict, language: str) -> str:
@@ -107,4 +123,4 @@ def search_messages_tool(max_results: int = 20) -> Tool:
 
 def register_builtin_tools(registry: ToolRegistry, default_timezone: str) -> None:
     registry.register(time_tool(default_timezone))
-    registry.register(search_messages_tool())
+    registry.register(search_messages_tool(default_timezone))

@@ -1,10 +1,21 @@
-"""What the AI core plugin offers other plugins of the ai-core service: registering tools."""
+"""What the ai_core package offers other plugins:
+
+- in the ai-core service, registering tools the models may call (`TOOLS`);
+- in the services that call the AI core (the gateway), the one client of it (`AI_CORE`): the
+  streaming chat call, image descriptions and the model tables, with one error (`AiCoreError`).
+
+The events of the streaming chat call are declared here once, for the AI core that writes them
+and for the client that reads them. They are plain dicts at run time (a turn relays dozens a
+second); the TypedDicts only tell the type checker and the reader their fields."""
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, AsyncIterator, Awaitable, Callable, Literal, NotRequired, Protocol, TypedDict, Union
 
 from gateway.contracts import ContractKey
+from gateway.errors import ApiError
 
+
+# ---------------------------------------------------------------- tools (ai-core service)
 
 class Tools(Protocol):
     def add(self, name: str, description: str, parameters: dict,
@@ -15,3 +26,148 @@ class Tools(Protocol):
 
 
 TOOLS: ContractKey[Tools] = ContractKey("ai_core.tools", "tools the models may call")
+
+
+# ---------------------------------------------------------------- the streaming chat call
+
+class HistoryItem(TypedDict):
+    role: Literal["user", "assistant", "system"]
+    content: str
+
+
+class ImageAttachment(TypedDict):
+    type: NotRequired[Literal["image"]]
+    url: str  # a data:image/...;base64, URI or an http(s) URL
+
+
+class ChatRequest(TypedDict, total=False):
+    """The body of `POST /api/v1/chat/stream`; `user_id` is required with the service credential."""
+    user_id: str
+    session_id: str | None
+    text: str
+    history: list[HistoryItem]
+    mode: Literal["text", "voice_msg", "voice_assistant"]
+    attachments: list[ImageAttachment]
+    purpose: str
+
+
+class DeltaEvent(TypedDict):
+    """The next piece of answer text."""
+    type: Literal["delta"]
+    content: str
+
+
+class ThinkingEvent(TypedDict):
+    """Reasoning text from a model that streams it."""
+    type: Literal["thinking"]
+    status: str
+    content: str
+
+
+ToolStatus = Literal["started", "running", "completed", "failed"]
+
+
+class ToolProgressEvent(TypedDict):
+    """A tool call under way; `failed` carries the error in `message`."""
+    type: Literal["tool_progress"]
+    tool_name: str
+    status: ToolStatus
+    progress: float
+    message: str
+    call_id: NotRequired[str]
+
+
+class SystemInfoEvent(TypedDict):
+    """A notice for the person; `action` names what they can do about it, or is empty."""
+    type: Literal["system_info"]
+    level: Literal["info", "warning", "error"]
+    message: str
+    action: str
+
+
+class ErrorEvent(TypedDict):
+    """The turn failed; always the last event."""
+    type: Literal["error"]
+    error: str
+    errorType: str
+    model: str | None
+    kind: NotRequired[str]
+
+
+class Fallback(TypedDict):
+    model: str
+    kind: str
+    error: str
+
+
+class DoneEvent(TypedDict):
+    """The last event of a successful turn."""
+    type: Literal["done"]
+    text: str
+    model: str
+    finish_reason: str
+    fallbacks: list[Fallback]
+    usage: dict | None
+    duration_ms: float
+
+
+ChatEvent = Union[DeltaEvent, ThinkingEvent, ToolProgressEvent, SystemInfoEvent, ErrorEvent, DoneEvent]
+
+
+# ---------------------------------------------------------------- the client (gateway side)
+
+class ImageDescription(TypedDict):
+    description: str
+    model: str
+
+
+class AiCoreError(ApiError):
+    """A call to the AI core that did not succeed. `error` and `error_type` say why, as a caller
+    passes it on (`ai_core_unreachable` when the AI core could not be reached or stopped
+    answering; the AI core's own errorType when it answered with an error; `ai_core_failed`
+    when its answer could not be read); `status` is what an HTTP endpoint answers with. Unhandled
+    in a handler, it renders as the spec's error body."""
+    status = 502
+    error_type = "ai_core_failed"
+
+
+class AiCore(Protocol):
+    def stream_chat(self, body: ChatRequest) -> AsyncIterator[ChatEvent]:
+        """The events of one turn, in order, as the AI core sends them (a `done` or an `error`
+        event ends a complete stream); AiCoreError when the call fails."""
+        ...
+
+    async def describe_image(self, image: str, *, prompt: str, user_id: str | None = None) -> ImageDescription:
+        """The vision model's description of `image` (a data URI or an http(s) URL)."""
+        ...
+
+    # The model tables, for the administrator (docs/ai-core.md, "Providers, models, routing").
+    async def providers(self) -> list[dict]: ...
+
+    async def save_provider(self, name: str, base_url: str, api_key: str | None = None) -> None:
+        """`api_key` None keeps the stored key."""
+        ...
+
+    async def delete_provider(self, name: str) -> None: ...
+
+    async def models(self) -> list[dict]: ...
+
+    async def save_model(self, model_id: str, fields: dict) -> None: ...
+
+    async def delete_model(self, model_id: str) -> None: ...
+
+    async def routes(self) -> list[dict]: ...
+
+    async def save_route(self, purpose: str, fallback_chain: list[str], required: bool) -> None: ...
+
+    async def delete_route(self, purpose: str) -> None: ...
+
+    async def probe(self, provider: str, *, url: str | None = None, method: str = "GET",
+                    payload: dict | None = None, timeout: float) -> dict:
+        """One request to a provider made by the AI core with the provider's key (its model list
+        by default): `{status, body, error, error_kind, latency_ms, url, ...}`; the provider's
+        failure is in the answer, not raised."""
+        ...
+
+
+AI_CORE: ContractKey[AiCore] = ContractKey("ai_core.client", "the AI core: chat stream, images, model tables")

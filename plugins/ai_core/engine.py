@@ -1,5 +1,6 @@
 """One chat turn: pick the models of the purpose's route, try them in order, run the
-function-calling loop with the one that answers, and stream typed events.
+function-calling loop with the one that answers, and stream typed events (contract.py: every
+event built here is checked against its TypedDict through `Emit`).
 
 Fallback rule: a model that fails before anything was sent for it (connection error, timeout,
 429, 5xx, any error) is skipped for the next one; once text, thinking or tool progress has gone
@@ -11,20 +12,18 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Awaitable, Callable
-
 from gateway.fetch import FetchPolicy, GuardedFetcher
 
 from . import store
 from .agent import AGENT_MODEL, OfflineAgent
+from .contract import ChatEvent, Fallback
 from .images import ImageError, ImageFetcher, origin
+from .peer import GatewayPeer
 from .providers import ProviderError, stream_completion
 from .store import Candidate, Route
-from .tools import ToolRegistry, ToolRunner
+from .tools import Emit, ToolRegistry, ToolRunner
 
 log = logging.getLogger("plugins.ai_core.engine")
-
-Emit = Callable[[dict], Awaitable[None]]
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a helpful personal assistant. Answer in the language the user writes in. "
@@ -55,7 +54,7 @@ class Outcome:
     text: str
     model: str
     finish_reason: str
-    fallbacks: list[dict]
+    fallbacks: list[Fallback]
     usage: dict | None = None
 
 
@@ -64,11 +63,11 @@ class TurnFailed(Exception):
 
 
 class Engine:
-    def __init__(self, context, registry: ToolRegistry, settings: dict):
+    def __init__(self, context, registry: ToolRegistry, settings: dict, gateway: GatewayPeer | None = None):
         self.context = context
         self.registry = registry
         self.settings = settings
-        self.runner = ToolRunner(registry, context, settings["tool_timeout"])
+        self.runner = ToolRunner(registry, context, settings["tool_timeout"], gateway)
         self.agent = OfflineAgent(registry, self.runner)
 
     # ------------------------------------------------------------ routing
@@ -148,7 +147,7 @@ class Engine:
     async def run(self, turn: Turn, emit: Emit) -> Outcome:
         sent = False
 
-        async def tracked(event: dict) -> None:
+        async def tracked(event: ChatEvent) -> None:
             nonlocal sent
             if event["type"] in OUTPUT_EVENTS:
                 sent = True
@@ -163,7 +162,7 @@ class Engine:
             images, purpose = [], turn.purpose
             chain, route = await self.candidates(purpose, turn.preferred_model)
         messages = self.build_messages(turn, images)
-        fallbacks: list[dict] = []
+        fallbacks: list[Fallback] = []
         for candidate in chain:
             try:
                 return await self._run_model(candidate, messages, turn, tracked, fallbacks)
@@ -199,7 +198,7 @@ class Engine:
         return loaded
 
     async def _run_model(self, candidate: Candidate, messages: list[dict], turn: Turn, emit: Emit,
-                         fallbacks: list[dict]) -> Outcome:
+                         fallbacks: list[Fallback]) -> Outcome:
         conversation = list(messages)
         tools = self.registry.schemas() if turn.use_tools else None
         text = ""

@@ -1,4 +1,5 @@
-"""`[plugins.ai_core]`: model calls, tools and image fetches (docs/configuration.md)."""
+"""`[plugins.ai_core]`: model calls, tools and image fetches; `[plugins.ai_core_client]`: the
+client other services use to call the AI core (docs/configuration.md)."""
 from marshmallow import fields, validate
 
 from gateway.plugins import PluginSettings
@@ -26,3 +27,15 @@ class AiCoreSettings(PluginSettings):
         "description": "Largest image fetched for a turn, in bytes."})
     fetch_timeout = fields.Float(load_default=15.0, validate=POSITIVE, metadata={
         "description": "Seconds an image fetch may take."})
+
+
+class AiCoreClientSettings(PluginSettings):
+    """`[plugins.ai_core_client]`: how long a service waits for the AI core, per kind of call
+    (connecting always gets 10 seconds)."""
+    chat_read_timeout = fields.Float(load_default=120.0, validate=POSITIVE, metadata={
+        "description": "Seconds the streaming chat call may stay silent."})
+    vision_timeout = fields.Float(load_default=60.0, validate=POSITIVE, metadata={
+        "description": "Seconds to wait for the AI core's description of an image."})
+    admin_timeout = fields.Float(load_default=15.0, validate=POSITIVE, metadata={
+        "description": "Seconds to wait for the AI core's model tables (a provider probe: its own "
+                       "time limit and 5 more)."})

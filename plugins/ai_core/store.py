@@ -1,6 +1,6 @@
-"""SQL for the AI core's tables: providers, models, routing rules, tool-call records and the
-turns it answered. Read on every request, so an edit through the admin API is seen at once by
-every instance without a cache to invalidate."""
+"""SQL for the AI core's tables: providers, models, routing rules and tool-call records (the
+conversations are the gateway's). Read on every request, so an edit through the admin API is
+seen at once by every instance without a cache to invalidate."""
 from __future__ import annotations
 
 import json
@@ -214,24 +214,3 @@ async def tool_call_statistics(db) -> list[dict]:
              "mean_duration_ms": round(float(row["mean_duration_ms"] or 0), 3),
              "p95_duration_ms": round(float(row["p95_duration_ms"] or 0), 3),
              "last_called_at": _iso(row["last_called_at"])} for row in rows]
-
-
-# ---------------------------------------------------------------- conversation turns
-
-async def record_turns(db, session_id: str | None, user_id: str, turns: list[tuple[str, str]]) -> None:
-    async with transaction(db) as cursor:
-        for role, content in turns:
-            if content:
-                await cursor.execute(
-                    "INSERT INTO ai_conversation_turns (session_id, user_id, role, content) "
-                    "VALUES (%s, %s, %s, %s)", (session_id, user_id, role, content))
-
-
-async def search_turns(db, user_id: str, query: str, limit: int) -> list[dict]:
-    pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    rows = await fetch_all(db, """
-        SELECT session_id, role, content, created_at FROM ai_conversation_turns
-        WHERE user_id = %s AND role = 'user' AND content ILIKE %s
-        ORDER BY created_at DESC, id DESC LIMIT %s""", (user_id, pattern, limit))
-    return [{**row, "created_at": _iso(row["created_at"])} for row in rows]
-

@@ -8,13 +8,18 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from . import store
+from .contract import ChatEvent, ToolProgressEvent, ToolStatus
+
+if TYPE_CHECKING:
+    from .peer import GatewayPeer
 
 log = logging.getLogger("plugins.ai_core.tools")
 
-Emit = Callable[[dict], Awaitable[None]]
+Emit = Callable[[ChatEvent], Awaitable[None]]
+EmitProgress = Callable[[ToolProgressEvent], Awaitable[None]]
 
 
 class ToolFailed(Exception):
@@ -27,12 +32,20 @@ class ToolCallContext:
     user_id: str
     session_id: str | None
     tool_name: str
-    context: Any  # the gateway Context: db, http, config, services
-    _emit: Emit | None = None
+    context: Any  # the gateway Context: db, http, config, contracts
+    _emit: EmitProgress | None = None
+    _gateway: "GatewayPeer | None" = None
 
     async def progress(self, fraction: float, message: str = "") -> None:
         if self._emit is not None:
             await self._emit(progress_event(self.tool_name, "running", fraction, message))
+
+    async def ask_gateway(self, method: str, path: str, *, params: dict | None = None,
+                          body: dict | None = None) -> Any:
+        """The gateway's JSON answer to one of its endpoints, asked for this call's user (peer.py)."""
+        if self._gateway is None:
+            raise ToolFailed("the gateway cannot be asked from here")
+        return await self._gateway.request(method, path, acting_for=self.user_id, params=params, body=body)
 
 
 Handler = Callable[[dict, ToolCallContext], Awaitable[Any]]
@@ -59,9 +72,9 @@ class Tool:
                                                  "parameters": self.parameters}}
 
 
-def progress_event(tool_name: str, status: str, progress: float, message: str = "",
-                   call_id: str = "") -> dict:
-    event = {"type": "tool_progress", "tool_name": tool_name, "status": status,
+def progress_event(tool_name: str, status: ToolStatus, progress: float, message: str = "",
+                   call_id: str = "") -> ToolProgressEvent:
+    event: ToolProgressEvent = {"type": "tool_progress", "tool_name": tool_name, "status": status,
              "progress": round(max(0.0, min(1.0, progress)), 3), "message": message}
     if call_id:
         event["call_id"] = call_id
@@ -117,10 +130,11 @@ class ToolOutcome:
 class ToolRunner:
     """Runs calls with a time limit, tells the caller how they go, and records each one."""
 
-    def __init__(self, registry: ToolRegistry, context, timeout: float):
+    def __init__(self, registry: ToolRegistry, context, timeout: float, gateway: "GatewayPeer | None" = None):
         self.registry = registry
         self.context = context
         self.timeout = timeout
+        self.gateway = gateway
 
     async def run(self, name: str, raw_arguments: str | dict, *, user_id: str, session_id: str | None,
                   model: str | None, emit: Emit | None, call_id: str | None = None) -> ToolOutcome:
@@ -128,7 +142,7 @@ class ToolRunner:
         started = time.monotonic()
         arguments: dict = {}
 
-        async def send(event: dict) -> None:
+        async def send(event: ToolProgressEvent) -> None:
             if emit is not None:
                 await emit({**event, "call_id": call_id})
 
@@ -151,7 +165,7 @@ class ToolRunner:
             missing = [key for key in tool.parameters.get("required", ()) if key not in arguments]
             if missing:
                 raise ToolFailed(f"missing required argument(s): {', '.join(missing)}")
-            call = ToolCallContext(user_id, session_id, name, self.context, send)
+            call = ToolCallContext(user_id, session_id, name, self.context, send, self.gateway)
             async with asyncio.timeout(self.timeout):
                 result = await tool.handler(arguments, call)
         except ToolFailed as failure:
@@ -162,7 +176,7 @@ class ToolRunner:
             log.exception("tool %s failed", name)
             error = f"{type(failure).__name__}: {failure}"
         duration_ms = (time.monotonic() - started) * 1000
-        status = "failed" if error else "completed"
+        status: ToolStatus = "failed" if error else "completed"
         await send(progress_event(name, status, 1.0, error or f"{name} finished"))
         try:
             await store.record_tool_call(self.context.db, {

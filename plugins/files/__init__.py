@@ -4,7 +4,8 @@
   thumbnails and delete, on the core's blob storage (a local directory or S3/MinIO). Offers the
   `FILES` contract (contract.py) to other plugins, e.g. chat attachments by `file_id`.
 - `images`: `POST /api/v1/images/analyze` and `GET /api/v1/images/analyze/{file_id}`,
-  described by the AI core's vision model when one is routed, else locally.
+  described by the AI core's vision model when one is routed (through the `AI_CORE` client),
+  else locally.
 
 See docs/files.md."""
 from __future__ import annotations
@@ -12,11 +13,12 @@ from __future__ import annotations
 from typing import cast
 
 from gateway.plugins import Plugin, Registrar
+from plugins.ai_core.contract import AI_CORE
 
-from .analysis import ImageAnalysis, VisionClient
+from .analysis import ImageAnalysis
 from .contract import FILES
 from .service import FileService
-from .settings import FilesSettings, ImagesSettings
+from .settings import FilesSettings
 
 
 class FilesPlugin(Plugin):
@@ -36,17 +38,15 @@ class FilesPlugin(Plugin):
 
 class ImagesPlugin(Plugin):
     name = "images"
-    depends = ("files",)
+    depends = ("files", "ai_core_client")
     uses = ("database", "blobs")
     description = "Image analysis: measurements, EXIF and a vision-model or local description"
-    settings_schema = ImagesSettings
 
     def setup(self, registrar: Registrar) -> None:
         context = registrar.context
-        timeout = registrar.settings["vision_timeout"]
         # The same package: the images plugin uses the whole file service, not just the contract.
         files = cast(FileService, context.contracts.require(FILES))
-        analysis = ImageAnalysis(context, files, VisionClient(context, timeout))
+        analysis = ImageAnalysis(context, files, context.contracts.require(AI_CORE))
         registrar.routes(analysis.routes())
 
 

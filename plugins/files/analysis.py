@@ -2,17 +2,15 @@
 description from the AI core's vision model when one is routed, else one written locally
 from the measurements.
 
-The AI core is reached over HTTP per its vision contract (`POST /api/v1/vision/describe` with
-the service credential); any failure there (no model routed, model failed, core down or slow)
-falls back to the local description, so analysis always answers."""
+The AI core is reached through its client (the `AI_CORE` contract: `POST /api/v1/vision/describe`
+with the service credential); any failure there (no model routed, model failed, core down or
+slow) falls back to the local description, so analysis always answers."""
 from __future__ import annotations
 
-import asyncio
 import base64
 import io
 import logging
 
-import aiohttp
 import marshmallow
 from aiohttp import BodyPartReader, web
 
@@ -20,6 +18,7 @@ from gateway.context import Context
 from gateway.errors import BadRequest
 from gateway.identity import require_user
 from gateway.validation import load, read_json, with_multipart_field
+from plugins.ai_core.contract import AiCore, AiCoreError
 
 from . import imaging
 from .service import FileService, image_rejected, unsupported_type
@@ -37,44 +36,24 @@ class AnalyzeBody(marshmallow.Schema):
     file_id = marshmallow.fields.String(required=True, validate=marshmallow.validate.Length(min=1, max=64))
 
 
-class VisionClient:
-    """The AI core's vision endpoint. Returns (description, model) or None when it cannot help."""
-
-    def __init__(self, context: Context, timeout: float):
-        self.context = context
-        self.timeout = timeout
-
-    async def describe(self, jpeg: bytes, user_id: str) -> tuple[str, str] | None:
-        base_url = self.context.peer_url("ai_core")
-        if not base_url:
-            return None
-        body = {"image": "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii"),
-                "prompt": VISION_PROMPT, "user_id": user_id}
-        try:
-            async with self.context.http.post(
-                    f"{base_url}/api/v1/vision/describe", json=body,
-                    headers=self.context.peer_headers(),
-                    timeout=aiohttp.ClientTimeout(total=self.timeout,
-                                                  connect=min(3.0, self.timeout))) as answer:
-                if answer.status != 200:
-                    detail = (await answer.text())[:200]
-                    log.info("vision description unavailable (HTTP %s): %s", answer.status, detail)
-                    return None
-                payload = await answer.json(content_type=None)
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as error:
-            log.info("vision description unavailable: %r", error)
-            return None
-        description = payload.get("description") if isinstance(payload, dict) else None
-        if not isinstance(description, str) or not description.strip():
-            return None
-        return description.strip(), str(payload.get("model") or "")
+async def describe(ai_core: AiCore, jpeg: bytes, user_id: str) -> tuple[str, str] | None:
+    """(description, model) from the AI core's vision model, or None when it cannot help."""
+    try:
+        described = await ai_core.describe_image(
+            "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii"), prompt=VISION_PROMPT,
+            user_id=user_id)
+    except AiCoreError as error:
+        log.info("vision description unavailable (%s): %s", error.error_type, error.error)
+        return None
+    description = described["description"].strip()
+    return (description, described["model"]) if description else None
 
 
 class ImageAnalysis:
-    def __init__(self, context: Context, files: FileService, vision: VisionClient):
+    def __init__(self, context: Context, files: FileService, ai_core: AiCore):
         self.context = context
         self.files = files
-        self.vision = vision
+        self.ai_core = ai_core
 
     def routes(self) -> web.RouteTableDef:
         routes = web.RouteTableDef()
@@ -87,7 +66,7 @@ class ImageAnalysis:
             result, preview = await self.files.run_image_work(imaging.analyze_image, source, file_size, True)
         except imaging.ImageRejected as error:
             raise image_rejected(error) from None
-        described = await self.vision.describe(preview, user_id) if preview else None
+        described = await describe(self.ai_core, preview, user_id) if preview else None
         if described:
             result["description"], result["model"] = described
             result["analyzed_by"] = "openai_vision"

@@ -21,7 +21,8 @@ async def test_health_check_of_a_live_provider(gateway, listing_provider):
     assert result["reachable"] is True and result["ok"] is True and result["status"] == 200
     assert result["method"] == "models" and result["models_count"] == 2 and result["error"] is None
     assert 0 <= result["latency_ms"] < 2000
-    assert listing_provider.requests == [{"path": "/live/v1/models", "authorization": f"Bearer {PROVIDER_KEY}"}]
+    assert [(r["path"], r["authorization"]) for r in listing_provider.requests] == [
+        ("/live/v1/models", f"Bearer {PROVIDER_KEY}")]
     assert PROVIDER_KEY not in str(result)
 
 
@@ -46,6 +47,7 @@ async def test_health_check_falls_back_to_a_one_token_completion(gateway, listin
     result = await health_check(gateway, "nolist")
     assert result["ok"] is True and result["method"] == "completion"
     assert [r["path"] for r in listing_provider.requests] == ["/nolist/v1/chat/completions"]
+    assert listing_provider.requests[0]["body"]["max_tokens"] == 1
 
 
 async def test_health_check_refused_by_the_fetch_policy(make_gateway, listing_provider):

@@ -8,6 +8,7 @@ from gateway.app import create_app
 from gateway.context import get_context
 from gateway.identity import Identity
 from plugins.admin import plugin as admin_plugin
+from plugins.ai_core import client_plugin as ai_core_client_plugin
 from plugins.auth import tokens_plugin
 from plugins.chat import plugin as chat_plugin
 from plugins.sessions import plugin as sessions_plugin
@@ -28,7 +29,8 @@ async def eventually(check, timeout: float = 5.0):
 async def test_a_connected_device_is_listed_noted_and_gone(aiohttp_client, make_config, database_url):
     config = make_config({"database.url": database_url, "peers.ai_core_url": f"http://127.0.0.1:{free_port()}",
                           "plugins.chat": {"sweep_interval": 0.5, "heartbeat": 5}})
-    app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, chat_plugin, admin_plugin])
+    app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, chat_plugin,
+                                                  ai_core_client_plugin, admin_plugin])
     client = await aiohttp_client(app)
     token = get_context(app).contracts.require(TOKENS).issue_access(Identity("admin", "admin", is_admin=True))[0]
     admin = {"Authorization": f"Bearer {token}"}

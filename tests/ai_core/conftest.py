@@ -1,5 +1,5 @@
 """Fixtures of the AI core tests: the service built by the production factory with the token
-plugin, a fake OpenAI-compatible provider, and credentials minted per the token contract."""
+plugin, the fake OpenAI-compatible provider, and credentials minted per the token contract."""
 from __future__ import annotations
 
 import time
@@ -11,7 +11,7 @@ import pytest
 from gateway.app import create_app
 from plugins.ai_core import plugin as ai_core_plugin
 from plugins.auth import tokens_plugin
-from tests.ai_core.fake_provider import FakeProvider
+from tests.support.fake_openai import FakeProvider, serve_fake_provider
 from tests.support.servers import free_port
 
 SERVICE_TOKEN = "test-service-token"
@@ -37,9 +37,7 @@ ALICE = bearer(access_token())
 
 @pytest.fixture
 async def provider(aiohttp_server):
-    fake = FakeProvider()
-    server = await aiohttp_server(fake.app)
-    fake.url = str(server.make_url("")).rstrip("/")
+    fake = await serve_fake_provider(aiohttp_server)
     yield fake
     fake.release.set()
 

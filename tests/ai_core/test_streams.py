@@ -9,7 +9,7 @@ from gateway.sse import SseDecoder
 from plugins.ai_core.providers import ProviderError, stream_completion
 from plugins.ai_core.store import Candidate, Model, Provider
 from tests.ai_core.conftest import SERVICE, configure, read_events, text_of
-from tests.ai_core.fake_provider import CAPTURES
+from tests.support.fake_openai import CAPTURES
 
 
 def expected_from_chunks(name: str) -> dict:

@@ -1,7 +1,16 @@
 """The function-calling loop with a model: tool-call fragments joined, the tool run with
-progress events, the result sent back to the model, and every call recorded for the console."""
+progress events, the result sent back to the model, and every call recorded for the console;
+the search_messages tool asking a real gateway for the person's stored messages."""
+import pytest
+
+from gateway.app import create_app
+from gateway.context import get_context
+from plugins.auth import tokens_plugin
+from plugins.sessions import plugin as sessions_plugin
+from plugins.sessions.contract import CONVERSATIONS
 from tests.ai_core.conftest import ADMIN, ALICE, SERVICE, configure, read_events, text_of
 from tests.ai_core.tool_plugin import LampToolsPlugin
+from tests.support.servers import free_port
 
 
 async def test_a_tool_call_loop_runs_the_tool_and_records_it(ai_core, provider):
@@ -65,12 +74,42 @@ async def test_reasoning_streams_as_thinking(ai_core, provider):
     assert events[-1]["text"] == "Thought it through."
 
 
-async def test_search_messages_finds_the_users_own_past_words(ai_core):
-    for text in ["I love pizza with olives", "hello there"]:
-        await read_events(await ai_core.post("/api/v1/chat/stream", headers=ALICE, json={"text": text}))
-    await read_events(await ai_core.post("/api/v1/chat/stream", headers=SERVICE,
-                                         json={"user_id": "user_bob", "text": "pizza is overrated"}))
+@pytest.fixture
+async def gateway_peer(aiohttp_server, make_config, postgres_server):
+    """A gateway (token and sessions plugins) on a loopback port, on a database of its own, and
+    the conversations it keeps."""
+    name = postgres_server.create_database()
+    config = make_config({"database.url": postgres_server.database_url(name)})
+    app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin])
+    server = await aiohttp_server(app)
+    yield f"http://127.0.0.1:{server.port}", get_context(app).contracts.require(CONVERSATIONS)
+    await server.close()
+    postgres_server.drop_database(name)
+
+
+async def test_search_messages_asks_the_gateway_for_the_users_own_words(make_ai_core, gateway_peer):
+    gateway_url, conversations = gateway_peer
+    await conversations.create_session("user_alice", "s-alice")
+    await conversations.add_message("s-alice", "user_alice", "user", "I love pizza with olives")
+    await conversations.add_message("s-alice", "user_alice", "assistant", "Olives on pizza, a classic.")
+    await conversations.create_session("user_bob", "s-bob")
+    await conversations.add_message("s-bob", "user_bob", "user", "pizza is overrated")
+    ai_core = await make_ai_core(overrides={"peers.gateway_url": gateway_url})
+
     events = await read_events(await ai_core.post("/api/v1/chat/stream", headers=ALICE,
                                                   json={"text": "search my messages for pizza"}))
     answer = events[-1]["text"]
-    assert "I love pizza with olives" in answer and "overrated" not in answer
+    assert "1 message(s)" in answer and "I love pizza with olives" in answer, answer
+    assert "overrated" not in answer and "classic" not in answer
+    calls = await (await ai_core.get("/api/v1/tools/calls?tool_name=search_messages", headers=ADMIN)).json()
+    found = calls["calls"][0]["result"]
+    assert found["count"] == 1 and found["messages"][0]["session_id"] == "s-alice"
+
+
+async def test_search_messages_reports_a_gateway_it_cannot_reach(make_ai_core):
+    ai_core = await make_ai_core(overrides={"peers.gateway_url": f"http://127.0.0.1:{free_port()}"})
+    events = await read_events(await ai_core.post("/api/v1/chat/stream", headers=ALICE,
+                                                  json={"text": "search my messages for pizza"}))
+    failed = [e for e in events if e["type"] == "tool_progress" and e["status"] == "failed"]
+    assert failed and "the gateway cannot be reached" in failed[0]["message"]
+    assert events[-1]["type"] == "done"

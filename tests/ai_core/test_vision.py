@@ -3,7 +3,7 @@ handed to a vision model as base64, the guarded fetcher, and the seeding from th
 import base64
 
 from tests.ai_core.conftest import ALICE, SERVICE, configure, read_events, text_of
-from tests.ai_core.fake_provider import PIXEL_PNG
+from tests.support.fake_openai import PIXEL_PNG
 
 DATA_URI = "data:image/png;base64," + base64.b64encode(PIXEL_PNG).decode()
 

@@ -8,7 +8,7 @@ import time
 from aiohttp import FormData
 
 from tests.chat.conftest import ADMIN, context_of, receive_until, token_for
-from tests.ai_core.fake_provider import PIXEL_PNG
+from tests.support.fake_openai import PIXEL_PNG
 from plugins.files.contract import FILES
 
 

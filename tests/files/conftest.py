@@ -1,11 +1,13 @@
-"""A gateway with the files and images plugins on real PostgreSQL, with blobs either in a local
-directory or in S3 (moto's server on loopback, which speaks the S3 wire protocol)."""
+"""A gateway with the files and images plugins (and the AI core client the images plugin uses)
+on real PostgreSQL, with blobs either in a local directory or in S3 (moto's server on loopback,
+which speaks the S3 wire protocol)."""
 from __future__ import annotations
 
 import pytest
 
 from gateway.app import create_app
 from gateway.typedefs import CONTEXT
+from plugins.ai_core import client_plugin as ai_core_client_plugin
 from plugins.files import files_plugin, images_plugin
 from tests.support.identities import TestIdentitiesPlugin
 from tests.support.servers import free_port
@@ -25,7 +27,7 @@ def make_files_client(aiohttp_client, make_config, database_url, request):
                              "blobs.s3_access_key": "test", "blobs.s3_secret_key": "test"})
         settings.update(overrides or {})
         app = create_app("gateway", make_config(settings),
-                         plugins=[TestIdentitiesPlugin(), files_plugin, images_plugin])
+                         plugins=[TestIdentitiesPlugin(), files_plugin, ai_core_client_plugin, images_plugin])
         return await aiohttp_client(app)
     return build
 

@@ -1,48 +1,21 @@
 """Image analysis against the real AI core service (ai_core plugin with the token plugin, on a
-loopback port), whose vision route points at a local server speaking the OpenAI-compatible
-streaming chat-completions protocol with image inputs."""
-import base64
-import io
-import json
-
+loopback port), whose vision route points at the fake provider (tests/support), which speaks the
+OpenAI-compatible streaming chat-completions protocol with image inputs."""
 import aiohttp
-from aiohttp import web
-from PIL import Image
 
 from gateway.app import create_app
 from plugins.ai_core import plugin as ai_core_plugin
 from plugins.auth import tokens_plugin
 from tests.files import samples
 from tests.files.test_files_api import ALICE, upload
+from tests.support.fake_openai import serve_fake_provider
 
 SERVICE = {"Authorization": "Bearer test-service-token"}
 
 
-async def vision_provider(aiohttp_server, seen: list):
-    async def completions(request: web.Request) -> web.StreamResponse:
-        body = await request.json()
-        parts = body["messages"][-1]["content"]
-        image_url = next(p["image_url"]["url"] for p in parts if p["type"] == "image_url")
-        with Image.open(io.BytesIO(base64.b64decode(image_url.partition(",")[2]))) as image:
-            seen.append(image.size)
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        for text in ("A green meadow ", "under a pale blue sky."):
-            payload = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"],
-                       "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
-            await response.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
-        await response.write(b"data: [DONE]\n\n")
-        return response
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", completions)
-    return await aiohttp_server(app)
-
-
 async def test_analysis_described_by_the_real_ai_core(aiohttp_server, make_config, database_url,
                                                       make_files_client, postgres_server):
-    seen: list = []
-    provider = await vision_provider(aiohttp_server, seen)
+    provider = await serve_fake_provider(aiohttp_server)
     core_database = postgres_server.create_database()
     try:
         core_config = make_config({"database.url": postgres_server.database_url(core_database)})
@@ -50,7 +23,7 @@ async def test_analysis_described_by_the_real_ai_core(aiohttp_server, make_confi
         core = await aiohttp_server(core_app)
         core_url = str(core.make_url("")).rstrip("/")
         await _post(core_url, "/api/v1/models/providers/vision-provider",
-                    {"base_url": str(provider.make_url("/v1")), "api_key": "key"})
+                    {"base_url": f"{provider.url}/vision/v1", "api_key": "key"})
         await _post(core_url, "/api/v1/models/models/vision-model",
                     {"name": "upstream-vision", "provider": "vision-provider", "tags": ["vision"]})
 
@@ -60,7 +33,7 @@ async def test_analysis_described_by_the_real_ai_core(aiohttp_server, make_confi
         assert result["analyzed_by"] == "openai_vision", result
         assert result["description"] == "A green meadow under a pale blue sky."
         assert result["model"] == "vision-model"
-        assert seen == [(1024, 768)]
+        assert provider.images_seen == [(1024, 768)]
     finally:
         postgres_server.drop_database(core_database)
 

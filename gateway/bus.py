@@ -242,10 +242,10 @@ class InProcessBus(Bus):
 
     async def stream_append(self, key: str, entry: Entry, *, max_len: int | None = None,
                             ttl: float | None = None) -> None:
-        stream = self._stream(key)
-        if stream is None:
+        stream = self._streams.get(key)  # runs per frame of a reply: _stream's checks inlined
+        if stream is None or (stream.expires is not None and stream.expires <= time.monotonic()):
             stream = self._streams[key] = _Stream()
-        stream.entries.append(dict(entry))
+        stream.entries.append(entry)  # kept as given: entries are built for the call
         if max_len is not None:
             while len(stream.entries) > max_len:
                 stream.entries.popleft()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Awaitable
 
 from .keys import RUNNING_REPLAY_TTL, replay_key
 
@@ -44,10 +44,11 @@ class Replay:
                                                 RUNNING_REPLAY_TTL, finished=ENDED)
         return _snapshot(entries)
 
-    async def append(self, session_id: str, turn_id: str, seq: int, payload: str) -> None:
-        """One frame of the running turn."""
-        await self.bus.stream_append(replay_key(session_id), {"turn": turn_id, "kind": "frame", "seq": str(seq),
-                                                              "payload": payload}, max_len=self.max_frames)
+    def append(self, session_id: str, turn_id: str, seq: int, payload: str) -> Awaitable[None]:
+        """One frame of the running turn. (The bus's coroutine itself, not one wrapping it: this
+        runs for every frame.)"""
+        return self.bus.stream_append(replay_key(session_id), {"turn": turn_id, "kind": "frame", "seq": str(seq),
+                                                               "payload": payload}, max_len=self.max_frames)
 
     async def finish(self, session_id: str, turn_id: str) -> None:
         """The turn ended; its frames expire `ttl` seconds from now."""

@@ -67,13 +67,13 @@ class ChatChannel:
         """The one way other plugins (voice) hand text in as a turn; queued like a `message`.
         `exclude_connection_id` is the device the text came from: it gets no echo, and it alone
         gets `queued` and errors."""
-        return await self.turns.submit(Turn(session_id, user_id, text or "", mode, list(attachments or []),
-                                            sender=exclude_connection_id))
+        return await self.turns.submit(Turn(session_id=session_id, user_id=user_id, text=text or "", mode=mode,
+                                            attachments=list(attachments or []), sender=exclude_connection_id))
 
     async def submit_and_wait(self, user_id: str, session_id: str, text: str, mode: str = "text", *,
                               metadata: dict | None = None, timeout: float | None = None) -> TurnReply:
-        return await self.turns.submit_and_wait(Turn(session_id, user_id, text or "", mode, metadata=metadata),
-                                                timeout)
+        turn = Turn(session_id=session_id, user_id=user_id, text=text or "", mode=mode, metadata=metadata)
+        return await self.turns.submit_and_wait(turn, timeout)
 
     async def lifespan(self, context: Context) -> AsyncIterator[None]:
         settings = self.settings

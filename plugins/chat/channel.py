@@ -184,9 +184,9 @@ def register_frames(registrar, chat: "ChatChannel") -> None:
                                         client_msg_id=frame["client_msg_id"]))
             return
         try:
-            await chat.turns.submit(Turn(session_id, identity.user_id, content, frame["mode"], frame["attachments"],
-                                         frame["client_msg_id"], connection.id),
-                                    session_known=session_id == connection.data[SESSION_KEY])
+            turn = Turn(session_id=session_id, user_id=identity.user_id, text=content, mode=frame["mode"],
+                        attachments=frame["attachments"], client_msg_id=frame["client_msg_id"], sender=connection.id)
+            await chat.turns.submit(turn, session_known=session_id == connection.data[SESSION_KEY])
         except ApiError as error:
             connection.send(error_frame(error.error, errorType=error.error_type, session_id=session_id,
                                         client_msg_id=frame["client_msg_id"]))

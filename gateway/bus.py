@@ -1,5 +1,6 @@
-"""The bus: publish/subscribe between service instances, atomic counters with expiry and a
-small key-value store with expiry (locks, presence, de-duplication).
+"""The bus: publish/subscribe between service instances, atomic counters with expiry, a
+small key-value store with expiry (locks, presence, de-duplication), and streams (append-only
+logs that expire, such as the frames of a reply a reconnecting device is replayed).
 
 Two implementations behind one interface: in-process (one instance, nothing to install) and
 Redis (`REDIS_URL`, shared by every instance). Messages are JSON objects in both, so code
@@ -11,12 +12,14 @@ import asyncio
 import contextlib
 import json
 import logging
+import collections
 import time
 from typing import Awaitable, Callable
 
 log = logging.getLogger("gateway.bus")
 
 Handler = Callable[[dict], Awaitable[None]]
+Entry = dict[str, str]
 
 
 class Subscription:
@@ -125,6 +128,26 @@ class Bus(abc.ABC):
     async def members(self, key: str) -> set[str]:
         """The members of `key` that have not expired."""
 
+    # -- streams: entries (dicts of strings) in the order appended
+    @abc.abstractmethod
+    async def stream_append(self, key: str, entry: Entry, *, max_len: int | None = None,
+                            ttl: float | None = None) -> None:
+        """Add `entry` at the end of stream `key`. `max_len`: the oldest entries go once there
+        are more (Redis trims approximately: at least `max_len` stay); `ttl`: the stream expires
+        `ttl` seconds from now, set in the same step."""
+
+    @abc.abstractmethod
+    async def stream_read(self, key: str) -> list[Entry]:
+        """Every entry of stream `key`, oldest first; [] when there is none."""
+
+    @abc.abstractmethod
+    async def stream_restart(self, key: str, entry: Entry, ttl: float, *,
+                             finished: tuple[str, str]) -> list[Entry]:
+        """Start stream `key` over with `entry` alone, expiring in `ttl` seconds, in one step.
+        Returns the old entries when the old stream's last entry does not hold `finished`
+        (field, value), the mark its writer appends at the end: that writer stopped before it
+        finished. Otherwise [] (the old entries are not read)."""
+
     async def close(self) -> None:
         if self._dispatcher is not None:
             self._dispatcher.cancel()
@@ -143,6 +166,7 @@ class InProcessBus(Bus):
         super().__init__(prefix)
         self._values: dict[str, tuple[str, float | None]] = {}
         self._sets: dict[str, dict[str, float]] = {}
+        self._streams: dict[str, _Stream] = {}
 
     async def publish(self, channel: str, message: dict) -> None:
         payload = json.dumps(message)
@@ -182,6 +206,7 @@ class InProcessBus(Bus):
     async def delete(self, key: str) -> None:
         self._values.pop(key, None)
         self._sets.pop(key, None)
+        self._streams.pop(key, None)
 
     async def delete_if(self, key: str, value: str) -> bool:
         if (entry := self._live(key)) is None or entry[0] != value:
@@ -208,6 +233,46 @@ class InProcessBus(Bus):
             del entries[member]
         return set(entries)
 
+    def _stream(self, key: str) -> "_Stream | None":
+        stream = self._streams.get(key)
+        if stream is not None and stream.expires is not None and stream.expires <= time.monotonic():
+            del self._streams[key]
+            return None
+        return stream
+
+    async def stream_append(self, key: str, entry: Entry, *, max_len: int | None = None,
+                            ttl: float | None = None) -> None:
+        stream = self._streams.get(key)  # runs per frame of a reply: _stream's checks inlined
+        if stream is None or (stream.expires is not None and stream.expires <= time.monotonic()):
+            stream = self._streams[key] = _Stream()
+        stream.entries.append(entry)  # kept as given: entries are built for the call
+        if max_len is not None:
+            while len(stream.entries) > max_len:
+                stream.entries.popleft()
+        if ttl is not None:
+            stream.expires = time.monotonic() + ttl
+
+    async def stream_read(self, key: str) -> list[Entry]:
+        stream = self._stream(key)
+        return [dict(entry) for entry in stream.entries] if stream is not None else []
+
+    async def stream_restart(self, key: str, entry: Entry, ttl: float, *,
+                             finished: tuple[str, str]) -> list[Entry]:
+        old = self._stream(key)
+        stream = self._streams[key] = _Stream(time.monotonic() + ttl)
+        stream.entries.append(dict(entry))
+        if old is None or not old.entries or old.entries[-1].get(finished[0]) == finished[1]:
+            return []
+        return list(old.entries)
+
+
+class _Stream:
+    __slots__ = ("entries", "expires")
+
+    def __init__(self, expires: float | None = None):
+        self.entries: collections.deque[Entry] = collections.deque()
+        self.expires = expires
+
 
 _INCR_SCRIPT = """
 local count = redis.call('INCR', KEYS[1])
@@ -223,6 +288,24 @@ return 0
 _RENEW_IF_SCRIPT = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 0
+"""
+
+
+# The old stream's entries come back only when its last entry lacks the `finished` mark.
+_STREAM_RESTART_SCRIPT = """
+local previous = {}
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+if #last > 0 then
+  local fields, finished = last[1][2], false
+  for i = 1, #fields, 2 do
+    if fields[i] == ARGV[2] and fields[i + 1] == ARGV[3] then finished = true end
+  end
+  if not finished then previous = redis.call('XRANGE', KEYS[1], '-', '+') end
+end
+redis.call('DEL', KEYS[1])
+redis.call('XADD', KEYS[1], '*', unpack(ARGV, 4))
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return previous
 """
 
 
@@ -242,6 +325,7 @@ class RedisBus(Bus):
         self._incr = self.client.register_script(_INCR_SCRIPT)
         self._delete_if = self.client.register_script(_DELETE_IF_SCRIPT)
         self._renew_if = self.client.register_script(_RENEW_IF_SCRIPT)
+        self._stream_restart = self.client.register_script(_STREAM_RESTART_SCRIPT)
 
     async def ping(self) -> None:
         await self.client.ping()
@@ -315,6 +399,27 @@ class RedisBus(Bus):
             pipe.zrange(self.prefix + key, 0, -1)
             _, members = await pipe.execute()
         return set(members)
+
+    # Streams are Redis Streams; entry ids are Redis's own and stay inside.
+    async def stream_append(self, key: str, entry: Entry, *, max_len: int | None = None,
+                            ttl: float | None = None) -> None:
+        if ttl is None:
+            await self.client.xadd(self.prefix + key, entry, maxlen=max_len, approximate=True)
+            return
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.xadd(self.prefix + key, entry, maxlen=max_len, approximate=True)
+            pipe.pexpire(self.prefix + key, max(1, int(ttl * 1000)))
+            await pipe.execute()
+
+    async def stream_read(self, key: str) -> list[Entry]:
+        return [fields for _, fields in await self.client.xrange(self.prefix + key)]
+
+    async def stream_restart(self, key: str, entry: Entry, ttl: float, *,
+                             finished: tuple[str, str]) -> list[Entry]:
+        fields = [item for pair in entry.items() for item in pair]
+        entries = await self._stream_restart(keys=[self.prefix + key],
+                                             args=[max(1, int(ttl * 1000)), *finished, *fields])
+        return [dict(zip(values[::2], values[1::2])) for _, values in entries or ()]
 
     async def close(self) -> None:
         if self._reader is not None:

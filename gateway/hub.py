@@ -3,7 +3,11 @@
 Each connection has a bounded send queue drained by its own writer task: a client that stops
 reading is disconnected once the queue is full, instead of growing the server's memory (as
 Home Assistant's websocket_api does). With a shared bus (Redis), a message for a user is also
-published once so that other instances deliver it to that user's devices connected there."""
+published once so that other instances deliver it to that user's devices connected there.
+
+`send_to_user` is the one way to send to a user's devices. Frames of a numbered run (one chat
+reply: `turn_id`, `seq` from 0) carry both in the delivery's envelope, so a connection that is
+being replayed such a run (see `Connection.hold`) filters live frames without parsing them."""
 from __future__ import annotations
 
 import asyncio
@@ -20,6 +24,7 @@ from aiohttp import WSCloseCode, web
 
 if TYPE_CHECKING:
     from .context import Context
+    from .identity import Identity
 
 log = logging.getLogger("gateway.hub")
 
@@ -41,10 +46,14 @@ class Connection:
     connected_at: float = field(default_factory=time.time)
     max_pending: int = DEFAULT_MAX_PENDING
     data: dict = field(default_factory=dict)  # per-connection state plugins keep
+    identity: "Identity | None" = None  # who authenticated the handshake (see gateway.ws.require_admin)
     # Write state; slots (not a __dict__) keep an idle connection small.
     _pending: "collections.deque[str] | None" = field(default=None, init=False, repr=False)
     _writer: "asyncio.Task | None" = field(default=None, init=False, repr=False)
     closing: bool = field(default=False, init=False)
+    # Replay state: deliveries held while a replay is read, then what the replay covered.
+    _held: "list[tuple[str, str | None, int]] | None" = field(default=None, init=False, repr=False)
+    _replayed: "dict[str, int] | None" = field(default=None, init=False, repr=False)
 
     # An idle connection holds no queue and no task: both exist only while something is
     # waiting to be written (bench/chat measures memory per idle connection).
@@ -65,6 +74,31 @@ class Connection:
             return False
         self._pending.append(payload)
         return True
+
+    def deliver(self, payload: str, turn_id: str | None = None, seq: int = -1) -> bool:
+        """`send` for the hub's deliveries: held while a replay is read (`hold`), dropped when
+        the replay already sent that frame of that run."""
+        if self._held is not None:
+            self._held.append((payload, turn_id, seq))
+            return True
+        if turn_id is not None and self._replayed is not None and self._replayed.get(turn_id, -1) >= seq:
+            return True
+        return self.send(payload)
+
+    def hold(self) -> None:
+        """Hold deliveries until `release`: a device that resumes reads its replay first, and
+        a frame delivered meanwhile must come after the replay (or not at all, when the replay
+        had it)."""
+        self._held = []
+
+    def release(self, replayed: dict[str, int] | None = None) -> None:
+        """Stop holding; from now on drop frames of run `turn_id` up to `replayed[turn_id]`
+        (the replay sent those), then send what was held, in order."""
+        held, self._held = self._held or [], None
+        if replayed:
+            self._replayed = {**(self._replayed or {}), **replayed}
+        for payload, turn_id, seq in held:
+            self.deliver(payload, turn_id, seq)
 
     def _write_now(self, payload: str) -> bool:
         """Write at once when nothing waits before it: a frame is usually written to the socket
@@ -215,13 +249,16 @@ class WebSocketHub:
             self._subscription = None
 
     # -- membership
-    async def register(self, ws: web.WebSocketResponse, user_id: str, *, client_id: str = "",
-                       device_name: str = "", user_agent: str = "",
-                       max_pending: int = DEFAULT_MAX_PENDING, data: dict | None = None) -> Connection:
-        # `data` is seeded before the connection becomes visible to deliveries, so a plugin can
-        # set up per-connection state (for example holding messages during a replay) without a race.
+    async def register(self, ws: web.WebSocketResponse, user_id: str, *, identity: "Identity | None" = None,
+                       client_id: str = "", device_name: str = "", user_agent: str = "",
+                       max_pending: int = DEFAULT_MAX_PENDING, data: dict | None = None,
+                       hold: bool = False) -> Connection:
+        """`data` is seeded, and with `hold` deliveries are held (see `Connection.hold`), before
+        the connection becomes visible to deliveries: no frame slips past either."""
         connection = Connection(ws, user_id, client_id, device_name, user_agent, max_pending=max_pending,
-                                data=dict(data or {}))
+                                data=dict(data or {}), identity=identity)
+        if hold:
+            connection.hold()
         self._by_user.setdefault(user_id, {})[connection.id] = connection
         await self._mark(connection)
         return connection
@@ -285,25 +322,36 @@ class WebSocketHub:
         return sum(len(user) for user in self._by_user.values())
 
     # -- delivery
-    def _deliver_local(self, user_id: str, payload: str, exclude: str | None) -> int:
+    def _deliver_local(self, user_id: str, payload: str, exclude: str | None, only: str | None,
+                       turn_id: str | None, seq: int) -> int:
+        connections = self._by_user.get(user_id)
+        if not connections:
+            return 0
+        if only is not None:
+            connection = connections.get(only)
+            return int(connection is not None and only != exclude and connection.deliver(payload, turn_id, seq))
         delivered = 0
-        for connection in list(self._by_user.get(user_id, {}).values()):
-            if connection.id != exclude and connection.send(payload):
+        for connection in list(connections.values()):
+            if connection.id != exclude and connection.deliver(payload, turn_id, seq):
                 delivered += 1
         return delivered
 
-    async def send_to_user(self, user_id: str, message: dict, *, exclude: str | None = None) -> int:
-        """Send to every device of `user_id` on every instance, except connection `exclude`.
+    async def send_to_user(self, user_id: str, message: dict | str, *, exclude: str | None = None,
+                           only: str | None = None, turn_id: str | None = None, seq: int = -1) -> int:
+        """Send to every device of `user_id` on every instance, except connection `exclude`, or
+        to connection `only` alone. `message` may be encoded already (a str). `turn_id`/`seq`:
+        the frame is number `seq` of run `turn_id`, for connections being replayed that run.
         Returns how many local devices it was queued for."""
-        payload = json.dumps(message, ensure_ascii=False)
-        delivered = self._deliver_local(user_id, payload, exclude)
-        bus = self.context.bus if self.context.has("bus") else None
-        if bus is not None and getattr(bus, "shared", False):
-            await bus.publish(DELIVERY_CHANNEL, {"origin": self.instance_id, "user_id": user_id,
-                                                 "exclude": exclude, "payload": payload})
+        payload = message if isinstance(message, str) else json.dumps(message, ensure_ascii=False)
+        delivered = self._deliver_local(user_id, payload, exclude, only, turn_id, seq)
+        if self._shared:
+            await self.context.bus.publish(DELIVERY_CHANNEL, {
+                "origin": self.instance_id, "user_id": user_id, "payload": payload, "exclude": exclude,
+                "only": only, "turn_id": turn_id, "seq": seq})
         return delivered
 
     async def _on_remote(self, envelope: dict) -> None:
         if envelope.get("origin") == self.instance_id:
             return
-        self._deliver_local(envelope["user_id"], envelope["payload"], envelope.get("exclude"))
+        self._deliver_local(envelope["user_id"], envelope["payload"], envelope.get("exclude"), envelope.get("only"),
+                            envelope.get("turn_id"), int(envelope.get("seq", -1)))

@@ -64,7 +64,11 @@ async def require_user(request: web.Request) -> Identity:
 
 
 async def require_admin(request: web.Request) -> Identity:
-    identity = await require_user(request)
+    return ensure_admin(await require_user(request))
+
+
+def ensure_admin(identity: Identity) -> Identity:
+    """`identity`, when it is the administrator's (requests and WebSocket frames alike)."""
     if not identity.is_admin:
         raise Forbidden("This operation is limited to the administrator.", error_type="admin_only",
                         hint="Log in with the administrator account.")

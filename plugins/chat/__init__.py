@@ -18,23 +18,34 @@ from gateway.plugins import Plugin, Registrar
 from plugins.sessions.contract import CONVERSATIONS
 
 from . import store
+from .admission import Admission, Turn
+from .ai_stream import AiCoreClient
 from .channel import handle_connect, register_frames
-from .contract import CHAT_TURNS, PRESENCE
-from .delivery import Delivery, create_replay
+from .contract import CHAT_TURNS, PRESENCE, TurnReply
 from .presence import Presence
+from .relay import Relay
+from .replay import Replay
 from .review import review_reply
 from .settings import ChatSettings
 from .turns import TurnMachine
+from .waiters import TurnWaiters
 
-__all__ = ["ChatPlugin", "ChatService", "plugin", "review_reply"]
+__all__ = ["ChatChannel", "ChatPlugin", "plugin", "review_reply"]
 
 log = logging.getLogger("plugins.chat")
 
-class ChatService:
-    """Everything one app's chat channel holds; settings come from `[plugins.chat]`."""
+
+class ChatChannel:
+    """Everything one app's chat channel holds; settings come from `[plugins.chat]`. The turn
+    machine and the replay buffer stand on the bus, so they are built when the service starts
+    (`lifespan`); nothing uses them before (no connection, no turn)."""
+
+    turns: TurnMachine
+    replay: Replay
 
     def __init__(self, context: Context, settings: dict):
         self.context = context
+        self.settings = settings
         self.allow_users: bool = settings["allow_users"]
         self.allowed_origins: list[str] = settings["allowed_origins"]
         self.max_frame_bytes: int = settings["max_frame_bytes"]
@@ -45,10 +56,6 @@ class ChatService:
         self.compress: bool = settings["compress"]
         self.max_message_chars: int = settings["max_message_chars"]
         self.sweep_interval: float = settings["sweep_interval"]
-        self.replay_ttl: float = settings["replay_ttl"]
-        self.replay_max_frames: int = settings["replay_max_frames"]
-        self.turns = TurnMachine(context, settings)
-        self.delivery = Delivery(context)
         self.presence = Presence(context)
 
     @property
@@ -60,13 +67,26 @@ class ChatService:
         """The one way other plugins (voice) hand text in as a turn; queued like a `message`.
         `exclude_connection_id` is the device the text came from: it gets no echo, and it alone
         gets `queued` and errors."""
-        return await self.turns.submit(user_id=user_id, session_id=session_id, text=text, mode=mode,
-                                       attachments=attachments, sender=exclude_connection_id)
+        return await self.turns.submit(Turn(session_id=session_id, user_id=user_id, text=text or "", mode=mode,
+                                            attachments=list(attachments or []), sender=exclude_connection_id))
+
+    async def submit_and_wait(self, user_id: str, session_id: str, text: str, mode: str = "text", *,
+                              metadata: dict | None = None, timeout: float | None = None) -> TurnReply:
+        turn = Turn(session_id=session_id, user_id=user_id, text=text or "", mode=mode, metadata=metadata)
+        return await self.turns.submit_and_wait(turn, timeout)
 
     async def lifespan(self, context: Context) -> AsyncIterator[None]:
-        self.turns.delivery = self.delivery
-        self.turns.replay = create_replay(context, self.replay_ttl, self.replay_max_frames)
-        await self.delivery.start()
+        settings = self.settings
+        self.replay = Replay(context.bus, settings["replay_ttl"], settings["replay_max_frames"])
+        admission = Admission(context, settings["lock_ttl"])
+        relay = Relay(context, admission=admission, replay=self.replay,
+                      ai=AiCoreClient(context, settings["ai_read_timeout"]),
+                      history_limit=settings["history_limit"], store_after=settings["store_after"])
+        waiters = TurnWaiters(context.bus)
+        self.turns = TurnMachine(context, admission=admission, relay=relay, waiters=waiters,
+                                 attachment_url_ttl=settings["attachment_url_ttl"],
+                                 stop_timeout=settings["stop_timeout"])
+        await waiters.start()
         housekeeping = asyncio.create_task(self._housekeeping(), name="chat-housekeeping")
         try:
             yield
@@ -75,7 +95,7 @@ class ChatService:
             with contextlib.suppress(asyncio.CancelledError):
                 await housekeeping
             await self.turns.stop()
-            await self.delivery.stop()
+            await waiters.stop()
 
     async def _housekeeping(self) -> None:
         """Renew live presence, pick up queues whose instance died, forget old finished turns."""
@@ -101,7 +121,7 @@ class ChatPlugin(Plugin):
     settings_schema = ChatSettings
 
     def setup(self, registrar: Registrar) -> None:
-        chat = ChatService(registrar.context, registrar.settings)
+        chat = ChatChannel(registrar.context, registrar.settings)
         registrar.migrations("plugins.chat")
         routes = web.RouteTableDef()
 

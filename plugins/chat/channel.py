@@ -14,19 +14,18 @@ from gateway.context import get_context
 from gateway.errors import ApiError, Forbidden
 from gateway.identity import require_user
 from gateway.validation import parse_query
-from gateway.ws import dispatch_frame, error_frame
+from gateway.ws import dispatch_frame
 
-from .delivery import HELD
+from .admission import Turn
+from .frames import ERROR_FIELDS, error_frame, now_ms
 from .presence import SESSION_KEY
-from .turns import now_ms
 
 if TYPE_CHECKING:
     from gateway.hub import Connection
 
-    from . import ChatService
+    from . import ChatChannel
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_\-.:]{1,128}\Z")  # \Z: `$` would let a trailing newline through
-IDENTITY_KEY = "chat_identity"
 MODES = ("text", "voice_msg", "voice_assistant")
 
 
@@ -125,7 +124,7 @@ def origin_allowed(request: web.Request, allowed: list[str], public_base_url: st
     return False
 
 
-async def handle_connect(request: web.Request, chat: "ChatService") -> web.StreamResponse:
+async def handle_connect(request: web.Request, chat: "ChatChannel") -> web.StreamResponse:
     context = get_context(request)
     if not origin_allowed(request, chat.allowed_origins, str(context.config.get("core.public_base_url") or "")):
         raise Forbidden("This Origin may not open the chat channel.", error_type="origin_not_allowed",
@@ -149,19 +148,17 @@ async def handle_connect(request: web.Request, chat: "ChatService") -> web.Strea
 
     ws = web.WebSocketResponse(heartbeat=chat.heartbeat, max_msg_size=chat.max_frame_bytes, compress=chat.compress)
     await ws.prepare(request)
-    data = {SESSION_KEY: session_id, IDENTITY_KEY: identity}
-    if resume:
-        data[HELD] = []
     connection = await context.hub.register(
-        ws, identity.user_id, client_id=client_id, device_name=device_name,
-        user_agent=request.headers.get("User-Agent", "")[:256], max_pending=chat.max_pending, data=data)
+        ws, identity.user_id, identity=identity, client_id=client_id, device_name=device_name,
+        user_agent=request.headers.get("User-Agent", "")[:256], max_pending=chat.max_pending,
+        data={SESSION_KEY: session_id}, hold=resume)
     try:
         await chat.presence.connected(connection)
         if resume:
-            await chat.delivery.replay_into(connection, chat.turns.replay, session_id, after)
+            await chat.replay.replay_into(connection, session_id, after)
         async for frame in ws:
             if frame.type == WSMsgType.TEXT:
-                await dispatch_frame(request.app, connection, frame.data)
+                await dispatch_frame(request.app, connection, frame.data, error_fields=ERROR_FIELDS)
             elif frame.type == WSMsgType.BINARY:
                 connection.send(error_frame("binary frames are not accepted on /ws/chat; send JSON text"))
             elif frame.type == WSMsgType.ERROR:
@@ -172,10 +169,10 @@ async def handle_connect(request: web.Request, chat: "ChatService") -> web.Strea
     return ws
 
 
-def register_frames(registrar, chat: "ChatService") -> None:
+def register_frames(registrar, chat: "ChatChannel") -> None:
     @registrar.ws_message("message", MessageFrame())
     async def on_message(connection: "Connection", frame: dict) -> None:
-        identity = connection.data[IDENTITY_KEY]
+        identity = connection.identity
         session_id = frame["session_id"] or connection.data[SESSION_KEY]
         content = frame["content"] or ""
         if len(content) > chat.max_message_chars:
@@ -187,10 +184,9 @@ def register_frames(registrar, chat: "ChatService") -> None:
                                         client_msg_id=frame["client_msg_id"]))
             return
         try:
-            await chat.turns.submit(user_id=identity.user_id, session_id=session_id, text=content,
-                                    mode=frame["mode"], attachments=frame["attachments"],
-                                    client_msg_id=frame["client_msg_id"], sender=connection.id,
-                                    session_known=session_id == connection.data[SESSION_KEY])
+            turn = Turn(session_id=session_id, user_id=identity.user_id, text=content, mode=frame["mode"],
+                        attachments=frame["attachments"], client_msg_id=frame["client_msg_id"], sender=connection.id)
+            await chat.turns.submit(turn, session_known=session_id == connection.data[SESSION_KEY])
         except ApiError as error:
             connection.send(error_frame(error.error, errorType=error.error_type, session_id=session_id,
                                         client_msg_id=frame["client_msg_id"]))
@@ -201,7 +197,7 @@ def register_frames(registrar, chat: "ChatService") -> None:
 
     @registrar.ws_message("history", HistoryFrame())
     async def on_history(connection: "Connection", frame: dict) -> None:
-        identity = connection.data[IDENTITY_KEY]
+        identity = connection.identity
         session_id = frame["session_id"] or connection.data[SESSION_KEY]
         session = await chat.conversations.get_session(session_id)
         if session is None or (session["user_id"] != identity.user_id and not identity.is_admin):

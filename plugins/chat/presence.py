@@ -1,4 +1,4 @@
-"""The `presence` service: known clients and live sessions across every instance.
+"""The `PRESENCE` contract: known clients and live sessions across every instance.
 
 Live state lives on the bus in expiring sets (renewed while a connection or a turn lasts), so a
 crashed instance's devices drop out by themselves; the known-clients table keeps the history."""
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from plugins.sessions.contract import CONVERSATIONS
 
 from . import store
-from .turns import LIVE_SESSIONS, LIVE_TTL, activity_key, lock_key
+from .keys import LIVE_SESSIONS, LIVE_TTL, activity_key, lock_key
 
 if TYPE_CHECKING:
     from gateway.context import Context

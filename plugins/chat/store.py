@@ -8,7 +8,7 @@ import aiopg
 from gateway.database import execute, fetch_all, fetch_one, fetch_value, transaction
 
 QUEUE_COLUMNS = ("id, turn_id, session_id, user_id, text, mode, attachments, client_msg_id, "
-                 "sender_connection, status")
+                 "sender_connection, metadata, status")
 CLIENT_COLUMNS = ("client_id, user_id, device_name, user_agent, note, "
                   "(extract(epoch FROM last_seen) * 1000)::bigint AS last_seen, online")
 # Finished queue rows are kept this long so a late re-send of a client_msg_id is still recognised.
@@ -29,7 +29,7 @@ ABANDON_RUNNING = ("WITH abandoned AS (UPDATE chat_turn_queue SET status = 'aban
 
 async def enqueue(db: aiopg.Pool, *, turn_id: str, session_id: str, user_id: str, text: str, mode: str,
                   attachments: list[dict], client_msg_id: str | None, sender_connection: str | None,
-                  start: bool = False, running: bool = False) -> dict | None:
+                  metadata: dict | None = None, start: bool = False, running: bool = False) -> dict | None:
     """The new row (status `queued`); None when this client_msg_id was already received for the
     session. With `start` (the caller holds the session's turn lock) the row is claimed in the
     same statement, status `running`, unless older turns are waiting — then it stays `queued`
@@ -37,7 +37,8 @@ async def enqueue(db: aiopg.Pool, *, turn_id: str, session_id: str, user_id: str
     started). Both mark turns left `running` by an instance that died as abandoned."""
     params = {"turn": turn_id, "session": session_id, "user": user_id, "text": text, "mode": mode,
               "attachments": json.dumps(attachments, ensure_ascii=False), "client_msg_id": client_msg_id or None,
-              "sender": sender_connection}
+              "sender": sender_connection,
+              "metadata": json.dumps(metadata, ensure_ascii=False) if metadata is not None else None}
     status, prologue = "'queued'", ""
     if start or running:
         prologue = ABANDON_RUNNING
@@ -47,8 +48,8 @@ async def enqueue(db: aiopg.Pool, *, turn_id: str, session_id: str, user_id: str
     return await fetch_one(
         db,
         f"{ASYNC_COMMIT if running else ''}{prologue}INSERT INTO chat_turn_queue (turn_id, session_id, user_id, text, mode, "
-        f"attachments, client_msg_id, sender_connection, status) VALUES (%(turn)s, %(session)s, %(user)s, "
-        f"%(text)s, %(mode)s, %(attachments)s, %(client_msg_id)s, %(sender)s, {status}) "
+        f"attachments, client_msg_id, sender_connection, metadata, status) VALUES (%(turn)s, %(session)s, "
+        f"%(user)s, %(text)s, %(mode)s, %(attachments)s, %(client_msg_id)s, %(sender)s, %(metadata)s, {status}) "
         f"ON CONFLICT (session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING "
         f"RETURNING {QUEUE_COLUMNS}",
         params)

@@ -5,19 +5,17 @@
 - `POST /api/v1/webhook/discord` — Discord's interactions endpoint: PING and the chat command,
   with Discord's Ed25519 request signature checked against `DISCORD_PUBLIC_KEY`.
 
-Each exchange is kept in the conversations store under the `ext_` user, so it shows up in the
-sessions endpoints like any other conversation. See docs/sessions.md ("Webhooks")."""
+Each message is a chat turn (the chat plugin's `CHAT_TURNS.submit_and_wait`): under the
+session's turn lock like a device's message, stored in the conversations store under the `ext_`
+user, so it shows up in the sessions endpoints like any other conversation. See
+docs/sessions.md ("Webhooks")."""
 from __future__ import annotations
 
-import asyncio
 import hmac
-import json
-import logging
 import secrets
 import string
 import time
 
-import aiohttp
 import marshmallow
 from aiohttp import web
 from cryptography.exceptions import InvalidSignature
@@ -27,18 +25,14 @@ from marshmallow import fields, validate
 from gateway.context import Context
 from gateway.errors import BadGateway, BadRequest, Unauthorized
 from gateway.plugins import Plugin, PluginError, Registrar
-from gateway.sse import sse_data
-from gateway.text import loads_utf8_safe
 from gateway.validation import load, parse_body, read_json
+from plugins.chat.contract import CHAT_TURNS, TurnFailed
 from plugins.sessions.contract import CONVERSATIONS
 
 from .settings import WebhooksSettings
 
-log = logging.getLogger("plugins.webhooks")
-
 EXTERNAL_PREFIX = "ext_"
 ID_ALPHABET = string.ascii_lowercase + string.digits
-HISTORY_TURNS = 20
 # Replayed interactions: Discord's clock and ours agree within seconds.
 DISCORD_SIGNATURE_MAX_AGE = 300
 DISCORD_PING, DISCORD_APPLICATION_COMMAND = 1, 2
@@ -107,38 +101,15 @@ class Webhooks:
                                hint=f"Signed interactions are accepted for {DISCORD_SIGNATURE_MAX_AGE} seconds.")
 
     # ------------------------------------------------------------ one exchange
-    async def converse(self, user_id: str, session_id: str, text: str, mode: str, platform: str) -> tuple[str, dict]:
-        """Store the message, ask the AI core with the session's history, store and return the reply."""
-        conversations = self.conversations
-        await conversations.ensure_session(user_id, session_id, title=f"{platform} webhook")
-        history = await conversations.recent_history(session_id, HISTORY_TURNS)
-        await conversations.add_message(session_id, user_id, "user", text, metadata={"platform": platform})
-        done = await self.ask_ai_core(user_id, session_id, text, history, mode)
-        stored = await conversations.add_message(session_id, user_id, "assistant", done.get("text") or "",
-                                                 metadata={"platform": platform, "model": done.get("model")})
-        return done.get("text") or "", stored
-
-    async def ask_ai_core(self, user_id: str, session_id: str, text: str, history: list[dict],
-                          mode: str) -> dict:
-        """The AI core's SSE chat call, read to its `done` event."""
-        base = self.context.peer_url("ai_core")
-        body = {"user_id": user_id, "session_id": session_id, "text": text, "history": history,
-                "mode": mode, "attachments": [], "purpose": "chat"}
+    async def converse(self, user_id: str, session_id: str, text: str, mode: str, platform: str) -> tuple[str, str]:
+        """The reply to `text` as a turn of the session, and the stored reply's message id."""
+        await self.conversations.ensure_session(user_id, session_id, title=f"{platform} webhook")
         try:
-            async with self.context.http.post(
-                    f"{base}/api/v1/chat/stream", json=body,
-                    headers={**self.context.peer_headers(), "Accept": "text/event-stream"},
-                    timeout=aiohttp.ClientTimeout(total=self.ai_timeout)) as response:
-                if response.status != 200:
-                    raise ai_unavailable(f"it answered HTTP {response.status}")
-                async for event in read_events(response):
-                    if event.get("type") == "done":
-                        return event
-                    if event.get("type") == "error":
-                        raise ai_unavailable(str(event.get("error") or "the model failed"))
-        except (aiohttp.ClientError, asyncio.TimeoutError) as error:
-            raise ai_unavailable(str(error) or type(error).__name__) from None
-        raise ai_unavailable("the reply ended before it was complete")
+            reply = await self.context.contracts.require(CHAT_TURNS).submit_and_wait(
+                user_id, session_id, text, mode, metadata={"platform": platform}, timeout=self.ai_timeout)
+        except TurnFailed as failure:
+            raise ai_unavailable(failure.error) from None
+        return reply.text, str(reply.message_ids[0]) if reply.message_ids else ""
 
     # ------------------------------------------------------------ handlers
     async def generic(self, request: web.Request) -> web.Response:
@@ -149,9 +120,9 @@ class Webhooks:
             raise BadRequest("The message is empty.", error_type="empty_message",
                              hint="Send the text for the assistant in the message field.")
         session_id = body["session_id"] or "webhook_" + "".join(secrets.choice(ID_ALPHABET) for _ in range(12))
-        reply, stored = await self.converse(external_user(body["user_id"]), session_id, text, body["mode"],
-                                            body["platform"])
-        return web.json_response({"reply": reply, "session_id": session_id, "message_id": str(stored["id"]),
+        reply, message_id = await self.converse(external_user(body["user_id"]), session_id, text, body["mode"],
+                                                body["platform"])
+        return web.json_response({"reply": reply, "session_id": session_id, "message_id": message_id,
                                   "finish_reason": "stop"})
 
     async def discord(self, request: web.Request) -> web.Response:
@@ -216,22 +187,10 @@ def discord_command(interaction: dict) -> tuple[str, str, str]:
     return text, user, channel
 
 
-async def read_events(response: aiohttp.ClientResponse):
-    """Server-sent events as dicts: each event's `data:` lines joined and parsed as JSON."""
-    async for data in sse_data(response.content):
-        try:
-            event = loads_utf8_safe(data)
-        except json.JSONDecodeError:
-            log.warning("the AI core sent an event that is not JSON; skipped")
-            continue
-        if isinstance(event, dict):
-            yield event
-
-
 class WebhooksPlugin(Plugin):
     name = "webhooks"
-    depends = ("sessions",)
-    description = "Generic and Discord webhooks answered by the AI core"
+    depends = ("sessions", "chat")
+    description = "Generic and Discord webhooks answered as chat turns"
     settings_schema = WebhooksSettings
 
     def setup(self, registrar: Registrar) -> None:

@@ -13,14 +13,15 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-import redis.asyncio as redis
 
 from gateway.config import PROJECT_ROOT, Config
 from gateway.database import execute, fetch_all
 from plugins.chat import store
-from plugins.chat.delivery import RedisReplay
+from gateway.bus import RedisBus
+from plugins.chat.frames import now_ms
+from plugins.chat.keys import RUNNING_TURNS, lock_key, message_key
+from plugins.chat.replay import Replay
 from plugins.sessions.contract import CONVERSATIONS
-from plugins.chat.turns import RUNNING_TURNS, lock_key, message_key, now_ms
 from tests.chat.conftest import ADMIN, context_of, eventually, receive_until, token_for
 from tests.support.servers import free_port
 
@@ -548,8 +549,8 @@ async def test_a_reply_that_ended_but_was_not_recorded_as_ended_is_not_ended_twi
     recorded the end: whoever finds the turn unfinished records the end and sends nothing."""
     settings = FAST_FAILOVER if found_by == "sweeper" else {"sweep_interval": 3600}
     gateway = await make_gateway(overrides={"bus.redis_url": redis_url, "bus.prefix": bus_prefix}, settings=settings)
-    client = redis.from_url(redis_url, decode_responses=True)
-    replay = RedisReplay(client, bus_prefix)
+    bus = RedisBus(redis_url, bus_prefix)
+    replay = Replay(bus)
     try:
         await replay.begin("ended", "t1")
         for seq, kind in enumerate(["stream_start", "stream_end"]):
@@ -571,7 +572,7 @@ async def test_a_reply_that_ended_but_was_not_recorded_as_ended_is_not_ended_twi
                     frames += await receive_until(phone, "stream_end", session_id="ended")
                 assert frames[-1]["turn_id"] != "t1" and frames[-1]["finish_reason"] == "stop"
     finally:
-        await client.aclose()
+        await bus.close()
     assert len([frame for frame in frames if frame["type"] == "stream_end" and frame["turn_id"] == "t1"]) <= 1
 
     async def unmarked() -> bool:

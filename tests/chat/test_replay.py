@@ -1,19 +1,19 @@
-"""The replay buffer on both implementations: what a reconnecting device reads, and what the next
+"""The replay buffer on both bus implementations: what a reconnecting device reads, and what the next
 turn learns about a previous one that never ended."""
 import pytest
-import redis.asyncio as redis
 
-from plugins.chat.delivery import InProcessReplay, RedisReplay
+from gateway.bus import InProcessBus, RedisBus
+from plugins.chat.replay import Replay
 
 
 @pytest.fixture(params=["in-process", "redis"])
 async def replay(request, bus_prefix):
     if request.param == "in-process":
-        yield InProcessReplay(ttl=60)
-        return
-    client = redis.from_url(request.getfixturevalue("redis_url"), decode_responses=True)
-    yield RedisReplay(client, bus_prefix, ttl=60)
-    await client.aclose()
+        bus = InProcessBus(bus_prefix)
+    else:
+        bus = RedisBus(request.getfixturevalue("redis_url"), bus_prefix)
+    yield Replay(bus, ttl=60)
+    await bus.close()
 
 
 async def test_a_finished_turn_is_read_and_not_handed_to_the_next(replay):

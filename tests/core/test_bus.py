@@ -143,3 +143,47 @@ async def test_expiring_set_members_leave_by_themselves(bus):
     await bus.mark("online", "carol", ttl=0.3)  # renewed before it expired
     await asyncio.sleep(0.2)
     assert await bus.members("online") == {"carol"}
+
+
+async def test_streams_append_read_trim_and_expire(bus):
+    assert await bus.stream_read("log") == []
+    for number in range(5):
+        await bus.stream_append("log", {"n": str(number), "text": "你好"})
+    assert [entry["n"] for entry in await bus.stream_read("log")] == ["0", "1", "2", "3", "4"]
+    assert (await bus.stream_read("log"))[0] == {"n": "0", "text": "你好"}
+    for number in range(5, 300):
+        await bus.stream_append("log", {"n": str(number)}, max_len=10)
+    kept = [int(entry["n"]) for entry in await bus.stream_read("log")]
+    assert kept[-10:] == list(range(290, 300)) and len(kept) < 300  # Redis trims approximately
+    await bus.stream_append("log", {"n": "last"}, ttl=0.2)
+    assert (await bus.stream_read("log"))[-1] == {"n": "last"}
+    await asyncio.sleep(0.3)
+    assert await bus.stream_read("log") == []
+    await bus.stream_append("other", {"n": "1"})
+    await bus.delete("other")
+    assert await bus.stream_read("other") == []
+
+
+async def test_a_restarted_stream_returns_its_old_entries_only_when_unfinished(bus):
+    finished = ("kind", "end")
+    assert await bus.stream_restart("turn", {"kind": "begin", "turn": "t1"}, 60, finished=finished) == []
+    await bus.stream_append("turn", {"kind": "frame", "turn": "t1"})
+    await bus.stream_append("turn", {"kind": "end", "turn": "t1"})
+    assert await bus.stream_restart("turn", {"kind": "begin", "turn": "t2"}, 60, finished=finished) == []
+    assert await bus.stream_read("turn") == [{"kind": "begin", "turn": "t2"}]
+    await bus.stream_append("turn", {"kind": "frame", "turn": "t2"})
+    old = await bus.stream_restart("turn", {"kind": "begin", "turn": "t3"}, 0.2, finished=finished)
+    assert old == [{"kind": "begin", "turn": "t2"}, {"kind": "frame", "turn": "t2"}]
+    assert await bus.stream_read("turn") == [{"kind": "begin", "turn": "t3"}]
+    await asyncio.sleep(0.3)
+    assert await bus.stream_read("turn") == []
+
+
+async def test_streams_are_shared_through_redis(redis_url, bus_prefix):
+    first, second = RedisBus(redis_url, bus_prefix), RedisBus(redis_url, bus_prefix)
+    try:
+        await first.stream_append("shared-stream", {"from": "first"}, ttl=10)
+        assert await second.stream_read("shared-stream") == [{"from": "first"}]
+    finally:
+        await first.close()
+        await second.close()

@@ -10,7 +10,8 @@ from gateway.context import get_context
 from gateway.contracts import ContractKey
 from gateway.plugins import Plugin, PluginError, installed_plugins, select_plugins
 from gateway.services import ServiceSpec
-from gateway.ws import dispatch_frame
+from gateway.identity import Identity
+from gateway.ws import dispatch_frame, require_admin
 from tests.core.sample_plugin import ECHO, SamplePlugin
 
 
@@ -110,34 +111,60 @@ async def test_lifespan_job_and_offered_service(aiohttp_client, config):
     assert plugin.events[-1] == "stop"
 
 
+class AdminFrames(Plugin):
+    """A third party's frame handler that only the administrator may use, on a socket it
+    does not own."""
+    name = "admin_frames"
+
+    def __init__(self, table):
+        self.table = table
+
+    def setup(self, registrar):
+        registrar.routes(self.table)
+
+        @registrar.ws_message("whoami")
+        async def whoami(connection, message):
+            connection.send({"type": "you_are", "user_id": require_admin(connection).user_id})
+
+
 async def test_websocket_frames_are_dispatched_by_type_and_validated(aiohttp_client, config):
     async def socket(request):
+        """An endpoint's own handshake: here the query names who connects; errors get a field
+        of the endpoint's protocol."""
+        identity = Identity(request.query["user"], request.query["user"], is_admin=request.query["user"] == "admin")
         ws = web.WebSocketResponse()
         await ws.prepare(request)
-        connection = await get_context(request).hub.register(ws, "user_tester")
+        connection = await get_context(request).hub.register(ws, identity.user_id, identity=identity)
         try:
             async for frame in ws:
                 if frame.type == WSMsgType.TEXT:
-                    await dispatch_frame(request.app, connection, frame.data)
+                    await dispatch_frame(request.app, connection, frame.data, error_fields={"channel": "test"})
         finally:
             await get_context(request).hub.unregister(connection)
         return ws
 
     table = web.RouteTableDef()
     table.get("/ws/test")(socket)
-    client = await aiohttp_client(create_app("svc", config, plugins=[SamplePlugin(), Recorder("sock", table=table)]))
-    async with client.ws_connect("/ws/test") as ws:
+    client = await aiohttp_client(create_app("svc", config, plugins=[SamplePlugin(), AdminFrames(table)]))
+    async with client.ws_connect("/ws/test?user=user_tester") as ws:
         await ws.send_json({"type": "sample_ping", "text": "hi"})
         assert await ws.receive_json() == {"type": "sample_pong", "text": "hi"}
         await ws.send_str("{not json")
-        assert "not valid JSON" in (await ws.receive_json())["error"]
+        reply = await ws.receive_json()
+        assert "not valid JSON" in reply["error"] and reply["channel"] == "test"
         await ws.send_json({"type": "sample_ping"})
         reply = await ws.receive_json()
         assert reply["type"] == "error" and "text" in reply["error"]
         await ws.send_json({"type": "nope"})
         assert "unknown message type 'nope'" in (await ws.receive_json())["error"]
+        await ws.send_json({"type": "whoami"})  # a handler's ApiError is an error frame
+        assert await ws.receive_json() == {"type": "error", "error": "This operation is limited to the administrator.",
+                                           "channel": "test", "errorType": "admin_only"}
         await ws.send_json({"type": "sample_ping", "text": "still open"})
         assert (await ws.receive_json())["text"] == "still open"
+    async with client.ws_connect("/ws/test?user=admin") as ws:
+        await ws.send_json({"type": "whoami"})
+        assert await ws.receive_json() == {"type": "you_are", "user_id": "admin"}
 
 
 def test_gateway_plugins_command_lists_routes_and_versions():

@@ -11,6 +11,7 @@ from gateway.app import create_app
 from gateway.context import get_context
 from plugins.ai_core import plugin as ai_core_plugin
 from plugins.auth import tokens_plugin
+from plugins.chat import plugin as chat_plugin
 from plugins.sessions import plugin as sessions_plugin
 from plugins.webhooks import plugin as webhooks_plugin
 from tests.support.servers import free_port
@@ -65,10 +66,10 @@ async def ai_core_url(aiohttp_server, make_config, postgres_server, provider):
 
 @pytest.fixture
 def make_gateway(aiohttp_client, make_config, database_url):
-    """A gateway with the webhooks plugin; `(client, conversations)`."""
+    """A gateway with the webhooks plugin (and chat, whose turns it uses); `(client, conversations)`."""
     async def build(ai_core_url: str, **overrides):
         config = make_config({"database.url": database_url, "peers.ai_core_url": ai_core_url, **overrides})
-        app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, webhooks_plugin])
+        app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, chat_plugin, webhooks_plugin])
         client = await aiohttp_client(app)
         return client, get_context(app).contracts.require(CONVERSATIONS)
     return build

@@ -1,0 +1,100 @@
+"""The frames chat sends: what each AI core event becomes, how a reply ends, and the notices
+around a turn. Every frame carries `msg_type` and a `timestamp` (spec: filled by the backend)."""
+from __future__ import annotations
+
+import json
+import time
+
+from gateway.ws import error_frame as core_error_frame
+
+# The spec gives every frame on /ws/chat a msg_type; the core's error frames get it here.
+ERROR_FIELDS = {"msg_type": "system_info"}
+
+_encode = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def error_frame(error: str, **extra) -> dict:
+    return core_error_frame(error, **ERROR_FIELDS, **extra)
+
+
+def reply_id(turn_id: str) -> str:
+    """The message_id of a turn's reply frames."""
+    return f"reply_{turn_id}"
+
+
+def stream_start_frame(turn_id: str) -> dict:
+    return {"type": "stream_start", "role": "assistant", "msg_type": "chat", "message_id": reply_id(turn_id)}
+
+
+def event_frame(event: dict, turn_id: str) -> dict | None:
+    """The frame for an AI core event other than `delta`, `error` and `done`; None for a kind
+    that has none."""
+    kind = event.get("type")
+    if kind == "thinking":
+        return {"type": "thinking", "role": "assistant", "msg_type": "thinking", "message_id": reply_id(turn_id),
+                "thinking_status": event.get("status") or "thinking",
+                "thinking_content": event.get("content") or ""}
+    if kind == "tool_progress":
+        return {"type": "tool_progress", "role": "assistant", "msg_type": "tool_progress",
+                "message_id": reply_id(turn_id), "tool_progress": {
+                    "tool_name": event.get("tool_name") or "", "status": event.get("status") or "running",
+                    "progress": event.get("progress") or 0, "message": event.get("message") or ""}}
+    if kind == "system_info":
+        return {"type": "system_info", "role": "system", "msg_type": "system_info",
+                "system_info": {"level": event.get("level") or "info", "message": event.get("message") or "",
+                                "action": event.get("action") or ""}}
+    return None
+
+
+class ChunkFrames:
+    """The reply's deltas are most of a turn's frames: their constant part is encoded once."""
+
+    __slots__ = ("head",)
+
+    def __init__(self, session_id: str, turn_id: str):
+        self.head = json.dumps({"type": "stream_chunk", "role": "assistant", "msg_type": "chat",
+                                "message_id": reply_id(turn_id), "session_id": session_id, "turn_id": turn_id},
+                               ensure_ascii=False)[:-1]
+
+    def encode(self, seq: int, content: str) -> str:
+        return f'{self.head}, "seq": {seq}, "timestamp": {now_ms()}, "content": {_encode(content)}}}'
+
+
+def review_frame(turn_id: str, review: list[dict]) -> dict:
+    return {"type": "review", "role": "assistant", "msg_type": "chat", "message_id": reply_id(turn_id),
+            "review_messages": review}
+
+
+def stream_end_frame(turn_id: str, text: str, finish_reason: str, **extra) -> dict:
+    """The frame that ends a turn's reply, whichever way it ended."""
+    return {"type": "stream_end", "role": "assistant", "msg_type": "chat", "message_id": reply_id(turn_id),
+            "turn_id": turn_id, "text": text, "content": text, "finish_reason": finish_reason, **extra}
+
+
+def echo_frame(session_id: str, stored: dict, text: str, attachments: list[dict], client_msg_id: str | None) -> dict:
+    """The user's message, as the user's other devices see it once it is stored."""
+    return {"type": "response", "role": "user", "msg_type": "chat", "session_id": session_id,
+            "message_id": str(stored["id"]), "content": text, "text": text, "attachments": attachments,
+            "client_msg_id": client_msg_id, "timestamp": stored.get("created_at") or now_ms()}
+
+
+def queued_frame(session_id: str, client_msg_id: str | None, turn_id: str, position: int) -> dict:
+    return {"type": "queued", "session_id": session_id, "client_msg_id": client_msg_id, "turn_id": turn_id,
+            "position": position, "msg_type": "system_info", "timestamp": now_ms()}
+
+
+def failure_frames(session_id: str, turn_id: str, error: str, error_type: str) -> list[dict]:
+    """What the sender of a failed turn is told: the error, and (unless sending again cannot
+    help) a notice offering to retry."""
+    frames = [error_frame(error, errorType=error_type, session_id=session_id, turn_id=turn_id,
+                          timestamp=now_ms())]
+    if error_type != "duplicate_message":
+        frames.append({"type": "system_info", "role": "system", "msg_type": "system_info", "session_id": session_id,
+                       "turn_id": turn_id, "timestamp": now_ms(),
+                       "system_info": {"level": "error", "action": "retry",
+                                       "message": "The assistant could not answer this message. Please try again."}})
+    return frames

@@ -1,0 +1,54 @@
+"""The chat plugin's bus keys and channels, and how long each lives. Every instance sharing the
+bus reads and writes the same keys (under the bus's prefix)."""
+
+# Sessions with a live device or a running turn, renewed while they last.
+LIVE_SESSIONS = "chat:live-sessions"
+LIVE_TTL = 60.0
+
+# Sessions whose turns are being run: marked when a holder starts, unmarked when its turns all
+# ended. A mark left behind by an instance that died (or was stopped mid-turn) tells the sweeper
+# to end that turn's reply for the devices. As long as an unfinished replay is kept.
+RUNNING_TURNS = "chat:running-turns"
+RUNNING_TURNS_TTL = 3600.0
+
+# A message id is remembered on the bus as long as the queue keeps finished rows (store.KEEP_FINISHED).
+MESSAGE_ID_TTL = 86400.0
+
+# The lock holder reads the database queue after a turn only while this mark says a message was
+# queued; a holder outliving it is covered by its look at the queue after letting go.
+QUEUED_MARK_TTL = 3600.0
+
+ACTIVITY_TTL = 86400.0
+
+# A running turn's replay stream outlives a crashed instance by at most this long.
+RUNNING_REPLAY_TTL = 3600.0
+
+# The end of a turn handed in without a device (a webhook's), for a waiter on any instance.
+TURN_ENDED = "chat.turn-ended"
+
+
+def lock_key(session_id: str) -> str:
+    """The session's turn lock: the instance that holds it runs the session's turns."""
+    return f"chat:turn-lock:{session_id}"
+
+
+def activity_key(session_id: str) -> str:
+    return f"chat:activity:{session_id}"
+
+
+def message_key(session_id: str, client_msg_id: str) -> str:
+    return f"chat:message-id:{session_id}:{client_msg_id}"
+
+
+def queued_key(session_id: str) -> str:
+    return f"chat:queued:{session_id}"
+
+
+def admitted_key(session_id: str) -> str:
+    """Set while the bus holds the client_msg_id of every message admitted to the session."""
+    return f"chat:admitted:{session_id}"
+
+
+def replay_key(session_id: str) -> str:
+    """The stream of the session's latest turn's frames."""
+    return f"chat:replay:{session_id}"

@@ -1,0 +1,298 @@
+"""The relay of one turn: the session's history, the AI core's streamed reply sent on to every
+device of the user (on every instance), the user's message and the reply stored, the echo.
+
+Frames: `stream_start`, `stream_chunk`s, `thinking` / `tool_progress` / `system_info` as the AI
+core sends them, then `review` and `stream_end`. Frames for all devices are appended to the
+replay buffer first (replay.py)."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from typing import TYPE_CHECKING, AsyncIterator
+
+from plugins.sessions.contract import CONVERSATIONS
+
+from . import store
+from .admission import Admission, Turn
+from .ai_stream import AiCoreClient, AiStreamError
+from .contract import TurnFailed, TurnReply
+from .frames import (ChunkFrames, echo_frame, error_frame, event_frame, failure_frames, now_ms, review_frame,
+                     stream_end_frame, stream_start_frame)
+from .keys import ACTIVITY_TTL, activity_key
+from .replay import Replay, Snapshot
+from .review import review_reply, stored_role
+
+if TYPE_CHECKING:
+    from gateway.context import Context
+    from gateway.hub import WebSocketHub
+
+log = logging.getLogger("plugins.chat.relay")
+
+STORED_TYPES = {"chat", "action", "markdown", "code"}
+
+
+class Relay:
+    def __init__(self, context: "Context", *, admission: Admission, replay: Replay, ai: AiCoreClient,
+                 history_limit: int, store_after: float):
+        self.context, self.hub = context, context.hub
+        self.admission, self.replay, self.ai = admission, replay, ai
+        self.history_limit, self.store_after = history_limit, store_after
+
+    @property
+    def conversations(self):
+        return self.context.contracts.require(CONVERSATIONS)
+
+    async def run(self, turn: Turn) -> tuple[str, TurnReply | TurnFailed]:
+        """One turn; its final status ("done", "failed", "duplicate") and its reply or failure.
+        The AI core is called first; the turn's row (when the submitter did not write it yet)
+        and the user's message are stored while it thinks. The sender sees the reply's frames
+        as they come; the user's other devices see the echo of the message first (it carries the
+        stored id), then the same frames (see EchoGate)."""
+        session_id, user_id, turn_id = turn.session_id, turn.user_id, turn.turn_id
+        try:
+            history = await self.conversations.recent_history(session_id, self.history_limit)
+        except Exception as error:  # nothing sent or stored yet: tell the sender, allow a re-send
+            log.error("reading the history of session %s failed: %r", session_id, error)
+            await self.admission.forget_message_id(turn)
+            failure = TurnFailed("the message could not be processed; please send it again", "storage_failed")
+            if turn.sender is not None:
+                await self.hub.send_to_user(user_id, error_frame(
+                    failure.error, errorType=failure.error_type, session_id=session_id, turn_id=turn_id,
+                    client_msg_id=turn.client_msg_id), only=turn.sender)
+            return "failed", failure
+        body = {"user_id": user_id, "session_id": session_id, "text": turn.text, "history": history,
+                "mode": turn.mode, "purpose": "chat",
+                "attachments": [{"type": "image", "url": a["url"]} for a in turn.attachments]}
+        events = self.ai.stream(body)
+        first_event = asyncio.create_task(_first(events))
+        await asyncio.sleep(0)  # the request goes out before the rest of the set-up
+        gate = EchoGate(self.hub, user_id, turn.sender, turn_id)
+        relayed = asyncio.get_running_loop().create_future()  # done once the first event went out
+        confirmed = asyncio.create_task(self._store_user_message(turn, gate, relayed))
+        sequence = 0
+        chunks = ChunkFrames(session_id, turn_id)
+
+        async def emit(message: dict) -> None:
+            message.update({"session_id": session_id, "turn_id": turn_id, "seq": sequence, "timestamp": now_ms()})
+            await send(json.dumps(message, ensure_ascii=False))
+
+        async def send(payload: str) -> None:
+            nonlocal sequence
+            await self.replay.append(session_id, turn_id, sequence, payload)
+            await gate.send(payload, sequence)
+            sequence += 1
+
+        async def writes_finished() -> None:
+            """The writes start now if no first event let them, and are waited for."""
+            _set_once(relayed)
+            if not confirmed.done():
+                await asyncio.wait([confirmed])
+
+        pieces: list[str] = []
+        final: dict | None = None
+        relay = _then(first_event, events)
+        try:
+            unfinished = await self.replay.begin(session_id, turn_id)
+            if unfinished is not None and unfinished.frames:
+                await self.end_dead_turn(user_id, session_id, unfinished)
+            await emit(stream_start_frame(turn_id))
+            async for event in relay:
+                if confirmed.done():
+                    _confirmation(confirmed)  # raises when the message could not be stored
+                kind = event.get("type")
+                if kind == "delta":
+                    content = str(event.get("content") or "")
+                    if content:
+                        pieces.append(content)
+                        await send(chunks.encode(sequence, content))
+                elif kind == "error":
+                    raise TurnFailed(str(event.get("error") or "the AI core failed"),
+                                     str(event.get("errorType") or "ai_core_failed"))
+                elif kind == "done":
+                    final = event
+                    break
+                elif (frame := event_frame(event, turn_id)) is not None:
+                    await emit(frame)
+                _set_once(relayed)
+            if final is None:
+                raise TurnFailed("the AI core ended the stream before the reply was complete")
+            await writes_finished()  # a reply that is only `done` relayed nothing first
+            _confirmation(confirmed)
+        except Exception as error:
+            failure = _as_failure(error, turn)
+            await relay.aclose()
+            await _abandon(first_event, events)
+            await writes_finished()
+            await self._fail(turn, failure, "".join(pieces), emit, gate)
+            return ("duplicate" if failure.error_type == "duplicate_message" else "failed"), failure
+        finally:
+            await relay.aclose()
+            await _abandon(first_event, events)
+            await writes_finished()  # cancelled: the row and the message are written, or fail
+
+        reply = str(final.get("text") if final.get("text") is not None else "".join(pieces))
+        review = review_reply(reply)
+        stored_ids = []
+        for part in review:
+            stored = await self.conversations.add_message(
+                session_id, user_id, stored_role(part["type"]), part["content"],
+                part["type"] if part["type"] in STORED_TYPES else "chat",
+                metadata={"turn_id": turn_id, **part["metadata"]})
+            stored_ids.append(stored["id"])
+        await self.context.bus.set(activity_key(session_id), str(now_ms()), ttl=ACTIVITY_TTL)
+        # Closed before stream_end: the device that sees it may send its next message at once,
+        # and this write would compete with that turn's start.
+        await store.finish(self.context.db, turn_id, "done")
+        await emit(review_frame(turn_id, review))
+        done = TurnReply(reply, final.get("model") or "", final.get("finish_reason") or "stop", stored_ids)
+        await emit(stream_end_frame(turn_id, reply, done.finish_reason, model=done.model,
+                                    stored_message_ids=stored_ids))
+        await self.replay.finish(session_id, turn_id)
+        return "done", done
+
+    async def _store_user_message(self, turn: Turn, gate: "EchoGate", relayed: "asyncio.Future") -> dict:
+        """Write the turn's queue row if the submitter did not, and the user's message; then
+        echo it to the user's other devices and let the reply's frames follow.
+
+        When the sender sees the reply without waiting for this, the writes start once the
+        AI core's first event was sent on (or `store_after` seconds passed): their work in this
+        process and in PostgreSQL would otherwise compete with the first token for the CPU."""
+        if gate.sender is not None:
+            await asyncio.wait([relayed], timeout=self.store_after)
+        session_id = turn.session_id
+        metadata = dict(turn.metadata) if turn.metadata is not None else {"mode": turn.mode}
+        if turn.attachments:
+            metadata["attachments"] = [{k: v for k, v in a.items() if k != "url"} for a in turn.attachments]
+        store_message = self.conversations.add_message(session_id, turn.user_id, "user", turn.text, "chat",
+                                                       metadata=metadata, client_msg_id=turn.client_msg_id)
+        try:
+            if turn.recorded:  # claimed from the queue, or written at admission
+                recorded, stored = True, await store_message
+            else:
+                recorded, stored = await asyncio.gather(
+                    store.enqueue(self.context.db, **turn.columns(), running=True), store_message)
+            if recorded is None and not stored.get("duplicate"):
+                # The queue already had this id (a row from before a restart whose turn never
+                # stored its message): the message is new to the session, so the turn goes on.
+                log.warning("turn %s of session %s runs without its own queue row", turn.turn_id, session_id)
+            if stored.get("duplicate"):
+                raise TurnFailed(f"this message was already received (client_msg_id {turn.client_msg_id})",
+                                 "duplicate_message")
+        except BaseException as error:
+            await gate.open(None)
+            if not isinstance(error, TurnFailed):  # nothing stored: let a re-send through
+                await self.admission.forget_message_id(turn)
+            raise
+        await gate.open(echo_frame(session_id, stored, turn.text, metadata.get("attachments", []),
+                                   turn.client_msg_id))
+        await self.context.bus.set(activity_key(session_id), str(now_ms()), ttl=ACTIVITY_TTL)
+        return stored
+
+    async def end_dead_turn(self, user_id: str, session_id: str, dead: Snapshot, latest: bool = False) -> None:
+        """The previous turn's reply stopped mid-stream (its instance died): every device gets
+        its stream_end, with what arrived of the text, before the next turn's stream_start.
+        `latest`: no turn began since, so the replay keeps the dead turn and takes the frame too."""
+        frames = [json.loads(payload) for _, payload in dead.frames]
+        if frames[-1].get("type") == "stream_end":  # it had ended; its instance stopped before recording that
+            return
+        text = "".join(str(frame.get("content") or "") for frame in frames if frame.get("type") == "stream_chunk")
+        seq = max(seq for seq, _ in dead.frames) + 1
+        log.warning("turn %s of session %s never ended (its instance stopped); ending it", dead.turn_id, session_id)
+        payload = json.dumps(stream_end_frame(dead.turn_id, text, "error", session_id=session_id, seq=seq,
+                                              timestamp=now_ms()), ensure_ascii=False)
+        if latest:
+            await self.replay.append(session_id, dead.turn_id, seq, payload)
+        await self.hub.send_to_user(user_id, payload, turn_id=dead.turn_id, seq=seq)
+
+    async def _fail(self, turn: Turn, failure: TurnFailed, partial: str, emit, gate: "EchoGate") -> None:
+        log.warning("chat turn %s of session %s failed: %s", turn.turn_id, turn.session_id, failure.error)
+        await gate.open(None)
+        target = {"only": turn.sender} if turn.sender else {}
+        for frame in failure_frames(turn.session_id, turn.turn_id, failure.error, failure.error_type):
+            await self.hub.send_to_user(turn.user_id, frame, **target)
+        # Every device saw stream_start: end the stream for all of them.
+        await emit(stream_end_frame(turn.turn_id, partial, "error"))
+        await self.replay.finish(turn.session_id, turn.turn_id)
+
+
+class EchoGate:
+    """Delivery of one turn's frames. The sender gets each frame at once. The user's other
+    devices must see the echo of the user's message before the reply, and the echo waits for
+    the message to be stored: their frames are held until `open`, then sent in order."""
+
+    def __init__(self, hub: "WebSocketHub", user_id: str, sender: str | None, turn_id: str):
+        self.hub, self.user_id, self.sender, self.turn_id = hub, user_id, sender, turn_id
+        self._held: list[tuple[str, int]] | None = []
+
+    async def send(self, payload: str, seq: int) -> None:
+        if self._held is None:
+            await self.hub.send_to_user(self.user_id, payload, turn_id=self.turn_id, seq=seq)
+            return
+        self._held.append((payload, seq))
+        if self.sender is not None:
+            await self.hub.send_to_user(self.user_id, payload, only=self.sender, turn_id=self.turn_id, seq=seq)
+
+    async def open(self, echo: dict | None) -> None:
+        """Send `echo` (if any) to every device but the sender, then what was held; idempotent."""
+        if self._held is None:
+            return
+        if echo is not None:
+            await self.hub.send_to_user(self.user_id, echo, exclude=self.sender)
+        while self._held:  # frames sent meanwhile join the end of the list
+            payload, seq = self._held.pop(0)
+            await self.hub.send_to_user(self.user_id, payload, exclude=self.sender, turn_id=self.turn_id, seq=seq)
+        self._held = None
+
+
+def _as_failure(error: Exception, turn: Turn) -> TurnFailed:
+    if isinstance(error, TurnFailed):
+        return error
+    if isinstance(error, AiStreamError):
+        return TurnFailed(error.error, error.error_type)
+    # A defect here, not the AI core's doing: every device's stream still ends.
+    log.exception("chat turn %s of session %s failed", turn.turn_id, turn.session_id, exc_info=error)
+    return TurnFailed("the server failed while relaying the reply", "internal_error")
+
+
+def _set_once(future: "asyncio.Future") -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _confirmation(task: "asyncio.Task") -> dict:
+    """The stored user message, or TurnFailed when it could not be stored."""
+    try:
+        return task.result()
+    except TurnFailed:
+        raise
+    except Exception as error:
+        log.error("storing the user's message failed: %r", error)
+        raise TurnFailed("the message could not be stored; please send it again", "storage_failed") from None
+
+
+_END = object()
+
+
+async def _first(events: AsyncIterator[dict]):
+    return await anext(events, _END)
+
+
+async def _then(first: "asyncio.Task", events: AsyncIterator[dict]) -> AsyncIterator[dict]:
+    """The event `first` fetched ahead, then the rest of the stream."""
+    event = await first
+    if event is _END:
+        return
+    yield event
+    async for event in events:
+        yield event
+
+
+async def _abandon(first: "asyncio.Task", events) -> None:
+    """Stop a stream that is no longer wanted (or is finished) and release its connection."""
+    if not first.done():
+        first.cancel()
+    with contextlib.suppress(BaseException):
+        await first
+    await events.aclose()

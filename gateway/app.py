@@ -82,6 +82,8 @@ def create_app(service_id: str, config: Config | None = None, *, plugins: list[P
     app[REGISTRY] = registry
     app[SERVICE_ID] = service_id
     context.app = app
+    for key, (value, _) in registry.app_state.items():
+        app[key] = value
     app.router.add_get(HEALTH_PATH, health, name="health")
     for table in registry.route_tables:
         app.router.add_routes(table)

@@ -198,6 +198,14 @@ class Registrar:
     def middleware(self, middleware) -> None:
         self._registry.middlewares.append(middleware)
 
+    def app_state(self, key: "web.AppKey[T]", value: "T") -> None:
+        """Store `value` on the service's application under the plugin's own typed `key`: its
+        handlers read it as `request.config_dict[key]`, the way aiohttp's documentation teaches."""
+        if key in self._registry.app_state:
+            raise PluginError(f"application key {key!r} is set by both "
+                              f"{self._registry.app_state[key][1]!r} and {self._plugin.name!r}")
+        self._registry.app_state[key] = (value, self._plugin.name)
+
 
 class Registry:
     """Everything the loaded plugins registered, checked for clashes as it is filled."""
@@ -211,6 +219,7 @@ class Registry:
         self.migrations: list[Migrations] = []
         self.lifespans: list[tuple[str, Lifespan]] = []
         self.middlewares: list = []
+        self.app_state: dict[web.AppKey, tuple[object, str]] = {}
 
     def claim_route(self, method: str, path: str, owner: str) -> None:
         key = (method, path)

@@ -14,9 +14,10 @@ from typing import cast
 from gateway.plugins import Plugin, Registrar
 
 from .analysis import ImageAnalysis, VisionClient
+from .api import FILE_STORE, routes
 from .contract import FILES
-from .service import FileService
 from .settings import FilesSettings, ImagesSettings
+from .store import FileStore
 
 
 class FilesPlugin(Plugin):
@@ -27,11 +28,12 @@ class FilesPlugin(Plugin):
 
     def setup(self, registrar: Registrar) -> None:
         settings = registrar.settings
-        service = FileService(registrar.context, settings["image_workers"])
+        files = FileStore(registrar.context, settings["image_workers"])
         registrar.migrations("plugins.files")
-        registrar.routes(service.routes())
-        registrar.lifespan(service.lifespan)
-        registrar.provide(FILES, service)
+        registrar.app_state(FILE_STORE, files)
+        registrar.routes(routes)
+        registrar.lifespan(files.lifespan)
+        registrar.provide(FILES, files)
 
 
 class ImagesPlugin(Plugin):
@@ -44,8 +46,8 @@ class ImagesPlugin(Plugin):
     def setup(self, registrar: Registrar) -> None:
         context = registrar.context
         timeout = registrar.settings["vision_timeout"]
-        # The same package: the images plugin uses the whole file service, not just the contract.
-        files = cast(FileService, context.contracts.require(FILES))
+        # The same package: the images plugin uses the whole file store, not just the contract.
+        files = cast(FileStore, context.contracts.require(FILES))
         analysis = ImageAnalysis(context, files, VisionClient(context, timeout))
         registrar.routes(analysis.routes())
 

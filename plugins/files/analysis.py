@@ -22,7 +22,7 @@ from gateway.identity import require_user
 from gateway.validation import load, read_json, with_multipart_field
 
 from . import imaging
-from .service import FileService, image_rejected, unsupported_type
+from .store import FileStore, image_rejected, unsupported_type
 from .sniffing import RASTER_IMAGE_TYPES, UnsupportedType, sniff
 
 log = logging.getLogger("plugins.images")
@@ -71,7 +71,7 @@ class VisionClient:
 
 
 class ImageAnalysis:
-    def __init__(self, context: Context, files: FileService, vision: VisionClient):
+    def __init__(self, context: Context, files: FileStore, vision: VisionClient):
         self.context = context
         self.files = files
         self.vision = vision

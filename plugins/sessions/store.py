@@ -1,5 +1,5 @@
-"""The conversations store: sessions and their messages in PostgreSQL, offered to other plugins
-as the `conversations` service (the chat channel, webhooks). Every method is async and returns
+"""The conversations store: sessions and their messages in PostgreSQL, provided to other plugins
+as the `CONVERSATIONS` contract (the chat channel, webhooks). Every method is async and returns
 the spec's shapes with integer epoch-millisecond timestamps."""
 from __future__ import annotations
 

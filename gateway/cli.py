@@ -28,14 +28,14 @@ class GatewayGroup(click.Group):
         return super().get_command(ctx, name) or self._plugin_commands().get(name)
 
     def _plugin_commands(self) -> dict:
-        commands = {}
+        commands: dict[str, click.Command] = {}
         try:
             plugins = installed_plugins()
         except PluginError:
             return commands
         for plugin in plugins.values():
             for command in plugin.cli():
-                commands.setdefault(command.name, command)
+                commands.setdefault(command.name or "", command)
         return commands
 
 

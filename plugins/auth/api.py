@@ -260,7 +260,8 @@ async def _login(request: web.Request, accounts: Accounts) -> web.Response:
         return web.json_response({"user_id": identity.user_id, "nickname": identity.nickname, **pair})
     load(UsernameSchema(), {"username": username})
     row = await store.find_user(accounts.context.db, username)
-    if not await accounts.hasher.check(password, row["password_hash"] if row else None):
+    # The hash is checked even for an unknown user, so timing does not tell which names exist.
+    if not await accounts.hasher.check(password, row["password_hash"] if row else None) or row is None:
         raise wrong_credentials()
     identity = Identity(user_id=USER_ID_PREFIX + row["username"], username=row["username"],
                         nickname=row["nickname"])

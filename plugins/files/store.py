@@ -21,7 +21,7 @@ from aiohttp import BodyPartReader, web
 
 from gateway.blobs import BlobError, BlobNotFound
 from gateway.context import Context
-from gateway.database import execute, fetch_all, fetch_one, fetch_value
+from gateway.database import execute, fetch_all, fetch_one, fetch_required, fetch_value
 from gateway.errors import BadGateway, BadRequest, NotFound
 from gateway.identity import Identity
 
@@ -200,7 +200,7 @@ class FileStore:
             raise BadGateway(f"The file could not be stored: {error}", error_type="storage_failed") from error
         created_at = int(time.time() * 1000)
         try:
-            record = await fetch_one(
+            record = await fetch_required(
                 self.context.db,
                 "INSERT INTO files (id, user_id, filename, mime_type, size, hash, storage_key, width,"
                 f" height, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING {FILE_COLUMNS}",

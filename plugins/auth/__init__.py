@@ -61,7 +61,8 @@ class AuthPlugin(Plugin):
             raise PluginError(str(error)) from None
         tokens = registrar.context.contracts.require(TOKENS)
         if not isinstance(tokens, JwtTokens):
-            raise PluginError("auth: the TOKENS contract must come from auth_tokens (it signs refresh tokens)")
+            raise PluginError("auth: the TOKENS contract must come from auth_tokens "
+                              "(it signs refresh tokens too)")
         accounts = Accounts(
             registrar.context, tokens,
             PasswordHasher(settings["bcrypt_rounds"]),

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import hmac
 import logging
 import math
 import uuid
 from datetime import timezone
+from typing import Awaitable, Callable
 
 import marshmallow
 import psycopg2
@@ -92,15 +93,23 @@ def wrong_credentials() -> Unauthorized:
                         hint="Check both and try again.")
 
 
-@contextlib.contextmanager
-def database_needed(action: str):
-    """A database outage is a 503 that says so, not a 500."""
-    try:
-        yield
-    except DATABASE_DOWN as error:
-        log.warning("%s failed: the database is unavailable (%s)", action, error)
-        raise ServiceUnavailable(f"{action} needs the database, which is unavailable.",
-                                 error_type="database_unavailable", hint="Try again shortly.") from None
+Handler = Callable[[web.Request], Awaitable[web.Response]]
+
+
+def needs_database(action: str) -> Callable[[Handler], Handler]:
+    """A database outage during the handler is a 503 that says so, not a 500."""
+    def decorate(handler: Handler) -> Handler:
+        @functools.wraps(handler)
+        async def guarded(request: web.Request) -> web.Response:
+            try:
+                return await handler(request)
+            except DATABASE_DOWN as error:
+                log.warning("%s failed: the database is unavailable (%s)", action, error)
+                raise ServiceUnavailable(f"{action} needs the database, which is unavailable.",
+                                         error_type="database_unavailable",
+                                         hint="Try again shortly.") from None
+        return guarded
+    return decorate
 
 
 class Accounts:
@@ -208,12 +217,9 @@ def accounts_of(request: web.Request) -> Accounts:
 
 
 @routes.post("/api/v1/auth/register", name="auth_register")
+@needs_database("Registration")
 async def register(request: web.Request) -> web.Response:
-    with database_needed("Registration"):
-        return await _register(request, accounts_of(request))
-
-
-async def _register(request: web.Request, accounts: Accounts) -> web.Response:
+    accounts = accounts_of(request)
     await accounts.limit_rate(request, "register")
     if not accounts.config.get("auth.registration_enabled"):
         raise Forbidden("Registration is not open.", error_type="registration_closed",
@@ -237,12 +243,9 @@ async def _register(request: web.Request, accounts: Accounts) -> web.Response:
 
 
 @routes.post("/api/v1/auth/login", name="auth_login")
+@needs_database("Logging in")
 async def login(request: web.Request) -> web.Response:
-    with database_needed("Logging in"):
-        return await _login(request, accounts_of(request))
-
-
-async def _login(request: web.Request, accounts: Accounts) -> web.Response:
+    accounts = accounts_of(request)
     await accounts.limit_rate(request, "login")
     body = await parse_body(request, LoginSchema())
     username, password = body["username"], body["password"]

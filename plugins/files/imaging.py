@@ -136,7 +136,8 @@ def top_colours(image: Image.Image, count: int = 6) -> list[dict]:
     # Largest first; a colour within a few steps of a larger one (compression noise) joins it.
     # A "P" image's colours are (pixel count, palette index) pairs.
     colours = cast("list[tuple[int, int]]", quantized.getcolors(count * 4) or [])
-    found = sorted(((pixels, tuple(palette[index * 3:index * 3 + 3])) for pixels, index in colours), reverse=True)
+    found = sorted(((pixels, tuple(palette[index * 3:index * 3 + 3])) for pixels, index in colours),
+                   reverse=True)
     merged: list[list] = []
     for pixels, rgb in found:
         for entry in merged:

@@ -13,5 +13,6 @@ NOT_TEST_CODE = TESTS / "third_party_plugin"
 def test_every_directory_of_test_code_is_a_package():
     directories = {path.parent for path in TESTS.rglob("*.py")
                    if NOT_TEST_CODE not in path.parents and "__pycache__" not in path.parts}
-    missing = sorted(str(d.relative_to(TESTS.parent)) for d in directories if not (d / "__init__.py").exists())
+    missing = sorted(str(directory.relative_to(TESTS.parent)) for directory in directories
+                     if not (directory / "__init__.py").exists())
     assert missing == []

@@ -69,9 +69,9 @@ def create_app(service_id: str, config: Config | None = None, *, plugins: list[P
         spec = (get_service(service_id) if plugins is None
                 else ServiceSpec(id=service_id, name=service_id, port=0))
     if plugins is None:
-        ordered = select_plugins(spec.plugins, installed_plugins(spec.plugins), config)
+        ordered = select_plugins(spec.plugins, installed_plugins(spec.plugins), config, spec.planned)
     else:
-        ordered = select_plugins([p.name for p in plugins], {p.name: p for p in plugins}, config, strict=True)
+        ordered = select_plugins([p.name for p in plugins], {p.name: p for p in plugins}, config)
 
     context = Context(service_id, config, spec.name)
     registry = Registry()
@@ -93,6 +93,8 @@ def create_app(service_id: str, config: Config | None = None, *, plugins: list[P
     app[REGISTRY] = registry
     app[SERVICE_ID] = service_id
     context.app = app
+    for key, (value, _) in registry.app_state.items():
+        app[key] = value
     app.router.add_get(HEALTH_PATH, health, name="health")
     add_document_routes(app, f"{spec.name} ({service_id})", __version__)
     for table in registry.route_tables:
@@ -178,7 +180,7 @@ def new_event_loop(config: Config) -> asyncio.AbstractEventLoop:
     """The loop a service runs on (`core.event_loop`). uvloop's sockets and callbacks are
     written in C: relaying a streamed reply costs about a third less CPU per event than on
     asyncio's own loop, which decides how many chat sessions one instance carries."""
-    choice = str(config.get("core.event_loop") or "asyncio")
+    choice = str(config.get("core.event_loop") or "uvloop")
     if choice not in ("uvloop", "asyncio"):
         raise ConfigError(f"core.event_loop: {choice!r} is not one of uvloop, asyncio")
     if choice == "uvloop":

@@ -28,14 +28,14 @@ class GatewayGroup(click.Group):
         return super().get_command(ctx, name) or self._plugin_commands().get(name)
 
     def _plugin_commands(self) -> dict:
-        commands = {}
+        commands: dict[str, click.Command] = {}
         try:
             plugins = installed_plugins()
         except PluginError:
             return commands
         for plugin in plugins.values():
             for command in plugin.cli():
-                commands.setdefault(command.name, command)
+                commands.setdefault(command.name or "", command)
         return commands
 
 
@@ -99,22 +99,39 @@ def migrate(service_id: str | None) -> None:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def plugins(as_json: bool) -> None:
-    """Each installed plugin: version, routes, WebSocket types, jobs."""
+@click.option("--reference", is_flag=True,
+              help="Print the Markdown reference of every plugin's settings (docs/configuration.md).")
+@click.option("--distribution", default=None, metavar="NAME",
+              help="Only the plugins this installed distribution publishes, e.g. assistant-gateway.")
+def plugins(as_json: bool, reference: bool, distribution: str | None) -> None:
+    """Each installed plugin: version, settings, routes, WebSocket types, jobs."""
     from .context import Context
     from .plugins import PluginRecord, Registrar, Registry
+    from .settings_reference import describe_settings, markdown_reference, toml_value
 
+    entry_points = [entry_point for entry_point in installed_entry_points()
+                    if distribution is None or (entry_point.dist is not None
+                                                and entry_point.dist.name == distribution)]
+    if reference:
+        try:
+            click.echo(markdown_reference([load_entry_point(entry_point) for entry_point in entry_points]),
+                       nl=False)
+        except PluginError as error:
+            raise click.ClickException(str(error)) from None
+        return
     config = Config.load(generate_secrets=False)
-    rows = []
-    for entry_point in installed_entry_points():
-        row = {"name": entry_point.name, "version": "", "depends": [], "enabled": False, "routes": [],
-               "ws_types": [], "jobs": [], "provides": [], "migrations": False, "error": None}
+    rows: list[dict] = []
+    for entry_point in entry_points:
+        row: dict = {"name": entry_point.name, "version": "", "depends": [], "enabled": False,
+                     "settings": [], "routes": [], "ws_types": [], "jobs": [], "provides": [],
+                     "migrations": False, "error": None}
         rows.append(row)
         try:
             plugin = load_entry_point(entry_point)
+            row.update(version=plugin.version, depends=list(plugin.depends), enabled=plugin.enabled(config),
+                       settings=[vars(setting) for setting in describe_settings(plugin)])
             registry = Registry()
             registry.records[plugin.name] = record = PluginRecord(plugin)
-            row.update(version=plugin.version, depends=list(plugin.depends), enabled=plugin.enabled(config))
             plugin.setup(Registrar(registry, plugin, Context("inspect", config)))
         except Exception as exc:  # listing must show a broken plugin, not stop at it
             row["error"] = repr(exc)
@@ -129,6 +146,9 @@ def plugins(as_json: bool) -> None:
     for row in rows:
         click.echo(f"{row['name']} {row['version']}" + ("" if row["enabled"] else " (disabled)")
                    + (f"  depends: {', '.join(row['depends'])}" if row["depends"] else ""))
+        for setting in row["settings"]:
+            click.echo(f"    setting plugins.{row['name']}.{setting['key']} ({setting['type']}) = "
+                       f"{toml_value(setting['default'])}  {setting['description']}")
         for route in row["routes"]:
             click.echo(f"    route   {route}")
         for ws_type in row["ws_types"]:

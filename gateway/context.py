@@ -5,7 +5,7 @@ Clients are opened when the service starts (see `app.py`); touching one before t
 service that did not ask for it, raises a clear error instead of an AttributeError."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar, overload
 
 from aiohttp import web
 
@@ -22,12 +22,20 @@ if TYPE_CHECKING:
     from .config import Config
     from .hub import WebSocketHub
 
+T = TypeVar("T")
 
-class _Slot:
+
+class _Slot(Generic[T]):
     """A context attribute that exists only once the service has started."""
 
-    def __set_name__(self, owner, name):
+    def __set_name__(self, owner: type, name: str) -> None:
         self.name = "_" + name
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> "_Slot[T]": ...
+
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> T: ...
 
     def __get__(self, instance, owner=None):
         if instance is None:
@@ -38,16 +46,16 @@ class _Slot:
                                f"started yet, or it was not configured")
         return value
 
-    def __set__(self, instance, value):
+    def __set__(self, instance: object, value: T) -> None:
         instance.__dict__[self.name] = value
 
 
 class Context:
-    db: "aiopg.Pool" = _Slot()
-    bus: "Bus" = _Slot()
-    http: "aiohttp.ClientSession" = _Slot()
-    scheduler: "aiojobs.Scheduler" = _Slot()
-    blobs: "BlobStore" = _Slot()
+    db: _Slot[aiopg.Pool] = _Slot()
+    bus: _Slot[Bus] = _Slot()
+    http: _Slot[aiohttp.ClientSession] = _Slot()
+    scheduler: _Slot[aiojobs.Scheduler] = _Slot()
+    blobs: _Slot[BlobStore] = _Slot()
 
     def __init__(self, service_id: str, config: "Config", service_name: str = ""):
         from .hub import WebSocketHub

@@ -121,6 +121,15 @@ async def fetch_one(db: aiopg.Pool, sql: str, params: Sequence | dict = ()) -> d
             return dict(row) if row is not None else None
 
 
+async def fetch_required(db: aiopg.Pool, sql: str, params: Sequence | dict = ()) -> dict:
+    """The one row a statement always yields (`INSERT ... RETURNING`, a row known to exist);
+    none is a bug, raised as such instead of surfacing later as a None."""
+    row = await fetch_one(db, sql, params)
+    if row is None:
+        raise DatabaseError(f"expected a row from: {' '.join(sql.split())[:120]}")
+    return row
+
+
 async def fetch_value(db: aiopg.Pool, sql: str, params: Sequence | dict = ()) -> Any:
     async with db.acquire() as connection:
         async with connection.cursor() as cursor:

@@ -226,7 +226,7 @@ class GuardedFetcher:
         """Policy and limits from the `[fetch]` section: allow_private, allow_hosts, timeout,
         max_bytes, max_redirects."""
         settings = config.section("fetch")
-        options = {
+        options: dict[str, Any] = {
             "timeout": float(settings.get("timeout") or DEFAULT_TIMEOUT),
             "max_bytes": int(settings.get("max_bytes") or DEFAULT_MAX_BYTES),
             "max_redirects": int(settings.get("max_redirects") or DEFAULT_MAX_REDIRECTS),

@@ -16,6 +16,7 @@ A plugin is an object (usually a module-level instance of `Plugin`) with:
 """
 from __future__ import annotations
 
+import difflib
 import importlib.metadata
 import logging
 from dataclasses import dataclass, field
@@ -197,6 +198,14 @@ class Registrar:
     def middleware(self, middleware) -> None:
         self._registry.middlewares.append(middleware)
 
+    def app_state(self, key: "web.AppKey[T]", value: "T") -> None:
+        """Store `value` on the service's application under the plugin's own typed `key`: its
+        handlers read it as `request.config_dict[key]`, the way aiohttp's documentation teaches."""
+        if key in self._registry.app_state:
+            raise PluginError(f"application key {key!r} is set by both "
+                              f"{self._registry.app_state[key][1]!r} and {self._plugin.name!r}")
+        self._registry.app_state[key] = (value, self._plugin.name)
+
 
 class Registry:
     """Everything the loaded plugins registered, checked for clashes as it is filled."""
@@ -210,6 +219,7 @@ class Registry:
         self.migrations: list[Migrations] = []
         self.lifespans: list[tuple[str, Lifespan]] = []
         self.middlewares: list = []
+        self.app_state: dict[web.AppKey, tuple[object, str]] = {}
 
     def claim_route(self, method: str, path: str, owner: str) -> None:
         key = (method, path)
@@ -254,20 +264,33 @@ def load_entry_point(entry_point: importlib.metadata.EntryPoint) -> Plugin:
     return plugin
 
 
+def not_installed(name: str, known: set[str]) -> str:
+    """The error for a plugin name no installed distribution publishes, with the likely fix."""
+    installed = known | {entry_point.name for entry_point in installed_entry_points()}
+    closest = difflib.get_close_matches(name, sorted(installed), n=1)
+    return (f"plugin {name!r} is not installed"
+            + (f"; did you mean {closest[0]!r}?" if closest else "")
+            + f" Installed: {', '.join(sorted(installed)) or 'none'}. A plugin that is announced but not "
+              f"built yet belongs in `planned` in conf/services.toml.")
+
+
 def select_plugins(names: Iterable[str], available: dict[str, Plugin], config,
-                   strict: bool = False) -> list[Plugin]:
+                   planned: Iterable[str] = ()) -> list[Plugin]:
     """The named plugins that are installed and enabled, in dependency order.
 
-    A name that is not installed is skipped with a warning unless `strict`; a dependency that is
-    not among the selected plugins, or a cycle, is an error naming the plugins involved."""
+    A name that is not installed is skipped with a notice when it is `planned` (announced in
+    the service table, not built yet) and an error otherwise, naming the closest installed
+    plugin: a misspelt name must not quietly start a service without its feature. A dependency
+    that is not among the selected plugins, or a cycle, is an error naming the plugins involved."""
+    announced = set(planned)
     chosen: dict[str, Plugin] = {}
     for name in names:
         plugin = available.get(name)
         if plugin is None:
-            if strict:
-                raise PluginError(f"plugin {name!r} is not installed")
-            log.warning("plugin %r is named in the service table but not installed; skipped", name)
-            continue
+            if name in announced:
+                log.info("plugin %r is planned but not built yet; the service starts without it", name)
+                continue
+            raise PluginError(not_installed(name, set(available)))
         if not plugin.enabled(config):
             log.info("plugin %r is disabled by configuration", name)
             continue

@@ -1,5 +1,6 @@
 """The service table, `conf/services.toml`: the eight services, their ports and plugins, in
-start order. The console and `gateway serve` both read it."""
+start order, and the `planned` plugins (announced, not built yet). The console and
+`gateway serve` both read it."""
 from __future__ import annotations
 
 import tomllib
@@ -18,6 +19,9 @@ class ServiceSpec:
     health: str = "/api/v1/health"
     depends: tuple[str, ...] = ()
     build: tuple[str, ...] = ()
+    # The names in `plugins` that the table announces as planned: skipped, not an error, while
+    # no installed distribution publishes them.
+    planned: tuple[str, ...] = ()
     extra: dict = field(default_factory=dict, compare=False)
 
 
@@ -28,6 +32,9 @@ def load_services(path: Path | None = None) -> list[ServiceSpec]:
             table = tomllib.load(handle)
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise ConfigError(f"cannot read the service table {path}: {error}") from None
+    planned = table.get("planned", [])
+    if not isinstance(planned, list) or not all(isinstance(name, str) for name in planned):
+        raise ConfigError(f"{path}: `planned` must be a list of plugin names")
     services = []
     known: set[str] = set()
     for row in table.get("service", []):
@@ -35,6 +42,7 @@ def load_services(path: Path | None = None) -> list[ServiceSpec]:
             spec = ServiceSpec(
                 id=row["id"], name=row.get("name", row["id"]), port=int(row["port"]),
                 plugins=tuple(row.get("plugins", ())), health=row.get("health", "/api/v1/health"),
+                planned=tuple(name for name in row.get("plugins", ()) if name in planned),
                 depends=tuple(row.get("depends", ())), build=tuple(row.get("build", ())),
                 extra={k: v for k, v in row.items() if k not in {"id", "name", "port", "plugins", "health",
                                                                    "depends", "build"}})

@@ -10,10 +10,11 @@ if TYPE_CHECKING:
     from .identity import Identity
     from .plugins import Registry
 
-CONTEXT = web.AppKey("context", "Context")
-REGISTRY = web.AppKey("registry", "Registry")
+# Declared by annotation where the value's class would be a circular import at run time.
+CONTEXT: web.AppKey[Context] = web.AppKey("context")
+REGISTRY: web.AppKey[Registry] = web.AppKey("registry")
 SERVICE_ID = web.AppKey("service_id", str)
 
 # Per-request state.
 REQUEST_ID = web.RequestKey("request_id", str)
-IDENTITY = web.RequestKey("identity", "Identity")
+IDENTITY: web.RequestKey[Identity] = web.RequestKey("identity")

@@ -1,7 +1,7 @@
 """Authentication: two plugins from one package.
 
 - `auth_tokens` (no routes, no database): checks bearer tokens and the service credential for
-  any service; offers the core's `authenticator` and a `tokens` service.
+  any service; provides the core's `AUTHENTICATOR` and the `TOKENS` contract.
 - `auth`: registration, login, refresh, logout and /profile, with users and hashed refresh
   tokens in PostgreSQL.
 
@@ -19,7 +19,7 @@ from .addresses import parse_trusted_proxies
 from .contract import TOKENS
 from .passwords import PasswordHasher
 from .settings import AuthSettings
-from .tokens import DEFAULT_ACCESS_LIFETIME, REFRESH_LIFETIME, BearerAuthenticator, TokenService
+from .tokens import DEFAULT_ACCESS_LIFETIME, REFRESH_LIFETIME, BearerAuthenticator, JwtTokens
 
 log = logging.getLogger("plugins.auth")
 
@@ -33,7 +33,7 @@ class TokensPlugin(Plugin):
     def setup(self, registrar) -> None:
         config = registrar.config
         try:
-            tokens = TokenService(
+            tokens = JwtTokens(
                 secret=str(config.get("auth.jwt_secret") or ""),
                 access_lifetime=int(config.get("auth.access_token_lifetime") or DEFAULT_ACCESS_LIFETIME),
                 refresh_lifetime=REFRESH_LIFETIME,
@@ -52,20 +52,25 @@ class AuthPlugin(Plugin):
     settings_schema = AuthSettings
 
     def setup(self, registrar) -> None:
-        from .api import AuthApi
+        from .api import ACCOUNTS, Accounts, routes
 
         settings = registrar.settings
         try:
             trusted = parse_trusted_proxies(settings["trusted_proxies"])
         except ValueError as error:
             raise PluginError(str(error)) from None
-        api = AuthApi(
-            registrar.context, registrar.context.contracts.require(TOKENS),
+        tokens = registrar.context.contracts.require(TOKENS)
+        if not isinstance(tokens, JwtTokens):
+            raise PluginError("auth: the TOKENS contract must come from auth_tokens "
+                              "(it signs refresh tokens too)")
+        accounts = Accounts(
+            registrar.context, tokens,
             PasswordHasher(settings["bcrypt_rounds"]),
             trusted_proxies=trusted,
             rate_limit=settings["rate_limit_per_minute"],
             admin_nickname=settings["admin_nickname"])
-        registrar.routes(api.routes())
+        registrar.app_state(ACCOUNTS, accounts)
+        registrar.routes(routes)
         registrar.migrations("plugins.auth")
 
         async def purge(context) -> None:

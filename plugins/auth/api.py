@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import hmac
 import logging
 import math
 import uuid
 from datetime import timezone
+from typing import Awaitable, Callable
 
 import marshmallow
 import psycopg2
@@ -22,9 +23,11 @@ from gateway.validation import load, parse_body
 from . import store
 from .addresses import Network, client_address
 from .passwords import PasswordHasher
-from .tokens import TokenService, bearer_token, invalid_token
+from .tokens import JwtTokens, bearer_token, invalid_token
 
 log = logging.getLogger("plugins.auth")
+
+routes = web.RouteTableDef()
 
 USER_ID_PREFIX = "user_"
 USERNAME_PATTERN = r"^[a-zA-Z0-9_]+\Z"
@@ -85,21 +88,35 @@ def _same(given: str, expected: str) -> bool:
     return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
 
 
-@contextlib.contextmanager
-def database_needed(action: str):
-    """A database outage is a 503 that says so, not a 500."""
-    try:
-        yield
-    except DATABASE_DOWN as error:
-        log.warning("%s failed: the database is unavailable (%s)", action, error)
-        raise ServiceUnavailable(f"{action} needs the database, which is unavailable.",
-                                 error_type="database_unavailable", hint="Try again shortly.") from None
+def wrong_credentials() -> Unauthorized:
+    return Unauthorized("Wrong username or password.", error_type="invalid_credentials",
+                        hint="Check both and try again.")
 
 
-class AuthApi:
-    """Handlers bound to the plugin's settings, the token service and the hasher."""
+Handler = Callable[[web.Request], Awaitable[web.Response]]
 
-    def __init__(self, context: Context, tokens: TokenService, hasher: PasswordHasher,
+
+def needs_database(action: str) -> Callable[[Handler], Handler]:
+    """A database outage during the handler is a 503 that says so, not a 500."""
+    def decorate(handler: Handler) -> Handler:
+        @functools.wraps(handler)
+        async def guarded(request: web.Request) -> web.Response:
+            try:
+                return await handler(request)
+            except DATABASE_DOWN as error:
+                log.warning("%s failed: the database is unavailable (%s)", action, error)
+                raise ServiceUnavailable(f"{action} needs the database, which is unavailable.",
+                                         error_type="database_unavailable",
+                                         hint="Try again shortly.") from None
+        return guarded
+    return decorate
+
+
+class Accounts:
+    """The steps the sign-in handlers share, bound to the plugin's settings, the tokens and the
+    password hasher; stored on the application under `ACCOUNTS`."""
+
+    def __init__(self, context: Context, tokens: JwtTokens, hasher: PasswordHasher,
                  trusted_proxies: list[Network], rate_limit: int, admin_nickname: str):
         self.context = context
         self.tokens = tokens
@@ -157,84 +174,8 @@ class AuthApi:
             raise invalid_token("The account no longer exists.", "user_not_found")
         return Identity(user_id=user_id, username=row["username"], nickname=row["nickname"])
 
-    # -- routes
-    async def register(self, request: web.Request) -> web.Response:
-        with database_needed("Registration"):
-            return await self._register(request)
-
-    async def _register(self, request: web.Request) -> web.Response:
-        await self.limit_rate(request, "register")
-        if not self.config.get("auth.registration_enabled"):
-            raise Forbidden("Registration is not open.", error_type="registration_closed",
-                            hint="The operator enables it with REGISTRATION_ENABLED=true.")
-        body = await parse_body(request, RegisterSchema())
-        expected_code = str(self.config.get("auth.registration_verify_code") or "")
-        if not expected_code or not _same(body["verify_code"], expected_code):
-            raise BadRequest("The verification code is wrong.", error_type="invalid_verify_code",
-                             hint="Ask the operator for the registration code.")
-        if body["username"].lower() == self.admin_username.lower():
-            raise Conflict("This username is already taken.", error_type="username_taken",
-                                 hint="Choose another username.")
-        password_hash = await self.hasher.hash(body["password"])
-        row = await store.create_user(self.context.db, body["username"], body["email"],
-                                      body["nickname"], password_hash)
-        identity = Identity(user_id=USER_ID_PREFIX + row["username"], username=row["username"],
-                            nickname=row["nickname"])
-        pair = await self.issue_pair(identity)
-        return web.json_response({"user_id": identity.user_id, "nickname": identity.nickname, **pair},
-                                 status=201)
-
-    async def login(self, request: web.Request) -> web.Response:
-        with database_needed("Logging in"):
-            return await self._login(request)
-
-    async def _login(self, request: web.Request) -> web.Response:
-        await self.limit_rate(request, "login")
-        body = await parse_body(request, LoginSchema())
-        username, password = body["username"], body["password"]
-        if _same(username, self.admin_username):
-            if not _same(password, str(self.config.get("auth.admin_password") or "")):
-                raise self._wrong_credentials()
-            identity = self.admin_identity()
-            try:
-                pair = await self.issue_pair(identity)
-            except DATABASE_DOWN as error:
-                # The administrator can log in during a database outage to see what is wrong;
-                # the refresh token cannot be recorded, so it will not be honoured later.
-                log.warning("administrator login without a database (%s); refresh token not recorded", error)
-                pair = await self.issue_pair(identity, record=False)
-            return web.json_response({"user_id": identity.user_id, "nickname": identity.nickname, **pair})
-        load(UsernameSchema(), {"username": username})
-        row = await store.find_user(self.context.db, username)
-        if not await self.hasher.check(password, row["password_hash"] if row else None):
-            raise self._wrong_credentials()
-        identity = Identity(user_id=USER_ID_PREFIX + row["username"], username=row["username"],
-                            nickname=row["nickname"])
-        pair = await self.issue_pair(identity)
-        return web.json_response({"user_id": identity.user_id, "nickname": identity.nickname, **pair})
-
-    @staticmethod
-    def _wrong_credentials() -> Unauthorized:
-        return Unauthorized("Wrong username or password.", error_type="invalid_credentials",
-                            hint="Check both and try again.")
-
-    async def refresh(self, request: web.Request) -> web.Response:
-        body = await parse_body(request, RefreshSchema(), allow_empty=True)
-        try:
-            if body["refresh_token"]:
-                return web.json_response(await self._rotate(body["refresh_token"]))
-            token = bearer_token(request)
-            if token is None or self.tokens.is_service_token(token):
-                raise Unauthorized("No credential was supplied.", error_type="unauthorized",
-                                   hint="Send refresh_token in the body, or your access token "
-                                        "(expired is fine) as Authorization: Bearer.")
-            return web.json_response(await self._renew_from_access(token))
-        except DATABASE_DOWN as error:
-            log.warning("refresh failed: the database is unavailable (%s)", error)
-            raise ServiceUnavailable("Tokens cannot be renewed while the database is unavailable.",
-                                     error_type="database_unavailable", hint="Try again shortly.") from None
-
-    async def _rotate(self, refresh_token: str) -> dict:
+    # -- renewing
+    async def rotate(self, refresh_token: str) -> dict:
         claims = self.tokens.verify_refresh(refresh_token)
         identity = await self.current_identity_of(claims["sub"], str(claims.get("username") or ""))
         new_token, new_claims = self.tokens.issue_refresh(identity, claims["fam"])
@@ -253,7 +194,7 @@ class AuthApi:
         token, expires = self.tokens.issue_access(identity, family=claims["fam"])
         return {"token": token, "refresh_token": new_token, "expires": expires}
 
-    async def _renew_from_access(self, access_token: str) -> dict:
+    async def renew_from_access(self, access_token: str) -> dict:
         claims = self.tokens.decode_access_for_refresh(access_token)
         db = self.context.db
         if claims.get("fam") and await store.family_revoked(db, claims["fam"]):
@@ -267,77 +208,156 @@ class AuthApi:
         # The renewed tokens stay in the login's family, so logging that login out covers them too.
         return await self.issue_pair(identity, family=claims.get("fam"))
 
-    async def logout(self, request: web.Request) -> web.Response:
-        """Revoke the login's refresh-token family (or, with `all`, every login of the user) and
-        spend the access token, so neither can be renewed again."""
-        body = await parse_body(request, LogoutSchema(), allow_empty=True)
-        user_id, families, revoked = None, set(), 0
-        access_token = bearer_token(request)
-        try:
-            if access_token and not self.tokens.is_service_token(access_token):
-                claims = self.tokens.decode_access_for_refresh(access_token)
-                user_id = claims["sub"]
-                await store.spend_access(self.context.db, claims["jti"], user_id,
-                                         claims["iat"] + self.tokens.refresh_lifetime)
-                if claims.get("fam"):
-                    families.add(claims["fam"])
-            if body["refresh_token"]:
-                refresh_claims = self.tokens.verify_refresh(body["refresh_token"])
-                if user_id is not None and refresh_claims["sub"] != user_id:
-                    raise Forbidden("The refresh token belongs to another user.", error_type="forbidden")
-                user_id = refresh_claims["sub"]
-                families.add(refresh_claims["fam"])
-            if user_id is None:
-                raise Unauthorized("No credential was supplied.", error_type="unauthorized",
-                                   hint="Send your access token as Authorization: Bearer, or "
-                                        "refresh_token in the body.")
-            if body["all"]:
-                revoked = await store.revoke_user(self.context.db, user_id)
-            else:
-                for family in families:
-                    revoked += await store.revoke_family(self.context.db, family)
-        except DATABASE_DOWN:
-            raise ServiceUnavailable("Logging out needs the database, which is unavailable.",
-                                     error_type="database_unavailable", hint="Try again shortly.") from None
-        return web.json_response({"status": "logged_out", "revoked": revoked})
 
-    async def profile(self, request: web.Request) -> web.Response:
-        identity = await require_user(request)
-        if identity.kind == "service":
-            return web.json_response({"user_id": identity.user_id, "username": identity.username,
-                                      "nickname": identity.nickname or identity.username,
-                                      "is_admin": identity.is_admin, "created_at": None})
-        if identity.user_id == ADMIN_USER_ID and identity.is_admin:
-            admin = self.admin_identity()
-            try:
-                created_at = await store.installed_at(self.context.db)
-            except DATABASE_DOWN as error:
-                log.warning("profile without a database: %s", error)
-                created_at = None
-            return web.json_response({"user_id": admin.user_id, "username": admin.username,
-                                      "nickname": admin.nickname, "is_admin": True,
-                                      "created_at": rfc3339(created_at)})
-        username = identity.user_id[len(USER_ID_PREFIX):] if identity.user_id.startswith(USER_ID_PREFIX) else ""
+ACCOUNTS = web.AppKey("auth.accounts", Accounts)
+
+
+def accounts_of(request: web.Request) -> Accounts:
+    return request.config_dict[ACCOUNTS]
+
+
+@routes.post("/api/v1/auth/register", name="auth_register")
+@needs_database("Registration")
+async def register(request: web.Request) -> web.Response:
+    accounts = accounts_of(request)
+    await accounts.limit_rate(request, "register")
+    if not accounts.config.get("auth.registration_enabled"):
+        raise Forbidden("Registration is not open.", error_type="registration_closed",
+                        hint="The operator enables it with REGISTRATION_ENABLED=true.")
+    body = await parse_body(request, RegisterSchema())
+    expected_code = str(accounts.config.get("auth.registration_verify_code") or "")
+    if not expected_code or not _same(body["verify_code"], expected_code):
+        raise BadRequest("The verification code is wrong.", error_type="invalid_verify_code",
+                         hint="Ask the operator for the registration code.")
+    if body["username"].lower() == accounts.admin_username.lower():
+        raise Conflict("This username is already taken.", error_type="username_taken",
+                       hint="Choose another username.")
+    password_hash = await accounts.hasher.hash(body["password"])
+    row = await store.create_user(accounts.context.db, body["username"], body["email"],
+                                  body["nickname"], password_hash)
+    identity = Identity(user_id=USER_ID_PREFIX + row["username"], username=row["username"],
+                        nickname=row["nickname"])
+    pair = await accounts.issue_pair(identity)
+    return web.json_response({"user_id": identity.user_id, "nickname": identity.nickname, **pair},
+                             status=201)
+
+
+@routes.post("/api/v1/auth/login", name="auth_login")
+@needs_database("Logging in")
+async def login(request: web.Request) -> web.Response:
+    accounts = accounts_of(request)
+    await accounts.limit_rate(request, "login")
+    body = await parse_body(request, LoginSchema())
+    username, password = body["username"], body["password"]
+    if _same(username, accounts.admin_username):
+        if not _same(password, str(accounts.config.get("auth.admin_password") or "")):
+            raise wrong_credentials()
+        identity = accounts.admin_identity()
         try:
-            row = await store.find_user(self.context.db, username) if username else None
+            pair = await accounts.issue_pair(identity)
         except DATABASE_DOWN as error:
-            # The spec: the profile still answers, from the token, with created_at null.
-            log.warning("profile without a database: %s", error)
-            return web.json_response({"user_id": identity.user_id, "username": identity.username,
-                                      "nickname": identity.nickname, "is_admin": False,
-                                      "created_at": None})
-        if row is None or USER_ID_PREFIX + row["username"] != identity.user_id:
-            raise NotFound("The user does not exist.", error_type="user_not_found",
-                           hint="The account may have been deleted; log in again.")
-        return web.json_response({"user_id": identity.user_id, "username": row["username"],
-                                  "nickname": row["nickname"], "is_admin": False,
-                                  "created_at": rfc3339(row["created_at"])})
+            # The administrator can log in during a database outage to see what is wrong;
+            # the refresh token cannot be recorded, so it will not be honoured later.
+            log.warning("administrator login without a database (%s); refresh token not recorded", error)
+            pair = await accounts.issue_pair(identity, record=False)
+        return web.json_response({"user_id": identity.user_id, "nickname": identity.nickname, **pair})
+    load(UsernameSchema(), {"username": username})
+    row = await store.find_user(accounts.context.db, username)
+    # The hash is checked even for an unknown user, so timing does not tell which names exist.
+    if not await accounts.hasher.check(password, row["password_hash"] if row else None) or row is None:
+        raise wrong_credentials()
+    identity = Identity(user_id=USER_ID_PREFIX + row["username"], username=row["username"],
+                        nickname=row["nickname"])
+    pair = await accounts.issue_pair(identity)
+    return web.json_response({"user_id": identity.user_id, "nickname": identity.nickname, **pair})
 
-    def routes(self) -> web.RouteTableDef:
-        table = web.RouteTableDef()
-        table.post("/api/v1/auth/register", name="auth_register")(self.register)
-        table.post("/api/v1/auth/login", name="auth_login")(self.login)
-        table.post("/api/v1/auth/refresh", name="auth_refresh")(self.refresh)
-        table.post("/api/v1/auth/logout", name="auth_logout")(self.logout)
-        table.get("/api/v1/profile", name="profile")(self.profile)
-        return table
+
+@routes.post("/api/v1/auth/refresh", name="auth_refresh")
+async def refresh(request: web.Request) -> web.Response:
+    accounts = accounts_of(request)
+    body = await parse_body(request, RefreshSchema(), allow_empty=True)
+    try:
+        if body["refresh_token"]:
+            return web.json_response(await accounts.rotate(body["refresh_token"]))
+        token = bearer_token(request)
+        if token is None or accounts.tokens.is_service_token(token):
+            raise Unauthorized("No credential was supplied.", error_type="unauthorized",
+                               hint="Send refresh_token in the body, or your access token "
+                                    "(expired is fine) as Authorization: Bearer.")
+        return web.json_response(await accounts.renew_from_access(token))
+    except DATABASE_DOWN as error:
+        log.warning("refresh failed: the database is unavailable (%s)", error)
+        raise ServiceUnavailable("Tokens cannot be renewed while the database is unavailable.",
+                                 error_type="database_unavailable", hint="Try again shortly.") from None
+
+
+@routes.post("/api/v1/auth/logout", name="auth_logout")
+async def logout(request: web.Request) -> web.Response:
+    """Revoke the login's refresh-token family (or, with `all`, every login of the user) and
+    spend the access token, so neither can be renewed again."""
+    accounts = accounts_of(request)
+    body = await parse_body(request, LogoutSchema(), allow_empty=True)
+    user_id, families, revoked = None, set(), 0
+    access_token = bearer_token(request)
+    try:
+        if access_token and not accounts.tokens.is_service_token(access_token):
+            claims = accounts.tokens.decode_access_for_refresh(access_token)
+            user_id = claims["sub"]
+            await store.spend_access(accounts.context.db, claims["jti"], user_id,
+                                     claims["iat"] + accounts.tokens.refresh_lifetime)
+            if claims.get("fam"):
+                families.add(claims["fam"])
+        if body["refresh_token"]:
+            refresh_claims = accounts.tokens.verify_refresh(body["refresh_token"])
+            if user_id is not None and refresh_claims["sub"] != user_id:
+                raise Forbidden("The refresh token belongs to another user.", error_type="forbidden")
+            user_id = refresh_claims["sub"]
+            families.add(refresh_claims["fam"])
+        if user_id is None:
+            raise Unauthorized("No credential was supplied.", error_type="unauthorized",
+                               hint="Send your access token as Authorization: Bearer, or "
+                                    "refresh_token in the body.")
+        if body["all"]:
+            revoked = await store.revoke_user(accounts.context.db, user_id)
+        else:
+            for family in families:
+                revoked += await store.revoke_family(accounts.context.db, family)
+    except DATABASE_DOWN:
+        raise ServiceUnavailable("Logging out needs the database, which is unavailable.",
+                                 error_type="database_unavailable", hint="Try again shortly.") from None
+    return web.json_response({"status": "logged_out", "revoked": revoked})
+
+
+@routes.get("/api/v1/profile", name="profile")
+async def profile(request: web.Request) -> web.Response:
+    accounts = accounts_of(request)
+    identity = await require_user(request)
+    if identity.kind == "service":
+        return web.json_response({"user_id": identity.user_id, "username": identity.username,
+                                  "nickname": identity.nickname or identity.username,
+                                  "is_admin": identity.is_admin, "created_at": None})
+    if identity.user_id == ADMIN_USER_ID and identity.is_admin:
+        admin = accounts.admin_identity()
+        try:
+            created_at = await store.installed_at(accounts.context.db)
+        except DATABASE_DOWN as error:
+            log.warning("profile without a database: %s", error)
+            created_at = None
+        return web.json_response({"user_id": admin.user_id, "username": admin.username,
+                                  "nickname": admin.nickname, "is_admin": True,
+                                  "created_at": rfc3339(created_at)})
+    username = identity.user_id[len(USER_ID_PREFIX):] if identity.user_id.startswith(USER_ID_PREFIX) else ""
+    try:
+        row = await store.find_user(accounts.context.db, username) if username else None
+    except DATABASE_DOWN as error:
+        # The spec: the profile still answers, from the token, with created_at null.
+        log.warning("profile without a database: %s", error)
+        return web.json_response({"user_id": identity.user_id, "username": identity.username,
+                                  "nickname": identity.nickname, "is_admin": False,
+                                  "created_at": None})
+    if row is None or USER_ID_PREFIX + row["username"] != identity.user_id:
+        raise NotFound("The user does not exist.", error_type="user_not_found",
+                       hint="The account may have been deleted; log in again.")
+    return web.json_response({"user_id": identity.user_id, "username": row["username"],
+                              "nickname": row["nickname"], "is_admin": False,
+                              "created_at": rfc3339(row["created_at"])})

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import psycopg2
 import psycopg2.errors
 
-from gateway.database import execute, fetch_one, fetch_value, transaction
+from gateway.database import execute, fetch_one, fetch_required, fetch_value, transaction
 from gateway.errors import Conflict
 
 
@@ -21,7 +21,7 @@ def _timestamp(unix_seconds: float) -> datetime:
 
 async def create_user(db, username: str, email: str, nickname: str, password_hash: str) -> dict:
     try:
-        return await fetch_one(
+        return await fetch_required(
             db, "INSERT INTO auth_users (username, email, nickname, password_hash)"
                 " VALUES (%s, %s, %s, %s) RETURNING username, nickname, created_at",
             (username, email, nickname, password_hash))

@@ -35,8 +35,9 @@ def invalid_token(error: str = "The token is invalid.", error_type: str = "inval
     return Unauthorized(error, error_type=error_type, hint=hint)
 
 
-class TokenService:
-    """Issues and checks tokens with one secret; offered to other plugins as `tokens`."""
+class JwtTokens:
+    """Issues and checks tokens signed with one secret; provided to other plugins as the `TOKENS`
+    contract, and used whole (refresh tokens too) by the auth plugin's sign-in routes."""
 
     def __init__(self, secret: str, access_lifetime: int = DEFAULT_ACCESS_LIFETIME,
                  refresh_lifetime: int = REFRESH_LIFETIME, service_token: str = ""):
@@ -138,7 +139,7 @@ def bearer_token(request: web.Request) -> str | None:
 class BearerAuthenticator:
     """The core's `authenticator` service: who is calling, from the bearer credential."""
 
-    def __init__(self, tokens: TokenService):
+    def __init__(self, tokens: JwtTokens):
         self.tokens = tokens
 
     async def identify(self, request: web.Request) -> Identity | None:

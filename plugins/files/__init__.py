@@ -16,9 +16,10 @@ from gateway.plugins import Plugin, Registrar
 from plugins.ai_core.contract import AI_CORE
 
 from .analysis import ImageAnalysis
+from .api import FILE_STORE, routes
 from .contract import FILES
-from .service import FileService
 from .settings import FilesSettings
+from .store import FileStore
 
 
 class FilesPlugin(Plugin):
@@ -29,11 +30,12 @@ class FilesPlugin(Plugin):
 
     def setup(self, registrar: Registrar) -> None:
         settings = registrar.settings
-        service = FileService(registrar.context, settings["image_workers"])
+        files = FileStore(registrar.context, settings["image_workers"])
         registrar.migrations("plugins.files")
-        registrar.routes(service.routes())
-        registrar.lifespan(service.lifespan)
-        registrar.provide(FILES, service)
+        registrar.app_state(FILE_STORE, files)
+        registrar.routes(routes)
+        registrar.lifespan(files.lifespan)
+        registrar.provide(FILES, files)
 
 
 class ImagesPlugin(Plugin):
@@ -44,8 +46,8 @@ class ImagesPlugin(Plugin):
 
     def setup(self, registrar: Registrar) -> None:
         context = registrar.context
-        # The same package: the images plugin uses the whole file service, not just the contract.
-        files = cast(FileService, context.contracts.require(FILES))
+        # The same package: the images plugin uses the whole file store, not just the contract.
+        files = cast(FileStore, context.contracts.require(FILES))
         analysis = ImageAnalysis(context, files, context.contracts.require(AI_CORE))
         registrar.routes(analysis.routes())
 

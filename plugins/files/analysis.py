@@ -21,7 +21,7 @@ from gateway.validation import load, read_json, with_multipart_field
 from plugins.ai_core.contract import AiCore, AiCoreError
 
 from . import imaging
-from .service import FileService, image_rejected, unsupported_type
+from .store import FileStore, image_rejected, unsupported_type
 from .sniffing import RASTER_IMAGE_TYPES, UnsupportedType, sniff
 
 log = logging.getLogger("plugins.images")
@@ -50,7 +50,7 @@ async def describe(ai_core: AiCore, jpeg: bytes, user_id: str) -> tuple[str, str
 
 
 class ImageAnalysis:
-    def __init__(self, context: Context, files: FileService, ai_core: AiCore):
+    def __init__(self, context: Context, files: FileStore, ai_core: AiCore):
         self.context = context
         self.files = files
         self.ai_core = ai_core

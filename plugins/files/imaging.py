@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import struct
 from datetime import datetime
-from typing import IO
+from typing import IO, Any, Mapping, cast
 
 from PIL import ExifTags, Image
 
@@ -134,8 +134,10 @@ def top_colours(image: Image.Image, count: int = 6) -> list[dict]:
     quantized = small.quantize(colors=count, method=Image.Quantize.MEDIANCUT)
     palette = quantized.getpalette() or []
     # Largest first; a colour within a few steps of a larger one (compression noise) joins it.
-    found = sorted(((pixels, tuple(palette[index * 3:index * 3 + 3]))
-                    for pixels, index in quantized.getcolors(count * 4) or []), reverse=True)
+    # A "P" image's colours are (pixel count, palette index) pairs.
+    colours = cast("list[tuple[int, int]]", quantized.getcolors(count * 4) or [])
+    found = sorted(((pixels, tuple(palette[index * 3:index * 3 + 3])) for pixels, index in colours),
+                   reverse=True)
     merged: list[list] = []
     for pixels, rgb in found:
         for entry in merged:
@@ -179,7 +181,7 @@ def _readable(tag_name: str, value):
 def readable_exif(image: Image.Image) -> dict:
     try:
         exif = image.getexif()
-        sources = [(exif, ExifTags.TAGS)]
+        sources: list[tuple[Mapping[int, Any], dict[int, str]]] = [(exif, ExifTags.TAGS)]
         sub_ifd = exif.get_ifd(ExifTags.IFD.Exif)
         if sub_ifd:
             sources.append((sub_ifd, ExifTags.TAGS))

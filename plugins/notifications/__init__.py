@@ -1,4 +1,4 @@
-"""Pushed notifications: `POST /api/v1/notifications/push` and the `notifications` service
+"""Pushed notifications: `POST /api/v1/notifications/push` and the `NOTIFICATIONS` contract
 (reminders push through it too). A notification goes out as a `notification` WebSocket event to
 every device of the user on every gateway instance sharing the bus; nothing is stored, so a
 user with no live connection misses it and `delivered` says so.
@@ -33,7 +33,7 @@ class PushBody(marshmallow.Schema):
 
 
 class Notifications:
-    """Offered as the `notifications` service."""
+    """Provided as the `NOTIFICATIONS` contract."""
 
     def __init__(self, context: Context):
         self.context = context

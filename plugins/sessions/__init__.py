@@ -1,4 +1,4 @@
-"""Sessions and their stored messages: the `conversations` service other plugins write
+"""Sessions and their stored messages: the `CONVERSATIONS` contract other plugins write
 through (the chat channel, webhooks), the Sessions endpoints, message search and export.
 
 See docs/sessions.md."""

@@ -12,8 +12,8 @@ from gateway.identity import Identity, owner_for, require_user
 from gateway.validation import parse_body, parse_query
 
 from . import exports
-from .contract import CONVERSATIONS
-from .store import Conversations, session_not_found
+from .contract import CONVERSATIONS, Conversations
+from .store import session_not_found
 
 MAX_PAGE = 500
 

@@ -1,5 +1,5 @@
-"""The conversations store: sessions and their messages in PostgreSQL, offered to other plugins
-as the `conversations` service (the chat channel, webhooks). Every method is async and returns
+"""The conversations store: sessions and their messages in PostgreSQL, provided to other plugins
+as the `CONVERSATIONS` contract (the chat channel, webhooks). Every method is async and returns
 the spec's shapes with integer epoch-millisecond timestamps."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import psycopg2
 import psycopg2.errors
 
 from gateway.context import Context
-from gateway.database import execute, fetch_all, fetch_one, fetch_value, transaction
+from gateway.database import execute, fetch_all, fetch_one, fetch_required, fetch_value, transaction
 from gateway.errors import Conflict, NotFound
 
 log = logging.getLogger("plugins.sessions.store")
@@ -220,8 +220,9 @@ class Conversations:
         except psycopg2.errors.ForeignKeyViolation:
             raise session_not_found(session_id) from None
         if row is None:  # the same client_msg_id committed by someone else after this statement began
-            row = await fetch_one(self.db, f"SELECT {MESSAGE_COLUMNS}, true AS duplicate FROM chat_messages "
-                                           f"WHERE session_id = %s AND client_msg_id = %s", (session_id, client_msg_id))
+            row = await fetch_required(
+                self.db, f"SELECT {MESSAGE_COLUMNS}, true AS duplicate FROM chat_messages "
+                         f"WHERE session_id = %s AND client_msg_id = %s", (session_id, client_msg_id))
         elif not row["duplicate"] and role in HISTORY_ROLES:
             await self._history_changed(session_id, (row["id"], role, content or ""))
         return _message(row)

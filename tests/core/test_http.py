@@ -10,7 +10,7 @@ import pytest
 from aiohttp import WSCloseCode, WSMsgType, web, ClientSession
 
 from gateway.app import create_app, new_event_loop
-from gateway.config import ConfigError
+from gateway.config import Config, ConfigError
 from gateway.context import get_context
 from gateway.plugins import Plugin
 from tests.core.sample_plugin import SamplePlugin
@@ -209,6 +209,15 @@ def test_the_event_loop_is_the_configured_one(make_config, choice, module):
     try:
         assert type(loop).__module__.split(".")[0] == module
         assert loop.run_until_complete(asyncio.sleep(0, result="ran")) == "ran"
+    finally:
+        loop.close()
+
+
+def test_the_event_loop_is_uvloop_when_the_setting_is_left_out():
+    """One default, the one conf/default.toml and the README state."""
+    loop = new_event_loop(Config({"core": {}}))
+    try:
+        assert type(loop).__module__.split(".")[0] == "uvloop"
     finally:
         loop.close()
 

@@ -81,6 +81,29 @@ def test_duplicate_websocket_type_stops_start_up(make_config):
         create_app("svc", make_config(), plugins=[Pinger("first"), Pinger("second")])
 
 
+async def test_app_state_reaches_handlers_and_a_key_set_twice_stops_start_up(aiohttp_client, make_config):
+    greeting = web.AppKey("sample.greeting", str)
+    table = web.RouteTableDef()
+
+    @table.get("/api/v1/greeting")
+    async def greet(request):
+        return web.json_response({"greeting": request.config_dict[greeting]})
+
+    class Greeter(Plugin):
+        def __init__(self, name, routes=None):
+            self.name, self.table = name, routes
+
+        def setup(self, registrar):
+            registrar.app_state(greeting, "hello")
+            if self.table is not None:
+                registrar.routes(self.table)
+
+    client = await aiohttp_client(create_app("svc", make_config(), plugins=[Greeter("one", table)]))
+    assert await (await client.get("/api/v1/greeting")).json() == {"greeting": "hello"}
+    with pytest.raises(PluginError, match="sample.greeting.* is set by both 'one' and 'two'"):
+        create_app("svc", make_config(), plugins=[Greeter("one"), Greeter("two")])
+
+
 def test_disabled_plugin_is_not_loaded(make_config):
     config = make_config({"plugins": {"b": {"enabled": False}}})
     chosen = select_plugins(["a", "b"], {"a": Recorder("a"), "b": Recorder("b")}, config)

@@ -1,8 +1,8 @@
-"""Uploaded files: the table, the blobs, who may reach which file, and the HTTP handlers.
+"""Uploaded files: the table, the blobs, who may reach which file, thumbnails.
 
-One `FileService` exists per application (made in the plugin's setup), so its thumbnail
-executor and in-flight map belong to that app alone. Other plugins reach it as the `files`
-service (the `FILES` contract, plugins/files/contract.py)."""
+One `FileStore` exists per application (made in the plugin's setup), so its thumbnail
+executor and in-flight map belong to that app alone. The handlers (api.py) find it under
+`FILE_STORE`; other plugins reach it through the `FILES` contract (contract.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -11,25 +11,22 @@ import hashlib
 import hmac
 import logging
 import os
-import re
 import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, AsyncIterator, Callable
 
-import marshmallow
 from aiohttp import BodyPartReader, web
 
 from gateway.blobs import BlobError, BlobNotFound
 from gateway.context import Context
-from gateway.database import execute, fetch_all, fetch_one, fetch_value
-from gateway.errors import ApiError, BadGateway, BadRequest, NotFound, Unauthorized
-from gateway.identity import Identity, owner_for, require_user
-from gateway.validation import parse_query, with_multipart_field
+from gateway.database import execute, fetch_all, fetch_one, fetch_required, fetch_value
+from gateway.errors import BadGateway, BadRequest, NotFound
+from gateway.identity import Identity
 
 from . import imaging
-from .naming import client_filename, content_disposition, sanitize_filename
+from .naming import client_filename, sanitize_filename
 from .sniffing import RASTER_IMAGE_TYPES, SNIFF_BYTES, UnsupportedType, sniff
 
 log = logging.getLogger("plugins.files")
@@ -38,13 +35,6 @@ MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 CHUNK_BYTES = 256 * 1024
 # A blob handed to Pillow is spooled: in memory up to this size, on disk beyond it.
 SPOOL_IN_MEMORY = 4 * 1024 * 1024
-THUMBNAIL_CACHE_CONTROL = "public, max-age=86400"
-# Uploaded content is the user's, not ours: never let a browser run or sniff it.
-SAFE_HEADERS = {
-    "X-Content-Type-Options": "nosniff",
-    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; sandbox",
-}
-_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 FILE_COLUMNS = ("id, user_id, filename, mime_type, size, hash, is_public, storage_key, thumbnail_key, "
                 "width, height, created_at")
@@ -73,53 +63,7 @@ def file_missing(file_id: str) -> NotFound:
                     hint="Upload the file again.")
 
 
-class ListQuery(marshmallow.Schema):
-    page = marshmallow.fields.Integer(load_default=1, validate=marshmallow.validate.Range(min=1))
-    limit = marshmallow.fields.Integer(load_default=20, validate=marshmallow.validate.Range(min=1, max=100))
-    user_id = marshmallow.fields.String(load_default=None)
-
-
-def file_json(record: dict) -> dict:
-    """The spec's File object."""
-    file_id = str(record["id"])
-    body = {
-        "id": file_id, "user_id": record["user_id"], "filename": record["filename"],
-        "mime_type": record["mime_type"], "size": record["size"], "hash": record["hash"],
-        "is_public": record["is_public"], "created_at": record["created_at"],
-        "url": f"/api/v1/files/{file_id}/download",
-    }
-    if record["mime_type"].startswith("image/"):
-        body["thumbnail_url"] = f"/api/v1/files/{file_id}/thumbnail"
-    return body
-
-
-def parse_range(header: str, size: int) -> tuple[int, int] | None:
-    """(start, end exclusive) of a single byte range; None to send everything (no header, or
-    several ranges, which HTTP lets a server answer whole). Unsatisfiable ranges raise 416."""
-    match = _RANGE.match(header.strip()) if header else None
-    if match is None:
-        return None
-    first, last = match.groups()
-    if not first and not last:
-        return None
-    if not first:
-        length = int(last)
-        start, end = max(0, size - length), size
-        if length == 0:
-            start = size
-    else:
-        start = int(first)
-        end = min(size, int(last) + 1) if last else size
-        if last and int(last) < start:
-            return None
-    if start >= size or start >= end:
-        raise ApiError(f"The range {header!r} is outside the file's {size} bytes.",
-                       error_type="range_not_satisfiable", status=416,
-                       headers={"Content-Range": f"bytes */{size}"})
-    return start, end
-
-
-class FileService:
+class FileStore:
     def __init__(self, context: Context, executor_workers: int = 0):
         self.context = context
         self._workers = executor_workers or max(1, min(4, os.cpu_count() or 1))
@@ -180,7 +124,7 @@ class FileService:
         return (f"{base_url.rstrip('/')}/api/v1/files/{file_id}/download"
                 f"?expires={expires}&signature={self._url_signature(file_id, expires)}")
 
-    def _signed_request_valid(self, request: web.Request, file_id: str) -> bool:
+    def signed_request_valid(self, request: web.Request, file_id: str) -> bool:
         try:
             expires = int(request.query.get("expires", ""))
         except ValueError:
@@ -256,7 +200,7 @@ class FileService:
             raise BadGateway(f"The file could not be stored: {error}", error_type="storage_failed") from error
         created_at = int(time.time() * 1000)
         try:
-            record = await fetch_one(
+            record = await fetch_required(
                 self.context.db,
                 "INSERT INTO files (id, user_id, filename, mime_type, size, hash, storage_key, width,"
                 f" height, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING {FILE_COLUMNS}",
@@ -303,111 +247,19 @@ class FileService:
         await execute(self.context.db, "UPDATE files SET thumbnail_key = %s WHERE id = %s", (key, file_id))
         return data
 
-    # ----------------------------------------------------------- handlers
+    # ----------------------------------------------------------- listing and deleting
 
-    def routes(self) -> web.RouteTableDef:
-        routes = web.RouteTableDef()
-        routes.post("/api/v1/files/upload", name="files_upload")(self.handle_upload)
-        routes.get("/api/v1/files", name="files_list")(self.handle_list)
-        routes.get("/api/v1/files/{file_id}", name="files_get")(self.handle_get)
-        routes.get("/api/v1/files/{file_id}/download", name="files_download")(self.handle_download)
-        routes.get("/api/v1/files/{file_id}/thumbnail", name="files_thumbnail")(self.handle_thumbnail)
-        routes.delete("/api/v1/files/{file_id}", name="files_delete")(self.handle_delete)
-        return routes
-
-    async def handle_upload(self, request: web.Request) -> web.Response:
-        identity = await require_user(request)
-        owner = owner_for(identity, request.query.get("user_id"))
-        if not request.content_type.startswith("multipart/"):
-            raise BadRequest("Send the file as multipart/form-data in the field `file`.",
-                             error_type="validation_error")
-        record = await with_multipart_field(request, ("file",), lambda part: self.store_upload(part, owner),
-                                            hint="Name the file field `file`.")
-        return web.json_response(file_json(record), status=201)
-
-    async def handle_list(self, request: web.Request) -> web.Response:
-        identity = await require_user(request)
-        query = parse_query(request, ListQuery())
-        if identity.is_admin and not query["user_id"]:
-            where, params = "", ()
-        else:
-            where, params = "WHERE user_id = %s", (owner_for(identity, query["user_id"]),)
+    async def list_files(self, owner: str | None, limit: int, offset: int) -> tuple[list[dict], int]:
+        """A page of files, newest first, and how many there are: `owner`'s, or everyone's for None."""
+        where, params = ("", ()) if owner is None else ("WHERE user_id = %s", (owner,))
         total = await fetch_value(self.context.db, f"SELECT count(*) FROM files {where}", params)
         rows = await fetch_all(
             self.context.db,
             f"SELECT {FILE_COLUMNS} FROM files {where} ORDER BY created_at DESC, id LIMIT %s OFFSET %s",
-            (*params, query["limit"], (query["page"] - 1) * query["limit"]))
-        return web.json_response({"files": [file_json(row) for row in rows], "total": total,
-                                  "page": query["page"], "limit": query["limit"]})
+            (*params, limit, offset))
+        return rows, total
 
-    async def handle_get(self, request: web.Request) -> web.Response:
-        identity = await require_user(request)
-        record = await self.reachable(identity, request.match_info["file_id"])
-        return web.json_response(file_json(record))
-
-    async def handle_download(self, request: web.Request) -> web.StreamResponse:
-        if "signature" in request.query:
-            file_id = request.match_info["file_id"]
-            if not self._signed_request_valid(request, file_id):
-                raise Unauthorized("The download link is invalid or has expired.", error_type="invalid_signature")
-            record = await self.find(file_id)
-            if record is None:
-                raise NotFound(f"No file {file_id}.", error_type="file_not_found")
-        else:
-            identity = await require_user(request)
-            record = await self.reachable(identity, request.match_info["file_id"])
-        size = await self.ensure_stored(record)
-        byte_range = parse_range(request.headers.get("Range", ""), size)
-        start, end = byte_range or (0, size)
-        response = web.StreamResponse(status=206 if byte_range else 200, headers={
-            **SAFE_HEADERS,
-            "Content-Type": record["mime_type"],
-            "Content-Disposition": content_disposition(record["filename"]),
-            "Accept-Ranges": "bytes",
-            "ETag": f"\"{record['hash']}\"",
-            "Cache-Control": "private, max-age=0, must-revalidate",
-        })
-        if byte_range:
-            response.headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
-        response.content_length = end - start
-        if request.method == "HEAD":
-            await response.prepare(request)
-            return response
-        chunks = self.context.blobs.read(record["storage_key"], start, end)
-        try:
-            first = await chunks.__anext__() if end > start else b""
-        except StopAsyncIteration:
-            first = b""
-        except BlobNotFound:  # removed between the size check and the read
-            raise file_missing(str(record["id"])) from None
-        await response.prepare(request)
-        await response.write(first)
-        async for chunk in chunks:
-            await response.write(chunk)
-        await response.write_eof()
-        return response
-
-    async def handle_thumbnail(self, request: web.Request) -> web.Response:
-        identity = await require_user(request)
-        record = await self.reachable(identity, request.match_info["file_id"])
-        headers = {**SAFE_HEADERS, "Cache-Control": THUMBNAIL_CACHE_CONTROL}
-        if record["mime_type"] in RASTER_IMAGE_TYPES:
-            await self.ensure_stored(record)
-            try:
-                data = await self.thumbnail(record)
-            except imaging.ImageRejected as error:
-                if error.reason == "too_many_pixels":
-                    raise image_rejected(error) from None
-                # A truncated or corrupt image still gets a picture a client can show.
-                log.info("thumbnail of %s failed: %s", record["id"], error)
-            else:
-                return web.Response(body=data, content_type="image/jpeg", headers=headers)
-        return web.Response(body=imaging.placeholder_svg(record["mime_type"]), content_type="image/svg+xml",
-                            headers=headers)
-
-    async def handle_delete(self, request: web.Request) -> web.Response:
-        identity = await require_user(request)
-        record = await self.reachable(identity, request.match_info["file_id"])
+    async def delete(self, record: dict) -> None:
         try:
             await self.context.blobs.delete(record["storage_key"])
             if record["thumbnail_key"]:
@@ -416,4 +268,3 @@ class FileService:
             raise BadGateway(f"The stored file could not be removed: {error}",
                              error_type="storage_failed") from error
         await execute(self.context.db, "DELETE FROM files WHERE id = %s", (str(record["id"]),))
-        return web.json_response({"status": "deleted"})

@@ -1,0 +1,186 @@
+"""The files endpoints (spec: "Files"). The handlers reach the app's `FileStore` under
+`FILE_STORE`."""
+from __future__ import annotations
+
+import logging
+import re
+
+import marshmallow
+from aiohttp import web
+
+from gateway.blobs import BlobNotFound
+from gateway.errors import ApiError, BadRequest, NotFound, Unauthorized
+from gateway.identity import owner_for, require_user
+from gateway.validation import parse_query, with_multipart_field
+
+from . import imaging
+from .naming import content_disposition
+from .sniffing import RASTER_IMAGE_TYPES
+from .store import FileStore, file_missing, image_rejected
+
+log = logging.getLogger("plugins.files")
+
+THUMBNAIL_CACHE_CONTROL = "public, max-age=86400"
+# Uploaded content is the user's, not ours: never let a browser run or sniff it.
+SAFE_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; sandbox",
+}
+_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+
+FILE_STORE = web.AppKey("files.store", FileStore)
+
+routes = web.RouteTableDef()
+
+
+class ListQuery(marshmallow.Schema):
+    page = marshmallow.fields.Integer(load_default=1, validate=marshmallow.validate.Range(min=1))
+    limit = marshmallow.fields.Integer(load_default=20, validate=marshmallow.validate.Range(min=1, max=100))
+    user_id = marshmallow.fields.String(load_default=None)
+
+
+def file_json(record: dict) -> dict:
+    """The spec's File object."""
+    file_id = str(record["id"])
+    body = {
+        "id": file_id, "user_id": record["user_id"], "filename": record["filename"],
+        "mime_type": record["mime_type"], "size": record["size"], "hash": record["hash"],
+        "is_public": record["is_public"], "created_at": record["created_at"],
+        "url": f"/api/v1/files/{file_id}/download",
+    }
+    if record["mime_type"].startswith("image/"):
+        body["thumbnail_url"] = f"/api/v1/files/{file_id}/thumbnail"
+    return body
+
+
+def parse_range(header: str, size: int) -> tuple[int, int] | None:
+    """(start, end exclusive) of a single byte range; None to send everything (no header, or
+    several ranges, which HTTP lets a server answer whole). Unsatisfiable ranges raise 416."""
+    match = _RANGE.match(header.strip()) if header else None
+    if match is None:
+        return None
+    first, last = match.groups()
+    if not first and not last:
+        return None
+    if not first:
+        length = int(last)
+        start, end = max(0, size - length), size
+        if length == 0:
+            start = size
+    else:
+        start = int(first)
+        end = min(size, int(last) + 1) if last else size
+        if last and int(last) < start:
+            return None
+    if start >= size or start >= end:
+        raise ApiError(f"The range {header!r} is outside the file's {size} bytes.",
+                       error_type="range_not_satisfiable", status=416,
+                       headers={"Content-Range": f"bytes */{size}"})
+    return start, end
+
+
+@routes.post("/api/v1/files/upload", name="files_upload")
+async def upload(request: web.Request) -> web.Response:
+    files = request.config_dict[FILE_STORE]
+    identity = await require_user(request)
+    owner = owner_for(identity, request.query.get("user_id"))
+    if not request.content_type.startswith("multipart/"):
+        raise BadRequest("Send the file as multipart/form-data in the field `file`.",
+                         error_type="validation_error")
+    record = await with_multipart_field(request, ("file",), lambda part: files.store_upload(part, owner),
+                                        hint="Name the file field `file`.")
+    return web.json_response(file_json(record), status=201)
+
+
+@routes.get("/api/v1/files", name="files_list")
+async def list_files(request: web.Request) -> web.Response:
+    files = request.config_dict[FILE_STORE]
+    identity = await require_user(request)
+    query = parse_query(request, ListQuery())
+    owner = None if identity.is_admin and not query["user_id"] else owner_for(identity, query["user_id"])
+    rows, total = await files.list_files(owner, query["limit"], (query["page"] - 1) * query["limit"])
+    return web.json_response({"files": [file_json(row) for row in rows], "total": total,
+                              "page": query["page"], "limit": query["limit"]})
+
+
+@routes.get("/api/v1/files/{file_id}", name="files_get")
+async def get_file(request: web.Request) -> web.Response:
+    files = request.config_dict[FILE_STORE]
+    identity = await require_user(request)
+    record = await files.reachable(identity, request.match_info["file_id"])
+    return web.json_response(file_json(record))
+
+
+@routes.get("/api/v1/files/{file_id}/download", name="files_download")
+async def download(request: web.Request) -> web.StreamResponse:
+    files = request.config_dict[FILE_STORE]
+    if "signature" in request.query:
+        file_id = request.match_info["file_id"]
+        if not files.signed_request_valid(request, file_id):
+            raise Unauthorized("The download link is invalid or has expired.", error_type="invalid_signature")
+        record = await files.find(file_id)
+        if record is None:
+            raise NotFound(f"No file {file_id}.", error_type="file_not_found")
+    else:
+        identity = await require_user(request)
+        record = await files.reachable(identity, request.match_info["file_id"])
+    size = await files.ensure_stored(record)
+    byte_range = parse_range(request.headers.get("Range", ""), size)
+    start, end = byte_range or (0, size)
+    response = web.StreamResponse(status=206 if byte_range else 200, headers={
+        **SAFE_HEADERS,
+        "Content-Type": record["mime_type"],
+        "Content-Disposition": content_disposition(record["filename"]),
+        "Accept-Ranges": "bytes",
+        "ETag": f"\"{record['hash']}\"",
+        "Cache-Control": "private, max-age=0, must-revalidate",
+    })
+    if byte_range:
+        response.headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
+    response.content_length = end - start
+    if request.method == "HEAD":
+        await response.prepare(request)
+        return response
+    chunks = files.context.blobs.read(record["storage_key"], start, end)
+    try:
+        first = await chunks.__anext__() if end > start else b""
+    except StopAsyncIteration:
+        first = b""
+    except BlobNotFound:  # removed between the size check and the read
+        raise file_missing(str(record["id"])) from None
+    await response.prepare(request)
+    await response.write(first)
+    async for chunk in chunks:
+        await response.write(chunk)
+    await response.write_eof()
+    return response
+
+
+@routes.get("/api/v1/files/{file_id}/thumbnail", name="files_thumbnail")
+async def thumbnail(request: web.Request) -> web.Response:
+    files = request.config_dict[FILE_STORE]
+    identity = await require_user(request)
+    record = await files.reachable(identity, request.match_info["file_id"])
+    headers = {**SAFE_HEADERS, "Cache-Control": THUMBNAIL_CACHE_CONTROL}
+    if record["mime_type"] in RASTER_IMAGE_TYPES:
+        await files.ensure_stored(record)
+        try:
+            data = await files.thumbnail(record)
+        except imaging.ImageRejected as error:
+            if error.reason == "too_many_pixels":
+                raise image_rejected(error) from None
+            # A truncated or corrupt image still gets a picture a client can show.
+            log.info("thumbnail of %s failed: %s", record["id"], error)
+        else:
+            return web.Response(body=data, content_type="image/jpeg", headers=headers)
+    return web.Response(body=imaging.placeholder_svg(record["mime_type"]), content_type="image/svg+xml",
+                        headers=headers)
+
+
+@routes.delete("/api/v1/files/{file_id}", name="files_delete")
+async def delete_file(request: web.Request) -> web.Response:
+    files = request.config_dict[FILE_STORE]
+    identity = await require_user(request)
+    record = await files.reachable(identity, request.match_info["file_id"])
+    await files.delete(record)
+    return web.json_response({"status": "deleted"})

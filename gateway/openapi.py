@@ -96,7 +96,7 @@ def doc_of(handler: Any) -> ApiDoc | None:
 
 
 _PARAMETER = re.compile(r"\{([^}:]+)(?::[^}]*)?\}")
-SECURITY = {
+SECURITY: dict[str, list[dict[str, list[str]]]] = {
     "user": [{"bearer": []}],
     "admin": [{"bearer": []}],
     "peer": [{"bearer": []}],

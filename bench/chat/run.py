@@ -109,6 +109,7 @@ def serve_gateway(port: int, database_url: str, ai_core_url: str, data_dir: str)
     from gateway.app import create_app, new_event_loop
     from gateway.config import Config
     from plugins.auth import tokens_plugin
+    from plugins.ai_core import client_plugin as ai_core_client_plugin
     from plugins.chat import plugin as chat_plugin
     from plugins.files import files_plugin
     from plugins.sessions import plugin as sessions_plugin
@@ -122,7 +123,7 @@ def serve_gateway(port: int, database_url: str, ai_core_url: str, data_dir: str)
         environ={})
     loop = new_event_loop(config)  # as `gateway serve` picks it
     asyncio.set_event_loop(loop)
-    app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, files_plugin, chat_plugin])
+    app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, files_plugin, ai_core_client_plugin, chat_plugin])
     app.router.add_get("/bench-health", lambda request: web.Response(text="ok"))
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=4096, loop=loop)
 

@@ -15,11 +15,11 @@ from aiohttp import web
 
 from gateway.context import Context
 from gateway.plugins import Plugin, Registrar
+from plugins.ai_core.contract import AI_CORE
 from plugins.sessions.contract import CONVERSATIONS
 
 from . import store
 from .admission import Admission, Turn
-from .ai_stream import AiCoreClient
 from .channel import handle_connect, register_frames
 from .contract import CHAT_TURNS, PRESENCE, TurnReply
 from .presence import Presence
@@ -80,7 +80,7 @@ class ChatChannel:
         self.replay = Replay(context.bus, settings["replay_ttl"], settings["replay_max_frames"])
         admission = Admission(context, settings["lock_ttl"])
         relay = Relay(context, admission=admission, replay=self.replay,
-                      ai=AiCoreClient(context, settings["ai_read_timeout"]),
+                      ai=context.contracts.require(AI_CORE),
                       history_limit=settings["history_limit"], store_after=settings["store_after"])
         waiters = TurnWaiters(context.bus)
         self.turns = TurnMachine(context, admission=admission, relay=relay, waiters=waiters,
@@ -115,7 +115,7 @@ class ChatChannel:
 
 class ChatPlugin(Plugin):
     name = "chat"
-    depends = ("auth_tokens", "sessions")
+    depends = ("auth_tokens", "sessions", "ai_core_client")
     uses = ("database",)
     description = "The WebSocket chat channel, per-session turns and reply review"
     settings_schema = ChatSettings

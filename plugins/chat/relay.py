@@ -12,11 +12,11 @@ import json
 import logging
 from typing import TYPE_CHECKING, AsyncIterator
 
+from plugins.ai_core.contract import AiCore, AiCoreError
 from plugins.sessions.contract import CONVERSATIONS
 
 from . import store
 from .admission import Admission, Turn
-from .ai_stream import AiCoreClient, AiStreamError
 from .contract import TurnFailed, TurnReply
 from .frames import (ChunkFrames, echo_frame, error_frame, event_frame, failure_frames, now_ms, review_frame,
                      stream_end_frame, stream_start_frame)
@@ -34,7 +34,7 @@ STORED_TYPES = {"chat", "action", "markdown", "code"}
 
 
 class Relay:
-    def __init__(self, context: "Context", *, admission: Admission, replay: Replay, ai: AiCoreClient,
+    def __init__(self, context: "Context", *, admission: Admission, replay: Replay, ai: AiCore,
                  history_limit: int, store_after: float):
         self.context, self.hub = context, context.hub
         self.admission, self.replay, self.ai = admission, replay, ai
@@ -65,7 +65,7 @@ class Relay:
         body = {"user_id": user_id, "session_id": session_id, "text": turn.text, "history": history,
                 "mode": turn.mode, "purpose": "chat",
                 "attachments": [{"type": "image", "url": a["url"]} for a in turn.attachments]}
-        events = self.ai.stream(body)
+        events = self.ai.stream_chat(body)
         first_event = asyncio.create_task(_first(events))
         await asyncio.sleep(0)  # the request goes out before the rest of the set-up
         gate = EchoGate(self.hub, user_id, turn.sender, turn_id)
@@ -249,7 +249,11 @@ class EchoGate:
 def _as_failure(error: Exception, turn: Turn) -> TurnFailed:
     if isinstance(error, TurnFailed):
         return error
-    if isinstance(error, AiStreamError):
+    if isinstance(error, AiCoreError):
+        # Devices see whether the AI core could be reached; what it answered stays in the log.
+        if error.error_type != "ai_core_unreachable":
+            log.warning("the AI core refused turn %s: %s (%s)", turn.turn_id, error.error, error.error_type)
+            return TurnFailed(error.error, "ai_core_failed")
         return TurnFailed(error.error, error.error_type)
     # A defect here, not the AI core's doing: every device's stream still ends.
     log.exception("chat turn %s of session %s failed", turn.turn_id, turn.session_id, exc_info=error)

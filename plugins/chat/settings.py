@@ -26,8 +26,6 @@ class ChatSettings(PluginSettings):
         "description": "Longest `content` of a message."})
     history_limit = fields.Integer(load_default=20, validate=validate.Range(min=0), metadata={
         "description": "Past messages sent to the AI core with a turn."})
-    ai_read_timeout = fields.Float(load_default=120.0, validate=POSITIVE, metadata={
-        "description": "Seconds the AI core's stream may stay silent."})
     lock_ttl = fields.Float(load_default=30.0, validate=POSITIVE, metadata={
         "description": "Seconds of a session's turn lock, renewed every third."})
     replay_ttl = fields.Float(load_default=120.0, validate=POSITIVE, metadata={

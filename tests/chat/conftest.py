@@ -14,6 +14,7 @@ from gateway.identity import Identity
 from gateway.typedefs import CONTEXT
 from plugins.ai_core import plugin as ai_core_plugin
 from plugins.auth import tokens_plugin
+from plugins.ai_core import client_plugin as ai_core_client_plugin
 from plugins.chat import plugin as chat_plugin
 from plugins.files import files_plugin
 from plugins.sessions import plugin as sessions_plugin
@@ -126,7 +127,7 @@ def make_gateway(database_url, ai_core_url, aiohttp_client, aiohttp_server, make
                     **server_options):
         config = make_config({"database.url": database_url, "peers.ai_core_url": ai_core_url,
                               "plugins.chat": {**chat_settings, **(settings or {})}, **(overrides or {})})
-        app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, files_plugin, chat_plugin])
+        app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, files_plugin, ai_core_client_plugin, chat_plugin])
         if port is None and not server_options:
             return await aiohttp_client(app)
         server = await aiohttp_server(app, port=port or 0, **server_options)

@@ -33,6 +33,7 @@ from aiohttp import web
 from gateway.app import create_app
 from gateway.config import Config
 from plugins.auth import tokens_plugin
+from plugins.ai_core import client_plugin as ai_core_client_plugin
 from plugins.chat import plugin as chat_plugin
 from plugins.files import files_plugin
 from plugins.sessions import plugin as sessions_plugin
@@ -40,7 +41,7 @@ from plugins.sessions import plugin as sessions_plugin
 logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                     format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 app = create_app("gateway", Config(json.loads(sys.argv[1])),
-                 plugins=[tokens_plugin, sessions_plugin, files_plugin, chat_plugin])
+                 plugins=[tokens_plugin, sessions_plugin, files_plugin, ai_core_client_plugin, chat_plugin])
 web.run_app(app, host="127.0.0.1", port=int(sys.argv[2]), print=None)
 """
 

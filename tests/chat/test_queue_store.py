@@ -8,6 +8,7 @@ from gateway.app import create_app
 from gateway.context import get_context
 from gateway.database import fetch_all
 from plugins.auth import tokens_plugin
+from plugins.ai_core import client_plugin as ai_core_client_plugin
 from plugins.chat import plugin as chat_plugin
 from plugins.chat import store
 from plugins.sessions import plugin as sessions_plugin
@@ -22,7 +23,7 @@ async def enqueue(db, **fields):
 
 @pytest.fixture
 async def db(aiohttp_client, config):
-    app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, chat_plugin])
+    app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, ai_core_client_plugin, chat_plugin])
     await aiohttp_client(app)
     conversations = get_context(app).contracts.require(CONVERSATIONS)
     for session_id in ("session_queue_test", "session_fast_test"):

@@ -11,6 +11,7 @@ from gateway.app import create_app
 from gateway.context import get_context
 from plugins.ai_core import plugin as ai_core_plugin
 from plugins.auth import tokens_plugin
+from plugins.ai_core import client_plugin as ai_core_client_plugin
 from plugins.chat import plugin as chat_plugin
 from plugins.sessions import plugin as sessions_plugin
 from plugins.webhooks import plugin as webhooks_plugin
@@ -69,7 +70,7 @@ def make_gateway(aiohttp_client, make_config, database_url):
     """A gateway with the webhooks plugin (and chat, whose turns it uses); `(client, conversations)`."""
     async def build(ai_core_url: str, **overrides):
         config = make_config({"database.url": database_url, "peers.ai_core_url": ai_core_url, **overrides})
-        app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, chat_plugin, webhooks_plugin])
+        app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, ai_core_client_plugin, chat_plugin, webhooks_plugin])
         client = await aiohttp_client(app)
         return client, get_context(app).contracts.require(CONVERSATIONS)
     return build

@@ -209,7 +209,7 @@ def test_every_registrar_call_and_context_attribute_is_documented():
 
     documentation = (Path(__file__).parents[2] / "docs" / "plugins.md").read_text()
     registrar_calls = [name for name, _ in inspect.getmembers(Registrar) if not name.startswith("_")]
-    context_attributes = ["config", "db", "bus", "http", "scheduler", "hub", "blobs", "services"]
+    context_attributes = ["config", "db", "bus", "http", "scheduler", "hub", "blobs", "contracts"]
     undocumented = [name for name in registrar_calls + context_attributes if f"`{name}" not in documentation]
     assert undocumented == []
-    assert all(hasattr(Context, name) or name in {"config", "hub", "services"} for name in context_attributes)
+    assert all(hasattr(Context, name) or name in {"config", "hub", "contracts"} for name in context_attributes)

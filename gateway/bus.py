@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import builtins
+import collections
 import contextlib
 import json
 import logging
-import collections
 import time
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable, cast
+
+if TYPE_CHECKING:
+    from redis.asyncio.client import PubSub
 
 log = logging.getLogger("gateway.bus")
 
@@ -124,8 +128,9 @@ class Bus(abc.ABC):
     async def unmark(self, key: str, member: str) -> None:
         """Remove `member` from the set `key` now."""
 
+    # `builtins.set`: inside these classes `set` is the method above.
     @abc.abstractmethod
-    async def members(self, key: str) -> set[str]:
+    async def members(self, key: str) -> builtins.set[str]:
         """The members of `key` that have not expired."""
 
     # -- streams: entries (dicts of strings) in the order appended
@@ -183,6 +188,7 @@ class InProcessBus(Bus):
     async def incr(self, key: str, ttl: float) -> tuple[int, float]:
         entry = self._live(key)
         now = time.monotonic()
+        expires: float | None  # None: a key `set` without a ttl
         if entry is None:
             count, expires = 1, now + ttl
         else:
@@ -226,7 +232,7 @@ class InProcessBus(Bus):
     async def unmark(self, key: str, member: str) -> None:
         self._sets.get(key, {}).pop(member, None)
 
-    async def members(self, key: str) -> set[str]:
+    async def members(self, key: str) -> builtins.set[str]:
         now = time.monotonic()
         entries = self._sets.get(key, {})
         for member in [m for m, expires in entries.items() if expires <= now]:
@@ -320,7 +326,7 @@ class RedisBus(Bus):
 
         self.url = url
         self.client = redis.from_url(url, decode_responses=True)
-        self._pubsub = None
+        self._pubsub: PubSub | None = None
         self._reader: asyncio.Task | None = None
         self._incr = self.client.register_script(_INCR_SCRIPT)
         self._delete_if = self.client.register_script(_DELETE_IF_SCRIPT)
@@ -368,11 +374,15 @@ class RedisBus(Bus):
                                        px=int(ttl * 1000) if ttl else None, nx=only_if_absent)
         return bool(result)
 
+    # The client decodes replies (`decode_responses=True`): values are str, where redis-py's
+    # types, which do not follow that setting, say `bytes | str`.
     async def get(self, key: str) -> str | None:
-        return await self.client.get(self.prefix + key)
+        return cast("str | None", await self.client.get(self.prefix + key))
 
     async def get_many(self, keys: list[str]) -> list[str | None]:
-        return await self.client.mget([self.prefix + key for key in keys]) if keys else []
+        if not keys:
+            return []
+        return cast("list[str | None]", await self.client.mget([self.prefix + key for key in keys]))
 
     async def delete(self, key: str) -> None:
         await self.client.delete(self.prefix + key)
@@ -392,7 +402,7 @@ class RedisBus(Bus):
     async def unmark(self, key: str, member: str) -> None:
         await self.client.zrem(self.prefix + key, member)
 
-    async def members(self, key: str) -> set[str]:
+    async def members(self, key: str) -> builtins.set[str]:
         now = time.time()
         async with self.client.pipeline(transaction=True) as pipe:
             pipe.zremrangebyscore(self.prefix + key, "-inf", now)
@@ -403,16 +413,23 @@ class RedisBus(Bus):
     # Streams are Redis Streams; entry ids are Redis's own and stay inside.
     async def stream_append(self, key: str, entry: Entry, *, max_len: int | None = None,
                             ttl: float | None = None) -> None:
+        # The ignores: redis-py types `fields` as an invariant `Dict[FieldT, EncodableT]`, which
+        # no `dict[str, str]` is, though xadd only reads it (a Mapping); a cast would cost a call
+        # per frame.
         if ttl is None:
-            await self.client.xadd(self.prefix + key, entry, maxlen=max_len, approximate=True)
+            await self.client.xadd(self.prefix + key, entry, maxlen=max_len,  # type: ignore[arg-type]
+                                   approximate=True)
             return
         async with self.client.pipeline(transaction=True) as pipe:
-            pipe.xadd(self.prefix + key, entry, maxlen=max_len, approximate=True)
+            pipe.xadd(self.prefix + key, entry, maxlen=max_len, approximate=True)  # type: ignore[arg-type]
             pipe.pexpire(self.prefix + key, max(1, int(ttl * 1000)))
             await pipe.execute()
 
     async def stream_read(self, key: str) -> list[Entry]:
-        return [fields for _, fields in await self.client.xrange(self.prefix + key)]
+        # Decoded (see `get`), and XRANGE answers a list, empty for a missing key: redis-py's
+        # `bytes | str` and `| None` are for other settings and commands.
+        entries = cast("list[tuple[str, Entry]]", await self.client.xrange(self.prefix + key))
+        return [fields for _, fields in entries]
 
     async def stream_restart(self, key: str, entry: Entry, ttl: float, *,
                              finished: tuple[str, str]) -> list[Entry]:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import WSCloseCode, web
 
 if TYPE_CHECKING:
+    from .bus import Subscription
     from .context import Context
     from .identity import Identity
 
@@ -65,14 +66,16 @@ class Connection:
         payload = message if isinstance(message, str) else json.dumps(message, ensure_ascii=False)
         if self._writer is None:
             return self._write_now(payload)
-        if len(self._pending) >= self.max_pending:
+        pending = self._pending
+        assert pending is not None, "a writer task exists only with its queue"  # see _write_now
+        if len(pending) >= self.max_pending:
             log.warning("closing WebSocket %s of %s: %d messages unread", self.id[:8], self.user_id,
                         self.max_pending)
             self.closing = True
             asyncio.create_task(self.ws.close(code=WSCloseCode.POLICY_VIOLATION,
                                               message=b"too many unread messages"))
             return False
-        self._pending.append(payload)
+        pending.append(payload)
         return True
 
     def deliver(self, payload: str, turn_id: str | None = None, seq: int = -1) -> bool:
@@ -223,7 +226,7 @@ class WebSocketHub:
         self.context = context
         self.instance_id = uuid.uuid4().hex
         self._by_user: dict[str, dict[str, Connection]] = {}
-        self._subscription = None
+        self._subscription: Subscription | None = None
         self._renewer: asyncio.Task | None = None
 
     # -- lifecycle (called by the core)

@@ -152,6 +152,7 @@ class OfflineAgent:
         elif match.intent == "help":
             reply = self.help_text(language)
         else:
+            assert match.tool is not None, f"intent {match.intent!r} matched without its tool"  # see best_match
             reply = await self._use_tool(match.tool, text, language, user_id, session_id, emit)
         await emit({"type": "delta", "content": reply})
         return reply, "stop"

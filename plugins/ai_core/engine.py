@@ -97,8 +97,8 @@ class Engine:
 
     def fetcher(self) -> ImageFetcher:
         config = self.context.config
-        trusted = {origin(url) for url in (config.get("peers.gateway_url"), config.get("core.public_base_url"))
-                   if url and origin(url)}
+        trusted = {found for url in (config.get("peers.gateway_url"), config.get("core.public_base_url"))
+                   if url and (found := origin(url)) is not None}
         guarded = GuardedFetcher.for_context(self.context)
         if self.settings["fetch_allow_private"]:
             guarded.policy = FetchPolicy(True, guarded.policy.allow_hosts, guarded.policy.allow_networks)
@@ -121,7 +121,7 @@ class Engine:
             if any(m.get("role") == "system" for m in turn.messages):
                 return list(turn.messages)
             return [{"role": "system", "content": self.system_prompt(turn.mode)}, *turn.messages]
-        messages = [{"role": "system", "content": self.system_prompt(turn.mode)}]
+        messages: list[dict] = [{"role": "system", "content": self.system_prompt(turn.mode)}]
         messages += [{"role": m["role"], "content": m["content"]} for m in turn.history]
         if images:
             parts: list[dict] = [{"type": "text", "text": turn.text or "Describe this image."}]

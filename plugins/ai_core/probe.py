@@ -57,9 +57,11 @@ async def provider_probe(request: web.Request) -> web.Response:
             raise NotFound(f"No provider named {name!r}.", error_type="provider_not_found")
         url = provider.base_url.rstrip("/") + "/models"
     headers = {"Accept": "application/json"}
-    key_sent = bool(provider and provider.api_key and _origin(url) == _origin(provider.base_url))
+    # The key goes to the provider's own origin only.
+    api_key = provider.api_key if provider is not None and _origin(url) == _origin(provider.base_url) else ""
+    key_sent = bool(api_key)
     if key_sent:
-        headers["Authorization"] = f"Bearer {provider.api_key}"
+        headers["Authorization"] = f"Bearer {api_key}"
     fetcher = GuardedFetcher.for_context(context, timeout=body["timeout"], max_bytes=PROBE_MAX_BYTES)
     started = time.monotonic()
     answer = {"provider": name, "provider_known": provider is not None, "url": url, "key_sent": key_sent,

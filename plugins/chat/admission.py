@@ -13,7 +13,7 @@ import json
 import logging
 import secrets
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from plugins.sessions.contract import CONVERSATIONS
 
@@ -43,8 +43,7 @@ class Turn:
 
     @classmethod
     def from_row(cls, row: dict) -> "Turn":
-        attachments, metadata = (json.loads(value) if isinstance(value, str) else value
-                                 for value in (row["attachments"], row.get("metadata")))
+        attachments, metadata = _decoded(row["attachments"]), _decoded(row.get("metadata"))
         return cls(row["session_id"], row["user_id"], row["text"], row["mode"], attachments, row["client_msg_id"],
                    row["sender_connection"], metadata, turn_id=row["turn_id"], recorded=True)
 
@@ -53,6 +52,11 @@ class Turn:
         return {"turn_id": self.turn_id, "session_id": self.session_id, "user_id": self.user_id, "text": self.text,
                 "mode": self.mode, "attachments": self.attachments, "client_msg_id": self.client_msg_id,
                 "sender_connection": self.sender, "metadata": self.metadata}
+
+
+def _decoded(value: Any) -> Any:
+    """A JSON column's value, which may come still encoded."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 class Admission:
@@ -167,7 +171,7 @@ class Admission:
         instance was killed between admitting the message and writing it); the caller holds the
         session's lock, so no turn of the session runs, and the id is given to this message.
         Younger ids are left alone: another instance may be between taking one and writing its row."""
-        if not await self._taken_by_dead_turn(session_id, client_msg_id):
+        if client_msg_id is None or not await self._taken_by_dead_turn(session_id, client_msg_id):
             return False
         if not await store.release_message_id(self.context.db, session_id, client_msg_id, self.lock_ttl):
             return False

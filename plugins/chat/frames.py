@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import time
+from typing import TYPE_CHECKING
 
 from gateway.ws import error_frame as core_error_frame
+
+if TYPE_CHECKING:
+    from plugins.ai_core.contract import ChatEvent
 
 # The spec gives every frame on /ws/chat a msg_type; the core's error frames get it here.
 ERROR_FIELDS = {"msg_type": "system_info"}
@@ -30,7 +34,7 @@ def stream_start_frame(turn_id: str) -> dict:
     return {"type": "stream_start", "role": "assistant", "msg_type": "chat", "message_id": reply_id(turn_id)}
 
 
-def event_frame(event: dict, turn_id: str) -> dict | None:
+def event_frame(event: "ChatEvent", turn_id: str) -> dict | None:
     """The frame for an AI core event other than `delta`, `error` and `done`; None for a kind
     that has none."""
     kind = event.get("type")

@@ -127,7 +127,7 @@ class Presence:
     async def live_sessions(self) -> list[dict]:
         states = []
         session_ids = await self.context.bus.members(LIVE_SESSIONS)
-        local = None
+        local: dict[str, list[dict]] | None = None
         if not self._shared:  # one pass over this instance's connections, not one per session
             local = {}
             for connection in self._local():

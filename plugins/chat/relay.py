@@ -10,9 +10,9 @@ import asyncio
 import contextlib
 import json
 import logging
-from typing import TYPE_CHECKING, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Literal, cast
 
-from plugins.ai_core.contract import AiCore, AiCoreError
+from plugins.ai_core.contract import AiCore, AiCoreError, ChatEvent, ChatRequest, DoneEvent, HistoryItem
 from plugins.sessions.contract import CONVERSATIONS
 
 from . import store
@@ -62,9 +62,13 @@ class Relay:
                     failure.error, errorType=failure.error_type, session_id=session_id, turn_id=turn_id,
                     client_msg_id=turn.client_msg_id), only=turn.sender)
             return "failed", failure
-        body = {"user_id": user_id, "session_id": session_id, "text": turn.text, "history": history,
-                "mode": turn.mode, "purpose": "chat",
-                "attachments": [{"type": "image", "url": a["url"]} for a in turn.attachments]}
+        # The casts: the sessions contract types its history as plain dicts (they are {role,
+        # content}); a turn's mode was checked where it came in, or the AI core refuses it.
+        body: ChatRequest = {
+            "user_id": user_id, "session_id": session_id, "text": turn.text,
+            "history": cast("list[HistoryItem]", history),
+            "mode": cast('Literal["text", "voice_msg", "voice_assistant"]', turn.mode), "purpose": "chat",
+            "attachments": [{"type": "image", "url": a["url"]} for a in turn.attachments]}
         events = self.ai.stream_chat(body)
         first_event = asyncio.create_task(_first(events))
         await asyncio.sleep(0)  # the request goes out before the rest of the set-up
@@ -91,7 +95,7 @@ class Relay:
                 await asyncio.wait([confirmed])
 
         pieces: list[str] = []
-        final: dict | None = None
+        final: DoneEvent | None = None
         relay = _then(first_event, events)
         try:
             unfinished = await self.replay.begin(session_id, turn_id)
@@ -111,7 +115,7 @@ class Relay:
                     raise TurnFailed(str(event.get("error") or "the AI core failed"),
                                      str(event.get("errorType") or "ai_core_failed"))
                 elif kind == "done":
-                    final = event
+                    final = cast("DoneEvent", event)  # as its type says; its fields are still read with defaults
                     break
                 elif (frame := event_frame(event, turn_id)) is not None:
                     await emit(frame)
@@ -162,7 +166,7 @@ class Relay:
         if gate.sender is not None:
             await asyncio.wait([relayed], timeout=self.store_after)
         session_id = turn.session_id
-        metadata = dict(turn.metadata) if turn.metadata is not None else {"mode": turn.mode}
+        metadata: dict[str, Any] = dict(turn.metadata) if turn.metadata is not None else {"mode": turn.mode}
         if turn.attachments:
             metadata["attachments"] = [{k: v for k, v in a.items() if k != "url"} for a in turn.attachments]
         store_message = self.conversations.add_message(session_id, turn.user_id, "user", turn.text, "chat",
@@ -209,9 +213,8 @@ class Relay:
     async def _fail(self, turn: Turn, failure: TurnFailed, partial: str, emit, gate: "EchoGate") -> None:
         log.warning("chat turn %s of session %s failed: %s", turn.turn_id, turn.session_id, failure.error)
         await gate.open(None)
-        target = {"only": turn.sender} if turn.sender else {}
         for frame in failure_frames(turn.session_id, turn.turn_id, failure.error, failure.error_type):
-            await self.hub.send_to_user(turn.user_id, frame, **target)
+            await self.hub.send_to_user(turn.user_id, frame, only=turn.sender or None)
         # Every device saw stream_start: end the stream for all of them.
         await emit(stream_end_frame(turn.turn_id, partial, "error"))
         await self.replay.finish(turn.session_id, turn.turn_id)
@@ -279,11 +282,11 @@ def _confirmation(task: "asyncio.Task") -> dict:
 _END = object()
 
 
-async def _first(events: AsyncIterator[dict]):
+async def _first(events: AsyncIterator[ChatEvent]) -> ChatEvent | object:
     return await anext(events, _END)
 
 
-async def _then(first: "asyncio.Task", events: AsyncIterator[dict]) -> AsyncIterator[dict]:
+async def _then(first: "asyncio.Task", events: AsyncIterator[ChatEvent]) -> AsyncGenerator[ChatEvent, None]:
     """The event `first` fetched ahead, then the rest of the stream."""
     event = await first
     if event is _END:

@@ -8,7 +8,7 @@ from .contract import TurnFailed, TurnReply
 from .keys import TURN_ENDED
 
 if TYPE_CHECKING:
-    from gateway.bus import Bus
+    from gateway.bus import Bus, Subscription
 
 
 class TurnWaiters:
@@ -19,7 +19,7 @@ class TurnWaiters:
     def __init__(self, bus: "Bus"):
         self.bus = bus
         self._waiting: dict[str, asyncio.Future] = {}
-        self._subscription = None
+        self._subscription: Subscription | None = None
 
     async def start(self) -> None:
         if self.bus.shared:

@@ -4,24 +4,24 @@ validated here and kept there (reached through the `AI_CORE` client). See docs/a
 from __future__ import annotations
 
 from gateway.plugins import Plugin, Registrar
-from plugins.ai_core.contract import AI_CORE
 
-from .api import AdminApi
+from .api import TIMEOUTS, ProviderTimeouts, routes
 from .settings import AdminSettings
 
 
 class AdminPlugin(Plugin):
     name = "admin"
     depends = ("auth_tokens", "ai_core_client")
+    # Without chat there is no presence: the session and client listings answer empty.
+    optional_depends = ("chat",)
     description = "Administrator endpoints: live sessions, known clients, model providers, models, routing"
     settings_schema = AdminSettings
 
     def setup(self, registrar: Registrar) -> None:
         settings = registrar.settings
-        api = AdminApi(registrar.context, registrar.context.contracts.require(AI_CORE),
-                       health_check_timeout=settings["health_check_timeout"],
-                       fetch_timeout=settings["fetch_models_timeout"])
-        registrar.routes(api.routes())
+        registrar.app_state(TIMEOUTS, ProviderTimeouts(health_check=settings["health_check_timeout"],
+                                                       fetch_models=settings["fetch_models_timeout"]))
+        registrar.routes(routes)
 
 
 plugin = AdminPlugin()

@@ -1,10 +1,13 @@
 """The administrator's endpoints (`/api/v1/admin/*`): live sessions and known clients from the
 chat plugin's `presence` service; model providers, models and routing rules kept by the AI core,
-validated here field by field; a real reachability check of a provider and its model list."""
+validated here field by field; a real reachability check of a provider and its model list.
+The handlers reach the AI core and presence through the context's contracts and their timeouts
+under `TIMEOUTS`."""
 from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -12,12 +15,14 @@ import marshmallow
 from aiohttp import web
 from marshmallow import fields, validate
 
+from gateway.context import get_context
 from gateway.errors import BadGateway, BadRequest, Conflict, NotFound
 from gateway.identity import require_admin
 from gateway.validation import parse_body, parse_query
-from plugins.ai_core.contract import AiCore
-from plugins.chat.contract import PRESENCE
+from plugins.ai_core.contract import AI_CORE, AiCore
+from plugins.chat.contract import PRESENCE, Presence
 
+PREFIX = "/api/v1/admin"
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,99}\Z")
 KEY_RULE = "1-100 characters: letters, digits and . _ : @ + - (starting with a letter or digit)"
 KNOWN_PARAMS = {  # name -> (lowest, highest, whole numbers only)
@@ -27,6 +32,8 @@ KNOWN_PARAMS = {  # name -> (lowest, highest, whole numbers only)
     "presence_penalty": (-2.0, 2.0, False),
     "frequency_penalty": (-2.0, 2.0, False),
 }
+
+routes = web.RouteTableDef()
 
 
 def mask_key(api_key: str | None) -> str:
@@ -176,251 +183,277 @@ def model_items(body: Any) -> list[dict] | None:
     return items
 
 
-class AdminApi:
-    def __init__(self, context, ai_core: AiCore, health_check_timeout: float, fetch_timeout: float):
-        self.context = context
-        self.ai_core = ai_core
-        self.health_check_timeout = health_check_timeout
-        self.fetch_timeout = fetch_timeout
+@dataclass(frozen=True)
+class ProviderTimeouts:
+    """Seconds a request to a provider may take (`[plugins.admin]`)."""
+    health_check: float
+    fetch_models: float
 
-    def presence(self):
-        return self.context.contracts.get(PRESENCE)
 
-    def routes(self) -> web.RouteTableDef:
-        routes = web.RouteTableDef()
-        prefix = "/api/v1/admin"
-        routes.get(f"{prefix}/sessions", name="admin.sessions")(self.sessions)
-        routes.get(f"{prefix}/sessions/active", name="admin.sessions_active")(self.sessions_active)
-        routes.get(f"{prefix}/sessions/{{id}}", name="admin.session")(self.session)
-        routes.get(f"{prefix}/clients", name="admin.clients")(self.clients)
-        routes.put(f"{prefix}/clients/{{id}}/note", name="admin.client_note")(self.client_note)
-        routes.get(f"{prefix}/models/providers", name="admin.providers")(self.providers)
-        routes.post(f"{prefix}/models/providers/{{name}}", name="admin.provider_save")(self.provider_save)
-        routes.delete(f"{prefix}/models/providers/{{name}}", name="admin.provider_delete")(self.provider_delete)
-        routes.get(f"{prefix}/models/models", name="admin.models")(self.models)
-        routes.post(f"{prefix}/models/models/{{id}}", name="admin.model_save")(self.model_save)
-        routes.delete(f"{prefix}/models/models/{{id}}", name="admin.model_delete")(self.model_delete)
-        routes.get(f"{prefix}/models/routing", name="admin.routing")(self.routing)
-        routes.post(f"{prefix}/models/routing/{{purpose}}", name="admin.routing_save")(self.routing_save)
-        routes.delete(f"{prefix}/models/routing/{{purpose}}", name="admin.routing_delete")(self.routing_delete)
-        routes.post(f"{prefix}/models/health-check", name="admin.health_check")(self.health_check)
-        routes.get(f"{prefix}/models/fetch-models/{{name}}", name="admin.fetch_models")(self.fetch_models)
-        return routes
+TIMEOUTS = web.AppKey("admin.timeouts", ProviderTimeouts)
 
-    # ------------------------------------------------------------ live sessions and clients
 
-    async def _live_sessions(self) -> list[dict]:
-        presence = self.presence()
-        if presence is None:
-            return []
-        sessions = list(await presence.live_sessions())
-        sessions.sort(key=lambda state: state.get("last_activity") or 0, reverse=True)
-        return sessions
+def ai_core_of(request: web.Request) -> AiCore:
+    return get_context(request).contracts.require(AI_CORE)
 
-    async def sessions(self, request: web.Request) -> web.Response:
-        await require_admin(request)
-        sessions = await self._live_sessions()
-        return web.json_response({"sessions": sessions, "total": len(sessions)})
 
-    async def sessions_active(self, request: web.Request) -> web.Response:
-        await require_admin(request)
-        users: dict[str, list[dict]] = {}
-        for state in await self._live_sessions():
-            users.setdefault(state["user_id"], []).append(state)
-        return web.json_response({"users": users, "total_users": len(users),
-                                  "total_sessions": sum(len(v) for v in users.values())})
+def presence_of(request: web.Request) -> Presence | None:
+    """The chat plugin's presence service; None when chat is not loaded in this service."""
+    return get_context(request).contracts.get(PRESENCE)
 
-    async def session(self, request: web.Request) -> web.Response:
-        await require_admin(request)
-        session_id = request.match_info["id"]
-        presence = self.presence()
-        state = await presence.session_state(session_id) if presence is not None else None
-        if state is None:
-            raise NotFound(f"No live session {session_id!r}.", error_type="session_not_found",
-                           hint="GET /api/v1/admin/sessions lists the live sessions.")
-        return web.json_response(state)
 
-    async def clients(self, request: web.Request) -> web.Response:
-        await require_admin(request)
-        query = parse_query(request, ClientsQuery())
-        presence = self.presence()
-        clients = list(await presence.known_clients(query["user_id"])) if presence is not None else []
-        return web.json_response({"clients": clients, "total": len(clients)})
+# ---------------------------------------------------------------- live sessions and clients
 
-    async def client_note(self, request: web.Request) -> web.Response:
-        await require_admin(request)
-        client_id = request.match_info["id"]
-        body = await parse_body(request, NoteBody())
-        presence = self.presence()
-        saved = await presence.set_client_note(client_id, body["note"]) if presence is not None else None
-        if saved is None:
-            raise NotFound(f"No known client {client_id!r}.", error_type="client_not_found",
-                           hint="GET /api/v1/admin/clients lists the known clients.")
-        return web.json_response({"status": "ok", "client_id": client_id, "note": body["note"]})
+async def live_sessions(presence: Presence | None) -> list[dict]:
+    if presence is None:
+        return []
+    sessions = list(await presence.live_sessions())
+    sessions.sort(key=lambda state: state.get("last_activity") or 0, reverse=True)
+    return sessions
 
-    # ------------------------------------------------------------ providers
 
-    async def providers(self, request: web.Request) -> web.Response:
-        await require_admin(request)
-        items = [{"name": p["name"], "base_url": p["base_url"], "api_key": mask_key(p.get("api_key")),
-                  "has_api_key": bool(p.get("api_key"))} for p in await self.ai_core.providers()]
-        return web.json_response({"providers": items, "total": len(items)})
+@routes.get(PREFIX + "/sessions", name="admin.sessions")
+async def sessions(request: web.Request) -> web.Response:
+    await require_admin(request)
+    live = await live_sessions(presence_of(request))
+    return web.json_response({"sessions": live, "total": len(live)})
 
-    async def provider_save(self, request: web.Request) -> web.Response:
-        await require_admin(request)
-        name = path_key(request, "name", "provider name")
-        body = await parse_body(request, ProviderBody())
-        same_as_path(name, body["name"], "name")
-        # api_key left out (None): the stored key stays
-        await self.ai_core.save_provider(name, body["base_url"].rstrip("/"), body["api_key"])
-        return web.json_response({"status": "saved", "name": name})
 
-    async def provider_delete(self, request: web.Request) -> web.Response:
-        await require_admin(request)
-        name = path_key(request, "name", "provider name")
-        users = [m["id"] for m in await self.ai_core.models() if m["provider"] == name]
-        if users:
-            raise Conflict(f"The provider {name!r} still serves the models {', '.join(users)}.",
-                           error_type="provider_in_use", hint="Delete those models or move them to another provider.")
-        await self.ai_core.delete_provider(name)
-        return web.json_response({"status": "deleted", "name": name})
+@routes.get(PREFIX + "/sessions/active", name="admin.sessions_active")
+async def sessions_active(request: web.Request) -> web.Response:
+    await require_admin(request)
+    users: dict[str, list[dict]] = {}
+    for state in await live_sessions(presence_of(request)):
+        users.setdefault(state["user_id"], []).append(state)
+    return web.json_response({"users": users, "total_users": len(users),
+                              "total_sessions": sum(len(v) for v in users.values())})
 
-    # ------------------------------------------------------------ models
 
-    async def models(self, request: web.Request) -> web.Response:
-        await require_admin(request)
-        models = await self.ai_core.models()
-        return web.json_response({"models": models, "total": len(models)})
+@routes.get(PREFIX + "/sessions/{id}", name="admin.session")
+async def session(request: web.Request) -> web.Response:
+    await require_admin(request)
+    session_id = request.match_info["id"]
+    presence = presence_of(request)
+    state = await presence.session_state(session_id) if presence is not None else None
+    if state is None:
+        raise NotFound(f"No live session {session_id!r}.", error_type="session_not_found",
+                       hint="GET /api/v1/admin/sessions lists the live sessions.")
+    return web.json_response(state)
 
-    async def model_save(self, request: web.Request) -> web.Response:
-        await require_admin(request)
-        model_id = path_key(request, "id", "model id")
-        body = await parse_body(request, ModelBody())
-        same_as_path(model_id, body.pop("id"), "id")
-        body.pop("updated_at")
-        if body["provider"] not in {p["name"] for p in await self.ai_core.providers()}:
-            raise BadRequest(f"Invalid body: provider: no provider named {body['provider']!r}.",
-                             error_type="validation_error",
-                             hint="Save the provider first (POST /api/v1/admin/models/providers/<name>).",
-                             extra={"fields": {"provider": ["unknown provider"]}})
-        await self.ai_core.save_model(model_id, body)
-        return web.json_response({"status": "saved", "id": model_id})
 
-    async def model_delete(self, request: web.Request) -> web.Response:
-        await require_admin(request)
-        model_id = path_key(request, "id", "model id")
-        purposes = [r["purpose"] for r in await self.ai_core.routes() if model_id in r["fallback_chain"]]
-        if purposes:
-            raise Conflict(f"The model {model_id!r} is in the fallback chain of {', '.join(purposes)}.",
-                           error_type="model_in_use", hint="Take it out of those routing rules first.")
-        await self.ai_core.delete_model(model_id)
-        return web.json_response({"status": "deleted", "id": model_id})
+@routes.get(PREFIX + "/clients", name="admin.clients")
+async def clients(request: web.Request) -> web.Response:
+    await require_admin(request)
+    query = parse_query(request, ClientsQuery())
+    presence = presence_of(request)
+    known = list(await presence.known_clients(query["user_id"])) if presence is not None else []
+    return web.json_response({"clients": known, "total": len(known)})
 
-    # ------------------------------------------------------------ routing
 
-    async def routing(self, request: web.Request) -> web.Response:
-        await require_admin(request)
-        return web.json_response(await self.ai_core.routes())
+@routes.put(PREFIX + "/clients/{id}/note", name="admin.client_note")
+async def client_note(request: web.Request) -> web.Response:
+    await require_admin(request)
+    client_id = request.match_info["id"]
+    body = await parse_body(request, NoteBody())
+    presence = presence_of(request)
+    saved = await presence.set_client_note(client_id, body["note"]) if presence is not None else None
+    if saved is None:
+        raise NotFound(f"No known client {client_id!r}.", error_type="client_not_found",
+                       hint="GET /api/v1/admin/clients lists the known clients.")
+    return web.json_response({"status": "ok", "client_id": client_id, "note": body["note"]})
 
-    async def routing_save(self, request: web.Request) -> web.Response:
-        await require_admin(request)
-        purpose = path_key(request, "purpose", "purpose")
-        body = await parse_body(request, RouteBody())
-        same_as_path(purpose, body["purpose"], "purpose")
-        chain = body["fallback_chain"]
-        repeated = sorted({m for m in chain if chain.count(m) > 1})
-        if repeated:
-            raise BadRequest(f"Invalid body: fallback_chain: {', '.join(repeated)} appears more than once.",
-                             error_type="validation_error", hint="Name each model once.",
-                             extra={"fields": {"fallback_chain": ["repeated model"]}})
-        known = {m["id"] for m in await self.ai_core.models()}
-        unknown = [m for m in chain if m not in known]
-        if unknown:
-            raise BadRequest(f"Invalid body: fallback_chain: no model with id {', '.join(map(repr, unknown))}.",
-                             error_type="validation_error",
-                             hint="GET /api/v1/admin/models/models lists the model ids.",
-                             extra={"fields": {"fallback_chain": ["unknown model"]}})
-        await self.ai_core.save_route(purpose, chain, body["required"])
-        return web.json_response({"status": "saved", "purpose": purpose})
 
-    async def routing_delete(self, request: web.Request) -> web.Response:
-        await require_admin(request)
-        purpose = path_key(request, "purpose", "purpose")
-        await self.ai_core.delete_route(purpose)
-        return web.json_response({"status": "deleted", "purpose": purpose})
+# ---------------------------------------------------------------- providers
 
-    # ------------------------------------------------------------ reaching a provider
+@routes.get(PREFIX + "/models/providers", name="admin.providers")
+async def providers(request: web.Request) -> web.Response:
+    await require_admin(request)
+    items = [{"name": p["name"], "base_url": p["base_url"], "api_key": mask_key(p.get("api_key")),
+              "has_api_key": bool(p.get("api_key"))} for p in await ai_core_of(request).providers()]
+    return web.json_response({"providers": items, "total": len(items)})
 
-    async def health_check(self, request: web.Request) -> web.Response:
-        """Reach the provider for real: its model list, or when it has none, a one-token
-        completion with one of its models. Reports what happened; never fails the request
-        because the provider did."""
-        await require_admin(request)
-        body = await parse_body(request, HealthCheckBody())
-        name = body["provider"]
-        provider = next((p for p in await self.ai_core.providers() if p["name"] == name), None)
-        if provider is None:
-            raise NotFound(f"No provider named {name!r}.", error_type="provider_not_found",
-                           hint="GET /api/v1/admin/models/providers lists the providers.")
-        probe = await self.ai_core.probe(name, timeout=self.health_check_timeout)
-        method, models_count = "models", None
-        if probe["status"] in (404, 405):
-            model = next((m for m in await self.ai_core.models() if m["provider"] == name and m["enabled"]), None)
-            if model is not None:
-                method = "completion"
-                probe = await self.ai_core.probe(
-                    name, url=provider["base_url"].rstrip("/") + "/chat/completions", method="POST",
-                    payload={"model": model["name"], "max_tokens": 1, "stream": False,
-                             "messages": [{"role": "user", "content": "ping"}]},
-                    timeout=self.health_check_timeout)
-        status = probe["status"]
-        reachable = status is not None
-        ok = reachable and 200 <= status < 300
-        error = probe["error"]
-        if reachable and not ok:
-            error = f"HTTP {status}: {provider_error_text(probe['body']) or 'no message'}"
-        if ok and method == "models":
-            items = model_items(probe["body"])
-            models_count = len(items) if items is not None else None
-        latency = probe["latency_ms"]
-        if ok:
-            what = "its model list" if method == "models" else "a one-token completion"
-            count = f" ({models_count} models)" if models_count is not None else ""
-            message = f"Provider {name!r} answered {what} in {latency:g} ms{count}."
-        elif reachable:
-            message = f"Provider {name!r} is reachable but answered with an error: {error}."
-        else:
-            message = f"Provider {name!r} cannot be reached: {error}."
-        return web.json_response({"provider": name, "message": message, "reachable": reachable, "ok": ok,
-                                  "status": status, "latency_ms": latency, "method": method,
-                                  "models_count": models_count, "error": None if ok else error,
-                                  "error_kind": probe["error_kind"], "url": probe["url"]})
 
-    async def fetch_models(self, request: web.Request) -> web.Response:
-        """The provider's model list at `url` (default: the saved provider's `/models`). The URL
-        is the caller's, so the AI core fetches it through the guarded fetcher and sends the
-        saved key only to the provider's own origin."""
-        await require_admin(request)
-        name = path_key(request, "name", "provider name")
-        query = parse_query(request, FetchModelsQuery())
-        if query["url"] is not None:
-            parts = urlsplit(query["url"])
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise BadRequest("Invalid query: url: must be an http:// or https:// URL with a host.",
-                                 error_type="validation_error", extra={"fields": {"url": ["not http(s)"]}})
-        probe = await self.ai_core.probe(name, url=query["url"], timeout=self.fetch_timeout)
-        if probe["error_kind"] == "refused":
-            raise BadRequest(f"The URL is not allowed: {probe['error']}.", error_type="url_not_allowed",
-                             hint="Use the provider's public address, or have the operator allow private "
-                                  "addresses ([fetch] allow_private / allow_hosts).")
-        if probe["status"] is None:
-            raise BadGateway(f"The provider cannot be reached: {probe['error']}.", error_type="provider_unreachable")
-        if not 200 <= probe["status"] < 300:
-            raise BadGateway(f"The provider answered HTTP {probe['status']}: "
-                             f"{provider_error_text(probe['body']) or 'no message'}.", error_type="provider_error",
-                             hint="Check the URL and the provider's API key.")
+@routes.post(PREFIX + "/models/providers/{name}", name="admin.provider_save")
+async def provider_save(request: web.Request) -> web.Response:
+    await require_admin(request)
+    name = path_key(request, "name", "provider name")
+    body = await parse_body(request, ProviderBody())
+    same_as_path(name, body["name"], "name")
+    # api_key left out (None): the stored key stays
+    await ai_core_of(request).save_provider(name, body["base_url"].rstrip("/"), body["api_key"])
+    return web.json_response({"status": "saved", "name": name})
+
+
+@routes.delete(PREFIX + "/models/providers/{name}", name="admin.provider_delete")
+async def provider_delete(request: web.Request) -> web.Response:
+    await require_admin(request)
+    ai_core = ai_core_of(request)
+    name = path_key(request, "name", "provider name")
+    users = [m["id"] for m in await ai_core.models() if m["provider"] == name]
+    if users:
+        raise Conflict(f"The provider {name!r} still serves the models {', '.join(users)}.",
+                       error_type="provider_in_use", hint="Delete those models or move them to another provider.")
+    await ai_core.delete_provider(name)
+    return web.json_response({"status": "deleted", "name": name})
+
+
+# ---------------------------------------------------------------- models
+
+@routes.get(PREFIX + "/models/models", name="admin.models")
+async def models(request: web.Request) -> web.Response:
+    await require_admin(request)
+    listed = await ai_core_of(request).models()
+    return web.json_response({"models": listed, "total": len(listed)})
+
+
+@routes.post(PREFIX + "/models/models/{id}", name="admin.model_save")
+async def model_save(request: web.Request) -> web.Response:
+    await require_admin(request)
+    ai_core = ai_core_of(request)
+    model_id = path_key(request, "id", "model id")
+    body = await parse_body(request, ModelBody())
+    same_as_path(model_id, body.pop("id"), "id")
+    body.pop("updated_at")
+    if body["provider"] not in {p["name"] for p in await ai_core.providers()}:
+        raise BadRequest(f"Invalid body: provider: no provider named {body['provider']!r}.",
+                         error_type="validation_error",
+                         hint="Save the provider first (POST /api/v1/admin/models/providers/<name>).",
+                         extra={"fields": {"provider": ["unknown provider"]}})
+    await ai_core.save_model(model_id, body)
+    return web.json_response({"status": "saved", "id": model_id})
+
+
+@routes.delete(PREFIX + "/models/models/{id}", name="admin.model_delete")
+async def model_delete(request: web.Request) -> web.Response:
+    await require_admin(request)
+    ai_core = ai_core_of(request)
+    model_id = path_key(request, "id", "model id")
+    purposes = [r["purpose"] for r in await ai_core.routes() if model_id in r["fallback_chain"]]
+    if purposes:
+        raise Conflict(f"The model {model_id!r} is in the fallback chain of {', '.join(purposes)}.",
+                       error_type="model_in_use", hint="Take it out of those routing rules first.")
+    await ai_core.delete_model(model_id)
+    return web.json_response({"status": "deleted", "id": model_id})
+
+
+# ---------------------------------------------------------------- routing
+
+@routes.get(PREFIX + "/models/routing", name="admin.routing")
+async def routing(request: web.Request) -> web.Response:
+    await require_admin(request)
+    return web.json_response(await ai_core_of(request).routes())
+
+
+@routes.post(PREFIX + "/models/routing/{purpose}", name="admin.routing_save")
+async def routing_save(request: web.Request) -> web.Response:
+    await require_admin(request)
+    ai_core = ai_core_of(request)
+    purpose = path_key(request, "purpose", "purpose")
+    body = await parse_body(request, RouteBody())
+    same_as_path(purpose, body["purpose"], "purpose")
+    chain = body["fallback_chain"]
+    repeated = sorted({m for m in chain if chain.count(m) > 1})
+    if repeated:
+        raise BadRequest(f"Invalid body: fallback_chain: {', '.join(repeated)} appears more than once.",
+                         error_type="validation_error", hint="Name each model once.",
+                         extra={"fields": {"fallback_chain": ["repeated model"]}})
+    known = {m["id"] for m in await ai_core.models()}
+    unknown = [m for m in chain if m not in known]
+    if unknown:
+        raise BadRequest(f"Invalid body: fallback_chain: no model with id {', '.join(map(repr, unknown))}.",
+                         error_type="validation_error",
+                         hint="GET /api/v1/admin/models/models lists the model ids.",
+                         extra={"fields": {"fallback_chain": ["unknown model"]}})
+    await ai_core.save_route(purpose, chain, body["required"])
+    return web.json_response({"status": "saved", "purpose": purpose})
+
+
+@routes.delete(PREFIX + "/models/routing/{purpose}", name="admin.routing_delete")
+async def routing_delete(request: web.Request) -> web.Response:
+    await require_admin(request)
+    purpose = path_key(request, "purpose", "purpose")
+    await ai_core_of(request).delete_route(purpose)
+    return web.json_response({"status": "deleted", "purpose": purpose})
+
+
+# ---------------------------------------------------------------- reaching a provider
+
+@routes.post(PREFIX + "/models/health-check", name="admin.health_check")
+async def health_check(request: web.Request) -> web.Response:
+    """Reach the provider for real: its model list, or when it has none, a one-token
+    completion with one of its models. Reports what happened; never fails the request
+    because the provider did."""
+    await require_admin(request)
+    ai_core = ai_core_of(request)
+    timeout = request.config_dict[TIMEOUTS].health_check
+    body = await parse_body(request, HealthCheckBody())
+    name = body["provider"]
+    provider = next((p for p in await ai_core.providers() if p["name"] == name), None)
+    if provider is None:
+        raise NotFound(f"No provider named {name!r}.", error_type="provider_not_found",
+                       hint="GET /api/v1/admin/models/providers lists the providers.")
+    probe = await ai_core.probe(name, timeout=timeout)
+    method, models_count = "models", None
+    if probe["status"] in (404, 405):
+        model = next((m for m in await ai_core.models() if m["provider"] == name and m["enabled"]), None)
+        if model is not None:
+            method = "completion"
+            probe = await ai_core.probe(
+                name, url=provider["base_url"].rstrip("/") + "/chat/completions", method="POST",
+                payload={"model": model["name"], "max_tokens": 1, "stream": False,
+                         "messages": [{"role": "user", "content": "ping"}]},
+                timeout=timeout)
+    status = probe["status"]
+    reachable = status is not None
+    ok = reachable and 200 <= status < 300
+    error = probe["error"]
+    if reachable and not ok:
+        error = f"HTTP {status}: {provider_error_text(probe['body']) or 'no message'}"
+    if ok and method == "models":
         items = model_items(probe["body"])
-        if items is None:
-            raise BadGateway("The provider's answer is not a model list.", error_type="provider_bad_answer",
-                             hint="Point url at the provider's /models (OpenAI) or /api/tags (Ollama) address.")
-        return web.json_response({"provider": name, "url": probe["url"], "models": items, "total": len(items)})
+        models_count = len(items) if items is not None else None
+    latency = probe["latency_ms"]
+    if ok:
+        what = "its model list" if method == "models" else "a one-token completion"
+        count = f" ({models_count} models)" if models_count is not None else ""
+        message = f"Provider {name!r} answered {what} in {latency:g} ms{count}."
+    elif reachable:
+        message = f"Provider {name!r} is reachable but answered with an error: {error}."
+    else:
+        message = f"Provider {name!r} cannot be reached: {error}."
+    return web.json_response({"provider": name, "message": message, "reachable": reachable, "ok": ok,
+                              "status": status, "latency_ms": latency, "method": method,
+                              "models_count": models_count, "error": None if ok else error,
+                              "error_kind": probe["error_kind"], "url": probe["url"]})
+
+
+@routes.get(PREFIX + "/models/fetch-models/{name}", name="admin.fetch_models")
+async def fetch_models(request: web.Request) -> web.Response:
+    """The provider's model list at `url` (default: the saved provider's `/models`). The URL
+    is the caller's, so the AI core fetches it through the guarded fetcher and sends the
+    saved key only to the provider's own origin."""
+    await require_admin(request)
+    name = path_key(request, "name", "provider name")
+    query = parse_query(request, FetchModelsQuery())
+    if query["url"] is not None:
+        parts = urlsplit(query["url"])
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise BadRequest("Invalid query: url: must be an http:// or https:// URL with a host.",
+                             error_type="validation_error", extra={"fields": {"url": ["not http(s)"]}})
+    probe = await ai_core_of(request).probe(name, url=query["url"],
+                                            timeout=request.config_dict[TIMEOUTS].fetch_models)
+    if probe["error_kind"] == "refused":
+        raise BadRequest(f"The URL is not allowed: {probe['error']}.", error_type="url_not_allowed",
+                         hint="Use the provider's public address, or have the operator allow private "
+                              "addresses ([fetch] allow_private / allow_hosts).")
+    if probe["status"] is None:
+        raise BadGateway(f"The provider cannot be reached: {probe['error']}.", error_type="provider_unreachable")
+    if not 200 <= probe["status"] < 300:
+        raise BadGateway(f"The provider answered HTTP {probe['status']}: "
+                         f"{provider_error_text(probe['body']) or 'no message'}.", error_type="provider_error",
+                         hint="Check the URL and the provider's API key.")
+    items = model_items(probe["body"])
+    if items is None:
+        raise BadGateway("The provider's answer is not a model list.", error_type="provider_bad_answer",
+                         hint="Point url at the provider's /models (OpenAI) or /api/tags (Ollama) address.")
+    return web.json_response({"provider": name, "url": probe["url"], "models": items, "total": len(items)})

@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 from typing import AsyncIterator
-
-from aiohttp import web
 
 from gateway.context import Context
 from gateway.plugins import Plugin, Registrar
@@ -20,7 +17,7 @@ from plugins.sessions.contract import CONVERSATIONS
 
 from . import store
 from .admission import Admission, Turn
-from .channel import handle_connect, register_frames
+from .channel import CHAT_CHANNEL, register_frames, routes
 from .contract import CHAT_TURNS, PRESENCE, TurnReply
 from .presence import Presence
 from .relay import Relay
@@ -116,6 +113,8 @@ class ChatChannel:
 class ChatPlugin(Plugin):
     name = "chat"
     depends = ("auth_tokens", "sessions", "ai_core_client")
+    # Attachments by file_id need the FILES contract; without files they are refused.
+    optional_depends = ("files",)
     uses = ("database",)
     description = "The WebSocket chat channel, per-session turns and reply review"
     settings_schema = ChatSettings
@@ -123,12 +122,7 @@ class ChatPlugin(Plugin):
     def setup(self, registrar: Registrar) -> None:
         chat = ChatChannel(registrar.context, registrar.settings)
         registrar.migrations("plugins.chat")
-        routes = web.RouteTableDef()
-
-        # A partial, not a wrapping coroutine: its frame would stay suspended for as long as
-        # each connection lives (bench/chat measures memory per idle connection).
-        routes.get("/ws/chat", name="chat.ws", allow_head=False)(functools.partial(handle_connect, chat=chat))
-
+        registrar.app_state(CHAT_CHANNEL, chat)
         registrar.routes(routes)
         register_frames(registrar, chat)
         registrar.lifespan(chat.lifespan)

@@ -1,5 +1,6 @@
 """`GET /ws/chat`: the handshake (Origin allow-list, authentication before the upgrade, the
-session's owner), the connection's life, and the `message`, `ping` and `history` frames."""
+session's owner), the connection's life, and the `message`, `ping` and `history` frames. The
+handler reaches the app's `ChatChannel` under `CHAT_CHANNEL`."""
 from __future__ import annotations
 
 import re
@@ -14,7 +15,7 @@ from gateway.context import get_context
 from gateway.errors import ApiError, Forbidden
 from gateway.identity import require_user
 from gateway.validation import parse_query
-from gateway.ws import dispatch_frame
+from gateway.ws import dispatch_frame, require_identity
 
 from .admission import Turn
 from .frames import ERROR_FIELDS, error_frame, now_ms
@@ -27,6 +28,10 @@ if TYPE_CHECKING:
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_\-.:]{1,128}\Z")  # \Z: `$` would let a trailing newline through
 MODES = ("text", "voice_msg", "voice_assistant")
+
+CHAT_CHANNEL: web.AppKey[ChatChannel] = web.AppKey("chat.channel")
+
+routes = web.RouteTableDef()
 
 
 class ConnectQuery(marshmallow.Schema):
@@ -124,7 +129,11 @@ def origin_allowed(request: web.Request, allowed: list[str], public_base_url: st
     return False
 
 
-async def handle_connect(request: web.Request, chat: "ChatChannel") -> web.StreamResponse:
+# The handler itself, not a wrapper around it: a wrapping coroutine's frame would stay suspended
+# for as long as each connection lives (bench/chat measures memory per idle connection).
+@routes.get("/ws/chat", name="chat.ws", allow_head=False)
+async def handle_connect(request: web.Request) -> web.StreamResponse:
+    chat = request.config_dict[CHAT_CHANNEL]
     context = get_context(request)
     if not origin_allowed(request, chat.allowed_origins, str(context.config.get("core.public_base_url") or "")):
         raise Forbidden("This Origin may not open the chat channel.", error_type="origin_not_allowed",
@@ -172,7 +181,7 @@ async def handle_connect(request: web.Request, chat: "ChatChannel") -> web.Strea
 def register_frames(registrar, chat: "ChatChannel") -> None:
     @registrar.ws_message("message", MessageFrame())
     async def on_message(connection: "Connection", frame: dict) -> None:
-        identity = connection.identity
+        identity = require_identity(connection)
         session_id = frame["session_id"] or connection.data[SESSION_KEY]
         content = frame["content"] or ""
         if len(content) > chat.max_message_chars:
@@ -197,7 +206,7 @@ def register_frames(registrar, chat: "ChatChannel") -> None:
 
     @registrar.ws_message("history", HistoryFrame())
     async def on_history(connection: "Connection", frame: dict) -> None:
-        identity = connection.identity
+        identity = require_identity(connection)
         session_id = frame["session_id"] or connection.data[SESSION_KEY]
         session = await chat.conversations.get_session(session_id)
         if session is None or (session["user_id"] != identity.user_id and not identity.is_admin):

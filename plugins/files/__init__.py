@@ -10,12 +10,9 @@
 See docs/files.md."""
 from __future__ import annotations
 
-from typing import cast
-
 from gateway.plugins import Plugin, Registrar
-from plugins.ai_core.contract import AI_CORE
 
-from .analysis import ImageAnalysis
+from . import analysis
 from .api import FILE_STORE, routes
 from .contract import FILES
 from .settings import FilesSettings
@@ -45,11 +42,9 @@ class ImagesPlugin(Plugin):
     description = "Image analysis: measurements, EXIF and a vision-model or local description"
 
     def setup(self, registrar: Registrar) -> None:
-        context = registrar.context
-        # The same package: the images plugin uses the whole file store, not just the contract.
-        files = cast(FileStore, context.contracts.require(FILES))
-        analysis = ImageAnalysis(context, files, context.contracts.require(AI_CORE))
-        registrar.routes(analysis.routes())
+        # The same package: its handlers use the whole file store, under the files plugin's
+        # FILE_STORE, not just the FILES contract.
+        registrar.routes(analysis.routes)
 
 
 files_plugin = FilesPlugin()

@@ -4,7 +4,8 @@ from the measurements.
 
 The AI core is reached through its client (the `AI_CORE` contract: `POST /api/v1/vision/describe`
 with the service credential); any failure there (no model routed, model failed, core down or
-slow) falls back to the local description, so analysis always answers."""
+slow) falls back to the local description, so analysis always answers. The handlers reach the
+file store under the files plugin's `FILE_STORE` and the AI core through the context's contracts."""
 from __future__ import annotations
 
 import base64
@@ -14,14 +15,15 @@ import logging
 import marshmallow
 from aiohttp import BodyPartReader, web
 
-from gateway.context import Context
+from gateway.context import get_context
 from gateway.errors import BadRequest
-from gateway.identity import require_user
+from gateway.identity import Identity, require_user
 from gateway.validation import load, read_json, with_multipart_field
-from plugins.ai_core.contract import AiCore, AiCoreError
+from plugins.ai_core.contract import AI_CORE, AiCore, AiCoreError
 
 from . import imaging
-from .store import FileStore, image_rejected, unsupported_type
+from .api import FILE_STORE
+from .store import image_rejected, unsupported_type
 from .sniffing import RASTER_IMAGE_TYPES, UnsupportedType, sniff
 
 log = logging.getLogger("plugins.images")
@@ -30,6 +32,8 @@ MAX_ANALYSIS_UPLOAD_BYTES = 10 * 1024 * 1024
 ANALYSIS_UPLOAD_TYPES = frozenset({"image/jpeg", "image/png", "image/gif"})
 VISION_PROMPT = ("Describe this image in two or three sentences: what it shows, the setting, "
                  "and anything notable.")
+
+routes = web.RouteTableDef()
 
 
 class AnalyzeBody(marshmallow.Schema):
@@ -49,76 +53,73 @@ async def describe(ai_core: AiCore, jpeg: bytes, user_id: str) -> tuple[str, str
     return (description, described["model"]) if description else None
 
 
-class ImageAnalysis:
-    def __init__(self, context: Context, files: FileStore, ai_core: AiCore):
-        self.context = context
-        self.files = files
-        self.ai_core = ai_core
+async def analyze(request: web.Request, source, file_size: int, user_id: str) -> dict:
+    files = request.config_dict[FILE_STORE]
+    try:
+        result, preview = await files.run_image_work(imaging.analyze_image, source, file_size, True)
+    except imaging.ImageRejected as error:
+        raise image_rejected(error) from None
+    ai_core = get_context(request).contracts.require(AI_CORE)
+    described = await describe(ai_core, preview, user_id) if preview else None
+    if described:
+        result["description"], result["model"] = described
+        result["analyzed_by"] = "openai_vision"
+    else:
+        result["analyzed_by"] = "local"
+    return result
 
-    def routes(self) -> web.RouteTableDef:
-        routes = web.RouteTableDef()
-        routes.post("/api/v1/images/analyze", name="images_analyze")(self.handle_analyze)
-        routes.get("/api/v1/images/analyze/{file_id}", name="images_analyze_file")(self.handle_analyze_file)
-        return routes
 
-    async def analyze(self, source, file_size: int, user_id: str) -> dict:
-        try:
-            result, preview = await self.files.run_image_work(imaging.analyze_image, source, file_size, True)
-        except imaging.ImageRejected as error:
-            raise image_rejected(error) from None
-        described = await describe(self.ai_core, preview, user_id) if preview else None
-        if described:
-            result["description"], result["model"] = described
-            result["analyzed_by"] = "openai_vision"
-        else:
-            result["analyzed_by"] = "local"
-        return result
+async def analyze_stored(request: web.Request, identity: Identity, file_id: str) -> dict:
+    files = request.config_dict[FILE_STORE]
+    record = await files.reachable(identity, file_id)
+    if record["mime_type"] not in RASTER_IMAGE_TYPES:
+        raise unsupported_type(f"file {file_id} is {record['mime_type']}, not a raster image")
+    size = await files.ensure_stored(record)
+    source = await files.spool(record["storage_key"], file_id)
+    try:
+        return await analyze(request, source, size, record["user_id"])
+    finally:
+        source.close()
 
-    async def analyze_stored(self, identity, file_id: str) -> dict:
-        record = await self.files.reachable(identity, file_id)
-        if record["mime_type"] not in RASTER_IMAGE_TYPES:
-            raise unsupported_type(f"file {file_id} is {record['mime_type']}, not a raster image")
-        size = await self.files.ensure_stored(record)
-        source = await self.files.spool(record["storage_key"], file_id)
-        try:
-            return await self.analyze(source, size, record["user_id"])
-        finally:
-            source.close()
 
-    async def handle_analyze_file(self, request: web.Request) -> web.Response:
-        identity = await require_user(request)
-        return web.json_response(await self.analyze_stored(identity, request.match_info["file_id"]))
+@routes.post("/api/v1/images/analyze", name="images_analyze")
+async def handle_analyze(request: web.Request) -> web.Response:
+    identity = await require_user(request)
+    if not request.content_type.startswith("multipart/"):
+        body = load(AnalyzeBody(), await read_json(request), "body")
+        return web.json_response(await analyze_stored(request, identity, body["file_id"]))
 
-    async def handle_analyze(self, request: web.Request) -> web.Response:
-        identity = await require_user(request)
-        if not request.content_type.startswith("multipart/"):
-            body = load(AnalyzeBody(), await read_json(request), "body")
-            return web.json_response(await self.analyze_stored(identity, body["file_id"]))
+    async def analyze_part(part: BodyPartReader) -> dict:
+        data = await read_limited(part)
+        return await analyze(request, io.BytesIO(data), len(data), identity.user_id)
 
-        async def analyze_part(part: BodyPartReader) -> dict:
-            data = await self._read_limited(part)
-            return await self.analyze(io.BytesIO(data), len(data), identity.user_id)
+    result = await with_multipart_field(
+        request, ("file", "image"), analyze_part,
+        hint="Send the image in the field `file` (or `image`), or JSON {\"file_id\": ...}.")
+    return web.json_response(result)
 
-        result = await with_multipart_field(
-            request, ("file", "image"), analyze_part,
-            hint="Send the image in the field `file` (or `image`), or JSON {\"file_id\": ...}.")
-        return web.json_response(result)
 
-    async def _read_limited(self, part: BodyPartReader) -> bytes:
-        """The whole part (Pillow needs it all anyway), refused as soon as it passes 10 MB."""
-        data = bytearray()
-        while True:
-            chunk = await part.read_chunk(256 * 1024)
-            if not chunk:
-                break
-            data.extend(chunk)
-            if len(data) > MAX_ANALYSIS_UPLOAD_BYTES:
-                raise BadRequest("The image is larger than 10 MB.", error_type="file_too_large",
-                                 hint=f"Send at most {MAX_ANALYSIS_UPLOAD_BYTES} bytes.")
-        try:
-            mime_type = sniff(bytes(data[:4096]), part.headers.get("Content-Type", ""), part.filename or "")
-        except UnsupportedType as error:
-            raise unsupported_type(str(error)) from None
-        if mime_type not in ANALYSIS_UPLOAD_TYPES:
-            raise unsupported_type(f"{mime_type} cannot be analysed; send JPEG, PNG or GIF")
-        return bytes(data)
+@routes.get("/api/v1/images/analyze/{file_id}", name="images_analyze_file")
+async def handle_analyze_file(request: web.Request) -> web.Response:
+    identity = await require_user(request)
+    return web.json_response(await analyze_stored(request, identity, request.match_info["file_id"]))
+
+
+async def read_limited(part: BodyPartReader) -> bytes:
+    """The whole part (Pillow needs it all anyway), refused as soon as it passes 10 MB."""
+    data = bytearray()
+    while True:
+        chunk = await part.read_chunk(256 * 1024)
+        if not chunk:
+            break
+        data.extend(chunk)
+        if len(data) > MAX_ANALYSIS_UPLOAD_BYTES:
+            raise BadRequest("The image is larger than 10 MB.", error_type="file_too_large",
+                             hint=f"Send at most {MAX_ANALYSIS_UPLOAD_BYTES} bytes.")
+    try:
+        mime_type = sniff(bytes(data[:4096]), part.headers.get("Content-Type", ""), part.filename or "")
+    except UnsupportedType as error:
+        raise unsupported_type(str(error)) from None
+    if mime_type not in ANALYSIS_UPLOAD_TYPES:
+        raise unsupported_type(f"{mime_type} cannot be analysed; send JPEG, PNG or GIF")
+    return bytes(data)

@@ -7,6 +7,11 @@ import time
 
 from aiohttp import FormData
 
+from gateway.app import create_app
+from plugins.ai_core import client_plugin as ai_core_client_plugin
+from plugins.auth import tokens_plugin
+from plugins.chat import plugin as chat_plugin
+from plugins.sessions import plugin as sessions_plugin
 from tests.chat.conftest import ADMIN, context_of, receive_until, token_for
 from tests.support.fake_openai import PIXEL_PNG
 from plugins.files.contract import FILES
@@ -68,3 +73,18 @@ async def test_relative_paths_are_completed_with_the_public_base_url(make_gatewa
     gateway = await make_gateway(overrides={"core.public_base_url": "https://assistant.example/"})
     resolved = await resolve_attachments(context_of(gateway), "admin", [{"url": "/static/a.png", "width": 3}], 60)
     assert resolved == [{"type": "image", "url": "https://assistant.example/static/a.png", "width": 3}]
+
+
+async def test_without_the_files_plugin_file_ids_are_refused_and_the_rest_works(
+        aiohttp_client, make_config, database_url, ai_core_url, provider, chat_settings):
+    config = make_config({"database.url": database_url, "peers.ai_core_url": ai_core_url,
+                          "plugins.chat": chat_settings})
+    gateway = await aiohttp_client(create_app("gateway", config, plugins=[
+        tokens_plugin, sessions_plugin, ai_core_client_plugin, chat_plugin]))
+    data_uri = "data:image/png;base64," + base64.b64encode(PIXEL_PNG).decode()
+    async with gateway.ws_connect(f"/ws/chat?token={token_for(gateway, ADMIN)}&session_id=no-files") as ws:
+        await ws.send_json({"type": "message", "content": "and this?", "attachments": [{"url": data_uri}]})
+        assert (await receive_until(ws, "stream_end"))[-1]["type"] == "stream_end"
+        await ws.send_json({"type": "message", "content": "x", "attachments": [{"file_id": "f1"}]})
+        error = await ws.receive_json(timeout=5)
+        assert error["type"] == "error" and error["errorType"] == "attachment_unavailable"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, AsyncIterator, NamedTuple
+from typing import Any, AsyncGenerator, NamedTuple
 
 import aiohttp
 import orjson
@@ -50,7 +50,7 @@ class AiCoreClient:
 
     # ------------------------------------------------------------ the streaming chat call
 
-    async def stream_chat(self, body: ChatRequest) -> AsyncIterator[ChatEvent]:
+    async def stream_chat(self, body: ChatRequest) -> AsyncGenerator[ChatEvent, None]:
         try:
             target = self.target()
             async with self.context.http.post(target.stream_url, data=encode_body(body),

@@ -9,7 +9,7 @@ and for the client that reads them. They are plain dicts at run time (a turn rel
 second); the TypedDicts only tell the type checker and the reader their fields."""
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Awaitable, Callable, Literal, NotRequired, Protocol, TypedDict, Union
+from typing import Any, AsyncGenerator, Awaitable, Callable, Literal, NotRequired, Protocol, TypedDict, Union
 
 from gateway.contracts import ContractKey
 from gateway.errors import ApiError
@@ -132,7 +132,7 @@ class AiCoreError(ApiError):
 
 
 class AiCore(Protocol):
-    def stream_chat(self, body: ChatRequest) -> AsyncIterator[ChatEvent]:
+    def stream_chat(self, body: ChatRequest) -> AsyncGenerator[ChatEvent, None]:
         """The events of one turn, in order, as the AI core sends them (a `done` or an `error`
         event ends a complete stream); AiCoreError when the call fails."""
         ...

@@ -16,6 +16,8 @@ import marshmallow
 from aiohttp import web
 from yarl import URL
 
+from gateway import __version__
+from gateway.asyncapi import add_document_route
 from gateway.config import Config, ConfigError
 from gateway.errors import ApiError, Forbidden, NotFound, Unauthorized, error_middleware
 from gateway.services import ServiceSpec, load_services
@@ -23,6 +25,7 @@ from gateway.validation import parse_query
 
 from .logstore import LogStore
 from .push import PushHub, SttLog
+from .push_schemas import push_channel
 from .supervisor import Supervisor, SupervisorError, SupervisorSettings, UnknownService
 from .typedefs import CREDENTIAL, LOGS, PUSH, STARTED, STT_LOG, SUPERVISOR
 
@@ -255,6 +258,8 @@ def create_console_app(config: Config, *, host: str | None = None,
     app[STARTED] = time.monotonic()
     app[CREDENTIAL] = console_credential(config, host)
     app.router.add_routes(routes)
+    add_document_route(app, "console", __version__, lambda app: [push_channel(bool(app[CREDENTIAL]))],
+                       "The console's server push on /ws.")
 
     async def supervisor_ctx(app: web.Application) -> AsyncIterator[None]:
         await supervisor.open()

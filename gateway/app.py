@@ -14,13 +14,14 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
 from . import __version__
+from .asyncapi import add_document_route as add_asyncapi_route
 from .blobs import create_blob_store
 from .bus import create_bus
 from .config import Config, ConfigError
 from .context import Context
 from .database import apply_migrations, create_pool, migration_files, resolve_database_url
 from .errors import error_middleware
-from .openapi import DOCS_PATH, OPENAPI_PATH, add_document_routes, api_doc
+from .openapi import ASYNCAPI_PATH, DOCS_PATH, OPENAPI_PATH, add_document_routes, api_doc
 from .plugins import (Plugin, PluginError, PluginRecord, Registrar, Registry, installed_plugins,
                       select_plugins)
 from .services import ServiceSpec, get_service
@@ -75,7 +76,7 @@ def create_app(service_id: str, config: Config | None = None, *, plugins: list[P
 
     context = Context(service_id, config, spec.name)
     registry = Registry()
-    for path in (HEALTH_PATH, OPENAPI_PATH, DOCS_PATH):
+    for path in (HEALTH_PATH, OPENAPI_PATH, DOCS_PATH, ASYNCAPI_PATH):
         registry.claim_route("GET", path, "core")
         registry.claim_route("HEAD", path, "core")
     for plugin in ordered:
@@ -97,6 +98,8 @@ def create_app(service_id: str, config: Config | None = None, *, plugins: list[P
         app[key] = value
     app.router.add_get(HEALTH_PATH, health, name="health")
     add_document_routes(app, f"{spec.name} ({service_id})", __version__)
+    if registry.ws_types or registry.ws_server_types:
+        add_asyncapi_route(app, f"{spec.name} ({service_id})", __version__)
     for table in registry.route_tables:
         app.router.add_routes(table)
 

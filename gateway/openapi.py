@@ -26,6 +26,7 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 
 OPENAPI_PATH = "/api/v1/openapi.json"
 DOCS_PATH = "/api/v1/docs"
+ASYNCAPI_PATH = "/api/v1/asyncapi.json"  # gateway/asyncapi.py: the frames of the WebSocket endpoints
 
 # What each error status means in every service (the body is always ErrorBody).
 ERROR_MEANINGS = {
@@ -230,7 +231,9 @@ def render_page(document: dict) -> str:
             f"<h1>{esc(info.get('title', 'API'))} <small>{esc(str(info.get('version', '')))}</small></h1>"
             f"<p>OpenAPI {esc(str(document.get('openapi', '')))} document: "
             f"<a href='{OPENAPI_PATH}'>{OPENAPI_PATH}</a></p>"
-            f"<table><tr><th>method</th><th>path</th><th>summary</th><th>answers</th><th></th></tr>"
+            + (f"<p>AsyncAPI 3.0 document of its WebSocket frames: <a href='{ASYNCAPI_PATH}'>{ASYNCAPI_PATH}</a></p>"
+               if ASYNCAPI_PATH in document.get("paths", {}) else "")
+            + f"<table><tr><th>method</th><th>path</th><th>summary</th><th>answers</th><th></th></tr>"
             f"{''.join(rows)}</table><h2>Schemas</h2>{schema_rows}</body></html>")
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.metadata
+import inspect
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterable, TypeVar
@@ -106,6 +107,15 @@ class WsMessageType:
 
 
 @dataclass
+class WsServerMessage:
+    """A frame type the service sends on its WebSocket endpoints, for its AsyncAPI document."""
+    type: str
+    schema: marshmallow.Schema
+    description: str
+    plugin: str
+
+
+@dataclass
 class Job:
     name: str
     factory: JobFactory
@@ -175,6 +185,18 @@ class Registrar:
             return handler
         return decorate
 
+    def ws_server_message(self, type: str, schema: marshmallow.Schema | type[marshmallow.Schema],
+                          description: str) -> None:
+        """Declare a frame type this plugin sends to WebSocket clients, with the marshmallow
+        schema of its fields, so the service's AsyncAPI document (`gateway.asyncapi`) lists it
+        the way it lists the frames handlers take."""
+        existing = self._registry.ws_server_types.get(type)
+        if existing:
+            raise PluginError(f"WebSocket server message type {type!r} is declared by both "
+                              f"{existing.plugin!r} and {self._plugin.name!r}")
+        instance = schema() if inspect.isclass(schema) else schema
+        self._registry.ws_server_types[type] = WsServerMessage(type, instance, description, self._plugin.name)
+
     def job(self, name: str, factory: JobFactory) -> None:
         """A background coroutine started with the service and cancelled when it stops."""
         self._registry.jobs.append(Job(f"{self._plugin.name}.{name}", factory, self._plugin.name))
@@ -215,6 +237,7 @@ class Registry:
         self.route_tables: list[web.RouteTableDef] = []
         self.route_owners: dict[tuple[str, str], str] = {}
         self.ws_types: dict[str, WsMessageType] = {}
+        self.ws_server_types: dict[str, WsServerMessage] = {}
         self.jobs: list[Job] = []
         self.migrations: list[Migrations] = []
         self.lifespans: list[tuple[str, Lifespan]] = []

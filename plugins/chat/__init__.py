@@ -19,6 +19,7 @@ from . import store
 from .admission import Admission, Turn
 from .channel import CHAT_CHANNEL, register_frames, routes
 from .contract import CHAT_TURNS, PRESENCE, TurnReply
+from .frame_schemas import register_frame_schemas
 from .presence import Presence
 from .relay import Relay
 from .replay import Replay
@@ -125,6 +126,7 @@ class ChatPlugin(Plugin):
         registrar.app_state(CHAT_CHANNEL, chat)
         registrar.routes(routes)
         register_frames(registrar, chat)
+        register_frame_schemas(registrar)
         registrar.lifespan(chat.lifespan)
         registrar.provide(CHAT_TURNS, chat)
         registrar.provide(PRESENCE, chat.presence)

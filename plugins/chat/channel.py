@@ -11,6 +11,7 @@ import marshmallow
 from aiohttp import WSMsgType, web
 from marshmallow import fields, validate
 
+from gateway.asyncapi import websocket_endpoint
 from gateway.context import get_context
 from gateway.errors import ApiError, Forbidden
 from gateway.identity import require_user
@@ -132,6 +133,7 @@ def origin_allowed(request: web.Request, allowed: list[str], public_base_url: st
 # The handler itself, not a wrapper around it: a wrapping coroutine's frame would stay suspended
 # for as long as each connection lives (bench/chat measures memory per idle connection).
 @routes.get("/ws/chat", name="chat.ws", allow_head=False)
+@websocket_endpoint("The chat channel: a person's messages in, the assistant's replies out", query=ConnectQuery)
 async def handle_connect(request: web.Request) -> web.StreamResponse:
     chat = request.config_dict[CHAT_CHANNEL]
     context = get_context(request)

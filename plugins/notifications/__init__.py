@@ -32,6 +32,22 @@ class PushBody(marshmallow.Schema):
     data = fields.Dict(keys=fields.String(), load_default=dict)
 
 
+class NotificationPayload(marshmallow.Schema):
+    """spec: ServerMessage.notification"""
+    id = fields.String(required=True)
+    type = fields.String(required=True, validate=validate.OneOf(NOTIFICATION_TYPES))
+    title = fields.String(required=True)
+    body = fields.String(required=True)
+    timestamp = fields.String(required=True, metadata={"description": "RFC 3339."})
+    data = fields.Dict(keys=fields.String(), required=True)
+
+
+class NotificationFrame(marshmallow.Schema):
+    """The `notification` frame `Notifications.push` sends to every device of the user."""
+    notification = fields.Nested(NotificationPayload, required=True)
+    timestamp = fields.Integer(required=True, metadata={"description": "Milliseconds since the epoch."})
+
+
 class Notifications:
     """Provided as the `NOTIFICATIONS` contract."""
 
@@ -77,6 +93,8 @@ class NotificationsPlugin(Plugin):
     def setup(self, registrar: Registrar) -> None:
         registrar.provide(NOTIFICATIONS, Notifications(registrar.context))
         registrar.routes(routes)
+        registrar.ws_server_message("notification", NotificationFrame, "A notification pushed to the user's devices "
+                                    "(POST /api/v1/notifications/push, or a reminder).")
 
 
 plugin = NotificationsPlugin()

@@ -27,7 +27,8 @@ class SessionState(marshmallow.Schema):
 
 
 class LiveSessions(marshmallow.Schema):
-    sessions = fields.List(fields.Nested(SessionState), required=True, metadata={"description": "Latest activity first."})
+    sessions = fields.List(fields.Nested(SessionState), required=True,
+                           metadata={"description": "Latest activity first."})
     total = fields.Integer(required=True)
 
 

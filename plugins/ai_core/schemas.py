@@ -48,7 +48,8 @@ class OpenAiModel(marshmallow.Schema):
 
 class OpenAiModels(marshmallow.Schema):
     object = fields.String(required=True, validate=validate.Equal("list"))
-    data = fields.List(fields.Nested(OpenAiModel), required=True, metadata={"description": "`assistant` first: the chat route."})
+    data = fields.List(fields.Nested(OpenAiModel), required=True,
+                       metadata={"description": "`assistant` first: the chat route."})
 
 
 class Description(marshmallow.Schema):
@@ -161,9 +162,12 @@ class ProbeAnswer(marshmallow.Schema):
     provider = fields.String(required=True)
     provider_known = fields.Boolean(required=True)
     url = fields.String(required=True)
-    key_sent = fields.Boolean(required=True, metadata={"description": "Whether the stored key went along (own origin only)."})
+    key_sent = fields.Boolean(required=True,
+                              metadata={"description": "Whether the stored key went along (own origin only)."})
     status = fields.Integer(required=True, allow_none=True, metadata={"description": "The provider's HTTP status."})
     error = fields.String(required=True, allow_none=True)
-    error_kind = fields.String(required=True, allow_none=True, metadata={"description": "`refused` when the egress policy refused the URL."})
-    body = fields.Raw(required=True, allow_none=True, metadata={"description": "The provider's JSON, or the start of its text."})
+    error_kind = fields.String(required=True, allow_none=True,
+                               metadata={"description": "`refused` when the egress policy refused the URL."})
+    body = fields.Raw(required=True, allow_none=True,
+                      metadata={"description": "The provider's JSON, or the start of its text."})
     latency_ms = fields.Float(required=True)

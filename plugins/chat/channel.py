@@ -141,7 +141,8 @@ def origin_allowed(request: web.Request, allowed: list[str], public_base_url: st
 # for as long as each connection lives (bench/chat measures memory per idle connection).
 @routes.get("/ws/chat", name="chat.ws", allow_head=False)
 @api_doc("Open the chat channel (WebSocket upgrade; frames: the AsyncAPI document)", query=HandshakeQuery,
-         responses={101: None}, errors=(403, 404, 503), headers={"Upgrade": "`websocket`", "Origin": "A browser's page"},
+         responses={101: None}, errors=(403, 404, 503),
+         headers={"Upgrade": "`websocket`", "Origin": "A browser's page"},
          description="Only the administrator may connect unless [plugins.chat] allow_users is set; a browser "
                      "page's Origin must be allowed. `after` (`<turn id>:<sequence>`) resumes a reply.")
 async def handle_connect(request: web.Request) -> web.StreamResponse:

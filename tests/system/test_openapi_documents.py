@@ -100,11 +100,21 @@ def test_the_ai_core_documents_its_streams(make_config):
     assert set(door) == {"application/json", "text/event-stream"}
 
 
-def test_the_console_documents_its_api(make_config):
+async def test_the_console_serves_the_document_of_its_api(aiohttp_client, make_config):
     app = create_console_app(make_config(), specs=[ServiceSpec(id="alpha", name="Alpha", port=free_port())])
-    document = build_document(app, "console", "1")
+    client = await aiohttp_client(app)
+    document = await (await client.get("/api/v1/openapi.json")).json()
     check(document)
     assert "/api/services/{id}/start" in document["paths"] and "/ws" in document["paths"]
+    page = await client.get("/api/v1/docs")
+    assert page.status == 200 and "/api/services/{id}/restart" in await page.text()
+    api = Conformance(client, document)
+    await api.call("GET", "/api/health")
+    await api.call("GET", "/api/services")
+    await api.call("GET", "/api/services/alpha", "/api/services/{id}")
+    await api.call("GET", "/api/logs/alpha", "/api/logs/{id}")
+    status, _ = await api.call("POST", "/api/services/nope/stop", "/api/services/{id}/stop")
+    assert status == 404
 
 
 # ---------------------------------------------------------------- the answers fit the documents
@@ -145,6 +155,8 @@ async def test_the_gateways_answers_fit_its_document(aiohttp_client, make_config
     api = Conformance(client, await (await client.get("/api/v1/openapi.json")).json())
 
     await api.call("GET", "/api/v1/health")
+    page = await client.get("/api/v1/docs")
+    assert page.status == 200 and page.content_type == "text/html" and "/ws/chat" in await page.text()
     status, admin = await api.call("POST", "/api/v1/auth/login",
                                    json={"username": "admin", "password": config.get("auth.admin_password")})
     assert status == 200

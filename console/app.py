@@ -20,12 +20,14 @@ from gateway import __version__
 from gateway.asyncapi import add_document_route
 from gateway.config import Config, ConfigError
 from gateway.errors import ApiError, Forbidden, NotFound, Unauthorized, error_middleware
+from gateway.openapi import add_document_routes, api_doc
 from gateway.services import ServiceSpec, load_services
 from gateway.validation import parse_query
 
 from .logstore import LogStore
 from .push import PushHub, SttLog
 from .push_schemas import push_channel
+from .schemas import ConsoleHealth, LogCleared, LogPage, PushQuery, ServiceStatus, ServiceStatuses
 from .supervisor import Supervisor, SupervisorError, SupervisorSettings, UnknownService
 from .typedefs import CREDENTIAL, LOGS, PUSH, STARTED, STT_LOG, SUPERVISOR
 
@@ -76,6 +78,8 @@ async def _transition(request: web.Request, action) -> web.Response:
 # ------------------------------------------------------------------ health and services
 
 @routes.get("/api/health", name="console_health")
+@api_doc("Whether the console answers (no credential needed)", responses={200: ConsoleHealth}, auth="none",
+         errors=(403,))
 async def health(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok", "service": CONSOLE_NAME,
                               "uptime": round(time.monotonic() - request.app[STARTED], 1),
@@ -83,26 +87,33 @@ async def health(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/services", name="services")
+@api_doc("Every service's state, in start order", responses={200: ServiceStatuses}, auth="console")
 async def list_services(request: web.Request) -> web.Response:
     return web.json_response({"services": _supervisor(request).statuses()})
 
 
 @routes.post("/api/services/start-all", name="services_start_all")
+@api_doc("Start every service in order, each once its health check passes", responses={200: ServiceStatuses},
+         errors=(409, 502), auth="console")
 async def start_all(request: web.Request) -> web.Response:
     return await _transition(request, _supervisor(request).start_all)
 
 
 @routes.post("/api/services/start-all-fresh", name="services_start_all_fresh")
+@api_doc("Stop every service, then start them all in order", responses={200: ServiceStatuses}, errors=(409, 502),
+         auth="console")
 async def start_all_fresh(request: web.Request) -> web.Response:
     return await _transition(request, _supervisor(request).start_all_fresh)
 
 
 @routes.post("/api/services/stop-all", name="services_stop_all")
+@api_doc("Stop every service, in reverse order", responses={200: ServiceStatuses}, errors=(409, 502), auth="console")
 async def stop_all(request: web.Request) -> web.Response:
     return await _transition(request, _supervisor(request).stop_all)
 
 
 @routes.get("/api/services/{id}", name="service")
+@api_doc("One service's state", responses={200: ServiceStatus}, errors=(404,), auth="console")
 async def get_service(request: web.Request) -> web.Response:
     return web.json_response(_supervisor(request).status(_known(request)))
 
@@ -115,8 +126,12 @@ def _service_action(name: str):
     return handler
 
 
-for _action in ("start", "stop", "restart", "build"):
-    routes.post(f"/api/services/{{id}}/{_action}", name=f"service_{_action}")(_service_action(_action))
+ACTION_SUMMARIES = {"start": "Start a service", "stop": "Stop a service", "restart": "Stop, then start a service",
+                    "build": "Run a service's build step, then restart it on the result"}
+for _action, _summary in ACTION_SUMMARIES.items():
+    routes.post(f"/api/services/{{id}}/{_action}", name=f"service_{_action}")(
+        api_doc(_summary, responses={200: ServiceStatus}, errors=(404, 409, 502), auth="console")(
+            _service_action(_action)))
 
 
 # ------------------------------------------------------------------ logs
@@ -135,17 +150,21 @@ async def _log_page(request: web.Request, lines: int, offset: int) -> web.Respon
 
 
 @routes.get("/api/logs/{id}", name="logs")
+@api_doc("A page of a service's log, counted back from the end", query=LogQuery, responses={200: LogPage},
+         errors=(404,), auth="console")
 async def get_logs(request: web.Request) -> web.Response:
     query = parse_query(request, LogQuery())
     return await _log_page(request, query["lines"], query["offset"])
 
 
 @routes.get("/api/logs/{id}/recent", name="logs_recent")
+@api_doc("A service's last 100 log lines", responses={200: LogPage}, errors=(404,), auth="console")
 async def recent_logs(request: web.Request) -> web.Response:
     return await _log_page(request, RECENT_LINES, 0)
 
 
 @routes.delete("/api/logs/{id}", name="logs_clear")
+@api_doc("Clear a service's log", responses={200: LogCleared}, errors=(404,), auth="console")
 async def clear_logs(request: web.Request) -> web.Response:
     service_id = _known(request)
     await request.app[LOGS].get(service_id).clear()
@@ -155,6 +174,8 @@ async def clear_logs(request: web.Request) -> web.Response:
 # ------------------------------------------------------------------ push
 
 @routes.get("/ws", name="console_ws")
+@api_doc("Server push (WebSocket upgrade): `log`, `status` and `stt-log` messages", query=PushQuery,
+         responses={101: None}, headers={"Upgrade": "`websocket`"}, auth="console")
 async def websocket(request: web.Request) -> web.WebSocketResponse:
     return await request.app[PUSH].handle(request)
 
@@ -260,6 +281,7 @@ def create_console_app(config: Config, *, host: str | None = None,
     app.router.add_routes(routes)
     add_document_route(app, "console", __version__, lambda app: [push_channel(bool(app[CREDENTIAL]))],
                        "The console's server push on /ws.")
+    add_document_routes(app, "Management console (console)", __version__, auth="console")
 
     async def supervisor_ctx(app: web.Application) -> AsyncIterator[None]:
         await supervisor.open()

@@ -50,11 +50,17 @@ ALWAYS = (500,)
 
 
 class ErrorBody(marshmallow.Schema):
-    """Every error of every service (spec: "Errors")."""
+    """Every error of every service (spec: "Errors"). Some carry more (a validation error its
+    `fields`, the console the services' states), so other members are allowed."""
+
+    class Meta:
+        unknown = marshmallow.INCLUDE
 
     error = marshmallow.fields.String(required=True, metadata={"description": "What went wrong, for a person."})
     errorType = marshmallow.fields.String(required=True, metadata={"description": "What went wrong, for a program."})
     hint = marshmallow.fields.String(allow_none=True, metadata={"description": "What to do about it."})
+    field_errors = marshmallow.fields.Dict(data_key="fields",
+                                           metadata={"description": "Validation errors: each field's messages."})
 
 
 @dataclass
@@ -64,11 +70,15 @@ class ApiDoc:
     query: Any = None
     responses: Mapping[int, Any] = field(default_factory=dict)
     errors: tuple[int, ...] = ()
-    auth: str = "user"                     # "none", "user", "admin", "peer", "webhook"
+    auth: str = "user"                     # a key of SECURITY
     content_type: str = "application/json"  # of the request body
     produces: str = "application/json"      # of the successful response
     description: str = ""
     tags: tuple[str, ...] = ()
+    body_required: bool = True
+    headers: Mapping[str, str] = field(default_factory=dict)
+    response_headers: Mapping[str, str] = field(default_factory=dict)
+    path: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
@@ -76,12 +86,25 @@ Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 def api_doc(summary: str, *, body: Any = None, query: Any = None, responses: Mapping[int, Any] | None = None,
             errors: tuple[int, ...] = (), auth: str = "user", content_type: str = "application/json",
-            produces: str = "application/json", description: str = "",
-            tags: tuple[str, ...] = ()) -> Callable[[Handler], Handler]:
-    """Declare a handler's request and answers for the OpenAPI document. `responses` maps a
-    status to a schema (None: no body); `errors` lists the error statuses it may answer."""
+            produces: str = "application/json", description: str = "", tags: tuple[str, ...] = (),
+            body_required: bool = True, headers: Mapping[str, str] | None = None,
+            response_headers: Mapping[str, str] | None = None,
+            path: Mapping[str, Mapping[str, Any]] | None = None) -> Callable[[Handler], Handler]:
+    """Declare a handler's request and answers for the OpenAPI document.
+
+    `body` and each value of `responses` (keyed by status) is a marshmallow schema, a JSON
+    schema dict, None (no body; for a media type other than JSON, a string or binary body), or
+    a mapping {media type: one of those} when there are several. `content_type` and `produces`
+    are the media types of a plain `body` and plain responses. `errors` lists the error statuses
+    it may answer (401/403/400/413 are added from `auth` and the parameters). `headers`: request
+    headers it reads, `response_headers`: headers of its successful answers (name: meaning);
+    `path`: a JSON schema (pattern, format, length) per path parameter. `auth` is one of
+    SECURITY's keys."""
+    if auth not in SECURITY:
+        raise ValueError(f"api_doc: auth {auth!r} is not one of {', '.join(SECURITY)}")
     doc = ApiDoc(summary, body, query, dict(responses or {200: None}), tuple(errors), auth, content_type,
-                 produces, description, tuple(tags))
+                 produces, description, tuple(tags), body_required, dict(headers or {}),
+                 dict(response_headers or {}), dict(path or {}))
 
     def decorate(handler: Handler) -> Handler:
         handler.__api_doc__ = doc  # type: ignore[attr-defined]
@@ -97,29 +120,82 @@ def doc_of(handler: Any) -> ApiDoc | None:
 
 
 _PARAMETER = re.compile(r"\{([^}:]+)(?::[^}]*)?\}")
+# Who may call: the credentials an operation accepts (any one of the list; `{}` is none).
 SECURITY: dict[str, list[dict[str, list[str]]]] = {
-    "user": [{"bearer": []}],
-    "admin": [{"bearer": []}],
-    "peer": [{"bearer": []}],
-    "webhook": [{"webhookKey": []}],
     "none": [],
+    "user": [{"bearer": []}],                     # a person's access token or the peer credential
+    "optional": [{}, {"bearer": []}],             # anonymous, or a token that is checked when sent
+    "admin": [{"bearer": []}],                    # the administrator's token or the peer credential
+    "peer": [{"bearer": []}],                     # the peer credential (SERVICE_TOKEN) only
+    "webhook": [{"webhookKey": []}],
+    "discord": [{"discordSignature": []}, {"webhookKey": []}],
+    "console": [{}, {"bearer": []}, {"basic": []}],  # the console: none on loopback
 }
+# Statuses an `auth` adds: a bad credential, a credential that may not do this.
+AUTH_ERRORS = {"user": (401,), "optional": (401,), "admin": (401, 403), "peer": (401, 403), "webhook": (401,),
+               "discord": (401,), "console": (401, 403), "none": ()}
+# Media types whose body is text rather than bytes, when a response names no schema.
+_TEXT = ("text/", "application/json", "application/x-ndjson")
 
 
-def _schema_instance(schema: Any) -> marshmallow.Schema | None:
-    if schema is None:
-        return None
+def _schema_instance(schema: Any) -> Any:
+    if schema is None or isinstance(schema, (dict, str)):
+        return schema
     return schema() if isinstance(schema, type) else schema
+
+
+def _media(value: Any, default_type: str) -> dict[str, Any]:
+    """{media type: schema} of a body or an answer as `api_doc` takes it."""
+    if isinstance(value, Mapping) and value and all("/" in key for key in value):
+        return {media: _schema_instance(schema) for media, schema in value.items()}
+    return {default_type: _schema_instance(value)}
+
+
+def _content(media: Mapping[str, Any]) -> dict[str, dict]:
+    content = {}
+    for media_type, schema in media.items():
+        if schema is None:
+            schema = {"type": "string"} if media_type.startswith(_TEXT) else {"type": "string", "format": "binary"}
+        content[media_type] = {"schema": schema}
+    return content
+
+
+def _name_resolver() -> Callable[[Any], str]:
+    """Component names: the class name; when two plugins of one service declare schemas of the
+    same name, the later one is prefixed with its package (apispec would rename it and warn)."""
+    names: dict[type, str] = {}
+
+    def resolve(schema: Any) -> str:
+        cls = schema if isinstance(schema, type) else type(schema)
+        if cls in names:
+            return names[cls]
+        base = cls.__name__.removesuffix("Schema") or cls.__name__
+        package = next((part for part in cls.__module__.split(".") if part != "plugins"), "")
+        name, number = base, 1
+        while name in names.values():
+            number += 1
+            name = package.title().replace("_", "") + base + (str(number) if number > 2 else "")
+        names[cls] = name
+        return name
+
+    return resolve
 
 
 def build_document(app: web.Application, title: str, version: str) -> dict:
     """The OpenAPI document of every route `app` answers."""
-    spec = APISpec(title=title, version=version, openapi_version="3.1.0", plugins=[MarshmallowPlugin()],
+    spec = APISpec(title=title, version=version, openapi_version="3.1.0",
+                   plugins=[MarshmallowPlugin(schema_name_resolver=_name_resolver())],
                    info={"description": "Generated from the routes and their marshmallow schemas."})
     spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer",
                                                "description": "An access token, or the peer credential "
                                                               "(SERVICE_TOKEN) between services."})
+    spec.components.security_scheme("basic", {"type": "http", "scheme": "basic",
+                                              "description": "The administrator's name and password."})
     spec.components.security_scheme("webhookKey", {"type": "apiKey", "in": "header", "name": "X-Webhook-Key"})
+    spec.components.security_scheme("discordSignature", {
+        "type": "apiKey", "in": "header", "name": "X-Signature-Ed25519",
+        "description": "Discord's Ed25519 signature of X-Signature-Timestamp + the body, checked "
+                       "against DISCORD_PUBLIC_KEY."})
     spec.components.schema("ErrorBody", schema=ErrorBody)
     paths: dict[str, dict[str, dict]] = {}
     for route in app.router.routes():
@@ -129,20 +205,26 @@ def build_document(app: web.Application, title: str, version: str) -> dict:
             continue
         path = _PARAMETER.sub(r"{\1}", resource.canonical)
         doc = doc_of(route.handler)
-        paths.setdefault(path, {})[method.lower()] = _operation(spec, path, route, doc)
+        paths.setdefault(path, {})[method.lower()] = _operation(path, route, doc)
     for path in sorted(paths):
         spec.path(path=path, operations=paths[path])
     return spec.to_dict()
 
 
-def _operation(spec: APISpec, path: str, route: web.AbstractRoute, doc: ApiDoc | None) -> dict:
-    parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
-                  for name in _PARAMETER.findall(path)]
+def _operation(path: str, route: web.AbstractRoute, doc: ApiDoc | None) -> dict:
+    names = _PARAMETER.findall(path)
     if doc is None:
-        return {"summary": route.name or path, "parameters": parameters, "x-undocumented": True,
+        return {"summary": route.name or path, "x-undocumented": True,
+                "parameters": [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+                               for name in names],
                 "responses": {"default": {"description": "Not documented."}}}
+    unknown = set(doc.path) - set(names)
+    if unknown:
+        raise ValueError(f"api_doc of {path}: no path parameter {', '.join(sorted(unknown))}")
+    parameters: list[dict] = [{"name": name, "in": "path", "required": True,
+                               "schema": {"type": "string", **doc.path.get(name, {})}} for name in names]
     operation: dict[str, Any] = {"summary": doc.summary, "operationId": route.name or None,
-                                 "security": SECURITY.get(doc.auth, SECURITY["user"])}
+                                 "security": SECURITY[doc.auth]}
     if doc.description:
         operation["description"] = doc.description
     if doc.tags:
@@ -150,29 +232,30 @@ def _operation(spec: APISpec, path: str, route: web.AbstractRoute, doc: ApiDoc |
     query = _schema_instance(doc.query)
     if query is not None:
         parameters.append({"in": "query", "schema": query})
+    parameters += [{"name": name, "in": "header", "required": False, "description": meaning,
+                    "schema": {"type": "string"}} for name, meaning in doc.headers.items()]
     if parameters:
         operation["parameters"] = parameters
-    body = _schema_instance(doc.body)
+    body = _media(doc.body, doc.content_type) if doc.body is not None else None
+    if body is None and doc.content_type.startswith("multipart/"):
+        body = {doc.content_type: {"type": "object"}}
     if body is not None:
-        operation["requestBody"] = {"required": True, "content": {doc.content_type: {"schema": body}}}
-    elif doc.content_type.startswith("multipart/"):
-        operation["requestBody"] = {"required": True, "content": {doc.content_type: {"schema": {"type": "object"}}}}
+        operation["requestBody"] = {"required": doc.body_required, "content": _content(body)}
     responses: dict[str, dict] = {}
-    for status, schema in doc.responses.items():
-        instance = _schema_instance(schema)
+    for status, answer in doc.responses.items():
         entry: dict[str, Any] = {"description": "Success." if status < 300 else "Answer."}
-        if instance is not None:
-            entry["content"] = {doc.produces: {"schema": instance}}
-        elif status != 204 and doc.produces != "application/json":
-            entry["content"] = {doc.produces: {"schema": {"type": "string", "format": "binary"}}}
+        media = _media(answer, doc.produces)
+        if status not in (101, 204, 304) and not (set(media) == {"application/json"} and answer is None):
+            entry["content"] = _content(media)
+        if doc.response_headers and 200 <= status < 300:
+            entry["headers"] = {name: {"description": meaning, "schema": {"type": "string"}}
+                                for name, meaning in doc.response_headers.items()}
         responses[str(status)] = entry
-    statuses = set(doc.errors) | set(ALWAYS)
-    if doc.auth in ("user", "admin", "peer", "webhook"):
-        statuses.add(401)
-    if doc.auth == "admin":
-        statuses.add(403)
-    if body is not None or query is not None:
-        statuses.add(400)
+    statuses = set(doc.errors) | set(ALWAYS) | set(AUTH_ERRORS[doc.auth])
+    if body is not None or query is not None or names or doc.headers:
+        statuses.add(400)  # a body or parameter that does not fit, or a NUL in the address
+    if body is not None and any(media == "application/json" for media in body):
+        statuses.add(413)
     for status in sorted(statuses):
         responses[str(status)] = {"description": ERROR_MEANINGS.get(status, "The server failed."),
                                   "content": {"application/json": {"schema": "ErrorBody"}}}
@@ -186,7 +269,7 @@ def undocumented(document: dict) -> list[str]:
             for method, operation in operations.items() if operation.get("x-undocumented")]
 
 
-def add_document_routes(app: web.Application, title: str, version: str) -> None:
+def add_document_routes(app: web.Application, title: str, version: str, auth: str = "none") -> None:
     """`GET /api/v1/openapi.json` and `GET /api/v1/docs`; the document is built once, on first use
     (every route is added by then)."""
     cache: list[dict] = []
@@ -196,11 +279,12 @@ def add_document_routes(app: web.Application, title: str, version: str) -> None:
             cache.append(build_document(app, title, version))
         return cache[0]
 
-    @api_doc("This service's OpenAPI document", auth="none")
+    @api_doc("This service's OpenAPI document", auth=auth,
+             responses={200: {"type": "object", "description": "An OpenAPI 3.1 document."}})
     async def openapi(request: web.Request) -> web.Response:
         return web.json_response(document())
 
-    @api_doc("A page listing this service's endpoints", auth="none", produces="text/html")
+    @api_doc("A page listing this service's endpoints", auth=auth, produces="text/html")
     async def docs(request: web.Request) -> web.Response:
         return web.Response(text=render_page(document()), content_type="text/html",
                             headers={"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'"})

@@ -18,9 +18,14 @@ from marshmallow import fields, validate
 from gateway.context import get_context
 from gateway.errors import BadGateway, BadRequest, Conflict, NotFound
 from gateway.identity import require_admin
+from gateway.openapi import api_doc
 from gateway.validation import parse_body, parse_query
 from plugins.ai_core.contract import AI_CORE, AiCore
 from plugins.chat.contract import PRESENCE, Presence
+
+from .schemas import (HealthCheck, KnownClients, LiveSessions, LiveSessionsByUser, ModelChanged, Models,
+                      NoteSaved, ProviderChanged, ProviderModels, Providers, RouteChanged, RoutingRule,
+                      SessionState)
 
 PREFIX = "/api/v1/admin"
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,99}\Z")
@@ -34,6 +39,7 @@ KNOWN_PARAMS = {  # name -> (lowest, highest, whole numbers only)
 }
 
 routes = web.RouteTableDef()
+KEY_PARAMETER = {"pattern": KEY_PATTERN.pattern, "maxLength": 100}  # what path_key accepts, for the document
 
 
 def mask_key(api_key: str | None) -> str:
@@ -213,6 +219,8 @@ async def live_sessions(presence: Presence | None) -> list[dict]:
 
 
 @routes.get(PREFIX + "/sessions", name="admin.sessions")
+@api_doc("Live sessions: connected devices, running and queued turns", responses={200: LiveSessions},
+         errors=(503,), auth="admin")
 async def sessions(request: web.Request) -> web.Response:
     await require_admin(request)
     live = await live_sessions(presence_of(request))
@@ -220,6 +228,7 @@ async def sessions(request: web.Request) -> web.Response:
 
 
 @routes.get(PREFIX + "/sessions/active", name="admin.sessions_active")
+@api_doc("Live sessions grouped by user", responses={200: LiveSessionsByUser}, errors=(503,), auth="admin")
 async def sessions_active(request: web.Request) -> web.Response:
     await require_admin(request)
     users: dict[str, list[dict]] = {}
@@ -230,6 +239,7 @@ async def sessions_active(request: web.Request) -> web.Response:
 
 
 @routes.get(PREFIX + "/sessions/{id}", name="admin.session")
+@api_doc("One live session", responses={200: SessionState}, errors=(404, 503), auth="admin")
 async def session(request: web.Request) -> web.Response:
     await require_admin(request)
     session_id = request.match_info["id"]
@@ -242,6 +252,8 @@ async def session(request: web.Request) -> web.Response:
 
 
 @routes.get(PREFIX + "/clients", name="admin.clients")
+@api_doc("Devices that have connected to the chat channel", query=ClientsQuery, responses={200: KnownClients},
+         errors=(503,), auth="admin")
 async def clients(request: web.Request) -> web.Response:
     await require_admin(request)
     query = parse_query(request, ClientsQuery())
@@ -251,6 +263,8 @@ async def clients(request: web.Request) -> web.Response:
 
 
 @routes.put(PREFIX + "/clients/{id}/note", name="admin.client_note")
+@api_doc("Set the administrator's note on a known client", body=NoteBody, responses={200: NoteSaved},
+         errors=(404, 503), auth="admin")
 async def client_note(request: web.Request) -> web.Response:
     await require_admin(request)
     client_id = request.match_info["id"]
@@ -266,6 +280,7 @@ async def client_note(request: web.Request) -> web.Response:
 # ---------------------------------------------------------------- providers
 
 @routes.get(PREFIX + "/models/providers", name="admin.providers")
+@api_doc("Model providers (keys masked)", responses={200: Providers}, errors=(502, 503), auth="admin")
 async def providers(request: web.Request) -> web.Response:
     await require_admin(request)
     items = [{"name": p["name"], "base_url": p["base_url"], "api_key": mask_key(p.get("api_key")),
@@ -274,6 +289,8 @@ async def providers(request: web.Request) -> web.Response:
 
 
 @routes.post(PREFIX + "/models/providers/{name}", name="admin.provider_save")
+@api_doc("Add or change a provider (api_key left out: the stored key stays)", body=ProviderBody,
+         responses={200: ProviderChanged}, errors=(502, 503), auth="admin", path={"name": KEY_PARAMETER})
 async def provider_save(request: web.Request) -> web.Response:
     await require_admin(request)
     name = path_key(request, "name", "provider name")
@@ -285,6 +302,8 @@ async def provider_save(request: web.Request) -> web.Response:
 
 
 @routes.delete(PREFIX + "/models/providers/{name}", name="admin.provider_delete")
+@api_doc("Delete a provider no model uses", responses={200: ProviderChanged}, errors=(404, 409, 502, 503),
+         auth="admin", path={"name": KEY_PARAMETER})
 async def provider_delete(request: web.Request) -> web.Response:
     await require_admin(request)
     ai_core = ai_core_of(request)
@@ -300,6 +319,7 @@ async def provider_delete(request: web.Request) -> web.Response:
 # ---------------------------------------------------------------- models
 
 @routes.get(PREFIX + "/models/models", name="admin.models")
+@api_doc("Models", responses={200: Models}, errors=(502, 503), auth="admin")
 async def models(request: web.Request) -> web.Response:
     await require_admin(request)
     listed = await ai_core_of(request).models()
@@ -307,6 +327,8 @@ async def models(request: web.Request) -> web.Response:
 
 
 @routes.post(PREFIX + "/models/models/{id}", name="admin.model_save")
+@api_doc("Add or change a model of a saved provider", body=ModelBody, responses={200: ModelChanged},
+         errors=(502, 503), auth="admin", path={"id": KEY_PARAMETER})
 async def model_save(request: web.Request) -> web.Response:
     await require_admin(request)
     ai_core = ai_core_of(request)
@@ -324,6 +346,8 @@ async def model_save(request: web.Request) -> web.Response:
 
 
 @routes.delete(PREFIX + "/models/models/{id}", name="admin.model_delete")
+@api_doc("Delete a model no routing rule names", responses={200: ModelChanged}, errors=(404, 409, 502, 503),
+         auth="admin", path={"id": KEY_PARAMETER})
 async def model_delete(request: web.Request) -> web.Response:
     await require_admin(request)
     ai_core = ai_core_of(request)
@@ -339,12 +363,16 @@ async def model_delete(request: web.Request) -> web.Response:
 # ---------------------------------------------------------------- routing
 
 @routes.get(PREFIX + "/models/routing", name="admin.routing")
+@api_doc("Routing rules: the fallback chain of models per purpose", responses={200: RoutingRule(many=True)},
+         errors=(502, 503), auth="admin")
 async def routing(request: web.Request) -> web.Response:
     await require_admin(request)
     return web.json_response(await ai_core_of(request).routes())
 
 
 @routes.post(PREFIX + "/models/routing/{purpose}", name="admin.routing_save")
+@api_doc("Set a purpose's fallback chain of saved models", body=RouteBody, responses={200: RouteChanged},
+         errors=(502, 503), auth="admin", path={"purpose": KEY_PARAMETER})
 async def routing_save(request: web.Request) -> web.Response:
     await require_admin(request)
     ai_core = ai_core_of(request)
@@ -369,6 +397,8 @@ async def routing_save(request: web.Request) -> web.Response:
 
 
 @routes.delete(PREFIX + "/models/routing/{purpose}", name="admin.routing_delete")
+@api_doc("Delete a routing rule", responses={200: RouteChanged}, errors=(404, 502, 503), auth="admin",
+         path={"purpose": KEY_PARAMETER})
 async def routing_delete(request: web.Request) -> web.Response:
     await require_admin(request)
     purpose = path_key(request, "purpose", "purpose")
@@ -379,6 +409,8 @@ async def routing_delete(request: web.Request) -> web.Response:
 # ---------------------------------------------------------------- reaching a provider
 
 @routes.post(PREFIX + "/models/health-check", name="admin.health_check")
+@api_doc("Reach a provider for real: its model list, or a one-token completion", body=HealthCheckBody,
+         responses={200: HealthCheck}, errors=(404, 502, 503), auth="admin")
 async def health_check(request: web.Request) -> web.Response:
     """Reach the provider for real: its model list, or when it has none, a one-token
     completion with one of its models. Reports what happened; never fails the request
@@ -428,6 +460,8 @@ async def health_check(request: web.Request) -> web.Response:
 
 
 @routes.get(PREFIX + "/models/fetch-models/{name}", name="admin.fetch_models")
+@api_doc("A provider's model list, from its saved address or `url`", query=FetchModelsQuery,
+         responses={200: ProviderModels}, errors=(404, 502, 503), auth="admin", path={"name": KEY_PARAMETER})
 async def fetch_models(request: web.Request) -> web.Response:
     """The provider's model list at `url` (default: the saved provider's `/models`). The URL
     is the caller's, so the AI core fetches it through the guarded fetcher and sends the

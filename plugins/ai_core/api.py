@@ -15,6 +15,7 @@ from gateway.context import get_context
 from gateway.contracts import ContractKey
 from gateway.errors import BadGateway, BadRequest, NotFound
 from gateway.identity import Identity, owner_for, require_admin, require_user
+from gateway.openapi import api_doc
 from gateway.validation import parse_body, parse_query
 
 from . import store
@@ -23,6 +24,9 @@ from .contract import ChatEvent, DoneEvent
 from .engine import Engine, Turn, TurnFailed
 from .images import ImageError, bad_image, origin
 from .providers import ProviderError
+from .schemas import (CHAT_EVENTS, OPENAI_CHUNKS, ChatCompletion, Description, IdChanged, NameChanged,
+                      OpenAiModels, PurposeChanged, StoredModels, StoredProviders, StoredRoute, ToolCalls,
+                      ToolCallStats, ToolList)
 
 routes = web.RouteTableDef()
 
@@ -79,6 +83,9 @@ def sse_frame(event: ChatEvent) -> bytes:
 
 
 @routes.post("/api/v1/chat/stream", name="ai_core.chat_stream")
+@api_doc("One chat turn, answered as a stream of server-sent events", body=ChatStreamBody,
+         responses={200: {"text/event-stream": CHAT_EVENTS}}, errors=(403,),
+         description="With the peer credential, `user_id` names the user the turn is for.")
 async def chat_stream(request: web.Request) -> web.StreamResponse:
     identity = await require_user(request)
     body = await parse_body(request, ChatStreamBody())
@@ -132,6 +139,9 @@ def _check_messages(messages: list[dict]) -> None:
 
 
 @routes.post("/v1/chat/completions", name="ai_core.openai_chat")
+@api_doc("OpenAI-compatible chat completion (`model` `assistant`: the chat route)", body=OpenAiBody,
+         responses={200: {"application/json": ChatCompletion, "text/event-stream": OPENAI_CHUNKS}},
+         errors=(403, 404, 502, 503))
 async def openai_chat(request: web.Request) -> web.StreamResponse:
     identity = await require_user(request)
     body = await parse_body(request, OpenAiBody())
@@ -198,6 +208,8 @@ async def openai_chat(request: web.Request) -> web.StreamResponse:
 
 
 @routes.get("/v1/models", name="ai_core.openai_models")
+@api_doc("OpenAI-compatible model list: `assistant` and the enabled models", responses={200: OpenAiModels},
+         errors=(403, 503))
 async def openai_models(request: web.Request) -> web.Response:
     await require_user(request)
     models = [m for m in await store.list_models(get_context(request).db) if m.enabled]
@@ -215,6 +227,8 @@ class VisionBody(marshmallow.Schema):
 
 
 @routes.post("/api/v1/vision/describe", name="ai_core.vision_describe")
+@api_doc("Describe an image (a data URI or an http(s) URL) with the vision route's models", body=VisionBody,
+         responses={200: Description}, errors=(404, 502, 503))
 async def vision_describe(request: web.Request) -> web.Response:
     await require_user(request)
     body = await parse_body(request, VisionBody())
@@ -251,6 +265,7 @@ class CallsQuery(marshmallow.Schema):
 
 
 @routes.get("/api/v1/tools", name="ai_core.tools")
+@api_doc("The tools the models may call", responses={200: ToolList})
 async def list_tools(request: web.Request) -> web.Response:
     await require_user(request)
     tools = engine_of(request).registry.describe()
@@ -258,6 +273,7 @@ async def list_tools(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/v1/tools/calls", name="ai_core.tool_calls")
+@api_doc("A page of recorded tool calls", query=CallsQuery, responses={200: ToolCalls}, errors=(503,), auth="admin")
 async def tool_calls(request: web.Request) -> web.Response:
     await require_admin(request)
     query = parse_query(request, CallsQuery())
@@ -268,6 +284,8 @@ async def tool_calls(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/v1/tools/calls/stats", name="ai_core.tool_call_stats")
+@api_doc("Tool-call counts, failures and durations per tool", responses={200: ToolCallStats}, errors=(503,),
+         auth="admin")
 async def tool_call_stats(request: web.Request) -> web.Response:
     await require_admin(request)
     tools = await store.tool_call_statistics(get_context(request).db)
@@ -316,6 +334,7 @@ def _valid_key(value: str, what: str) -> str:
 
 
 @routes.get("/api/v1/models/providers", name="ai_core.providers")
+@api_doc("Model providers (keys masked)", responses={200: StoredProviders}, errors=(503,), auth="admin")
 async def providers_list(request: web.Request) -> web.Response:
     await require_admin(request)
     providers = await store.list_providers(get_context(request).db)
@@ -324,6 +343,7 @@ async def providers_list(request: web.Request) -> web.Response:
 
 
 @routes.post("/api/v1/models/providers/{name}", name="ai_core.provider_save")
+@api_doc("Add or change a provider", body=ProviderBody, responses={200: NameChanged}, errors=(503,), auth="admin")
 async def provider_save(request: web.Request) -> web.Response:
     await require_admin(request)
     name = _valid_key(request.match_info["name"], "provider name")
@@ -346,6 +366,7 @@ async def provider_save(request: web.Request) -> web.Response:
 
 
 @routes.delete("/api/v1/models/providers/{name}", name="ai_core.provider_delete")
+@api_doc("Delete a provider", responses={200: NameChanged}, errors=(404, 503), auth="admin")
 async def provider_delete(request: web.Request) -> web.Response:
     await require_admin(request)
     name = request.match_info["name"]
@@ -355,6 +376,7 @@ async def provider_delete(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/v1/models/models", name="ai_core.models")
+@api_doc("Models", responses={200: StoredModels}, errors=(503,), auth="admin")
 async def models_list(request: web.Request) -> web.Response:
     await require_admin(request)
     models = await store.list_models(get_context(request).db)
@@ -365,6 +387,7 @@ async def models_list(request: web.Request) -> web.Response:
 
 
 @routes.post("/api/v1/models/models/{id}", name="ai_core.model_save")
+@api_doc("Add or change a model", body=ModelBody, responses={200: IdChanged}, errors=(503,), auth="admin")
 async def model_save(request: web.Request) -> web.Response:
     await require_admin(request)
     model_id = _valid_key(request.match_info["id"], "model id")
@@ -375,6 +398,7 @@ async def model_save(request: web.Request) -> web.Response:
 
 
 @routes.delete("/api/v1/models/models/{id}", name="ai_core.model_delete")
+@api_doc("Delete a model", responses={200: IdChanged}, errors=(404, 503), auth="admin")
 async def model_delete(request: web.Request) -> web.Response:
     await require_admin(request)
     model_id = request.match_info["id"]
@@ -384,6 +408,7 @@ async def model_delete(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/v1/models/routing", name="ai_core.routing")
+@api_doc("Routing rules", responses={200: StoredRoute(many=True)}, errors=(503,), auth="admin")
 async def routing_list(request: web.Request) -> web.Response:
     await require_admin(request)
     rules = await store.list_routes(get_context(request).db)
@@ -392,6 +417,8 @@ async def routing_list(request: web.Request) -> web.Response:
 
 
 @routes.post("/api/v1/models/routing/{purpose}", name="ai_core.routing_save")
+@api_doc("Set a purpose's fallback chain", body=RouteBody, responses={200: PurposeChanged}, errors=(503,),
+         auth="admin")
 async def routing_save(request: web.Request) -> web.Response:
     await require_admin(request)
     purpose = _valid_key(request.match_info["purpose"], "purpose")
@@ -402,6 +429,7 @@ async def routing_save(request: web.Request) -> web.Response:
 
 
 @routes.delete("/api/v1/models/routing/{purpose}", name="ai_core.routing_delete")
+@api_doc("Delete a routing rule", responses={200: PurposeChanged}, errors=(404, 503), auth="admin")
 async def routing_delete(request: web.Request) -> web.Response:
     await require_admin(request)
     purpose = request.match_info["purpose"]

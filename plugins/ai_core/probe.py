@@ -18,9 +18,11 @@ from gateway.context import get_context
 from gateway.errors import NotFound
 from gateway.fetch import FetchError, GuardedFetcher
 from gateway.identity import require_admin
+from gateway.openapi import api_doc
 from gateway.validation import parse_body
 
 from . import store
+from .schemas import ProbeAnswer
 
 routes = web.RouteTableDef()
 
@@ -45,6 +47,8 @@ def _origin(url: str) -> tuple[str, str, int]:
 
 
 @routes.post("/api/v1/models/providers/{name}/probe", name="ai_core.provider_probe")
+@api_doc("One request to a provider with its stored key (its model list by default)", body=ProbeBody,
+         body_required=False, responses={200: ProbeAnswer}, errors=(404, 503), auth="admin")
 async def provider_probe(request: web.Request) -> web.Response:
     await require_admin(request)
     name = request.match_info["name"]

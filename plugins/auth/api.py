@@ -18,11 +18,13 @@ from marshmallow import fields, validate
 from gateway.context import Context
 from gateway.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable, TooManyRequests, Unauthorized
 from gateway.identity import ADMIN_USER_ID, Identity, require_user
+from gateway.openapi import api_doc
 from gateway.validation import load, parse_body
 
 from . import store
 from .addresses import Network, client_address
 from .passwords import PasswordHasher
+from .schemas import LoggedOut, Profile, SignedIn, TokenPair
 from .tokens import JwtTokens, bearer_token, invalid_token
 
 log = logging.getLogger("plugins.auth")
@@ -217,6 +219,8 @@ def accounts_of(request: web.Request) -> Accounts:
 
 
 @routes.post("/api/v1/auth/register", name="auth_register")
+@api_doc("Create an account (when REGISTRATION_ENABLED)", body=RegisterSchema, responses={201: SignedIn},
+         errors=(403, 409, 429, 503), auth="none")
 @needs_database("Registration")
 async def register(request: web.Request) -> web.Response:
     accounts = accounts_of(request)
@@ -243,6 +247,8 @@ async def register(request: web.Request) -> web.Response:
 
 
 @routes.post("/api/v1/auth/login", name="auth_login")
+@api_doc("Log in with a username and password", body=LoginSchema, responses={200: SignedIn},
+         errors=(401, 429, 503), auth="none")
 @needs_database("Logging in")
 async def login(request: web.Request) -> web.Response:
     accounts = accounts_of(request)
@@ -273,6 +279,8 @@ async def login(request: web.Request) -> web.Response:
 
 
 @routes.post("/api/v1/auth/refresh", name="auth_refresh")
+@api_doc("New tokens for a refresh token (body) or an access token, expired or not (bearer)",
+         body=RefreshSchema, body_required=False, responses={200: TokenPair}, errors=(503,), auth="optional")
 async def refresh(request: web.Request) -> web.Response:
     accounts = accounts_of(request)
     body = await parse_body(request, RefreshSchema(), allow_empty=True)
@@ -292,6 +300,8 @@ async def refresh(request: web.Request) -> web.Response:
 
 
 @routes.post("/api/v1/auth/logout", name="auth_logout")
+@api_doc("Revoke this login (or with `all`, every login of the user)", body=LogoutSchema, body_required=False,
+         responses={200: LoggedOut}, errors=(403, 503), auth="optional")
 async def logout(request: web.Request) -> web.Response:
     """Revoke the login's refresh-token family (or, with `all`, every login of the user) and
     spend the access token, so neither can be renewed again."""
@@ -329,6 +339,7 @@ async def logout(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/v1/profile", name="profile")
+@api_doc("The caller's profile", responses={200: Profile}, errors=(404,))
 async def profile(request: web.Request) -> web.Response:
     accounts = accounts_of(request)
     identity = await require_user(request)

@@ -15,6 +15,7 @@ from gateway.asyncapi import websocket_endpoint
 from gateway.context import get_context
 from gateway.errors import ApiError, Forbidden
 from gateway.identity import require_user
+from gateway.openapi import api_doc
 from gateway.validation import parse_query
 from gateway.ws import dispatch_frame, require_identity
 
@@ -44,6 +45,13 @@ class ConnectQuery(marshmallow.Schema):
     device_name = fields.String(load_default="", validate=validate.Length(max=128))
     resume = fields.Boolean(load_default=True)
     after = fields.String(load_default=None, validate=validate.Regexp(r"^[^:]{1,64}:-?\d{1,9}\Z"))
+
+
+class HandshakeQuery(ConnectQuery):
+    """The handshake's query as documented: ConnectQuery and the token the authenticator reads."""
+
+    token = fields.String(metadata={"description": "The access token, when no Authorization header is sent "
+                                                   "(browsers cannot set headers on a WebSocket)."})
 
 
 class AttachmentFrame(marshmallow.Schema):
@@ -134,6 +142,11 @@ def origin_allowed(request: web.Request, allowed: list[str], public_base_url: st
 # for as long as each connection lives (bench/chat measures memory per idle connection).
 @routes.get("/ws/chat", name="chat.ws", allow_head=False)
 @websocket_endpoint("The chat channel: a person's messages in, the assistant's replies out", query=ConnectQuery)
+@api_doc("Open the chat channel (WebSocket upgrade; frames: the AsyncAPI document)", query=HandshakeQuery,
+         responses={101: None}, errors=(403, 404, 503),
+         headers={"Upgrade": "`websocket`", "Origin": "A browser's page"},
+         description="Only the administrator may connect unless [plugins.chat] allow_users is set; a browser "
+                     "page's Origin must be allowed. `after` (`<turn id>:<sequence>`) resumes a reply.")
 async def handle_connect(request: web.Request) -> web.StreamResponse:
     chat = request.config_dict[CHAT_CHANNEL]
     context = get_context(request)

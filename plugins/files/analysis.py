@@ -18,11 +18,13 @@ from aiohttp import BodyPartReader, web
 from gateway.context import get_context
 from gateway.errors import BadRequest
 from gateway.identity import Identity, require_user
+from gateway.openapi import api_doc
 from gateway.validation import load, read_json, with_multipart_field
 from plugins.ai_core.contract import AI_CORE, AiCore, AiCoreError
 
 from . import imaging
 from .api import FILE_STORE
+from .schemas import ImageAnalysis, ImageForm
 from .store import image_rejected, unsupported_type
 from .sniffing import RASTER_IMAGE_TYPES, UnsupportedType, sniff
 
@@ -83,6 +85,9 @@ async def analyze_stored(request: web.Request, identity: Identity, file_id: str)
 
 
 @routes.post("/api/v1/images/analyze", name="images_analyze")
+@api_doc("Analyse an image: a stored file by id (JSON), or an uploaded one (multipart `file` or `image`)",
+         body={"application/json": AnalyzeBody, "multipart/form-data": ImageForm}, responses={200: ImageAnalysis},
+         errors=(404, 502, 503))
 async def handle_analyze(request: web.Request) -> web.Response:
     identity = await require_user(request)
     if not request.content_type.startswith("multipart/"):
@@ -100,6 +105,7 @@ async def handle_analyze(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/v1/images/analyze/{file_id}", name="images_analyze_file")
+@api_doc("Analyse a stored image", responses={200: ImageAnalysis}, errors=(404, 502, 503))
 async def handle_analyze_file(request: web.Request) -> web.Response:
     identity = await require_user(request)
     return web.json_response(await analyze_stored(request, identity, request.match_info["file_id"]))

@@ -11,10 +11,12 @@ from aiohttp import web
 from gateway.blobs import BlobNotFound
 from gateway.errors import ApiError, BadRequest, NotFound, Unauthorized
 from gateway.identity import owner_for, require_user
+from gateway.openapi import api_doc
 from gateway.validation import parse_query, with_multipart_field
 
 from . import imaging
 from .naming import content_disposition
+from .schemas import FileDeleted, FilePage, FileRecord, SignedDownloadQuery, UploadForm, UploadQuery
 from .sniffing import RASTER_IMAGE_TYPES
 from .store import FileStore, file_missing, image_rejected
 
@@ -80,6 +82,8 @@ def parse_range(header: str, size: int) -> tuple[int, int] | None:
 
 
 @routes.post("/api/v1/files/upload", name="files_upload")
+@api_doc("Upload a file (multipart field `file`, up to 20 MB)", body=UploadForm, content_type="multipart/form-data",
+         query=UploadQuery, responses={201: FileRecord}, errors=(403, 502, 503))
 async def upload(request: web.Request) -> web.Response:
     files = request.config_dict[FILE_STORE]
     identity = await require_user(request)
@@ -93,6 +97,8 @@ async def upload(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/v1/files", name="files_list")
+@api_doc("A page of the caller's files (the administrator: everyone's, or one user's)", query=ListQuery,
+         responses={200: FilePage}, errors=(403, 503))
 async def list_files(request: web.Request) -> web.Response:
     files = request.config_dict[FILE_STORE]
     identity = await require_user(request)
@@ -104,6 +110,7 @@ async def list_files(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/v1/files/{file_id}", name="files_get")
+@api_doc("One file's record", responses={200: FileRecord}, errors=(404, 503))
 async def get_file(request: web.Request) -> web.Response:
     files = request.config_dict[FILE_STORE]
     identity = await require_user(request)
@@ -112,6 +119,12 @@ async def get_file(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/v1/files/{file_id}/download", name="files_download")
+@api_doc("The file's bytes, whole or one byte range", query=SignedDownloadQuery, auth="optional",
+         responses={200: {"*/*": None}, 206: {"*/*": None}}, errors=(404, 416, 502, 503),
+         headers={"Range": "One byte range, `bytes=<first>-<last>`"},
+         response_headers={"Content-Disposition": "attachment, with the file's name",
+                           "ETag": "The SHA-256 of the content", "Accept-Ranges": "`bytes`",
+                           "Content-Range": "206 only: the range sent"})
 async def download(request: web.Request) -> web.StreamResponse:
     files = request.config_dict[FILE_STORE]
     if "signature" in request.query:
@@ -157,6 +170,9 @@ async def download(request: web.Request) -> web.StreamResponse:
 
 
 @routes.get("/api/v1/files/{file_id}/thumbnail", name="files_thumbnail")
+@api_doc("A JPEG thumbnail of an image (at most 300x300), or an SVG icon for other files",
+         responses={200: {"image/jpeg": None, "image/svg+xml": None}}, errors=(404, 502, 503),
+         response_headers={"Cache-Control": "`public, max-age=86400`"})
 async def thumbnail(request: web.Request) -> web.Response:
     files = request.config_dict[FILE_STORE]
     identity = await require_user(request)
@@ -178,6 +194,7 @@ async def thumbnail(request: web.Request) -> web.Response:
 
 
 @routes.delete("/api/v1/files/{file_id}", name="files_delete")
+@api_doc("Delete a file and its thumbnail", responses={200: FileDeleted}, errors=(404, 502, 503))
 async def delete_file(request: web.Request) -> web.Response:
     files = request.config_dict[FILE_STORE]
     identity = await require_user(request)

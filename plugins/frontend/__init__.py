@@ -8,6 +8,7 @@ import html
 from aiohttp import web
 
 from gateway.context import get_context
+from gateway.openapi import api_doc
 from gateway.plugins import Plugin, Registrar
 
 routes = web.RouteTableDef()
@@ -36,6 +37,7 @@ written yet, so there is nothing to chat with here for now.</p>
 
 
 @routes.get("/", name="frontend_placeholder")
+@api_doc("The web client's page (a placeholder until it is built)", auth="none", produces="text/html")
 async def placeholder(request: web.Request) -> web.Response:
     config = get_context(request).config
     gateway_url = (config.get("peers.gateway_url") or "http://127.0.0.1:8080").rstrip("/")

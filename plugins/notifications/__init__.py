@@ -16,6 +16,7 @@ from marshmallow import fields, validate
 
 from gateway.context import Context, get_context
 from gateway.identity import owner_for, require_user
+from gateway.openapi import api_doc
 from gateway.plugins import Plugin, Registrar
 from gateway.validation import parse_body
 
@@ -48,6 +49,20 @@ class NotificationFrame(marshmallow.Schema):
     timestamp = fields.Integer(required=True, metadata={"description": "Milliseconds since the epoch."})
 
 
+class Notification(marshmallow.Schema):
+    id = fields.String(required=True, metadata={"format": "uuid"})
+    type = fields.String(required=True, validate=validate.OneOf(NOTIFICATION_TYPES))
+    title = fields.String(required=True)
+    user_id = fields.String(required=True)
+    timestamp = fields.String(required=True, metadata={"description": "RFC 3339."})
+    delivered = fields.Boolean(required=True, metadata={"description": "Whether a device of the user was connected."})
+
+
+class Pushed(marshmallow.Schema):
+    success = fields.Boolean(required=True)
+    notification = fields.Nested(Notification, required=True)
+
+
 class Notifications:
     """Provided as the `NOTIFICATIONS` contract."""
 
@@ -75,6 +90,8 @@ routes = web.RouteTableDef()
 
 
 @routes.post("/api/v1/notifications/push", name="notifications.push")
+@api_doc("Push a notification to every device of a user (people: to themselves)", body=PushBody,
+         responses={200: Pushed}, errors=(403,))
 async def push(request: web.Request) -> web.Response:
     caller = await require_user(request)
     body = await parse_body(request, PushBody())

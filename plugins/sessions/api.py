@@ -9,10 +9,13 @@ from marshmallow import fields, validate
 
 from gateway.context import get_context
 from gateway.identity import Identity, owner_for, require_user
+from gateway.openapi import api_doc
 from gateway.validation import parse_body, parse_query
 
 from . import exports
 from .contract import CONVERSATIONS, Conversations
+from .schemas import (EXPORT_ANSWERS, MessagePage, MessagesCleared, SearchPage, Session, SessionDeleted,
+                      SessionList, SessionsDeleted)
 from .store import session_not_found
 
 MAX_PAGE = 500
@@ -61,6 +64,8 @@ async def visible_session(request: web.Request, user: Identity) -> dict:
 
 
 @routes.post("/api/v1/sessions", name="sessions.create")
+@api_doc("Create a session (its id generated when not given)", body=CreateSessionBody, body_required=False,
+         responses={201: Session}, errors=(409, 503))
 async def create_session(request: web.Request) -> web.Response:
     user = await require_user(request)
     body = await parse_body(request, CreateSessionBody(), allow_empty=True)
@@ -70,6 +75,8 @@ async def create_session(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/v1/sessions", name="sessions.list")
+@api_doc("The caller's sessions (the administrator: any user's)", query=OwnerQuery, responses={200: SessionList},
+         errors=(403, 503))
 async def list_sessions(request: web.Request) -> web.Response:
     user = await require_user(request)
     owner = owner_for(user, parse_query(request, OwnerQuery())["user_id"])
@@ -77,6 +84,8 @@ async def list_sessions(request: web.Request) -> web.Response:
 
 
 @routes.delete("/api/v1/sessions", name="sessions.delete_all")
+@api_doc("Delete every session of the caller (the administrator: of any user)", query=OwnerQuery,
+         responses={200: SessionsDeleted}, errors=(403, 503))
 async def delete_all_sessions(request: web.Request) -> web.Response:
     user = await require_user(request)
     owner = owner_for(user, parse_query(request, OwnerQuery())["user_id"])
@@ -85,12 +94,14 @@ async def delete_all_sessions(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/v1/sessions/{session_id}", name="sessions.get")
+@api_doc("One session", responses={200: Session}, errors=(404, 503))
 async def get_session(request: web.Request) -> web.Response:
     user = await require_user(request)
     return web.json_response(await visible_session(request, user))
 
 
 @routes.delete("/api/v1/sessions/{session_id}", name="sessions.delete")
+@api_doc("Delete a session and its messages", responses={200: SessionDeleted}, errors=(404, 503))
 async def delete_session(request: web.Request) -> web.Response:
     user = await require_user(request)
     session = await visible_session(request, user)
@@ -99,6 +110,8 @@ async def delete_session(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/v1/sessions/{session_id}/messages", name="sessions.messages")
+@api_doc("A page of a session's stored messages, oldest first", query=PageQuery, responses={200: MessagePage},
+         errors=(404, 503))
 async def list_messages(request: web.Request) -> web.Response:
     user = await require_user(request)
     session = await visible_session(request, user)
@@ -108,6 +121,7 @@ async def list_messages(request: web.Request) -> web.Response:
 
 
 @routes.delete("/api/v1/sessions/{session_id}/messages", name="sessions.clear")
+@api_doc("Delete a session's messages, keeping the session", responses={200: MessagesCleared}, errors=(404, 503))
 async def clear_messages(request: web.Request) -> web.Response:
     user = await require_user(request)
     session = await visible_session(request, user)
@@ -116,6 +130,9 @@ async def clear_messages(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/v1/sessions/{session_id}/export", name="sessions.export")
+@api_doc("A session written out as a file: JSON, Markdown or plain text", query=ExportQuery,
+         responses={200: EXPORT_ANSWERS}, errors=(404, 503),
+         response_headers={"Content-Disposition": "attachment, with the session's id and title as file names"})
 async def export_session(request: web.Request) -> web.Response:
     user = await require_user(request)
     session = await visible_session(request, user)
@@ -129,6 +146,8 @@ async def export_session(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/v1/messages/search", name="messages.search")
+@api_doc("Search the caller's messages (the administrator: any user's) for a keyword", query=SearchQuery,
+         responses={200: SearchPage}, errors=(403, 503))
 async def search_messages(request: web.Request) -> web.Response:
     user = await require_user(request)
     query = parse_query(request, SearchQuery())

@@ -17,9 +17,12 @@ from marshmallow import fields, validate
 
 from gateway.context import get_context
 from gateway.errors import BadGateway, BadRequest, Unauthorized
+from gateway.openapi import api_doc
 from gateway.validation import load, parse_body, read_json
 from plugins.chat.contract import CHAT_TURNS, TurnFailed
 from plugins.sessions.contract import CONVERSATIONS
+
+from .schemas import DISCORD_HEADERS, DiscordAnswer, DiscordInteraction, GenericReply
 
 EXTERNAL_PREFIX = "ext_"
 ID_ALPHABET = string.ascii_lowercase + string.digits
@@ -117,6 +120,8 @@ async def converse(request: web.Request, user_id: str, session_id: str, text: st
 # ---------------------------------------------------------------- handlers
 
 @routes.post("/api/v1/webhook/generic", name="webhooks.generic")
+@api_doc("One message in, the assistant's whole reply out", body=GenericBody, responses={200: GenericReply},
+         errors=(404, 502, 503), auth="webhook")
 async def generic(request: web.Request) -> web.Response:
     check_key(request)
     body = await parse_body(request, GenericBody())
@@ -132,6 +137,9 @@ async def generic(request: web.Request) -> web.Response:
 
 
 @routes.post("/api/v1/webhook/discord", name="webhooks.discord")
+@api_doc("Discord's interactions endpoint: PING, and the chat command with a `message` option",
+         body=DiscordInteraction, responses={200: DiscordAnswer}, errors=(404, 502, 503), auth="discord",
+         headers=DISCORD_HEADERS)
 async def discord(request: web.Request) -> web.Response:
     raw = await request.read()
     key = request.config_dict[WEBHOOKS].discord_key

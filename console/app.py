@@ -280,7 +280,7 @@ def create_console_app(config: Config, *, host: str | None = None,
     app[CREDENTIAL] = console_credential(config, host)
     app.router.add_routes(routes)
     add_document_route(app, "console", __version__, lambda app: [push_channel(bool(app[CREDENTIAL]))],
-                       "The console's server push on /ws.")
+                       "The console's server push on /ws.", auth="console")
     add_document_routes(app, "Management console (console)", __version__, auth="console")
 
     async def supervisor_ctx(app: web.Application) -> AsyncIterator[None]:

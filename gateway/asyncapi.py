@@ -188,12 +188,13 @@ def _key(address: str) -> str:
 
 def add_document_route(app: web.Application, title: str, version: str,
                        channels: Callable[[web.Application], list[Channel]] = service_channels,
-                       description: str = "") -> None:
+                       description: str = "", auth: str = "none") -> None:
     """`GET /api/v1/asyncapi.json`; the document is built once, on first use (every route and
-    frame type is registered by then)."""
+    frame type is registered by then). `auth`: as the service's OpenAPI document routes."""
     cache: list[dict] = []
 
-    @api_doc("This service's AsyncAPI document: the frames of its WebSocket endpoints", auth="none")
+    @api_doc("This service's AsyncAPI document: the frames of its WebSocket endpoints", auth=auth,
+             responses={200: {"type": "object", "description": "An AsyncAPI 3.0 document."}})
     async def asyncapi(request: web.Request) -> web.Response:
         if not cache:
             cache.append(build_document(title, version, channels(request.app), description))

@@ -6,7 +6,7 @@ Fallback rule: a model that fails before anything was sent for it (connection er
 429, 5xx, any error) is skipped for the next one; once text, thinking or tool progress has gone
 out, a failure ends the turn with an `error` event — the person never sees a silent cut. When no
 model is configured, or every model failed and the route is not `required`, the offline agent
-answers."""
+answers, after a `system_info` warning that the model is unavailable."""
 from __future__ import annotations
 
 import logging
@@ -15,8 +15,8 @@ from datetime import datetime
 from gateway.fetch import FetchPolicy, GuardedFetcher
 
 from . import store
-from .agent import AGENT_MODEL, OfflineAgent
-from .contract import ChatEvent, Fallback
+from .agent import AGENT_MODEL, OfflineAgent, language_of
+from .contract import ChatEvent, Fallback, SystemInfoEvent
 from .images import ImageError, ImageFetcher, origin
 from .peer import GatewayPeer
 from .providers import ProviderError, stream_completion
@@ -60,6 +60,21 @@ class Outcome:
 
 class TurnFailed(Exception):
     """The turn ended in an error after output had been sent (already reported by an event)."""
+
+
+def model_unavailable_notice(text: str, fallbacks: list[Fallback]) -> SystemInfoEvent:
+    """What the person is told when every routed model failed and the offline agent answers."""
+    refused = all(fallback["kind"] == "refused" for fallback in fallbacks)
+    if language_of(text) == "zh":
+        message = ("语言模型的地址不被允许访问（出站策略），由内置离线助手代答；请管理员检查模型服务的地址设置。"
+                   if refused else "语言模型暂时不可用，由内置离线助手代答；请稍后再试。")
+    else:
+        message = ("The language model's address is not allowed by the server's egress policy, so the "
+                   "built-in offline assistant answers instead; an administrator can allow it."
+                   if refused else "The language model is unavailable right now, so the built-in offline "
+                                   "assistant answers instead; try again in a moment.")
+    return {"type": "system_info", "level": "warning", "message": message,
+            "action": "configure_model" if refused else "retry"}
 
 
 class Engine:
@@ -179,9 +194,11 @@ class Engine:
                         "error": f"every model routed for {purpose!r} failed: "
                                  + "; ".join(f"{f['model']} ({f['kind']})" for f in fallbacks)})
             raise TurnFailed("all models failed")
+        question = self.last_user_text(turn)
+        if fallbacks:
+            await tracked(model_unavailable_notice(question, fallbacks))
         text, finish_reason = await self.agent.answer(
-            self.last_user_text(turn), user_id=turn.user_id, session_id=turn.session_id, emit=tracked,
-            models_failed=bool(chain))
+            question, user_id=turn.user_id, session_id=turn.session_id, emit=tracked, models_failed=bool(chain))
         return Outcome(text, AGENT_MODEL, finish_reason, fallbacks)
 
     async def _load_images(self, turn: Turn, emit: Emit) -> list[str]:

@@ -6,12 +6,18 @@ Fallback rule: a model that fails before anything was sent for it (connection er
 429, 5xx, any error) is skipped for the next one; once text, thinking or tool progress has gone
 out, a failure ends the turn with an `error` event — the person never sees a silent cut. When no
 model is configured, or every model failed and the route is not `required`, the offline agent
-answers, after a `system_info` warning that the model is unavailable."""
+answers, after a `system_info` warning that the model is unavailable.
+
+Model calls go through `models_http`, a session under the egress policy for model providers
+(`providers.model_policy`), opened and closed by the plugin's lifespan."""
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
+
+import aiohttp
+
 from gateway.fetch import FetchPolicy, GuardedFetcher
 
 from . import store
@@ -78,6 +84,9 @@ def model_unavailable_notice(text: str, fallbacks: list[Fallback]) -> SystemInfo
 
 
 class Engine:
+    # The model providers' session (guarded by the egress policy), set by the plugin's lifespan.
+    models_http: aiohttp.ClientSession
+
     def __init__(self, context, registry: ToolRegistry, settings: dict, gateway: GatewayPeer | None = None):
         self.context = context
         self.registry = registry
@@ -223,7 +232,7 @@ class Engine:
         max_rounds = self.settings["max_tool_rounds"]
         for _ in range(max_rounds):
             stream = stream_completion(
-                self.context.http, candidate, conversation, tools or None,
+                self.models_http, candidate, conversation, tools or None,
                 first_token_timeout=self.settings["first_token_timeout"],
                 idle_timeout=self.settings["idle_timeout"], overrides=turn.overrides)
             accumulator = None
@@ -255,7 +264,7 @@ class Engine:
         """A whole answer without tools or events (image descriptions)."""
         text = ""
         async for _, accumulator in stream_completion(
-                self.context.http, candidate, messages, None,
+                self.models_http, candidate, messages, None,
                 first_token_timeout=self.settings["first_token_timeout"],
                 idle_timeout=self.settings["idle_timeout"]):
             text = accumulator.completion.content

@@ -47,6 +47,7 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], Any]]] = {
     "JWT_SECRET": ("auth.jwt_secret", str),
     "REGISTRATION_ENABLED": ("auth.registration_enabled", _to_bool),
     "REGISTRATION_VERIFY_CODE": ("auth.registration_verify_code", str),
+    "CHAT_FOR_ALL_USERS": ("auth.chat_for_all_users", _to_bool),
     "WEBHOOK_KEY": ("auth.webhook_key", str),
     "SERVICE_TOKEN": ("auth.service_token", str),
     "DISCORD_PUBLIC_KEY": ("auth.discord_public_key", str),

@@ -1,6 +1,9 @@
-"""The one guarded fetcher for URLs that a caller supplied (a provider's model list, an image
-address, a webhook target...). Without it such a URL is a way into the host's network: the
-cloud metadata service, the database port, an admin page on loopback.
+"""The one egress policy for addresses that a caller or an administrator supplied (a model
+provider's `base_url`, an image link, a webhook target...). Without it such an address is a way
+into the host's network: the cloud metadata service, the database port, an admin page on
+loopback. Two ways to use it: `GuardedFetcher` for one bounded request, `guarded_session` for a
+long-lived client session (the model providers' streaming calls); both connect through the same
+guarded connector.
 
 What it guarantees, hop by hop:
 
@@ -10,7 +13,8 @@ What it guarantees, hop by hop:
   answer cannot slip a different address in between);
 - link-local (169.254.0.0/16, fe80::/10), cloud metadata, multicast, unspecified and reserved
   addresses are refused always; loopback and private ranges only when the operator allowed
-  them (`[fetch] allow_private = true`, or per host or network in `[fetch] allow_hosts`);
+  them (`[fetch] allow_private = true`, or per host, `host:port`, or network in
+  `[fetch] allow_hosts`; for one purpose only in `[fetch] <purpose>_hosts`, e.g. `model_hosts`);
 - redirects are followed by hand, each new address checked again, the `Authorization` header
   dropped when the redirect leaves the original origin;
 - the whole exchange is bounded in time and the body in bytes.
@@ -85,33 +89,52 @@ class FetchPolicy:
     allow_private: bool = False
     allow_hosts: frozenset[str] = frozenset()        # lower-case host names
     allow_networks: tuple[IpNetwork, ...] = ()
+    allow_endpoints: frozenset[tuple[str, int]] = frozenset()  # (lower-case host name or address, port)
+    # The settings that would allow a refused address, named in the refusal.
+    remedy: str = "[fetch] allow_private = true or by listing it in [fetch] allow_hosts"
 
     @classmethod
-    def from_config(cls, config) -> "FetchPolicy":
+    def from_config(cls, config, *, purpose: str = "", also_allow: Iterable[str] = ()) -> "FetchPolicy":
+        """The `[fetch]` policy. With a `purpose` (`model`), the entries of `[fetch] <purpose>_hosts`
+        are allowed too, for that purpose only; `also_allow` adds entries the caller derived from
+        the operator's own configuration (the endpoint of `OPENAI_BASE_URL`)."""
         settings = config.section("fetch") if hasattr(config, "section") else dict(config or {})
-        return cls.build(bool(settings.get("allow_private", False)), settings.get("allow_hosts") or ())
+        entries = _entries(settings.get("allow_hosts"), "fetch.allow_hosts")
+        remedy = cls.remedy
+        if purpose:
+            key = f"{purpose}_hosts"
+            entries += _entries(settings.get(key), f"fetch.{key}")
+            remedy = f"[fetch] allow_private = true or by listing it in [fetch] {key} or allow_hosts"
+        return cls.build(bool(settings.get("allow_private", False)), [*entries, *also_allow], remedy=remedy)
 
     @classmethod
-    def build(cls, allow_private: bool = False, allow_hosts: Iterable[str] = ()) -> "FetchPolicy":
-        """`allow_hosts` mixes host names (`llm.lan`), addresses (`10.0.0.5`) and networks
-        (`192.168.1.0/24`); a bad entry is a configuration error, raised as ValueError."""
-        if isinstance(allow_hosts, str):
-            allow_hosts = [part for part in allow_hosts.replace(",", " ").split() if part]
-        names, networks = set(), []
-        for entry in allow_hosts:
-            entry = str(entry).strip().lower()
-            if not entry:
-                continue
+    def build(cls, allow_private: bool = False, allow_hosts: Iterable[str] = (), *,
+              remedy: str | None = None) -> "FetchPolicy":
+        """`allow_hosts` mixes host names (`llm.lan`), addresses (`10.0.0.5`), networks
+        (`192.168.1.0/24`) and single endpoints (`127.0.0.1:11434`, `llm.lan:8000`,
+        `[::1]:8000`); a bad entry is a configuration error, raised as ValueError."""
+        names, networks, endpoints = set(), [], set()
+        for entry in _entries(allow_hosts, "fetch.allow_hosts"):
+            entry = entry.lower()
             try:
                 networks.append(ipaddress.ip_network(entry.strip("[]"), strict=False))
+                continue
             except ValueError:
-                if "/" in entry or ":" in entry:
-                    raise ValueError(f"fetch.allow_hosts: {entry!r} is neither a host name nor a network") from None
-                names.add(entry.rstrip("."))
-        return cls(allow_private, frozenset(names), tuple(networks))
+                pass
+            host, separator, port = entry.rpartition(":")
+            if separator and port.isdigit() and 0 < int(port) < 65536 and host \
+                    and (host.startswith("[") == host.endswith("]")) and ("[" in host or ":" not in host):
+                endpoints.add((_host_key(host.strip("[]")), int(port)))
+            elif "/" in entry or ":" in entry or "[" in entry:
+                raise ValueError(f"[fetch] allow_hosts / <purpose>_hosts: {entry!r} is neither a host name, "
+                                 f"an endpoint (host:port) nor a network")
+            else:
+                names.add(_host_key(entry))
+        return cls(allow_private, frozenset(names), tuple(networks), frozenset(endpoints),
+                   remedy or cls.remedy)
 
-    def refusal(self, host: str, address: IpAddress) -> str | None:
-        """Why `host` may not be reached at `address`, or None when it may."""
+    def refusal(self, host: str, address: IpAddress, port: int | None = None) -> str | None:
+        """Why `host` may not be reached at `address` (on `port`), or None when it may."""
         inner = _embedded_ipv4(address)
         if inner is not None:
             address = inner
@@ -124,12 +147,48 @@ class FetchPolicy:
                 return f"{host} resolves to {address}, which is not a unicast address"
             if address.is_global:
                 return None
-        if self.allow_private or host.lower().rstrip(".") in self.allow_hosts:
+        if self.allow_private or _host_key(host) in self.allow_hosts:
             return None
         if any(address.version == network.version and address in network for network in self.allow_networks):
             return None
-        return (f"{host} resolves to {address}, a loopback or private address; the operator can allow it "
-                f"with [fetch] allow_private = true or by listing it in [fetch] allow_hosts")
+        if port is not None and ((_host_key(host), port) in self.allow_endpoints
+                                 or (str(address), port) in self.allow_endpoints):
+            return None
+        where = f"{host}:{port}" if port is not None else host
+        return (f"{where} resolves to {address}, a loopback or private address; the operator can allow it "
+                f"with {self.remedy}")
+
+
+def _entries(value: Any, setting: str) -> list[str]:
+    """A list setting given as a TOML list, or as one string separated by commas or spaces."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [part for part in value.replace(",", " ").split() if part]
+    if not isinstance(value, (list, tuple, set, frozenset)):
+        raise ValueError(f"{setting} must be a list of hosts, endpoints or networks")
+    return [str(entry).strip() for entry in value if str(entry).strip()]
+
+
+def _host_key(host: str) -> str:
+    """A host as policies compare it: a name lower-cased without its final dot, an address in
+    its canonical form (so `[0::1]` and `::1` are one endpoint)."""
+    address = _literal_address(host)
+    return str(address) if address is not None else host.lower().rstrip(".")
+
+
+def endpoint_entry(url: str) -> str | None:
+    """The `host:port` allow-list entry of an http(s) URL (None when it has no host), for an
+    address the operator configured themself."""
+    parts = urlsplit(url)
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not host:
+        return None
+    port = port or (443 if parts.scheme == "https" else 80)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _embedded_ipv4(address: IpAddress) -> ipaddress.IPv4Address | None:
@@ -168,13 +227,55 @@ class GuardedResolver(AbstractResolver):
             address = _literal_address(result["host"])
             if address is None:
                 raise FetchRefused(f"{host} resolved to {result['host']!r}, which is not an IP address")
-            reason = self.policy.refusal(host, address)
+            reason = self.policy.refusal(host, address, port or None)
             if reason:
                 raise FetchRefused(reason)
         return results
 
     async def close(self) -> None:
         await self.inner.close()
+
+
+def _refuse_literal_address(policy: FetchPolicy, scheme: str, host: str | None, port: int | None) -> None:
+    """The check the resolver cannot make: aiohttp never resolves a literal address."""
+    if scheme not in ("http", "https"):
+        raise FetchRefused(f"only http and https URLs are fetched, not {scheme or 'a relative URL'!r}")
+    if not host:
+        raise FetchRefused("the URL has no host")
+    address = _literal_address(host)
+    if address is not None:
+        reason = policy.refusal(host, address, port)
+        if reason:
+            raise FetchRefused(reason)
+
+
+def guarded_session(policy: FetchPolicy, *, resolver: AbstractResolver | None = None,
+                    limit: int = 100, timeout: aiohttp.ClientTimeout | None = None,
+                    use_dns_cache: bool = True, force_close: bool = False) -> aiohttp.ClientSession:
+    """A client session that connects only where `policy` allows, at connect time: host names in
+    the connector's resolver (the connection goes to exactly the addresses checked), literal
+    addresses by a middleware that runs for every request and every redirect hop. Environment
+    proxies are ignored (`trust_env=False`): a proxy would be reached instead of the checked host.
+
+    Refusals raise `FetchRefused` (directly, or as the `__cause__` of an `aiohttp.ClientError`;
+    `refusal_of` finds it)."""
+    connector = aiohttp.TCPConnector(resolver=GuardedResolver(policy, resolver or DefaultResolver()),
+                                     limit=limit, use_dns_cache=use_dns_cache, force_close=force_close)
+
+    async def check_address(request: aiohttp.ClientRequest, handler) -> aiohttp.ClientResponse:
+        _refuse_literal_address(policy, request.url.scheme, request.url.host, request.url.port)
+        return await handler(request)
+
+    return aiohttp.ClientSession(connector=connector, trust_env=False, middlewares=(check_address,),
+                                 timeout=timeout or aiohttp.ClientTimeout(total=None))
+
+
+def refusal_of(error: BaseException) -> FetchError | None:
+    """The policy's (or the resolver's) error behind an exception of a guarded session."""
+    if isinstance(error, FetchError):
+        return error
+    cause = error.__cause__
+    return cause if isinstance(cause, FetchError) else None
 
 
 @dataclass
@@ -222,9 +323,9 @@ class GuardedFetcher:
         self.resolver = resolver
 
     @classmethod
-    def from_config(cls, config, **overrides) -> "GuardedFetcher":
-        """Policy and limits from the `[fetch]` section: allow_private, allow_hosts, timeout,
-        max_bytes, max_redirects."""
+    def from_config(cls, config, policy: FetchPolicy | None = None, **overrides) -> "GuardedFetcher":
+        """Limits from the `[fetch]` section (timeout, max_bytes, max_redirects); the policy from
+        it too (allow_private, allow_hosts) unless a purpose's own `policy` is given."""
         settings = config.section("fetch")
         options: dict[str, Any] = {
             "timeout": float(settings.get("timeout") or DEFAULT_TIMEOUT),
@@ -232,7 +333,7 @@ class GuardedFetcher:
             "max_redirects": int(settings.get("max_redirects") or DEFAULT_MAX_REDIRECTS),
         }
         options.update(overrides)
-        return cls(FetchPolicy.from_config(config), **options)
+        return cls(policy or FetchPolicy.from_config(config), **options)
 
     @classmethod
     def for_context(cls, context, **overrides) -> "GuardedFetcher":
@@ -257,11 +358,9 @@ class GuardedFetcher:
             raise FetchRefused("the URL has no host")
         if parts.username or parts.password:
             raise FetchRefused("URLs with credentials in them are not fetched")
-        address = _literal_address(host)
-        if address is not None:  # the connector does not resolve literal addresses; check here
-            reason = self.policy.refusal(host, address)
-            if reason:
-                raise FetchRefused(reason)
+        # Before any network use, for a clear refusal; the session checks it again at connect time.
+        _refuse_literal_address(self.policy, parts.scheme, host,
+                                parts.port or (443 if parts.scheme == "https" else 80))
 
     async def fetch(self, url: str, *, method: str = "GET", headers: Mapping[str, str] | None = None,
                     json_body: Any = None, timeout: float | None = None,
@@ -271,16 +370,13 @@ class GuardedFetcher:
         timeout = self.timeout if timeout is None else timeout
         max_bytes = self.max_bytes if max_bytes is None else max_bytes
         self.check_url(url)
-        inner = self.resolver or DefaultResolver()
-        connector = aiohttp.TCPConnector(resolver=GuardedResolver(self.policy, inner),
-                                         use_dns_cache=False, force_close=True)
         redirects: list[str] = []
         request_headers = CIMultiDict(headers or {})
         first_origin = _origin(url)
         try:
             async with asyncio.timeout(timeout):
-                async with aiohttp.ClientSession(connector=connector, trust_env=False,
-                                                 timeout=aiohttp.ClientTimeout(total=None)) as session:
+                async with guarded_session(self.policy, resolver=self.resolver,
+                                           use_dns_cache=False, force_close=True) as session:
                     while True:
                         self.check_url(url)
                         async with session.request(method, url, headers=request_headers, json=json_body,
@@ -305,12 +401,10 @@ class GuardedFetcher:
         except TimeoutError:
             raise FetchTimeout(f"no complete answer within {timeout:g}s") from None
         except aiohttp.ClientError as error:
-            cause = error.__cause__ if isinstance(error.__cause__, FetchError) else None
+            cause = refusal_of(error)
             if cause is not None:
                 raise cause from None
             raise FetchError(f"cannot reach {urlsplit(url).netloc}: {error}") from None
-        finally:
-            await connector.close()
 
 
 async def _read_bounded(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:

@@ -78,6 +78,9 @@ def make_config(tmp_path) -> Callable[..., Config]:
             "auth.service_token": "test-service-token",
             "auth.webhook_key": "test-webhook-key",
             "auth.registration_verify_code": "ABC123",
+            # The fake model providers of the tests listen on loopback: the operator's allowance
+            # for a local inference server (tests of the egress policy set their own).
+            "fetch.model_hosts": ["127.0.0.1"],
         }
         base.update(overrides or {})
         return Config.load(overrides=base, environ=environ or {})

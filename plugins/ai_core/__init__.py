@@ -16,6 +16,9 @@ from __future__ import annotations
 import logging
 from typing import AsyncIterator
 
+import aiohttp
+
+from gateway.fetch import RESOLVER, guarded_session
 from gateway.plugins import Plugin, Registrar
 
 from . import store
@@ -26,6 +29,7 @@ from .contract import AI_CORE, TOOLS
 from .engine import Engine
 from .peer import GatewayPeer
 from .probe import routes as probe_routes
+from .providers import model_policy
 from .settings import AiCoreClientSettings, AiCoreSettings
 from .tools import ToolRegistry
 
@@ -61,7 +65,20 @@ class AiCorePlugin(Plugin):
                     log.info("seeded the provider 'openai' and the chat route from the environment")
             yield
 
+        async def model_connections(context) -> AsyncIterator[None]:
+            # Not the service's own session: that one reaches the peers (trusted configuration);
+            # providers are reached only where the egress policy for models allows.
+            engine.models_http = guarded_session(
+                model_policy(context.config), resolver=context.contracts.get(RESOLVER),
+                limit=int(context.config.get("core.http_connection_limit") or 0),
+                timeout=aiohttp.ClientTimeout(total=None, connect=10))
+            try:
+                yield
+            finally:
+                await engine.models_http.close()
+
         registrar.lifespan(seed)
+        registrar.lifespan(model_connections)
 
 
 class AiCoreClientPlugin(Plugin):

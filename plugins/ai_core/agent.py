@@ -115,25 +115,23 @@ class OfflineAgent:
         return "\n".join(lines)
 
     @staticmethod
-    def no_model_notice(language: str, models_failed: bool) -> SystemInfoEvent:
+    def no_model_notice(language: str) -> SystemInfoEvent:
         if language == "zh":
-            reason = "已配置的语言模型都没有响应" if models_failed else "尚未配置语言模型"
-            message = (f"{reason}，内置离线助手只能处理问候、时间日期、帮助和已注册的工具。"
+            message = ("尚未配置语言模型，内置离线助手只能处理问候、时间日期、帮助和已注册的工具。"
                        "管理员可在控制台“模型”页添加一个 OpenAI 兼容的服务（名称、地址、API 密钥）、"
                        "一个模型和 chat 路由，或设置 OPENAI_BASE_URL、OPENAI_API_KEY、DEFAULT_MODEL 后重启 AI 核心。")
         else:
-            reason = ("None of the configured language models answered" if models_failed
-                      else "No language model is configured")
-            message = (f"{reason}, so the built-in offline assistant can only handle greetings, the time "
-                       "and date, help and the registered tools. An administrator can add an "
-                       "OpenAI-compatible provider (name, base URL, API key), a model and a `chat` route "
+            message = ("No language model is configured, so the built-in offline assistant can only handle "
+                       "greetings, the time and date, help and the registered tools. An administrator can add "
+                       "an OpenAI-compatible provider (name, base URL, API key), a model and a `chat` route "
                        "on the admin Models page, or set OPENAI_BASE_URL, OPENAI_API_KEY and "
                        "DEFAULT_MODEL and restart the AI core.")
         return {"type": "system_info", "level": "warning", "message": message, "action": NO_MODEL_ACTION}
 
     async def answer(self, text: str, *, user_id: str, session_id: str | None, emit: Emit,
                      models_failed: bool = False) -> tuple[str, str]:
-        """Reply to `text`; return (the reply, the finish reason)."""
+        """Reply to `text`; return (the reply, the finish reason). With `models_failed` the engine
+        has already told the person that the model is unavailable."""
         language = language_of(text)
         match = best_match(text, self.registry.all())
         if match is None:
@@ -142,7 +140,8 @@ class OfflineAgent:
                      "Sorry, I need a language model to answer that. You can ask me the time or the date, "
                      "or say “help” to see what I can do.")
             await emit({"type": "delta", "content": reply})
-            await emit(self.no_model_notice(language, models_failed))
+            if not models_failed:
+                await emit(self.no_model_notice(language))
             return reply, "no_model"
         if match.intent == "greeting":
             reply = ("你好！我是你的助手。说“帮助”看看我现在能做什么。" if language == "zh"

@@ -1,6 +1,7 @@
 """The AI core's HTTP endpoints: the SSE chat call, the OpenAI-compatible door, image
 descriptions, tool records and statistics, and the model tables for the administrator.
-Every endpoint requires a credential (a user's access token or the service credential)."""
+Every endpoint requires a credential (a user's access token or the service credential); the
+endpoints that talk to the models follow the chat channel's rule (`require_chat_user`)."""
 from __future__ import annotations
 
 import json
@@ -14,7 +15,7 @@ from marshmallow import fields, validate
 from gateway.context import get_context
 from gateway.contracts import ContractKey
 from gateway.errors import BadGateway, BadRequest, NotFound
-from gateway.identity import Identity, owner_for, require_admin, require_user
+from gateway.identity import Identity, owner_for, require_admin, require_chat_user, require_user
 from gateway.openapi import api_doc
 from gateway.validation import parse_body, parse_query
 
@@ -87,7 +88,7 @@ def sse_frame(event: ChatEvent) -> bytes:
          responses={200: {"text/event-stream": CHAT_EVENTS}}, errors=(403,),
          description="With the peer credential, `user_id` names the user the turn is for.")
 async def chat_stream(request: web.Request) -> web.StreamResponse:
-    identity = await require_user(request)
+    identity = await require_chat_user(request)
     body = await parse_body(request, ChatStreamBody())
     user_id = acting_user(identity, body["user_id"])
     if not body["text"].strip() and not body["attachments"]:
@@ -143,7 +144,7 @@ def _check_messages(messages: list[dict]) -> None:
          responses={200: {"application/json": ChatCompletion, "text/event-stream": OPENAI_CHUNKS}},
          errors=(403, 404, 502, 503))
 async def openai_chat(request: web.Request) -> web.StreamResponse:
-    identity = await require_user(request)
+    identity = await require_chat_user(request)
     body = await parse_body(request, OpenAiBody())
     _check_messages(body["messages"])
     engine = engine_of(request)
@@ -211,7 +212,7 @@ async def openai_chat(request: web.Request) -> web.StreamResponse:
 @api_doc("OpenAI-compatible model list: `assistant` and the enabled models", responses={200: OpenAiModels},
          errors=(403, 503))
 async def openai_models(request: web.Request) -> web.Response:
-    await require_user(request)
+    await require_chat_user(request)
     models = [m for m in await store.list_models(get_context(request).db) if m.enabled]
     data = [{"id": ROUTING_ALIAS, "object": "model", "created": 0, "owned_by": "assistant"}]
     data += [{"id": m.id, "object": "model", "created": 0, "owned_by": m.provider} for m in models]
@@ -230,7 +231,7 @@ class VisionBody(marshmallow.Schema):
 @api_doc("Describe an image (a data URI or an http(s) URL) with the vision route's models", body=VisionBody,
          responses={200: Description}, errors=(404, 502, 503))
 async def vision_describe(request: web.Request) -> web.Response:
-    await require_user(request)
+    await require_chat_user(request)
     body = await parse_body(request, VisionBody())
     engine = engine_of(request)
     chain, _ = await engine.candidates("vision")

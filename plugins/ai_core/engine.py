@@ -6,17 +6,23 @@ Fallback rule: a model that fails before anything was sent for it (connection er
 429, 5xx, any error) is skipped for the next one; once text, thinking or tool progress has gone
 out, a failure ends the turn with an `error` event — the person never sees a silent cut. When no
 model is configured, or every model failed and the route is not `required`, the offline agent
-answers."""
+answers, after a `system_info` warning that the model is unavailable.
+
+Model calls go through `models_http`, a session under the egress policy for model providers
+(`providers.model_policy`), opened and closed by the plugin's lifespan."""
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
+
+import aiohttp
+
 from gateway.fetch import FetchPolicy, GuardedFetcher
 
 from . import store
-from .agent import AGENT_MODEL, OfflineAgent
-from .contract import ChatEvent, Fallback
+from .agent import AGENT_MODEL, OfflineAgent, language_of
+from .contract import ChatEvent, Fallback, SystemInfoEvent
 from .images import ImageError, ImageFetcher, origin
 from .peer import GatewayPeer
 from .providers import ProviderError, stream_completion
@@ -62,7 +68,25 @@ class TurnFailed(Exception):
     """The turn ended in an error after output had been sent (already reported by an event)."""
 
 
+def model_unavailable_notice(text: str, fallbacks: list[Fallback]) -> SystemInfoEvent:
+    """What the person is told when every routed model failed and the offline agent answers."""
+    refused = all(fallback["kind"] == "refused" for fallback in fallbacks)
+    if language_of(text) == "zh":
+        message = ("语言模型的地址不被允许访问（出站策略），由内置离线助手代答；请管理员检查模型服务的地址设置。"
+                   if refused else "语言模型暂时不可用，由内置离线助手代答；请稍后再试。")
+    else:
+        message = ("The language model's address is not allowed by the server's egress policy, so the "
+                   "built-in offline assistant answers instead; an administrator can allow it."
+                   if refused else "The language model is unavailable right now, so the built-in offline "
+                                   "assistant answers instead; try again in a moment.")
+    return {"type": "system_info", "level": "warning", "message": message,
+            "action": "configure_model" if refused else "retry"}
+
+
 class Engine:
+    # The model providers' session (guarded by the egress policy), set by the plugin's lifespan.
+    models_http: aiohttp.ClientSession
+
     def __init__(self, context, registry: ToolRegistry, settings: dict, gateway: GatewayPeer | None = None):
         self.context = context
         self.registry = registry
@@ -179,9 +203,11 @@ class Engine:
                         "error": f"every model routed for {purpose!r} failed: "
                                  + "; ".join(f"{f['model']} ({f['kind']})" for f in fallbacks)})
             raise TurnFailed("all models failed")
+        question = self.last_user_text(turn)
+        if fallbacks:
+            await tracked(model_unavailable_notice(question, fallbacks))
         text, finish_reason = await self.agent.answer(
-            self.last_user_text(turn), user_id=turn.user_id, session_id=turn.session_id, emit=tracked,
-            models_failed=bool(chain))
+            question, user_id=turn.user_id, session_id=turn.session_id, emit=tracked, models_failed=bool(chain))
         return Outcome(text, AGENT_MODEL, finish_reason, fallbacks)
 
     async def _load_images(self, turn: Turn, emit: Emit) -> list[str]:
@@ -206,7 +232,7 @@ class Engine:
         max_rounds = self.settings["max_tool_rounds"]
         for _ in range(max_rounds):
             stream = stream_completion(
-                self.context.http, candidate, conversation, tools or None,
+                self.models_http, candidate, conversation, tools or None,
                 first_token_timeout=self.settings["first_token_timeout"],
                 idle_timeout=self.settings["idle_timeout"], overrides=turn.overrides)
             accumulator = None
@@ -238,7 +264,7 @@ class Engine:
         """A whole answer without tools or events (image descriptions)."""
         text = ""
         async for _, accumulator in stream_completion(
-                self.context.http, candidate, messages, None,
+                self.models_http, candidate, messages, None,
                 first_token_timeout=self.settings["first_token_timeout"],
                 idle_timeout=self.settings["idle_timeout"]):
             text = accumulator.completion.content

@@ -2,7 +2,8 @@
 completion), made here because the provider's key never leaves the AI core. The gateway's
 admin plugin builds its health check and its model listing on this endpoint.
 
-The URL goes through the core's guarded fetcher (`gateway.fetch`, policy in `[fetch]`), and
+The URL goes through the core's guarded fetcher (`gateway.fetch`) under the egress policy for
+model providers (`[fetch]` and `model_hosts`, as the chat calls: `providers.model_policy`), and
 the stored key is attached only when the URL has the provider's own origin, so a caller-chosen
 URL cannot carry the key elsewhere."""
 from __future__ import annotations
@@ -22,6 +23,7 @@ from gateway.openapi import api_doc
 from gateway.validation import parse_body
 
 from . import store
+from .providers import model_policy
 from .schemas import ProbeAnswer
 
 routes = web.RouteTableDef()
@@ -66,7 +68,8 @@ async def provider_probe(request: web.Request) -> web.Response:
     key_sent = bool(api_key)
     if key_sent:
         headers["Authorization"] = f"Bearer {api_key}"
-    fetcher = GuardedFetcher.for_context(context, timeout=body["timeout"], max_bytes=PROBE_MAX_BYTES)
+    fetcher = GuardedFetcher.for_context(context, policy=model_policy(context.config), timeout=body["timeout"],
+                                         max_bytes=PROBE_MAX_BYTES)
     started = time.monotonic()
     answer = {"provider": name, "provider_known": provider is not None, "url": url, "key_sent": key_sent,
               "status": None, "error": None, "error_kind": None, "body": None}

@@ -1,6 +1,9 @@
 """The OpenAI-compatible wire protocol: one streaming `/chat/completions` call, its server-sent
 events parsed in full (text, reasoning, tool calls whose arguments arrive in fragments, the
-finish reason, usage), and failures sorted into kinds so routing can decide to fall back."""
+finish reason, usage), and failures sorted into kinds so routing can decide to fall back.
+
+Providers are reached only where the egress policy allows (`model_policy`): the calls go
+through a `gateway.fetch.guarded_session`, which checks every resolved address at connect time."""
 from __future__ import annotations
 
 import asyncio
@@ -10,14 +13,24 @@ from typing import AsyncIterator
 
 import aiohttp
 
+from gateway.fetch import FetchError, FetchPolicy, FetchRefused, endpoint_entry, refusal_of
 from gateway.sse import SseDecoder
 
 from .store import Candidate
 
 
+def model_policy(config) -> FetchPolicy:
+    """Where model providers may be reached: the `[fetch]` policy plus `[fetch] model_hosts`, plus
+    the endpoint of `OPENAI_BASE_URL` (`models.openai_base_url`) while it is set: an address the
+    operator gave themself, such as a local inference server on loopback."""
+    seeded = endpoint_entry(str(config.get("models.openai_base_url") or ""))
+    return FetchPolicy.from_config(config, purpose="model", also_allow=[seeded] if seeded else [])
+
+
 class ProviderError(Exception):
-    """A model call that failed. `kind` is one of connection, timeout, rate_limited,
-    server_error, client_error, protocol."""
+    """A model call that failed. `kind` is one of refused (the egress policy does not allow the
+    provider's address; nothing was sent), connection, timeout, rate_limited, server_error,
+    client_error, protocol."""
 
     def __init__(self, kind: str, message: str, status: int | None = None):
         super().__init__(message)
@@ -144,8 +157,12 @@ async def stream_completion(http: aiohttp.ClientSession, candidate: Candidate, m
                                        headers=headers)
     except TimeoutError:
         raise ProviderError("timeout", f"no answer within {first_token_timeout:g}s") from None
-    except aiohttp.ClientError as error:
-        raise ProviderError("connection", f"cannot reach {candidate.provider.base_url}: {error}") from None
+    except (aiohttp.ClientError, FetchError) as error:
+        refused = refusal_of(error)
+        if isinstance(refused, FetchRefused):
+            raise ProviderError("refused", f"the provider's address is not allowed: {refused}") from None
+        raise ProviderError("connection", f"cannot reach {candidate.provider.base_url}: "
+                                          f"{refused or error}") from None
     async with response:
         if response.status >= 400:
             text = (await response.text(errors="replace"))[:500]

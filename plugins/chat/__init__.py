@@ -44,7 +44,6 @@ class ChatChannel:
     def __init__(self, context: Context, settings: dict):
         self.context = context
         self.settings = settings
-        self.allow_users: bool = settings["allow_users"]
         self.allowed_origins: list[str] = settings["allowed_origins"]
         self.max_frame_bytes: int = settings["max_frame_bytes"]
         self.max_pending: int = settings["max_pending"]

@@ -14,7 +14,7 @@ from marshmallow import fields, validate
 from gateway.asyncapi import websocket_endpoint
 from gateway.context import get_context
 from gateway.errors import ApiError, Forbidden
-from gateway.identity import require_user
+from gateway.identity import require_chat_user
 from gateway.openapi import api_doc
 from gateway.validation import parse_query
 from gateway.ws import dispatch_frame, require_identity
@@ -145,7 +145,7 @@ def origin_allowed(request: web.Request, allowed: list[str], public_base_url: st
 @api_doc("Open the chat channel (WebSocket upgrade; frames: the AsyncAPI document)", query=HandshakeQuery,
          responses={101: None}, errors=(403, 404, 503),
          headers={"Upgrade": "`websocket`", "Origin": "A browser's page"},
-         description="Only the administrator may connect unless [plugins.chat] allow_users is set; a browser "
+         description="Only the administrator may connect unless [auth] chat_for_all_users is set; a browser "
                      "page's Origin must be allowed. `after` (`<turn id>:<sequence>`) resumes a reply.")
 async def handle_connect(request: web.Request) -> web.StreamResponse:
     chat = request.config_dict[CHAT_CHANNEL]
@@ -153,10 +153,7 @@ async def handle_connect(request: web.Request) -> web.StreamResponse:
     if not origin_allowed(request, chat.allowed_origins, str(context.config.get("core.public_base_url") or "")):
         raise Forbidden("This Origin may not open the chat channel.", error_type="origin_not_allowed",
                         hint="Add the page's origin to [plugins.chat] allowed_origins.")
-    identity = await require_user(request)
-    if not identity.is_admin and not chat.allow_users:
-        raise Forbidden("The chat channel is limited to the administrator.", error_type="admin_only",
-                        hint="Log in as the administrator, or set [plugins.chat] allow_users = true.")
+    identity = await require_chat_user(request)  # the assistant's one access rule, as at the AI core's doors
     query = parse_query(request, ConnectQuery())
     if query["session_id"]:
         session_id = query["session_id"]

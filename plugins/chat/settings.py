@@ -8,8 +8,6 @@ POSITIVE = validate.Range(min=0, min_inclusive=False)
 
 
 class ChatSettings(PluginSettings):
-    allow_users = fields.Boolean(load_default=False, metadata={
-        "description": "Let every user (not only the administrator) connect, to their own sessions."})
     allowed_origins = fields.List(fields.String(), load_default=list, metadata={
         "description": "Browser origins allowed besides the gateway's and PUBLIC_BASE_URL's "
                        "([\"*\"] accepts any)."})

@@ -55,10 +55,11 @@ async def listing_provider(aiohttp_server):
 @pytest.fixture
 def make_gateway(aiohttp_server, aiohttp_client, make_config, database_url):
     """The ai-core service on a loopback port and a gateway whose admin plugin talks to it.
-    `allow_private` is the operator's fetch setting (loopback providers need it)."""
+    `allow_private` is the operator's fetch setting (loopback providers need it, or model_hosts)."""
     async def build(*extra_plugins, allow_private: bool = True, ai_core_url: str | None = None):
         if ai_core_url is None:
             ai_config = make_config({"database.url": database_url, "fetch.allow_private": allow_private,
+                                     "fetch.model_hosts": ["127.0.0.1"] if allow_private else [],
                                      "plugins.ai_core": {"timezone": "UTC"}})
             ai_core = await aiohttp_server(create_app("ai-core", ai_config,
                                                       plugins=[tokens_plugin, ai_core_plugin, ResolverPlugin()]))

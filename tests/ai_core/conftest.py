@@ -47,12 +47,16 @@ def ai_settings() -> dict:
     return {"first_token_timeout": 1.0, "idle_timeout": 3, "tool_timeout": 3, "timezone": "UTC"}
 
 
+# The operator's choice these tests make besides tests/conftest.py's (loopback model providers).
+OPERATOR_SETTINGS = {"auth.chat_for_all_users": True}
+
+
 @pytest.fixture
 def make_ai_core(aiohttp_client, make_config, database_url, ai_settings):
     """The ai-core service with extra plugins (for example one that adds tools) or settings."""
     async def build(*extra_plugins, overrides: dict | None = None):
         config = make_config({"database.url": database_url, "plugins.ai_core": ai_settings,
-                              **(overrides or {})})
+                              **OPERATOR_SETTINGS, **(overrides or {})})
         app = create_app("ai-core", config, plugins=[tokens_plugin, ai_core_plugin, *extra_plugins])
         return await aiohttp_client(app)
     return build

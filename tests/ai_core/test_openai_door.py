@@ -3,7 +3,7 @@ access token, answers go through the same routing and fallback, streaming and no
 import openai
 import pytest
 
-from tests.ai_core.conftest import access_token, configure
+from tests.ai_core.conftest import access_token, bearer, configure
 
 
 def client_for(ai_core, token: str) -> openai.AsyncOpenAI:
@@ -72,3 +72,28 @@ async def test_without_a_model_the_offline_agent_answers_openai_clients(ai_core)
             model="assistant", messages=[{"role": "user", "content": "现在几点"}])
     assert completion.model == "offline-agent"
     assert completion.choices[0].message.content.startswith("现在是 ")
+
+
+@pytest.mark.parametrize("setting", [{"auth.chat_for_all_users": False}, {"auth.chat_for_all_users": True}])
+async def test_the_doors_follow_the_chat_channels_access_rule(make_ai_core, setting):
+    """Administrator only unless every user may chat (`[auth] chat_for_all_users`): the same
+    rule as /ws/chat, on every door to a model."""
+    ai_core = await make_ai_core(overrides=setting)
+    everyone = setting["auth.chat_for_all_users"]
+    question = [{"role": "user", "content": "现在几点"}]
+    async with client_for(ai_core, access_token()) as client:
+        if everyone:
+            completion = await client.chat.completions.create(model="assistant", messages=question)
+            assert completion.model == "offline-agent"
+        else:
+            with pytest.raises(openai.PermissionDeniedError) as refused:
+                await client.chat.completions.create(model="assistant", messages=question)
+            assert refused.value.response.json()["errorType"] == "admin_only"
+            with pytest.raises(openai.PermissionDeniedError):
+                await client.models.list()
+    for path, body in [("/api/v1/chat/stream", {"text": "hi"}), ("/api/v1/vision/describe", {"image": "x"})]:
+        response = await ai_core.post(path, json=body, headers=bearer(access_token()))
+        assert (response.status == 403) is not everyone, (path, response.status)
+    # The administrator always gets in.
+    async with client_for(ai_core, access_token("admin", "admin", admin=True)) as client:
+        assert (await client.chat.completions.create(model="assistant", messages=question)).model == "offline-agent"

@@ -49,11 +49,17 @@ async def test_a_required_route_whose_models_all_fail_reports_an_error(ai_core, 
     assert "first" in events[0]["error"] and "second" in events[0]["error"]
 
 
-async def test_an_optional_route_whose_models_all_fail_hands_over_to_the_offline_agent(ai_core, provider):
+@pytest.mark.parametrize("text", ["what time is it", "tell me a story about dragons"])
+async def test_an_optional_route_whose_models_all_fail_hands_over_to_the_offline_agent(ai_core, provider, text):
+    """The person is told the model is unavailable before the offline agent's answer, once,
+    whether or not the agent understood the question."""
     await configure(ai_core, provider, {"first": "broken"}, chain=["first"])
-    events = await chat(ai_core, text="tell me a story about dragons")
-    notice = next(e for e in events if e["type"] == "system_info")
-    assert "None of the configured language models answered" in notice["message"]
+    events = await chat(ai_core, text=text)
+    notices = [e for e in events if e["type"] == "system_info"]
+    assert notices == [{"type": "system_info", "level": "warning", "action": "retry",
+                        "message": "The language model is unavailable right now, so the built-in offline "
+                                   "assistant answers instead; try again in a moment."}]
+    assert events.index(notices[0]) < min(i for i, e in enumerate(events) if e["type"] == "delta")
     assert events[-1]["model"] == "offline-agent"
     assert events[-1]["fallbacks"][0]["model"] == "first"
 

@@ -39,13 +39,25 @@ async def test_handshake_requires_a_valid_token_and_the_administrator(gateway):
 
 
 async def test_users_reach_only_their_own_sessions_when_enabled(make_gateway):
-    gateway = await make_gateway(settings={"allow_users": True})
+    gateway = await make_gateway(overrides={"auth.chat_for_all_users": True})
     async with gateway.ws_connect(ws_path(gateway, BOB, session_id="bob-1")) as ws:
         await ws.send_json({"type": "ping"})
         assert (await ws.receive_json(timeout=5))["type"] == "pong"
     with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
         await gateway.ws_connect(ws_path(gateway, ALICE, session_id="bob-1"))
     assert refused.value.status == 404
+
+
+async def test_the_core_setting_opens_the_channel_to_every_user(make_gateway):
+    """`[auth] chat_for_all_users`: the one rule the AI core's doors read too (tests/ai_core)."""
+    gateway = await make_gateway(overrides={"auth.chat_for_all_users": True})
+    async with gateway.ws_connect(ws_path(gateway, ALICE, session_id="alice-1")) as ws:
+        await ws.send_json({"type": "ping"})
+        assert (await ws.receive_json(timeout=5))["type"] == "pong"
+    closed = await make_gateway(overrides={"auth.chat_for_all_users": False})
+    with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+        await closed.ws_connect(ws_path(closed, ALICE, session_id="alice-2"))
+    assert refused.value.status == 403
 
 
 async def test_origin_is_checked_against_the_allow_list(make_gateway):

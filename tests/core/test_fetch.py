@@ -193,3 +193,61 @@ def test_policy_from_configuration(make_config):
     assert policy.refusal("x", ipaddress.ip_address("8.8.8.8")) is None
     with pytest.raises(ValueError):
         FetchPolicy.build(False, ["bad/host"])
+
+
+async def test_an_endpoint_entry_allows_one_port_only(origin):
+    from tests.support.servers import free_port
+
+    exact = fetcher(allow_hosts=[f"127.0.0.1:{origin.port}", f"provider.test:{origin.port}"])
+    assert (await exact.fetch(f"{origin.base}/v1/models")).status == 200
+    assert (await exact.fetch(f"http://provider.test:{origin.port}/v1/models")).status == 200
+    with pytest.raises(FetchRefused) as refused:
+        await exact.fetch(f"http://127.0.0.1:{free_port()}/")
+    assert "allow_hosts" in str(refused.value)
+    with pytest.raises(FetchRefused):  # the redirect's new port is checked again
+        await exact.fetch(f"{origin.base}/redirect?to=http://127.0.0.1:{free_port()}/")
+    policy = FetchPolicy.build(False, ["[::1]:8000", "LLM.lan:11434", "10.0.0.0/8", "llm.lan"])
+    assert policy.allow_endpoints == frozenset({("::1", 8000), ("llm.lan", 11434)})
+    for bad in ("a:b:80", "host:0", "host:99999", "llm.lan:port", "bad/host"):
+        with pytest.raises(ValueError):
+            FetchPolicy.build(False, [bad])
+
+
+def test_a_purposes_hosts_are_allowed_for_that_purpose_only(make_config):
+    import ipaddress
+
+    from gateway.fetch import endpoint_entry
+
+    loopback = ipaddress.ip_address("127.0.0.1")
+    config = make_config({"fetch.allow_hosts": [], "fetch.model_hosts": ["127.0.0.1:11434"]})
+    general = FetchPolicy.from_config(config)
+    assert general.refusal("127.0.0.1", loopback, 11434)
+    models = FetchPolicy.from_config(config, purpose="model", also_allow=["localhost:8000"])
+    assert models.refusal("127.0.0.1", loopback, 11434) is None
+    assert models.refusal("localhost", loopback, 8000) is None
+    assert "[fetch] model_hosts" in models.refusal("127.0.0.1", loopback, 5432)
+    assert models.refusal("localhost", ipaddress.ip_address("169.254.169.254"), 8000)  # never
+    assert endpoint_entry("http://[::1]/v1") == "[::1]:80"
+    assert endpoint_entry("https://LLM.lan/v1") == "llm.lan:443"
+    assert endpoint_entry("ftp://x/") is None
+
+
+async def test_a_guarded_session_checks_every_connection_and_hop(origin):
+    """What the model providers' streaming calls use: the same policy as `fetch`, at connect time."""
+    import aiohttp
+
+    from gateway.fetch import guarded_session, refusal_of
+    from tests.support.servers import free_port
+
+    policy = FetchPolicy.build(False, [f"127.0.0.1:{origin.port}", f"provider.test:{origin.port}"])
+    async with guarded_session(policy, resolver=StaticResolver(RESOLVER_TABLE)) as session:
+        async with session.get(f"http://provider.test:{origin.port}/v1/models") as response:
+            assert response.status == 200
+        for url in (f"http://127.0.0.1:{free_port()}/", "http://metadata.test/", "http://private.test/",
+                    f"{origin.base}/redirect?to=http://127.0.0.1:{free_port()}/",
+                    f"{origin.base}/redirect?to=http://metadata.test/"):
+            with pytest.raises((FetchRefused, aiohttp.ClientError)) as refused:
+                async with session.get(url):
+                    pass
+            assert isinstance(refusal_of(refused.value), FetchRefused), url
+    assert [hit["path"] for hit in origin.seen] == ["/v1/models"]

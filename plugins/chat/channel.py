@@ -197,8 +197,9 @@ def register_frames(registrar, chat: "ChatChannel") -> None:
                         attachments=frame["attachments"], client_msg_id=frame["client_msg_id"], sender=connection.id)
             await chat.turns.submit(turn, session_known=session_id == connection.data[SESSION_KEY])
         except ApiError as error:
+            hint = {"hint": error.hint} if error.hint else {}
             connection.send(error_frame(error.error, errorType=error.error_type, session_id=session_id,
-                                        client_msg_id=frame["client_msg_id"]))
+                                        client_msg_id=frame["client_msg_id"], **hint))
 
     @registrar.ws_message("ping")
     async def on_ping(connection: "Connection", frame: dict) -> None:

@@ -27,6 +27,14 @@ RUNNING_REPLAY_TTL = 3600.0
 TURN_ENDED = "chat.turn-ended"
 
 
+# Messages a user sent in the current minute (plugins.chat max_messages_per_minute).
+RATE_WINDOW = 60.0
+
+
+def rate_key(user_id: str) -> str:
+    return f"chat:rate:{user_id}"
+
+
 def lock_key(session_id: str) -> str:
     """The session's turn lock: the instance that holds it runs the session's turns."""
     return f"chat:turn-lock:{session_id}"

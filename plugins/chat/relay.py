@@ -19,7 +19,7 @@ from . import store
 from .admission import Admission, Turn
 from .contract import TurnFailed, TurnReply
 from .frames import (ChunkFrames, echo_frame, error_frame, event_frame, failure_frames, now_ms, review_frame,
-                     stream_end_frame, stream_start_frame)
+                     stream_end_frame, stream_start_frame, turn_error_text, turn_error_type)
 from .keys import ACTIVITY_TTL, activity_key
 from .replay import Replay, Snapshot
 from .review import review_reply, stored_role
@@ -35,10 +35,11 @@ STORED_TYPES = {"chat", "action", "markdown", "code"}
 
 class Relay:
     def __init__(self, context: "Context", *, admission: Admission, replay: Replay, ai: AiCore,
-                 history_limit: int, store_after: float):
+                 history_limit: int, store_after: float, max_reply_chars: int):
         self.context, self.hub = context, context.hub
         self.admission, self.replay, self.ai = admission, replay, ai
         self.history_limit, self.store_after = history_limit, store_after
+        self.max_reply_chars = max_reply_chars
 
     @property
     def conversations(self):
@@ -56,7 +57,7 @@ class Relay:
         except Exception as error:  # nothing sent or stored yet: tell the sender, allow a re-send
             log.error("reading the history of session %s failed: %r", session_id, error)
             await self.admission.forget_message_id(turn)
-            failure = TurnFailed("the message could not be processed; please send it again", "storage_failed")
+            failure = TurnFailed(turn_error_text("storage_failed"), "storage_failed")
             if turn.sender is not None:
                 await self.hub.send_to_user(user_id, error_frame(
                     failure.error, errorType=failure.error_type, session_id=session_id, turn_id=turn_id,
@@ -95,6 +96,7 @@ class Relay:
                 await asyncio.wait([confirmed])
 
         pieces: list[str] = []
+        room, cut = self.max_reply_chars, False
         final: DoneEvent | None = None
         relay = _then(first_event, events)
         try:
@@ -108,20 +110,27 @@ class Relay:
                 kind = event.get("type")
                 if kind == "delta":
                     content = str(event.get("content") or "")
+                    if len(content) > room:  # the reply's limit: keep what fits, stop the AI core
+                        content, cut = content[:room], True
                     if content:
+                        room -= len(content)
                         pieces.append(content)
                         await send(chunks.encode(sequence, content))
+                    if cut:
+                        break
                 elif kind == "error":
-                    raise TurnFailed(str(event.get("error") or "the AI core failed"),
-                                     str(event.get("errorType") or "ai_core_failed"))
+                    error_type = turn_error_type(event.get("errorType"))
+                    log.warning("the AI core ended turn %s with an error: %s (%s)", turn_id,
+                                event.get("error"), event.get("errorType"))
+                    raise TurnFailed(turn_error_text(error_type), error_type)
                 elif kind == "done":
                     final = cast("DoneEvent", event)  # as its type says; its fields are still read with defaults
                     break
                 elif (frame := event_frame(event, turn_id)) is not None:
                     await emit(frame)
                 _set_once(relayed)
-            if final is None:
-                raise TurnFailed("the AI core ended the stream before the reply was complete")
+            if final is None and not cut:
+                raise TurnFailed(turn_error_text("ai_core_failed"), "ai_core_failed")
             await writes_finished()  # a reply that is only `done` relayed nothing first
             _confirmation(confirmed)
         except Exception as error:
@@ -136,6 +145,13 @@ class Relay:
             await _abandon(first_event, events)
             await writes_finished()  # cancelled: the row and the message are written, or fail
 
+        if final is None:  # cut at the reply's limit: what arrived is the reply, and devices are told
+            log.warning("turn %s of session %s reached the reply limit of %d characters; cut there",
+                        turn_id, session_id, self.max_reply_chars)
+            final = {"type": "done", "text": "".join(pieces), "model": "", "finish_reason": "length",
+                     "fallbacks": [], "usage": None, "duration_ms": 0.0}
+            await emit(error_frame(f"The reply reached the limit of {self.max_reply_chars} characters "
+                                   f"and was cut off there.", errorType="reply_too_large"))
         reply = str(final.get("text") if final.get("text") is not None else "".join(pieces))
         review = review_reply(reply)
         stored_ids = []
@@ -253,14 +269,15 @@ def _as_failure(error: Exception, turn: Turn) -> TurnFailed:
     if isinstance(error, TurnFailed):
         return error
     if isinstance(error, AiCoreError):
-        # Devices see whether the AI core could be reached; what it answered stays in the log.
-        if error.error_type != "ai_core_unreachable":
-            log.warning("the AI core refused turn %s: %s (%s)", turn.turn_id, error.error, error.error_type)
-            return TurnFailed(error.error, "ai_core_failed")
-        return TurnFailed(error.error, error.error_type)
+        # Devices see whether the AI core could be reached, or sent more than a reply may hold;
+        # what it answered, and where it runs, stay in the log.
+        log.warning("the AI core failed turn %s: %s (%s)", turn.turn_id, error.error, error.error_type)
+        error_type = error.error_type if error.error_type in ("ai_core_unreachable", "reply_too_large") \
+            else "ai_core_failed"
+        return TurnFailed(turn_error_text(error_type), error_type)
     # A defect here, not the AI core's doing: every device's stream still ends.
     log.exception("chat turn %s of session %s failed", turn.turn_id, turn.session_id, exc_info=error)
-    return TurnFailed("the server failed while relaying the reply", "internal_error")
+    return TurnFailed(turn_error_text("internal_error"), "internal_error")
 
 
 def _set_once(future: "asyncio.Future") -> None:
@@ -276,7 +293,7 @@ def _confirmation(task: "asyncio.Task") -> dict:
         raise
     except Exception as error:
         log.error("storing the user's message failed: %r", error)
-        raise TurnFailed("the message could not be stored; please send it again", "storage_failed") from None
+        raise TurnFailed(turn_error_text("storage_failed"), "storage_failed") from None
 
 
 _END = object()

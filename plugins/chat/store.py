@@ -111,6 +111,12 @@ async def queue_length(db: aiopg.Pool, session_id: str) -> int:
                                      "AND status = 'queued'", (session_id,)) or 0)
 
 
+async def queued_for_user(db: aiopg.Pool, user_id: str) -> int:
+    """How many of the user's turns wait, over all their sessions."""
+    return int(await fetch_value(db, "SELECT count(*) FROM chat_turn_queue WHERE user_id = %s "
+                                     "AND status = 'queued'", (user_id,)) or 0)
+
+
 async def sessions_waiting(db: aiopg.Pool) -> list[str]:
     rows = await fetch_all(db, "SELECT DISTINCT session_id FROM chat_turn_queue WHERE status = 'queued'")
     return [row["session_id"] for row in rows]

@@ -11,16 +11,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from typing import TYPE_CHECKING
 
-from gateway.errors import ServiceUnavailable
+from gateway.errors import ServiceUnavailable, TooManyRequests
 from plugins.sessions.contract import CONVERSATIONS
 
 from . import store
 from .admission import Admission, Turn
 from .attachments import resolve_attachments
 from .contract import TurnFailed, TurnReply
-from .keys import LIVE_SESSIONS, LIVE_TTL, QUEUED_MARK_TTL, RUNNING_TURNS, RUNNING_TURNS_TTL, lock_key, queued_key
+from .keys import (LIVE_SESSIONS, LIVE_TTL, QUEUED_MARK_TTL, RATE_WINDOW, RUNNING_TURNS, RUNNING_TURNS_TTL, lock_key,
+                   queued_key, rate_key)
 from .relay import Relay
 from .waiters import TurnWaiters
 
@@ -32,8 +34,10 @@ log = logging.getLogger("plugins.chat.turns")
 
 class TurnMachine:
     def __init__(self, context: "Context", *, admission: Admission, relay: Relay, waiters: TurnWaiters,
-                 attachment_url_ttl: int, stop_timeout: float):
+                 attachment_url_ttl: int, stop_timeout: float, max_queued_turns: int,
+                 max_messages_per_minute: int):
         self.context = context
+        self.max_queued_turns, self.max_messages_per_minute = max_queued_turns, max_messages_per_minute
         self.admission, self.relay, self.replay, self.waiters = admission, relay, relay.replay, waiters
         self.attachment_url_ttl = attachment_url_ttl
         self.stop_timeout = stop_timeout
@@ -53,12 +57,14 @@ class TurnMachine:
         """Queue one turn (its attachments as sent); start it when the session is idle. Raises
         ApiError for a bad request. `session_known`: the caller already ensured this user's
         session (the WebSocket did at connect)."""
+        await self._limit_rate(turn.user_id)
         if not session_known:
             await self.conversations.ensure_session(turn.user_id, turn.session_id)
         turn.attachments = await resolve_attachments(self.context, turn.user_id, turn.attachments,
                                                      self.attachment_url_ttl)
         session_id = turn.session_id
         if not await self._lock(session_id):  # busy, here or on another instance
+            await self._limit_queue(turn.user_id)
             if not await self.admission.queue(turn):
                 return _duplicate(turn)
             if await self.kick(session_id):  # the holder let go meanwhile
@@ -76,6 +82,24 @@ class TurnMachine:
         if status == "duplicate":
             return _duplicate(turn)
         return await self.admission.tell_queued(turn)
+
+    async def _limit_rate(self, user_id: str) -> None:
+        """At most `max_messages_per_minute` messages a user, counted on the bus (every instance
+        sharing it shares the count), whichever way they came in."""
+        count, remaining = await self.context.bus.incr(rate_key(user_id), RATE_WINDOW)
+        if count > self.max_messages_per_minute:
+            retry_after = max(1, math.ceil(remaining))
+            raise TooManyRequests(f"Too many messages; send again in {retry_after} seconds.", error_type="rate_limited",
+                                  headers={"Retry-After": str(retry_after)},
+                                  hint=f"At most {self.max_messages_per_minute} messages a minute.")
+
+    async def _limit_queue(self, user_id: str) -> None:
+        """At most `max_queued_turns` of a user's messages wait behind running turns (counted in
+        the shared queue, so over every instance; two sending in the same instant may both pass)."""
+        if await store.queued_for_user(self.context.db, user_id) >= self.max_queued_turns:
+            raise TooManyRequests("Too many messages are waiting for a reply; send this one when a reply ends.",
+                                  error_type="queue_full",
+                                  hint=f"At most {self.max_queued_turns} messages may wait for their turn.")
 
     async def submit_and_wait(self, turn: Turn, timeout: float | None) -> TurnReply:
         ended = self.waiters.expect(turn.turn_id)

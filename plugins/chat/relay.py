@@ -20,7 +20,7 @@ from .admission import Admission, Turn
 from .contract import TurnFailed, TurnReply
 from .frames import (ChunkFrames, echo_frame, error_frame, event_frame, failure_frames, now_ms, review_frame,
                      stream_end_frame, stream_start_frame, turn_error_text, turn_error_type)
-from .keys import ACTIVITY_TTL, activity_key
+from .keys import ACTIVITY_TTL, SessionRef, activity_key
 from .replay import Replay, Snapshot
 from .review import review_reply, stored_role
 
@@ -52,8 +52,9 @@ class Relay:
         as they come; the user's other devices see the echo of the message first (it carries the
         stored id), then the same frames (see EchoGate)."""
         session_id, user_id, turn_id = turn.session_id, turn.user_id, turn.turn_id
+        session = turn.session.key  # the session's keys on the bus (replay, activity)
         try:
-            history = await self.conversations.recent_history(session_id, self.history_limit)
+            history = await self.conversations.recent_history(user_id, session_id, self.history_limit)
         except Exception as error:  # nothing sent or stored yet: tell the sender, allow a re-send
             log.error("reading the history of session %s failed: %r", session_id, error)
             await self.admission.forget_message_id(turn)
@@ -85,7 +86,7 @@ class Relay:
 
         async def send(payload: str) -> None:
             nonlocal sequence
-            await self.replay.append(session_id, turn_id, sequence, payload)
+            await self.replay.append(session, turn_id, sequence, payload)
             await gate.send(payload, sequence)
             sequence += 1
 
@@ -100,9 +101,9 @@ class Relay:
         final: DoneEvent | None = None
         relay = _then(first_event, events)
         try:
-            unfinished = await self.replay.begin(session_id, turn_id)
+            unfinished = await self.replay.begin(session, turn_id)
             if unfinished is not None and unfinished.frames:
-                await self.end_dead_turn(user_id, session_id, unfinished)
+                await self.end_dead_turn(turn.session, unfinished)
             await emit(stream_start_frame(turn_id))
             async for event in relay:
                 if confirmed.done():
@@ -161,7 +162,7 @@ class Relay:
                 part["type"] if part["type"] in STORED_TYPES else "chat",
                 metadata={"turn_id": turn_id, **part["metadata"]})
             stored_ids.append(stored["id"])
-        await self.context.bus.set(activity_key(session_id), str(now_ms()), ttl=ACTIVITY_TTL)
+        await self.context.bus.set(activity_key(session), str(now_ms()), ttl=ACTIVITY_TTL)
         # Closed before stream_end: the device that sees it may send its next message at once,
         # and this write would compete with that turn's start.
         await store.finish(self.context.db, turn_id, "done")
@@ -169,7 +170,7 @@ class Relay:
         done = TurnReply(reply, final.get("model") or "", final.get("finish_reason") or "stop", stored_ids)
         await emit(stream_end_frame(turn_id, reply, done.finish_reason, model=done.model,
                                     stored_message_ids=stored_ids))
-        await self.replay.finish(session_id, turn_id)
+        await self.replay.finish(session, turn_id)
         return "done", done
 
     async def _store_user_message(self, turn: Turn, gate: "EchoGate", relayed: "asyncio.Future") -> dict:
@@ -207,10 +208,10 @@ class Relay:
             raise
         await gate.open(echo_frame(session_id, stored, turn.text, metadata.get("attachments", []),
                                    turn.client_msg_id))
-        await self.context.bus.set(activity_key(session_id), str(now_ms()), ttl=ACTIVITY_TTL)
+        await self.context.bus.set(activity_key(turn.session.key), str(now_ms()), ttl=ACTIVITY_TTL)
         return stored
 
-    async def end_dead_turn(self, user_id: str, session_id: str, dead: Snapshot, latest: bool = False) -> None:
+    async def end_dead_turn(self, session: SessionRef, dead: Snapshot, latest: bool = False) -> None:
         """The previous turn's reply stopped mid-stream (its instance died): every device gets
         its stream_end, with what arrived of the text, before the next turn's stream_start.
         `latest`: no turn began since, so the replay keeps the dead turn and takes the frame too."""
@@ -219,11 +220,12 @@ class Relay:
             return
         text = "".join(str(frame.get("content") or "") for frame in frames if frame.get("type") == "stream_chunk")
         seq = max(seq for seq, _ in dead.frames) + 1
+        user_id, session_id = session.user_id, session.session_id
         log.warning("turn %s of session %s never ended (its instance stopped); ending it", dead.turn_id, session_id)
         payload = json.dumps(stream_end_frame(dead.turn_id, text, "error", session_id=session_id, seq=seq,
                                               timestamp=now_ms()), ensure_ascii=False)
         if latest:
-            await self.replay.append(session_id, dead.turn_id, seq, payload)
+            await self.replay.append(session.key, dead.turn_id, seq, payload)
         await self.hub.send_to_user(user_id, payload, turn_id=dead.turn_id, seq=seq)
 
     async def _fail(self, turn: Turn, failure: TurnFailed, partial: str, emit, gate: "EchoGate") -> None:
@@ -233,7 +235,7 @@ class Relay:
             await self.hub.send_to_user(turn.user_id, frame, only=turn.sender or None)
         # Every device saw stream_start: end the stream for all of them.
         await emit(stream_end_frame(turn.turn_id, partial, "error"))
-        await self.replay.finish(turn.session_id, turn.turn_id)
+        await self.replay.finish(turn.session.key, turn.turn_id)
 
 
 class EchoGate:

@@ -33,7 +33,7 @@ def assert_no_internals(frames: list[dict]) -> None:
 
 
 async def stored_reply(client, session_id: str) -> str:
-    messages = await context_of(client).contracts.require(CONVERSATIONS).list_messages(session_id)
+    messages = await context_of(client).contracts.require(CONVERSATIONS).list_messages("admin", session_id)
     return "".join(m["content"] for m in messages if m["role"] == "assistant")
 
 

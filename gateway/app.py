@@ -3,6 +3,7 @@ names. Production (`gateway serve`) and the tests build apps through `create_app
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import AsyncIterator, Iterable
@@ -12,6 +13,10 @@ import aiojobs
 import marshmallow
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
+from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
+from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_request import BaseRequest
+from aiohttp.web_runner import GracefulExit
 
 from . import __version__
 from .asyncapi import add_document_route as add_asyncapi_route
@@ -20,7 +25,7 @@ from .bus import create_bus
 from .config import Config, ConfigError
 from .context import Context
 from .database import apply_migrations, create_pool, migration_files, resolve_database_url
-from .errors import error_middleware
+from .errors import ApiError, error_middleware
 from .openapi import ASYNCAPI_PATH, DOCS_PATH, OPENAPI_PATH, add_document_routes, api_doc
 from .plugins import (Plugin, PluginError, PluginRecord, Registrar, Registry, installed_plugins,
                       select_plugins)
@@ -196,14 +201,94 @@ def new_event_loop(config: Config) -> asyncio.AbstractEventLoop:
     return asyncio.new_event_loop()
 
 
+class SpecErrorRequestHandler(RequestHandler):
+    """Answers what aiohttp's parser refuses before any middleware runs (an over-long request
+    line or header, too many headers, a malformed request line) with the spec's error body
+    instead of aiohttp's plain text."""
+
+    __slots__ = ()
+
+    def handle_error(self, request: BaseRequest, status: int = 500, exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        super().handle_error(request, status, exc, message)  # logs it, and refuses once bytes went out
+        error = parser_error(status, exc)
+        response = web.json_response(error.body(), status=error.status)
+        response.force_close()
+        return response
+
+
+def parser_error(status: int, exc: BaseException | None) -> ApiError:
+    """The spec's error for what aiohttp's protocol answers by itself (`status` is its choice)."""
+    if isinstance(exc, LineTooLong) or (isinstance(exc, BadHttpMessage) and "too many" in exc.message.lower()):
+        return ApiError("The request line or its headers are too large.", error_type="request_too_large",
+                        status=431, hint="Send a shorter address (data belongs in the body) and fewer or "
+                                         "shorter headers.")
+    if 400 <= status < 500:
+        return ApiError("The request could not be parsed as HTTP.", error_type="malformed_request",
+                        status=status, hint="Check the request line and the headers.")
+    if status == 504:
+        return ApiError("The server took too long to answer.", error_type="timeout", status=504)
+    return ApiError("Internal server error.", error_type="internal_error", status=status,
+                    hint="Details are in the service log.")
+
+
+class SpecErrorServer(web.Server):
+    def __call__(self) -> RequestHandler:
+        return SpecErrorRequestHandler(self, loop=self._loop, **self._kwargs)
+
+
+class ServiceRunner(web.AppRunner):
+    """`web.AppRunner` whose connections answer parser errors in the spec's body."""
+
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        return SpecErrorServer(server.request_handler, request_factory=server.request_factory,
+                               handler_cancellation=server.handler_cancellation, loop=server._loop,
+                               **server._kwargs)
+
+
+async def serve(app: web.Application, host: str, port: int, *, shutdown_timeout: float,
+                on_listening=None) -> None:
+    """Run `app` on host:port until cancelled; SIGINT and SIGTERM stop it (`GracefulExit`) and
+    the runner's cleanup drains it (what `web.run_app` does, with `ServiceRunner`)."""
+    runner = ServiceRunner(app, handle_signals=True, access_log_class=AccessLogger,
+                           shutdown_timeout=shutdown_timeout, keepalive_timeout=75.0)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        if on_listening is not None:
+            on_listening(site.port)
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+
+
 def run(service_id: str, host: str | None = None, port: int | None = None, config: Config | None = None) -> None:
     config = config or Config.load()
     spec = get_service(service_id)
     loop = new_event_loop(config)
     asyncio.set_event_loop(loop)
     app = create_app(service_id, config, spec=spec)
-    web.run_app(app, host=host or "127.0.0.1", port=port or spec.port, loop=loop,
-                access_log_class=AccessLogger,
-                shutdown_timeout=float(config.get("core.shutdown_timeout") or 10),
-                print=lambda *_: log.info("%s listening on %s:%s (event loop: %s)", service_id, host or "127.0.0.1",
-                                          port or spec.port, type(loop).__module__.split(".")[0]))
+    host = host or "127.0.0.1"
+    main = loop.create_task(serve(
+        app, host, port or spec.port, shutdown_timeout=float(config.get("core.shutdown_timeout") or 10),
+        on_listening=lambda bound: log.info("%s listening on %s:%s (event loop: %s)", service_id, host, bound,
+                                            type(loop).__module__.split(".")[0])))
+    try:
+        loop.run_until_complete(main)
+    except (GracefulExit, KeyboardInterrupt):  # SIGTERM or SIGINT: drain and stop
+        pass
+    finally:
+        try:
+            if not main.done():
+                main.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    loop.run_until_complete(main)
+        finally:
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()

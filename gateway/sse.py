@@ -8,8 +8,18 @@ import aiohttp
 
 
 # A line this long without its end is not a server-sent event stream (a model's single event
-# can be large, more than aiohttp's readline limit of 128 KiB).
+# can be large, more than aiohttp's readline limit of 128 KiB). It bounds what one event may
+# carry: the AI core's `done` event holds a whole reply, so a reply must stay well under it
+# (plugins.chat's max_reply_chars does; docs/chat.md, "Limits").
 MAX_LINE = 8 * 2**20
+
+
+class EventTooLarge(ValueError):
+    """A line of the stream grew past the decoder's limit: the stream cannot be read on."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"a server-sent event line is longer than {limit} bytes")
+        self.limit = limit
 
 
 class SseDecoder:
@@ -37,7 +47,7 @@ class SseDecoder:
             tail = lines.pop()
             self._partial, self._partial_size = ([tail], len(tail)) if tail else ([], 0)
         if self._partial_size > self._max_line:
-            raise ValueError(f"a server-sent event line is longer than {self._max_line} bytes")
+            raise EventTooLarge(self._max_line)
         events = []
         for raw in lines:
             data = self.feed_line(raw)

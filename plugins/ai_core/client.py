@@ -13,7 +13,7 @@ import aiohttp
 import orjson
 import yarl
 
-from gateway.sse import sse_data
+from gateway.sse import MAX_LINE, EventTooLarge, sse_data
 from gateway.text import loads_utf8_safe
 
 from .contract import AiCoreError, ChatEvent, ChatRequest, ImageDescription
@@ -67,7 +67,10 @@ class AiCoreClient:
         except (aiohttp.ClientError, asyncio.TimeoutError, RuntimeError) as error:  # RuntimeError: aiohttp's
             # "Connection closed." when the AI core closes the response while it is read
             raise self.unreachable(error) from None
-        except ValueError as error:  # a line of the stream that never ends
+        except EventTooLarge:  # one event larger than a reply may be (docs/chat.md, "Limits")
+            raise AiCoreError(f"the AI core sent an event longer than {MAX_LINE} bytes",
+                              error_type="reply_too_large") from None
+        except ValueError as error:  # a stream that is not server-sent events
             raise AiCoreError(f"the AI core sent an unreadable stream: {error}") from None
 
     # ------------------------------------------------------------ images

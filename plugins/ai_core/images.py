@@ -8,11 +8,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import logging
 import re
 from urllib.parse import urlsplit
 
 from gateway.errors import BadRequest
 from gateway.fetch import FetchError, FetchPolicy, FetchRefused, FetchTimeout, FetchTooLarge, GuardedFetcher
+
+log = logging.getLogger("plugins.ai_core.images")
 
 _DATA_URI = re.compile(r"^data:(image/[A-Za-z0-9.+-]+)(;[^,]*)?,(.*)$", re.DOTALL)
 
@@ -73,6 +76,9 @@ class ImageFetcher:
         return await loop.run_in_executor(None, _encode, content_type, raw)
 
     async def fetch(self, url: str) -> tuple[str, bytes]:
+        """The image's type and bytes. ImageError's text reaches the user: what a URL answered
+        (its status, its type, a connection's error) goes to the log only, so the gateway's own
+        URLs, fetched with the trusted fetcher, cannot be probed through attachments."""
         fetcher = self.trusted if origin(url) in self.trusted_origins else self.guarded
         try:
             result = await fetcher.fetch(url, timeout=self.timeout, max_bytes=self.max_bytes)
@@ -80,16 +86,16 @@ class ImageFetcher:
             raise ImageError(f"the image is larger than {self.max_bytes} bytes") from None
         except FetchTimeout:
             raise ImageError(f"fetching the image took longer than {self.timeout:g}s") from None
-        except FetchRefused as error:
+        except FetchRefused as error:  # the policy's reason, about the URL as given
             raise ImageError(f"{error}; an operator can allow private addresses with "
                              f"plugins.ai_core.fetch_allow_private or [fetch] allow_hosts") from None
         except FetchError as error:
-            raise ImageError(f"cannot fetch the image: {error}") from None
-        if result.status != 200:
-            raise ImageError(f"fetching the image answered HTTP {result.status}")
+            log.info("an image could not be fetched: %s", error)
+            raise ImageError("the image could not be fetched") from None
         content_type = result.headers.get("Content-Type", "").split(";")[0].strip()
-        if not content_type.startswith("image/"):
-            raise ImageError(f"the URL is not an image ({content_type or 'no type'})")
+        if result.status != 200 or not content_type.startswith("image/"):
+            log.info("an image URL answered HTTP %s (%s)", result.status, content_type or "no type")
+            raise ImageError("the URL did not answer with an image")
         return content_type, result.body
 
 

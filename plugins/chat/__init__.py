@@ -78,11 +78,14 @@ class ChatChannel:
         admission = Admission(context, settings["lock_ttl"])
         relay = Relay(context, admission=admission, replay=self.replay,
                       ai=context.contracts.require(AI_CORE),
-                      history_limit=settings["history_limit"], store_after=settings["store_after"])
+                      history_limit=settings["history_limit"], store_after=settings["store_after"],
+                      max_reply_chars=settings["max_reply_chars"])
         waiters = TurnWaiters(context.bus)
         self.turns = TurnMachine(context, admission=admission, relay=relay, waiters=waiters,
                                  attachment_url_ttl=settings["attachment_url_ttl"],
-                                 stop_timeout=settings["stop_timeout"])
+                                 stop_timeout=settings["stop_timeout"],
+                                 max_queued_turns=settings["max_queued_turns"],
+                                 max_messages_per_minute=settings["max_messages_per_minute"])
         await waiters.start()
         housekeeping = asyncio.create_task(self._housekeeping(), name="chat-housekeeping")
         try:

@@ -19,7 +19,7 @@ from plugins.sessions.contract import CONVERSATIONS
 
 from . import store
 from .frames import now_ms, queued_frame
-from .keys import MESSAGE_ID_TTL, QUEUED_MARK_TTL, admitted_key, lock_key, message_key, queued_key
+from .keys import MESSAGE_ID_TTL, QUEUED_MARK_TTL, SessionRef, admitted_key, lock_key, message_key, queued_key
 
 if TYPE_CHECKING:
     from gateway.context import Context
@@ -46,6 +46,10 @@ class Turn:
         attachments, metadata = _decoded(row["attachments"]), _decoded(row.get("metadata"))
         return cls(row["session_id"], row["user_id"], row["text"], row["mode"], attachments, row["client_msg_id"],
                    row["sender_connection"], metadata, turn_id=row["turn_id"], recorded=True)
+
+    @property
+    def session(self) -> SessionRef:
+        return SessionRef(self.user_id, self.session_id)
 
     def columns(self) -> dict:
         """What `store.enqueue` writes."""
@@ -74,15 +78,15 @@ class Admission:
 
     # ------------------------------------------------------------------ the lock
 
-    async def lock(self, session_id: str) -> bool:
+    async def lock(self, session: SessionRef) -> bool:
         """The session's turn lock for this instance; False while any instance holds it."""
-        return await self.context.bus.set(lock_key(session_id), self.owner, ttl=self.lock_ttl, only_if_absent=True)
+        return await self.context.bus.set(lock_key(session.key), self.owner, ttl=self.lock_ttl, only_if_absent=True)
 
-    async def renew(self, session_id: str) -> bool:
-        return await self.context.bus.renew_if(lock_key(session_id), self.owner, self.lock_ttl)
+    async def renew(self, session: SessionRef) -> bool:
+        return await self.context.bus.renew_if(lock_key(session.key), self.owner, self.lock_ttl)
 
-    async def release(self, session_id: str) -> None:
-        await self.context.bus.delete_if(lock_key(session_id), self.owner)
+    async def release(self, session: SessionRef) -> None:
+        await self.context.bus.delete_if(lock_key(session.key), self.owner)
 
     # ------------------------------------------------------------------ admitting
 
@@ -90,9 +94,9 @@ class Admission:
         """With the session's lock held: "started" (the turn runs now; `turn.recorded` says
         whether its row was written), "queued" (older turns wait: its row is queued behind
         them) or "duplicate"."""
-        session_id, client_msg_id = turn.session_id, turn.client_msg_id
-        admitted = await self._admit_on_bus(session_id, client_msg_id)
-        if admitted is False and await self._reclaim_message_id(session_id, client_msg_id):
+        session, client_msg_id = turn.session, turn.client_msg_id
+        admitted = await self._admit_on_bus(session, client_msg_id)
+        if admitted is False and await self._reclaim_message_id(session, client_msg_id):
             admitted = True
         if admitted:
             # The fast way: the bus vouches that the message is new, so the AI core is called
@@ -102,22 +106,22 @@ class Admission:
             return "duplicate"
         # The bus cannot vouch: the database decides.
         row = await store.enqueue(self.context.db, **turn.columns(), start=True)
-        if row is None and await self._reclaim_message_id(session_id, client_msg_id):
+        if row is None and await self._reclaim_message_id(session, client_msg_id):
             row = await store.enqueue(self.context.db, **turn.columns(), start=True)
         if row is None:
             return "duplicate"
-        await self._admitted(session_id, client_msg_id)
+        await self._admitted(session, client_msg_id)
         turn.recorded = True
         return "started" if row["status"] == "running" else "queued"
 
     async def queue(self, turn: Turn) -> bool:
         """The session is busy (here or on another instance): queue the turn behind it. False
         for a duplicate."""
-        session_id = turn.session_id
+        session = turn.session
         # The running turn may not have written its row yet: the bus knows its id.
-        vouched = bool(await self.context.bus.get(admitted_key(session_id)))
-        if vouched and not await self._take_message_id(session_id, turn.client_msg_id) \
-                and not await self._taken_by_dead_turn(session_id, turn.client_msg_id):
+        vouched = bool(await self.context.bus.get(admitted_key(session.key)))
+        if vouched and not await self._take_message_id(session, turn.client_msg_id) \
+                and not await self._taken_by_dead_turn(session, turn.client_msg_id):
             return False
         # A new id, or one a dead turn took without storing its message: the queue decides (a row
         # the dead turn wrote keeps the id until the next holder releases it).
@@ -125,88 +129,89 @@ class Admission:
             return False
         turn.recorded = True
         # Set after the row is committed: whoever sees the mark finds the row.
-        await self.context.bus.set(queued_key(session_id), "1", ttl=QUEUED_MARK_TTL)
-        await self._admitted(session_id, turn.client_msg_id)
+        await self.context.bus.set(queued_key(session.key), "1", ttl=QUEUED_MARK_TTL)
+        await self._admitted(session, turn.client_msg_id)
         return True
 
     async def tell_queued(self, turn: Turn) -> dict:
-        position = await store.queue_length(self.context.db, turn.session_id)
+        position = await store.queue_length(self.context.db, turn.user_id, turn.session_id)
         if turn.sender is not None:
             await self.context.hub.send_to_user(
                 turn.user_id, queued_frame(turn.session_id, turn.client_msg_id, turn.turn_id, position),
                 only=turn.sender)
         return {"status": "queued", "turn_id": turn.turn_id, "session_id": turn.session_id, "position": position}
 
-    async def queued_meanwhile(self, session_id: str) -> bool:
+    async def queued_meanwhile(self, session: SessionRef) -> bool:
         """Whether a message was queued since the last look. The mark is taken away before the
         queue is read again, and a submitter sets it only after its row is committed, so a row
         is never left behind without a mark."""
         bus = self.context.bus
-        if await bus.get(queued_key(session_id)) is None:
+        if await bus.get(queued_key(session.key)) is None:
             return False
-        await bus.delete(queued_key(session_id))
+        await bus.delete(queued_key(session.key))
         return True
 
     async def forget_message_id(self, turn: Turn) -> None:
         """Nothing of the turn was stored: let a re-send of its message through."""
         if turn.client_msg_id is not None:
             with contextlib.suppress(Exception):
-                await self.context.bus.delete(message_key(turn.session_id, turn.client_msg_id))
+                await self.context.bus.delete(message_key(turn.session.key, turn.client_msg_id))
 
     # ------------------------------------------------------------------ message ids
 
-    async def _admit_on_bus(self, session_id: str, client_msg_id: str | None) -> bool | None:
+    async def _admit_on_bus(self, session: SessionRef, client_msg_id: str | None) -> bool | None:
         """True: the message is new (its id is now taken on the bus) and no older turn waits;
         False: a re-send; None: the bus cannot tell — it does not hold this session's message
         ids (a restarted in-process bus, an expired mark), or turns may be waiting in the queue."""
         bus = self.context.bus
-        if not await bus.get(admitted_key(session_id)) or await bus.get(queued_key(session_id)) is not None:
+        if not await bus.get(admitted_key(session.key)) or await bus.get(queued_key(session.key)) is not None:
             return None
-        return await self._take_message_id(session_id, client_msg_id)
+        return await self._take_message_id(session, client_msg_id)
 
-    async def _reclaim_message_id(self, session_id: str, client_msg_id: str | None) -> bool:
+    async def _reclaim_message_id(self, session: SessionRef, client_msg_id: str | None) -> bool:
         """A re-sent id is a duplicate while its message is stored or its turn may still run.
         Taken longer than a lock's lifetime ago, by a turn whose row is not waiting and whose
         message is not stored, it belongs to a turn that died before storing the message (its
         instance was killed between admitting the message and writing it); the caller holds the
         session's lock, so no turn of the session runs, and the id is given to this message.
         Younger ids are left alone: another instance may be between taking one and writing its row."""
-        if client_msg_id is None or not await self._taken_by_dead_turn(session_id, client_msg_id):
+        if client_msg_id is None or not await self._taken_by_dead_turn(session, client_msg_id):
             return False
-        if not await store.release_message_id(self.context.db, session_id, client_msg_id, self.lock_ttl):
+        if not await store.release_message_id(self.context.db, session.user_id, session.session_id, client_msg_id,
+                                              self.lock_ttl):
             return False
-        await self.context.bus.set(message_key(session_id, client_msg_id), "1", ttl=MESSAGE_ID_TTL)
+        await self.context.bus.set(message_key(session.key, client_msg_id), "1", ttl=MESSAGE_ID_TTL)
         log.warning("message %s of session %s was taken by a turn that never stored it; it runs now",
-                    client_msg_id, session_id)
+                    client_msg_id, session.session_id)
         return True
 
-    async def _taken_by_dead_turn(self, session_id: str, client_msg_id: str | None) -> bool:
+    async def _taken_by_dead_turn(self, session: SessionRef, client_msg_id: str | None) -> bool:
         """Whether a taken id may belong to a turn that died before storing its message: it was
         not taken in the last lock lifetime (a live turn may be about to write it) and no
         message with it is stored. The queue's rows have the last word (see callers)."""
         if client_msg_id is None:
             return False
-        taken = await self.context.bus.get(message_key(session_id, client_msg_id)) or ""
+        taken = await self.context.bus.get(message_key(session.key, client_msg_id)) or ""
         if taken.isdigit() and len(taken) > 1 and now_ms() - int(taken) < self.lock_ttl * 1000:
             return False
-        return not await self.conversations.has_client_message(session_id, client_msg_id)
+        return not await self.conversations.has_client_message(session.user_id, session.session_id, client_msg_id)
 
-    async def _take_message_id(self, session_id: str, client_msg_id: str | None) -> bool:
+    async def _take_message_id(self, session: SessionRef, client_msg_id: str | None) -> bool:
         if client_msg_id is None:
             return True
         # The value says when: a re-send may take the id over only from a turn long dead (_reclaim_message_id).
-        return await self.context.bus.set(message_key(session_id, client_msg_id), str(now_ms()), ttl=MESSAGE_ID_TTL,
+        return await self.context.bus.set(message_key(session.key, client_msg_id), str(now_ms()), ttl=MESSAGE_ID_TTL,
                                           only_if_absent=True)
 
-    async def _admitted(self, session_id: str, client_msg_id: str | None) -> None:
+    async def _admitted(self, session: SessionRef, client_msg_id: str | None) -> None:
         """A message went into the database queue: record its id on the bus and, the first
         time, every id the queue still remembers for the session, so that the mark saying the
         bus holds them all is true."""
         bus = self.context.bus
         if client_msg_id is not None:
-            await bus.set(message_key(session_id, client_msg_id), "1", ttl=MESSAGE_ID_TTL)
-        if await bus.get(admitted_key(session_id)):
+            await bus.set(message_key(session.key, client_msg_id), "1", ttl=MESSAGE_ID_TTL)
+        if await bus.get(admitted_key(session.key)):
             return
-        for known in await store.message_ids(self.context.db, session_id):
-            await bus.set(message_key(session_id, known), "1", ttl=MESSAGE_ID_TTL)
-        await bus.set(admitted_key(session_id), "1", ttl=MESSAGE_ID_TTL)
+        for known in await store.message_ids(self.context.db, session.user_id, session.session_id):
+            await bus.set(message_key(session.key, known), "1", ttl=MESSAGE_ID_TTL)
+        await bus.set(admitted_key(session.key), "1", ttl=MESSAGE_ID_TTL)

@@ -21,6 +21,7 @@ from gateway.ws import dispatch_frame, require_identity
 
 from .admission import Turn
 from .frames import ERROR_FIELDS, error_frame, now_ms
+from .keys import session_key
 from .presence import SESSION_KEY
 
 if TYPE_CHECKING:
@@ -176,7 +177,7 @@ async def handle_connect(request: web.Request) -> web.StreamResponse:
     try:
         await chat.presence.connected(connection)
         if resume:
-            await chat.replay.replay_into(connection, session_id, after)
+            await chat.replay.replay_into(connection, session_key(identity.user_id, session_id), after)
         async for frame in ws:
             if frame.type == WSMsgType.TEXT:
                 await dispatch_frame(request.app, connection, frame.data, error_fields=ERROR_FIELDS)
@@ -209,8 +210,9 @@ def register_frames(registrar, chat: "ChatChannel") -> None:
                         attachments=frame["attachments"], client_msg_id=frame["client_msg_id"], sender=connection.id)
             await chat.turns.submit(turn, session_known=session_id == connection.data[SESSION_KEY])
         except ApiError as error:
+            hint = {"hint": error.hint} if error.hint else {}
             connection.send(error_frame(error.error, errorType=error.error_type, session_id=session_id,
-                                        client_msg_id=frame["client_msg_id"]))
+                                        client_msg_id=frame["client_msg_id"], **hint))
 
     @registrar.ws_message("ping")
     async def on_ping(connection: "Connection", frame: dict) -> None:
@@ -220,17 +222,20 @@ def register_frames(registrar, chat: "ChatChannel") -> None:
     async def on_history(connection: "Connection", frame: dict) -> None:
         identity = require_identity(connection)
         session_id = frame["session_id"] or connection.data[SESSION_KEY]
-        session = await chat.conversations.get_session(session_id)
-        if session is None or (session["user_id"] != identity.user_id and not identity.is_admin):
+        # The caller's own session (ids are per owner; the administrator reads other users' over HTTP).
+        session = await chat.conversations.get_session(identity.user_id, session_id)
+        if session is None:
             connection.send(error_frame(f"no session {session_id}", errorType="session_not_found",
                                         session_id=session_id))
             return
         limit = frame["limit"]
         if frame["before_id"] is not None:
-            page = await chat.conversations.list_messages(session_id, limit=limit + 1, before_id=frame["before_id"])
+            page = await chat.conversations.list_messages(identity.user_id, session_id, limit=limit + 1,
+                                                          before_id=frame["before_id"])
             has_more, messages = len(page) > limit, page[-limit:]
         else:
-            page = await chat.conversations.list_messages(session_id, limit=limit + 1, offset=frame["offset"])
+            page = await chat.conversations.list_messages(identity.user_id, session_id, limit=limit + 1,
+                                                          offset=frame["offset"])
             has_more, messages = len(page) > limit, page[:limit]
         connection.send({"type": "history_response", "msg_type": "chat", "session_id": session_id,
                          "messages": messages, "has_more": has_more, "limit": limit,

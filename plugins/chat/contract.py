@@ -31,7 +31,9 @@ class ChatTurns(Protocol):
                           attachments: list[dict] | None = None,
                           exclude_connection_id: str | None = None) -> dict:
         """Queue `text` as a turn of the session, like a `message` frame (voice hands recognised
-        speech in this way). `exclude_connection_id`: the device it came from gets no echo."""
+        speech in this way). `exclude_connection_id`: the device it came from gets no echo.
+        Raises ApiError for a bad request, and TooManyRequests (`rate_limited`, `queue_full`) past
+        the user's message rate or queue bound ([plugins.chat], the same as for a device)."""
         ...
 
     async def submit_and_wait(self, user_id: str, session_id: str, text: str, mode: str = "text", *,
@@ -40,7 +42,8 @@ class ChatTurns(Protocol):
         and de-duplication as a `message`) and wait for its end, on whichever instance runs it.
         `metadata`: stored with the user's message instead of `{"mode": mode}`. Raises
         TurnFailed when the turn ends without a reply or `timeout` seconds pass (the turn goes
-        on); ApiError for a bad request (another user's session)."""
+        on); ApiError for a bad request, TooManyRequests past the user's message rate or queue
+        bound (as `submit_turn`)."""
         ...
 
 
@@ -49,7 +52,10 @@ class Presence(Protocol):
 
     async def set_client_note(self, client_id: str, note: str) -> dict | None: ...
 
-    async def session_state(self, session_id: str, local: dict[str, list[dict]] | None = None) -> dict | None: ...
+    async def session_state(self, session_id: str) -> dict | None:
+        """The live state of a session with this id; session ids are per owner, so of the user
+        whose session with it was most recently active."""
+        ...
 
     async def live_sessions(self) -> list[dict]: ...
 

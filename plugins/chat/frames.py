@@ -3,6 +3,7 @@ around a turn. Every frame carries `msg_type` and a `timestamp` (spec: filled by
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,31 @@ if TYPE_CHECKING:
 ERROR_FIELDS = {"msg_type": "system_info"}
 
 _encode = json.JSONEncoder(ensure_ascii=False).encode
+
+
+# What a client is told when a turn fails, by errorType: fixed sentences. The text of an exception
+# or of a service behind the gateway (hosts, ports, addresses, statuses) goes to the log only.
+TURN_ERRORS = {
+    "ai_core_unreachable": "The assistant service cannot be reached right now; please try again in a moment.",
+    "ai_core_failed": "The assistant service could not answer this message.",
+    "model_failed": "The language model stopped while answering.",
+    "all_models_failed": "No language model could answer this message right now.",
+    "reply_too_large": "The reply was too large to deliver.",
+    "storage_failed": "The message could not be stored; please send it again.",
+    "internal_error": "The server failed while relaying the reply.",
+    "duplicate_message": "This message was already received.",
+    "timeout": "No reply came in time; the turn goes on and its reply is stored.",
+}
+# An errorType the AI core sends is passed on when it looks like one; otherwise this one.
+ERROR_TYPE = re.compile(r"^[a-z][a-z0-9_]{0,63}\Z")
+
+
+def turn_error_type(error_type: object) -> str:
+    return error_type if isinstance(error_type, str) and ERROR_TYPE.match(error_type) else "ai_core_failed"
+
+
+def turn_error_text(error_type: str) -> str:
+    return TURN_ERRORS.get(error_type, TURN_ERRORS["ai_core_failed"])
 
 
 def now_ms() -> int:

@@ -1,5 +1,12 @@
 """The chat plugin's bus keys and channels, and how long each lives. Every instance sharing the
-bus reads and writes the same keys (under the bus's prefix)."""
+bus reads and writes the same keys (under the bus's prefix).
+
+Session ids are per owner (two users may both have `work`): every key of a session is built
+from its `session_key(user_id, session_id)`, and the sets of sessions hold those."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
 
 # Sessions with a live device or a running turn, renewed while they last.
 LIVE_SESSIONS = "chat:live-sessions"
@@ -27,28 +34,64 @@ RUNNING_REPLAY_TTL = 3600.0
 TURN_ENDED = "chat.turn-ended"
 
 
-def lock_key(session_id: str) -> str:
+# Messages a user sent in the current minute (plugins.chat max_messages_per_minute).
+RATE_WINDOW = 60.0
+
+
+def rate_key(user_id: str) -> str:
+    return f"chat:rate:{user_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRef:
+    """A user's session: ids are per owner, so the pair names it; `key` is its one string."""
+    user_id: str
+    session_id: str
+
+    @property
+    def key(self) -> str:
+        return session_key(self.user_id, self.session_id)
+
+    @classmethod
+    def from_key(cls, key: str) -> "SessionRef":
+        return cls(*session_of(key))
+
+
+def session_key(user_id: str, session_id: str) -> str:
+    """One string for a user's session; the length prefix keeps it unambiguous whatever
+    characters the two hold."""
+    return f"{len(user_id)}.{user_id}.{session_id}"
+
+
+def session_of(key: str) -> tuple[str, str]:
+    """(user_id, session_id) of a `session_key`."""
+    length, _, rest = key.partition(".")
+    size = int(length)
+    return rest[:size], rest[size + 1:]
+
+
+def lock_key(session: str) -> str:
     """The session's turn lock: the instance that holds it runs the session's turns."""
-    return f"chat:turn-lock:{session_id}"
+    return f"chat:turn-lock:{session}"
 
 
-def activity_key(session_id: str) -> str:
-    return f"chat:activity:{session_id}"
+def activity_key(session: str) -> str:
+    return f"chat:activity:{session}"
 
 
-def message_key(session_id: str, client_msg_id: str) -> str:
-    return f"chat:message-id:{session_id}:{client_msg_id}"
+def message_key(session: str, client_msg_id: str) -> str:
+    return f"chat:message-id:{session_key(session, client_msg_id)}"
 
 
-def queued_key(session_id: str) -> str:
-    return f"chat:queued:{session_id}"
+def queued_key(session: str) -> str:
+    return f"chat:queued:{session}"
 
 
-def admitted_key(session_id: str) -> str:
+def admitted_key(session: str) -> str:
     """Set while the bus holds the client_msg_id of every message admitted to the session."""
-    return f"chat:admitted:{session_id}"
+    return f"chat:admitted:{session}"
 
 
-def replay_key(session_id: str) -> str:
+def replay_key(session: str) -> str:
     """The stream of the session's latest turn's frames."""
-    return f"chat:replay:{session_id}"
+    return f"chat:replay:{session}"

@@ -19,8 +19,8 @@ from . import store
 from .admission import Admission, Turn
 from .contract import TurnFailed, TurnReply
 from .frames import (ChunkFrames, echo_frame, error_frame, event_frame, failure_frames, now_ms, review_frame,
-                     stream_end_frame, stream_start_frame)
-from .keys import ACTIVITY_TTL, activity_key
+                     stream_end_frame, stream_start_frame, turn_error_text, turn_error_type)
+from .keys import ACTIVITY_TTL, SessionRef, activity_key
 from .replay import Replay, Snapshot
 from .review import review_reply, stored_role
 
@@ -35,10 +35,11 @@ STORED_TYPES = {"chat", "action", "markdown", "code"}
 
 class Relay:
     def __init__(self, context: "Context", *, admission: Admission, replay: Replay, ai: AiCore,
-                 history_limit: int, store_after: float):
+                 history_limit: int, store_after: float, max_reply_chars: int):
         self.context, self.hub = context, context.hub
         self.admission, self.replay, self.ai = admission, replay, ai
         self.history_limit, self.store_after = history_limit, store_after
+        self.max_reply_chars = max_reply_chars
 
     @property
     def conversations(self):
@@ -51,12 +52,13 @@ class Relay:
         as they come; the user's other devices see the echo of the message first (it carries the
         stored id), then the same frames (see EchoGate)."""
         session_id, user_id, turn_id = turn.session_id, turn.user_id, turn.turn_id
+        session = turn.session.key  # the session's keys on the bus (replay, activity)
         try:
-            history = await self.conversations.recent_history(session_id, self.history_limit)
+            history = await self.conversations.recent_history(user_id, session_id, self.history_limit)
         except Exception as error:  # nothing sent or stored yet: tell the sender, allow a re-send
             log.error("reading the history of session %s failed: %r", session_id, error)
             await self.admission.forget_message_id(turn)
-            failure = TurnFailed("the message could not be processed; please send it again", "storage_failed")
+            failure = TurnFailed(turn_error_text("storage_failed"), "storage_failed")
             if turn.sender is not None:
                 await self.hub.send_to_user(user_id, error_frame(
                     failure.error, errorType=failure.error_type, session_id=session_id, turn_id=turn_id,
@@ -84,7 +86,7 @@ class Relay:
 
         async def send(payload: str) -> None:
             nonlocal sequence
-            await self.replay.append(session_id, turn_id, sequence, payload)
+            await self.replay.append(session, turn_id, sequence, payload)
             await gate.send(payload, sequence)
             sequence += 1
 
@@ -95,12 +97,13 @@ class Relay:
                 await asyncio.wait([confirmed])
 
         pieces: list[str] = []
+        room, cut = self.max_reply_chars, False
         final: DoneEvent | None = None
         relay = _then(first_event, events)
         try:
-            unfinished = await self.replay.begin(session_id, turn_id)
+            unfinished = await self.replay.begin(session, turn_id)
             if unfinished is not None and unfinished.frames:
-                await self.end_dead_turn(user_id, session_id, unfinished)
+                await self.end_dead_turn(turn.session, unfinished)
             await emit(stream_start_frame(turn_id))
             async for event in relay:
                 if confirmed.done():
@@ -108,20 +111,27 @@ class Relay:
                 kind = event.get("type")
                 if kind == "delta":
                     content = str(event.get("content") or "")
+                    if len(content) > room:  # the reply's limit: keep what fits, stop the AI core
+                        content, cut = content[:room], True
                     if content:
+                        room -= len(content)
                         pieces.append(content)
                         await send(chunks.encode(sequence, content))
+                    if cut:
+                        break
                 elif kind == "error":
-                    raise TurnFailed(str(event.get("error") or "the AI core failed"),
-                                     str(event.get("errorType") or "ai_core_failed"))
+                    error_type = turn_error_type(event.get("errorType"))
+                    log.warning("the AI core ended turn %s with an error: %s (%s)", turn_id,
+                                event.get("error"), event.get("errorType"))
+                    raise TurnFailed(turn_error_text(error_type), error_type)
                 elif kind == "done":
                     final = cast("DoneEvent", event)  # as its type says; its fields are still read with defaults
                     break
                 elif (frame := event_frame(event, turn_id)) is not None:
                     await emit(frame)
                 _set_once(relayed)
-            if final is None:
-                raise TurnFailed("the AI core ended the stream before the reply was complete")
+            if final is None and not cut:
+                raise TurnFailed(turn_error_text("ai_core_failed"), "ai_core_failed")
             await writes_finished()  # a reply that is only `done` relayed nothing first
             _confirmation(confirmed)
         except Exception as error:
@@ -136,6 +146,13 @@ class Relay:
             await _abandon(first_event, events)
             await writes_finished()  # cancelled: the row and the message are written, or fail
 
+        if final is None:  # cut at the reply's limit: what arrived is the reply, and devices are told
+            log.warning("turn %s of session %s reached the reply limit of %d characters; cut there",
+                        turn_id, session_id, self.max_reply_chars)
+            final = {"type": "done", "text": "".join(pieces), "model": "", "finish_reason": "length",
+                     "fallbacks": [], "usage": None, "duration_ms": 0.0}
+            await emit(error_frame(f"The reply reached the limit of {self.max_reply_chars} characters "
+                                   f"and was cut off there.", errorType="reply_too_large"))
         reply = str(final.get("text") if final.get("text") is not None else "".join(pieces))
         review = review_reply(reply)
         stored_ids = []
@@ -145,7 +162,7 @@ class Relay:
                 part["type"] if part["type"] in STORED_TYPES else "chat",
                 metadata={"turn_id": turn_id, **part["metadata"]})
             stored_ids.append(stored["id"])
-        await self.context.bus.set(activity_key(session_id), str(now_ms()), ttl=ACTIVITY_TTL)
+        await self.context.bus.set(activity_key(session), str(now_ms()), ttl=ACTIVITY_TTL)
         # Closed before stream_end: the device that sees it may send its next message at once,
         # and this write would compete with that turn's start.
         await store.finish(self.context.db, turn_id, "done")
@@ -153,7 +170,7 @@ class Relay:
         done = TurnReply(reply, final.get("model") or "", final.get("finish_reason") or "stop", stored_ids)
         await emit(stream_end_frame(turn_id, reply, done.finish_reason, model=done.model,
                                     stored_message_ids=stored_ids))
-        await self.replay.finish(session_id, turn_id)
+        await self.replay.finish(session, turn_id)
         return "done", done
 
     async def _store_user_message(self, turn: Turn, gate: "EchoGate", relayed: "asyncio.Future") -> dict:
@@ -191,10 +208,10 @@ class Relay:
             raise
         await gate.open(echo_frame(session_id, stored, turn.text, metadata.get("attachments", []),
                                    turn.client_msg_id))
-        await self.context.bus.set(activity_key(session_id), str(now_ms()), ttl=ACTIVITY_TTL)
+        await self.context.bus.set(activity_key(turn.session.key), str(now_ms()), ttl=ACTIVITY_TTL)
         return stored
 
-    async def end_dead_turn(self, user_id: str, session_id: str, dead: Snapshot, latest: bool = False) -> None:
+    async def end_dead_turn(self, session: SessionRef, dead: Snapshot, latest: bool = False) -> None:
         """The previous turn's reply stopped mid-stream (its instance died): every device gets
         its stream_end, with what arrived of the text, before the next turn's stream_start.
         `latest`: no turn began since, so the replay keeps the dead turn and takes the frame too."""
@@ -203,11 +220,12 @@ class Relay:
             return
         text = "".join(str(frame.get("content") or "") for frame in frames if frame.get("type") == "stream_chunk")
         seq = max(seq for seq, _ in dead.frames) + 1
+        user_id, session_id = session.user_id, session.session_id
         log.warning("turn %s of session %s never ended (its instance stopped); ending it", dead.turn_id, session_id)
         payload = json.dumps(stream_end_frame(dead.turn_id, text, "error", session_id=session_id, seq=seq,
                                               timestamp=now_ms()), ensure_ascii=False)
         if latest:
-            await self.replay.append(session_id, dead.turn_id, seq, payload)
+            await self.replay.append(session.key, dead.turn_id, seq, payload)
         await self.hub.send_to_user(user_id, payload, turn_id=dead.turn_id, seq=seq)
 
     async def _fail(self, turn: Turn, failure: TurnFailed, partial: str, emit, gate: "EchoGate") -> None:
@@ -217,7 +235,7 @@ class Relay:
             await self.hub.send_to_user(turn.user_id, frame, only=turn.sender or None)
         # Every device saw stream_start: end the stream for all of them.
         await emit(stream_end_frame(turn.turn_id, partial, "error"))
-        await self.replay.finish(turn.session_id, turn.turn_id)
+        await self.replay.finish(turn.session.key, turn.turn_id)
 
 
 class EchoGate:
@@ -253,14 +271,15 @@ def _as_failure(error: Exception, turn: Turn) -> TurnFailed:
     if isinstance(error, TurnFailed):
         return error
     if isinstance(error, AiCoreError):
-        # Devices see whether the AI core could be reached; what it answered stays in the log.
-        if error.error_type != "ai_core_unreachable":
-            log.warning("the AI core refused turn %s: %s (%s)", turn.turn_id, error.error, error.error_type)
-            return TurnFailed(error.error, "ai_core_failed")
-        return TurnFailed(error.error, error.error_type)
+        # Devices see whether the AI core could be reached, or sent more than a reply may hold;
+        # what it answered, and where it runs, stay in the log.
+        log.warning("the AI core failed turn %s: %s (%s)", turn.turn_id, error.error, error.error_type)
+        error_type = error.error_type if error.error_type in ("ai_core_unreachable", "reply_too_large") \
+            else "ai_core_failed"
+        return TurnFailed(turn_error_text(error_type), error_type)
     # A defect here, not the AI core's doing: every device's stream still ends.
     log.exception("chat turn %s of session %s failed", turn.turn_id, turn.session_id, exc_info=error)
-    return TurnFailed("the server failed while relaying the reply", "internal_error")
+    return TurnFailed(turn_error_text("internal_error"), "internal_error")
 
 
 def _set_once(future: "asyncio.Future") -> None:
@@ -276,7 +295,7 @@ def _confirmation(task: "asyncio.Task") -> dict:
         raise
     except Exception as error:
         log.error("storing the user's message failed: %r", error)
-        raise TurnFailed("the message could not be stored; please send it again", "storage_failed") from None
+        raise TurnFailed(turn_error_text("storage_failed"), "storage_failed") from None
 
 
 _END = object()

@@ -3,7 +3,7 @@ during a reply (or reconnects after missing part of it) catches up.
 
 Every frame of a running turn that goes to all devices is appended before it is sent, so a
 frame a device sees live is always in the buffer too. The buffer is a bus stream per session
-(`chat:replay:<session_id>`: a Redis Stream shared by all instances with `REDIS_URL`, a list in
+(`chat:replay:<session key>`, keys.session_key: a Redis Stream shared by all instances with `REDIS_URL`, a list in
 this process otherwise); its first entry names the turn, an `end` entry marks the turn's end."""
 from __future__ import annotations
 
@@ -37,36 +37,36 @@ class Replay:
         self.ttl = ttl
         self.max_frames = max_frames
 
-    async def begin(self, session_id: str, turn_id: str) -> Snapshot | None:
+    async def begin(self, session: str, turn_id: str) -> Snapshot | None:
         """A new turn: forget the previous one's frames. Returns them when that turn never
         finished (its instance died mid-reply: turns of a session never overlap)."""
-        entries = await self.bus.stream_restart(replay_key(session_id), {"turn": turn_id, "kind": "begin"},
+        entries = await self.bus.stream_restart(replay_key(session), {"turn": turn_id, "kind": "begin"},
                                                 RUNNING_REPLAY_TTL, finished=ENDED)
         return _snapshot(entries)
 
-    def append(self, session_id: str, turn_id: str, seq: int, payload: str) -> Awaitable[None]:
+    def append(self, session: str, turn_id: str, seq: int, payload: str) -> Awaitable[None]:
         """One frame of the running turn. (The bus's coroutine itself, not one wrapping it: this
         runs for every frame.)"""
-        return self.bus.stream_append(replay_key(session_id), {"turn": turn_id, "kind": "frame", "seq": str(seq),
+        return self.bus.stream_append(replay_key(session), {"turn": turn_id, "kind": "frame", "seq": str(seq),
                                                                "payload": payload}, max_len=self.max_frames)
 
-    async def finish(self, session_id: str, turn_id: str) -> None:
+    async def finish(self, session: str, turn_id: str) -> None:
         """The turn ended; its frames expire `ttl` seconds from now."""
-        await self.bus.stream_append(replay_key(session_id), {"turn": turn_id, "kind": "end"}, ttl=self.ttl)
+        await self.bus.stream_append(replay_key(session), {"turn": turn_id, "kind": "end"}, ttl=self.ttl)
 
-    async def read(self, session_id: str) -> Snapshot | None:
+    async def read(self, session: str) -> Snapshot | None:
         """The latest turn's frames, None when nothing is kept."""
-        return _snapshot(await self.bus.stream_read(replay_key(session_id)))
+        return _snapshot(await self.bus.stream_read(replay_key(session)))
 
-    async def replay_into(self, connection: "Connection", session_id: str, after: tuple[str, int] | None) -> int:
+    async def replay_into(self, connection: "Connection", session: str, after: tuple[str, int] | None) -> int:
         """Send `connection` (registered holding its deliveries) what it missed of the session's
         current turn, then release what arrived live meanwhile. Returns how many frames were replayed."""
         sent, replayed = 0, {}
         try:
             try:
-                snapshot = await self.read(session_id)
+                snapshot = await self.read(session)
             except Exception:
-                log.exception("reading the replay buffer of %s failed", session_id)
+                log.exception("reading the replay buffer of %s failed", session)
                 snapshot = None
             # A finished turn is replayed only to a device that saw part of it.
             if snapshot is not None and (snapshot.running or (after is not None and after[0] == snapshot.turn_id)):

@@ -2,6 +2,7 @@
 from marshmallow import fields, validate
 
 from gateway.hub import DEFAULT_MAX_PENDING
+from gateway.sse import MAX_LINE
 from gateway.plugins import PluginSettings
 
 POSITIVE = validate.Range(min=0, min_inclusive=False)
@@ -38,3 +39,13 @@ class ChatSettings(PluginSettings):
         "description": "Seconds a stopping service lets running turns finish."})
     store_after = fields.Float(load_default=0.05, validate=validate.Range(min=0), metadata={
         "description": "Longest a turn's writes wait for the AI core's first event to be sent on."})
+    max_reply_chars = fields.Integer(load_default=400_000, validate=validate.Range(min=1, max=MAX_LINE // 6), metadata={
+        "description": "Longest reply in characters: a longer one is cut there, stored, and ended with "
+                       "finish_reason `length` after an `error` frame `reply_too_large` (at most a sixth of "
+                       "the AI core stream's 8 MiB event limit, which the whole reply must fit in)."})
+    max_queued_turns = fields.Integer(load_default=20, validate=POSITIVE, metadata={
+        "description": "Messages one user may have waiting behind running turns, over all their sessions "
+                       "and every instance; one more is refused with an `error` frame `queue_full`."})
+    max_messages_per_minute = fields.Integer(load_default=60, validate=POSITIVE, metadata={
+        "description": "Messages one user may send a minute (devices, voice and webhooks together, counted "
+                       "on the bus); more are refused with an `error` frame `rate_limited`."})

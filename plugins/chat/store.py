@@ -24,7 +24,7 @@ ASYNC_COMMIT = "SET LOCAL synchronous_commit TO OFF; "
 # The prologue of a statement that starts a session's turn: turns left `running` by an instance
 # that died are marked abandoned in the same round trip.
 ABANDON_RUNNING = ("WITH abandoned AS (UPDATE chat_turn_queue SET status = 'abandoned', finished_at = now() "
-                   "WHERE session_id = %(session)s AND status = 'running') ")
+                   "WHERE user_id = %(user)s AND session_id = %(session)s AND status = 'running') ")
 
 
 async def enqueue(db: aiopg.Pool, *, turn_id: str, session_id: str, user_id: str, text: str, mode: str,
@@ -43,19 +43,20 @@ async def enqueue(db: aiopg.Pool, *, turn_id: str, session_id: str, user_id: str
     if start or running:
         prologue = ABANDON_RUNNING
         status = "'running'" if running else (
-            "CASE WHEN EXISTS (SELECT 1 FROM chat_turn_queue WHERE session_id = %(session)s "
-            "AND status = 'queued') THEN 'queued' ELSE 'running' END")
+            "CASE WHEN EXISTS (SELECT 1 FROM chat_turn_queue WHERE user_id = %(user)s "
+            "AND session_id = %(session)s AND status = 'queued') THEN 'queued' ELSE 'running' END")
     return await fetch_one(
         db,
         f"{ASYNC_COMMIT if running else ''}{prologue}INSERT INTO chat_turn_queue (turn_id, session_id, user_id, text, mode, "
         f"attachments, client_msg_id, sender_connection, metadata, status) VALUES (%(turn)s, %(session)s, "
         f"%(user)s, %(text)s, %(mode)s, %(attachments)s, %(client_msg_id)s, %(sender)s, %(metadata)s, {status}) "
-        f"ON CONFLICT (session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING "
+        f"ON CONFLICT (user_id, session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING "
         f"RETURNING {QUEUE_COLUMNS}",
         params)
 
 
-async def claim_next(db: aiopg.Pool, session_id: str, *, abandon_running: bool = False) -> dict | None:
+async def claim_next(db: aiopg.Pool, user_id: str, session_id: str, *,
+                     abandon_running: bool = False) -> dict | None:
     """Take the oldest waiting turn of the session (the caller holds the session's turn lock).
     A new lock holder first marks turns left `running` by an instance that died as abandoned,
     in the same statement: one round trip less before a turn's first token."""
@@ -63,9 +64,9 @@ async def claim_next(db: aiopg.Pool, session_id: str, *, abandon_running: bool =
     return await fetch_one(
         db,
         f"{abandon}UPDATE chat_turn_queue SET status = 'running' WHERE id = ("
-        f"  SELECT id FROM chat_turn_queue WHERE session_id = %(session)s AND status = 'queued' "
-        f"  ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING {QUEUE_COLUMNS}",
-        {"session": session_id})
+        f"  SELECT id FROM chat_turn_queue WHERE user_id = %(user)s AND session_id = %(session)s "
+        f"  AND status = 'queued' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING {QUEUE_COLUMNS}",
+        {"user": user_id, "session": session_id})
 
 
 async def finish(db: aiopg.Pool, turn_id: str, status: str) -> None:
@@ -79,14 +80,15 @@ async def requeue(db: aiopg.Pool, turn_id: str) -> None:
                   (turn_id,))
 
 
-async def message_ids(db: aiopg.Pool, session_id: str) -> list[str]:
+async def message_ids(db: aiopg.Pool, user_id: str, session_id: str) -> list[str]:
     """The client_msg_ids the queue remembers for the session (finished rows are kept a day)."""
-    rows = await fetch_all(db, "SELECT client_msg_id FROM chat_turn_queue WHERE session_id = %s "
-                               "AND client_msg_id IS NOT NULL", (session_id,))
+    rows = await fetch_all(db, "SELECT client_msg_id FROM chat_turn_queue WHERE user_id = %s AND session_id = %s "
+                               "AND client_msg_id IS NOT NULL", (user_id, session_id))
     return [row["client_msg_id"] for row in rows]
 
 
-async def release_message_id(db: aiopg.Pool, session_id: str, client_msg_id: str, dead_after: float) -> bool:
+async def release_message_id(db: aiopg.Pool, user_id: str, session_id: str, client_msg_id: str,
+                             dead_after: float) -> bool:
     """Free a client_msg_id whose turn died before it stored the message (the caller holds the
     session's turn lock and checked that no such message is stored): its rows that are
     `abandoned`, `failed`, or `running` for longer than `dead_after` seconds (their holder let the
@@ -96,24 +98,32 @@ async def release_message_id(db: aiopg.Pool, session_id: str, client_msg_id: str
         db,
         "WITH held AS (SELECT status, status IN ('abandoned', 'failed') OR (status = 'running' "
         "  AND created_at < now() - make_interval(secs => %(age)s)) AS dead FROM chat_turn_queue "
-        "  WHERE session_id = %(session)s AND client_msg_id = %(id)s FOR UPDATE), "
+        "  WHERE user_id = %(user)s AND session_id = %(session)s AND client_msg_id = %(id)s FOR UPDATE), "
         "released AS (UPDATE chat_turn_queue SET client_msg_id = NULL, "
         "  status = CASE WHEN status = 'running' THEN 'abandoned' ELSE status END, "
         "  finished_at = coalesce(finished_at, now()) "
-        "  WHERE session_id = %(session)s AND client_msg_id = %(id)s AND NOT EXISTS (SELECT 1 FROM held WHERE NOT dead)) "
+        "  WHERE user_id = %(user)s AND session_id = %(session)s AND client_msg_id = %(id)s "
+        "  AND NOT EXISTS (SELECT 1 FROM held WHERE NOT dead)) "
         "SELECT NOT EXISTS (SELECT 1 FROM held WHERE NOT dead) AS released",
-        {"session": session_id, "id": client_msg_id, "age": float(dead_after)})
+        {"user": user_id, "session": session_id, "id": client_msg_id, "age": float(dead_after)})
     return bool(row and row["released"])
 
 
-async def queue_length(db: aiopg.Pool, session_id: str) -> int:
-    return int(await fetch_value(db, "SELECT count(*) FROM chat_turn_queue WHERE session_id = %s "
-                                     "AND status = 'queued'", (session_id,)) or 0)
+async def queue_length(db: aiopg.Pool, user_id: str, session_id: str) -> int:
+    return int(await fetch_value(db, "SELECT count(*) FROM chat_turn_queue WHERE user_id = %s AND session_id = %s "
+                                     "AND status = 'queued'", (user_id, session_id)) or 0)
 
 
-async def sessions_waiting(db: aiopg.Pool) -> list[str]:
-    rows = await fetch_all(db, "SELECT DISTINCT session_id FROM chat_turn_queue WHERE status = 'queued'")
-    return [row["session_id"] for row in rows]
+async def queued_for_user(db: aiopg.Pool, user_id: str) -> int:
+    """How many of the user's turns wait, over all their sessions."""
+    return int(await fetch_value(db, "SELECT count(*) FROM chat_turn_queue WHERE user_id = %s "
+                                     "AND status = 'queued'", (user_id,)) or 0)
+
+
+async def sessions_waiting(db: aiopg.Pool) -> list[tuple[str, str]]:
+    """(user_id, session_id) of every session with a waiting turn."""
+    rows = await fetch_all(db, "SELECT DISTINCT user_id, session_id FROM chat_turn_queue WHERE status = 'queued'")
+    return [(row["user_id"], row["session_id"]) for row in rows]
 
 
 async def purge_finished(db: aiopg.Pool) -> int:

@@ -11,16 +11,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from typing import TYPE_CHECKING
 
-from gateway.errors import ServiceUnavailable
+from gateway.errors import ServiceUnavailable, TooManyRequests
 from plugins.sessions.contract import CONVERSATIONS
 
 from . import store
 from .admission import Admission, Turn
 from .attachments import resolve_attachments
 from .contract import TurnFailed, TurnReply
-from .keys import LIVE_SESSIONS, LIVE_TTL, QUEUED_MARK_TTL, RUNNING_TURNS, RUNNING_TURNS_TTL, lock_key, queued_key
+from .keys import (LIVE_SESSIONS, LIVE_TTL, QUEUED_MARK_TTL, RATE_WINDOW, RUNNING_TURNS, RUNNING_TURNS_TTL, SessionRef,
+                   lock_key, queued_key, rate_key)
 from .relay import Relay
 from .waiters import TurnWaiters
 
@@ -32,14 +34,16 @@ log = logging.getLogger("plugins.chat.turns")
 
 class TurnMachine:
     def __init__(self, context: "Context", *, admission: Admission, relay: Relay, waiters: TurnWaiters,
-                 attachment_url_ttl: int, stop_timeout: float):
+                 attachment_url_ttl: int, stop_timeout: float, max_queued_turns: int,
+                 max_messages_per_minute: int):
         self.context = context
+        self.max_queued_turns, self.max_messages_per_minute = max_queued_turns, max_messages_per_minute
         self.admission, self.relay, self.replay, self.waiters = admission, relay, relay.replay, waiters
         self.attachment_url_ttl = attachment_url_ttl
         self.stop_timeout = stop_timeout
         # Sessions whose lock this instance holds: the draining task (None for the moment between
         # taking the lock and starting it).
-        self._draining: dict[str, asyncio.Task | None] = {}
+        self._draining: dict[SessionRef, asyncio.Task | None] = {}
         self._bookkeeping: set[asyncio.Task] = set()
         self._stopping = False
 
@@ -53,29 +57,49 @@ class TurnMachine:
         """Queue one turn (its attachments as sent); start it when the session is idle. Raises
         ApiError for a bad request. `session_known`: the caller already ensured this user's
         session (the WebSocket did at connect)."""
+        await self._limit_rate(turn.user_id)
         if not session_known:
             await self.conversations.ensure_session(turn.user_id, turn.session_id)
         turn.attachments = await resolve_attachments(self.context, turn.user_id, turn.attachments,
                                                      self.attachment_url_ttl)
-        session_id = turn.session_id
-        if not await self._lock(session_id):  # busy, here or on another instance
+        session = turn.session
+        if not await self._lock(session):  # busy, here or on another instance
+            await self._limit_queue(turn.user_id)
             if not await self.admission.queue(turn):
                 return _duplicate(turn)
-            if await self.kick(session_id):  # the holder let go meanwhile
+            if await self.kick(session):  # the holder let go meanwhile
                 return _started(turn)
             return await self.admission.tell_queued(turn)
         try:
             status = await self.admission.admit(turn)
         except BaseException:
-            await self._unlock(session_id)
+            await self._unlock(session)
             raise
         if status == "started":
-            self._start_draining(session_id, first=turn)
+            self._start_draining(session, first=turn)
             return _started(turn)
-        self._start_draining(session_id)  # a duplicate, or older turns wait: drain in order
+        self._start_draining(session)  # a duplicate, or older turns wait: drain in order
         if status == "duplicate":
             return _duplicate(turn)
         return await self.admission.tell_queued(turn)
+
+    async def _limit_rate(self, user_id: str) -> None:
+        """At most `max_messages_per_minute` messages a user, counted on the bus (every instance
+        sharing it shares the count), whichever way they came in."""
+        count, remaining = await self.context.bus.incr(rate_key(user_id), RATE_WINDOW)
+        if count > self.max_messages_per_minute:
+            retry_after = max(1, math.ceil(remaining))
+            raise TooManyRequests(f"Too many messages; send again in {retry_after} seconds.", error_type="rate_limited",
+                                  headers={"Retry-After": str(retry_after)},
+                                  hint=f"At most {self.max_messages_per_minute} messages a minute.")
+
+    async def _limit_queue(self, user_id: str) -> None:
+        """At most `max_queued_turns` of a user's messages wait behind running turns (counted in
+        the shared queue, so over every instance; two sending in the same instant may both pass)."""
+        if await store.queued_for_user(self.context.db, user_id) >= self.max_queued_turns:
+            raise TooManyRequests("Too many messages are waiting for a reply; send this one when a reply ends.",
+                                  error_type="queue_full",
+                                  hint=f"At most {self.max_queued_turns} messages may wait for their turn.")
 
     async def submit_and_wait(self, turn: Turn, timeout: float | None) -> TurnReply:
         ended = self.waiters.expect(turn.turn_id)
@@ -89,45 +113,45 @@ class TurnMachine:
         finally:
             self.waiters.forget(turn.turn_id)
 
-    async def kick(self, session_id: str) -> bool:
+    async def kick(self, session: SessionRef) -> bool:
         """Take the session's turn lock and drain its queue; False when someone already is."""
-        if not await self._lock(session_id):
+        if not await self._lock(session):
             return False
-        self._start_draining(session_id)
+        self._start_draining(session)
         return True
 
-    async def _lock(self, session_id: str) -> bool:
+    async def _lock(self, session: SessionRef) -> bool:
         """The session's turn lock, for this instance; False while anyone (here too) holds it."""
-        if self._stopping or session_id in self._draining or not await self.admission.lock(session_id):
+        if self._stopping or session in self._draining or not await self.admission.lock(session):
             return False
-        self._draining[session_id] = None  # reserved until the task exists
+        self._draining[session] = None  # reserved until the task exists
         return True
 
-    async def _unlock(self, session_id: str) -> None:
-        self._draining.pop(session_id, None)
+    async def _unlock(self, session: SessionRef) -> None:
+        self._draining.pop(session, None)
         with contextlib.suppress(Exception):
-            await asyncio.shield(self.admission.release(session_id))
+            await asyncio.shield(self.admission.release(session))
 
-    def _start_draining(self, session_id: str, first: Turn | None = None) -> None:
+    def _start_draining(self, session: SessionRef, first: Turn | None = None) -> None:
         if self._stopping:  # stop() no longer waits for new turns: leave the work to the next holder
-            self._background(self._unlock(session_id))
+            self._background(self._unlock(session))
             if first is not None and first.recorded:
                 self._background(store.requeue(self.context.db, first.turn_id))
             raise ServiceUnavailable("The gateway is stopping; send the message again in a moment.",
                                      error_type="stopping")
-        self._draining[session_id] = asyncio.create_task(self._drain(session_id, first),
-                                                         name=f"chat-turns-{session_id}")
+        self._draining[session] = asyncio.create_task(self._drain(session, first),
+                                                         name=f"chat-turns-{session.key}")
 
     # ------------------------------------------------------------------ draining
 
-    async def _drain(self, session_id: str, first: Turn | None = None) -> None:
+    async def _drain(self, session: SessionRef, first: Turn | None = None) -> None:
         """Run the session's turns oldest first while holding its lock. `first`: the turn the
         submitter admitted (claimed, or with its row still to be written).
 
         After a turn the queue is read only when the bus says a message was queued meanwhile,
         and the lock is let go before anything else: the device that saw `stream_end` often
         sends its next message at once, and it should find the session idle."""
-        renewer = asyncio.create_task(self._renew(session_id))
+        renewer = asyncio.create_task(self._renew(session))
         released = False
         try:
             turn, look, claimed = first, first is None, False
@@ -137,40 +161,41 @@ class TurnMachine:
                     if not look:
                         break
                     if self._stopping:  # queued turns may be left: keep the mark for the next holder
-                        await self.context.bus.set(queued_key(session_id), "1", ttl=QUEUED_MARK_TTL)
+                        await self.context.bus.set(queued_key(session.key), "1", ttl=QUEUED_MARK_TTL)
                         break
-                    row = await store.claim_next(self.context.db, session_id, abandon_running=abandon_running)
+                    row = await store.claim_next(self.context.db, session.user_id, session.session_id,
+                                                 abandon_running=abandon_running)
                     abandon_running, claimed = False, row is not None
                     if row is None:
-                        look = await self.admission.queued_meanwhile(session_id)
+                        look = await self.admission.queued_meanwhile(session)
                         continue
                     turn = Turn.from_row(row)
                 await self._run(turn)
                 # After a turn taken from the queue look again (more may wait behind it); after
                 # the submitter's own turn, only when a message was queued meanwhile.
-                look = claimed or await self.admission.queued_meanwhile(session_id)
+                look = claimed or await self.admission.queued_meanwhile(session)
                 turn = None
             released = True
-            self._draining.pop(session_id, None)
+            self._draining.pop(session, None)
             try:  # every turn ended: nothing for the sweeper to end
-                await self.context.bus.unmark(RUNNING_TURNS, session_id)
+                await self.context.bus.unmark(RUNNING_TURNS, session.key)
             except Exception:
-                log.exception("unmarking the turns of session %s failed", session_id)
-            await self.admission.release(session_id)
+                log.exception("unmarking the turns of session %s failed", session.session_id)
+            await self.admission.release(session)
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("draining the turn queue of session %s failed", session_id)
+            log.exception("draining the turn queue of session %s failed", session.session_id)
         finally:
             renewer.cancel()
             if not released:
-                await self._unlock(session_id)
+                await self._unlock(session)
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
         # A message queued just as the lock was let go would otherwise wait for the sweeper.
-        if not self._stopping and await self.context.bus.get(queued_key(session_id)) is not None \
-                and await store.queue_length(self.context.db, session_id):
-            await self.kick(session_id)
+        if not self._stopping and await self.context.bus.get(queued_key(session.key)) is not None \
+                and await store.queue_length(self.context.db, session.user_id, session.session_id):
+            await self.kick(session)
 
     async def _run(self, turn: Turn) -> None:
         status, outcome = "failed", None
@@ -195,7 +220,7 @@ class TurnMachine:
         task.add_done_callback(self._bookkeeping.discard)
         task.add_done_callback(_log_failure)
 
-    async def _renew(self, session_id: str) -> None:
+    async def _renew(self, session: SessionRef) -> None:
         """Keep the session's lock and marks while its turns run. A lock found lost (it expired
         while this instance could not renew it, or was taken) stops the turns: another instance
         may hold the session now, and its sweeper ends the reply for the devices."""
@@ -203,55 +228,55 @@ class TurnMachine:
         await asyncio.sleep(0)  # the turn's request to the AI core goes out first
         while True:
             try:  # a failure to reach the bus once must not end the renewing (the lock would expire)
-                await bus.mark(RUNNING_TURNS, session_id, RUNNING_TURNS_TTL)
-                await bus.mark(LIVE_SESSIONS, session_id, LIVE_TTL)
+                await bus.mark(RUNNING_TURNS, session.key, RUNNING_TURNS_TTL)
+                await bus.mark(LIVE_SESSIONS, session.key, LIVE_TTL)
             except Exception:
-                log.exception("marking session %s live failed", session_id)
+                log.exception("marking session %s live failed", session.session_id)
             await asyncio.sleep(self.admission.lock_ttl / 3)
             try:
-                renewed = await self.admission.renew(session_id)
+                renewed = await self.admission.renew(session)
             except Exception:
-                log.exception("renewing the turn lock of session %s failed", session_id)
+                log.exception("renewing the turn lock of session %s failed", session.session_id)
                 continue
             if not renewed:
-                log.warning("the turn lock of session %s was lost (expired or taken); its turn stops", session_id)
-                drain = self._draining.get(session_id)
+                log.warning("the turn lock of session %s was lost (expired or taken); its turn stops", session.session_id)
+                drain = self._draining.get(session)
                 if drain is not None:
                     drain.cancel()
                 return
 
     async def sweep(self) -> None:
         """Drain queues whose lock holder went away, and end the replies it left unfinished."""
-        for session_id in await store.sessions_waiting(self.context.db):
-            await self.kick(session_id)
+        for user_id, session_id in await store.sessions_waiting(self.context.db):
+            await self.kick(SessionRef(user_id, session_id))
         bus = self.context.bus
-        marked = [session_id for session_id in await bus.members(RUNNING_TURNS) if session_id not in self._draining]
-        holders = await bus.get_many([lock_key(session_id) for session_id in marked])
-        for session_id, holder in zip(marked, holders):
+        marked = [session for session in map(SessionRef.from_key, await bus.members(RUNNING_TURNS))
+                  if session not in self._draining]
+        holders = await bus.get_many([lock_key(session.key) for session in marked])
+        for session, holder in zip(marked, holders):
             if holder is None:
                 try:
-                    await self._end_abandoned_turn(session_id)
+                    await self._end_abandoned_turn(session)
                 except Exception:  # the other sessions still get their turn
-                    log.exception("ending the unfinished turn of session %s failed", session_id)
+                    log.exception("ending the unfinished turn of session %s failed", session.session_id)
 
-    async def _end_abandoned_turn(self, session_id: str) -> None:
+    async def _end_abandoned_turn(self, session: SessionRef) -> None:
         """The session's holder went away (its lock expired or was let go by a cancelled turn)
         with a reply unfinished, and no message came after it: every device gets the stream_end
         the next turn would have sent, and the replay records it. Then the queue is drained as
         by any new holder, which marks the dead turn's row abandoned."""
-        if not await self._lock(session_id):
+        if not await self._lock(session):
             return
         try:
-            dead = await self.replay.read(session_id)
+            dead = await self.replay.read(session.key)
             if dead is not None and dead.running:
-                session = await self.conversations.get_session(session_id)
-                if dead.frames and session is not None:
-                    await self.relay.end_dead_turn(session["user_id"], session_id, dead, latest=True)
-                await self.replay.finish(session_id, dead.turn_id)
+                if dead.frames and await self.conversations.get_session(session.user_id, session.session_id):
+                    await self.relay.end_dead_turn(session, dead, latest=True)
+                await self.replay.finish(session.key, dead.turn_id)
         except BaseException:
-            await self._unlock(session_id)
+            await self._unlock(session)
             raise
-        self._start_draining(session_id)
+        self._start_draining(session)
 
     async def stop(self) -> None:
         """Let running turns finish for a while, then cancel them (their locks are released).

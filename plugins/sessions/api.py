@@ -1,6 +1,7 @@
-"""The Sessions and Message-search endpoints. A non-administrator reaches only their own
-sessions: another user's session id answers exactly like a missing one (404
-`session_not_found`), so ids cannot be probed."""
+"""The Sessions and Message-search endpoints. Session ids are per owner: a caller reaches only
+their own sessions, and another user's id is simply free for them (a GET answers 404
+`session_not_found`, a POST creates the caller's own session), so ids cannot be probed. The
+administrator reaches any user's session, picked with `user_id` (docs/sessions.md)."""
 from __future__ import annotations
 
 import marshmallow
@@ -36,12 +37,19 @@ class OwnerQuery(marshmallow.Schema):
     user_id = fields.String(load_default=None)
 
 
-class PageQuery(marshmallow.Schema):
+class SessionOwnerQuery(OwnerQuery):
+    """Whose session the path names (the administrator's choice); the route's own query
+    fields are read by its own schema."""
+    class Meta:
+        unknown = marshmallow.EXCLUDE
+
+
+class PageQuery(OwnerQuery):
     limit = fields.Integer(load_default=50, validate=validate.Range(min=1, max=MAX_PAGE))
     offset = fields.Integer(load_default=0, validate=validate.Range(min=0))
 
 
-class ExportQuery(marshmallow.Schema):
+class ExportQuery(OwnerQuery):
     format = fields.String(load_default="json", validate=validate.OneOf(list(exports.FORMATS)))
 
 
@@ -55,10 +63,16 @@ def conversations_of(request: web.Request) -> Conversations:
 
 
 async def visible_session(request: web.Request, user: Identity) -> dict:
-    """The session in the path, if this caller may see it."""
+    """The session in the path: the caller's own, or for the administrator the one of the user
+    named by `user_id` — without it, the administrator's own, else the most recently updated of
+    any user's sessions with that id."""
     session_id = request.match_info["session_id"]
-    session = await conversations_of(request).get_session(session_id)
-    if session is None or (not user.is_admin and session["user_id"] != user.user_id):
+    conversations = conversations_of(request)
+    requested = parse_query(request, SessionOwnerQuery())["user_id"]
+    session = await conversations.get_session(owner_for(user, requested), session_id)
+    if session is None and user.is_admin and not requested:
+        session = next(iter(await conversations.find_sessions(session_id)), None)
+    if session is None:
         raise session_not_found(session_id)
     return session
 
@@ -105,7 +119,7 @@ async def get_session(request: web.Request) -> web.Response:
 async def delete_session(request: web.Request) -> web.Response:
     user = await require_user(request)
     session = await visible_session(request, user)
-    await conversations_of(request).delete_session(session["id"])
+    await conversations_of(request).delete_session(session["user_id"], session["id"])
     return web.json_response({"status": "deleted", "session_id": session["id"]})
 
 
@@ -116,7 +130,8 @@ async def list_messages(request: web.Request) -> web.Response:
     user = await require_user(request)
     session = await visible_session(request, user)
     page = parse_query(request, PageQuery())
-    messages = await conversations_of(request).list_messages(session["id"], page["limit"], page["offset"])
+    messages = await conversations_of(request).list_messages(session["user_id"], session["id"], page["limit"],
+                                                             page["offset"])
     return web.json_response({"messages": messages, "limit": page["limit"], "offset": page["offset"]})
 
 
@@ -125,7 +140,7 @@ async def list_messages(request: web.Request) -> web.Response:
 async def clear_messages(request: web.Request) -> web.Response:
     user = await require_user(request)
     session = await visible_session(request, user)
-    deleted = await conversations_of(request).clear_messages(session["id"])
+    deleted = await conversations_of(request).clear_messages(session["user_id"], session["id"])
     return web.json_response({"status": "cleared", "session_id": session["id"], "count": deleted})
 
 
@@ -137,7 +152,7 @@ async def export_session(request: web.Request) -> web.Response:
     user = await require_user(request)
     session = await visible_session(request, user)
     export_format = parse_query(request, ExportQuery())["format"]
-    messages = await conversations_of(request).all_messages(session["id"])
+    messages = await conversations_of(request).all_messages(session["user_id"], session["id"])
     content_type = exports.FORMATS[export_format][0]
     return web.Response(
         text=exports.render(session, messages, export_format), content_type=content_type, charset="utf-8",

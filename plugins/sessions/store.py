@@ -34,7 +34,7 @@ SEARCH_COUNT_SQL = "SELECT count(*) FROM chat_messages WHERE user_id = %s AND co
 SEARCH_PAGE_SQL = (
     "SELECT m.id, m.session_id, s.title AS session_title, m.role, m.content, "
     "(extract(epoch FROM m.created_at) * 1000)::bigint AS created_at "
-    "FROM chat_messages AS m JOIN chat_sessions AS s ON s.id = m.session_id "
+    "FROM chat_messages AS m JOIN chat_sessions AS s ON s.user_id = m.user_id AND s.id = m.session_id "
     "WHERE m.user_id = %s AND m.content ILIKE %s "
     "ORDER BY m.id DESC LIMIT %s OFFSET %s")
 
@@ -51,8 +51,14 @@ HISTORY_CACHE_AGE = 86400.0
 HISTORY_VERSION_TTL = 10 * 365 * 86400.0
 
 
-def history_version_key(session_id: str) -> str:
-    return f"sessions:history-version:{session_id}"
+def session_key(user_id: str, session_id: str) -> str:
+    """One string for the session `session_id` of `user_id` (ids are per owner): the length
+    prefix keeps it unambiguous whatever characters the two hold."""
+    return f"{len(user_id)}.{user_id}.{session_id}"
+
+
+def history_version_key(user_id: str, session_id: str) -> str:
+    return f"sessions:history-version:{session_key(user_id, session_id)}"
 
 
 class RecentHistoryCache:
@@ -138,9 +144,9 @@ def _message(row: dict) -> dict:
 
 
 class Conversations:
-    """Sessions and messages. Ownership checks that need an identity live in the HTTP layer;
-    `ensure_session` is the one method that refuses another user's session by itself, because
-    the chat channel and webhooks call it with ids chosen by clients."""
+    """Sessions and messages. A session id is its owner's name for it: every method that
+    addresses a session names its owner, so no caller reaches another user's session by its id
+    (the administrator's lookup by id alone is `find_sessions`)."""
 
     def __init__(self, context: Context):
         self.context = context
@@ -157,23 +163,33 @@ class Conversations:
         row = await fetch_one(
             self.db,
             f"INSERT INTO chat_sessions (id, user_id, title, is_main) VALUES (%s, %s, %s, %s) "
-            f"ON CONFLICT (id) DO NOTHING RETURNING {SESSION_COLUMNS}",
+            f"ON CONFLICT (user_id, id) DO NOTHING RETURNING {SESSION_COLUMNS}",
             (session_id, user_id, title or DEFAULT_TITLE, bool(is_main)))
-        if row is None:
-            raise Conflict(f"A session with id {session_id} already exists.", error_type="session_exists",
+        if row is None:  # only the owner's own sessions can collide
+            raise Conflict(f"You already have a session with id {session_id}.", error_type="session_exists",
                            hint="Leave out session_id to have one generated, or choose another.")
         return row
 
-    async def get_session(self, session_id: str) -> dict | None:
-        return await fetch_one(self.db, f"SELECT {SESSION_COLUMNS} FROM chat_sessions WHERE id = %s",
-                               (session_id,))
+    async def get_session(self, user_id: str, session_id: str) -> dict | None:
+        return await fetch_one(self.db, f"SELECT {SESSION_COLUMNS} FROM chat_sessions WHERE user_id = %s AND id = %s",
+                               (user_id, session_id))
+
+    async def find_sessions(self, session_id: str) -> list[dict]:
+        """Every user's session with this id, the most recently updated first (the administrator's view)."""
+        return await fetch_all(self.db, f"SELECT {SESSION_COLUMNS} FROM chat_sessions WHERE id = %s "
+                                        f"ORDER BY updated_at DESC, user_id", (session_id,))
 
     async def ensure_session(self, user_id: str, session_id: str, title: str | None = None) -> dict:
-        await execute(self.db,
-                      "INSERT INTO chat_sessions (id, user_id, title) VALUES (%s, %s, %s) "
-                      "ON CONFLICT (id) DO NOTHING", (session_id, user_id, title or DEFAULT_TITLE))
-        session = await self.get_session(session_id)
-        if session is None or session["user_id"] != user_id:
+        session = await fetch_one(
+            self.db,
+            f"WITH inserted AS (INSERT INTO chat_sessions (id, user_id, title) VALUES (%(id)s, %(user)s, %(title)s) "
+            f"  ON CONFLICT (user_id, id) DO NOTHING RETURNING {SESSION_COLUMNS}) "
+            f"SELECT * FROM inserted UNION ALL "
+            f"SELECT {SESSION_COLUMNS} FROM chat_sessions WHERE user_id = %(user)s AND id = %(id)s",
+            {"id": session_id, "user": user_id, "title": title or DEFAULT_TITLE})
+        if session is None:  # created by a concurrent call after this statement's snapshot
+            session = await self.get_session(user_id, session_id)
+        if session is None:
             raise session_not_found(session_id)
         return session
 
@@ -182,16 +198,17 @@ class Conversations:
                                f"SELECT {SESSION_COLUMNS} FROM chat_sessions WHERE user_id = %s "
                                f"ORDER BY chat_sessions.updated_at DESC, id", (user_id,))
 
-    async def delete_session(self, session_id: str) -> bool:
-        deleted = await execute(self.db, "DELETE FROM chat_sessions WHERE id = %s", (session_id,)) > 0
+    async def delete_session(self, user_id: str, session_id: str) -> bool:
+        deleted = await execute(self.db, "DELETE FROM chat_sessions WHERE user_id = %s AND id = %s",
+                                (user_id, session_id)) > 0
         if deleted:
-            await self._history_changed(session_id)
+            await self._history_changed(user_id, session_id)
         return deleted
 
     async def delete_user_sessions(self, user_id: str) -> int:
         rows = await fetch_all(self.db, "DELETE FROM chat_sessions WHERE user_id = %s RETURNING id", (user_id,))
         for row in rows:
-            await self._history_changed(row["id"])
+            await self._history_changed(user_id, row["id"])
         return len(rows)
 
     # ------------------------------------------------------------ messages
@@ -207,14 +224,15 @@ class Conversations:
                 f"WITH inserted AS ("
                 f"  INSERT INTO chat_messages (session_id, user_id, role, msg_type, content, metadata, client_msg_id)"
                 f"  VALUES (%(session)s, %(user)s, %(role)s, %(type)s, %(content)s, %(metadata)s, %(client)s)"
-                f"  ON CONFLICT (session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING"
+                f"  ON CONFLICT (user_id, session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING"
                 f"  RETURNING {MESSAGE_COLUMNS}), "
                 f"touched AS (UPDATE chat_sessions SET updated_at = now() "
-                f"  WHERE id = %(session)s AND EXISTS (SELECT 1 FROM inserted)) "
+                f"  WHERE user_id = %(user)s AND id = %(session)s AND EXISTS (SELECT 1 FROM inserted)) "
                 f"SELECT *, false AS duplicate FROM inserted "
                 f"UNION ALL "
                 f"SELECT {MESSAGE_COLUMNS}, true AS duplicate FROM chat_messages "
-                f"WHERE session_id = %(session)s AND client_msg_id = %(client)s AND NOT EXISTS (SELECT 1 FROM inserted)",
+                f"WHERE user_id = %(user)s AND session_id = %(session)s AND client_msg_id = %(client)s "
+                f"AND NOT EXISTS (SELECT 1 FROM inserted)",
                 {"session": session_id, "user": user_id, "role": role, "type": msg_type, "content": content or "",
                  "metadata": json.dumps(metadata or {}, ensure_ascii=False), "client": client_msg_id or None})
         except psycopg2.errors.ForeignKeyViolation:
@@ -222,17 +240,19 @@ class Conversations:
         if row is None:  # the same client_msg_id committed by someone else after this statement began
             row = await fetch_required(
                 self.db, f"SELECT {MESSAGE_COLUMNS}, true AS duplicate FROM chat_messages "
-                         f"WHERE session_id = %s AND client_msg_id = %s", (session_id, client_msg_id))
+                         f"WHERE user_id = %s AND session_id = %s AND client_msg_id = %s",
+                (user_id, session_id, client_msg_id))
         elif not row["duplicate"] and role in HISTORY_ROLES:
-            await self._history_changed(session_id, (row["id"], role, content or ""))
+            await self._history_changed(user_id, session_id, (row["id"], role, content or ""))
         return _message(row)
 
-    async def has_client_message(self, session_id: str, client_msg_id: str) -> bool:
+    async def has_client_message(self, user_id: str, session_id: str, client_msg_id: str) -> bool:
         """Whether a message sent with this client_msg_id is stored in the session."""
-        return await fetch_value(self.db, "SELECT EXISTS (SELECT 1 FROM chat_messages WHERE session_id = %s "
-                                          "AND client_msg_id = %s)", (session_id, client_msg_id)) is True
+        return await fetch_value(self.db, "SELECT EXISTS (SELECT 1 FROM chat_messages WHERE user_id = %s "
+                                          "AND session_id = %s AND client_msg_id = %s)",
+                                 (user_id, session_id, client_msg_id)) is True
 
-    async def list_messages(self, session_id: str, limit: int = 50, offset: int = 0,
+    async def list_messages(self, user_id: str, session_id: str, limit: int = 50, offset: int = 0,
                             before_id: int | None = None) -> list[dict]:
         """Oldest first. With `before_id`: the latest `limit` messages older than that id
         (scrolling back through history); otherwise `offset` counts from the oldest."""
@@ -240,76 +260,80 @@ class Conversations:
             rows = await fetch_all(
                 self.db,
                 f"SELECT * FROM (SELECT {MESSAGE_COLUMNS} FROM chat_messages "
-                f"WHERE session_id = %s AND id < %s ORDER BY id DESC LIMIT %s) AS page ORDER BY id",
-                (session_id, before_id, limit))
+                f"WHERE user_id = %s AND session_id = %s AND id < %s ORDER BY id DESC LIMIT %s) AS page ORDER BY id",
+                (user_id, session_id, before_id, limit))
         else:
             rows = await fetch_all(
                 self.db,
-                f"SELECT {MESSAGE_COLUMNS} FROM chat_messages WHERE session_id = %s "
-                f"ORDER BY id LIMIT %s OFFSET %s", (session_id, limit, offset))
+                f"SELECT {MESSAGE_COLUMNS} FROM chat_messages WHERE user_id = %s AND session_id = %s "
+                f"ORDER BY id LIMIT %s OFFSET %s", (user_id, session_id, limit, offset))
         return [_message(row) for row in rows]
 
-    async def all_messages(self, session_id: str) -> list[dict]:
+    async def all_messages(self, user_id: str, session_id: str) -> list[dict]:
         rows = await fetch_all(self.db,
-                               f"SELECT {MESSAGE_COLUMNS} FROM chat_messages WHERE session_id = %s "
-                               f"ORDER BY id", (session_id,))
+                               f"SELECT {MESSAGE_COLUMNS} FROM chat_messages WHERE user_id = %s AND session_id = %s "
+                               f"ORDER BY id", (user_id, session_id))
         return [_message(row) for row in rows]
 
-    async def recent_history(self, session_id: str, limit: int = 20) -> list[dict]:
+    async def recent_history(self, user_id: str, session_id: str, limit: int = 20) -> list[dict]:
         """The last `limit` user and assistant turns, oldest first, as the AI core wants them;
         from this instance's copy when no write happened since (one bus read, no query)."""
-        version = await self._history_version(session_id)
+        key = session_key(user_id, session_id)
+        version = await self._history_version(user_id, session_id)
         if version is None:
             # No counter yet (a new session): start one now, so the copy made below is current
             # for the next turn instead of waiting for a write to start the counter.
-            await self.context.bus.set(history_version_key(session_id), str(secrets.randbits(48)),
+            await self.context.bus.set(history_version_key(user_id, session_id), str(secrets.randbits(48)),
                                        ttl=HISTORY_VERSION_TTL, only_if_absent=True)
-            version = await self._history_version(session_id)
-        elif (cached := self._history.get(session_id, version, limit)) is not None:
+            version = await self._history_version(user_id, session_id)
+        elif (cached := self._history.get(key, version, limit)) is not None:
             return cached
         depth = max(limit, HISTORY_DEPTH)
         rows = await fetch_all(
             self.db,
             "SELECT id, role, content FROM (SELECT id, role, content FROM chat_messages "
-            "WHERE session_id = %s AND role IN %s ORDER BY id DESC LIMIT %s) AS recent ORDER BY id",
-            (session_id, HISTORY_ROLES, depth))
+            "WHERE user_id = %s AND session_id = %s AND role IN %s ORDER BY id DESC LIMIT %s) AS recent ORDER BY id",
+            (user_id, session_id, HISTORY_ROLES, depth))
         # The version was read before the rows: a write in between makes the copy look stale, never current.
         if version is not None and depth == HISTORY_DEPTH:
-            self._history.put(session_id, version, rows, complete=len(rows) < depth)
+            self._history.put(key, version, rows, complete=len(rows) < depth)
         return [{"role": row["role"], "content": row["content"]} for row in rows[-limit:]]
 
-    async def _history_version(self, session_id: str) -> int | None:
-        value = await self.context.bus.get(history_version_key(session_id))
+    async def _history_version(self, user_id: str, session_id: str) -> int | None:
+        value = await self.context.bus.get(history_version_key(user_id, session_id))
         return int(value) if value is not None else None
 
-    async def _history_changed(self, session_id: str, appended: tuple[int, str, str] | None = None) -> None:
+    async def _history_changed(self, user_id: str, session_id: str,
+                               appended: tuple[int, str, str] | None = None) -> None:
         """Bump the session's history counter after a write; `appended`: the (id, role, content)
         of an added message, which this instance's copy can take on. A failure to bump is
         logged, not raised: the write itself is done."""
-        key = history_version_key(session_id)
+        key, cached = history_version_key(user_id, session_id), session_key(user_id, session_id)
         try:
             version, _ = await self.context.bus.incr(key, HISTORY_VERSION_TTL)
             if version == 1:
                 # A new counter (or one the bus lost): start it somewhere no old copy can match.
                 version = secrets.randbits(48)
                 await self.context.bus.set(key, str(version), ttl=HISTORY_VERSION_TTL)
-                self._history.drop(session_id)
+                self._history.drop(cached)
                 return
         except Exception:
             log.exception("bumping the history counter of session %s failed", session_id)
-            self._history.drop(session_id)
+            self._history.drop(cached)
             return
         if appended is not None:
-            self._history.appended(session_id, version, appended)
+            self._history.appended(cached, version, appended)
         else:
-            self._history.drop(session_id)
+            self._history.drop(cached)
 
-    async def clear_messages(self, session_id: str) -> int:
+    async def clear_messages(self, user_id: str, session_id: str) -> int:
         async with transaction(self.db) as cursor:
-            await cursor.execute("DELETE FROM chat_messages WHERE session_id = %s", (session_id,))
+            await cursor.execute("DELETE FROM chat_messages WHERE user_id = %s AND session_id = %s",
+                                 (user_id, session_id))
             deleted = cursor.rowcount
-            await cursor.execute("UPDATE chat_sessions SET updated_at = now() WHERE id = %s", (session_id,))
-        await self._history_changed(session_id)
+            await cursor.execute("UPDATE chat_sessions SET updated_at = now() WHERE user_id = %s AND id = %s",
+                                 (user_id, session_id))
+        await self._history_changed(user_id, session_id)
         return deleted
 
     # ------------------------------------------------------------ search

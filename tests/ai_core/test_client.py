@@ -90,7 +90,8 @@ async def test_a_bad_event_or_stream_is_one_error(aiohttp_server, make_client):
     assert (raised.value.error, raised.value.error_type) == ("the AI core sent an unreadable event", "ai_core_failed")
     with pytest.raises(AiCoreError) as raised:
         await collect(client, {"user_id": "u", "text": "long"})
-    assert raised.value.error.startswith("the AI core sent an unreadable stream")
+    assert (raised.value.error, raised.value.error_type) == (
+        "the AI core sent an event longer than 8388608 bytes", "reply_too_large")
     with pytest.raises(AiCoreError) as raised:
         await collect(client, {"user_id": "u", "text": "plain"})
     assert (raised.value.error, raised.value.error_type, raised.value.status) == (

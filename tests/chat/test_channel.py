@@ -38,14 +38,32 @@ async def test_handshake_requires_a_valid_token_and_the_administrator(gateway):
         assert (await ws.receive_json(timeout=5))["type"] == "pong"
 
 
-async def test_users_reach_only_their_own_sessions_when_enabled(make_gateway):
+async def test_users_reach_only_their_own_sessions_when_enabled(make_gateway, provider):
+    """Session ids are per owner: Alice naming Bob's session id gets a session of her own, and
+    neither sees the other's frames, history or replay."""
     gateway = await make_gateway(overrides={"auth.chat_for_all_users": True})
-    async with gateway.ws_connect(ws_path(gateway, BOB, session_id="bob-1")) as ws:
-        await ws.send_json({"type": "ping"})
-        assert (await ws.receive_json(timeout=5))["type"] == "pong"
-    with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
-        await gateway.ws_connect(ws_path(gateway, ALICE, session_id="bob-1"))
-    assert refused.value.status == 404
+    conversations = context_of(gateway).contracts.require(CONVERSATIONS)
+    async with gateway.ws_connect(ws_path(gateway, BOB, session_id="shared-name")) as bob:
+        await bob.send_json({"type": "message", "content": "bob's words"})
+        await receive_until(bob, "stream_end")
+        provider.gate.clear()  # Bob's next reply stays unfinished while Alice connects
+        await bob.send_json({"type": "message", "content": "bob again"})
+        await receive_until(bob, "stream_chunk")
+        async with gateway.ws_connect(ws_path(gateway, ALICE, session_id="shared-name")) as alice:
+            await alice.send_json({"type": "history"})
+            history = await receive_until(alice, "history_response")
+            assert [frame["type"] for frame in history] == ["history_response"]  # nothing of Bob's replayed
+            assert history[-1]["messages"] == []
+            await alice.send_json({"type": "message", "content": "alice's words"})
+            frames = await receive_until(alice, "stream_chunk")  # started: not queued behind Bob's turn
+            assert "queued" not in [frame["type"] for frame in frames]
+            provider.gate.set()
+            await receive_until(alice, "stream_end")
+        bobs_frames = await receive_until(bob, "stream_end")
+    assert "alice's words" not in json.dumps(bobs_frames)
+    assert [m["content"] for m in await conversations.all_messages("user_alice", "shared-name")][0] == "alice's words"
+    assert [m["content"] for m in await conversations.all_messages("user_bob", "shared-name") if m["role"] == "user"] \
+        == ["bob's words", "bob again"]
 
 
 async def test_the_core_setting_opens_the_channel_to_every_user(make_gateway):
@@ -259,7 +277,7 @@ async def test_a_reply_resumes_after_a_reconnect_and_finishes_without_devices(ga
     conversations = context_of(gateway).contracts.require(CONVERSATIONS)
 
     async def stored():
-        messages = await conversations.list_messages("resume")
+        messages = await conversations.list_messages("admin", "resume")
         return len(messages) == 4 and messages
     messages = await eventually(stored)
     assert messages[-1]["content"] == provider.reply
@@ -317,7 +335,7 @@ async def test_half_a_surrogate_pair_from_the_model_is_relayed_and_stored_replac
         frames = await receive_until(ws, "stream_end")
     assert frames[-1]["finish_reason"] == "stop" and frames[-1]["text"] == "half a pair ? here"
     conversations = context_of(gateway).contracts.require(CONVERSATIONS)
-    assert [m["content"] for m in await conversations.all_messages("surrogate")] == ["hi", "half a pair ? here"]
+    assert [m["content"] for m in await conversations.all_messages("admin", "surrogate")] == ["hi", "half a pair ? here"]
 
 
 async def test_half_a_surrogate_pair_from_a_client_is_answered_and_stored_replaced(gateway, provider):
@@ -329,7 +347,7 @@ async def test_half_a_surrogate_pair_from_a_client_is_answered_and_stored_replac
     assert frames[-1]["finish_reason"] == "stop"
     assert provider.requests[-1]["messages"][-1]["content"] == "half \ufffd an emoji"
     conversations = context_of(gateway).contracts.require(CONVERSATIONS)
-    assert [m["content"] for m in await conversations.all_messages("half")][0] == "half \ufffd an emoji"
+    assert [m["content"] for m in await conversations.all_messages("admin", "half")][0] == "half \ufffd an emoji"
 
 
 def test_lone_surrogates_from_another_ai_core_become_replacement_characters():

@@ -19,7 +19,7 @@ from gateway.database import execute, fetch_all
 from plugins.chat import store
 from gateway.bus import RedisBus
 from plugins.chat.frames import now_ms
-from plugins.chat.keys import RUNNING_TURNS, lock_key, message_key
+from plugins.chat.keys import RUNNING_TURNS, lock_key, message_key, session_key
 from plugins.chat.replay import Replay
 from plugins.sessions.contract import CONVERSATIONS
 from tests.chat.conftest import ADMIN, context_of, eventually, receive_until, token_for
@@ -114,7 +114,7 @@ async def queue_rows(client, session_id: str) -> list[tuple[str, str]]:
 
 async def stored_messages(client, session_id: str) -> list[tuple[str, str]]:
     conversations = context_of(client).contracts.require(CONVERSATIONS)
-    return [(m["role"], m["content"]) for m in await conversations.all_messages(session_id)]
+    return [(m["role"], m["content"]) for m in await conversations.all_messages("admin", session_id)]
 
 
 def frames_of_turn(frames: list[dict], turn_id: str) -> list[dict]:
@@ -181,7 +181,7 @@ async def test_a_turn_queued_behind_an_instance_that_dies_runs_on_the_survivor(q
 
         await doomed.kill()
         # A died rather than stopped: it let go of nothing.
-        assert await bus.get(lock_key(DEAD_SESSION)) not in (None, context_of(survivor).hub.instance_id)
+        assert await bus.get(lock_key(session_key("admin", DEAD_SESSION))) not in (None, context_of(survivor).hub.instance_id)
         assert await queue_rows(survivor, DEAD_SESSION) == [("first", "running"), ("second", "queued")]
         provider.gate.set()  # the model would answer the next turn at once
 
@@ -221,7 +221,7 @@ async def test_a_turn_queued_behind_an_instance_that_dies_runs_on_the_survivor(q
         ("user", "first"), ("user", "second"), ("assistant", provider.reply)]
 
     async def lock_let_go() -> bool:
-        return await bus.get(lock_key(DEAD_SESSION)) is None
+        return await bus.get(lock_key(session_key("admin", DEAD_SESSION))) is None
 
     await eventually(lock_let_go)
 
@@ -258,7 +258,7 @@ async def test_a_reply_cut_off_by_a_dead_instance_is_ended_though_no_message_fol
 
     async def abandoned() -> bool:
         return (await queue_rows(survivor, DEAD_SESSION) == [("first", "abandoned")]
-                and await bus.get(lock_key(DEAD_SESSION)) is None)
+                and await bus.get(lock_key(session_key("admin", DEAD_SESSION))) is None)
 
     await eventually(abandoned)
     assert len(provider.requests) == 1  # not run again
@@ -282,7 +282,7 @@ async def test_a_message_taken_by_an_instance_that_died_before_storing_it_runs_w
     bus = context_of(survivor).bus
 
     async def lock_free() -> bool:
-        return await bus.get(lock_key(DEAD_SESSION)) is None
+        return await bus.get(lock_key(session_key("admin", DEAD_SESSION))) is None
 
     async with aiohttp.ClientSession() as http, \
             http.ws_connect(doomed.base_url + chat_query(token, DEAD_SESSION)) as phone:
@@ -361,7 +361,7 @@ async def test_an_id_another_instance_just_took_is_not_taken_over(make_gateway, 
     async with gateway.ws_connect(chat_query(token_for(gateway, ADMIN), DEAD_SESSION)) as phone:
         await phone.send_json({"type": "message", "content": "zero", "client_msg_id": "zero"})
         await receive_until(phone, "stream_end")
-        await bus.set(message_key(DEAD_SESSION, "pending"), str(now_ms()), ttl=60)
+        await bus.set(message_key(session_key("admin", DEAD_SESSION), "pending"), str(now_ms()), ttl=60)
         await phone.send_json({"type": "message", "content": "pending", "client_msg_id": "pending"})
         await phone.send_json({"type": "message", "content": "after", "client_msg_id": "after"})
         frames = await receive_until(phone, "stream_end")
@@ -526,7 +526,7 @@ async def test_a_turn_whose_lock_is_lost_stops_and_is_ended_for_the_devices(make
         await phone.send_json({"type": "message", "content": "hi", "client_msg_id": "l1"})
         frames = await receive_until(phone, "stream_chunk")
         frames += await receive_until(phone, "stream_chunk")
-        await context_of(gateway).bus.delete(lock_key("lost"))  # as if it had expired
+        await context_of(gateway).bus.delete(lock_key(session_key("admin", "lost")))  # as if it had expired
         frames += await receive_until(phone, "stream_end", timeout=5)
         provider.gate.set()
         await asyncio.sleep(0.5)
@@ -553,15 +553,15 @@ async def test_a_reply_that_ended_but_was_not_recorded_as_ended_is_not_ended_twi
     bus = RedisBus(redis_url, bus_prefix)
     replay = Replay(bus)
     try:
-        await replay.begin("ended", "t1")
+        await replay.begin(session_key("admin", "ended"), "t1")
         for seq, kind in enumerate(["stream_start", "stream_end"]):
-            await replay.append("ended", "t1", seq, json.dumps({
+            await replay.append(session_key("admin", "ended"), "t1", seq, json.dumps({
                 "type": kind, "session_id": "ended", "turn_id": "t1", "seq": seq, "text": "said"}))
-        await context_of(gateway).bus.mark(RUNNING_TURNS, "ended", 3600)
+        await context_of(gateway).bus.mark(RUNNING_TURNS, session_key("admin", "ended"), 3600)
         async with gateway.ws_connect(chat_query(token_for(gateway, ADMIN), "ended")) as phone:
             if found_by == "sweeper":
                 async def recorded() -> bool:
-                    return not (await replay.read("ended")).running
+                    return not (await replay.read(session_key("admin", "ended"))).running
 
                 await eventually(recorded)
                 await phone.send_json({"type": "ping"})
@@ -577,6 +577,6 @@ async def test_a_reply_that_ended_but_was_not_recorded_as_ended_is_not_ended_twi
     assert len([frame for frame in frames if frame["type"] == "stream_end" and frame["turn_id"] == "t1"]) <= 1
 
     async def unmarked() -> bool:
-        return "ended" not in await context_of(gateway).bus.members(RUNNING_TURNS)
+        return session_key("admin", "ended") not in await context_of(gateway).bus.members(RUNNING_TURNS)
 
     await eventually(unmarked)

@@ -20,7 +20,7 @@ async def queue_rows(gateway, session_id: str) -> list[tuple[str, str]]:
 
 async def stored_user_texts(gateway, session_id: str) -> list[str]:
     conversations = context_of(gateway).contracts.require(CONVERSATIONS)
-    return [m["content"] for m in await conversations.all_messages(session_id) if m["role"] == "user"]
+    return [m["content"] for m in await conversations.all_messages("admin", session_id) if m["role"] == "user"]
 
 
 async def hold_second_turn(provider, phone, other=None) -> None:
@@ -128,7 +128,7 @@ async def test_a_resend_while_the_turn_starts_is_answered_once(make_gateway, pro
     assert not [frame for frame in frames if frame["type"] == "error"]
     assert len(provider.requests) == 2
     conversations = context_of(gateway).contracts.require(CONVERSATIONS)
-    assert [m["role"] for m in await conversations.all_messages("race")] == ["user", "assistant"] * 2
+    assert [m["role"] for m in await conversations.all_messages("admin", "race")] == ["user", "assistant"] * 2
 
 
 async def test_stopping_ends_a_running_turn_and_records_it(make_gateway, provider):

@@ -42,13 +42,13 @@ async def test_a_new_lock_holder_abandons_a_dead_instances_turn_and_claims_the_n
     crashed = (await enqueue(db, text="left running", client_msg_id="a", **common))["id"]
     waiting = (await enqueue(db, text="next", client_msg_id="b", **common))["id"]
     assert await enqueue(db, text="again", client_msg_id="b", **common) is None  # a re-send
-    assert (await store.claim_next(db, "session_queue_test"))["id"] == crashed  # then its instance dies
+    assert (await store.claim_next(db, "admin", "session_queue_test"))["id"] == crashed  # then its instance dies
 
-    claimed = await store.claim_next(db, "session_queue_test", abandon_running=True)
+    claimed = await store.claim_next(db, "admin", "session_queue_test", abandon_running=True)
     assert claimed["id"] == waiting and claimed["text"] == "next"
     rows = await fetch_all(db, "SELECT id, status FROM chat_turn_queue ORDER BY id")
     assert rows == [{"id": crashed, "status": "abandoned"}, {"id": waiting, "status": "running"}]
-    assert await store.claim_next(db, "session_queue_test") is None
+    assert await store.claim_next(db, "admin", "session_queue_test") is None
 
 
 async def test_an_idle_sessions_turn_is_queued_and_claimed_in_one_statement(db):
@@ -68,7 +68,7 @@ async def test_the_fast_statement_queues_behind_older_waiting_turns_and_abandons
     late = await enqueue(db, session_id=session, text="late", client_msg_id="c3", start=True, **COMMON)
     assert late["status"] == "queued"  # the older waiting turn goes first
     assert await statuses(db, session) == [("crashed", "abandoned"), ("waiting", "queued"), ("late", "queued")]
-    assert (await store.claim_next(db, session))["text"] == "waiting"
+    assert (await store.claim_next(db, "admin", session))["text"] == "waiting"
 
 
 async def test_a_turn_started_before_its_row_is_recorded_as_running_whatever_waits(db):

@@ -30,7 +30,7 @@ async def test_a_waiting_turn_queues_behind_a_running_one_and_gets_its_reply(gat
     assert [request["messages"][-1]["content"] for request in provider.requests] == ["first", "second"]
     assert reply.text == provider.reply and reply.finish_reason == "stop" and reply.model
     assert frames[-1]["stored_message_ids"] == reply.message_ids
-    stored = await context_of(gateway).contracts.require(CONVERSATIONS).list_messages("waits")
+    stored = await context_of(gateway).contracts.require(CONVERSATIONS).list_messages("admin", "waits")
     assert [(m["role"], m["content"], m["metadata"]) for m in stored if m["content"] == "second"] == [
         ("user", "second", {"platform": "crm"})]
     assert [m["id"] for m in stored][-len(reply.message_ids):] == reply.message_ids
@@ -60,7 +60,7 @@ async def test_failures_and_timeouts_raise(gateway, provider):
     provider.gate.set()
 
     async def stored() -> bool:  # the turn itself went on
-        messages = await context_of(gateway).contracts.require(CONVERSATIONS).list_messages("slow")
+        messages = await context_of(gateway).contracts.require(CONVERSATIONS).list_messages("admin", "slow")
         return [m["role"] for m in messages] == ["user", "assistant"]
 
     await eventually(stored)

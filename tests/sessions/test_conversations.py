@@ -14,21 +14,23 @@ async def test_create_and_get_sessions(sessions_app):
     assert generated["title"] == DEFAULT_TITLE and generated["is_main"] is False
     assert isinstance(generated["created_at"], int) and generated["created_at"] > 1_600_000_000_000
     named = await conversations.create_session("user_alice", "s-main", "主会话", is_main=True)
-    assert named == await conversations.get_session("s-main")
+    assert named == await conversations.get_session("user_alice", "s-main")
     assert named["is_main"] is True and named["title"] == "主会话" and named["user_id"] == "user_alice"
-    assert await conversations.get_session("nope") is None
-    with pytest.raises(Conflict):
-        await conversations.create_session("user_bob", "s-main")
+    assert await conversations.get_session("user_alice", "nope") is None
+    with pytest.raises(Conflict):  # only the owner's own ids collide
+        await conversations.create_session("user_alice", "s-main")
+    bobs = await conversations.create_session("user_bob", "s-main")  # ids are per owner
+    assert bobs["user_id"] == "user_bob" and await conversations.get_session("user_alice", "s-main") == named
+    assert [s["user_id"] for s in await conversations.find_sessions("s-main")] == ["user_bob", "user_alice"]
 
 
-async def test_ensure_session_creates_once_and_refuses_another_users(sessions_app):
+async def test_ensure_session_creates_once_per_owner(sessions_app):
     _, conversations, _ = sessions_app
     created = await conversations.ensure_session("user_alice", "s1", "Title")
     again = await conversations.ensure_session("user_alice", "s1", "Other title")
     assert again == created and again["title"] == "Title"
-    with pytest.raises(NotFound) as raised:
-        await conversations.ensure_session("user_bob", "s1")
-    assert raised.value.error_type == "session_not_found" and raised.value.hint
+    bobs = await conversations.ensure_session("user_bob", "s1")  # another user's id is free for Bob
+    assert bobs["user_id"] == "user_bob" and bobs["title"] == DEFAULT_TITLE
     # concurrent first messages of one new session agree on one row
     results = await asyncio.gather(*(conversations.ensure_session("user_carol", "s2") for _ in range(5)))
     assert len({r["created_at"] for r in results}) == 1
@@ -52,9 +54,11 @@ async def test_add_message_deduplicates_by_client_msg_id_and_bumps_the_session(s
     a = await conversations.add_message("s1", "user_alice", "assistant", "same")
     b = await conversations.add_message("s1", "user_alice", "assistant", "same")
     assert a["id"] != b["id"]
-    assert (await conversations.get_session("s1"))["updated_at"] > session["updated_at"]
+    assert (await conversations.get_session("user_alice", "s1"))["updated_at"] > session["updated_at"]
     with pytest.raises(NotFound):
         await conversations.add_message("missing", "user_alice", "user", "x")
+    with pytest.raises(NotFound):  # Alice's session is not Bob's
+        await conversations.add_message("s1", "user_bob", "user", "x")
 
 
 async def test_list_messages_pages_and_scrolls_back(sessions_app):
@@ -62,12 +66,12 @@ async def test_list_messages_pages_and_scrolls_back(sessions_app):
     await conversations.create_session("user_alice", "s1")
     ids = [(await conversations.add_message("s1", "user_alice", "user" if n % 2 == 0 else "assistant",
                                             f"m{n}"))["id"] for n in range(7)]
-    assert [m["content"] for m in await conversations.list_messages("s1")] == [f"m{n}" for n in range(7)]
-    assert [m["content"] for m in await conversations.list_messages("s1", limit=3, offset=5)] == ["m5", "m6"]
-    assert await conversations.list_messages("s1", limit=3, offset=7) == []
-    page = await conversations.list_messages("s1", limit=3, before_id=ids[5])
+    assert [m["content"] for m in await conversations.list_messages("user_alice", "s1")] == [f"m{n}" for n in range(7)]
+    assert [m["content"] for m in await conversations.list_messages("user_alice", "s1", limit=3, offset=5)] == ["m5", "m6"]
+    assert await conversations.list_messages("user_alice", "s1", limit=3, offset=7) == []
+    page = await conversations.list_messages("user_alice", "s1", limit=3, before_id=ids[5])
     assert [m["content"] for m in page] == ["m2", "m3", "m4"]
-    assert [m["content"] for m in await conversations.list_messages("s1", limit=3, before_id=ids[1])] == ["m0"]
+    assert [m["content"] for m in await conversations.list_messages("user_alice", "s1", limit=3, before_id=ids[1])] == ["m0"]
     assert set(page[0]) >= {"id", "session_id", "role", "msg_type", "content", "created_at"}
 
 
@@ -78,8 +82,8 @@ async def test_recent_history_is_the_latest_user_and_assistant_turns(sessions_ap
         await conversations.add_message("s1", "user_alice", "user", f"q{n}")
         await conversations.add_message("s1", "user_alice", "action", f"*nods {n}*", msg_type="action")
         await conversations.add_message("s1", "user_alice", "assistant", f"a{n}")
-    assert await conversations.recent_history("s1", limit=4) == [
+    assert await conversations.recent_history("user_alice", "s1", limit=4) == [
         {"role": "user", "content": "q3"}, {"role": "assistant", "content": "a3"},
         {"role": "user", "content": "q4"}, {"role": "assistant", "content": "a4"}]
-    assert len(await conversations.recent_history("s1")) == 10
-    assert await conversations.recent_history("empty") == []
+    assert len(await conversations.recent_history("user_alice", "s1")) == 10
+    assert await conversations.recent_history("user_alice", "empty") == []

@@ -25,19 +25,19 @@ async def test_history_is_served_from_the_copy_and_follows_every_write(aiohttp_c
     conversations = await conversations_on(aiohttp_client, config)
     await conversations.create_session("user_alice", "cached")
     await conversations.add_message("cached", "user_alice", "user", "one")
-    assert contents(await conversations.recent_history("cached")) == ["one"]  # read, and kept
+    assert contents(await conversations.recent_history("user_alice", "cached")) == ["one"]  # read, and kept
 
     # A write behind the service's back is not seen while the copy is current: proof the copy is used.
     await execute(conversations.db, "UPDATE chat_messages SET content = 'edited' WHERE session_id = 'cached'")
-    assert contents(await conversations.recent_history("cached")) == ["one"]
+    assert contents(await conversations.recent_history("user_alice", "cached")) == ["one"]
 
     # The service's own writes keep the copy exact.
     await conversations.add_message("cached", "user_alice", "assistant", "two")
     await conversations.add_message("cached", "user_alice", "action", "not history")
-    assert contents(await conversations.recent_history("cached")) == ["one", "two"]
-    assert contents(await conversations.recent_history("cached", limit=1)) == ["two"]
-    await conversations.clear_messages("cached")
-    assert await conversations.recent_history("cached") == []
+    assert contents(await conversations.recent_history("user_alice", "cached")) == ["one", "two"]
+    assert contents(await conversations.recent_history("user_alice", "cached", limit=1)) == ["two"]
+    await conversations.clear_messages("user_alice", "cached")
+    assert await conversations.recent_history("user_alice", "cached") == []
 
 
 async def test_a_new_sessions_first_turn_leaves_a_current_copy(aiohttp_client, config):
@@ -45,11 +45,11 @@ async def test_a_new_sessions_first_turn_leaves_a_current_copy(aiohttp_client, c
     messages starts the copy, and the turn's writes follow it, so the second turn reads no table."""
     conversations = await conversations_on(aiohttp_client, config)
     await conversations.create_session("user_alice", "fresh")
-    assert await conversations.recent_history("fresh") == []
+    assert await conversations.recent_history("user_alice", "fresh") == []
     await conversations.add_message("fresh", "user_alice", "user", "hello")
     await conversations.add_message("fresh", "user_alice", "assistant", "hi there")
     await execute(conversations.db, "UPDATE chat_messages SET content = 'edited' WHERE session_id = 'fresh'")
-    assert contents(await conversations.recent_history("fresh")) == ["hello", "hi there"]
+    assert contents(await conversations.recent_history("user_alice", "fresh")) == ["hello", "hi there"]
 
 
 async def test_a_longer_history_than_the_copy_holds_is_read_from_the_database(aiohttp_client, config):
@@ -57,10 +57,10 @@ async def test_a_longer_history_than_the_copy_holds_is_read_from_the_database(ai
     await conversations.create_session("user_alice", "long")
     for index in range(HISTORY_DEPTH + 5):
         await conversations.add_message("long", "user_alice", "user", f"m{index}")
-    await conversations.recent_history("long")
-    everything = await conversations.recent_history("long", limit=HISTORY_DEPTH + 10)
+    await conversations.recent_history("user_alice", "long")
+    everything = await conversations.recent_history("user_alice", "long", limit=HISTORY_DEPTH + 10)
     assert contents(everything) == [f"m{index}" for index in range(HISTORY_DEPTH + 5)]
-    assert contents(await conversations.recent_history("long", limit=3)) == [f"m{HISTORY_DEPTH + i}" for i in (2, 3, 4)]
+    assert contents(await conversations.recent_history("user_alice", "long", limit=3)) == [f"m{HISTORY_DEPTH + i}" for i in (2, 3, 4)]
 
 
 async def test_a_write_on_another_instance_is_seen_by_the_next_read(aiohttp_client, make_config, database_url,
@@ -70,17 +70,17 @@ async def test_a_write_on_another_instance_is_seen_by_the_next_read(aiohttp_clie
     second = await conversations_on(aiohttp_client, shared)
     await first.create_session("user_alice", "shared")
     await first.add_message("shared", "user_alice", "user", "hello")
-    assert contents(await first.recent_history("shared")) == ["hello"]
-    assert contents(await second.recent_history("shared")) == ["hello"]
+    assert contents(await first.recent_history("user_alice", "shared")) == ["hello"]
+    assert contents(await second.recent_history("user_alice", "shared")) == ["hello"]
 
     await second.add_message("shared", "user_alice", "assistant", "from the other instance")
-    assert contents(await first.recent_history("shared")) == ["hello", "from the other instance"]
-    await first.delete_session("shared")
+    assert contents(await first.recent_history("user_alice", "shared")) == ["hello", "from the other instance"]
+    await first.delete_session("user_alice", "shared")
     # The id is reused for a new session: nothing of the old one comes back on either instance.
     await second.create_session("user_alice", "shared")
     await second.add_message("shared", "user_alice", "user", "fresh")
-    assert contents(await first.recent_history("shared")) == ["fresh"]
-    assert contents(await second.recent_history("shared")) == ["fresh"]
+    assert contents(await first.recent_history("user_alice", "shared")) == ["fresh"]
+    assert contents(await second.recent_history("user_alice", "shared")) == ["fresh"]
 
 
 def test_the_copy_takes_a_message_once_and_never_out_of_order():

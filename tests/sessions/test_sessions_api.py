@@ -23,7 +23,7 @@ async def test_create_with_an_empty_body_or_with_fields(sessions_app):
                                  json={"session_id": "work", "title": "工作", "is_main": True})
     assert response.status == 201
     assert (await response.json())["is_main"] is True
-    response = await client.post(f"{API}/sessions", headers=headers["bob"], json={"session_id": "work"})
+    response = await client.post(f"{API}/sessions", headers=headers["alice"], json={"session_id": "work"})
     assert response.status == 409 and (await response.json())["errorType"] == "session_exists"
     response = await client.post(f"{API}/sessions", headers=headers["alice"], json={"is_main": "maybe"})
     assert response.status == 400 and (await response.json())["errorType"] == "validation_error"
@@ -73,14 +73,14 @@ async def test_delete_one_and_all(sessions_app):
     assert (await client.delete(f"{API}/sessions/b1", headers=headers["alice"])).status == 404
     response = await client.delete(f"{API}/sessions/a1", headers=headers["alice"])
     assert response.status == 200 and (await response.json())["status"] == "deleted"
-    assert await conversations.get_session("a1") is None
-    assert await conversations.list_messages("a1") == []
+    assert await conversations.get_session("user_alice", "a1") is None
+    assert await conversations.list_messages("user_alice", "a1") == []
     assert (await client.delete(f"{API}/sessions/a1", headers=headers["alice"])).status == 404
     assert (await client.delete(f"{API}/sessions?user_id=user_bob", headers=headers["alice"])).status == 403
     response = await client.delete(f"{API}/sessions", headers=headers["alice"])
     assert (await response.json())["status"] == "deleted"
     assert await conversations.list_sessions("user_alice") == []
-    assert await conversations.get_session("b1") is not None
+    assert await conversations.get_session("user_bob", "b1") is not None
     response = await client.delete(f"{API}/sessions?user_id=user_bob", headers=headers["admin"])
     assert response.status == 200 and await conversations.list_sessions("user_bob") == []
 
@@ -109,7 +109,7 @@ async def test_messages_paging_and_clearing(sessions_app):
     response = await client.delete(url, headers=headers["alice"])
     assert response.status == 200 and (await response.json())["status"] == "cleared"
     assert (await (await client.get(url, headers=headers["alice"])).json())["messages"] == []
-    assert await conversations.get_session("a1") is not None
+    assert await conversations.get_session("user_alice", "a1") is not None
 
 
 @pytest.fixture
@@ -138,7 +138,7 @@ async def test_export_json_is_the_spec_shape(exported_session):
     response, filename, title_name, text = await download(client, headers["alice"], None)
     assert response.content_type == "application/json" and response.charset == "utf-8"
     assert filename == "chat-1.json" and title_name == "周末计划.json"
-    session = await conversations.get_session("chat-1")
+    session = await conversations.get_session("user_alice", "chat-1")
     document = json.loads(text)
     assert document["session"] == {k: session[k] for k in ("id", "title", "created_at", "updated_at")}
     assert [(m["role"], m["content"]) for m in document["messages"]] == [
@@ -174,3 +174,49 @@ async def test_export_refuses_bad_formats_and_other_users(exported_session):
     response = await client.get(f"{API}/sessions/chat-1/export", headers=headers["bob"])
     assert response.status == 404 and (await response.json())["errorType"] == "session_not_found"
     assert (await client.get(f"{API}/sessions/chat-1/export?format=txt", headers=headers["admin"])).status == 200
+
+
+FREE_ID = "nobody-has-this"
+
+
+async def answers_for(client, headers, session_id: str) -> list[tuple[int, str, str | None]]:
+    """What every sessions route answers about `session_id` (its id replaced in the texts)."""
+    answers = []
+    for method, path, body in [
+            ("GET", f"{API}/sessions/{session_id}", None),
+            ("GET", f"{API}/sessions/{session_id}/messages", None),
+            ("GET", f"{API}/sessions/{session_id}/export", None),
+            ("DELETE", f"{API}/sessions/{session_id}/messages", None),
+            ("DELETE", f"{API}/sessions/{session_id}", None),
+            ("POST", f"{API}/sessions", {"session_id": session_id, "title": "mine"})]:
+        response = await client.request(method, path, headers=headers, json=body)
+        text = (await response.text()).replace(session_id, "<id>")
+        answer = json.loads(text)
+        for volatile in ("created_at", "updated_at"):
+            answer.pop(volatile, None)
+        answers.append((response.status, json.dumps(answer, sort_keys=True), response.headers.get("Content-Type")))
+    return answers
+
+
+async def test_another_users_session_id_cannot_be_told_from_a_free_one(sessions_app):
+    """Session ids are per owner: on every sessions route another user's id answers exactly as
+    an id nobody has, and creating it gives the caller a session of their own."""
+    client, conversations, headers = sessions_app
+    await conversations.create_session("user_bob", "bobs-work", "Bob's")
+    await conversations.add_message("bobs-work", "user_bob", "user", "private")
+    taken = await answers_for(client, headers["alice"], "bobs-work")
+    free = await answers_for(client, headers["alice"], FREE_ID)
+    assert taken == free
+    assert [status for status, _, _ in taken] == [404, 404, 404, 404, 404, 201]
+    # Alice now has a `bobs-work` of her own; Bob's is untouched.
+    alices = await (await client.get(f"{API}/sessions/bobs-work", headers=headers["alice"])).json()
+    assert alices["user_id"] == "user_alice" and alices["title"] == "mine"
+    assert [m["content"] for m in await conversations.list_messages("user_bob", "bobs-work")] == ["private"]
+    assert (await conversations.get_session("user_bob", "bobs-work"))["title"] == "Bob's"
+    # The administrator reaches either with user_id.
+    for owner, title in (("user_bob", "Bob's"), ("user_alice", "mine")):
+        response = await client.get(f"{API}/sessions/bobs-work?user_id={owner}", headers=headers["admin"])
+        assert (await response.json())["title"] == title
+    response = await client.get(f"{API}/sessions/bobs-work/messages?user_id=user_bob", headers=headers["admin"])
+    assert [m["content"] for m in (await response.json())["messages"]] == ["private"]
+    assert (await client.get(f"{API}/sessions/bobs-work?user_id=user_bob", headers=headers["alice"])).status == 403

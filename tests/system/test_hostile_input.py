@@ -1,11 +1,14 @@
 """Every route of the real gateway and AI core services, as the service table assembles them,
 fed hostile input by an authenticated administrator: the answer is never a 500 and every error
 carries the spec's body. A route added later is covered without touching this test."""
+import asyncio
+import json
 import re
 
 import pytest
+from aiohttp import web
 
-from gateway.app import create_app
+from gateway.app import AccessLogger, ServiceRunner, create_app
 from gateway.context import get_context
 from gateway.identity import Identity
 from gateway.services import get_service
@@ -88,3 +91,51 @@ async def test_hostile_frames_on_the_chat_socket_get_error_frames_and_the_socket
             assert answer["type"] == "error", answer
         await ws.send_json({"type": "ping"})
         assert (await ws.receive_json(timeout=5))["type"] == "pong"
+
+
+async def raw_exchange(port: int, request: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Send `request` as bytes on a fresh connection; the status, headers and body of the answer."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(request)
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 10)  # the server closes after an error
+    finally:
+        writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in header_lines)}
+    return int(status_line.split()[1]), headers, body
+
+
+@pytest.mark.parametrize("label, request_bytes, status, error_type", [
+    ("100 KB request line", b"GET /api/v1/health?q=" + b"a" * 100_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+     431, "request_too_large"),
+    ("100 KB header", b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 100_000 + b"\r\n\r\n",
+     431, "request_too_large"),
+    ("too many headers", b"GET /api/v1/health HTTP/1.1\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(500))
+     + b"\r\n", 431, "request_too_large"),
+    ("garbage request line", b"\x16\x03\x01 not http at all\r\n\r\n", 400, "malformed_request"),
+])
+async def test_what_the_http_parser_refuses_gets_the_error_body(label, request_bytes, status, error_type,
+                                                               make_config, database_url):
+    """aiohttp answers these before any middleware runs; the service's own runner (the one
+    `gateway serve` uses) answers them in the spec's body."""
+    config = make_config({"database.url": database_url})
+    runner = ServiceRunner(create_app("gateway", config, spec=get_service("gateway")), access_log_class=AccessLogger)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        answered, headers, body = await raw_exchange(site.port, request_bytes)
+        assert answered == status, body
+        assert headers["content-type"].startswith("application/json")
+        answer = json.loads(body)
+        assert answer["errorType"] == error_type and answer["error"] and answer["hint"]
+        assert "aaaa" not in answer["error"] + answer["hint"]  # the request is not echoed back
+        # The same runner still answers a normal request.
+        answered, _, _ = await raw_exchange(site.port, b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\n"
+                                                       b"Connection: close\r\n\r\n")
+        assert answered == 200
+    finally:
+        await runner.cleanup()

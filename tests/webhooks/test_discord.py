@@ -48,15 +48,15 @@ async def test_signed_ping_and_chat_command(make_gateway, ai_core_url, signing_k
     response = await client.post(URL, data=body, headers=headers)
     assert response.status == 200, await response.text()
     assert await response.json() == {"type": 4, "data": {"content": "echo(0 earlier): 今天怎么样？"}}
-    session = await conversations.get_session("discord_41771983423143937_80351110224678912")
+    session = await conversations.get_session("ext_discord_80351110224678912", "discord_41771983423143937_80351110224678912")
     assert session["user_id"] == "ext_discord_80351110224678912"
-    assert len(await conversations.list_messages(session["id"])) == 2
+    assert len(await conversations.list_messages(session["user_id"], session["id"])) == 2
 
     # Someone else in the same channel has a conversation of their own.
     body, headers = signed(signing_key, command("and me?", user="111"))
     response = await client.post(URL, data=body, headers=headers)
     assert response.status == 200, await response.text()
-    assert (await conversations.get_session("discord_41771983423143937_111"))["user_id"] == "ext_discord_111"
+    assert await conversations.get_session("ext_discord_111", "discord_41771983423143937_111")
 
 
 async def test_a_replayed_old_interaction_is_refused(make_gateway, ai_core_url, signing_key):
@@ -85,7 +85,7 @@ async def test_bad_signatures_are_401(make_gateway, ai_core_url, signing_key):
         response = await client.post(URL, data=data, headers=case_headers)
         assert response.status == 401, case_headers
         assert (await response.json())["errorType"] == "invalid_signature"
-    assert await conversations.get_session("discord_41771983423143937_80351110224678912") is None
+    assert await conversations.get_session("ext_discord_80351110224678912", "discord_41771983423143937_80351110224678912") is None
 
 
 async def test_without_a_public_key_the_webhook_key_is_required(make_gateway, ai_core_url):

@@ -14,9 +14,9 @@ async def test_defaults_reply_and_the_stored_exchange(make_gateway, ai_core_url,
     body = await response.json()
     assert body["reply"] == "echo(0 earlier): 你好，世界" and body["finish_reason"] == "stop"
     assert re.fullmatch(r"webhook_[a-z0-9]{12}", body["session_id"])
-    session = await conversations.get_session(body["session_id"])
+    session = await conversations.get_session("ext_webhook_generic", body["session_id"])
     assert session["user_id"] == "ext_webhook_generic"
-    stored = await conversations.list_messages(body["session_id"])
+    stored = await conversations.list_messages("ext_webhook_generic", body["session_id"])
     assert [(m["role"], m["content"]) for m in stored] == [("user", "你好，世界"), ("assistant", body["reply"])]
     assert body["message_id"] == str(stored[1]["id"])
     assert stored[0]["metadata"] == {"platform": "generic"}
@@ -32,13 +32,15 @@ async def test_defaults_reply_and_the_stored_exchange(make_gateway, ai_core_url,
 async def test_user_ids_get_the_external_prefix_and_cannot_enter_other_sessions(make_gateway, ai_core_url):
     client, conversations = await make_gateway(ai_core_url)
     response = await client.post(URL, headers=KEY, json={"message": "hi", "user_id": "crm", "session_id": "crm-1"})
-    assert (await conversations.get_session("crm-1"))["user_id"] == "ext_crm"
+    assert await conversations.get_session("ext_crm", "crm-1") is not None
     response = await client.post(URL, headers=KEY, json={"message": "hi", "user_id": "ext_crm", "session_id": "crm-1"})
     assert response.status == 200
     await conversations.create_session("admin", "private")
+    # Session ids are per owner: `ext_admin` gets a `private` of its own, the administrator's stays untouched.
     response = await client.post(URL, headers=KEY, json={"message": "hi", "user_id": "admin", "session_id": "private"})
-    assert response.status == 404 and (await response.json())["errorType"] == "session_not_found"
-    assert await conversations.list_messages("private") == []
+    assert response.status == 200
+    assert await conversations.list_messages("admin", "private") == []
+    assert len(await conversations.list_messages("ext_admin", "private")) == 2
 
 
 async def test_key_and_body_errors(make_gateway, ai_core_url):

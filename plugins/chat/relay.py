@@ -10,8 +10,9 @@ import asyncio
 import contextlib
 import json
 import logging
-from typing import TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Literal, cast
+from typing import TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Awaitable, Literal, cast
 
+from gateway.errors import unavailable_error
 from plugins.ai_core.contract import AiCore, AiCoreError, ChatEvent, ChatRequest, DoneEvent, HistoryItem
 from plugins.sessions.contract import CONVERSATIONS
 
@@ -56,7 +57,8 @@ class Relay:
         except Exception as error:  # nothing sent or stored yet: tell the sender, allow a re-send
             log.error("reading the history of session %s failed: %r", session_id, error)
             await self.admission.forget_message_id(turn)
-            failure = TurnFailed("the message could not be processed; please send it again", "storage_failed")
+            failure = TurnFailed("the message could not be processed; please send it again",
+                                 _storage_error_type(error))
             if turn.sender is not None:
                 await self.hub.send_to_user(user_id, error_frame(
                     failure.error, errorType=failure.error_type, session_id=session_id, turn_id=turn_id,
@@ -87,6 +89,14 @@ class Relay:
             await self.replay.append(session_id, turn_id, sequence, payload)
             await gate.send(payload, sequence)
             sequence += 1
+
+        async def emit_end(message: dict) -> None:
+            """The frame that ends a failed reply: it reaches this instance's devices even when
+            the replay cannot record it or other instances cannot be told (the bus is down)."""
+            message.update({"session_id": session_id, "turn_id": turn_id, "seq": sequence, "timestamp": now_ms()})
+            payload = json.dumps(message, ensure_ascii=False)
+            await _best_effort(self.replay.append(session_id, turn_id, sequence, payload), "recording the reply's end")
+            await _best_effort(gate.send(payload, sequence), "sending the reply's end")
 
         async def writes_finished() -> None:
             """The writes start now if no first event let them, and are waited for."""
@@ -129,7 +139,7 @@ class Relay:
             await relay.aclose()
             await _abandon(first_event, events)
             await writes_finished()
-            await self._fail(turn, failure, "".join(pieces), emit, gate)
+            await self._fail(turn, failure, "".join(pieces), emit_end, gate)
             return ("duplicate" if failure.error_type == "duplicate_message" else "failed"), failure
         finally:
             await relay.aclose()
@@ -138,22 +148,28 @@ class Relay:
 
         reply = str(final.get("text") if final.get("text") is not None else "".join(pieces))
         review = review_reply(reply)
-        stored_ids = []
-        for part in review:
-            stored = await self.conversations.add_message(
-                session_id, user_id, stored_role(part["type"]), part["content"],
-                part["type"] if part["type"] in STORED_TYPES else "chat",
-                metadata={"turn_id": turn_id, **part["metadata"]})
-            stored_ids.append(stored["id"])
-        await self.context.bus.set(activity_key(session_id), str(now_ms()), ttl=ACTIVITY_TTL)
-        # Closed before stream_end: the device that sees it may send its next message at once,
-        # and this write would compete with that turn's start.
-        await store.finish(self.context.db, turn_id, "done")
-        await emit(review_frame(turn_id, review))
+        try:
+            stored_ids = []
+            for part in review:
+                stored = await self.conversations.add_message(
+                    session_id, user_id, stored_role(part["type"]), part["content"],
+                    part["type"] if part["type"] in STORED_TYPES else "chat",
+                    metadata={"turn_id": turn_id, **part["metadata"]})
+                stored_ids.append(stored["id"])
+            await _best_effort(self.context.bus.set(activity_key(session_id), str(now_ms()), ttl=ACTIVITY_TTL),
+                               "recording the session's activity")
+            # Closed before stream_end: the device that sees it may send its next message at once,
+            # and this write would compete with that turn's start.
+            await store.finish(self.context.db, turn_id, "done")
+            await emit(review_frame(turn_id, review))
+        except Exception as error:  # the database or the bus went away as the reply ended
+            failure = _as_failure(error, turn)
+            await self._fail(turn, failure, reply, emit_end, gate)
+            return "failed", failure
         done = TurnReply(reply, final.get("model") or "", final.get("finish_reason") or "stop", stored_ids)
-        await emit(stream_end_frame(turn_id, reply, done.finish_reason, model=done.model,
-                                    stored_message_ids=stored_ids))
-        await self.replay.finish(session_id, turn_id)
+        await emit_end(stream_end_frame(turn_id, reply, done.finish_reason, model=done.model,
+                                        stored_message_ids=stored_ids))
+        await _best_effort(self.replay.finish(session_id, turn_id), "recording the reply's end")
         return "done", done
 
     async def _store_user_message(self, turn: Turn, gate: "EchoGate", relayed: "asyncio.Future") -> dict:
@@ -210,14 +226,17 @@ class Relay:
             await self.replay.append(session_id, dead.turn_id, seq, payload)
         await self.hub.send_to_user(user_id, payload, turn_id=dead.turn_id, seq=seq)
 
-    async def _fail(self, turn: Turn, failure: TurnFailed, partial: str, emit, gate: "EchoGate") -> None:
+    async def _fail(self, turn: Turn, failure: TurnFailed, partial: str, emit_end, gate: "EchoGate") -> None:
+        """Tell the devices, each step on its own: when the bus is down, what can still reach
+        this instance's devices does."""
         log.warning("chat turn %s of session %s failed: %s", turn.turn_id, turn.session_id, failure.error)
-        await gate.open(None)
+        await _best_effort(gate.open(None), "releasing the reply's frames")
         for frame in failure_frames(turn.session_id, turn.turn_id, failure.error, failure.error_type):
-            await self.hub.send_to_user(turn.user_id, frame, only=turn.sender or None)
+            await _best_effort(self.hub.send_to_user(turn.user_id, frame, only=turn.sender or None),
+                               "sending the failure")
         # Every device saw stream_start: end the stream for all of them.
-        await emit(stream_end_frame(turn.turn_id, partial, "error"))
-        await self.replay.finish(turn.session_id, turn.turn_id)
+        await emit_end(stream_end_frame(turn.turn_id, partial, "error"))
+        await _best_effort(self.replay.finish(turn.session_id, turn.turn_id), "recording the reply's end")
 
 
 class EchoGate:
@@ -238,15 +257,21 @@ class EchoGate:
             await self.hub.send_to_user(self.user_id, payload, only=self.sender, turn_id=self.turn_id, seq=seq)
 
     async def open(self, echo: dict | None) -> None:
-        """Send `echo` (if any) to every device but the sender, then what was held; idempotent."""
+        """Send `echo` (if any) to every device but the sender, then what was held; idempotent.
+        A frame other instances could not be sent (the bus is down) does not hold back the
+        rest from this instance's devices; the failure is raised once all went."""
         if self._held is None:
             return
+        failure = None
         if echo is not None:
-            await self.hub.send_to_user(self.user_id, echo, exclude=self.sender)
+            failure = await _best_effort(self.hub.send_to_user(self.user_id, echo, exclude=self.sender), "the echo")
         while self._held:  # frames sent meanwhile join the end of the list
             payload, seq = self._held.pop(0)
-            await self.hub.send_to_user(self.user_id, payload, exclude=self.sender, turn_id=self.turn_id, seq=seq)
+            failure = await _best_effort(self.hub.send_to_user(
+                self.user_id, payload, exclude=self.sender, turn_id=self.turn_id, seq=seq), "a held frame") or failure
         self._held = None
+        if failure is not None:
+            raise failure
 
 
 def _as_failure(error: Exception, turn: Turn) -> TurnFailed:
@@ -258,9 +283,28 @@ def _as_failure(error: Exception, turn: Turn) -> TurnFailed:
             log.warning("the AI core refused turn %s: %s (%s)", turn.turn_id, error.error, error.error_type)
             return TurnFailed(error.error, "ai_core_failed")
         return TurnFailed(error.error, error.error_type)
+    if (unavailable := unavailable_error(error)) is not None:  # the database or the bus went away
+        return TurnFailed(unavailable.error, _storage_error_type(error))
     # A defect here, not the AI core's doing: every device's stream still ends.
     log.exception("chat turn %s of session %s failed", turn.turn_id, turn.session_id, exc_info=error)
     return TurnFailed("the server failed while relaying the reply", "internal_error")
+
+
+def _storage_error_type(error: Exception) -> str:
+    """`database_unavailable` (or `bus_unavailable`) when that is why a write failed: the device
+    may tell the person to try again in a moment."""
+    unavailable = unavailable_error(error)
+    return unavailable.error_type if unavailable is not None and unavailable.error_type else "storage_failed"
+
+
+async def _best_effort(step: Awaitable[Any], what: str) -> Exception | None:
+    """Await `step`; a failure is logged and returned rather than raised."""
+    try:
+        await step
+    except Exception as error:
+        log.warning("%s failed: %r", what, error)
+        return error
+    return None
 
 
 def _set_once(future: "asyncio.Future") -> None:
@@ -276,7 +320,7 @@ def _confirmation(task: "asyncio.Task") -> dict:
         raise
     except Exception as error:
         log.error("storing the user's message failed: %r", error)
-        raise TurnFailed("the message could not be stored; please send it again", "storage_failed") from None
+        raise TurnFailed("the message could not be stored; please send it again", _storage_error_type(error)) from None
 
 
 _END = object()

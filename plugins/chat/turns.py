@@ -168,9 +168,12 @@ class TurnMachine:
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
         # A message queued just as the lock was let go would otherwise wait for the sweeper.
-        if not self._stopping and await self.context.bus.get(queued_key(session_id)) is not None \
-                and await store.queue_length(self.context.db, session_id):
-            await self.kick(session_id)
+        try:
+            if not self._stopping and await self.context.bus.get(queued_key(session_id)) is not None \
+                    and await store.queue_length(self.context.db, session_id):
+                await self.kick(session_id)
+        except Exception as error:  # the bus or the database is down: the sweeper looks again later
+            log.warning("looking for turns queued in session %s failed: %r", session_id, error)
 
     async def _run(self, turn: Turn) -> None:
         status, outcome = "failed", None

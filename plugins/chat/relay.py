@@ -79,14 +79,18 @@ class Relay:
         confirmed = asyncio.create_task(self._store_user_message(turn, gate, relayed))
         sequence = 0
         chunks = ChunkFrames(session_id, turn_id)
+        pieces: list[str] = []  # the reply's text the devices were sent
 
         async def emit(message: dict) -> None:
             message.update({"session_id": session_id, "turn_id": turn_id, "seq": sequence, "timestamp": now_ms()})
             await send(json.dumps(message, ensure_ascii=False))
 
-        async def send(payload: str) -> None:
+        async def send(payload: str, content: str = "") -> None:
+            """`content`: the reply's text the frame carries, counted once devices may see it."""
             nonlocal sequence
             await self.replay.append(session_id, turn_id, sequence, payload)
+            if content:
+                pieces.append(content)
             await gate.send(payload, sequence)
             sequence += 1
 
@@ -104,7 +108,6 @@ class Relay:
             if not confirmed.done():
                 await asyncio.wait([confirmed])
 
-        pieces: list[str] = []
         final: DoneEvent | None = None
         relay = _then(first_event, events)
         try:
@@ -119,8 +122,7 @@ class Relay:
                 if kind == "delta":
                     content = str(event.get("content") or "")
                     if content:
-                        pieces.append(content)
-                        await send(chunks.encode(sequence, content))
+                        await send(chunks.encode(sequence, content), content)
                 elif kind == "error":
                     raise TurnFailed(str(event.get("error") or "the AI core failed"),
                                      str(event.get("errorType") or "ai_core_failed"))

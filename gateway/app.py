@@ -24,7 +24,8 @@ from .blobs import create_blob_store
 from .bus import create_bus
 from .config import Config, ConfigError
 from .context import Context
-from .database import apply_migrations, create_pool, migration_files, resolve_database_url
+from .database import (apply_migrations, create_pool, drop_connections, keep_embedded_running,
+                       migration_files, resolve_database_url)
 from .errors import ApiError, error_middleware
 from .openapi import ASYNCAPI_PATH, DOCS_PATH, OPENAPI_PATH, add_document_routes, api_doc
 from .plugins import (Plugin, PluginError, PluginRecord, Registrar, Registry, installed_plugins,
@@ -118,10 +119,20 @@ def create_app(service_id: str, config: Config | None = None, *, plugins: list[P
         context.http = aiohttp.ClientSession(connector=connector,
                                              timeout=aiohttp.ClientTimeout(total=None, connect=10))
         context.bus = await create_bus(config)
+        watchdog: asyncio.Task | None = None
         try:
             if needs_database:
-                # The embedded server, when used, stops when the last process using it exits.
+                # The embedded server, when used, stops when the last process using it exits;
+                # until then this service starts it again should it die.
                 url, context.embedded_database = await resolve_database_url(config)
+                if context.embedded_database is not None:
+                    def server_stopped() -> None:
+                        if context.has("db"):
+                            drop_connections(context.db)
+
+                    watchdog = asyncio.create_task(keep_embedded_running(context.embedded_database,
+                                                                         stopped=server_stopped),
+                                                   name="embedded-postgres-watchdog")
                 context.db = await create_pool(url, int(config.get("database.pool_min") or 1),
                                                int(config.get("database.pool_max") or 10))
                 plans = [(m.plugin, migration_files(m.package, m.directory)) for m in registry.migrations]
@@ -132,6 +143,10 @@ def create_app(service_id: str, config: Config | None = None, *, plugins: list[P
             await context.hub.start()
             yield
         finally:
+            if watchdog is not None:
+                watchdog.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watchdog
             if context.has("scheduler"):
                 await context.scheduler.close()
             if context.has("blobs"):

@@ -23,7 +23,19 @@ if TYPE_CHECKING:
 log = logging.getLogger("gateway.bus")
 
 Handler = Callable[[dict], Awaitable[None]]
+# Seconds between attempts to subscribe again while Redis is away: doubling from the first to the
+# most, so an outage costs few attempts and a return is noticed within the most.
+RESUBSCRIBE_FIRST_DELAY = 0.1
+RESUBSCRIBE_MAX_DELAY = 2.0
 Entry = dict[str, str]
+
+
+def unavailable(error: BaseException) -> bool:
+    """Whether `error` says Redis cannot be reached now (down, restarting, the connection lost).
+    The client reconnects at the next command, and subscriptions are made again (`RedisBus`)."""
+    import redis.exceptions
+
+    return isinstance(error, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError))
 
 
 class Subscription:
@@ -351,17 +363,27 @@ class RedisBus(Bus):
             await self._pubsub.unsubscribe(self.prefix + channel)
 
     async def _read(self) -> None:
+        """Deliver what the subscribed channels receive. While Redis is away each read tries to
+        reconnect, less often the longer it lasts; once it answers, redis-py subscribes the new
+        connection to the same channels (`PubSub.on_connect`). What was published meanwhile is
+        lost, as Redis pub/sub never keeps messages."""
         assert self._pubsub is not None
         skip = len(self.prefix)
+        retry_delay = 0.0  # 0 while connected
         while True:
             try:
                 message = await self._pubsub.get_message(timeout=1.0)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("reading from Redis failed; retrying in a second")
-                await asyncio.sleep(1.0)
+            except Exception as error:
+                if not retry_delay:
+                    log.warning("lost the Redis subscription (%s); reconnecting", error)
+                retry_delay = min(max(retry_delay * 2, RESUBSCRIBE_FIRST_DELAY), RESUBSCRIBE_MAX_DELAY)
+                await asyncio.sleep(retry_delay)
                 continue
+            if retry_delay:
+                log.warning("Redis subscription restored")
+                retry_delay = 0.0
             if message and message.get("type") == "message":
                 self._deliver(message["channel"][skip:], message["data"])
 

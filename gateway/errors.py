@@ -9,6 +9,7 @@ from typing import Any, Mapping
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from . import bus, database
 from .blobs import BlobError, BlobNotFound
 from .typedefs import REQUEST_ID
 
@@ -93,6 +94,29 @@ _HTTP_ERRORS = {
 }
 
 
+# Retry-After on a 503 of a store that comes back by itself: the embedded PostgreSQL's watchdog
+# looks every second, and Redis's client reconnects at the next command.
+RETRY_AFTER_SECONDS = "5"
+
+
+def unavailable_error(error: BaseException) -> ApiError | None:
+    """The 503 for an error that says a store the service needs is down (PostgreSQL, Redis),
+    None for any other error. HTTP requests and WebSocket frames answer it alike."""
+    if database.unavailable(error):
+        return ServiceUnavailable(
+            "The database is unavailable.", error_type="database_unavailable",
+            hint="Try again in a few seconds. Operators: check DATABASE_URL's server, or the embedded "
+                 "one in DATA_DIR/postgres (its log is postgres/log there); see docs/operations.md.",
+            headers={"Retry-After": RETRY_AFTER_SECONDS})
+    if bus.unavailable(error):
+        return ServiceUnavailable(
+            "The message bus (Redis) is unavailable.", error_type="bus_unavailable",
+            hint="Try again in a few seconds. Operators: check the Redis server at REDIS_URL; "
+                 "see docs/operations.md.",
+            headers={"Retry-After": RETRY_AFTER_SECONDS})
+    return None
+
+
 def error_response(error: ApiError, request_id: str | None = None) -> web.Response:
     headers = dict(error.headers)
     if request_id:
@@ -149,7 +173,10 @@ async def error_middleware(request: web.Request, handler) -> web.StreamResponse:
                                        hint="Check the body's encoding against its Content-Type."), request_id)
     except ConnectionResetError:
         raise
-    except Exception:
+    except Exception as error:
+        if (unavailable := unavailable_error(error)) is not None:
+            log.warning("%s %s: %s (%s)", request.method, request.path, unavailable.error, error)
+            return error_response(unavailable, request_id)
         log.exception("unexpected error in %s %s (request id %s)", request.method, request.path,
                       request_id)
         return error_response(ApiError(

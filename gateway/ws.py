@@ -16,7 +16,7 @@ from typing import Mapping
 import marshmallow
 from aiohttp import web
 
-from .errors import ApiError, Unauthorized
+from .errors import ApiError, Unauthorized, unavailable_error
 from .hub import Connection
 from .identity import Identity, ensure_admin
 from .text import loads_utf8_safe
@@ -71,6 +71,10 @@ async def dispatch_frame(app: web.Application, connection: Connection, raw: str,
         await registered.handler(connection, message)
     except ApiError as error:
         connection.send(error_frame(error.error, **extra, errorType=error.error_type))
-    except Exception:
+    except Exception as error:
+        if (unavailable := unavailable_error(error)) is not None:  # a store is down: say which
+            log.warning("WebSocket handler for %r: %s (%s)", message["type"], unavailable.error, error)
+            connection.send(error_frame(unavailable.error, **extra, errorType=unavailable.error_type))
+            return
         log.exception("WebSocket handler for %r failed", message["type"])
         connection.send(error_frame(f"the server failed to handle a {message['type']!r} frame", **extra))

@@ -27,6 +27,8 @@ TURN_ERRORS = {
     "all_models_failed": "No language model could answer this message right now.",
     "reply_too_large": "The reply was too large to deliver.",
     "storage_failed": "The message could not be stored; please send it again.",
+    "database_unavailable": "The assistant's storage is unavailable for a moment; please send it again shortly.",
+    "bus_unavailable": "The assistant's message bus is unavailable for a moment; please send it again shortly.",
     "internal_error": "The server failed while relaying the reply.",
     "duplicate_message": "This message was already received.",
     "timeout": "No reply came in time; the turn goes on and its reply is stored.",

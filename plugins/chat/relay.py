@@ -10,8 +10,9 @@ import asyncio
 import contextlib
 import json
 import logging
-from typing import TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Literal, cast
+from typing import TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Awaitable, Literal, cast
 
+from gateway.errors import unavailable_error
 from plugins.ai_core.contract import AiCore, AiCoreError, ChatEvent, ChatRequest, DoneEvent, HistoryItem
 from plugins.sessions.contract import CONVERSATIONS
 
@@ -58,7 +59,8 @@ class Relay:
         except Exception as error:  # nothing sent or stored yet: tell the sender, allow a re-send
             log.error("reading the history of session %s failed: %r", session_id, error)
             await self.admission.forget_message_id(turn)
-            failure = TurnFailed(turn_error_text("storage_failed"), "storage_failed")
+            error_type = _storage_error_type(error)
+            failure = TurnFailed(turn_error_text(error_type), error_type)
             if turn.sender is not None:
                 await self.hub.send_to_user(user_id, error_frame(
                     failure.error, errorType=failure.error_type, session_id=session_id, turn_id=turn_id,
@@ -79,16 +81,28 @@ class Relay:
         confirmed = asyncio.create_task(self._store_user_message(turn, gate, relayed))
         sequence = 0
         chunks = ChunkFrames(session_id, turn_id)
+        pieces: list[str] = []  # the reply's text the devices were sent
 
         async def emit(message: dict) -> None:
             message.update({"session_id": session_id, "turn_id": turn_id, "seq": sequence, "timestamp": now_ms()})
             await send(json.dumps(message, ensure_ascii=False))
 
-        async def send(payload: str) -> None:
+        async def send(payload: str, content: str = "") -> None:
+            """`content`: the reply's text the frame carries, counted once devices may see it."""
             nonlocal sequence
             await self.replay.append(session, turn_id, sequence, payload)
+            if content:
+                pieces.append(content)
             await gate.send(payload, sequence)
             sequence += 1
+
+        async def emit_end(message: dict) -> None:
+            """The frame that ends a failed reply: it reaches this instance's devices even when
+            the replay cannot record it or other instances cannot be told (the bus is down)."""
+            message.update({"session_id": session_id, "turn_id": turn_id, "seq": sequence, "timestamp": now_ms()})
+            payload = json.dumps(message, ensure_ascii=False)
+            await _best_effort(self.replay.append(session, turn_id, sequence, payload), "recording the reply's end")
+            await _best_effort(gate.send(payload, sequence), "sending the reply's end")
 
         async def writes_finished() -> None:
             """The writes start now if no first event let them, and are waited for."""
@@ -96,7 +110,6 @@ class Relay:
             if not confirmed.done():
                 await asyncio.wait([confirmed])
 
-        pieces: list[str] = []
         room, cut = self.max_reply_chars, False
         final: DoneEvent | None = None
         relay = _then(first_event, events)
@@ -115,8 +128,7 @@ class Relay:
                         content, cut = content[:room], True
                     if content:
                         room -= len(content)
-                        pieces.append(content)
-                        await send(chunks.encode(sequence, content))
+                        await send(chunks.encode(sequence, content), content)
                     if cut:
                         break
                 elif kind == "error":
@@ -139,7 +151,7 @@ class Relay:
             await relay.aclose()
             await _abandon(first_event, events)
             await writes_finished()
-            await self._fail(turn, failure, "".join(pieces), emit, gate)
+            await self._fail(turn, failure, "".join(pieces), emit_end, gate)
             return ("duplicate" if failure.error_type == "duplicate_message" else "failed"), failure
         finally:
             await relay.aclose()
@@ -155,22 +167,28 @@ class Relay:
                                    f"and was cut off there.", errorType="reply_too_large"))
         reply = str(final.get("text") if final.get("text") is not None else "".join(pieces))
         review = review_reply(reply)
-        stored_ids = []
-        for part in review:
-            stored = await self.conversations.add_message(
-                session_id, user_id, stored_role(part["type"]), part["content"],
-                part["type"] if part["type"] in STORED_TYPES else "chat",
-                metadata={"turn_id": turn_id, **part["metadata"]})
-            stored_ids.append(stored["id"])
-        await self.context.bus.set(activity_key(session), str(now_ms()), ttl=ACTIVITY_TTL)
-        # Closed before stream_end: the device that sees it may send its next message at once,
-        # and this write would compete with that turn's start.
-        await store.finish(self.context.db, turn_id, "done")
-        await emit(review_frame(turn_id, review))
+        try:
+            stored_ids = []
+            for part in review:
+                stored = await self.conversations.add_message(
+                    session_id, user_id, stored_role(part["type"]), part["content"],
+                    part["type"] if part["type"] in STORED_TYPES else "chat",
+                    metadata={"turn_id": turn_id, **part["metadata"]})
+                stored_ids.append(stored["id"])
+            await _best_effort(self.context.bus.set(activity_key(session), str(now_ms()), ttl=ACTIVITY_TTL),
+                               "recording the session's activity")
+            # Closed before stream_end: the device that sees it may send its next message at once,
+            # and this write would compete with that turn's start.
+            await store.finish(self.context.db, turn_id, "done")
+            await emit(review_frame(turn_id, review))
+        except Exception as error:  # the database or the bus went away as the reply ended
+            failure = _as_failure(error, turn)
+            await self._fail(turn, failure, reply, emit_end, gate)
+            return "failed", failure
         done = TurnReply(reply, final.get("model") or "", final.get("finish_reason") or "stop", stored_ids)
-        await emit(stream_end_frame(turn_id, reply, done.finish_reason, model=done.model,
-                                    stored_message_ids=stored_ids))
-        await self.replay.finish(session, turn_id)
+        await emit_end(stream_end_frame(turn_id, reply, done.finish_reason, model=done.model,
+                                        stored_message_ids=stored_ids))
+        await _best_effort(self.replay.finish(session, turn_id), "recording the reply's end")
         return "done", done
 
     async def _store_user_message(self, turn: Turn, gate: "EchoGate", relayed: "asyncio.Future") -> dict:
@@ -228,14 +246,17 @@ class Relay:
             await self.replay.append(session.key, dead.turn_id, seq, payload)
         await self.hub.send_to_user(user_id, payload, turn_id=dead.turn_id, seq=seq)
 
-    async def _fail(self, turn: Turn, failure: TurnFailed, partial: str, emit, gate: "EchoGate") -> None:
+    async def _fail(self, turn: Turn, failure: TurnFailed, partial: str, emit_end, gate: "EchoGate") -> None:
+        """Tell the devices, each step on its own: when the bus is down, what can still reach
+        this instance's devices does."""
         log.warning("chat turn %s of session %s failed: %s", turn.turn_id, turn.session_id, failure.error)
-        await gate.open(None)
+        await _best_effort(gate.open(None), "releasing the reply's frames")
         for frame in failure_frames(turn.session_id, turn.turn_id, failure.error, failure.error_type):
-            await self.hub.send_to_user(turn.user_id, frame, only=turn.sender or None)
+            await _best_effort(self.hub.send_to_user(turn.user_id, frame, only=turn.sender or None),
+                               "sending the failure")
         # Every device saw stream_start: end the stream for all of them.
-        await emit(stream_end_frame(turn.turn_id, partial, "error"))
-        await self.replay.finish(turn.session.key, turn.turn_id)
+        await emit_end(stream_end_frame(turn.turn_id, partial, "error"))
+        await _best_effort(self.replay.finish(turn.session.key, turn.turn_id), "recording the reply's end")
 
 
 class EchoGate:
@@ -256,15 +277,21 @@ class EchoGate:
             await self.hub.send_to_user(self.user_id, payload, only=self.sender, turn_id=self.turn_id, seq=seq)
 
     async def open(self, echo: dict | None) -> None:
-        """Send `echo` (if any) to every device but the sender, then what was held; idempotent."""
+        """Send `echo` (if any) to every device but the sender, then what was held; idempotent.
+        A frame other instances could not be sent (the bus is down) does not hold back the
+        rest from this instance's devices; the failure is raised once all went."""
         if self._held is None:
             return
+        failure = None
         if echo is not None:
-            await self.hub.send_to_user(self.user_id, echo, exclude=self.sender)
+            failure = await _best_effort(self.hub.send_to_user(self.user_id, echo, exclude=self.sender), "the echo")
         while self._held:  # frames sent meanwhile join the end of the list
             payload, seq = self._held.pop(0)
-            await self.hub.send_to_user(self.user_id, payload, exclude=self.sender, turn_id=self.turn_id, seq=seq)
+            failure = await _best_effort(self.hub.send_to_user(
+                self.user_id, payload, exclude=self.sender, turn_id=self.turn_id, seq=seq), "a held frame") or failure
         self._held = None
+        if failure is not None:
+            raise failure
 
 
 def _as_failure(error: Exception, turn: Turn) -> TurnFailed:
@@ -277,9 +304,29 @@ def _as_failure(error: Exception, turn: Turn) -> TurnFailed:
         error_type = error.error_type if error.error_type in ("ai_core_unreachable", "reply_too_large") \
             else "ai_core_failed"
         return TurnFailed(turn_error_text(error_type), error_type)
+    if unavailable_error(error) is not None:  # the database or the bus went away
+        error_type = _storage_error_type(error)
+        return TurnFailed(turn_error_text(error_type), error_type)
     # A defect here, not the AI core's doing: every device's stream still ends.
     log.exception("chat turn %s of session %s failed", turn.turn_id, turn.session_id, exc_info=error)
     return TurnFailed(turn_error_text("internal_error"), "internal_error")
+
+
+def _storage_error_type(error: Exception) -> str:
+    """`database_unavailable` (or `bus_unavailable`) when that is why a write failed: the device
+    may tell the person to try again in a moment."""
+    unavailable = unavailable_error(error)
+    return unavailable.error_type if unavailable is not None and unavailable.error_type else "storage_failed"
+
+
+async def _best_effort(step: Awaitable[Any], what: str) -> Exception | None:
+    """Await `step`; a failure is logged and returned rather than raised."""
+    try:
+        await step
+    except Exception as error:
+        log.warning("%s failed: %r", what, error)
+        return error
+    return None
 
 
 def _set_once(future: "asyncio.Future") -> None:
@@ -295,7 +342,8 @@ def _confirmation(task: "asyncio.Task") -> dict:
         raise
     except Exception as error:
         log.error("storing the user's message failed: %r", error)
-        raise TurnFailed(turn_error_text("storage_failed"), "storage_failed") from None
+        error_type = _storage_error_type(error)
+        raise TurnFailed(turn_error_text(error_type), error_type) from None
 
 
 _END = object()

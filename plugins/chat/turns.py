@@ -193,9 +193,12 @@ class TurnMachine:
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
         # A message queued just as the lock was let go would otherwise wait for the sweeper.
-        if not self._stopping and await self.context.bus.get(queued_key(session.key)) is not None \
-                and await store.queue_length(self.context.db, session.user_id, session.session_id):
-            await self.kick(session)
+        try:
+            if not self._stopping and await self.context.bus.get(queued_key(session.key)) is not None \
+                    and await store.queue_length(self.context.db, session.user_id, session.session_id):
+                await self.kick(session)
+        except Exception as error:  # the bus or the database is down: the sweeper looks again later
+            log.warning("looking for turns queued in session %s failed: %r", session.session_id, error)
 
     async def _run(self, turn: Turn) -> None:
         status, outcome = "failed", None

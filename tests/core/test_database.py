@@ -1,10 +1,19 @@
+import asyncio
+import os
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+from urllib.parse import urlsplit
+
 import psycopg2
 import pytest
 
 from gateway.app import create_app
 from gateway.context import get_context
-from gateway.database import (DatabaseError, apply_migrations, create_pool, fetch_all, fetch_value,
-                              migration_files, transaction)
+from gateway.database import (DatabaseError, apply_migrations, create_pool, embedded_status, execute, fetch_all,
+                              fetch_value,
+                              migration_files, restart_embedded, transaction, unavailable)
 from tests.core.sample_plugin import SamplePlugin
 
 
@@ -103,3 +112,88 @@ def test_gateway_migrate_command_applies_installed_plugins_migrations_once(datab
     assert second.exit_code == 0 and "nothing to apply" in second.output, second.output
     unknown = runner.invoke(gateway_cli, ["migrate", "--service", "nope"], env=env)
     assert unknown.exit_code != 0 and "unknown service" in unknown.output
+
+
+# ---------------------------------------------------------------- outages
+
+async def test_a_database_that_refuses_connections_answers_503_and_is_used_again_when_it_returns(
+        aiohttp_client, config, database_url, postgres_server):
+    """Not a 500: 503 `database_unavailable` with a hint and Retry-After, while the server
+    refuses connections and the pooled ones are gone; answered again once it accepts them."""
+    client = await aiohttp_client(create_app("outage", config, plugins=[SamplePlugin()]))
+    assert (await client.post("/api/v1/notes", json={"text": "kept"})).status == 201
+    name = urlsplit(database_url).path.lstrip("/")
+    admin = psycopg2.connect(postgres_server.url)
+    admin.autocommit = True
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                           " WHERE datname = %s AND pid <> pg_backend_pid()", (name,))
+        for request in (client.get("/api/v1/notes"), client.post("/api/v1/notes", json={"text": "lost"})):
+            answer = await request
+            assert answer.status == 503
+            body = await answer.json()
+            assert body["errorType"] == "database_unavailable" and body["hint"]
+            assert answer.headers["Retry-After"] == "5"
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+        admin.close()
+    answer = await client.get("/api/v1/notes")
+    assert answer.status == 200
+    assert [note["text"] for note in (await answer.json())["notes"]] == ["kept"]
+
+
+async def test_a_statement_that_fails_is_not_taken_for_an_outage(database_url):
+    pool = await create_pool(database_url)
+    try:
+        with pytest.raises(psycopg2.Error) as division:
+            await fetch_value(pool, "SELECT 1 / 0")
+        assert not unavailable(division.value)
+        with pytest.raises(psycopg2.Error) as locked:  # an OperationalError, but the server answers
+            await execute(pool, "CREATE TABLE contended (x integer)")
+            async with transaction(pool) as cursor:
+                await cursor.execute("LOCK TABLE contended IN ACCESS EXCLUSIVE MODE")
+                async with transaction(pool) as other:
+                    await other.execute("LOCK TABLE contended IN ACCESS EXCLUSIVE MODE NOWAIT")
+        assert isinstance(locked.value, psycopg2.OperationalError) and not unavailable(locked.value)
+        assert await fetch_value(pool, "SELECT 1") == 1
+    finally:
+        pool.close()
+        await pool.wait_closed()
+
+
+@pytest.mark.slow
+async def test_an_embedded_server_killed_is_started_again_by_the_service_using_it(aiohttp_client, make_config):
+    """kill -9 of the embedded postmaster: requests answer 503 meanwhile (never 500), the
+    service's watchdog starts the server again, and what was committed is there."""
+    data_dir = Path(tempfile.mkdtemp(prefix="gateway-test-embedded-"))  # reachable by the server's user when root
+    client = await aiohttp_client(create_app("embedded", make_config({"core.data_dir": str(data_dir),
+                                                                      "database.url": ""}),
+                                             plugins=[SamplePlugin()]))
+    server = get_context(client.app).embedded_database
+    try:
+        assert (await client.post("/api/v1/notes", json={"text": "committed"})).status == 201
+        killed = embedded_status(data_dir)["pid"]
+        os.kill(killed, signal.SIGKILL)
+        statuses = []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while loop.time() < deadline:
+            answer = await client.get("/api/v1/notes")
+            statuses.append(answer.status)
+            if answer.status == 503:
+                assert (await answer.json())["errorType"] == "database_unavailable"
+            elif answer.status == 200 and 503 in statuses:
+                break
+            await asyncio.sleep(0.05)
+        assert set(statuses) <= {200, 503} and statuses[-1] == 200 and 503 in statuses, statuses
+        assert embedded_status(data_dir)["running"] and embedded_status(data_dir)["pid"] != killed
+        assert [note["text"] for note in (await answer.json())["notes"]] == ["committed"]
+        assert (await client.post("/api/v1/notes", json={"text": "after"})).status == 201
+    finally:
+        await client.close()
+        await loop.run_in_executor(None, restart_embedded, server)  # a failed test may leave it dead
+        await loop.run_in_executor(None, server.cleanup)
+        shutil.rmtree(data_dir, ignore_errors=True)

@@ -19,7 +19,7 @@ import pytest
 from gateway.config import PROJECT_ROOT
 from plugins.sessions.contract import CONVERSATIONS
 # The chat tests' fixtures, used here as they are.
-from tests.chat.conftest import (SERVICE_TOKEN, ai_core_url, chat_settings, context_of, eventually,  # noqa: F401
+from tests.chat.conftest import (ADMIN, SERVICE_TOKEN, ai_core_url, chat_settings, context_of, eventually,  # noqa: F401
                                  gateway_port, make_gateway, provider, receive_until)
 from tests.chat.test_failover import spawn_instance, two_instances  # noqa: F401
 
@@ -159,4 +159,4 @@ async def run_a_turn(ws, content: str, timeout: float = 10.0) -> list[dict]:
 
 async def stored_messages(gateway, session_id: str) -> list[tuple[str, str]]:
     conversations = context_of(gateway).contracts.require(CONVERSATIONS)
-    return [(m["role"], m["content"]) for m in await conversations.all_messages(session_id)]
+    return [(m["role"], m["content"]) for m in await conversations.all_messages(ADMIN.user_id, session_id)]

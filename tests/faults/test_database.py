@@ -103,7 +103,7 @@ async def test_postgres_killed_mid_reply(gateway_on_embedded_database, provider)
         assert time.monotonic() - back < RECOVERED_WITHIN
 
     # Every acknowledged message once; the reply that could not be stored is not there.
-    stored = await context.contracts.require(CONVERSATIONS).all_messages("db-fault")
+    stored = await context.contracts.require(CONVERSATIONS).all_messages(ADMIN.user_id, "db-fault")
     assert [(m["role"], m["content"]) for m in stored] == [
         ("user", "before"), ("assistant", provider.reply), ("user", "during"),
         *([("assistant", provider.reply)] if reply_stored else []),

@@ -17,7 +17,7 @@ from gateway.contracts import ContractKey
 from gateway.errors import BadGateway, BadRequest, NotFound
 from gateway.identity import Identity, owner_for, require_admin, require_chat_user, require_user
 from gateway.openapi import api_doc
-from gateway.validation import parse_body, parse_query
+from gateway.validation import MAX_OFFSET, parse_body, parse_query
 
 from . import store
 from .agent import AGENT_MODEL
@@ -261,7 +261,7 @@ async def vision_describe(request: web.Request) -> web.Response:
 class CallsQuery(marshmallow.Schema):
     tool_name = fields.String(load_default=None)
     user_id = fields.String(load_default=None)
-    page = fields.Integer(load_default=1, validate=validate.Range(min=1))
+    page = fields.Integer(load_default=1, validate=validate.Range(min=1, max=MAX_OFFSET // 500))
     page_size = fields.Integer(load_default=50, validate=validate.Range(min=1, max=500))
 
 
@@ -310,7 +310,8 @@ class ModelBody(marshmallow.Schema):
     name = fields.String(required=True, validate=validate.Length(min=1, max=200))
     provider = fields.String(required=True, validate=validate.Length(min=1, max=100))
     description = fields.String(load_default="")
-    priority = fields.Integer(load_default=0)
+    # ai_models.priority is an INTEGER column.
+    priority = fields.Integer(load_default=0, validate=validate.Range(min=-(2**31), max=2**31 - 1))
     tags = fields.List(fields.String(), load_default=list)
     params = fields.Dict(keys=fields.String(), load_default=dict)
     enabled = fields.Boolean(load_default=True)

@@ -377,7 +377,7 @@ def fuzz(service: Service, credentials, model_url: str) -> Outcome:
                    statuses)
 
 
-async def test_fuzzing_the_gateway_and_the_ai_core_finds_nothing(services):
+async def test_fuzzing_the_gateway_and_the_ai_core_finds_nothing(services, capsys):
     """No server error, every error in the spec's body, every answer as the document says."""
     model, data_dir, started = services
     secrets = json.loads((data_dir / "secrets.json").read_text())
@@ -394,8 +394,9 @@ async def test_fuzzing_the_gateway_and_the_ai_core_finds_nothing(services):
     outcomes = [await asyncio.to_thread(fuzz, started[service_id], credentials, model.url)
                 for service_id in ("gateway", "ai-core")]
     seed = "derandomized" if DETERMINISTIC else f"FUZZ_SEED={outcomes[0].seed}"
-    print(f"\nfuzz ({seed}, FUZZ_EXAMPLES={EXAMPLES}, FUZZ_SECONDS={SECONDS or 'one round'}): "
-          + "; ".join(outcome.summary() for outcome in outcomes)
-          + f"; {sum(outcome.cases for outcome in outcomes)} cases in all")
+    with capsys.disabled():  # the case count belongs in every run's output, not only a failing one's
+        print(f"\nfuzz ({seed}, FUZZ_EXAMPLES={EXAMPLES}, FUZZ_SECONDS={SECONDS or 'one round'}): "
+              + "; ".join(outcome.summary() for outcome in outcomes)
+              + f"; {sum(outcome.cases for outcome in outcomes)} cases in all")
     problems = [f"[{outcome.service_id}] {line}" for outcome in outcomes for line in outcome.failures]
     assert not problems, "\n".join(problems)

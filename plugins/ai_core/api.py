@@ -299,7 +299,10 @@ async def tool_call_stats(request: web.Request) -> web.Response:
 class ProviderBody(marshmallow.Schema):
     name = fields.String(load_default=None)
     base_url = fields.Url(required=True, schemes={"http", "https"}, require_tld=False)
-    api_key = fields.String(load_default=None, allow_none=True)
+    # Sent as `Authorization: Bearer <key>`: a line break or a control character cannot be.
+    api_key = fields.String(load_default=None, allow_none=True, validate=[
+        validate.Length(max=1000),
+        validate.Regexp(r"^[^\s\x00-\x1f\x7f]*\Z", error="must not contain spaces or control characters")])
 
 
 class ModelBody(marshmallow.Schema):

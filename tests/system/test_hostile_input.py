@@ -31,7 +31,8 @@ BODIES = [
 ]
 HUGE = "1" + "0" * 24  # beyond PostgreSQL's bigint (OFFSET's type)
 QUERIES = ["", "?limit=-1&offset=abc&page=0&q=%00&user_id=", "?limit=999999999999&format=pdf&url=file:///etc/passwd",
-           f"?page={HUGE}", f"?offset={HUGE}", f"?q=x&offset={HUGE}"]
+           f"?page={HUGE}", f"?offset={HUGE}", f"?q=x&offset={HUGE}",
+           "?expires=99999999999&signature=%C3%A9t%C3%A9"]  # not ASCII, where a signature is compared
 
 
 def fill(path: str, value: str = "no-such-thing-0000") -> str:

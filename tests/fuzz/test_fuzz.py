@@ -75,6 +75,13 @@ class Service:
     def output(self) -> str:
         return self.log.read_text(errors="replace")[-6000:]
 
+    def tracebacks(self) -> list[str]:
+        """The exceptions the service logged (where a 500 came from), without aiohttp's own
+        400s for requests it could not parse."""
+        blocks = re.findall(r"Traceback \(most recent call last\):.*?\n\S[^\n]*",
+                            self.log.read_text(errors="replace"), re.S)
+        return [block.strip()[-1500:] for block in blocks if "aiohttp.http_exceptions." not in block]
+
 
 def service_environment(tmp_path: Path, **values: str) -> dict[str, str]:
     """The machine's environment without any of the services' own settings, plus `values` and a
@@ -399,4 +406,5 @@ async def test_fuzzing_the_gateway_and_the_ai_core_finds_nothing(services, capsy
               + "; ".join(outcome.summary() for outcome in outcomes)
               + f"; {sum(outcome.cases for outcome in outcomes)} cases in all")
     problems = [f"[{outcome.service_id}] {line}" for outcome in outcomes for line in outcome.failures]
-    assert not problems, "\n".join(problems)
+    logged = [f"[{service.service_id}] {block}" for service in started.values() for block in service.tracebacks()]
+    assert not problems, "\n".join(problems + ["", "Exceptions the services logged:", *logged[-10:]])

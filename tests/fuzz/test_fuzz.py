@@ -69,7 +69,7 @@ class Service:
     base_url: str
     process: subprocess.Popen
     log: Path
-    # (METHOD, path template) -> the `auth` its api_doc declares ("none", "user", "admin", "peer", "webhook").
+    # (METHOD, path template) -> the `auth` its api_doc declares (a key of gateway.openapi.SECURITY).
     auth_of: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def output(self) -> str:
@@ -308,8 +308,10 @@ def fuzz(service: Service, credentials, model_url: str) -> Outcome:
             func=lambda ctx: f"{ctx.operation.method.upper()} {ctx.operation.path}" in EXCLUDED)
 
     class OperationCredentials:
-        """The administrator's access token for a person's or the administrator's routes, the
-        peer credential for peer routes, the webhook key for webhooks, nothing for open routes."""
+        """The administrator's access token where a person's token is taken (or may be, as on
+        a download or a renewal), the peer credential for peer routes, the webhook key for the
+        webhooks (it stands in for Discord's signature when no DISCORD_PUBLIC_KEY is set),
+        nothing for open routes."""
 
         def get(self, case, ctx):
             return credentials()
@@ -317,11 +319,11 @@ def fuzz(service: Service, credentials, model_url: str) -> Outcome:
         def set(self, case, values, ctx):
             kind = credential_kind(service, case.operation.method.upper(), case.operation.path)
             headers = dict(case.headers or {})
-            if kind in ("user", "admin"):
+            if kind in ("user", "admin", "optional"):
                 headers["Authorization"] = f"Bearer {values['admin']}"
             elif kind == "peer":
                 headers["Authorization"] = f"Bearer {values['peer']}"
-            elif kind == "webhook":
+            elif kind in ("webhook", "discord"):
                 headers["X-Webhook-Key"] = values["webhook"]
             case.headers = headers
 

@@ -41,12 +41,14 @@ ERROR_MEANINGS = {
     416: "The requested range cannot be served.",
     422: "The request is well formed but cannot be processed.",
     429: "Too many requests; see Retry-After.",
+    431: "The request line or its headers are too large (answered before any route is chosen).",
     502: "A peer or upstream answered badly.",
     503: "A component this request needs is unavailable; try again later.",
     504: "A peer or upstream did not answer in time.",
 }
-# Statuses any route may answer, whatever it declares (the core's middleware).
-ALWAYS = (500,)
+# Statuses any route may answer, whatever it declares (the core's middleware, and the service's
+# runner for a request line or headers over aiohttp's limits: gateway.app.ServiceRunner).
+ALWAYS = (431, 500)
 
 
 class ErrorBody(marshmallow.Schema):

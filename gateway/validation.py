@@ -11,6 +11,10 @@ from aiohttp import BodyPartReader, web
 from .errors import BadRequest
 from .text import loads_utf8_safe
 
+# The most rows a listing may skip (its offset, or the rows of the pages before the one asked
+# for): more than any table here holds, and far inside PostgreSQL's bigint, OFFSET's type.
+MAX_OFFSET = 10**12
+
 
 def _describe(messages: Any, prefix: str = "") -> list[str]:
     if isinstance(messages, Mapping):

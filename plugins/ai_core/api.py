@@ -17,7 +17,7 @@ from gateway.contracts import ContractKey
 from gateway.errors import BadGateway, BadRequest, NotFound
 from gateway.identity import Identity, owner_for, require_admin, require_chat_user, require_user
 from gateway.openapi import api_doc
-from gateway.validation import parse_body, parse_query
+from gateway.validation import MAX_OFFSET, parse_body, parse_query
 
 from . import store
 from .agent import AGENT_MODEL
@@ -261,7 +261,7 @@ async def vision_describe(request: web.Request) -> web.Response:
 class CallsQuery(marshmallow.Schema):
     tool_name = fields.String(load_default=None)
     user_id = fields.String(load_default=None)
-    page = fields.Integer(load_default=1, validate=validate.Range(min=1))
+    page = fields.Integer(load_default=1, validate=validate.Range(min=1, max=MAX_OFFSET // 500))
     page_size = fields.Integer(load_default=50, validate=validate.Range(min=1, max=500))
 
 
@@ -299,7 +299,10 @@ async def tool_call_stats(request: web.Request) -> web.Response:
 class ProviderBody(marshmallow.Schema):
     name = fields.String(load_default=None)
     base_url = fields.Url(required=True, schemes={"http", "https"}, require_tld=False)
-    api_key = fields.String(load_default=None, allow_none=True)
+    # Sent as `Authorization: Bearer <key>`: a line break or a control character cannot be.
+    api_key = fields.String(load_default=None, allow_none=True, validate=[
+        validate.Length(max=1000),
+        validate.Regexp(r"^[^\s\x00-\x1f\x7f]*\Z", error="must not contain spaces or control characters")])
 
 
 class ModelBody(marshmallow.Schema):
@@ -310,7 +313,8 @@ class ModelBody(marshmallow.Schema):
     name = fields.String(required=True, validate=validate.Length(min=1, max=200))
     provider = fields.String(required=True, validate=validate.Length(min=1, max=100))
     description = fields.String(load_default="")
-    priority = fields.Integer(load_default=0)
+    # ai_models.priority is an INTEGER column.
+    priority = fields.Integer(load_default=0, validate=validate.Range(min=-(2**31), max=2**31 - 1))
     tags = fields.List(fields.String(), load_default=list)
     params = fields.Dict(keys=fields.String(), load_default=dict)
     enabled = fields.Boolean(load_default=True)

@@ -4,15 +4,28 @@ from __future__ import annotations
 import marshmallow
 from marshmallow import fields, validate
 
+# A `text/event-stream` answer is described one event at a time, as OpenAPI 3.2 does and as
+# clients and tools (schemathesis among them) read a 3.1 schema for that media type: an object
+# with the event's `event` name and its `data` line.
 CHAT_EVENTS = {
-    "type": "string",
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"type": "string",
+                  "enum": ["delta", "thinking", "tool_progress", "system_info", "done", "error"]},
+        "data": {"type": "string", "contentMediaType": "application/json",
+                 "contentSchema": {"type": "object", "required": ["type"],
+                                   "properties": {"type": {"type": "string"}}}},
+    },
     "description": "Server-sent events, each `event: <type>` and `data: <JSON>`: `delta` {content}, `thinking` "
                    "{status, content}, `tool_progress` {tool_name, status, progress, message}, `system_info` "
                    "{level, message, action}; the last is `done` {text, model, finish_reason, fallbacks, usage, "
                    "duration_ms} or `error` {error, errorType, model}.",
 }
 OPENAI_CHUNKS = {
-    "type": "string",
+    "type": "object",
+    "required": ["data"],
+    "properties": {"data": {"type": "string"}},
     "description": "With `stream: true`: `data: <chat.completion.chunk JSON>` events, a `data: {\"error\": ...}` "
                    "event when the turn fails, and `data: [DONE]` at the end (OpenAI's format).",
 }

@@ -151,10 +151,11 @@ def origin_allowed(request: web.Request, allowed: list[str], public_base_url: st
 async def handle_connect(request: web.Request) -> web.StreamResponse:
     chat = request.config_dict[CHAT_CHANNEL]
     context = get_context(request)
+    # Who first: a request without a credential is a 401 whatever its Origin.
+    identity = await require_chat_user(request)  # the assistant's one access rule, as at the AI core's doors
     if not origin_allowed(request, chat.allowed_origins, str(context.config.get("core.public_base_url") or "")):
         raise Forbidden("This Origin may not open the chat channel.", error_type="origin_not_allowed",
                         hint="Add the page's origin to [plugins.chat] allowed_origins.")
-    identity = await require_chat_user(request)  # the assistant's one access rule, as at the AI core's doors
     query = parse_query(request, ConnectQuery())
     if query["session_id"]:
         session_id = query["session_id"]

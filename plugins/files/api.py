@@ -12,7 +12,7 @@ from gateway.blobs import BlobNotFound
 from gateway.errors import ApiError, BadRequest, NotFound, Unauthorized
 from gateway.identity import owner_for, require_user
 from gateway.openapi import api_doc
-from gateway.validation import parse_query, with_multipart_field
+from gateway.validation import MAX_OFFSET, parse_query, with_multipart_field
 
 from . import imaging
 from .naming import content_disposition
@@ -36,7 +36,8 @@ routes = web.RouteTableDef()
 
 
 class ListQuery(marshmallow.Schema):
-    page = marshmallow.fields.Integer(load_default=1, validate=marshmallow.validate.Range(min=1))
+    page = marshmallow.fields.Integer(load_default=1,
+                                      validate=marshmallow.validate.Range(min=1, max=MAX_OFFSET // 100))
     limit = marshmallow.fields.Integer(load_default=20, validate=marshmallow.validate.Range(min=1, max=100))
     user_id = marshmallow.fields.String(load_default=None)
 

@@ -130,7 +130,9 @@ class FileStore:
         except ValueError:
             return False
         expected = self._url_signature(file_id, expires)
-        return expires >= time.time() and hmac.compare_digest(expected, request.query.get("signature", ""))
+        # As bytes: compare_digest refuses str holding anything but ASCII, and the query is the caller's.
+        signature = request.query.get("signature", "").encode("utf-8", "surrogatepass")
+        return expires >= time.time() and hmac.compare_digest(expected.encode(), signature)
 
     async def spool(self, key: str, file_id: str) -> IO[bytes]:
         """The blob as a seekable file for Pillow, without holding a large one in memory."""

@@ -11,7 +11,7 @@ from marshmallow import fields, validate
 from gateway.context import get_context
 from gateway.identity import Identity, owner_for, require_user
 from gateway.openapi import api_doc
-from gateway.validation import parse_body, parse_query
+from gateway.validation import MAX_OFFSET, parse_body, parse_query
 
 from . import exports
 from .contract import CONVERSATIONS, Conversations
@@ -46,7 +46,7 @@ class SessionOwnerQuery(OwnerQuery):
 
 class PageQuery(OwnerQuery):
     limit = fields.Integer(load_default=50, validate=validate.Range(min=1, max=MAX_PAGE))
-    offset = fields.Integer(load_default=0, validate=validate.Range(min=0))
+    offset = fields.Integer(load_default=0, validate=validate.Range(min=0, max=MAX_OFFSET))
 
 
 class ExportQuery(OwnerQuery):

@@ -29,7 +29,10 @@ BODIES = [
     ("huge integer", b'{"message": "hi", "limit": 1' + b"0" * 5000 + b"}", "application/json"),
     ("NUL in text", b'{"message": "a\\u0000b", "title": "\\u0000", "name": "x\\u0000"}', "application/json"),
 ]
-QUERIES = ["", "?limit=-1&offset=abc&page=0&q=%00&user_id=", "?limit=999999999999&format=pdf&url=file:///etc/passwd"]
+HUGE = "1" + "0" * 24  # beyond PostgreSQL's bigint (OFFSET's type)
+QUERIES = ["", "?limit=-1&offset=abc&page=0&q=%00&user_id=", "?limit=999999999999&format=pdf&url=file:///etc/passwd",
+           f"?page={HUGE}", f"?offset={HUGE}", f"?q=x&offset={HUGE}",
+           "?expires=99999999999&signature=%C3%A9t%C3%A9"]  # not ASCII, where a signature is compared
 
 
 def fill(path: str, value: str = "no-such-thing-0000") -> str:
@@ -139,3 +142,40 @@ async def test_what_the_http_parser_refuses_gets_the_error_body(label, request_b
         assert answered == 200
     finally:
         await runner.cleanup()
+
+
+async def test_a_number_beyond_its_column_is_a_400(aiohttp_client, make_config, database_url):
+    """Found by the fuzzer (tests/fuzz): the AI core stored a model's priority in an INTEGER
+    column without bounding it, so 10**22 reached PostgreSQL and came back as a 500."""
+    config = make_config({"database.url": database_url})
+    app = create_app("ai-core", config, spec=get_service("ai-core"))
+    client = await aiohttp_client(app)
+    headers = {"Authorization": f"Bearer {config.get('auth.service_token')}"}
+    for priority in (10**22, -(2**31) - 1, 2**31):
+        response = await client.post("/api/v1/models/models/big", headers=headers,
+                                     json={"name": "m", "provider": "p", "priority": priority})
+        assert response.status == 400, await response.text()
+        assert (await response.json())["errorType"] == "validation_error"
+    response = await client.post("/api/v1/models/models/big", headers=headers,
+                                 json={"name": "m", "provider": "p", "priority": 2**31 - 1})
+    assert response.status == 200, await response.text()
+
+
+async def test_a_page_or_offset_past_any_table_is_a_400(aiohttp_client, make_config, database_url):
+    """Found by the fuzzer (tests/fuzz): pages and offsets were bounded below only, so one past
+    PostgreSQL's bigint reached OFFSET and came back as a 500."""
+    config = make_config({"database.url": database_url, "plugins": {"auth": {"bcrypt_rounds": 4}}})
+    gateway = await aiohttp_client(create_app("gateway", config, spec=get_service("gateway")))
+    ai_core = await aiohttp_client(create_app("ai-core", config, spec=get_service("ai-core")))
+    token, _ = get_context(gateway.server.app).contracts.require(TOKENS).issue_access(
+        Identity("admin", "admin", is_admin=True))
+    headers = {"Authorization": f"Bearer {token}"}
+    assert (await gateway.post("/api/v1/sessions", json={"session_id": "paged"}, headers=headers)).status == 201
+    for client, path in [(gateway, f"/api/v1/sessions/paged/messages?offset={HUGE}"),
+                         (gateway, f"/api/v1/messages/search?q=x&offset={HUGE}"),
+                         (gateway, f"/api/v1/files?page={HUGE}"),
+                         (gateway, "/api/v1/files?limit=100&page=92233720368547759"),  # (page - 1) * limit > bigint
+                         (ai_core, f"/api/v1/tools/calls?page={HUGE}")]:
+        response = await client.get(path, headers=headers)
+        assert response.status == 400, f"{path}: {response.status} {await response.text()}"
+        assert (await response.json())["errorType"] == "validation_error"

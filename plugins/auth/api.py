@@ -1,7 +1,6 @@
 """The /auth/* routes and /profile (spec: "Authentication and profile")."""
 from __future__ import annotations
 
-import asyncio
 import functools
 import hmac
 import logging
@@ -16,6 +15,7 @@ from aiohttp import web
 from marshmallow import fields, validate
 
 from gateway.context import Context
+from gateway.database import DatabaseTimeout, unavailable as database_unavailable
 from gateway.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable, TooManyRequests, Unauthorized
 from gateway.identity import ADMIN_USER_ID, Identity, require_user
 from gateway.openapi import api_doc
@@ -35,7 +35,9 @@ USER_ID_PREFIX = "user_"
 USERNAME_PATTERN = r"^[a-zA-Z0-9_]+\Z"
 RATE_WINDOW_SECONDS = 60
 # What "the database cannot be reached" looks like through aiopg.
-DATABASE_DOWN = (psycopg2.OperationalError, psycopg2.InterfaceError, OSError, asyncio.TimeoutError)
+# What a database outage raises; `gateway.database.unavailable` tells an outage from a failed
+# statement, the same way the core's error middleware does.
+DATABASE_ERRORS = (psycopg2.Error, DatabaseTimeout)
 
 
 class _Lenient(marshmallow.Schema):
@@ -105,7 +107,9 @@ def needs_database(action: str) -> Callable[[Handler], Handler]:
         async def guarded(request: web.Request) -> web.Response:
             try:
                 return await handler(request)
-            except DATABASE_DOWN as error:
+            except DATABASE_ERRORS as error:
+                if not database_unavailable(error):
+                    raise
                 log.warning("%s failed: the database is unavailable (%s)", action, error)
                 raise ServiceUnavailable(f"{action} needs the database, which is unavailable.",
                                          error_type="database_unavailable",
@@ -261,7 +265,9 @@ async def login(request: web.Request) -> web.Response:
         identity = accounts.admin_identity()
         try:
             pair = await accounts.issue_pair(identity)
-        except DATABASE_DOWN as error:
+        except DATABASE_ERRORS as error:
+            if not database_unavailable(error):
+                raise
             # The administrator can log in during a database outage to see what is wrong;
             # the refresh token cannot be recorded, so it will not be honoured later.
             log.warning("administrator login without a database (%s); refresh token not recorded", error)
@@ -293,7 +299,9 @@ async def refresh(request: web.Request) -> web.Response:
                                hint="Send refresh_token in the body, or your access token "
                                     "(expired is fine) as Authorization: Bearer.")
         return web.json_response(await accounts.renew_from_access(token))
-    except DATABASE_DOWN as error:
+    except DATABASE_ERRORS as error:
+        if not database_unavailable(error):
+            raise
         log.warning("refresh failed: the database is unavailable (%s)", error)
         raise ServiceUnavailable("Tokens cannot be renewed while the database is unavailable.",
                                  error_type="database_unavailable", hint="Try again shortly.") from None
@@ -332,7 +340,9 @@ async def logout(request: web.Request) -> web.Response:
         else:
             for family in families:
                 revoked += await store.revoke_family(accounts.context.db, family)
-    except DATABASE_DOWN:
+    except DATABASE_ERRORS as error:
+        if not database_unavailable(error):
+            raise
         raise ServiceUnavailable("Logging out needs the database, which is unavailable.",
                                  error_type="database_unavailable", hint="Try again shortly.") from None
     return web.json_response({"status": "logged_out", "revoked": revoked})
@@ -351,7 +361,9 @@ async def profile(request: web.Request) -> web.Response:
         admin = accounts.admin_identity()
         try:
             created_at = await store.installed_at(accounts.context.db)
-        except DATABASE_DOWN as error:
+        except DATABASE_ERRORS as error:
+            if not database_unavailable(error):
+                raise
             log.warning("profile without a database: %s", error)
             created_at = None
         return web.json_response({"user_id": admin.user_id, "username": admin.username,
@@ -360,7 +372,9 @@ async def profile(request: web.Request) -> web.Response:
     username = identity.user_id[len(USER_ID_PREFIX):] if identity.user_id.startswith(USER_ID_PREFIX) else ""
     try:
         row = await store.find_user(accounts.context.db, username) if username else None
-    except DATABASE_DOWN as error:
+    except DATABASE_ERRORS as error:
+        if not database_unavailable(error):
+            raise
         # The spec: the profile still answers, from the token, with created_at null.
         log.warning("profile without a database: %s", error)
         return web.json_response({"user_id": identity.user_id, "username": identity.username,

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import aiohttp
 
-from .fetch import FetchPolicy, endpoint_entry, guarded_session, refusal_of
+from .fetch import FetchError, FetchPolicy, endpoint_entry, guarded_session, refusal_of
 
 log = logging.getLogger("gateway.embeddings")
 
@@ -156,7 +156,7 @@ class OpenAIEmbedder(Embedder):
                 answer = await response.json(content_type=None)
         except EmbeddingError:
             raise
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as error:
+        except (FetchError, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as error:
             refusal = refusal_of(error)
             reason = str(refusal) if refusal is not None else (str(error) or type(error).__name__)
             raise EmbeddingError(f"cannot reach the embeddings provider at {self.url}: {reason}") from None

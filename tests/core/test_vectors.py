@@ -222,6 +222,23 @@ async def test_a_server_that_is_down_is_unavailable(e5):
         await index.close()
 
 
+async def test_a_server_that_answers_errors_is_unavailable(e5, aiohttp_server):
+    """A Qdrant server in trouble answers 5xx with its error body: unavailable, not a crash."""
+    async def overloaded(request):
+        return web.json_response({"status": {"error": "Service Unavailable: too many requests"}, "time": 0.0},
+                                 status=503)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", overloaded)
+    server = await aiohttp_server(app)
+    index = VectorIndex(QdrantClientEngine(url=f"http://127.0.0.1:{server.port}"), e5)
+    try:
+        with pytest.raises(VectorStoreUnavailable, match="answered 503"):
+            await index.ensure("kb")
+    finally:
+        await index.close()
+
+
 def test_weighted_reciprocal_rank_fusion():
     dense = [IndexHit("a", 0.9, {}), IndexHit("b", 0.8, {}), IndexHit("c", 0.7, {})]
     lexical = [IndexHit("c", 9.0, {}), IndexHit("d", 5.0, {})]

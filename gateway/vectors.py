@@ -500,6 +500,7 @@ class VectorIndex:
         self._tokenizer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lexical")
         self._ready: dict[str, str] = {}  # collection -> physical name known to exist
         self._keyword_fields: dict[str, tuple[str, ...]] = {}
+        self._unreported: set[str] = set()  # created by an upsert, not yet reported by ensure()
 
     def warm_up(self) -> None:
         """Load the tokenizer's dictionary in the background, so the first Chinese text does
@@ -522,24 +523,42 @@ class VectorIndex:
     async def ensure(self, collection: str, *, keyword_fields: Sequence[str] = ()) -> bool:
         """Create the collection for the current embedding model when missing, with keyword
         indexes on `keyword_fields`; True when it was created now: its records must be indexed
-        again (a new collection, or a new model: the old model's vectors stay where they were)."""
+        again (a new collection, or a new model: the old model's vectors stay where they were).
+        Also True, once, when an `upsert` before any `ensure` had to create it."""
         await self.embedder.prepare()
         name = self.physical_name(collection)
         self._keyword_fields[collection] = tuple(keyword_fields)
+        created = name in self._unreported
+        self._unreported.discard(name)
         if self._ready.get(collection) == name:
-            return False
-        created = False
+            return created
         if not await self.engine.exists(name):
-            created = await self.engine.create(name, self.embedder.dimension, keyword_fields)
-            if created:
+            if await self.engine.create(name, self.embedder.dimension, keyword_fields):
+                created = True
                 log.info("created the vector collection %s (%s)", name, self.engine.kind)
         self._ready[collection] = name
         return created
 
-    async def _name(self, collection: str) -> str:
-        if collection not in self._ready:
-            await self.ensure(collection, keyword_fields=self._keyword_fields.get(collection, ()))
-        return self._ready[collection]
+    async def _existing(self, collection: str) -> str | None:
+        """The physical name when the collection exists; searching never creates one (its
+        creation would go unnoticed by the caller's `ensure`)."""
+        await self.embedder.prepare()
+        name = self.physical_name(collection)
+        if self._ready.get(collection) == name:
+            return name
+        if await self.engine.exists(name):
+            self._ready[collection] = name
+            return name
+        return None
+
+    async def _for_writing(self, collection: str) -> str:
+        name = await self._existing(collection)
+        if name is None:
+            name = self.physical_name(collection)
+            if await self.engine.create(name, self.embedder.dimension, self._keyword_fields.get(collection, ())):
+                self._unreported.add(name)  # the next ensure() says it was created
+            self._ready[collection] = name
+        return name
 
     async def upsert(self, collection: str, items: Sequence[IndexItem]) -> None:
         """Index the items (replacing points with the same ids); searchable once this returns."""
@@ -547,7 +566,7 @@ class VectorIndex:
             return
         for item in items:
             uuid.UUID(item.id)  # a clear ValueError before any work
-        name = await self._name(collection)
+        name = await self._for_writing(collection)
         for start in range(0, len(items), UPSERT_BATCH):
             batch = items[start:start + UPSERT_BATCH]
             texts = [item.text for item in batch]
@@ -564,8 +583,9 @@ class VectorIndex:
             raise ValueError("delete needs ids or a where filter (refusing to empty the collection)")
         for point in ids:
             uuid.UUID(point)
-        name = await self._name(collection)
-        await self.engine.delete(name, list(ids), where)
+        name = await self._existing(collection)
+        if name is not None:
+            await self.engine.delete(name, list(ids), where)
 
     async def search(self, collection: str, query: str, *, where: Where, limit: int,
                      mode: SearchMode = "hybrid") -> list[IndexHit]:
@@ -575,7 +595,9 @@ class VectorIndex:
         if mode not in SEARCH_MODES:
             raise ValueError(f"unknown search mode {mode!r}")
         limit = max(1, int(limit))
-        name = await self._name(collection)
+        name = await self._existing(collection)
+        if name is None:
+            return []
         want_dense, want_lexical = mode != "lexical", mode != "dense"
         dense_task = self.embedder.embed_query(query) if want_dense else _none()
         sparse_task = self._lexical(self.encoder.query, query) if want_lexical else _none()
@@ -592,8 +614,8 @@ class VectorIndex:
         return fuse(rankings, weights, self.rrf_k, limit)
 
     async def count(self, collection: str, where: Where | None = None) -> int:
-        name = await self._name(collection)
-        return await self.engine.count(name, where)
+        name = await self._existing(collection)
+        return 0 if name is None else await self.engine.count(name, where)
 
     async def close(self) -> None:
         try:

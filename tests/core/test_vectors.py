@@ -183,9 +183,16 @@ async def test_a_new_embedding_model_gets_a_new_collection(index, aiohttp_server
             await index.engine.drop(other.physical_name(name))
 
 
-async def test_missing_collections_search_empty(index):
-    assert await index.search(index.test_collection, "anything", where={}, limit=3) == []
-    assert await index.count(index.test_collection) == 0
+async def test_missing_collections_search_empty_and_are_not_created(index):
+    name = index.test_collection
+    assert await index.search(name, "anything", where={}, limit=3) == []
+    assert await index.count(name) == 0
+    await index.delete(name, where={"user_id": "u"})
+    assert not await index.engine.exists(index.physical_name(name))
+    # An upsert before ensure() creates it; the next ensure() still says so, once.
+    await index.upsert(name, items({"a": "first note"}))
+    assert await index.ensure(name) is True and await index.ensure(name) is False
+    assert await index.count(name) == 1
 
 
 async def test_mode_and_names_are_checked(index):

@@ -555,7 +555,8 @@ class VectorIndex:
         name = await self._existing(collection)
         if name is None:
             name = self.physical_name(collection)
-            if await self.engine.create(name, self.embedder.dimension, self._keyword_fields.get(collection, ())):
+            fields = self._keyword_fields.get(collection, ())
+            if await self.engine.create(name, self.embedder.dimension, fields):
                 self._unreported.add(name)  # the next ensure() says it was created
             self._ready[collection] = name
         return name

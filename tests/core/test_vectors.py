@@ -302,3 +302,25 @@ def test_services_without_vectors_open_none(make_config):
 
     app = create_app("svc", make_config(), plugins=[Plain()])
     assert not get_context(app).has("vectors") and not get_context(app).has("embeddings")
+
+
+async def test_embeddings_alone_open_no_vector_store(aiohttp_client, make_config):
+    from gateway.app import create_app
+    from gateway.context import get_context
+    from gateway.plugins import Plugin
+
+    class Embedding(Plugin):
+        name = "embedding"
+        uses = ("embeddings",)
+
+        def setup(self, registrar):
+            pass
+
+    config = make_config()
+    app = create_app("svc", config, plugins=[Embedding()])
+    client = await aiohttp_client(app)
+    context = get_context(app)
+    assert context.has("embeddings") and not context.has("vectors")
+    assert len(await context.embeddings.embed_query("hello")) == 384
+    assert not (config.data_dir / "vectors").exists()
+    await client.close()

@@ -470,6 +470,9 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:80]
 
 
+FUSIONS = ("rrf", "dbsf", "convex")
+
+
 def fuse(rankings: Sequence[Sequence[IndexHit]], weights: Sequence[float], k: float,
          limit: int) -> list[IndexHit]:
     """Weighted reciprocal rank fusion: score = Σ weight / (k + rank), rank from 1."""
@@ -479,6 +482,35 @@ def fuse(rankings: Sequence[Sequence[IndexHit]], weights: Sequence[float], k: fl
         for rank, hit in enumerate(ranking, start=1):
             scores[hit.id] = scores.get(hit.id, 0.0) + weight / (k + rank)
             hits.setdefault(hit.id, hit)
+    return _best(scores, hits, limit)
+
+
+def fuse_scores(rankings: Sequence[Sequence[IndexHit]], weights: Sequence[float], limit: int, *,
+                method: Literal["dbsf", "convex"] = "dbsf") -> list[IndexHit]:
+    """Score fusion: each ranking's scores scaled to [0, 1], then Σ weight · scaled. `dbsf`
+    scales by mean ± 3 standard deviations (Qdrant's distribution-based score fusion), `convex`
+    by the ranking's own minimum and maximum."""
+    scores: dict[str, float] = {}
+    hits: dict[str, IndexHit] = {}
+    for ranking, weight in zip(rankings, weights):
+        if not ranking:
+            continue
+        values = [hit.score for hit in ranking]
+        if method == "dbsf":
+            mean = sum(values) / len(values)
+            spread = 3 * (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+            low, high = mean - spread, mean + spread
+        else:
+            low, high = min(values), max(values)
+        span = (high - low) or 1.0
+        for hit in ranking:
+            scaled = min(1.0, max(0.0, (hit.score - low) / span))
+            scores[hit.id] = scores.get(hit.id, 0.0) + weight * scaled
+            hits.setdefault(hit.id, hit)
+    return _best(scores, hits, limit)
+
+
+def _best(scores: dict[str, float], hits: dict[str, IndexHit], limit: int) -> list[IndexHit]:
     best = sorted(scores, key=lambda point: scores[point], reverse=True)[:limit]
     return [IndexHit(point, scores[point], hits[point].payload) for point in best]
 
@@ -488,11 +520,15 @@ class VectorIndex:
     tokenizer, the embedded engine, the embedding model) runs on threads, never on the loop."""
 
     def __init__(self, engine: Engine, embedder: Embedder, encoder: LexicalEncoder | None = None, *,
-                 rrf_k: float = 60.0, dense_weight: float = 1.0, lexical_weight: float = 1.0,
+                 fusion: str = "rrf", rrf_k: float = 60.0, dense_weight: float = 1.0,
+                 lexical_weight: float = 1.0,
                  candidates: int = 50):
         self.engine = engine
         self.embedder = embedder
         self.encoder = encoder or LexicalEncoder()
+        if fusion not in FUSIONS:
+            raise ValueError(f"[vectors] fusion: {fusion!r} is not one of {', '.join(FUSIONS)}")
+        self.fusion = fusion
         self.rrf_k = rrf_k
         self.dense_weight = dense_weight
         self.lexical_weight = lexical_weight
@@ -612,7 +648,9 @@ class VectorIndex:
         if mode != "hybrid":
             return rankings[0][:limit]
         weights = [self.dense_weight] + ([self.lexical_weight] if sparse is not None else [])
-        return fuse(rankings, weights, self.rrf_k, limit)
+        if self.fusion == "rrf":
+            return fuse(rankings, weights, self.rrf_k, limit)
+        return fuse_scores(rankings, weights, limit, method="dbsf" if self.fusion == "dbsf" else "convex")
 
     async def count(self, collection: str, where: Where | None = None) -> int:
         name = await self._existing(collection)
@@ -651,15 +689,18 @@ def create_engine(config, service_id: str) -> Engine:
 
 
 async def open_vector_index(config, service_id: str, embedder: Embedder) -> VectorIndex:
-    """The service's index, as `[vectors]` and `[lexical]` describe; the engine is opened off
-    the event loop (the embedded one reads its shards' directory)."""
+    """The service's index as `[vectors]` describes it; the engine is opened off the event loop
+    (the embedded one reads its shards' directory). A bad setting raises ValueError naming it."""
     settings = config.section("vectors")
-    engine = await asyncio.get_running_loop().run_in_executor(None, create_engine, config, service_id)
     chinese = str(settings.get("chinese_tokens") or "jieba")
+    fusion = str(settings.get("fusion") or "rrf")
+    if fusion not in FUSIONS:
+        raise ValueError(f"[vectors] fusion: {fusion!r} is not one of {', '.join(FUSIONS)}")
     encoder = LexicalEncoder(Tokenizer(chinese),  # type: ignore[arg-type]  # Tokenizer checks it
                              k1=float(settings.get("bm25_k1") or 1.2), b=float(settings.get("bm25_b", 0.75)),
                              avg_len=float(settings.get("bm25_avg_len") or 120))
-    index = VectorIndex(engine, embedder, encoder, rrf_k=float(settings.get("rrf_k") or 60),
+    engine = await asyncio.get_running_loop().run_in_executor(None, create_engine, config, service_id)
+    index = VectorIndex(engine, embedder, encoder, fusion=fusion, rrf_k=float(settings.get("rrf_k") or 60),
                         dense_weight=float(settings.get("dense_weight", 1.0)),
                         lexical_weight=float(settings.get("lexical_weight", 1.0)),
                         candidates=int(settings.get("candidates") or 50))

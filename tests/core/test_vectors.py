@@ -11,7 +11,7 @@ import uuid
 import pytest
 from aiohttp import web
 
-from gateway.embeddings import LocalE5Embedder, OpenAIEmbedder
+from gateway.embeddings import Embedder, LocalE5Embedder, OpenAIEmbedder
 from gateway.fetch import FetchPolicy
 from gateway.lexical import Tokenizer
 from gateway.vectors import (EdgeEngine, IndexHit, IndexItem, QdrantClientEngine, VectorIndex,
@@ -334,3 +334,43 @@ async def test_embeddings_alone_open_no_vector_store(aiohttp_client, make_config
     assert len(await context.embeddings.embed_query("hello")) == 384
     assert not (config.data_dir / "vectors").exists()
     await client.close()
+
+
+class CountingEmbedder(Embedder):
+    """Cheap vectors for a test about the store, not the model: the text's letters counted."""
+
+    model_id, dimension = "test/letters", 26
+
+    async def embed_passages(self, texts):
+        return [self._vector(text) for text in texts]
+
+    async def embed_query(self, text):
+        return self._vector(text)
+
+    @staticmethod
+    def _vector(text):
+        counts = [float(text.lower().count(chr(97 + i))) + 0.01 for i in range(26)]
+        norm = sum(x * x for x in counts) ** 0.5
+        return [x / norm for x in counts]
+
+
+async def test_edge_reclaims_deleted_points(tmp_path, caplog):
+    import logging
+
+    from gateway import vectors
+
+    index = VectorIndex(EdgeEngine(tmp_path / "v"), CountingEmbedder())
+    try:
+        await index.ensure("kb", keyword_fields=["doc"])
+        await index.upsert("kb", [IndexItem(str(uuid.uuid4()), f"note {i} about topic{i % 7}", {"doc": str(i % 5)})
+                                  for i in range(2000)])
+        index.engine._compacted.clear()  # type: ignore[attr-defined]  # the next write checks at once
+        with caplog.at_level(logging.INFO, logger="gateway.vectors"):
+            await index.delete("kb", where={"doc": ["0", "1"]})
+        assert any("reclaimed deleted points" in record.getMessage() for record in caplog.records)
+        assert await index.count("kb") == 1200
+        hits = await index.search("kb", "topic3", where={"doc": ["0", "1", "2"]}, limit=50, mode="lexical")
+        assert hits and all(hit.payload["doc"] == "2" for hit in hits)
+        assert vectors.COMPACT_EVERY >= 1
+    finally:
+        await index.close()

@@ -72,7 +72,9 @@ class IndexHit:
 
 
 @dataclass(frozen=True)
-class _Point:
+class StoredPoint:
+    """What an engine stores for one item: both vectors and the payload."""
+
     id: str
     dense: list[float]
     sparse: SparseVector
@@ -106,7 +108,7 @@ class Engine(abc.ABC):
         """Create the collection; False when it exists already (another instance was first)."""
 
     @abc.abstractmethod
-    async def upsert(self, name: str, points: Sequence[_Point]) -> None: ...
+    async def upsert(self, name: str, points: Sequence[StoredPoint]) -> None: ...
 
     @abc.abstractmethod
     async def delete(self, name: str, ids: Sequence[str], where: Where | None) -> None: ...
@@ -225,7 +227,7 @@ class EdgeEngine(Engine):
 
         return await self._run(create)
 
-    async def upsert(self, name: str, points: Sequence[_Point]) -> None:
+    async def upsert(self, name: str, points: Sequence[StoredPoint]) -> None:
         edge = self.edge
 
         def upsert() -> None:
@@ -407,7 +409,7 @@ class QdrantClientEngine(Engine):
                              field_schema=models.PayloadSchemaType.KEYWORD, wait=True)
         return True
 
-    async def upsert(self, name: str, points: Sequence[_Point]) -> None:
+    async def upsert(self, name: str, points: Sequence[StoredPoint]) -> None:
         models = self.models
         await self._call("upsert", name, wait=True, points=[
             models.PointStruct(id=p.id, payload=p.payload, vector={
@@ -635,7 +637,7 @@ class VectorIndex:
             texts = [item.text for item in batch]
             dense, sparse = await asyncio.gather(self.embedder.embed_passages(texts),
                                                  self._lexical(self._documents, texts))
-            await self.engine.upsert(name, [_Point(item.id, vector, terms, dict(item.payload))
+            await self.engine.upsert(name, [StoredPoint(item.id, vector, terms, dict(item.payload))
                                             for item, vector, terms in zip(batch, dense, sparse)])
 
     async def delete(self, collection: str, *, ids: Sequence[str] = (),

@@ -124,8 +124,9 @@ class LocalE5Embedder(Embedder):
         await asyncio.get_running_loop().run_in_executor(self._query_thread, self._load)
 
     async def close(self) -> None:
-        self._passage_thread.shutdown(wait=True, cancel_futures=True)
-        self._query_thread.shutdown(wait=True, cancel_futures=True)
+        # Waits (off the loop) for a batch already running; queued ones are dropped.
+        for thread in (self._passage_thread, self._query_thread):
+            await asyncio.to_thread(thread.shutdown, wait=True, cancel_futures=True)
 
 
 def embeddings_policy(config, base_url: str) -> FetchPolicy:

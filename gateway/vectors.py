@@ -688,7 +688,7 @@ class VectorIndex:
         try:
             await self.engine.close()
         finally:
-            self._tokenizer_thread.shutdown(wait=True, cancel_futures=True)
+            await asyncio.to_thread(self._tokenizer_thread.shutdown, wait=True, cancel_futures=True)
 
 
 async def _none() -> None:

@@ -121,6 +121,10 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     async def count(self, name: str, where: Where | None) -> int: ...
 
+    @abc.abstractmethod
+    async def drop(self, name: str) -> None:
+        """Remove a collection (tests, and operators removing an old model's vectors)."""
+
     async def close(self) -> None:
         pass
 
@@ -296,7 +300,6 @@ class EdgeEngine(Engine):
         return await self._run(count)
 
     async def drop(self, name: str) -> None:
-        """Remove a collection and its files (tests, and operators cleaning up old models)."""
         def drop() -> None:
             shard = self._shards.pop(name, None)
             if shard is not None:

@@ -115,8 +115,9 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     async def query(self, name: str, dense: list[float] | None, sparse: SparseVector | None,
-                    where: Where, limit: int) -> list[list[IndexHit]]:
-        """One ranking per vector given (dense first), best first; [] for a missing collection."""
+                    where: Where, limit: int, *, local_idf: bool = True) -> list[list[IndexHit]]:
+        """One ranking per vector given (dense first), best first; [] for a missing collection.
+        `local_idf`: the lexical ranking's IDF counts only the points `where` selects."""
 
     @abc.abstractmethod
     async def count(self, name: str, where: Where | None) -> int: ...
@@ -265,7 +266,7 @@ class EdgeEngine(Engine):
         await self._run(delete)
 
     async def query(self, name: str, dense: list[float] | None, sparse: SparseVector | None,
-                    where: Where, limit: int) -> list[list[IndexHit]]:
+                    where: Where, limit: int, *, local_idf: bool = True) -> list[list[IndexHit]]:
         edge = self.edge
 
         def query() -> list[list[IndexHit]]:
@@ -273,15 +274,17 @@ class EdgeEngine(Engine):
             selector = self._filter(where)
             requests = []
             if dense is not None:
-                requests.append(edge.Query.Nearest(dense, using=DENSE))
+                requests.append(edge.QueryRequest(limit=limit, query=edge.Query.Nearest(dense, using=DENSE),
+                                                  filter=selector or None, with_payload=True))
             if sparse is not None:
-                requests.append(edge.Query.Nearest(edge.SparseVector(sparse.indices, sparse.values),
-                                                   using=LEXICAL))
+                scope = (edge.SearchParams(idf=edge.IdfParams(corpus=selector)) if local_idf and selector
+                         else None)
+                requests.append(edge.QueryRequest(limit=limit, query=edge.Query.Nearest(
+                    edge.SparseVector(sparse.indices, sparse.values), using=LEXICAL), filter=selector or None,
+                    with_payload=True, params=scope))
             if shard is None or selector is False:
                 return [[] for _ in requests]
-            batch = edge.QueryBatchRequest([
-                edge.QueryRequest(limit=limit, query=q, filter=selector, with_payload=True)
-                for q in requests])
+            batch = edge.QueryBatchRequest(requests)
             return [[IndexHit(str(p.id), float(p.score), dict(p.payload or {})) for p in ranking]
                     for ranking in shard.query_batch(batch)]
 
@@ -441,7 +444,7 @@ class QdrantClientEngine(Engine):
                 raise
 
     async def query(self, name: str, dense: list[float] | None, sparse: SparseVector | None,
-                    where: Where, limit: int) -> list[list[IndexHit]]:
+                    where: Where, limit: int, *, local_idf: bool = True) -> list[list[IndexHit]]:
         from qdrant_client.http.exceptions import UnexpectedResponse
 
         models = self.models
@@ -452,8 +455,9 @@ class QdrantClientEngine(Engine):
                                                 with_payload=True))
         if sparse is not None:
             terms = models.SparseVector(indices=sparse.indices, values=sparse.values)
+            scope = models.SearchParams(idf=models.IdfCorpusParams(corpus=flt)) if local_idf and flt else None
             requests.append(models.QueryRequest(query=terms, using=LEXICAL, filter=flt or None, limit=limit,
-                                                with_payload=True))
+                                                with_payload=True, params=scope))
         if flt is False or not requests:
             return [[] for _ in requests]
         try:
@@ -553,8 +557,7 @@ class VectorIndex:
 
     def __init__(self, engine: Engine, embedder: Embedder, encoder: LexicalEncoder | None = None, *,
                  fusion: str = "convex", rrf_k: float = 60.0, dense_weight: float = 1.0,
-                 lexical_weight: float = 1.0,
-                 candidates: int = 50):
+                 lexical_weight: float = 1.0, candidates: int = 50, local_idf: bool = True):
         self.engine = engine
         self.embedder = embedder
         self.encoder = encoder or LexicalEncoder()
@@ -565,6 +568,9 @@ class VectorIndex:
         self.dense_weight = dense_weight
         self.lexical_weight = lexical_weight
         self.candidates = candidates
+        # BM25's IDF over the points a search may return (e.g. one user's bases), not the whole
+        # collection: another user's documents never change a user's scores.
+        self.local_idf = local_idf
         self._tokenizer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lexical")
         self._ready: dict[str, str] = {}  # collection -> physical name known to exist
         self._keyword_fields: dict[str, tuple[str, ...]] = {}
@@ -676,7 +682,7 @@ class VectorIndex:
             if mode == "lexical":
                 return []
         depth = limit if mode != "hybrid" else max(limit, self.candidates)
-        rankings = await self.engine.query(name, dense, sparse, where, depth)
+        rankings = await self.engine.query(name, dense, sparse, where, depth, local_idf=self.local_idf)
         if mode != "hybrid":
             return rankings[0][:limit]
         weights = [self.dense_weight] + ([self.lexical_weight] if sparse is not None else [])
@@ -728,6 +734,9 @@ async def open_vector_index(config, service_id: str, embedder: Embedder) -> Vect
     fusion = str(settings.get("fusion") or "convex")
     if fusion not in FUSIONS:
         raise ValueError(f"[vectors] fusion: {fusion!r} is not one of {', '.join(FUSIONS)}")
+    idf_scope = str(settings.get("idf_scope") or "search")
+    if idf_scope not in ("search", "collection"):
+        raise ValueError(f"[vectors] idf_scope: {idf_scope!r} is not one of search, collection")
     encoder = LexicalEncoder(Tokenizer(chinese),  # type: ignore[arg-type]  # Tokenizer checks it
                              k1=float(settings.get("bm25_k1") or 1.2), b=float(settings.get("bm25_b", 0.75)),
                              avg_len=float(settings.get("bm25_avg_len") or 120))
@@ -735,6 +744,7 @@ async def open_vector_index(config, service_id: str, embedder: Embedder) -> Vect
     index = VectorIndex(engine, embedder, encoder, fusion=fusion, rrf_k=float(settings.get("rrf_k") or 60),
                         dense_weight=float(settings.get("dense_weight", 1.0)),
                         lexical_weight=float(settings.get("lexical_weight", 1.0)),
-                        candidates=int(settings.get("candidates") or 50))
+                        candidates=int(settings.get("candidates") or 50),
+                        local_idf=idf_scope == "search")
     index.warm_up()
     return index

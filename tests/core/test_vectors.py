@@ -130,6 +130,21 @@ async def test_where_isolates_users(index):
     assert await index.count(name, {"user_id": "alice", "kb_id": ["a1", "b1"]}) == 5
 
 
+async def test_another_users_documents_never_change_a_users_scores(index):
+    """BM25's IDF counts only the points the search may return (`where`), so what other users
+    store neither changes a user's ranking nor can be inferred from it."""
+    name = index.test_collection
+    await index.ensure(name, keyword_fields=["user_id"])
+    await index.upsert(name, items(ENGLISH, user_id="alice"))
+    before = await index.search(name, "zyxomorphic pump", where={"user_id": "alice"}, limit=3, mode="lexical")
+    await index.upsert(name, items({f"b{i}": f"zyxomorphic zyxomorphic note {i}" for i in range(6)}, user_id="bob"))
+    after = await index.search(name, "zyxomorphic pump", where={"user_id": "alice"}, limit=3, mode="lexical")
+    assert [(hit.id, round(hit.score, 5)) for hit in after] == [(hit.id, round(hit.score, 5)) for hit in before]
+    index.local_idf = False  # idf_scope = "collection": Bob's notes make the term common
+    shared = await index.search(name, "zyxomorphic pump", where={"user_id": "alice"}, limit=3, mode="lexical")
+    assert shared[0].id == before[0].id and shared[0].score < before[0].score - 0.1
+
+
 async def test_deletes_leave_search_at_once(index):
     name = index.test_collection
     await index.ensure(name, keyword_fields=["doc_id"])

@@ -5,7 +5,8 @@ create with a named dense and a named sparse vector with the IDF modifier, keywo
 delete), points (upsert, delete by ids or filter, count, batched queries), `must` filters of
 `match.value`, `match.any` and `has_id`, and Qdrant's error bodies (404 for a missing collection).
 Scores as Qdrant computes them: cosine on normalised vectors; sparse dot products with
-idf = ln((N − n + 0.5) / (n + 0.5) + 1) over the collection. Every request is kept in
+idf = ln((N − n + 0.5) / (n + 0.5) + 1) over the collection, or over the points a search's
+`params.idf.corpus` filter selects. Every request is kept in
 `requests` as (method, path, body)."""
 from __future__ import annotations
 
@@ -151,7 +152,9 @@ class FakeQdrant:
             if search["using"] == "dense":
                 scored = [(sum(a * b for a, b in zip(query, p["dense"])), p) for p in candidates]
             else:
-                idf = self._idf(collection, query["indices"])
+                corpus = ((search.get("params") or {}).get("idf") or {})
+                corpus = corpus.get("corpus") if isinstance(corpus, dict) else None  # else "global"
+                idf = self._idf(collection, query["indices"], corpus)
                 scored = [(sum(v * idf[i] * p["sparse"][i] for i, v in zip(query["indices"], query["values"])
                                if i in p["sparse"]), p) for p in candidates]
                 scored = [(score, p) for score, p in scored if score > 0]
@@ -161,10 +164,11 @@ class FakeQdrant:
         return _ok(answers)
 
     @staticmethod
-    def _idf(collection: Collection, indices: list[int]) -> dict[int, float]:
-        total = sum(1 for p in collection.points.values() if p["sparse"])
+    def _idf(collection: Collection, indices: list[int], corpus: dict | None) -> dict[int, float]:
+        points = [p for p in collection.points.values() if p["sparse"] and collection.matches(p, corpus)]
+        total = len(points)
         result = {}
         for index in indices:
-            having = sum(1 for p in collection.points.values() if index in p["sparse"])
+            having = sum(1 for p in points if index in p["sparse"])
             result[index] = math.log((total - having + 0.5) / (having + 0.5) + 1)
         return result

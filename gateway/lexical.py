@@ -154,8 +154,12 @@ class LexicalEncoder:
 
     @property
     def version(self) -> str:
-        """Names the tokens and weights; part of the collection's name."""
-        return f"lex{LEXICAL_VERSION}{'b' if self.tokenizer.chinese == 'bigrams' else 'j'}"
+        """Names the tokens and weights; part of the collection's name, so that documents
+        weighed one way are never ranked against documents weighed another."""
+        name = f"lex{LEXICAL_VERSION}{'b' if self.tokenizer.chinese == 'bigrams' else 'j'}"
+        if (self.k1, self.b, self.avg_len) != (1.2, 0.75, 120.0):
+            name += f"_{zlib.crc32(repr((self.k1, self.b, self.avg_len)).encode()):08x}"
+        return name
 
     def document(self, text: str) -> SparseVector:
         counts = Counter(term_index(term) for term in self.tokenizer.tokens(text))

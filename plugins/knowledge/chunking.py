@@ -87,7 +87,8 @@ def _sections(text: str, markdown: bool) -> list[tuple[tuple[str, ...], int, int
         return [((), 0, len(text))]
     sections: list[tuple[tuple[str, ...], int, int]] = []
     stack: list[tuple[int, str]] = []
-    section_start, section_path = 0, ()
+    section_start = 0
+    section_path: tuple[str, ...] = ()
     fence: str | None = None
     offset = 0
     for line in text.splitlines(keepends=True):

@@ -102,7 +102,8 @@ def _pdf(data: bytes) -> Extracted:
         if reader.is_encrypted and not reader.decrypt(""):
             raise UnreadableDocument("the PDF is encrypted with a password")
         pages = [page.extract_text() or "" for page in reader.pages]
-        title = str((reader.metadata or {}).get("/Title") or "").strip()
+        metadata = reader.metadata
+        title = str(metadata.get("/Title") or "").strip() if metadata is not None else ""
     except UnreadableDocument:
         raise
     except Exception as error:  # a malformed file raises pypdf's errors and plain ones (KeyError...) alike

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -279,7 +280,10 @@ class KnowledgeStore:
         if content is None or not content.strip():
             raise BadRequest("A text document needs its `content`.", error_type="validation_error",
                              hint="Send the text in `content`, or choose source_type `file` or `url`.")
-        return await self.in_executor(extraction.extract, content.encode("utf-8", "surrogatepass"), "text/plain")
+        extracted = await self.in_executor(extraction.extract, content.encode("utf-8", "replace"), "text/plain")
+        if extracted.markdown:  # a note written in Markdown is stored as such
+            extracted = dataclasses.replace(extracted, content_type="text/markdown")
+        return extracted
 
     async def _from_file(self, identity: Identity, base: dict, body: dict) -> tuple[extraction.Extracted, str]:
         file_id = body["file_id"]

@@ -4,10 +4,10 @@ import asyncio
 import importlib.metadata
 import time
 
+import psycopg2
 from aiohttp import web
 
 from gateway.context import get_context
-from gateway.database import execute
 from plugins.knowledge.store import COLLECTION
 
 # Each target shares no word with the question that should find it.
@@ -125,19 +125,22 @@ async def test_a_megabyte_answers_at_once(make_knowledge_app):
     assert await vectors.count(COLLECTION, {"document_id": document["id"]}) == 0
 
 
-async def test_a_restart_resumes_indexing(make_knowledge_app, database_url):
+async def test_a_restart_takes_over_a_claim_left_by_a_stopped_service(make_knowledge_app, database_url):
     knowledge = await make_knowledge_app({"inline_index_chars": 0})
     kb_id = (await knowledge.base())["id"]
     document = await knowledge.note(kb_id, "Dentist", ENGLISH["Dentist"])
-    await knowledge.client.close()  # stopped before or while indexing
-    database = get_context(knowledge.app)
-    del database
-    # Left as a stopped service leaves it: claimed long ago, or still waiting.
+    await knowledge.client.close()
+
+    def leave_claimed() -> None:  # as a service killed while indexing leaves it
+        with psycopg2.connect(database_url) as connection, connection.cursor() as cursor:
+            cursor.execute("UPDATE knowledge_documents SET index_status = 'indexing', "
+                           "index_claimed_at = now() - interval '1 hour' WHERE id = %s", (document["id"],))
+
+    await asyncio.to_thread(leave_claimed)
     restarted = await make_knowledge_app({"inline_index_chars": 0})
-    await execute(get_context(restarted.app).db,
-                  "UPDATE knowledge_documents SET index_status = 'indexing', "
-                  "index_claimed_at = now() - interval '1 hour' WHERE id = %s", (document["id"],))
     assert (await wait_until_indexed(restarted, document["id"]))["index_status"] == "ready"
+    vectors = get_context(restarted.app).vectors
+    assert await vectors.count(COLLECTION, {"document_id": document["id"]}) == document["chunk_count"] == 1
     found = await restarted.search("tooth doctor visit", limit=1)
     assert found["chunks"][0]["document_id"] == document["id"]
 

@@ -16,7 +16,8 @@ class KnowledgeSettings(PluginSettings):
         "description": "Most knowledge bases one user keeps."})
     max_documents_per_base = fields.Integer(load_default=1000, validate=validate.Range(min=1), metadata={
         "description": "Most documents one knowledge base holds."})
-    chunk_max_units = fields.Integer(load_default=chunking.DEFAULT_MAX_UNITS, validate=validate.Range(min=100, max=4000),
+    chunk_max_units = fields.Integer(load_default=chunking.DEFAULT_MAX_UNITS,
+                                     validate=validate.Range(min=100, max=4000),
                                      metadata={"description": "Largest chunk, in characters (a CJK character "
                                                               "counts three)."})
     chunk_min_units = fields.Integer(load_default=chunking.DEFAULT_MIN_UNITS, validate=validate.Range(min=0),

@@ -192,3 +192,21 @@ async def test_a_failing_vector_store_is_503(make_knowledge_app, aiohttp_server)
     await knowledge.error("DELETE", f"/knowledge/bases/{kb_id}", 503, "vector_store_unavailable")
     # Nothing was deleted while the vectors could not be.
     assert (await knowledge.call("GET", "/knowledge/bases"))["total"] == 1
+
+
+async def test_the_same_on_qdrant_clients_engine(make_knowledge_app):
+    """The server path's client calls (qdrant-client, here in its local mode: no Qdrant server
+    binary can be installed from the registries) index, filter, search and delete alike."""
+    knowledge = await make_knowledge_app(overrides={"vectors.engine": "qdrant-local"})
+    kb_id = (await knowledge.base())["id"]
+    dentist = await knowledge.note(kb_id, "Dentist", ENGLISH["Dentist"])
+    await knowledge.note(kb_id, "牙医", CHINESE["牙医"])
+    bobs = await knowledge.base("Bob's", who="bob")
+    await knowledge.note(bobs["id"], "Bob's dentist", "Bob sees the dentist on Friday.", who="bob")
+    found = await knowledge.search("which day is my tooth doctor visit", limit=5)
+    assert found["chunks"][0]["document_id"] == dentist["id"]
+    assert {chunk["kb_id"] for chunk in found["chunks"]} == {kb_id}
+    assert (await knowledge.search("看牙医是哪天", limit=1))["chunks"][0]["document_title"] == "牙医"
+    await knowledge.call("DELETE", f"/knowledge/documents/{dentist['id']}")
+    found = await knowledge.search("which day is my tooth doctor visit", limit=5)
+    assert dentist["id"] not in {chunk["document_id"] for chunk in found["chunks"]}

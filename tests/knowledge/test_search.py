@@ -5,6 +5,7 @@ import importlib.metadata
 import time
 
 import psycopg2
+import pytest
 from aiohttp import web
 
 from gateway.context import get_context
@@ -167,9 +168,10 @@ async def test_a_new_collection_is_filled_from_the_stored_chunks(make_knowledge_
     assert found["chunks"][0]["document_id"] == document["id"]
 
 
-async def test_a_failing_vector_store_is_503(make_knowledge_app, aiohttp_server):
+@pytest.fixture
+async def failing_qdrant(aiohttp_server) -> str:
     """A Qdrant server that answers its version and then 503 to every call (starting up,
-    overloaded): nothing is stored or deleted half-way, and the caller is told to retry."""
+    overloaded); its URL."""
     async def qdrant(request: web.Request) -> web.Response:
         if request.path == "/" and request.method == "GET":
             # The client's own version, so that its compatibility check is content.
@@ -180,8 +182,12 @@ async def test_a_failing_vector_store_is_503(make_knowledge_app, aiohttp_server)
     failing = web.Application()
     failing.router.add_route("*", "/{tail:.*}", qdrant)
     server = await aiohttp_server(failing)
-    knowledge = await make_knowledge_app(overrides={"vectors.qdrant_url": f"http://127.0.0.1:{server.port}",
-                                                    "vectors.timeout": 2})
+    return f"http://127.0.0.1:{server.port}"
+
+
+async def test_a_failing_vector_store_is_503(make_knowledge_app, failing_qdrant):
+    """Nothing is stored or deleted half-way, and the caller is told to retry."""
+    knowledge = await make_knowledge_app(overrides={"vectors.qdrant_url": failing_qdrant, "vectors.timeout": 2})
     kb_id = (await knowledge.base())["id"]
     body = await knowledge.error("POST", f"/knowledge/bases/{kb_id}/documents", 503, "vector_store_unavailable",
                                  json={"title": "Cat", "content": ENGLISH["Cat"]})
@@ -192,6 +198,22 @@ async def test_a_failing_vector_store_is_503(make_knowledge_app, aiohttp_server)
     await knowledge.error("DELETE", f"/knowledge/bases/{kb_id}", 503, "vector_store_unavailable")
     # Nothing was deleted while the vectors could not be.
     assert (await knowledge.call("GET", "/knowledge/bases"))["total"] == 1
+
+
+async def test_background_indexing_waits_for_the_vector_store_and_says_why(make_knowledge_app, failing_qdrant):
+    knowledge = await make_knowledge_app({"inline_index_chars": 0},
+                                         overrides={"vectors.qdrant_url": failing_qdrant, "vectors.timeout": 2})
+    kb_id = (await knowledge.base())["id"]
+    document = await knowledge.note(kb_id, "Cat", ENGLISH["Cat"])
+    assert document["index_status"] == "pending"
+    deadline = time.monotonic() + 60
+    while True:
+        waiting = (await knowledge.call("GET", f"/knowledge/documents/{document['id']}"))["document"]
+        if waiting["index_error"] or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.2)
+    assert waiting["index_status"] in ("pending", "indexing")  # to be tried again, not given up
+    assert "503" in waiting["index_error"]
 
 
 async def test_the_same_on_qdrant_clients_engine(make_knowledge_app):

@@ -10,6 +10,7 @@ from aiohttp import web
 
 from gateway.context import get_context
 from plugins.knowledge.store import COLLECTION
+from tests.support.servers import free_port
 
 # Each target shares no word with the question that should find it.
 ENGLISH = {
@@ -168,10 +169,13 @@ async def test_a_new_collection_is_filled_from_the_stored_chunks(make_knowledge_
     assert found["chunks"][0]["document_id"] == document["id"]
 
 
-@pytest.fixture
-async def failing_qdrant(aiohttp_server) -> str:
-    """A Qdrant server that answers its version and then 503 to every call (starting up,
-    overloaded); its URL."""
+@pytest.fixture(params=["down", "answering 503"])
+async def failing_qdrant(request, aiohttp_server) -> str:
+    """The URL of a Qdrant server that is down (a closed port), or that answers its version and
+    then 503 to every call (starting up, overloaded)."""
+    if request.param == "down":
+        return f"http://127.0.0.1:{free_port()}"
+
     async def qdrant(request: web.Request) -> web.Response:
         if request.path == "/" and request.method == "GET":
             # The client's own version, so that its compatibility check is content.
@@ -213,7 +217,7 @@ async def test_background_indexing_waits_for_the_vector_store_and_says_why(make_
             break
         await asyncio.sleep(0.2)
     assert waiting["index_status"] in ("pending", "indexing")  # to be tried again, not given up
-    assert "503" in waiting["index_error"]
+    assert waiting["index_error"].startswith("waiting for the vector store")
 
 
 async def test_the_same_on_qdrant_clients_engine(make_knowledge_app):

@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import codecs
 import io
-import logging
 import re
 from dataclasses import dataclass
 
 from .chunking import looks_like_markdown
-
-log = logging.getLogger("plugins.knowledge")
 
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 PDF = "application/pdf"

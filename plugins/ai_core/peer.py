@@ -14,13 +14,9 @@ import aiohttp
 
 from gateway.text import loads_utf8_safe
 
-from .tools import ToolFailed
+from .contract import GatewayFailed
 
 CONNECT_TIMEOUT = 10.0
-
-
-class GatewayFailed(ToolFailed):
-    """The gateway could not be asked, or refused; the text says which, for the model to read."""
 
 
 class GatewayPeer:
@@ -50,7 +46,9 @@ class GatewayPeer:
             answer = None
         if status >= 400:
             message = answer.get("error") if isinstance(answer, dict) else None
-            raise GatewayFailed(f"the gateway answered {status}: {message or 'no message'}")
+            error_type = answer.get("errorType") if isinstance(answer, dict) else None
+            raise GatewayFailed(f"the gateway answered {status}: {message or 'no message'}", status,
+                                error_type if isinstance(error_type, str) else None)
         if answer is None:
             raise GatewayFailed("the gateway answered something other than JSON")
         return answer

@@ -1,0 +1,139 @@
+"""The Knowledge-bases endpoints (spec: "Knowledge bases (bearer)"). A caller reaches only their
+own bases and documents; another user's answer 404 like ids that do not exist. The
+administrator acts on a user's knowledge with `?user_id=` (and reaches any base or document by
+its id)."""
+from __future__ import annotations
+
+from aiohttp import web
+
+from gateway.identity import owner_for, require_user
+from gateway.openapi import api_doc
+from gateway.validation import parse_body, parse_query
+
+from .schemas import (BaseBody, BaseDetail, BaseList, Deleted, DocumentBody, DocumentDetail, DocumentList,
+                      DocumentListQuery, KnowledgeBase, KnowledgeDocument, OwnerQuery, SearchAnswer, SearchBody,
+                      Updated)
+from .store import KnowledgeStore
+
+KNOWLEDGE = web.AppKey("knowledge.store", KnowledgeStore)
+UUID_PATH = {"type": "string", "maxLength": 64}
+
+routes = web.RouteTableDef()
+
+
+def store_of(request: web.Request) -> KnowledgeStore:
+    return request.config_dict[KNOWLEDGE]
+
+
+@routes.post("/api/v1/knowledge/bases", name="knowledge.create_base")
+@api_doc("Create a knowledge base", body=BaseBody, query=OwnerQuery, responses={201: KnowledgeBase},
+         errors=(409, 503))
+async def create_base(request: web.Request) -> web.Response:
+    user = await require_user(request)
+    owner = owner_for(user, parse_query(request, OwnerQuery())["user_id"])
+    body = await parse_body(request, BaseBody())
+    base = await store_of(request).create_base(owner, body["name"].strip(), (body["description"] or "").strip())
+    return web.json_response(base, status=201)
+
+
+@routes.get("/api/v1/knowledge/bases", name="knowledge.list_bases")
+@api_doc("The caller's knowledge bases, oldest first", query=OwnerQuery, responses={200: BaseList}, errors=(503,))
+async def list_bases(request: web.Request) -> web.Response:
+    user = await require_user(request)
+    owner = owner_for(user, parse_query(request, OwnerQuery())["user_id"])
+    bases = await store_of(request).list_bases(owner)
+    return web.json_response({"knowledge_bases": bases, "total": len(bases)})
+
+
+@routes.get("/api/v1/knowledge/bases/{kb_id}", name="knowledge.get_base")
+@api_doc("One knowledge base and its documents (without their text)", query=OwnerQuery,
+         responses={200: BaseDetail}, errors=(404, 503), path={"kb_id": UUID_PATH})
+async def get_base(request: web.Request) -> web.Response:
+    user = await require_user(request)
+    store = store_of(request)
+    base = await store.base_for(user, request.match_info["kb_id"], parse_query(request, OwnerQuery())["user_id"])
+    return web.json_response({"knowledge_base": base, "documents": await store.list_documents(base["id"])})
+
+
+@routes.put("/api/v1/knowledge/bases/{kb_id}", name="knowledge.update_base")
+@api_doc("Rename a knowledge base or change its description", body=BaseBody, query=OwnerQuery,
+         responses={200: Updated}, errors=(404, 503), path={"kb_id": UUID_PATH})
+async def update_base(request: web.Request) -> web.Response:
+    user = await require_user(request)
+    store = store_of(request)
+    base = await store.base_for(user, request.match_info["kb_id"], parse_query(request, OwnerQuery())["user_id"])
+    body = await parse_body(request, BaseBody())
+    await store.update_base(base, body["name"].strip(), (body["description"] or "").strip())
+    return web.json_response({"status": "updated"})
+
+
+@routes.delete("/api/v1/knowledge/bases/{kb_id}", name="knowledge.delete_base")
+@api_doc("Delete a knowledge base with its documents; they leave search results at once", query=OwnerQuery,
+         responses={200: Deleted}, errors=(404, 503), path={"kb_id": UUID_PATH})
+async def delete_base(request: web.Request) -> web.Response:
+    user = await require_user(request)
+    store = store_of(request)
+    base = await store.base_for(user, request.match_info["kb_id"], parse_query(request, OwnerQuery())["user_id"])
+    await store.delete_base(base)
+    return web.json_response({"status": "deleted"})
+
+
+@routes.post("/api/v1/knowledge/bases/{kb_id}/documents", name="knowledge.add_document")
+@api_doc("Add a document from text, an uploaded file or a web address", body=DocumentBody, query=OwnerQuery,
+         responses={201: KnowledgeDocument}, errors=(404, 409, 503), path={"kb_id": UUID_PATH},
+         description="Short documents are indexed before the answer (`index_status` `ready`); longer ones "
+                     "answer at once with `pending` and are indexed in the background (docs/knowledge.md).")
+async def add_document(request: web.Request) -> web.Response:
+    user = await require_user(request)
+    store = store_of(request)
+    base = await store.base_for(user, request.match_info["kb_id"], parse_query(request, OwnerQuery())["user_id"])
+    body = await parse_body(request, DocumentBody())
+    document = await store.add_document(user, base, body)
+    return web.json_response(document, status=201)
+
+
+@routes.get("/api/v1/knowledge/bases/{kb_id}/documents", name="knowledge.list_documents")
+@api_doc("A knowledge base's documents, oldest first", query=DocumentListQuery, responses={200: DocumentList},
+         errors=(404, 503), path={"kb_id": UUID_PATH})
+async def list_documents(request: web.Request) -> web.Response:
+    user = await require_user(request)
+    store = store_of(request)
+    query = parse_query(request, DocumentListQuery())
+    base = await store.base_for(user, request.match_info["kb_id"], query["user_id"])
+    documents = await store.list_documents(base["id"], query["include_content"])
+    return web.json_response({"documents": documents, "total": len(documents)})
+
+
+@routes.get("/api/v1/knowledge/documents/{document_id}", name="knowledge.get_document")
+@api_doc("One document with its text and its chunks", query=OwnerQuery, responses={200: DocumentDetail},
+         errors=(404, 503), path={"document_id": UUID_PATH})
+async def get_document(request: web.Request) -> web.Response:
+    user = await require_user(request)
+    store = store_of(request)
+    document = await store.document_for(user, request.match_info["document_id"],
+                                        parse_query(request, OwnerQuery())["user_id"])
+    return web.json_response({"document": document, "chunks": await store.chunks_of(document["id"])})
+
+
+@routes.delete("/api/v1/knowledge/documents/{document_id}", name="knowledge.delete_document")
+@api_doc("Delete a document; its chunks leave search results at once", query=OwnerQuery,
+         responses={200: Deleted}, errors=(404, 503), path={"document_id": UUID_PATH})
+async def delete_document(request: web.Request) -> web.Response:
+    user = await require_user(request)
+    store = store_of(request)
+    document = await store.document_for(user, request.match_info["document_id"],
+                                        parse_query(request, OwnerQuery())["user_id"])
+    await store.delete_document(document)
+    return web.json_response({"status": "deleted"})
+
+
+@routes.post("/api/v1/knowledge/search", name="knowledge.search")
+@api_doc("Search the caller's knowledge bases (hybrid: lexical and semantic)", body=SearchBody, query=OwnerQuery,
+         responses={200: SearchAnswer}, errors=(503,))
+async def search(request: web.Request) -> web.Response:
+    user = await require_user(request)
+    owner = owner_for(user, parse_query(request, OwnerQuery())["user_id"])
+    body = await parse_body(request, SearchBody())
+    query = body["query"].strip()
+    chunks = await store_of(request).search(owner, query, body["kb_ids"] or [], body["limit"], body["mode"])
+    return web.json_response({"chunks": chunks, "total": len(chunks), "query": query})

@@ -19,7 +19,12 @@ DEFAULT_LIMIT = 5
 MAX_LIMIT = 20              # the gateway allows 50; more passages than this drown a model's context
 MAX_QUERY_CHARS = 500
 MAX_PASSAGE_CHARS = 1500    # what the model reads of one passage
-EXCERPT_CHARS = 240         # what the offline agent shows of one passage
+EXCERPT_CHARS = 400         # what the offline agent shows of one passage
+SHOWN_PASSAGES = 3          # how many the offline agent lists
+# The offline agent lists the passages scoring at least this share of the best one's. The
+# search fuses two rankings by reciprocal rank, so a passage only one of them found scores about
+# half of one both found at the top: the person reads the clear hits, not the rest of the page.
+SHOWN_SCORE_SHARE = 0.6
 
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
 
@@ -87,19 +92,18 @@ def parse_arguments(text: str) -> dict:
 
 
 def _passage(chunk: dict) -> dict:
-    """One search hit as the model reads it: the text and where it comes from."""
-    text = str(chunk.get("text") or chunk.get("content") or "")
+    """One search hit (the gateway's SearchChunkResult) as the model reads it: the text and
+    where it comes from."""
+    text = chunk["text"]
     if len(text) > MAX_PASSAGE_CHARS:
         text = text[:MAX_PASSAGE_CHARS].rstrip() + "…"
-    passage = {"document_title": str(chunk.get("document_title") or chunk.get("title") or ""),
-               "text": text,
-               "document_id": chunk.get("document_id"),
-               "chunk_id": chunk.get("chunk_id") or chunk.get("id"),
-               "kb_id": chunk.get("kb_id"),
-               "score": round(float(chunk.get("score") or 0.0), 4)}
-    for extra in ("kb_name", "heading_path", "position", "source_type", "source_ref"):
-        if chunk.get(extra) not in (None, "", []):
-            passage[extra] = chunk[extra]
+    passage = {"document_title": chunk["document_title"], "text": text, "document_id": chunk["document_id"],
+               "chunk_id": chunk["id"], "kb_id": chunk["kb_id"], "score": round(float(chunk["score"]), 4),
+               "position": chunk["position"]}
+    if chunk.get("heading_path"):
+        passage["heading_path"] = chunk["heading_path"]
+    if chunk.get("source_type") == "url":
+        passage["url"] = chunk["source_ref"]
     return passage
 
 
@@ -166,9 +170,19 @@ def _excerpt(text: str) -> str:
     return flat if len(flat) <= EXCERPT_CHARS else flat[:EXCERPT_CHARS].rstrip() + "…"
 
 
+def shown_passages(passages: list[dict]) -> list[dict]:
+    """The passages the offline agent lists: the best, and those scoring near it."""
+    if not passages:
+        return []
+    floor = passages[0]["score"] * SHOWN_SCORE_SHARE
+    return [passage for passage in passages if passage["score"] >= floor][:SHOWN_PASSAGES]
+
+
 def summarize(result: dict, language: str) -> str:
     """The offline agent's reply: the passages, each with its document, then the documents."""
     query, status = result["query"], result.get("status")
+    shown = shown_passages(result["passages"])
+    titles = list(dict.fromkeys(p["document_title"] for p in shown if p["document_title"]))
     if language == "zh":
         if status == "unavailable":
             return "现在无法搜索知识库：网关没有提供知识库功能。"
@@ -176,10 +190,10 @@ def summarize(result: dict, language: str) -> str:
             return "你还没有知识库。先创建一个知识库，再添加笔记、文件或网页，我就能在里面帮你找。"
         if status != "found":
             return f"你的知识库里没有找到与「{query}」相关的内容。"
-        lines = [f"在你的知识库里找到 {result['count']} 段与「{query}」相关的内容："]
+        lines = [f"在你的知识库里找到 {len(shown)} 段与「{query}」相关的内容："]
         lines += [f"{index}. {_excerpt(p['text'])} ——《{p['document_title'] or '无标题'}》"
-                  for index, p in enumerate(result["passages"], 1)]
-        lines.append("来源：" + "、".join(f"《{title}》" for title in result["documents"]) + "。")
+                  for index, p in enumerate(shown, 1)]
+        lines.append("来源：" + "、".join(f"《{title}》" for title in titles) + "。")
         return "\n".join(lines)
     if status == "unavailable":
         return "Your knowledge bases cannot be searched right now: the gateway offers none."
@@ -188,10 +202,10 @@ def summarize(result: dict, language: str) -> str:
                 "and I can search them for you.")
     if status != "found":
         return f"I found nothing about “{query}” in your knowledge bases."
-    lines = [f"I found {result['count']} passage(s) about “{query}” in your knowledge bases:"]
+    lines = [f"I found {len(shown)} passage{'s' if len(shown) > 1 else ''} about “{query}” in your knowledge bases:"]
     lines += [f"{index}. {_excerpt(p['text'])} — from “{p['document_title'] or 'untitled'}”"
-              for index, p in enumerate(result["passages"], 1)]
-    lines.append("Sources: " + "; ".join(f"“{title}”" for title in result["documents"]) + ".")
+              for index, p in enumerate(shown, 1)]
+    lines.append(("Sources: " if len(titles) > 1 else "Source: ") + "; ".join(f"“{title}”" for title in titles) + ".")
     return "\n".join(lines)
 
 

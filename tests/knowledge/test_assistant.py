@@ -9,6 +9,7 @@ notes for …" / "在知识库里找…" from the same search."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 
 import aiohttp
@@ -192,7 +193,7 @@ async def indexed(services: Services, user: dict, document: dict, timeout: float
         async with services.gateway.get(f"/api/v1/knowledge/documents/{document['id']}", headers=user) as response:
             assert response.status == 200, await response.text()
             answer = await response.json()
-        state = answer["document"].get("status", "ready")
+        state = answer["document"]["index_status"]
         assert state != "failed", answer
         if state == "ready" and answer["document"]["chunk_count"] > 0:
             return answer["document"]
@@ -205,7 +206,7 @@ async def upload(services: Services, user: dict, name: str, data: bytes, content
     form.add_field("file", data, filename=name, content_type=content_type)
     async with services.gateway.post("/api/v1/files/upload", headers=user, data=form) as response:
         assert response.status == 201, await response.text()
-        return (await response.json())["file_id"]
+        return (await response.json())["id"]
 
 
 async def ask(services: Services, user: dict, text: str, session_id: str = "kb-chat") -> list[dict]:
@@ -235,32 +236,24 @@ async def tool_calls(services: Services, user_id: str) -> list[dict]:
             return (await response.json())["calls"]
 
 
-def minimal_pdf(lines: list[str]) -> bytes:
-    """A real one-page PDF (Helvetica text, one line per entry), as a PDF writer lays it out."""
-    def escaped(line: str) -> str:
-        return line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
-    stream = ("BT /F1 12 Tf 72 720 Td 16 TL " + " ".join(f"({escaped(line)}) '" for line in lines)
-              + " ET").encode("latin-1")
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>",
-               b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
-               b"/Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>",
-               b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
-               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>"]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
+def manual_pdf(title: str, lines: list[str]) -> bytes:
+    """A real one-page PDF, written by reportlab as PDF writers in the wild write them."""
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    buffer = io.BytesIO()
+    pdf = canvas.Canvas(buffer, pagesize=A4)
+    pdf.setTitle(title)
+    pdf.setFont("Helvetica", 11)
+    for index, line in enumerate(lines):
+        pdf.drawString(60, 800 - 16 * index, line)
+    pdf.showPage()
+    pdf.save()
+    return buffer.getvalue()
 
 
 MANUAL_TITLE = "Zephyr X2 kettle manual"
-MANUAL = minimal_pdf([
+MANUAL = manual_pdf(MANUAL_TITLE, [
     "Zephyr X2 electric kettle - owner's manual",
     "Fill the kettle between the MIN and MAX marks and close the lid before switching it on.",
     "Warranty: the manufacturer repairs or replaces the kettle free of charge for 27 months",
@@ -339,8 +332,10 @@ async def test_the_offline_agent_searches_the_notes_in_english(make_services):
     frames = await ask(services, erin, "Search my notes for how long the kettle guarantee lasts")
     reply = reply_of(frames)
     assert frames[-1]["finish_reason"] == "stop"
-    assert reply.startswith("I found ") and "27 months" in reply, reply
-    assert f"from “{MANUAL_TITLE}”" in reply and f"Sources: “{MANUAL_TITLE}”" in reply
+    lines = reply.splitlines()
+    assert lines[0].startswith("I found ") and "27 months" in lines[1], reply
+    assert lines[1].startswith("1. ") and lines[1].endswith(f"— from “{MANUAL_TITLE}”")
+    assert lines[-1].startswith((f"Source: “{MANUAL_TITLE}”", f"Sources: “{MANUAL_TITLE}”"))
     calls = await tool_calls(services, "user_erin")
     assert calls[0]["arguments"] == {"query": "how long the kettle guarantee lasts"}
     assert calls[0]["model"] == "offline-agent"
@@ -398,3 +393,22 @@ def test_the_offline_agent_reads_the_words_to_look_for(text, query):
     from plugins.knowledge.assistant import parse_arguments
 
     assert parse_arguments(text) == {"query": query}
+
+
+def test_the_offline_agent_lists_the_clear_hits_and_names_their_documents():
+    from plugins.knowledge.assistant import summarize
+
+    def passage(title: str, text: str, score: float) -> dict:
+        return {"document_title": title, "text": text, "score": score}
+
+    both = 1 / 61 + 1 / 61  # first in both rankings, against found by one only
+    result = {"query": "kettle", "status": "found", "count": 3, "documents": ["Manual", "Soup", "Card"],
+              "passages": [passage("Manual", "Covered for\n27 months.", both), passage("Card", "Two years.", 1 / 61 + 1 / 63),
+                           passage("Soup", "Tomatoes.", 1 / 62)]}
+    assert summarize(result, "en") == ("I found 2 passages about “kettle” in your knowledge bases:\n"
+                                       "1. Covered for 27 months. — from “Manual”\n"
+                                       "2. Two years. — from “Card”\n"
+                                       "Sources: “Manual”; “Card”.")
+    result["passages"] = result["passages"][:1]
+    assert summarize(result, "zh") == "在你的知识库里找到 1 段与「kettle」相关的内容：\n1. Covered for 27 months. ——《Manual》\n来源：《Manual》。"
+    assert summarize({**result, "status": "no_match", "passages": []}, "zh") == "你的知识库里没有找到与「kettle」相关的内容。"

@@ -25,13 +25,18 @@ def store_of(request: web.Request) -> KnowledgeStore:
     return request.config_dict[KNOWLEDGE]
 
 
+def requested_owner(request: web.Request, body: dict | None = None) -> str | None:
+    """Whose knowledge the administrator names: `user_id` in the body, else in the query."""
+    return (body or {}).get("user_id") or parse_query(request, OwnerQuery())["user_id"]
+
+
 @routes.post("/api/v1/knowledge/bases", name="knowledge.create_base")
 @api_doc("Create a knowledge base", body=BaseBody, query=OwnerQuery, responses={201: KnowledgeBase},
          errors=(409, 503))
 async def create_base(request: web.Request) -> web.Response:
     user = await require_user(request)
-    owner = owner_for(user, parse_query(request, OwnerQuery())["user_id"])
     body = await parse_body(request, BaseBody())
+    owner = owner_for(user, requested_owner(request, body))
     base = await store_of(request).create_base(owner, body["name"].strip(), (body["description"] or "").strip())
     return web.json_response(base, status=201)
 
@@ -40,7 +45,7 @@ async def create_base(request: web.Request) -> web.Response:
 @api_doc("The caller's knowledge bases, oldest first", query=OwnerQuery, responses={200: BaseList}, errors=(503,))
 async def list_bases(request: web.Request) -> web.Response:
     user = await require_user(request)
-    owner = owner_for(user, parse_query(request, OwnerQuery())["user_id"])
+    owner = owner_for(user, requested_owner(request))
     bases = await store_of(request).list_bases(owner)
     return web.json_response({"knowledge_bases": bases, "total": len(bases)})
 
@@ -51,7 +56,7 @@ async def list_bases(request: web.Request) -> web.Response:
 async def get_base(request: web.Request) -> web.Response:
     user = await require_user(request)
     store = store_of(request)
-    base = await store.base_for(user, request.match_info["kb_id"], parse_query(request, OwnerQuery())["user_id"])
+    base = await store.base_for(user, request.match_info["kb_id"], requested_owner(request))
     return web.json_response({"knowledge_base": base, "documents": await store.list_documents(base["id"])})
 
 
@@ -61,8 +66,8 @@ async def get_base(request: web.Request) -> web.Response:
 async def update_base(request: web.Request) -> web.Response:
     user = await require_user(request)
     store = store_of(request)
-    base = await store.base_for(user, request.match_info["kb_id"], parse_query(request, OwnerQuery())["user_id"])
     body = await parse_body(request, BaseBody())
+    base = await store.base_for(user, request.match_info["kb_id"], requested_owner(request, body))
     await store.update_base(base, body["name"].strip(), (body["description"] or "").strip())
     return web.json_response({"status": "updated"})
 
@@ -73,7 +78,7 @@ async def update_base(request: web.Request) -> web.Response:
 async def delete_base(request: web.Request) -> web.Response:
     user = await require_user(request)
     store = store_of(request)
-    base = await store.base_for(user, request.match_info["kb_id"], parse_query(request, OwnerQuery())["user_id"])
+    base = await store.base_for(user, request.match_info["kb_id"], requested_owner(request))
     await store.delete_base(base)
     return web.json_response({"status": "deleted"})
 
@@ -86,8 +91,8 @@ async def delete_base(request: web.Request) -> web.Response:
 async def add_document(request: web.Request) -> web.Response:
     user = await require_user(request)
     store = store_of(request)
-    base = await store.base_for(user, request.match_info["kb_id"], parse_query(request, OwnerQuery())["user_id"])
     body = await parse_body(request, DocumentBody())
+    base = await store.base_for(user, request.match_info["kb_id"], requested_owner(request, body))
     document = await store.add_document(user, base, body)
     return web.json_response(document, status=201)
 
@@ -111,7 +116,7 @@ async def get_document(request: web.Request) -> web.Response:
     user = await require_user(request)
     store = store_of(request)
     document = await store.document_for(user, request.match_info["document_id"],
-                                        parse_query(request, OwnerQuery())["user_id"])
+                                        requested_owner(request))
     return web.json_response({"document": document, "chunks": await store.chunks_of(document["id"])})
 
 
@@ -122,7 +127,7 @@ async def delete_document(request: web.Request) -> web.Response:
     user = await require_user(request)
     store = store_of(request)
     document = await store.document_for(user, request.match_info["document_id"],
-                                        parse_query(request, OwnerQuery())["user_id"])
+                                        requested_owner(request))
     await store.delete_document(document)
     return web.json_response({"status": "deleted"})
 
@@ -132,8 +137,8 @@ async def delete_document(request: web.Request) -> web.Response:
          responses={200: SearchAnswer}, errors=(503,))
 async def search(request: web.Request) -> web.Response:
     user = await require_user(request)
-    owner = owner_for(user, parse_query(request, OwnerQuery())["user_id"])
     body = await parse_body(request, SearchBody())
+    owner = owner_for(user, requested_owner(request, body))
     query = body["query"].strip()
     chunks = await store_of(request).search(owner, query, body["kb_ids"] or [], body["limit"], body["mode"])
     return web.json_response({"chunks": chunks, "total": len(chunks), "query": query})

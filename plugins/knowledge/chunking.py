@@ -5,8 +5,9 @@ client can highlight it. Cuts follow the text's structure, coarsest first: Markd
 (every chunk keeps the path of headings above it; a chunk never spans two sections), then
 paragraphs (blank lines), then sentences (`.!?` before a space, `。！？；` with no space, as
 Chinese writes them) and line ends, and only for one over-long sentence a hard cut (at a space
-when there is one). Consecutive chunks of one section share up to `overlap` units of whole
-sentences, so a fact cut at a boundary is whole in one of them.
+when there is one). When a paragraph is cut between two chunks, the second repeats up to
+`overlap` units of whole sentences from the end of the first, so a fact cut at the boundary is
+whole in one of them.
 
 Sizes are in *units*: one per character, three per CJK character. A CJK character is about one
 token of a multilingual embedding model where an English word of five letters is one or two, and
@@ -175,8 +176,8 @@ def _hard_cut(text: str, start: int, end: int, max_units: int) -> int:
 def _pack(text: str, pieces: list[_Piece], path: tuple[str, ...], max_units: int, min_units: int,
           overlap_units: int) -> list[Chunk]:
     """Pieces joined into chunks of at most max_units, ending at a paragraph's end once a chunk
-    holds min_units, each next chunk starting with the last whole sentences of the one before
-    (up to overlap_units)."""
+    holds min_units; a chunk that cuts a paragraph is followed by one starting with its last
+    whole sentences (up to overlap_units)."""
     chunks: list[Chunk] = []
     first, fresh = 0, 0  # the chunk's first piece; the first piece no chunk has held yet
     while fresh < len(pieces):
@@ -190,10 +191,11 @@ def _pack(text: str, pieces: list[_Piece], path: tuple[str, ...], max_units: int
             index += 1
         chunks.append(_chunk(text, pieces[first].start, pieces[index - 1].end, path))
         fresh = index
-        # The next chunk opens with whole sentences of this one's end, as long as the sentence
-        # after them still fits beside them.
+        # When a paragraph was cut, the next chunk opens with whole sentences of this one's end,
+        # as long as the sentence after them still fits beside them.
         back, shared = index, 0
-        while back - 1 > first and shared + pieces[back - 1].units <= overlap_units:
+        cut_inside_paragraph = index < len(pieces) and not pieces[index].opens_paragraph
+        while cut_inside_paragraph and back - 1 > first and shared + pieces[back - 1].units <= overlap_units:
             back -= 1
             shared += pieces[back].units
         while back < index and index < len(pieces) and shared + pieces[index].units > max_units:

@@ -26,12 +26,18 @@ class DocumentListQuery(OwnerQuery):
         "description": "Add each document's `raw_content` (left out of listings by default: it may be megabytes)."})
 
 
-class BaseBody(marshmallow.Schema):
+class OwnerBody(marshmallow.Schema):
+    """`user_id` may come in the body of a POST or PUT too (the AI core's peer client puts it there)."""
+    user_id = fields.String(load_default=None, allow_none=True, metadata={
+        "description": "The administrator acts on this user's knowledge (as the `user_id` query parameter)."})
+
+
+class BaseBody(OwnerBody):
     name = fields.String(required=True, validate=[validate.Length(min=1, max=200), not_blank])
     description = fields.String(load_default="", allow_none=True, validate=validate.Length(max=2000))
 
 
-class DocumentBody(marshmallow.Schema):
+class DocumentBody(OwnerBody):
     title = fields.String(required=True, validate=[validate.Length(min=1, max=500), not_blank])
     source_type = fields.String(load_default="text", validate=validate.OneOf(SOURCE_TYPES))
     content = fields.String(load_default=None, allow_none=True, metadata={
@@ -42,7 +48,7 @@ class DocumentBody(marshmallow.Schema):
         "description": "`url`: the http(s) address of the page or file to read."})
 
 
-class SearchBody(marshmallow.Schema):
+class SearchBody(OwnerBody):
     query = fields.String(required=True, validate=[validate.Length(min=1, max=2000), not_blank])
     kb_ids = fields.List(fields.String(), load_default=list, allow_none=True, metadata={
         "description": "Bases to search (ids of the caller's bases); empty or left out: all of them."})
@@ -97,6 +103,7 @@ class KnowledgeChunk(marshmallow.Schema):
 
 
 class SearchChunkResult(KnowledgeChunk):
+    kb_name = fields.String(required=True, metadata={"description": "The name of the chunk's knowledge base."})
     score = fields.Float(required=True, metadata={"description": "Higher is better; comparable within one answer."})
     source_type = fields.String(required=True, validate=validate.OneOf(SOURCE_TYPES))
     source_ref = fields.String(required=True)

@@ -147,6 +147,13 @@ class KnowledgeStore:
         # the default executor that file and blob I/O use.
         self._executor = ThreadPoolExecutor(2, thread_name_prefix="knowledge")
         try:
+            # Before the first request: a collection that is new (the embedding model changed)
+            # re-queues every document at once, so none reads `ready` while it is not searchable.
+            # A vector store that is down does not stop the service; the indexer tries again.
+            try:
+                await self.prepare_collection()
+            except (VectorStoreUnavailable, EmbeddingError) as error:
+                log.warning("the knowledge collection is not ready yet: %s", error)
             yield
         finally:
             self._executor.shutdown(wait=False, cancel_futures=True)
@@ -410,16 +417,17 @@ class KnowledgeStore:
         if not hits:
             return []
         rows = await fetch_all(
-            self.context.db, f"SELECT {CHUNK_COLUMNS}, d.source_type, d.source_ref FROM knowledge_chunks c "
-            "JOIN knowledge_documents d ON d.id = c.document_id WHERE c.id = ANY(%s::uuid[]) AND c.user_id = %s",
+            self.context.db, f"SELECT {CHUNK_COLUMNS}, d.source_type, d.source_ref, b.name AS kb_name "
+            "FROM knowledge_chunks c JOIN knowledge_documents d ON d.id = c.document_id "
+            "JOIN knowledge_bases b ON b.id = c.kb_id WHERE c.id = ANY(%s::uuid[]) AND c.user_id = %s",
             ([hit.id for hit in hits], owner))
         by_id = {str(row["id"]): row for row in rows}
         results = []
         for hit in hits:
             row = by_id.get(str(hit.id))
             if row is not None:
-                results.append({**chunk_json(row), "score": float(hit.score), "source_type": row["source_type"],
-                                "source_ref": row["source_ref"]})
+                results.append({**chunk_json(row), "kb_name": row["kb_name"], "score": float(hit.score),
+                                "source_type": row["source_type"], "source_ref": row["source_ref"]})
         return results[:limit]
 
     # -------------------------------------------------------------- vectors

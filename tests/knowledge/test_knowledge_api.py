@@ -4,6 +4,8 @@ import uuid
 import pytest
 
 UNKNOWN = str(uuid.uuid4())
+# A body each method's route accepts: PUT renames a base, POST adds a document.
+VALID_BODIES = {"PUT": {"name": "mine now"}, "POST": {"title": "t", "content": "c"}}
 
 
 async def test_base_lifecycle(knowledge):
@@ -93,8 +95,7 @@ async def test_unknown_ids_are_404(knowledge):
     for method, path in (("GET", f"/knowledge/bases/{UNKNOWN}"), ("PUT", f"/knowledge/bases/{UNKNOWN}"),
                          ("DELETE", f"/knowledge/bases/{UNKNOWN}"), ("GET", f"/knowledge/bases/{UNKNOWN}/documents"),
                          ("POST", f"/knowledge/bases/{UNKNOWN}/documents"), ("GET", "/knowledge/bases/not-a-uuid")):
-        await knowledge.error(method, path, 404, "knowledge_base_not_found", json={"name": "n", "title": "t",
-                                                                                   "content": "c"})
+        await knowledge.error(method, path, 404, "knowledge_base_not_found", json=VALID_BODIES.get(method))
     for method in ("GET", "DELETE"):
         await knowledge.error(method, f"/knowledge/documents/{UNKNOWN}", 404, "knowledge_document_not_found")
         await knowledge.error(method, "/knowledge/documents/42", 404, "knowledge_document_not_found")
@@ -127,7 +128,7 @@ async def test_two_users_never_see_each_others_knowledge(knowledge):
                          ("GET", f"/knowledge/bases/{alice_base['id']}/documents"),
                          ("POST", f"/knowledge/bases/{alice_base['id']}/documents")):
         await knowledge.error(method, path, 404, "knowledge_base_not_found", who="bob",
-                              json={"name": "mine now", "title": "t", "content": "c"})
+                              json=VALID_BODIES.get(method))
     for method in ("GET", "DELETE"):
         await knowledge.error(method, f"/knowledge/documents/{alice_note['id']}", 404,
                               "knowledge_document_not_found", who="bob")
@@ -186,3 +187,19 @@ async def test_limits_on_bases_and_documents(make_knowledge_app):
     await knowledge.note(kb_id, "first", "short")
     await knowledge.error("POST", f"/knowledge/bases/{kb_id}/documents", 409, "too_many_documents",
                           json={"title": "second", "content": "short"})
+
+
+async def test_user_id_may_come_in_the_body(knowledge):
+    """The AI core's peer client names the user in the body of its POSTs."""
+    created = await knowledge.call("POST", "/knowledge/bases", "admin", 201,
+                                   json={"name": "Via body", "user_id": "user_bob"})
+    assert created["user_id"] == "user_bob"
+    document = await knowledge.call("POST", f"/knowledge/bases/{created['id']}/documents", "admin", 201,
+                                    json={"title": "Boat", "content": "The boat is moored at pier nine.",
+                                          "user_id": "user_bob"})
+    assert document["user_id"] == "user_bob"
+    found = await knowledge.call("POST", "/knowledge/search", "admin", 200,
+                                 json={"query": "where is the boat", "user_id": "user_bob"})
+    assert found["chunks"][0]["document_id"] == document["id"] and found["chunks"][0]["kb_name"] == "Via body"
+    await knowledge.error("POST", "/knowledge/search", 403, "forbidden", json={"query": "boat", "user_id": "user_bob"})
+    await knowledge.error("POST", "/knowledge/bases", 403, "forbidden", json={"name": "x", "user_id": "user_bob"})

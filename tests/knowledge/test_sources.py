@@ -1,0 +1,131 @@
+"""Documents from uploaded files and from web pages fetched under the egress policy."""
+import io
+
+import aiohttp
+
+from plugins.knowledge import extraction
+
+from . import samples
+
+
+async def upload(knowledge, content: bytes, filename: str, content_type: str, who: str = "alice") -> dict:
+    form = aiohttp.FormData()
+    form.add_field("file", io.BytesIO(content), filename=filename, content_type=content_type)
+    return await knowledge.call("POST", "/files/upload", who, 201, data=form)
+
+
+async def add(knowledge, kb_id: str, status: int = 201, who: str = "alice", **body) -> dict:
+    return await knowledge.call("POST", f"/knowledge/bases/{kb_id}/documents", who, status, json=body)
+
+
+async def test_pdf_docx_markdown_and_text_files(knowledge):
+    kb_id = (await knowledge.base())["id"]
+    pdf = await upload(knowledge, samples.pdf_bytes(), "brief.pdf", "application/pdf")
+    document = await add(knowledge, kb_id, title="Mission brief", source_type="file", file_id=pdf["id"])
+    assert document["source_type"] == "file" and document["source_ref"] == pdf["id"]
+    assert document["content_type"] == "application/pdf" and document["index_status"] == "ready"
+    assert samples.PDF_ENGLISH in document["raw_content"] and samples.PDF_CHINESE in document["raw_content"]
+
+    word = await upload(knowledge, samples.docx_bytes(), "rules.docx", extraction.DOCX)
+    document = await add(knowledge, kb_id, title="House rules", source_type="file", file_id=word["id"])
+    assert document["content_type"] == extraction.DOCX
+    chunks = (await knowledge.call("GET", f"/knowledge/documents/{document['id']}"))["chunks"]
+    assert ["Kitchen", "Weekend"] in [chunk["heading_path"] for chunk in chunks]
+
+    markdown = await upload(knowledge, b"# Plants\n\nWater the fern on Sundays.", "plants.md", "text/markdown")
+    document = await add(knowledge, kb_id, title="Plants", source_type="file", file_id=markdown["id"])
+    assert document["content_type"] == "text/markdown"
+    chunks = (await knowledge.call("GET", f"/knowledge/documents/{document['id']}"))["chunks"]
+    assert chunks[0]["heading_path"] == ["Plants"]
+
+    text = await upload(knowledge, b'{"wifi": "the password is on the fridge"}', "wifi.json", "application/json")
+    document = await add(knowledge, kb_id, title="Wifi", source_type="file", file_id=text["id"])
+    assert document["raw_content"] == '{"wifi": "the password is on the fridge"}'
+
+    found = await knowledge.search("launch window date of the probe", limit=1)
+    assert found["chunks"][0]["document_title"] == "Mission brief"
+    assert found["chunks"][0]["source_type"] == "file" and found["chunks"][0]["source_ref"] == pdf["id"]
+
+
+async def test_files_that_cannot_be_documents(knowledge):
+    kb_id = (await knowledge.base())["id"]
+    image = await upload(knowledge, samples.PNG, "photo.png", "image/png")
+    body = await knowledge.error("POST", f"/knowledge/bases/{kb_id}/documents", 400, "unsupported_document_type",
+                                 json={"title": "Photo", "source_type": "file", "file_id": image["id"]})
+    assert "image/png" in body["error"] and "PDF" in body["hint"]
+    broken = await upload(knowledge, b"%PDF-1.4\nnot really a pdf at all", "broken.pdf", "application/pdf")
+    await knowledge.error("POST", f"/knowledge/bases/{kb_id}/documents", 400, "unreadable_document",
+                          json={"title": "Broken", "source_type": "file", "file_id": broken["id"]})
+    # Someone else's file is no file of yours; neither is an id that does not exist.
+    bobs = await upload(knowledge, b"Bob's diary", "diary.txt", "text/plain", who="bob")
+    for file_id in (bobs["id"], "00000000-0000-0000-0000-000000000000", "nonsense"):
+        await knowledge.error("POST", f"/knowledge/bases/{kb_id}/documents", 400, "file_not_found",
+                              json={"title": "Diary", "source_type": "file", "file_id": file_id})
+    assert (await knowledge.call("GET", f"/knowledge/bases/{kb_id}/documents"))["total"] == 0
+
+
+async def test_web_pages_main_text_and_other_types(make_knowledge_app, web_server):
+    allowed = f"127.0.0.1:{web_server.port}"
+    knowledge = await make_knowledge_app(overrides={"fetch.allow_hosts": [allowed]})
+    kb_id = (await knowledge.base())["id"]
+    site = f"http://{allowed}"
+
+    page = await add(knowledge, kb_id, title="Lighthouse", source_type="url", url=f"{site}/moved")
+    assert page["source_type"] == "url" and page["source_ref"] == f"{site}/article.html"  # after the redirect
+    assert page["content_type"] == "text/html"
+    assert "two hundred and twelve steps" in page["raw_content"]
+    assert "cookies" not in page["raw_content"] and "All rights reserved" not in page["raw_content"]
+    chunks = (await knowledge.call("GET", f"/knowledge/documents/{page['id']}"))["chunks"]
+    assert ["Lighthouse keeping", "Supplies"] in [chunk["heading_path"] for chunk in chunks]
+
+    # The address may come in `content` too (the spec's only text field).
+    notes = await add(knowledge, kb_id, title="Key", source_type="url", content=f"{site}/notes.txt")
+    assert notes["content_type"] == "text/plain" and "blue flowerpot" in notes["raw_content"]
+    report = await add(knowledge, kb_id, title="Report", source_type="url", url=f"{site}/report.pdf")
+    assert report["content_type"] == "application/pdf" and samples.PDF_ENGLISH in report["raw_content"]
+
+    await knowledge.error("POST", f"/knowledge/bases/{kb_id}/documents", 400, "unsupported_document_type",
+                          json={"title": "Photo", "source_type": "url", "url": f"{site}/photo.png"})
+    body = await knowledge.error("POST", f"/knowledge/bases/{kb_id}/documents", 400, "url_fetch_failed",
+                                 json={"title": "Gone", "source_type": "url", "url": f"{site}/missing"})
+    assert "404" in body["error"]
+
+    found = await knowledge.search("how often does the boat bring food to the keeper", limit=1)
+    assert found["chunks"][0]["document_title"] == "Lighthouse"
+    assert found["chunks"][0]["source_ref"] == f"{site}/article.html"
+
+
+async def test_refused_addresses_say_why(make_knowledge_app, web_server):
+    allowed = f"127.0.0.1:{web_server.port}"
+    knowledge = await make_knowledge_app(overrides={"fetch.allow_hosts": [allowed]})
+    kb_id = (await knowledge.base())["id"]
+    path = f"/knowledge/bases/{kb_id}/documents"
+    cases = {
+        f"http://{allowed}/to-metadata": "link-local or cloud metadata",
+        f"http://{allowed}/to-loopback": "loopback or private",
+        "http://127.0.0.1:1/": "loopback or private",
+        "http://10.1.2.3/intranet": "loopback or private",
+        "ftp://example.com/file.txt": "only http and https",
+        "http://user:secret@example.com/": "credentials",
+    }
+    for url, reason in cases.items():
+        body = await knowledge.error("POST", path, 400, "url_refused",
+                                     json={"title": "t", "source_type": "url", "url": url})
+        assert reason in body["error"], body
+    assert (await knowledge.call("GET", path))["total"] == 0
+
+
+async def test_loopback_is_refused_by_default(knowledge, web_server):
+    kb_id = (await knowledge.base())["id"]
+    body = await knowledge.error("POST", f"/knowledge/bases/{kb_id}/documents", 400, "url_refused",
+                                 json={"title": "t", "source_type": "url",
+                                       "url": f"http://127.0.0.1:{web_server.port}/article.html"})
+    assert "allow_hosts" in body["error"] + body["hint"]
+
+
+async def test_pages_above_the_size_limit_are_refused(make_knowledge_app, web_server):
+    allowed = f"127.0.0.1:{web_server.port}"
+    knowledge = await make_knowledge_app({"url_max_bytes": 1024}, overrides={"fetch.allow_hosts": [allowed]})
+    kb_id = (await knowledge.base())["id"]
+    await knowledge.error("POST", f"/knowledge/bases/{kb_id}/documents", 400, "document_too_large",
+                          json={"title": "t", "source_type": "url", "url": f"http://{allowed}/report.pdf"})

@@ -98,7 +98,8 @@ def _passage(chunk: dict) -> dict:
     if len(text) > MAX_PASSAGE_CHARS:
         text = text[:MAX_PASSAGE_CHARS].rstrip() + "…"
     passage = {"document_title": chunk["document_title"], "text": text, "document_id": chunk["document_id"],
-               "chunk_id": chunk["id"], "kb_id": chunk["kb_id"], "score": round(float(chunk["score"]), 4),
+               "chunk_id": chunk["id"], "kb_id": chunk["kb_id"], "kb_name": chunk["kb_name"],
+               "score": round(float(chunk["score"]), 4),
                "position": chunk["position"]}
     if chunk.get("heading_path"):
         passage["heading_path"] = chunk["heading_path"]

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from gateway.plugins import Plugin, Registrar
-from plugins.ai_core.contract import TOOLS, GatewayFailed, ToolCall, ToolFailed
+from plugins.ai_core.contract import TOOLS, GatewayFailed, ToolCall, ToolFailed, Tools
 
 SEARCH_PATH = "/api/v1/knowledge/search"
 BASES_PATH = "/api/v1/knowledge/bases"
@@ -43,9 +43,11 @@ PARAMETERS = {"type": "object", "properties": {
     "required": ["query"]}
 
 EXAMPLES = {
-    "en": ["search my notes for", "search my knowledge base for", "search my documents for", "find in my notes",
-           "what do my notes say about", "look up in my knowledge base"],
-    "zh": ["在知识库里找", "搜索我的笔记", "在我的笔记里找", "查一下知识库", "知识库里有没有"],
+    "en": ["search my notes for", "search my notes", "search my knowledge base", "search the knowledge base",
+           "search my documents", "find in my notes", "find my notes about", "check my notes",
+           "what do my notes say about", "look up in my knowledge base", "according to my notes"],
+    "zh": ["在知识库里找", "搜索我的笔记", "搜索知识库", "在我的笔记里找", "从知识库中查找", "查一下知识库",
+           "知识库里有没有", "我的笔记里有没有", "根据我的笔记"],
 }
 
 # What the person says before (or around) the words to look for, in the offline agent.
@@ -54,15 +56,17 @@ _QUERY_FIRST_EN = re.compile(
     rf"^(?:please\s+)?(?:find|look\s+up|look\s+for|search\s+for)\s+(?P<query>.+?)\s+in\s+(?:my|our|the)\s+{_PLACES_EN}\b",
     re.IGNORECASE)
 _PREFIXES_EN = [
-    rf"(?:search|look\s+through|look\s+in|check|find\s+in|look\s+up\s+in|search\s+in)\s+(?:in\s+|through\s+)?"
+    rf"(?:search|look\s+through|look\s+in|check|find|look\s+up)\s+(?:in\s+|through\s+)?"
     rf"(?:my|our|the)\s+{_PLACES_EN}(?:\s+(?:for|about|on))?",
     rf"what\s+(?:do|does)\s+(?:my|our|the)\s+{_PLACES_EN}\s+say\s+(?:about|on)",
+    rf"(?:according\s+to|in)\s+(?:my|our|the)\s+{_PLACES_EN}",
 ]
 _PLACES_ZH = r"(?:知识库|笔记|文档|资料)"
 _VERBS_ZH = r"(?:搜一下|查一下|找一下|找找|搜搜|查查|搜索|查找|查询|看看|搜|查|找)"
 _PREFIXES_ZH = [
     rf"(?:在|从)?(?:我的)?{_PLACES_ZH}(?:里面|里|中)?(?:有没有|有什么|{_VERBS_ZH})(?:一下)?(?:关于|有关)?",
     rf"{_VERBS_ZH}(?:一下)?(?:我的)?{_PLACES_ZH}(?:里面|里|中)?(?:的|关于|有关)?",
+    rf"(?:根据|按照)(?:我的)?{_PLACES_ZH}",
 ]
 _PREFIXES = [re.compile(prefix, re.IGNORECASE) for prefix in _PREFIXES_EN + _PREFIXES_ZH]
 _TRIM = " \t\n?？。.!！:：,，;；、的"
@@ -210,6 +214,11 @@ def summarize(result: dict, language: str) -> str:
     return "\n".join(lines)
 
 
+def add_search_knowledge(tools: Tools, owner: str = "knowledge_tools") -> None:
+    tools.add("search_knowledge", DESCRIPTION, PARAMETERS, search_knowledge, owner=owner,
+              examples=EXAMPLES, parse_arguments=parse_arguments, summarize=summarize)
+
+
 class KnowledgeToolsPlugin(Plugin):
     """`knowledge_tools`, in the ai-core service: adds `search_knowledge` to the tools."""
     name = "knowledge_tools"
@@ -217,9 +226,7 @@ class KnowledgeToolsPlugin(Plugin):
     description = "the search_knowledge tool: the assistant searches the person's knowledge bases"
 
     def setup(self, registrar: Registrar) -> None:
-        registrar.context.contracts.require(TOOLS).add(
-            "search_knowledge", DESCRIPTION, PARAMETERS, search_knowledge, owner=self.name,
-            examples=EXAMPLES, parse_arguments=parse_arguments, summarize=summarize)
+        add_search_knowledge(registrar.context.contracts.require(TOOLS), owner=self.name)
 
 
 tools_plugin = KnowledgeToolsPlugin()

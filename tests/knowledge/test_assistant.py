@@ -384,16 +384,53 @@ async def test_a_gateway_without_knowledge_gets_a_sentence_not_an_error(make_ser
     ("find the warranty period in my notes", "the warranty period"),
     ("what do my notes say about tomatoes", "tomatoes"),
     ('search my documents for "kettle"', "kettle"),
+    ("search my notes about the boiler", "the boiler"),
+    ("find my notes about the boiler", "the boiler"),
+    ("search the knowledge base for boiler pressure", "boiler pressure"),
+    ("According to my notes, when is the boiler serviced?", "when is the boiler serviced"),
+    ("check my notes for the wifi password", "the wifi password"),
     ("在知识库里找保修期多长", "保修期多长"),
+    ("从知识库中查找锅炉的压力", "锅炉的压力"),
+    ("根据我的笔记，锅炉什么时候保养？", "锅炉什么时候保养"),
+    ("我的笔记里有没有无线网络密码", "无线网络密码"),
     ("搜索我的笔记：番茄炒蛋的做法", "番茄炒蛋的做法"),
     ("帮我在知识库里找找退货政策", "退货政策"),
     ("查一下知识库里关于保修的内容", "保修"),
     ("知识库里有没有番茄的资料", "番茄"),
 ])
 def test_the_offline_agent_reads_the_words_to_look_for(text, query):
+    """The phrase chooses search_knowledge among the AI core's tools, and its words the query."""
+    from plugins.ai_core.agent import best_match
     from plugins.knowledge.assistant import parse_arguments
 
+    match = best_match(text, offline_tools())
+    assert match is not None and match.intent == "tool:search_knowledge", match
     assert parse_arguments(text) == {"query": query}
+
+
+@pytest.mark.parametrize("text, intent", [
+    ("search my messages for pizza", "tool:search_messages"),
+    ("搜索我的消息 披萨", "tool:search_messages"),
+    ("what time is it", "tool:get_current_time"),
+    ("你能做什么", "help"),
+])
+def test_other_intents_keep_their_phrases(text, intent):
+    from plugins.ai_core.agent import best_match
+
+    match = best_match(text, offline_tools())
+    assert match is not None and match.intent == intent
+
+
+def offline_tools():
+    """The AI core's built-in tools and search_knowledge, as the offline agent sees them."""
+    from plugins.ai_core.builtin_tools import register_builtin_tools
+    from plugins.ai_core.tools import ToolRegistry
+    from plugins.knowledge import assistant
+
+    registry = ToolRegistry()
+    register_builtin_tools(registry, "UTC")
+    assistant.add_search_knowledge(registry)
+    return registry.all()
 
 
 def test_the_offline_agent_lists_the_clear_hits_and_names_their_documents():

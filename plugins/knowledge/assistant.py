@@ -75,7 +75,8 @@ _ZH_TAILS = ("的内容", "的资料", "的信息", "相关内容", "吗", "呢"
 
 def parse_arguments(text: str) -> dict:
     """The offline agent's reading of "search my notes for X" / "在知识库里找X": {"query": X}."""
-    quoted = re.search(r"[\"“'‘「『](.+?)[\"”'’」』]", text)
+    # Double quotes and corner brackets only: an apostrophe ("Bob's car") is no quotation mark.
+    quoted = re.search(r"[\"“「『](.+?)[\"”」』]", text)
     if quoted and quoted.group(1).strip():
         return {"query": quoted.group(1).strip()}
     text = text.strip()

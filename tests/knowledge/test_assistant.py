@@ -389,6 +389,8 @@ async def test_a_gateway_without_knowledge_gets_a_sentence_not_an_error(make_ser
     ("search the knowledge base for boiler pressure", "boiler pressure"),
     ("According to my notes, when is the boiler serviced?", "when is the boiler serviced"),
     ("check my notes for the wifi password", "the wifi password"),
+    ("what do my notes say about Bob's car's tyres", "Bob's car's tyres"),
+    ("搜索我的笔记「锅炉」", "锅炉"),
     ("在知识库里找保修期多长", "保修期多长"),
     ("从知识库中查找锅炉的压力", "锅炉的压力"),
     ("根据我的笔记，锅炉什么时候保养？", "锅炉什么时候保养"),

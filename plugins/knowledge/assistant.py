@@ -104,8 +104,7 @@ def _passage(chunk: dict) -> dict:
         text = text[:MAX_PASSAGE_CHARS].rstrip() + "…"
     passage = {"document_title": chunk["document_title"], "text": text, "document_id": chunk["document_id"],
                "chunk_id": chunk["id"], "kb_id": chunk["kb_id"], "kb_name": chunk["kb_name"],
-               "score": round(float(chunk["score"]), 4),
-               "position": chunk["position"]}
+               "score": round(float(chunk["score"]), 4), "position": chunk["position"]}
     if chunk.get("heading_path"):
         passage["heading_path"] = chunk["heading_path"]
     if chunk.get("source_type") == "url":
@@ -118,8 +117,8 @@ async def _base_ids(call: ToolCall, bases: list[str]) -> list[str]:
     wanted = [str(base).strip() for base in bases if str(base).strip()]
     if all(_UUID.match(base) for base in wanted):
         return wanted
-    known = (await call.ask_gateway("GET", BASES_PATH)).get("knowledge_bases") or []
-    by_name = {str(base.get("name", "")).casefold(): str(base["id"]) for base in known}
+    known = (await call.ask_gateway("GET", BASES_PATH))["knowledge_bases"]
+    by_name = {base["name"].casefold(): base["id"] for base in known}
     ids, unknown = [], []
     for base in wanted:
         if _UUID.match(base):
@@ -129,7 +128,7 @@ async def _base_ids(call: ToolCall, bases: list[str]) -> list[str]:
         else:
             unknown.append(base)
     if unknown:
-        names = ", ".join(str(base.get("name")) for base in known) or "none"
+        names = ", ".join(base["name"] for base in known) or "none"
         raise ToolFailed(f"no knowledge base named {', '.join(unknown)}; the user's bases are: {names}")
     return ids
 
@@ -155,13 +154,12 @@ async def search_knowledge(arguments: dict, call: ToolCall) -> dict:
     except GatewayFailed as failure:
         if failure.status != 404:
             raise
-        # The gateway runs no knowledge plugin (or the base went away): an answer, not a failure.
+        # The gateway runs no knowledge plugin (an unknown base is a 400): an answer, not a failure.
         return {**result, "status": "unavailable",
                 "message": "The knowledge bases cannot be searched here: the gateway has none to offer."}
-    passages = [_passage(chunk) for chunk in answer.get("chunks") or []][:limit]
+    passages = [_passage(chunk) for chunk in answer["chunks"]][:limit]
     if not passages:
-        listing = await call.ask_gateway("GET", BASES_PATH)
-        if not listing.get("knowledge_bases"):
+        if not (await call.ask_gateway("GET", BASES_PATH))["knowledge_bases"]:
             return {**result, "status": "no_bases",
                     "message": "The user has no knowledge base yet; they can create one and add notes, "
                                "files or web pages to it."}

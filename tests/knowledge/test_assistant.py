@@ -321,6 +321,12 @@ async def test_the_model_may_name_the_bases_to_search(make_services, citing_mode
     reply = reply_of(await ask(services, dana, "tomatoes", session_id="kb-2"))
     assert "no knowledge base named Cellar" in reply and "Kitchen" in reply, reply
 
+    # Another person's base, by id: the gateway's refusal is what the model reads.
+    eve = await sign_up(services, "eve")
+    citing_model.extra_arguments = {"bases": [await create_base(services, eve, "Eve's")]}
+    reply = reply_of(await ask(services, dana, "tomatoes", session_id="kb-3"))
+    assert reply.startswith("the gateway answered 400: "), reply
+
 
 async def test_the_offline_agent_searches_the_notes_in_english(make_services):
     services = await make_services()

@@ -22,8 +22,9 @@ MAX_PASSAGE_CHARS = 1500    # what the model reads of one passage
 EXCERPT_CHARS = 400         # what the offline agent shows of one passage
 SHOWN_PASSAGES = 3          # how many the offline agent lists
 # The offline agent lists the passages scoring at least this share of the best one's. The
-# search fuses two rankings by reciprocal rank, so a passage only one of them found scores about
-# half of one both found at the top: the person reads the clear hits, not the rest of the page.
+# search sums two rankings' contributions (lexical and semantic; by reciprocal rank or by scaled
+# score, `[vectors] fusion`), so a passage only one of them found scores about half of one both
+# put at the top: the person reads the clear hits, not the rest of the page.
 SHOWN_SCORE_SHARE = 0.6
 
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")

@@ -50,7 +50,7 @@ RETRY_AFTER_SECONDS = "5"
 BASE_COLUMNS = ("b.id, b.user_id, b.name, b.description, b.created_at, b.updated_at, "
                 "(SELECT count(*) FROM knowledge_documents d WHERE d.kb_id = b.id) AS doc_count")
 DOCUMENT_COLUMNS = ("id, kb_id, user_id, title, source_type, source_ref, content_type, chunk_count, "
-                    "char_length(raw_content) AS content_length, index_status, index_error, created_at, updated_at")
+                    "content_length, index_status, index_error, created_at, updated_at")
 CHUNK_COLUMNS = ("c.id, c.document_id, d.title AS document_title, c.kb_id, c.position, c.text, c.heading_path, "
                  "c.start_offset, c.end_offset")
 
@@ -320,7 +320,8 @@ class KnowledgeStore:
                                              max_bytes=self.settings["url_max_bytes"])
         try:
             result = await fetcher.fetch(url, headers={
-                "Accept": "text/html, application/xhtml+xml, text/plain, text/markdown, application/pdf;q=0.9, */*;q=0.5",
+                "Accept": "text/html, application/xhtml+xml, text/plain, text/markdown, "
+                          "application/pdf;q=0.9, */*;q=0.5",
                 "User-Agent": "assistant-gateway knowledge reader"})
         except FetchRefused as error:
             raise BadRequest(f"The address is not allowed: {error}.", error_type="url_refused",
@@ -374,10 +375,10 @@ class KnowledgeStore:
                                error_type="too_many_documents", hint="Delete some, or start another base.")
             await cursor.execute(
                 "INSERT INTO knowledge_documents (id, kb_id, user_id, title, source_type, source_ref, content_type,"
-                " raw_content, chunk_count, index_status, index_claimed_at, created_at, updated_at) VALUES "
-                "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, CASE WHEN %s THEN now() END, %s, %s)",
+                " raw_content, content_length, chunk_count, index_status, index_claimed_at, created_at, updated_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, CASE WHEN %s THEN now() END, %s, %s)",
                 (document_id, base["id"], base["user_id"], title, source_type, source_ref, content_type, text,
-                 len(chunks), "indexing" if inline else "pending", inline, created, created))
+                 len(text), len(chunks), "indexing" if inline else "pending", inline, created, created))
             if chunks:
                 await cursor.execute(
                     "INSERT INTO knowledge_chunks (id, document_id, kb_id, user_id, position, text, heading_path,"
@@ -408,8 +409,8 @@ class KnowledgeStore:
                                  hint="Send ids from GET /api/v1/knowledge/bases, or leave kb_ids out to search "
                                       "all your bases.", extra={"unknown_kb_ids": unknown})
             where["kb_id"] = [key for key in keys if key]
-        elif not await fetch_value(self.context.db, "SELECT EXISTS (SELECT 1 FROM knowledge_chunks WHERE "
-                                   "user_id = %s)", (owner,)):
+        elif not await fetch_value(self.context.db, "SELECT EXISTS (SELECT 1 FROM knowledge_documents WHERE "
+                                   "user_id = %s AND chunk_count > 0)", (owner,)):
             return []
         # A few more than asked: a hit whose document was deleted a moment ago is dropped below.
         hits = await self._vector_call(self.context.vectors.search, COLLECTION, query, where=where,
@@ -474,7 +475,8 @@ class KnowledgeStore:
             if not rows:
                 break
             position = rows[-1]["position"]
-            items = [IndexItem(id=str(row["id"]), text=indexed_text(document["title"], row["heading_path"], row["text"]),
+            items = [IndexItem(id=str(row["id"]),
+                               text=indexed_text(document["title"], row["heading_path"], row["text"]),
                                payload={"user_id": document["user_id"], "kb_id": str(document["kb_id"]),
                                         "document_id": document_id, "position": row["position"]})
                      for row in rows]

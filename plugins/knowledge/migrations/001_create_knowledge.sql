@@ -22,6 +22,7 @@ CREATE TABLE knowledge_documents (
     source_ref       text NOT NULL DEFAULT '',
     content_type     text NOT NULL,
     raw_content      text NOT NULL,
+    content_length   integer NOT NULL,   -- characters of raw_content, so listings need not read it
     chunk_count      integer NOT NULL DEFAULT 0,
     index_status     text NOT NULL DEFAULT 'pending'
                      CHECK (index_status IN ('pending', 'indexing', 'ready', 'failed')),
@@ -32,6 +33,7 @@ CREATE TABLE knowledge_documents (
     updated_at       bigint NOT NULL
 );
 CREATE INDEX knowledge_documents_base ON knowledge_documents (kb_id, created_at);
+CREATE INDEX knowledge_documents_user ON knowledge_documents (user_id);
 CREATE INDEX knowledge_documents_unindexed ON knowledge_documents (created_at)
     WHERE index_status IN ('pending', 'indexing');
 

@@ -39,6 +39,7 @@ class ToolCall(Protocol):
     user_id: str
     session_id: str | None
     tool_name: str
+    context: Any  # the ai-core service's shared Context: db, http, config, contracts
 
     async def progress(self, fraction: float, message: str = "") -> None:
         """A `tool_progress` event with status `running`."""

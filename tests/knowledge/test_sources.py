@@ -129,3 +129,20 @@ async def test_pages_above_the_size_limit_are_refused(make_knowledge_app, web_se
     kb_id = (await knowledge.base())["id"]
     await knowledge.error("POST", f"/knowledge/bases/{kb_id}/documents", 400, "document_too_large",
                           json={"title": "t", "source_type": "url", "url": f"http://{allowed}/report.pdf"})
+
+
+async def test_a_question_only_the_pdf_answers_names_the_pdf(make_knowledge_app, web_server):
+    """The issue's scenario up to the search the assistant makes: a new user's base holds a note,
+    a PDF and a web page; questions answered only in the PDF find it, in English and Chinese."""
+    allowed = f"127.0.0.1:{web_server.port}"
+    knowledge = await make_knowledge_app(overrides={"fetch.allow_hosts": [allowed]})
+    kb_id = (await knowledge.base("Everything", who="bob"))["id"]
+    await add(knowledge, kb_id, who="bob", title="Shopping", content="Buy oat milk, lemons and a new kettle.")
+    pdf = await upload(knowledge, samples.pdf_bytes(), "kestrel.pdf", "application/pdf", who="bob")
+    brief = await add(knowledge, kb_id, who="bob", title="Kestrel brief", source_type="file", file_id=pdf["id"])
+    await add(knowledge, kb_id, who="bob", title="Lighthouse", source_type="url", url=f"http://{allowed}/article.html")
+    for question, sentence in (("When can the Kestrel probe be launched?", samples.PDF_ENGLISH),
+                               ("探测器的备用电池能用多久？", samples.PDF_CHINESE)):
+        top = (await knowledge.search(question, who="bob", limit=3))["chunks"][0]
+        assert top["document_id"] == brief["id"] and top["document_title"] == "Kestrel brief", (question, top)
+        assert sentence in top["text"] and top["kb_name"] == "Everything"

@@ -121,6 +121,10 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     async def count(self, name: str, where: Where | None) -> int: ...
 
+    @abc.abstractmethod
+    async def drop(self, name: str) -> None:
+        """Remove a collection (tests, and operators removing an old model's vectors)."""
+
     async def close(self) -> None:
         pass
 
@@ -296,7 +300,6 @@ class EdgeEngine(Engine):
         return await self._run(count)
 
     async def drop(self, name: str) -> None:
-        """Remove a collection and its files (tests, and operators cleaning up old models)."""
         def drop() -> None:
             shard = self._shards.pop(name, None)
             if shard is not None:
@@ -498,7 +501,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:80]
 
 
-FUSIONS = ("rrf", "dbsf", "convex")
+FUSIONS = ("convex", "rrf", "dbsf")
 
 
 def fuse(rankings: Sequence[Sequence[IndexHit]], weights: Sequence[float], k: float,
@@ -514,12 +517,14 @@ def fuse(rankings: Sequence[Sequence[IndexHit]], weights: Sequence[float], k: fl
 
 
 def fuse_scores(rankings: Sequence[Sequence[IndexHit]], weights: Sequence[float], limit: int, *,
-                method: Literal["dbsf", "convex"] = "dbsf") -> list[IndexHit]:
-    """Score fusion: each ranking's scores scaled to [0, 1], then Σ weight · scaled. `dbsf`
-    scales by mean ± 3 standard deviations (Qdrant's distribution-based score fusion), `convex`
-    by the ranking's own minimum and maximum."""
+                method: Literal["dbsf", "convex"] = "convex") -> list[IndexHit]:
+    """Score fusion: each ranking's scores scaled to [0, 1], then the weighted mean,
+    Σ weight · scaled / Σ weight (a point missing from a ranking scores 0 there). `convex`
+    scales by the ranking's own minimum and maximum (all scores equal: 1), `dbsf` by mean ± 3
+    standard deviations (Qdrant's distribution-based score fusion)."""
     scores: dict[str, float] = {}
     hits: dict[str, IndexHit] = {}
+    total = sum(weight for ranking, weight in zip(rankings, weights) if ranking) or 1.0
     for ranking, weight in zip(rankings, weights):
         if not ranking:
             continue
@@ -530,10 +535,9 @@ def fuse_scores(rankings: Sequence[Sequence[IndexHit]], weights: Sequence[float]
             low, high = mean - spread, mean + spread
         else:
             low, high = min(values), max(values)
-        span = (high - low) or 1.0
         for hit in ranking:
-            scaled = min(1.0, max(0.0, (hit.score - low) / span))
-            scores[hit.id] = scores.get(hit.id, 0.0) + weight * scaled
+            scaled = 1.0 if high <= low else min(1.0, max(0.0, (hit.score - low) / (high - low)))
+            scores[hit.id] = scores.get(hit.id, 0.0) + weight * scaled / total
             hits.setdefault(hit.id, hit)
     return _best(scores, hits, limit)
 
@@ -548,7 +552,7 @@ class VectorIndex:
     tokenizer, the embedded engine, the embedding model) runs on threads, never on the loop."""
 
     def __init__(self, engine: Engine, embedder: Embedder, encoder: LexicalEncoder | None = None, *,
-                 fusion: str = "rrf", rrf_k: float = 60.0, dense_weight: float = 1.0,
+                 fusion: str = "convex", rrf_k: float = 60.0, dense_weight: float = 1.0,
                  lexical_weight: float = 1.0,
                  candidates: int = 50):
         self.engine = engine
@@ -721,7 +725,7 @@ async def open_vector_index(config, service_id: str, embedder: Embedder) -> Vect
     (the embedded one reads its shards' directory). A bad setting raises ValueError naming it."""
     settings = config.section("vectors")
     chinese = str(settings.get("chinese_tokens") or "jieba")
-    fusion = str(settings.get("fusion") or "rrf")
+    fusion = str(settings.get("fusion") or "convex")
     if fusion not in FUSIONS:
         raise ValueError(f"[vectors] fusion: {fusion!r} is not one of {', '.join(FUSIONS)}")
     encoder = LexicalEncoder(Tokenizer(chinese),  # type: ignore[arg-type]  # Tokenizer checks it

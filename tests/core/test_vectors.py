@@ -264,7 +264,12 @@ def test_score_fusions():
     dense = [IndexHit("a", 0.9, {}), IndexHit("b", 0.5, {}), IndexHit("c", 0.1, {})]
     lexical = [IndexHit("c", 12.0, {}), IndexHit("d", 2.0, {})]
     convex = fuse_scores([dense, lexical], [1.0, 1.0], 4, method="convex")
-    assert [(hit.id, round(hit.score, 3)) for hit in convex] == [("a", 1.0), ("c", 1.0), ("b", 0.5), ("d", 0.0)]
+    assert [(hit.id, round(hit.score, 3)) for hit in convex] == [("a", 0.5), ("c", 0.5), ("b", 0.25), ("d", 0.0)]
+    weighted = fuse_scores([dense, lexical], [3.0, 1.0], 2, method="convex")
+    assert [(hit.id, round(hit.score, 3)) for hit in weighted] == [("a", 0.75), ("b", 0.375)]
+    # One candidate (or all equal): it is the best of its side, 1; a side with no hits is left out.
+    alone = fuse_scores([[IndexHit("x", 0.4, {})], []], [1.0, 1.0], 3, method="convex")
+    assert [(hit.id, hit.score) for hit in alone] == [("x", 1.0)]
     dbsf = fuse_scores([dense, lexical], [1.0, 1.0], 2, method="dbsf")
     assert {hit.id for hit in dbsf} == {"a", "c"}
 

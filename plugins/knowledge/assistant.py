@@ -19,7 +19,7 @@ DEFAULT_LIMIT = 5
 MAX_LIMIT = 20              # the gateway allows 50; more passages than this drown a model's context
 MAX_QUERY_CHARS = 500
 MAX_PASSAGE_CHARS = 1500    # what the model reads of one passage
-EXCERPT_CHARS = 400         # what the offline agent shows of one passage
+EXCERPT_CHARS = 800         # what the offline agent shows of one passage: a whole chunk of the default size
 SHOWN_PASSAGES = 3          # how many the offline agent lists
 # The offline agent lists the passages scoring at least this share of the best one's. The
 # search sums two rankings' contributions (lexical and semantic; by reciprocal rank or by scaled

@@ -1,6 +1,8 @@
 """What the ai_core package offers other plugins:
 
-- in the ai-core service, registering tools the models may call (`TOOLS`);
+- in the ai-core service, registering tools the models may call (`TOOLS`), what a tool's
+  handler is given (`ToolCall`) and the failures it raises or meets (`ToolFailed`,
+  `GatewayFailed`);
 - in the services that call the AI core (the gateway), the one client of it (`AI_CORE`): the
   streaming chat call, image descriptions and the model tables, with one error (`AiCoreError`).
 
@@ -16,6 +18,39 @@ from gateway.errors import ApiError
 
 
 # ---------------------------------------------------------------- tools (ai-core service)
+
+class ToolFailed(Exception):
+    """Raised by a tool handler for a failure the model (or the person) should read as is."""
+
+
+class GatewayFailed(ToolFailed):
+    """`ToolCall.ask_gateway` could not reach the gateway, or the gateway refused: `status` is
+    its HTTP status and `error_type` its errorType (both None when it could not be reached), so
+    a tool can turn an expected refusal (a 404, say) into an answer."""
+
+    def __init__(self, message: str, status: int | None = None, error_type: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.error_type = error_type
+
+
+class ToolCall(Protocol):
+    """What a tool handler knows about the call it serves (`handler(arguments, call)`)."""
+    user_id: str
+    session_id: str | None
+    tool_name: str
+    context: Any  # the ai-core service's shared Context: db, http, config, contracts
+
+    async def progress(self, fraction: float, message: str = "") -> None:
+        """A `tool_progress` event with status `running`."""
+        ...
+
+    async def ask_gateway(self, method: str, path: str, *, params: dict | None = None,
+                          body: dict | None = None) -> Any:
+        """The gateway's decoded JSON answer to one of its endpoints, asked for the call's
+        person; GatewayFailed when it cannot be reached or answers an error."""
+        ...
+
 
 class Tools(Protocol):
     def add(self, name: str, description: str, parameters: dict,

@@ -3,8 +3,9 @@ messages today; devices, reminders and knowledge next) ask the gateway's own HTT
 service credential, the one path for all of them.
 
 The gateway takes the service credential for an administrator identity of kind "service", which
-names the person it acts for with `user_id` (in the query of a GET, in the body otherwise); a
-tool acts only for the person of its turn (`ToolCallContext.ask_gateway`)."""
+names the person it acts for with the query parameter `user_id` — where every endpoint of the
+gateway reads whom the administrator acts for, whatever the method and whether the body is JSON,
+a form or absent; a tool acts only for the person of its turn (`ToolCallContext.ask_gateway`)."""
 from __future__ import annotations
 
 import asyncio
@@ -14,13 +15,9 @@ import aiohttp
 
 from gateway.text import loads_utf8_safe
 
-from .tools import ToolFailed
+from .contract import GatewayFailed
 
 CONNECT_TIMEOUT = 10.0
-
-
-class GatewayFailed(ToolFailed):
-    """The gateway could not be asked, or refused; the text says which, for the model to read."""
 
 
 class GatewayPeer:
@@ -31,10 +28,7 @@ class GatewayPeer:
     async def request(self, method: str, path: str, *, acting_for: str, params: dict | None = None,
                       body: dict | None = None) -> Any:
         """The gateway's decoded JSON answer to `method path`, asked on behalf of `acting_for`."""
-        if method == "GET":
-            params = {**(params or {}), "user_id": acting_for}
-        else:
-            body = {**(body or {}), "user_id": acting_for}
+        params = {**(params or {}), "user_id": acting_for}
         url = self.context.peer_url("gateway") + path
         try:
             async with self.context.http.request(method, url, params=params, json=body,
@@ -50,7 +44,9 @@ class GatewayPeer:
             answer = None
         if status >= 400:
             message = answer.get("error") if isinstance(answer, dict) else None
-            raise GatewayFailed(f"the gateway answered {status}: {message or 'no message'}")
+            error_type = answer.get("errorType") if isinstance(answer, dict) else None
+            raise GatewayFailed(f"the gateway answered {status}: {message or 'no message'}", status,
+                                error_type if isinstance(error_type, str) else None)
         if answer is None:
             raise GatewayFailed("the gateway answered something other than JSON")
         return answer

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from . import store
-from .contract import ChatEvent, ToolProgressEvent, ToolStatus
+from .contract import ChatEvent, ToolFailed, ToolProgressEvent, ToolStatus
 
 if TYPE_CHECKING:
     from .peer import GatewayPeer
@@ -22,13 +22,10 @@ Emit = Callable[[ChatEvent], Awaitable[None]]
 EmitProgress = Callable[[ToolProgressEvent], Awaitable[None]]
 
 
-class ToolFailed(Exception):
-    """Raised by a handler for a failure the model (or the person) should read as is."""
-
-
 @dataclass
 class ToolCallContext:
-    """What a handler knows about the call it serves, and how it reports progress."""
+    """What a handler knows about the call it serves, and how it reports progress (the
+    `ToolCall` of contract.py)."""
     user_id: str
     session_id: str | None
     tool_name: str

@@ -26,12 +26,15 @@ from .config import Config, ConfigError
 from .context import Context
 from .database import (apply_migrations, create_pool, drop_connections, keep_embedded_running,
                        migration_files, resolve_database_url)
+from .embeddings import create_embedder
 from .errors import ApiError, error_middleware
+from .fetch import RESOLVER
 from .openapi import ASYNCAPI_PATH, DOCS_PATH, OPENAPI_PATH, add_document_routes, api_doc
 from .plugins import (Plugin, PluginError, PluginRecord, Registrar, Registry, installed_plugins,
                       select_plugins)
 from .services import ServiceSpec, get_service
 from .typedefs import CONTEXT, REGISTRY, REQUEST_ID, SERVICE_ID
+from .vectors import open_vector_index
 
 log = logging.getLogger("gateway.app")
 
@@ -111,6 +114,8 @@ def create_app(service_id: str, config: Config | None = None, *, plugins: list[P
 
     needs_database = _uses(ordered, registry, "database")
     needs_blobs = _uses(ordered, registry, "blobs")
+    needs_vectors = _uses(ordered, registry, "vectors")
+    needs_embeddings = needs_vectors or _uses(ordered, registry, "embeddings")
 
     async def core_ctx(app: web.Application) -> AsyncIterator[None]:
         # Streams to peers (a chat turn holds one for its whole reply) must not queue behind
@@ -139,6 +144,10 @@ def create_app(service_id: str, config: Config | None = None, *, plugins: list[P
                 await apply_migrations(context.db, plans)
             if needs_blobs:
                 context.blobs = await create_blob_store(config)
+            if needs_embeddings:
+                context.embeddings = create_embedder(config, resolver=context.contracts.get(RESOLVER))
+            if needs_vectors:
+                context.vectors = await open_vector_index(config, service_id, context.embeddings)
             context.scheduler = aiojobs.Scheduler(close_timeout=float(config.get("core.shutdown_timeout") or 10))
             await context.hub.start()
             yield
@@ -149,6 +158,10 @@ def create_app(service_id: str, config: Config | None = None, *, plugins: list[P
                     await watchdog
             if context.has("scheduler"):
                 await context.scheduler.close()
+            if context.has("vectors"):
+                await context.vectors.close()
+            if context.has("embeddings"):
+                await context.embeddings.close()
             if context.has("blobs"):
                 await context.blobs.close()
             if context.has("db"):

@@ -1,5 +1,5 @@
 """The context plugins share: configuration, storage clients, the bus, the WebSocket hub,
-the job scheduler, one HTTP client session and the contracts plugins provide each other.
+the job scheduler, one HTTP client session, the embedding model and vector index and the contracts plugins provide each other.
 
 Clients are opened when the service starts (see `app.py`); touching one before that, or on a
 service that did not ask for it, raises a clear error instead of an AttributeError."""
@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from .blobs import BlobStore
     from .bus import Bus
     from .config import Config
+    from .embeddings import Embedder
     from .hub import WebSocketHub
+    from .vectors import VectorIndex
 
 T = TypeVar("T")
 
@@ -56,6 +58,8 @@ class Context:
     http: _Slot[aiohttp.ClientSession] = _Slot()
     scheduler: _Slot[aiojobs.Scheduler] = _Slot()
     blobs: _Slot[BlobStore] = _Slot()
+    embeddings: _Slot[Embedder] = _Slot()
+    vectors: _Slot[VectorIndex] = _Slot()
 
     def __init__(self, service_id: str, config: "Config", service_name: str = ""):
         from .hub import WebSocketHub

@@ -52,7 +52,8 @@ class Plugin:
     depends: tuple[str, ...] = ()
     optional_depends: tuple[str, ...] = ()
     settings_schema: "type[PluginSettings] | None" = None
-    # Storage the service must open for this plugin: "database", "blobs" (migrations imply the database).
+    # Storage the service must open for this plugin: "database", "blobs", "vectors" (with
+    # "embeddings"), "embeddings" alone (migrations imply the database).
     uses: tuple[str, ...] = ()
     description: str = ""
 

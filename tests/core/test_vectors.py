@@ -407,3 +407,15 @@ async def test_the_server_path_creates_what_qdrant_needs(aiohttp_server):
         assert all("wait=true" in str(query) for query in fake.queries)
     finally:
         await index.close()
+
+
+async def test_the_server_path_takes_full_upsert_batches(aiohttp_server, e5):
+    """A batch of 256 points with 384-d vectors is a few MB of JSON, as a Qdrant server takes."""
+    server = await aiohttp_server(FakeQdrant().app())
+    index = VectorIndex(QdrantClientEngine(url=f"http://127.0.0.1:{server.port}"), e5)
+    try:
+        await index.ensure("kb")
+        await index.upsert("kb", [IndexItem(str(uuid.uuid4()), f"short note {i}", {"n": i}) for i in range(300)])
+        assert await index.count("kb") == 300
+    finally:
+        await index.close()

@@ -54,7 +54,9 @@ class FakeQdrant:
         self.queries: list[str] = []  # the query strings of writes (`wait=true`)
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._record])
+        # Qdrant takes requests up to 32 MB by default (an upsert of 256 points of 384 floats is
+        # 2-3 MB of JSON); aiohttp's default is 1 MB.
+        app = web.Application(middlewares=[self._record], client_max_size=32 * 1024 * 1024)
         app.router.add_get("/collections/{name}/exists", self.exists)
         app.router.add_put("/collections/{name}", self.create)
         app.router.add_delete("/collections/{name}", self.drop)

@@ -95,7 +95,7 @@ async def search_memories(request: web.Request) -> web.Response:
     identity = await require_user(request)
     query = parse_query(request, MemorySearchQuery())
     who = required_owner(identity, query["user_id"])
-    hits = await request.config_dict[STORE].search(who, query["q"], query["limit"], query["category"])
+    hits = await request.config_dict[STORE].search(who, query["q"], query["limit"], query["category"], query["mode"])
     return web.json_response({"memories": hits, "query": query["q"]})
 
 

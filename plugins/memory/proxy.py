@@ -20,6 +20,7 @@ from gateway.identity import Identity, require_user
 from gateway.openapi import api_doc
 from gateway.text import loads_utf8_safe
 from gateway.validation import parse_body, parse_query
+from gateway.vectors import SEARCH_MODES
 
 from .schemas import (DEFAULT_CATEGORY, DEFAULT_PRIORITY, MAX_LIST_LIMIT, MAX_QUERY_CHARS, MAX_SEARCH_LIMIT,
                       Category, MemoryDeleted, MemoryPage, MemorySearchResults, MemoryWritten, Priority)
@@ -38,6 +39,8 @@ class SearchQuery(marshmallow.Schema):
     user_id = OWNER
     category = Category(load_default=None)
     limit = fields.Integer(load_default=10, validate=validate.Range(min=1, max=MAX_SEARCH_LIMIT))
+    mode = fields.String(load_default="hybrid", validate=validate.OneOf(SEARCH_MODES), metadata={
+        "description": "`hybrid` (default), `dense` or `lexical` (docs/memory.md)."})
 
 
 class ListQuery(marshmallow.Schema):
@@ -117,7 +120,7 @@ async def search(request: web.Request) -> web.Response:
     query = parse_query(request, SearchQuery())
     return await ask(request, "GET", "/api/v1/memories/search", params={
         "q": query["q"], "user_id": scope(identity, query["user_id"]), "category": query["category"],
-        "limit": query["limit"]})
+        "limit": query["limit"], "mode": query["mode"]})
 
 
 @routes.get("/api/v1/memory", name="memory_proxy.list")

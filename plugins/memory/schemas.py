@@ -5,6 +5,8 @@ from __future__ import annotations
 import marshmallow
 from marshmallow import fields, validate
 
+from gateway.vectors import SEARCH_MODES
+
 # The categories a memory may have (docs/memory.md, "Categories").
 CATEGORIES = ("identity", "preference", "health", "relationship", "work", "schedule", "other")
 DEFAULT_CATEGORY = "other"
@@ -69,6 +71,9 @@ class MemorySearchQuery(marshmallow.Schema):
         "description": "What to look for, in any language; matched by meaning and by words."})
     category = Category(load_default=None)
     limit = fields.Integer(load_default=10, validate=validate.Range(min=1, max=MAX_SEARCH_LIMIT))
+    mode = fields.String(load_default="hybrid", validate=validate.OneOf(SEARCH_MODES), metadata={
+        "description": "`hybrid` (meaning and words, default), `dense` (meaning only: best across "
+                       "languages) or `lexical` (words only)."})
 
 
 class MemoryOwnerQuery(marshmallow.Schema):

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from gateway.context import Context
 from gateway.database import fetch_all, fetch_one, fetch_value, transaction
 from gateway.errors import BadRequest, Conflict, NotFound
-from gateway.vectors import IndexItem
+from gateway.vectors import IndexItem, SearchMode
 
 from . import rules
 from .schemas import DEFAULT_CATEGORY
@@ -105,12 +105,13 @@ class MemoryStore:
                                "ORDER BY updated_at DESC, id LIMIT %(limit)s OFFSET %(offset)s", params)
         return {"memories": rows, "total": int(total), "limit": limit, "offset": offset}
 
-    async def search(self, owner: str, query: str, limit: int, category: str | None = None) -> list[dict]:
-        """The owner's memories best matching `query` by meaning and words (hybrid), best first."""
+    async def search(self, owner: str, query: str, limit: int, category: str | None = None,
+                     mode: SearchMode = "hybrid") -> list[dict]:
+        """The owner's memories best matching `query` (by meaning and words unless `mode` says), best first."""
         where: dict[str, str] = {"user_id": owner}
         if category:
             where["category"] = category
-        hits = await self.context.vectors.search(await self.collection(), query, where=where, limit=limit)
+        hits = await self.context.vectors.search(await self.collection(), query, where=where, limit=limit, mode=mode)
         if not hits:
             return []
         rows = await fetch_all(self.context.db, f"SELECT {COLUMNS} FROM memories WHERE user_id = %s "

@@ -131,7 +131,7 @@ def slots(text: str) -> list[Slot]:
                 continue
             raw = match.group("v")
             cut = _VALUE_END.search(raw)
-            end = match.start("v") + (cut.start() if cut else len(raw))
+            end = match.start("v") + cut.start() if cut else match.end()
             value = _value(raw)
             if not value:
                 continue

@@ -8,6 +8,8 @@
   memory service with the service credential, each person scoped to their own memories."""
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import AsyncIterator
 
 import aiohttp
@@ -38,6 +40,8 @@ class MemoryPlugin(Plugin):
             yield
             if store.reindexing is not None:
                 store.reindexing.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await store.reindexing
 
         registrar.lifespan(collection)
 

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from gateway.context import Context
+from gateway import database
 from gateway.database import fetch_all, fetch_one, fetch_value, transaction
+from gateway.embeddings import EmbeddingError
 from gateway.errors import BadRequest, Conflict, NotFound
-from gateway.vectors import IndexItem, SearchMode
+from gateway.vectors import IndexItem, SearchMode, VectorStoreUnavailable
 
 from . import rules
 from .schemas import DEFAULT_CATEGORY
@@ -66,16 +68,29 @@ class MemoryStore:
                         self.reindexing = asyncio.get_running_loop().create_task(self.reindex())
         return COLLECTION
 
-    async def reindex(self) -> None:
-        """Index every record again (the vectors are derived data), oldest first, in batches."""
+    async def reindex(self, retry_after: float = 5.0) -> None:
+        """Index every record again (the vectors are derived data), in id order, in batches; an
+        outage meanwhile is waited out and the work goes on where it stopped."""
         last = ""
         indexed = 0
         while True:
-            rows = await fetch_all(self.context.db, "SELECT id::text AS id, user_id, content, category FROM memories "
-                                   "WHERE id::text > %s ORDER BY id::text LIMIT %s", (last, REINDEX_BATCH))
-            if not rows:
-                break
-            await self.context.vectors.upsert(COLLECTION, [item(row) for row in rows])
+            try:
+                rows = await fetch_all(self.context.db, "SELECT id::text AS id, user_id, content, category "
+                                       "FROM memories WHERE id::text > %s ORDER BY id::text LIMIT %s",
+                                       (last, REINDEX_BATCH))
+                if not rows:
+                    break
+                await self.context.vectors.upsert(COLLECTION, [item(row) for row in rows])
+            except (VectorStoreUnavailable, EmbeddingError) as error:
+                log.warning("re-indexing memories paused (%s); retrying in %.0f s", error, retry_after)
+                await asyncio.sleep(retry_after)
+                continue
+            except Exception as error:
+                if not database.unavailable(error):
+                    raise
+                log.warning("re-indexing memories paused (%s); retrying in %.0f s", error, retry_after)
+                await asyncio.sleep(retry_after)
+                continue
             indexed += len(rows)
             last = rows[-1]["id"]
         log.info("re-indexed %d memories for the embedding model %s", indexed, self.context.embeddings.model_id)

@@ -5,7 +5,9 @@ and outages of the vector store and the embedding model answered 503."""
 from __future__ import annotations
 
 import shutil
+import time
 import uuid
+from urllib.parse import urlsplit
 
 from plugins.memory.api import STORE
 from tests.memory.conftest import ADMIN, ALICE, BOB, SERVICE, remember
@@ -221,3 +223,37 @@ async def test_an_unavailable_vector_store_or_embedding_model_is_a_503(make_memo
         body = await response.json()
         assert response.status == 503 and body["errorType"] == "embeddings_unavailable", body
     assert (await memories_of(no_model, "u")) == []  # nothing half-written
+
+
+async def test_a_database_outage_is_a_503_and_passes(memory_service, postgres_server, database_url):
+    """PostgreSQL refusing this database (its connections cut, new ones not allowed): 503
+    database_unavailable, as on every service; once it accepts again, so does the service."""
+    import psycopg2
+
+    await remember(memory_service, "I sing in a choir.")
+    name = urlsplit(database_url).path.lstrip("/")
+
+    def database_accepts(allowed: bool) -> None:
+        connection = psycopg2.connect(postgres_server.url)
+        connection.autocommit = True
+        with connection.cursor() as cursor:
+            cursor.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {str(allowed).lower()}')
+            if not allowed:
+                cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+                for _ in range(100):  # the backends exit on their own time
+                    cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (name,))
+                    if cursor.fetchone()[0] == 0:
+                        break
+                    time.sleep(0.05)
+        connection.close()
+
+    database_accepts(False)
+    try:
+        for response in (await memory_service.get("/api/v1/memories", headers=SERVICE, params={"user_id": "user_alice"}),
+                         await memory_service.post("/api/v1/memories", headers=SERVICE,
+                                                   json={"user_id": "user_alice", "content": "I sing tenor."})):
+            body = await response.json()
+            assert response.status == 503 and body["errorType"] == "database_unavailable", body
+    finally:
+        database_accepts(True)
+    assert [m["content"] for m in await memories_of(memory_service)] == ["I sing in a choir."]

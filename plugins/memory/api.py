@@ -99,7 +99,7 @@ async def search_memories(request: web.Request) -> web.Response:
     return web.json_response({"memories": hits, "query": query["q"]})
 
 
-@routes.get("/api/v1/memories/{memory_id}", name="memory.get")
+@routes.get("/api/v1/memories/{memory_id:[0-9a-fA-F-]+}", name="memory.get")
 @api_doc("One memory", query=MemoryOwnerQuery, responses={200: Memory}, errors=(403, 404) + UNAVAILABLE,
          path=MEMORY_ID)
 async def get_memory(request: web.Request) -> web.Response:
@@ -109,7 +109,7 @@ async def get_memory(request: web.Request) -> web.Response:
     return web.json_response(await request.config_dict[STORE].get(request.match_info["memory_id"], who))
 
 
-@routes.put("/api/v1/memories/{memory_id}", name="memory.update")
+@routes.put("/api/v1/memories/{memory_id:[0-9a-fA-F-]+}", name="memory.update")
 @api_doc("Change a memory's content, category or priority (as given: no merging)", body=MemoryUpdate,
          responses={200: Memory}, errors=(403, 404) + UNAVAILABLE, path=MEMORY_ID)
 async def update_memory(request: web.Request) -> web.Response:
@@ -120,7 +120,7 @@ async def update_memory(request: web.Request) -> web.Response:
     return web.json_response(memory)
 
 
-@routes.delete("/api/v1/memories/{memory_id}", name="memory.delete")
+@routes.delete("/api/v1/memories/{memory_id:[0-9a-fA-F-]+}", name="memory.delete")
 @api_doc("Forget a memory (its record and its vector)", query=MemoryOwnerQuery, responses={200: MemoryDeleted},
          errors=(403, 404) + UNAVAILABLE, path=MEMORY_ID)
 async def delete_memory(request: web.Request) -> web.Response:

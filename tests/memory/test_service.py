@@ -78,11 +78,14 @@ async def test_bad_requests_answer_400_or_404_never_500(memory_service):
         response = await memory_service.post("/api/v1/memories", headers=SERVICE, json=body)
         assert response.status == 400, body
         assert (await response.json())["errorType"] == "validation_error"
-    for path in ("/api/v1/memories/not-a-uuid", f"/api/v1/memories/{uuid.uuid4()}"):
+    for path, error_type in (("/api/v1/memories/not-a-uuid", "not_found"), ("/api/v1/memories/abc-123", "memory_not_found"),
+                             (f"/api/v1/memories/{uuid.uuid4()}", "memory_not_found")):
         response = await memory_service.get(path, headers=SERVICE)
-        assert response.status == 404 and (await response.json())["errorType"] == "memory_not_found"
+        assert response.status == 404 and (await response.json())["errorType"] == error_type
     response = await memory_service.get("/api/v1/memories/search", headers=SERVICE, params={"user_id": "user_alice"})
     assert response.status == 400
+    response = await memory_service.put("/api/v1/memories/search", headers=SERVICE, json={})
+    assert response.status == 405  # not taken for a memory's id
 
 
 async def test_who_may_act_for_whom(memory_service):
@@ -257,3 +260,14 @@ async def test_a_database_outage_is_a_503_and_passes(memory_service, postgres_se
     finally:
         database_accepts(True)
     assert [m["content"] for m in await memories_of(memory_service)] == ["I sing in a choir."]
+
+
+async def test_the_same_fact_sent_twice_at_once_is_stored_once(memory_service):
+    """Two writes of one person are decided one after the other (a per-person lock)."""
+    import asyncio
+
+    answers = await asyncio.gather(*(remember(memory_service, text) for text in
+                                     ("I am allergic to shellfish.", "I'm allergic to shellfish.",
+                                      "I am allergic to shellfish")))
+    assert sorted(answer["action"] for answer in answers) == ["created", "merged", "merged"]
+    assert len(await memories_of(memory_service)) == 1

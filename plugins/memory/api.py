@@ -52,11 +52,13 @@ async def outage_middleware(request: web.Request, handler) -> web.StreamResponse
     try:
         return await handler(request)
     except VectorStoreUnavailable as error:
-        raise ServiceUnavailable(f"The vector store is unavailable: {error}", error_type="vector_store_unavailable",
+        raise ServiceUnavailable(f"The vector store is unavailable: {error}",
+                                 error_type="vector_store_unavailable",
                                  hint="Try again later. Operators: check QDRANT_URL or DATA_DIR/vectors "
                                       "(docs/embeddings-and-vectors.md).", headers={"Retry-After": "5"}) from None
     except EmbeddingError as error:
-        raise ServiceUnavailable(f"The embedding model is unavailable: {error}", error_type="embeddings_unavailable",
+        raise ServiceUnavailable(f"The embedding model is unavailable: {error}",
+                                 error_type="embeddings_unavailable",
                                  hint="Try again later. Operators: check EMBEDDINGS_BASE_URL "
                                       "(docs/embeddings-and-vectors.md).", headers={"Retry-After": "5"}) from None
 
@@ -95,7 +97,8 @@ async def search_memories(request: web.Request) -> web.Response:
     identity = await require_user(request)
     query = parse_query(request, MemorySearchQuery())
     who = required_owner(identity, query["user_id"])
-    hits = await request.config_dict[STORE].search(who, query["q"], query["limit"], query["category"], query["mode"])
+    hits = await request.config_dict[STORE].search(who, query["q"], query["limit"], query["category"],
+                                                   query["mode"])
     return web.json_response({"memories": hits, "query": query["q"]})
 
 

@@ -93,7 +93,8 @@ _RELATION_ZH = "|".join(sorted((k for k, v in RELATIONS.items() if v in UNIQUE_R
                                key=len, reverse=True))
 _ZH_END = r"(?=[，。；！？,.;!?\s]|$)"
 SLOT_PATTERNS: list[tuple[str, re.Pattern]] = [(key, re.compile(pattern)) for key, pattern in [
-    ("name", rf"\b(?:{_SUBJECT_MY} name is|i am called|i'm called|call me|the user is called|user is called)\s+{_V}"),
+    ("name", rf"\b(?:{_SUBJECT_MY} name is|i am called|i'm called|call me|the user is called|"
+             rf"user is called)\s+{_V}"),
     ("home", rf"\b(?:{_SUBJECT_I} (?:live|lives|am living|is living|reside|resides) in|i'm living in|"
              rf"{_SUBJECT_I} (?:moved|has moved|have moved) to)\s+{_V}"),
     ("workplace", rf"\b{_SUBJECT_I} (?:work|works) (?:at|for)\s+{_V}"),
@@ -137,7 +138,8 @@ def slots(text: str) -> list[Slot]:
                 continue
             if "{K}" in key:
                 subject = match.group("k").strip()
-                subject = RELATIONS.get(subject, subject).replace("favorite", "favourite").replace("color", "colour")
+                subject = RELATIONS.get(subject, subject)
+                subject = subject.replace("favorite", "favourite").replace("color", "colour")
                 key = key.replace("{K}", subject)
             found.setdefault(key, Slot(key, value, (match.start(), end)))
             taken.append((match.start(), end))

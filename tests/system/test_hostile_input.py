@@ -39,7 +39,7 @@ def fill(path: str, value: str = "no-such-thing-0000") -> str:
     return re.sub(r"\{[^}]+\}", value, path)
 
 
-@pytest.mark.parametrize("service_id", ["gateway", "ai-core"])
+@pytest.mark.parametrize("service_id", ["gateway", "ai-core", "memory-service"])
 async def test_no_route_answers_500_to_hostile_input(service_id, aiohttp_client, make_config, database_url):
     closed = f"http://127.0.0.1:{free_port()}"  # peers are down: their failures must be 502s
     config = make_config({"database.url": database_url, "peers.ai_core_url": closed,

@@ -1,0 +1,156 @@
+"""The gateway's memory endpoints (spec: "Memory (bearer; proxied to the memory service)"): each
+asks the memory service (`peers.memory_service_url`, MEMORY_SERVICE_URL) with the service
+credential, for the caller, and passes its answer on. A person is always scoped to their own
+memories, whatever `user_id` they send; the administrator may name anyone. A memory service that
+cannot be reached, or does not answer within `[plugins.memory_proxy] timeout`, is a 502
+`memory_service_unreachable`, never a 500."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+import marshmallow
+from aiohttp import web
+from marshmallow import fields, validate
+
+from gateway.context import get_context
+from gateway.errors import ApiError, BadGateway
+from gateway.identity import Identity, require_user
+from gateway.openapi import api_doc
+from gateway.text import loads_utf8_safe
+from gateway.validation import parse_body, parse_query
+from gateway.vectors import SEARCH_MODES
+
+from .schemas import (DEFAULT_CATEGORY, DEFAULT_PRIORITY, MAX_LIST_LIMIT, MAX_QUERY_CHARS, MAX_SEARCH_LIMIT,
+                      Category, MemoryDeleted, MemoryPage, MemorySearchResults, MemoryWritten, Priority)
+
+routes = web.RouteTableDef()
+TIMEOUT = web.AppKey("memory_proxy.timeout", aiohttp.ClientTimeout)
+PEER = "memory_service"
+ERRORS = (502, 503)
+
+OWNER = fields.String(load_default=None, validate=validate.Length(min=1, max=128), metadata={
+    "description": "The administrator's choice of person; anyone else is always answered for themself."})
+
+
+class SearchQuery(marshmallow.Schema):
+    q = fields.String(required=True, validate=validate.Length(min=1, max=MAX_QUERY_CHARS))
+    user_id = OWNER
+    category = Category(load_default=None)
+    limit = fields.Integer(load_default=10, validate=validate.Range(min=1, max=MAX_SEARCH_LIMIT))
+    mode = fields.String(load_default="hybrid", validate=validate.OneOf(SEARCH_MODES), metadata={
+        "description": "`hybrid` (default), `dense` or `lexical` (docs/memory.md)."})
+
+
+class ListQuery(marshmallow.Schema):
+    user_id = fields.String(load_default=None, validate=validate.Length(min=1, max=128), metadata={
+        "description": "The administrator's filter (without it: everyone's memories); anyone else is always "
+                       "answered with their own."})
+    category = Category(load_default=None)
+    limit = fields.Integer(load_default=50, validate=validate.Range(min=1, max=MAX_LIST_LIMIT))
+    offset = fields.Integer(load_default=0, validate=validate.Range(min=0, max=10**12))
+
+
+class CreateBody(marshmallow.Schema):
+    content = fields.String(required=True, validate=validate.Length(min=1))
+    category = Category(load_default=DEFAULT_CATEGORY)
+    priority = Priority(load_default=DEFAULT_PRIORITY)
+    user_id = OWNER
+
+
+class DeleteQuery(marshmallow.Schema):
+    id = fields.UUID(required=True, metadata={"description": "The memory's id."})
+    user_id = OWNER
+
+
+def scope(identity: Identity, requested: str | None) -> str:
+    """A person: themself, whatever they asked for. The administrator: whom they name, else themself."""
+    return (requested or identity.user_id) if identity.is_admin else identity.user_id
+
+
+def unreachable(request: web.Request, error: BaseException) -> BadGateway:
+    detail = str(error)
+    return BadGateway(f"The memory service cannot be reached or did not answer in time "
+                      f"({error.__class__.__name__}{': ' + detail if detail else ''}).",
+                      error_type="memory_service_unreachable",
+                      hint=f"Check that the memory-service runs at "
+                           f"{get_context(request).peer_url(PEER) or '(unset)'} (MEMORY_SERVICE_URL).")
+
+
+async def ask(request: web.Request, method: str, path: str, *, params: dict | None = None,
+              body: dict | None = None) -> web.Response:
+    """The memory service's answer to `method path`, passed on with its status."""
+    context = get_context(request)
+    params = {key: str(value) for key, value in (params or {}).items() if value is not None}
+    try:
+        async with context.http.request(method, context.peer_url(PEER) + path, params=params, json=body,
+                                        headers=context.peer_headers(),
+                                        timeout=request.config_dict[TIMEOUT]) as response:
+            raw = await response.read()
+            status = response.status
+            retry_after = response.headers.get("Retry-After")
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as error:  # ValueError: no URL set
+        raise unreachable(request, error) from None
+    try:
+        answer: Any = loads_utf8_safe(raw)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        raise BadGateway(f"The memory service answered {status} without a JSON object.",
+                         error_type="memory_service_unreachable",
+                         hint="Check that MEMORY_SERVICE_URL names the memory-service.")
+    if status >= 400:
+        if status in (401, 403) or not answer.get("error"):
+            # Our own credential refused: the gateway's configuration, not the caller's request.
+            raise BadGateway(f"The memory service refused the gateway ({status}: {answer.get('error') or '?'}).",
+                             error_type="memory_service_unreachable",
+                             hint="SERVICE_TOKEN must be the same for the gateway and the memory-service.")
+        raise ApiError(str(answer["error"]), error_type=str(answer.get("errorType") or "memory_service_failed"),
+                       hint=answer.get("hint"), status=status,
+                       headers={"Retry-After": retry_after} if retry_after else None)
+    return web.json_response(answer, status=status)
+
+
+@routes.get("/api/v1/memory/search", name="memory_proxy.search")
+@api_doc("Search your memories by meaning and words (the memory service's search)", query=SearchQuery,
+         responses={200: MemorySearchResults}, errors=ERRORS)
+async def search(request: web.Request) -> web.Response:
+    identity = await require_user(request)
+    query = parse_query(request, SearchQuery())
+    return await ask(request, "GET", "/api/v1/memories/search", params={
+        "q": query["q"], "user_id": scope(identity, query["user_id"]), "category": query["category"],
+        "limit": query["limit"], "mode": query["mode"]})
+
+
+@routes.get("/api/v1/memory", name="memory_proxy.list")
+@api_doc("Your memories, latest updated first (the administrator: anyone's, or everyone's)", query=ListQuery,
+         responses={200: MemoryPage}, errors=ERRORS)
+async def list_memories(request: web.Request) -> web.Response:
+    identity = await require_user(request)
+    query = parse_query(request, ListQuery())
+    owner = query["user_id"] if identity.is_admin else identity.user_id
+    return await ask(request, "GET", "/api/v1/memories", params={
+        "user_id": owner, "category": query["category"], "limit": query["limit"], "offset": query["offset"]})
+
+
+@routes.post("/api/v1/memory", name="memory_proxy.create")
+@api_doc("Remember something (merged into a near-duplicate, or superseding what it contradicts)",
+         body=CreateBody, responses={201: MemoryWritten, 200: MemoryWritten}, errors=(409,) + ERRORS)
+async def create(request: web.Request) -> web.Response:
+    identity = await require_user(request)
+    body = await parse_body(request, CreateBody())
+    return await ask(request, "POST", "/api/v1/memories", body={
+        "user_id": scope(identity, body["user_id"]), "content": body["content"], "category": body["category"],
+        "priority": body["priority"], "source": "api"})
+
+
+@routes.delete("/api/v1/memory", name="memory_proxy.delete")
+@api_doc("Forget one of your memories", query=DeleteQuery, responses={200: MemoryDeleted},
+         errors=(404,) + ERRORS)
+async def delete(request: web.Request) -> web.Response:
+    identity = await require_user(request)
+    query = parse_query(request, DeleteQuery())
+    # A person deletes only their own; the administrator any memory, or only one person's if named.
+    owner = query["user_id"] if identity.is_admin else identity.user_id
+    return await ask(request, "DELETE", f"/api/v1/memories/{query['id']}", params={"user_id": owner})

@@ -1,0 +1,128 @@
+"""The memory service's requests and answers, which the gateway's memory endpoints pass on
+unchanged (docs/memory.md)."""
+from __future__ import annotations
+
+import marshmallow
+from marshmallow import fields, validate
+
+from gateway.vectors import SEARCH_MODES
+
+# The categories a memory may have (docs/memory.md, "Categories").
+CATEGORIES = ("identity", "preference", "health", "relationship", "work", "schedule", "other")
+DEFAULT_CATEGORY = "other"
+# Where a memory came from: said explicitly ("remember that ..."), extracted by the assistant from
+# a conversation (with its session and message), or added through the API.
+SOURCES = ("explicit", "extracted", "api")
+PRIORITY_MIN, PRIORITY_MAX, DEFAULT_PRIORITY = 0, 10, 5
+ACTIONS = ("created", "merged", "superseded")
+MAX_LIST_LIMIT = 200
+MAX_SEARCH_LIMIT = 50
+MAX_QUERY_CHARS = 1000
+
+USER_ID = fields.String(load_default=None, validate=validate.Length(min=1, max=128), metadata={
+    "description": "Whose memories. A person's own token acts for them; the service credential and the "
+                   "administrator name the person (see docs/memory.md)."})
+
+
+class Category(fields.String):
+    def __init__(self, **kwargs):
+        super().__init__(validate=validate.OneOf(CATEGORIES), metadata={
+            "description": f"One of {', '.join(CATEGORIES)}."}, **kwargs)
+
+
+class Priority(fields.Integer):
+    def __init__(self, **kwargs):
+        super().__init__(strict=True, validate=validate.Range(min=PRIORITY_MIN, max=PRIORITY_MAX), metadata={
+            "description": f"{PRIORITY_MIN} (trivia) to {PRIORITY_MAX} (must never be forgotten); "
+                           f"default {DEFAULT_PRIORITY}."}, **kwargs)
+
+
+# ---------------------------------------------------------------- requests
+
+class MemoryCreate(marshmallow.Schema):
+    """The memory service's create body; the gateway's takes content, category and priority."""
+    user_id = USER_ID
+    content = fields.String(required=True, validate=validate.Length(min=1))
+    category = Category(load_default=DEFAULT_CATEGORY)
+    priority = Priority(load_default=DEFAULT_PRIORITY)
+    source = fields.String(load_default="api", validate=validate.OneOf(SOURCES), metadata={
+        "description": "`explicit`, `extracted` or `api` (default)."})
+    source_session_id = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=128))
+    source_message_id = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=128))
+
+
+class MemoryUpdate(marshmallow.Schema):
+    user_id = USER_ID
+    content = fields.String(validate=validate.Length(min=1))
+    category = Category()
+    priority = Priority()
+
+
+class MemoryListQuery(marshmallow.Schema):
+    user_id = USER_ID
+    category = Category(load_default=None)
+    limit = fields.Integer(load_default=50, validate=validate.Range(min=1, max=MAX_LIST_LIMIT))
+    offset = fields.Integer(load_default=0, validate=validate.Range(min=0, max=10**12))
+
+
+class MemorySearchQuery(marshmallow.Schema):
+    user_id = USER_ID
+    q = fields.String(required=True, validate=validate.Length(min=1, max=MAX_QUERY_CHARS), metadata={
+        "description": "What to look for, in any language; matched by meaning and by words."})
+    category = Category(load_default=None)
+    limit = fields.Integer(load_default=10, validate=validate.Range(min=1, max=MAX_SEARCH_LIMIT))
+    mode = fields.String(load_default="hybrid", validate=validate.OneOf(SEARCH_MODES), metadata={
+        "description": "`hybrid` (meaning and words, default), `dense` (meaning only: best across "
+                       "languages) or `lexical` (words only)."})
+
+
+class MemoryOwnerQuery(marshmallow.Schema):
+    user_id = USER_ID
+
+
+# ---------------------------------------------------------------- answers
+
+class Memory(marshmallow.Schema):
+    id = fields.String(required=True, metadata={"description": "UUID."})
+    user_id = fields.String(required=True)
+    content = fields.String(required=True)
+    category = fields.String(required=True, metadata={"description": f"One of {', '.join(CATEGORIES)}."})
+    priority = fields.Integer(required=True)
+    source = fields.String(required=True, metadata={"description": "`explicit`, `extracted` or `api`."})
+    source_session_id = fields.String(required=True, allow_none=True)
+    source_message_id = fields.String(required=True, allow_none=True)
+    previous_content = fields.String(required=True, allow_none=True, metadata={
+        "description": "What this memory said before a contradicting fact replaced it (the latest)."})
+    created_at = fields.Integer(required=True, metadata={"description": "Epoch milliseconds."})
+    updated_at = fields.Integer(required=True, metadata={"description": "Epoch milliseconds."})
+
+
+class MemoryWritten(marshmallow.Schema):
+    action = fields.String(required=True, validate=validate.OneOf(ACTIONS), metadata={
+        "description": "`created` (201), `merged` into a near-duplicate, or `superseded`: the memory it "
+                       "contradicted now says this (200)."})
+    memory = fields.Nested(Memory, required=True)
+    replaced = fields.String(required=True, allow_none=True, metadata={
+        "description": "The content the existing memory had before this write (merged or superseded)."})
+
+
+class MemoryPage(marshmallow.Schema):
+    memories = fields.List(fields.Nested(Memory), required=True, metadata={"description": "Latest updated first."})
+    total = fields.Integer(required=True, metadata={"description": "Memories matching the filter."})
+    limit = fields.Integer(required=True)
+    offset = fields.Integer(required=True)
+
+
+class MemoryHit(Memory):
+    score = fields.Float(required=True, metadata={
+        "description": "Hybrid (meaning and words) rank score; compare only within one answer."})
+
+
+class MemorySearchResults(marshmallow.Schema):
+    memories = fields.List(fields.Nested(MemoryHit), required=True, metadata={"description": "Best first."})
+    query = fields.String(required=True)
+
+
+class MemoryDeleted(marshmallow.Schema):
+    status = fields.String(required=True, validate=validate.Equal("deleted"))
+    id = fields.String(required=True)

@@ -1,0 +1,26 @@
+"""`[plugins.memory]` (the memory service) and `[plugins.memory_proxy]` (the gateway's memory
+endpoints); docs/configuration.md lists them, docs/memory.md explains them."""
+from marshmallow import fields, validate
+
+from gateway.plugins import PluginSettings
+
+POSITIVE = validate.Range(min=0, min_inclusive=False)
+
+
+class MemorySettings(PluginSettings):
+    duplicate_similarity = fields.Float(load_default=0.975, validate=validate.Range(min=0.5, max=1.0), metadata={
+        "description": "Cosine similarity of two memories' embeddings (multilingual-e5-small passages) "
+                       "from which a new memory is merged into an existing one of the same person "
+                       "instead of being stored twice (docs/memory.md, measured there)."})
+    duplicate_candidates = fields.Integer(load_default=5, validate=validate.Range(min=1, max=50), metadata={
+        "description": "Nearest existing memories compared with a new one for merging and contradiction."})
+    max_content_chars = fields.Integer(load_default=2000, validate=validate.Range(min=1), metadata={
+        "description": "Longest memory text accepted."})
+    max_per_user = fields.Integer(load_default=10000, validate=validate.Range(min=1), metadata={
+        "description": "Most memories one person keeps; a create beyond it answers 409."})
+
+
+class MemoryProxySettings(PluginSettings):
+    timeout = fields.Float(load_default=10.0, validate=POSITIVE, metadata={
+        "description": "Seconds the gateway waits for the memory service (MEMORY_SERVICE_URL) per call, "
+                       "connecting included; then it answers 502 memory_service_unreachable."})

@@ -1,0 +1,290 @@
+"""The memories: records in PostgreSQL, their texts in the vector store's collection "memory"
+(payload user_id, category) for search by meaning and by words.
+
+A write is decided and applied under a per-person lock (a PostgreSQL advisory lock held by the
+write's transaction), so two writes of one person never both miss each other's duplicate. The
+vector point is written inside that transaction: when the vector store or the embedding model
+fails, the record is rolled back and the caller gets a 503; a record never exists unsearchable.
+Search reads the ranked ids from the vector store and the records from PostgreSQL, filtered
+by owner again, so a point left behind by a crash returns nothing."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from gateway.context import Context
+from gateway import database
+from gateway.database import fetch_all, fetch_one, fetch_value, transaction
+from gateway.embeddings import EmbeddingError
+from gateway.errors import BadRequest, Conflict, NotFound
+from gateway.vectors import IndexItem, SearchMode, VectorStoreUnavailable
+
+from . import rules
+from .schemas import DEFAULT_CATEGORY
+
+log = logging.getLogger("plugins.memory")
+
+COLLECTION = "memory"
+KEYWORD_FIELDS = ("user_id", "category")
+REINDEX_BATCH = 256
+COLUMNS = ("id::text AS id, user_id, content, category, priority, source, source_session_id, "
+           "source_message_id, previous_content, "
+           "(extract(epoch FROM created_at) * 1000)::bigint AS created_at, "
+           "(extract(epoch FROM updated_at) * 1000)::bigint AS updated_at")
+
+
+@dataclass(frozen=True)
+class Written:
+    action: str               # created, merged, superseded
+    memory: dict
+    replaced: str | None      # the existing memory's content before a merge or supersede
+
+
+class MemoryStore:
+    def __init__(self, context: Context, settings: dict):
+        self.context = context
+        self.duplicate_similarity = float(settings["duplicate_similarity"])
+        self.duplicate_candidates = int(settings["duplicate_candidates"])
+        self.max_content_chars = int(settings["max_content_chars"])
+        self.max_per_user = int(settings["max_per_user"])
+        self._collection_ready = False
+        self._ensuring = asyncio.Lock()
+        self.reindexing: asyncio.Task | None = None
+
+    # ------------------------------------------------------------ the vector collection
+
+    async def collection(self) -> str:
+        """The collection, created for the current embedding model on first use; when it had to
+        be created (new, or the model changed) every record is indexed again in the background."""
+        if not self._collection_ready:
+            async with self._ensuring:
+                if not self._collection_ready:
+                    created = await self.context.vectors.ensure(COLLECTION, keyword_fields=KEYWORD_FIELDS)
+                    self._collection_ready = True
+                    if created and await fetch_value(self.context.db, "SELECT EXISTS (SELECT 1 FROM memories)"):
+                        self.reindexing = asyncio.get_running_loop().create_task(self.reindex())
+        return COLLECTION
+
+    async def reindex(self, retry_after: float = 5.0) -> None:
+        """Index every record again (the vectors are derived data), in id order, in batches; an
+        outage meanwhile is waited out and the work goes on where it stopped."""
+        last = ""
+        indexed = 0
+        while True:
+            try:
+                rows = await fetch_all(self.context.db, "SELECT id::text AS id, user_id, content, category "
+                                       "FROM memories WHERE id::text > %s ORDER BY id::text LIMIT %s",
+                                       (last, REINDEX_BATCH))
+                if not rows:
+                    break
+                await self.context.vectors.upsert(COLLECTION, [item(row) for row in rows])
+            except (VectorStoreUnavailable, EmbeddingError) as error:
+                log.warning("re-indexing memories paused (%s); retrying in %.0f s", error, retry_after)
+                await asyncio.sleep(retry_after)
+                continue
+            except Exception as error:
+                if not database.unavailable(error):
+                    raise
+                log.warning("re-indexing memories paused (%s); retrying in %.0f s", error, retry_after)
+                await asyncio.sleep(retry_after)
+                continue
+            indexed += len(rows)
+            last = rows[-1]["id"]
+        log.info("re-indexed %d memories for the embedding model %s", indexed, self.context.embeddings.model_id)
+
+    async def start(self) -> None:
+        """At service start: prepare the collection when the vector store answers; a store that is
+        down now is tried again at the first request (which answers 503 meanwhile)."""
+        try:
+            await self.collection()
+        except Exception as error:  # noqa: BLE001 - the service starts anyway; requests report it
+            log.warning("the memory collection could not be prepared at start (%s); retrying on use", error)
+
+    # ------------------------------------------------------------ reading
+
+    async def get(self, memory_id: str, owner: str | None) -> dict:
+        row = await fetch_one(self.context.db, f"SELECT {COLUMNS} FROM memories WHERE id = %s "
+                              "AND (%s::text IS NULL OR user_id = %s)", (parse_id(memory_id), owner, owner))
+        if row is None:
+            raise not_found(memory_id)
+        return row
+
+    async def page(self, owner: str | None, category: str | None, limit: int, offset: int) -> dict:
+        where = ("(%(owner)s::text IS NULL OR user_id = %(owner)s) "
+                 "AND (%(category)s::text IS NULL OR category = %(category)s)")
+        params: dict[str, Any] = {"owner": owner, "category": category, "limit": limit, "offset": offset}
+        total = await fetch_value(self.context.db, f"SELECT count(*) FROM memories WHERE {where}", params)
+        rows = await fetch_all(self.context.db, f"SELECT {COLUMNS} FROM memories WHERE {where} "
+                               "ORDER BY updated_at DESC, id LIMIT %(limit)s OFFSET %(offset)s", params)
+        return {"memories": rows, "total": int(total), "limit": limit, "offset": offset}
+
+    async def search(self, owner: str, query: str, limit: int, category: str | None = None,
+                     mode: SearchMode = "hybrid") -> list[dict]:
+        """The owner's memories best matching `query` (by meaning and words unless `mode` says), best first."""
+        where: dict[str, str] = {"user_id": owner}
+        if category:
+            where["category"] = category
+        hits = await self.context.vectors.search(await self.collection(), query, where=where, limit=limit,
+                                                 mode=mode)
+        if not hits:
+            return []
+        rows = await fetch_all(self.context.db, f"SELECT {COLUMNS} FROM memories WHERE user_id = %s "
+                               "AND id = ANY(%s::uuid[])", (owner, [hit.id for hit in hits]))
+        by_id = {row["id"]: row for row in rows}
+        return [{**by_id[hit.id], "score": hit.score} for hit in hits if hit.id in by_id]
+
+    # ------------------------------------------------------------ writing
+
+    async def create(self, owner: str, content: str, *, category: str = DEFAULT_CATEGORY,
+                     priority: int = 5, source: str = "api", source_session_id: str | None = None,
+                     source_message_id: str | None = None) -> Written:
+        """Store a memory, or merge it into a near-duplicate, or let it supersede the memory it
+        contradicts (docs/memory.md, "Merging and superseding")."""
+        content = self.checked_content(content)
+        collection = await self.collection()
+        async with transaction(self.context.db) as cursor:
+            await cursor.execute("SELECT pg_advisory_xact_lock(hashtext('memories'), hashtext(%s))", (owner,))
+            existing = await self.counterpart(cursor, owner, content)
+            if existing is not None:
+                action, row = existing
+                # A duplicate keeps the longer text (the newer when equal); a contradiction the new one.
+                keep_new = action == "superseded" or len(content) >= len(row["content"])
+                new_content = content if keep_new else row["content"]
+                await cursor.execute(
+                    f"UPDATE memories SET content = %(content)s, slot = %(slot)s, "
+                    "priority = GREATEST(priority, %(priority)s), "
+                    "category = CASE WHEN %(category)s = 'other' THEN category ELSE %(category)s END, "
+                    "previous_content = CASE WHEN %(superseded)s THEN content ELSE previous_content END, "
+                    "source = CASE WHEN %(superseded)s THEN %(source)s ELSE source END, "
+                    "source_session_id = CASE WHEN %(superseded)s THEN %(session)s ELSE source_session_id END, "
+                    "source_message_id = CASE WHEN %(superseded)s THEN %(message)s ELSE source_message_id END, "
+                    f"updated_at = clock_timestamp() WHERE id = %(id)s RETURNING {COLUMNS}",
+                    {"content": new_content, "slot": slot_of(new_content), "priority": priority,
+                     "category": category, "superseded": action == "superseded", "source": source,
+                     "session": source_session_id, "message": source_message_id, "id": row["id"]})
+                memory = dict(await cursor.fetchone())
+                if new_content != row["content"] or memory["category"] != row["category"]:
+                    await self.context.vectors.upsert(collection, [item(memory)])
+                return Written(action, memory, row["content"])
+            await cursor.execute("SELECT count(*) AS n FROM memories WHERE user_id = %s", (owner,))
+            if (await cursor.fetchone())["n"] >= self.max_per_user:
+                raise Conflict(f"This person keeps {self.max_per_user} memories, the most allowed.",
+                               error_type="too_many_memories", hint="Delete some memories first.")
+            await cursor.execute(
+                f"INSERT INTO memories (id, user_id, content, category, priority, source, source_session_id, "
+                "source_message_id, slot, created_at, updated_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp(), clock_timestamp()) "
+                f"RETURNING {COLUMNS}",
+                (str(uuid.uuid4()), owner, content, category, priority, source, source_session_id,
+                 source_message_id, slot_of(content)))
+            memory = dict(await cursor.fetchone())
+            await self.context.vectors.upsert(collection, [item(memory)])
+            return Written("created", memory, None)
+
+    async def counterpart(self, cursor, owner: str, content: str) -> tuple[str, dict] | None:
+        """The existing memory a new text merges into ("merged") or replaces ("superseded"), if any."""
+        async def rows(sql: str, params: Sequence) -> list[dict]:
+            await cursor.execute(f"SELECT id::text AS id, content, category, slot FROM memories WHERE {sql}", params)
+            return [dict(row) for row in await cursor.fetchall()]
+
+        # 1. The same slot: same value, a duplicate; another value, a contradiction.
+        new_slots = rules.slots(content)
+        if len(new_slots) == 1:
+            slot = new_slots[0]
+            for row in await rows("user_id = %s AND slot = %s ORDER BY updated_at DESC LIMIT 1", (owner, slot.key)):
+                old = rules.slot_statement(row["content"])
+                same = old is not None and old.value == slot.value
+                return ("merged" if same else "superseded"), row
+        # 2. The nearest memories by meaning: a negation flip supersedes, a near-duplicate merges.
+        hits = await self.context.vectors.search(COLLECTION, content, where={"user_id": owner},
+                                                 limit=self.duplicate_candidates, mode="dense")
+        if not hits:
+            return None
+        candidates = await rows("user_id = %s AND id = ANY(%s::uuid[])", (owner, [hit.id for hit in hits]))
+        for row in candidates:
+            if rules.same_words(row["content"], content):
+                return "merged", row
+        for row in candidates:
+            if rules.negation_flip(row["content"], content):
+                return "superseded", row
+        mergeable = [row for row in candidates if rules.may_merge(row["content"], content)]
+        if not mergeable:
+            return None
+        # Passage against passage (both sides as stored), not the query embedding search used.
+        new, *olds = await self.context.embeddings.embed_passages([content] + [row["content"] for row in mergeable])
+        similarities = [sum(a * b for a, b in zip(new, old)) for old in olds]
+        best = max(range(len(similarities)), key=similarities.__getitem__)
+        if similarities[best] >= self.duplicate_similarity:
+            return "merged", mergeable[best]
+        return None
+
+    async def update(self, memory_id: str, owner: str | None, changes: dict) -> dict:
+        """Edit a memory as asked (no merging: an edit says exactly what the memory should be)."""
+        if "content" in changes:
+            changes["content"] = self.checked_content(changes["content"])
+        collection = await self.collection()
+        async with transaction(self.context.db) as cursor:
+            await cursor.execute(f"SELECT {COLUMNS} FROM memories WHERE id = %s "
+                                 "AND (%s::text IS NULL OR user_id = %s) FOR UPDATE",
+                                 (parse_id(memory_id), owner, owner))
+            row = await cursor.fetchone()
+            if row is None:
+                raise not_found(memory_id)
+            current = dict(row)
+            if not changes:
+                return current
+            fields = {key: changes[key] for key in ("content", "category", "priority") if key in changes}
+            if "content" in fields:
+                fields["slot"] = slot_of(fields["content"])
+            assignments = ", ".join(f"{key} = %({key})s" for key in fields)
+            await cursor.execute(f"UPDATE memories SET {assignments}, updated_at = clock_timestamp() "
+                                 f"WHERE id = %(id)s RETURNING {COLUMNS}", {**fields, "id": current["id"]})
+            memory = dict(await cursor.fetchone())
+            if memory["content"] != current["content"] or memory["category"] != current["category"]:
+                await self.context.vectors.upsert(collection, [item(memory)])
+            return memory
+
+    async def delete(self, memory_id: str, owner: str | None) -> None:
+        """Forget a memory: the record and its vector, both or neither."""
+        collection = await self.collection()
+        point = parse_id(memory_id)
+        async with transaction(self.context.db) as cursor:
+            await cursor.execute("DELETE FROM memories WHERE id = %s AND (%s::text IS NULL OR user_id = %s) "
+                                 "RETURNING id::text", (point, owner, owner))
+            if await cursor.fetchone() is None:
+                raise not_found(memory_id)
+            await self.context.vectors.delete(collection, ids=[point])
+
+    def checked_content(self, content: str) -> str:
+        content = content.strip()
+        if not content:
+            raise BadRequest("A memory needs some text.", error_type="validation_error",
+                             hint="Send a non-empty content.")
+        if len(content) > self.max_content_chars:
+            raise BadRequest(f"A memory holds at most {self.max_content_chars} characters.",
+                             error_type="validation_error", hint="Store one fact per memory.")
+        return content
+
+
+def item(row: dict) -> IndexItem:
+    return IndexItem(row["id"], row["content"], {"user_id": row["user_id"], "category": row["category"]})
+
+
+def slot_of(content: str) -> str | None:
+    slot = rules.slot_statement(content)
+    return slot.key if slot else None
+
+
+def parse_id(memory_id: str) -> str:
+    try:
+        return str(uuid.UUID(memory_id))
+    except ValueError:
+        raise not_found(memory_id) from None
+
+
+def not_found(memory_id: str) -> NotFound:
+    return NotFound("No such memory.", error_type="memory_not_found",
+                    hint="Memory ids are UUIDs from the list or search; it may have been deleted or merged.")

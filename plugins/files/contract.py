@@ -11,6 +11,10 @@ class Files(Protocol):
         """The file's record, None when there is no such file."""
         ...
 
+    async def read_content(self, file_id: str) -> bytes | None:
+        """The file's stored bytes, None when the file or its stored content is gone."""
+        ...
+
     def signed_download_url(self, file_id: str, ttl: int = 300, base_url: str = "") -> str:
         """A download link that works without a token for `ttl` seconds."""
         ...

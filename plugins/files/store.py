@@ -95,6 +95,15 @@ class FileStore:
         return await fetch_one(self.context.db, f"SELECT {FILE_COLUMNS} FROM files WHERE id = %s",
                                (str(file_id),))
 
+    async def read_content(self, file_id: str) -> bytes | None:
+        record = await self.find(file_id)
+        if record is None:
+            return None
+        try:
+            return await self.context.blobs.read_all(record["storage_key"])
+        except BlobNotFound:
+            return None
+
     async def reachable(self, identity: Identity, file_id: str) -> dict:
         """The record when `identity` may reach it; 404 otherwise, so others' ids stay secret."""
         record = await self.find(file_id)

@@ -18,7 +18,7 @@ class KnowledgePlugin(Plugin):
     depends = ("auth_tokens",)
     # Documents from uploaded files, when the service stores files.
     optional_depends = ("files",)
-    uses = ("database", "vectors", "blobs")
+    uses = ("database", "vectors")
     settings_schema = KnowledgeSettings
     description = "Knowledge bases: documents from text, files and web pages, hybrid semantic search"
 

@@ -309,7 +309,10 @@ class KnowledgeStore:
         mime_type = record["mime_type"]
         if not extraction.supported(mime_type):
             raise unsupported_document_type(mime_type)
-        data = await self.context.blobs.read_all(record["storage_key"])
+        data = await files.read_content(file_id)
+        if data is None:
+            raise BadRequest(f"The stored content of file {file_id} is gone.", error_type="file_not_found",
+                             hint="Upload the file again with POST /api/v1/files/upload.")
         return await self._extract(data, mime_type), str(record["id"])
 
     async def _from_url(self, body: dict) -> tuple[extraction.Extracted, str]:

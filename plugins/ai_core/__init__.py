@@ -25,7 +25,8 @@ from . import store
 from .api import ENGINE, routes
 from .builtin_tools import register_builtin_tools
 from .client import AiCoreClient
-from .contract import AI_CORE, TOOLS
+from .completions import PurposeCompletions
+from .contract import AI_CORE, MODELS, TOOLS
 from .engine import Engine
 from .peer import GatewayPeer
 from .probe import routes as probe_routes
@@ -54,6 +55,7 @@ class AiCorePlugin(Plugin):
         registrar.routes(probe_routes)
         registrar.provide(TOOLS, registry)
         registrar.provide(ENGINE, engine)
+        registrar.provide(MODELS, PurposeCompletions(engine))
 
         async def seed(context) -> AsyncIterator[None]:
             base_url = context.config.get("models.openai_base_url")

@@ -206,3 +206,18 @@ class AiCore(Protocol):
 
 
 AI_CORE: ContractKey[AiCore] = ContractKey("ai_core.client", "the AI core: chat stream, images, model tables")
+
+
+# ---------------------------------------------------------------- one answer for a purpose (ai-core service)
+
+class Models(Protocol):
+    async def complete(self, purpose: str, messages: list[dict], *, max_tokens: int | None = None,
+                       temperature: float | None = None) -> str | None:
+        """A whole answer (no tools, no events) from the first model of `purpose`'s route that
+        answers — its routing rule, else the models tagged with the purpose, else the chat
+        chain — for background work of a plugin in the ai-core service (memory extraction). None
+        when no model is configured or every one failed (logged): the caller's fallback decides."""
+        ...
+
+
+MODELS: ContractKey[Models] = ContractKey("ai_core.models", "one whole model answer for a purpose")

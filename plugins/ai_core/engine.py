@@ -260,12 +260,12 @@ class Engine:
                     "message": f"The model kept calling tools; stopped after {max_rounds} rounds."})
         return Outcome(text, candidate.model.id, "tool_limit", fallbacks, usage)
 
-    async def complete_once(self, candidate: Candidate, messages: list[dict]) -> str:
-        """A whole answer without tools or events (image descriptions)."""
+    async def complete_once(self, candidate: Candidate, messages: list[dict], overrides: dict | None = None) -> str:
+        """A whole answer without tools or events (image descriptions, `MODELS.complete`)."""
         text = ""
         async for _, accumulator in stream_completion(
                 self.models_http, candidate, messages, None,
                 first_token_timeout=self.settings["first_token_timeout"],
-                idle_timeout=self.settings["idle_timeout"]):
+                idle_timeout=self.settings["idle_timeout"], overrides=overrides):
             text = accumulator.completion.content
         return text

@@ -1,5 +1,6 @@
-"""`[plugins.memory]` (the memory service) and `[plugins.memory_proxy]` (the gateway's memory
-endpoints); docs/configuration.md lists them, docs/memory.md explains them."""
+"""`[plugins.memory]` (the memory service), `[plugins.memory_proxy]` (the gateway's memory
+endpoints) and `[plugins.memory_client]` (the client other services reach the memory service
+with); docs/configuration.md lists them, docs/memory.md explains them."""
 from marshmallow import fields, validate
 
 from gateway.plugins import PluginSettings
@@ -24,3 +25,10 @@ class MemoryProxySettings(PluginSettings):
     timeout = fields.Float(load_default=10.0, validate=POSITIVE, metadata={
         "description": "Seconds the gateway waits for the memory service (MEMORY_SERVICE_URL) per call, "
                        "connecting included; then it answers 502 memory_service_unreachable."})
+
+
+class MemoryClientSettings(PluginSettings):
+    timeout = fields.Float(load_default=10.0, validate=POSITIVE, metadata={
+        "description": "Seconds a service waits for the memory service (MEMORY_SERVICE_URL) per call, "
+                       "connecting included; then the call fails as unavailable (recall skips memories "
+                       "for that turn, a memory tool reports it)."})

@@ -1,0 +1,22 @@
+"""The assistant's memory, a plugin of the ai-core service (`memory_assistant`): recall of the
+person's memories into every chat turn (a TURN_CONTEXT provider), the `remember` / `recall` /
+`forget` tools, and extraction of new memories after each turn (extraction.py). The memory
+service is reached through the MEMORY contract (the `memory_client` plugin), with the service
+credential acting for the person of the turn."""
+from __future__ import annotations
+
+from gateway.plugins import Plugin, Registrar
+
+
+class MemoryAssistantPlugin(Plugin):
+    name = "memory_assistant"
+    depends = ("ai_core", "memory_client")
+    description = "recall of memories into every chat turn, the remember / recall / forget tools"
+
+    def setup(self, registrar: Registrar) -> None:
+        # Extraction (helper "extract", plugins/memory/extraction.py) is registered here:
+        # register_extraction(registrar)
+        pass
+
+
+assistant_plugin = MemoryAssistantPlugin()

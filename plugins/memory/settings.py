@@ -32,3 +32,25 @@ class MemoryClientSettings(PluginSettings):
         "description": "Seconds a service waits for the memory service (MEMORY_SERVICE_URL) per call, "
                        "connecting included; then the call fails as unavailable (recall skips memories "
                        "for that turn, a memory tool reports it)."})
+
+
+class ExtractionSettings(PluginSettings):
+    """The `extraction_*` keys of `[plugins.memory_assistant]` (the AI core): learning memories
+    from conversations (docs/memory.md, "Learning from conversations")."""
+    extraction_enabled = fields.Boolean(load_default=True, metadata={
+        "description": "Learn memories from each chat turn (a background job after the answer)."})
+    extraction_max_facts = fields.Integer(load_default=5, validate=validate.Range(min=1, max=20), metadata={
+        "description": "Most memories stored from one turn."})
+    extraction_min_chars = fields.Integer(load_default=3, validate=validate.Range(min=1), metadata={
+        "description": "A person's message shorter than this (\"ok\", \"thanks\") is not read."})
+    extraction_max_chars = fields.Integer(load_default=4000, validate=validate.Range(min=1), metadata={
+        "description": "A person's message longer than this (a pasted document) is not read."})
+    extraction_history_messages = fields.Integer(load_default=4, validate=validate.Range(min=0, max=20), metadata={
+        "description": "Earlier messages of the conversation the extracting model reads with the turn."})
+    extraction_known_memories = fields.Integer(load_default=8, validate=validate.Range(min=0, max=50), metadata={
+        "description": "The person's memories nearest to the turn shown to the extracting model, so that it "
+                       "updates rather than repeats them (0: none)."})
+    extraction_max_tokens = fields.Integer(load_default=800, validate=validate.Range(min=50), metadata={
+        "description": "Longest answer asked of the extracting model (routing purpose `memory`)."})
+    extraction_concurrency = fields.Integer(load_default=2, validate=validate.Range(min=1, max=32), metadata={
+        "description": "Turns read at once; more wait their turn."})

@@ -31,5 +31,6 @@ class PurposeCompletions:
             try:
                 return await self.engine.complete_once(candidate, messages, overrides=overrides)
             except ProviderError as error:
-                log.warning("model %s failed for %r (%s): %s", candidate.model.id, purpose, error.kind, error.message)
+                log.warning("model %s failed for %r (%s): %s", candidate.model.id, purpose, error.kind,
+                            error.message)
         return None

@@ -195,8 +195,10 @@ def extraction_messages(turn: FinishedTurn, known: dict[str, dict], history_mess
     parts = []
     if known:
         parts.append("Known memories:\n" + "\n".join(
-            f"- {reference}: {_clip(memory['content'], KNOWN_MEMORY_CHARS)}" for reference, memory in known.items()))
-    earlier = [m for m in turn.history if m.get("role") in ("user", "assistant") and isinstance(m.get("content"), str)]
+            f"- {reference}: {_clip(memory['content'], KNOWN_MEMORY_CHARS)}"
+            for reference, memory in known.items()))
+    earlier = [m for m in turn.history
+               if m.get("role") in ("user", "assistant") and isinstance(m.get("content"), str)]
     if history_messages and earlier:
         parts.append("Earlier in the conversation:\n" + "\n".join(
             f"{m['role']}: {_clip(m['content'], HISTORY_MESSAGE_CHARS)}" for m in earlier[-history_messages:]))
@@ -289,8 +291,9 @@ class Extraction:
                 PURPOSE, extraction_messages(turn, known, self.settings["extraction_history_messages"]),
                 max_tokens=self.settings["extraction_max_tokens"], temperature=0)
         if answer is None:
+            said = explicit_statements(turn.user_text, self.settings["extraction_max_facts"])
             return [Fact(s.content, s.category, s.priority, "add", source="explicit" if s.explicit else "extracted")
-                    for s in explicit_statements(turn.user_text, self.settings["extraction_max_facts"])]
+                    for s in said]
         facts = parse_facts(answer)
         if facts is None:
             log.warning("memory extraction: the model's answer holds no list of facts; nothing stored "

@@ -68,6 +68,7 @@ _HYPOTHETICAL_ZH = re.compile(r"如果|假如|假设|要是|万一|假若|倘若
 _REPORTED_EN = re.compile(r"\b(?:said|says|saying|told|tells|asked|asks|wrote|writes|quote|quoted|"
                           r"according to)\b", re.IGNORECASE)
 _REPORTED_ZH = re.compile(r"(?<!小)说(?!明)|告诉|问我|写道|写着|引用|据说|听说")
+_JOKING = re.compile(r"\b(?:lol|lmao|rofl|haha+|hehe+|jk|just kidding|kidding)\b|😂|🤣|😜|哈哈|开玩笑|逗你", re.IGNORECASE)
 _NEGATION_EN = re.compile(r"\b(?:not|never|no|no longer|nobody|none|neither|nor|don't|doesn't|didn't|isn't|"
                           r"aren't|wasn't|weren't|won't|can't|cannot|nothing)\b|n't\b", re.IGNORECASE)
 _NEGATION_ZH = re.compile(r"[不没别非无未]")
@@ -104,6 +105,10 @@ _PRONOUNS_EN = {"it", "that", "this", "these", "those", "you", "your", "yours", 
                 "what", "how", "when", "where", "why", "who", "which", "whatever", "something", "anything",
                 "everything", "nothing", "one", "the idea", "the way", "so", "too", "very", "much", "here",
                 "there"}
+# Words pointing into the conversation ("I prefer the second one", "I like to think so"), not a fact.
+_POINTING_EN = re.compile(
+    r"^(?:the\s+(?:first|second|third|last|other|former|latter|next|previous|same|above|below|\w+\s+one)\b|"
+    r"to\s+(?:think|know|hear|see|ask|say|believe|imagine)\b|.*\b(?:one|ones)$)", re.IGNORECASE)
 _NAME_STOP_EN = {"later", "back", "tomorrow", "tonight", "today", "now", "soon", "sometime", "again", "please",
                  "maybe", "whenever", "when", "if", "at", "on", "in", "a", "an", "the", "crazy", "old",
                  "anytime", "asap", "up", "out", "over", "by", "after", "before", "first", "once", "any",
@@ -113,7 +118,8 @@ _TRAILING_EN = re.compile(
     r"actually|really|then|ok|okay|please|recently|lately|a while ago|(?:last|this) (?:year|month|week|summer|"
     r"spring|autumn|fall|winter)|(?:a few|a couple of|two|three|\d+) (?:days|weeks|months|years) ago|in \d{4}))+$",
     re.IGNORECASE)
-_PRONOUNS_ZH = ("你", "他", "她", "它", "这", "那", "人家", "什么", "谁", "哪", "了", "过", "着", "一下")
+_PRONOUNS_ZH = ("你", "他", "她", "它", "这", "那", "人家", "什么", "谁", "哪", "了", "过", "着", "一下", "第",
+                "上面", "下面", "前面", "后面", "刚才", "前者", "后者")
 _TRAILING_ZH = re.compile(r"[了啊呀呢吧哦喔嘛啦的]+$")
 _NAME_EN = re.compile(r"^[A-Za-z][A-Za-z'\-]*(?:\s+[A-Za-z][A-Za-z'\-]*){0,2}$")
 _NAME_ZH = re.compile(r"^[\u3400-\u9fffA-Za-z·]{1,8}$")
@@ -133,6 +139,8 @@ def _value_en(raw: str, max_words: int = 6) -> str | None:
     first = words[0].lower()
     if first in _PRONOUNS_EN or " ".join(w.lower() for w in words[:2]) in _PRONOUNS_EN:
         return None
+    if _POINTING_EN.match(value):
+        return None
     return value
 
 
@@ -146,7 +154,7 @@ def _name_en(raw: str, require_capital: bool = False) -> str | None:
 
 
 def _value_zh(raw: str, max_chars: int = 15) -> str | None:
-    value = _TRAILING_ZH.sub("", _strip_end(raw)).strip()
+    value = _TRAILING_ZH.sub("", _strip_end(re.split(r"[，,；;：:]", raw, maxsplit=1)[0])).strip()
     if not value or len(value) > max_chars or _NEGATION_ZH.search(value) or _QUOTES.search(value):
         return None
     if value.startswith(_PRONOUNS_ZH):
@@ -185,6 +193,9 @@ _DIET_PREFERENCE = {"vegetarian", "vegan", "pescatarian", "pescetarian", "halal"
                     "teetotaler", "teetotaller"}
 _DIET_HEALTH = {"lactose intolerant", "gluten intolerant", "diabetic", "coeliac", "celiac", "epileptic",
                 "asthmatic"}
+_NOT_PLACES = {"the", "a", "an", "fear", "hope", "denial", "peace", "dread", "luxury", "poverty", "harmony", "sin",
+               "misery", "sync", "comfort", "silence", "hell", "heaven", "pain", "terror", "shame", "constant"}
+_DIETS = "|".join(sorted(_DIET_PREFERENCE | _DIET_HEALTH, key=len, reverse=True))
 _I_AM = r"(?:i'm|im|i am)"
 
 
@@ -232,7 +243,15 @@ def _relative_have(match: re.Match) -> tuple[str, str, int] | None:
 
 def _home(match: re.Match) -> tuple[str, str, int] | None:
     value = _value_en(match["v"], 5)
-    return (f"I live in {value}.", "identity", 7) if value else None
+    if value is None:
+        return None
+    # A place has a name ("a village near Lyon"); "I live in fear", "in the moment" are idioms.
+    if not any(word[:1].isupper() for word in value.split()):
+        words = value.lower().split()
+        if len(words) > 2 or words[0] in _NOT_PLACES:
+            return None
+        value = " ".join(word.capitalize() for word in words)
+    return f"I live in {value}.", "identity", 7
 
 
 def _job(match: re.Match) -> tuple[str, str, int] | None:
@@ -269,12 +288,11 @@ def _age(match: re.Match) -> tuple[str, str, int] | None:
 RULES_EN: list[Rule] = [(re.compile(pattern, re.IGNORECASE), build) for pattern, build in [
     (r"^(?:my name is|my name's|i'm called|i am called)\s+(?P<v>.+)$", _name),
     (r"^(?:you can |please )?call me\s+(?P<v>.+)$", _call_me),
-    (rf"^{_I_AM}\s+(?:also\s+|very\s+|severely\s+|highly\s+|really\s+|quite\s+|deathly\s+)?allergic\s+to\s+(?P<v>.+)$",
-     _allergy),
+    (rf"^{_I_AM}\s+(?:also\s+|very\s+|severely\s+|highly\s+|really\s+|quite\s+|deathly\s+)?"
+     r"allergic\s+to\s+(?P<v>.+)$", _allergy),
     (r"^i\s+have\s+(?:an?\s+|a severe\s+|a bad\s+)?allergy\s+to\s+(?P<v>.+)$", _allergy),
     (r"^i\s+have\s+(?:an?\s+|a severe\s+|a bad\s+)?(?P<v>[a-z]+(?:\s+[a-z]+)?)\s+allergy$", _allergy_noun),
-    (rf"^{_I_AM}\s+(?:an?\s+)?(?:strict\s+|also\s+)?(?P<v>{'|'.join(sorted(_DIET_PREFERENCE | _DIET_HEALTH, key=len, reverse=True))})$",
-     _diet),
+    (rf"^{_I_AM}\s+(?:an?\s+)?(?:strict\s+|also\s+)?(?P<v>{_DIETS})$", _diet),
     (r"^i\s+(?:don't|do not|never)\s+(?P<verb>eat|drink)\s+(?P<v>.+)$", _dont_consume),
     (rf"^my\s+(?P<k>{_RELATIVE_EN})(?:'s name is|\s+is called|\s+is named|\s+name is|'s called)\s+(?P<v>.+)$",
      _relative),
@@ -304,6 +322,12 @@ def _zh(template: str, category: str, priority: int, value: Callable[[str], str 
     return build
 
 
+def _home_zh(raw: str) -> str | None:
+    value = _value_zh(raw)
+    # A hotel or a friend's place is a stay, not a home.
+    return None if value is None or re.search(r"酒店|宾馆|旅馆|民宿|朋友家|医院", value) else value
+
+
 def _zh_as_said(category: str, priority: int):
     def build(match: re.Match) -> tuple[str, str, int] | None:
         return _sentence_zh(_strip_end(match.group(0))), category, priority
@@ -322,8 +346,8 @@ RULES_ZH: list[Rule] = [(re.compile(pattern), build) for pattern, build in [
      _zh("我{k}叫{v}。", "relationship", 7, _name_zh)),
     (rf"^我有(?:一个|一位|一只|一条|个|只|条)(?P<k>{_RELATIVE_ZH})(?:叫|名叫)(?P<v>.+)$",
      _zh("我{k}叫{v}。", "relationship", 7, _name_zh)),
-    (r"^我(?:现在|目前)?(?:住在|家在|居住在)(?P<v>.+)$", _zh("我住在{v}。", "identity", 7)),
-    (r"^我(?:最近|刚|刚刚|已经)?搬(?:家)?到了?(?P<v>.+?)(?:来|去)?$", _zh("我住在{v}。", "identity", 7)),
+    (r"^我(?:现在|目前)?(?:住在|家在|居住在)(?P<v>.+)$", _zh("我住在{v}。", "identity", 7, _home_zh)),
+    (r"^我(?:最近|刚|刚刚|已经)?搬(?:家)?到了?(?P<v>.+?)(?:来|去)?$", _zh("我住在{v}。", "identity", 7, _home_zh)),
     (r"^我(?:现在|目前)?在(?P<v>.+?)(?:工作|上班)$", _zh("我在{v}工作。", "work", 6)),
     (r"^我(?:的职业|的工作)是(?P<v>.+)$", _zh("我的职业是{v}。", "work", 6)),
     (r"^我是一(?:名|位)(?P<v>.+)$", _zh("我是一名{v}。", "work", 6)),
@@ -335,13 +359,15 @@ RULES_ZH: list[Rule] = [(re.compile(pattern), build) for pattern, build in [
 ]]
 
 _REMEMBER_EN = re.compile(
-    r"^(?:please\s+|(?P<polite>(?:can|could|will|would) you(?: please)?\s+))?(?:remember|don't forget|do not forget|note|keep in mind|"
-    r"make a note|memorize|memorise)(?:\s+(?:this|that|the fact))?(?:\s+that)?\s*[:,]?\s*(?P<rest>.*)$", re.IGNORECASE)
+    r"^(?:please\s+|(?P<polite>(?:can|could|will|would) you(?: please)?\s+))?"
+    r"(?:remember|don't forget|do not forget|keep in mind|make a note|memorize|memorise)"
+    r"(?:\s+(?:this|that|the fact))?(?:\s+that)?\s*[:,]?\s*(?P<rest>.*)$", re.IGNORECASE)
 _REMEMBER_ZH = re.compile(
     r"^(?:请|麻烦)?(?:你)?(?:帮我|给我)?(?:记住|记着|记一下|记下来|记下|别忘了|不要忘了|不要忘记|别忘记)(?:这个|这件事|一下)?[：:，,]?\s*"
     r"(?P<rest>.*)$")
-_REMINDER_EN = re.compile(r"^(?:to|when|me|us|where|how|what|why|it|this|that)\b", re.IGNORECASE)
-_REMINDER_ZH = re.compile(r"^(?:要|去|提醒|明天|今天|后天|待会|一会|这个|那个|你)")
+_REMINDER_EN = re.compile(r"^(?:to|when|me|us|where|how|what|why|it|this|that|tomorrow|tonight|today|next|later)\b",
+                          re.IGNORECASE)
+_REMINDER_ZH = re.compile(r"^(?:要|去|提醒|明天|今天|后天|今晚|明晚|下周|下个|下午|晚上|早上|待会|一会|这个|那个|你)")
 
 _KEYWORDS = [
     ("health", re.compile(r"allerg|medicat|medicine|asthma|diabet|pill|doctor|blood|surgery|过敏|药|病|医生|血", re.I)),
@@ -403,6 +429,8 @@ def explicit_statements(text: str, limit: int = 5) -> list[Statement]:
         if (_HYPOTHETICAL_ZH if chinese else _HYPOTHETICAL_EN).search(sentence):
             continue
         if _QUOTES.search(sentence) or (_REPORTED_ZH if chinese else _REPORTED_EN).search(sentence):
+            continue
+        if _JOKING.search(sentence):
             continue
         question = sentence.rstrip().endswith(("?", "？"))
         clauses = _clauses(sentence)

@@ -39,6 +39,8 @@ def contents(text: str) -> list[str]:
     ("my birthday is on May 3rd", [("My birthday is May 3rd.", "identity", 7, False)]),
     ("I'm 34 years old", [("I'm 34 years old.", "identity", 5, False)]),
     ("My name is Bob, what's yours?", [("My name is Bob.", "identity", 8, False)]),
+    ("i live in new york", [("I live in New York.", "identity", 7, False)]),
+    ("I live in a small village near Lyon", [("I live in a small village near Lyon.", "identity", 7, False)]),
 ])
 def test_english_statements_are_caught_as_first_person_sentences(text, expected):
     assert caught(text) == expected
@@ -60,6 +62,7 @@ def test_english_statements_are_caught_as_first_person_sentences(text, expected)
     ("我不吃香菜", [("我不吃香菜。", "preference", 7, False)]),
     ("我有一只猫叫咪咪", [("我猫叫咪咪。", "relationship", 7, False)]),
     ("我今年30岁", [("我今年30岁。", "identity", 5, False)]),
+    ("我对花生、鸡蛋过敏", [("我对花生、鸡蛋过敏。", "health", 9, False)]),
     ("我喜欢看小说", [("我喜欢看小说。", "preference", 5, False)]),  # 小说 is a novel, not reported speech
 ])
 def test_chinese_statements_are_caught_as_first_person_sentences(text, expected):
@@ -85,6 +88,12 @@ def test_chinese_statements_are_caught_as_first_person_sentences(text, expected)
     # words that look like a statement but are not about the person
     "Call me tomorrow.", "call me crazy", "Call me back later please", "I like it.", "I love you",
     "I like that idea", "我叫了外卖", "我叫他走", "我喜欢你", "我爱你",
+    # idioms, jokes, stays, reminders and remarks for the moment
+    "I live in fear of spiders", "I live in the moment.", "I'm allergic to meetings haha", "我住在酒店里，明天回家",
+    "Please note the meeting is at 3pm.", "记住，下周一交报告", "Remember that tomorrow I have a dentist appointment",
+    # pointing into the conversation
+    "I prefer the second one.", "I like the red one", "I like the first option", "I like to think so",
+    "我喜欢第二个", "我喜欢刚才那个", "我喜欢这个",
     # reminders are tasks, not facts
     "remember to buy milk", "Remember when we went to Rome?", "记住明天开会", "记得提醒我", "记住这个",
 ])

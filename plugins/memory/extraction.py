@@ -210,6 +210,12 @@ def extraction_messages(turn: FinishedTurn, known: dict[str, dict], history_mess
 
 # ---------------------------------------------------------------- applying
 
+def _same_subject(memory: dict, fact: Fact) -> bool:
+    """An update replaces only a memory of its own category (or of none): a model that names the
+    wrong reference adds a fact instead of deleting an unrelated one."""
+    return "other" in (memory.get("category"), fact.category) or memory.get("category") == fact.category
+
+
 async def apply_facts(memory: MemoryStore, user_id: str, facts: list[Fact], known: dict[str, dict], *,
                       session_id: str | None, message_id: str | None) -> list[dict]:
     """Store the facts (`ignore` ones are left out); the memory service's answers, in order. An
@@ -226,7 +232,7 @@ async def apply_facts(memory: MemoryStore, user_id: str, facts: list[Fact], know
             answers.append(answer)
             replaced = known.get(fact.memory) if fact.action == "update" and fact.memory else None
             if (replaced is not None and answer.get("action") == "created"
-                    and answer["memory"]["id"] != replaced["id"]):
+                    and answer["memory"]["id"] != replaced["id"] and _same_subject(replaced, fact)):
                 await memory.delete(user_id, replaced["id"])
                 answer["replaced"] = replaced["content"]
         except MemoryServiceError as error:
@@ -267,8 +273,11 @@ class Extraction:
             if not facts:
                 return []
             facts = facts[:self.settings["extraction_max_facts"]]
-            return await apply_facts(memory, turn.user_id, facts, known, session_id=turn.session_id,
-                                     message_id=turn.user_message_id)
+            answers = await apply_facts(memory, turn.user_id, facts, known, session_id=turn.session_id,
+                                        message_id=turn.user_message_id)
+            log.info("memory extraction for %s (session %s): %s", turn.user_id, turn.session_id,
+                     ", ".join(answer.get("action", "?") for answer in answers) or "nothing stored")
+            return answers
 
     async def known_memories(self, memory: MemoryStore, turn: FinishedTurn) -> dict[str, dict]:
         """The person's memories nearest to what they said, by reference ("m1"…), for the model

@@ -222,6 +222,14 @@ async def test_an_update_replaces_the_known_memory_the_model_names(make_ai_core,
     prompt = model.extraction_requests()[0]["body"]["messages"][-1]["content"]
     assert "I drink two cups of coffee every morning." in prompt
 
+    # A reference to a memory of another category is a model's mistake: the fact is added.
+    said = "My doctor put me on vitamin D, one pill a day."
+    model.facts[said] = [{"content": "I take a vitamin D pill every day.", "category": "health", "priority": 8,
+                          "action": "update", "memory": "about:cello"}]
+    await chat(ai_core, said)
+    assert [m["content"] for m in await memories_of(memory_service)] == [
+        "I play the cello.", "I gave up coffee and drink herbal tea instead.", "I take a vitamin D pill every day."]
+
 
 @pytest.mark.parametrize("behaviour", ["junk", "cut"])
 async def test_an_answer_that_is_not_a_list_of_facts_stores_nothing(make_ai_core, model, memory_service, behaviour):

@@ -4,10 +4,10 @@ acting for them). The offline agent understands the same intents in English and 
 ("remember that …", "what do you remember about …", "forget …", "记住…", "你记得…吗", "忘记…/忘掉…").
 
 Forgetting by description is deliberately careful, since it deletes: the memory must be the
-best match by meaning at or above `forget_min_score` that also shares a topic word with the
+best match by meaning at or above `forget_min_score` that also says every topic word of the
 description (the embedding model alone rates "my mother's name" closest to "我妹妹叫莉娜", and
-"我的工作" close to "我对花生过敏"); one memory per call, and the answer says which. Otherwise
-nothing is deleted and the nearest memories are named."""
+"my sister's job" closest to "My sister is called Lena"); one memory per call, and the answer
+says which. Otherwise nothing is deleted and the nearest memories are named."""
 from __future__ import annotations
 
 import asyncio
@@ -132,16 +132,42 @@ def forget_arguments(text: str) -> dict:
     return {}
 
 
-# ---------------------------------------------------------------- the words a description shares
+# ---------------------------------------------------------------- does a memory say what is described
 
 _TOKENIZER = Tokenizer()
 # Beyond the search's stop words: the persons, which every memory of someone names.
-_PERSONS = frozenset("我 你 他 她 它 我们 你们 自己 user user' users".split())
+_PERSONS = frozenset("我 你 他 她 它 我们 你们 自己 user users".split())
+# Words naming an attribute that a memory states without the word ("my sister's name" /
+# "My sister is called Lena"): the attribute counts as said when one of its cues is there.
+_NAME, _JOB = r"call|name|叫|名字", r"work|job|profession|occupation|工作|职业|上班"
+_BIRTHDAY, _HOME, _AGE = r"born|birthday|生日|出生", r"live|home|address|住", r"years old|\bage\b|岁|年龄"
+_ATTRIBUTE_CUES = {"name": _NAME, "名字": _NAME, "job": _JOB, "work": _JOB, "工作": _JOB, "职业": _JOB,
+                   "birthday": _BIRTHDAY, "生日": _BIRTHDAY, "home": _HOME, "address": _HOME, "住址": _HOME,
+                   "地址": _HOME, "age": _AGE, "年龄": _AGE}
 
 
 def topic_words(text: str) -> set[str]:
     """The words of `text` that say what it is about (blocking: jieba; run it in an executor)."""
     return {token for token in _TOKENIZER.tokens(text) if token not in _PERSONS}
+
+
+def _said(word: str, content: str, words: set[str]) -> bool:
+    if word in words:
+        return True
+    if _CJK.search(word):
+        if word in content:
+            return True
+    elif len(word) >= 5 and any(other[:5] == word[:5] for other in words):  # allergy / allergic
+        return True
+    cue = _ATTRIBUTE_CUES.get(word)
+    return bool(cue and re.search(cue, content, re.IGNORECASE))
+
+
+def says_all_of(description: str, content: str) -> bool:
+    """Whether the memory `content` says every topic word of `description` (blocking)."""
+    described = topic_words(description)
+    words = topic_words(content)
+    return bool(described) and all(_said(word, content, words) for word in described)
 
 
 # ---------------------------------------------------------------- the tools
@@ -211,9 +237,8 @@ class MemoryTools:
         dense = await self.memory.search(user_id, description, FORGET_CANDIDATES, "dense")
         close = [hit for hit in dense if hit["score"] >= self.forget_min_score]
         loop = asyncio.get_running_loop()
-        described = await loop.run_in_executor(None, topic_words, description)
         for hit in close:
-            if described & await loop.run_in_executor(None, topic_words, hit["content"]):
+            if await loop.run_in_executor(None, says_all_of, description, hit["content"]):
                 if not await self.memory.delete(user_id, hit["id"]):
                     continue  # deleted meanwhile
                 return {"status": "forgotten", "description": description, "forgotten": _memory(hit, hit["score"])}

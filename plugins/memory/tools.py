@@ -221,8 +221,9 @@ class MemoryTools:
         try:
             if memory_id:
                 return await self._forget_id(call.user_id, memory_id)
-            if not description:
-                raise ToolFailed("say what to forget: a description, or the memory_id from recall")
+            if not description:  # e.g. the offline agent heard "I forgot my keys"
+                return {"status": "unspecified", "message": "Nothing was forgotten: say what to forget "
+                                                            "(a description, or the memory_id from recall)."}
             return await self._forget_described(call.user_id, description)
         except MemoryServiceError as error:
             raise _unavailable(error) from None
@@ -282,6 +283,9 @@ def summarize_forget(result: dict, language: str) -> str:
     if result["status"] == "forgotten":
         content = result["forgotten"]["content"]
         return f"好的，我已经忘记了：{content}。" if language == "zh" else f"Done, I've forgotten: {content}."
+    if result["status"] == "unspecified":
+        return ("你想让我忘记什么？例如：“忘记我妹妹的名字”。" if language == "zh"
+                else "What should I forget? For example: “forget my sister's name”.")
     if result["status"] == "not_found":
         return "我没有找到这条记忆。" if language == "zh" else "I couldn't find that memory."
     nearest = [memory["content"] for memory in result.get("nearest", [])]

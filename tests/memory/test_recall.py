@@ -31,13 +31,14 @@ def sse(delta: dict, finish_reason: str | None = None) -> bytes:
 
 class ScriptedModel:
     """`/v1/chat/completions`, streamed as a real provider does. To a user message named in
-    `tool_calls` it answers with that tool call (name, arguments); to a tool's result it answers
+    `tool_calls` it answers with that tool call (name, arguments), or those calls (a list of
+    them); to a tool's result (the last one, when there were several) it answers
     "TOOL <the result>"; to anything else "Noted.". Every request body is kept in `requests`."""
 
     def __init__(self):
         self.url = ""
         self.requests: list[dict] = []
-        self.tool_calls: dict[str, tuple[str, dict]] = {}
+        self.tool_calls: dict[str, tuple[str, dict] | list[tuple[str, dict]]] = {}
         self.app = web.Application()
         self.app.router.add_post("/v1/chat/completions", self.completions)
 
@@ -51,10 +52,12 @@ class ScriptedModel:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         if last["role"] == "user" and last["content"] in self.tool_calls:
-            name, arguments = self.tool_calls[last["content"]]
+            script = self.tool_calls[last["content"]]
+            calls = script if isinstance(script, list) else [script]
             await response.write(sse({"role": "assistant", "content": None, "tool_calls": [
-                {"index": 0, "id": "call_mem1", "type": "function",
-                 "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}]}))
+                {"index": index, "id": f"call_mem{index}", "type": "function",
+                 "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}
+                for index, (name, arguments) in enumerate(calls)]}))
             await response.write(sse({}, "tool_calls"))
         else:
             text = f"TOOL {last['content']}" if last["role"] == "tool" else "Noted."

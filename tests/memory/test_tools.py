@@ -116,6 +116,9 @@ async def test_the_offline_agent_remembers_recalls_and_forgets_in_chinese(memory
     assert reply(await chat(ai_core, "user_alice", "忘掉我妹妹的名字")) == "好的，我已经忘记了：我妹妹叫莉娜。"
     assert reply(await chat(ai_core, "user_alice", "忘记我的工作")).startswith("我没有找到与“我的工作”相符的记忆")
     assert [m["content"] for m in await memories_of(memory_service)] == ["我对花生过敏"]
+    # Words that only look like the intent delete nothing.
+    assert reply(await chat(ai_core, "user_alice", "我忘记带钥匙了")) == "你想让我忘记什么？例如：“忘记我妹妹的名字”。"
+    assert [m["content"] for m in await memories_of(memory_service)] == ["我对花生过敏"]
 
 
 async def test_the_offline_agent_says_when_the_memory_service_is_down(make_assistant):

@@ -115,6 +115,9 @@ class MemoryClient:
         assert answer is not None
         return answer
 
+    async def get(self, user_id: str, memory_id: str) -> dict | None:
+        return await self._ok("GET", f"{MEMORIES}/{memory_id}", params={"user_id": user_id}, missing_is_none=True)
+
     async def update(self, user_id: str, memory_id: str, **fields) -> dict | None:
         changes = {key: fields[key] for key in ("content", "category", "priority") if fields.get(key) is not None}
         return await self._ok("PUT", f"{MEMORIES}/{memory_id}", body={"user_id": user_id, **changes},

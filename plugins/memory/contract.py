@@ -54,6 +54,10 @@ class MemoryStore(Protocol):
         near-duplicate and supersedes a contradicted memory)."""
         ...
 
+    async def get(self, user_id: str, memory_id: str) -> dict | None:
+        """The memory; None when the person has no such memory."""
+        ...
+
     async def update(self, user_id: str, memory_id: str, **fields) -> dict | None:
         """The memory after changing any of `content`, `category`, `priority`; None when the
         person has no such memory."""

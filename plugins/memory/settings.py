@@ -54,3 +54,22 @@ class ExtractionSettings(PluginSettings):
         "description": "Longest answer asked of the extracting model (routing purpose `memory`)."})
     extraction_concurrency = fields.Integer(load_default=2, validate=validate.Range(min=1, max=32), metadata={
         "description": "Turns read at once; more wait their turn."})
+
+
+class MemoryAssistantSettings(ExtractionSettings):
+    """`[plugins.memory_assistant]`: recall into every chat turn, the memory tools and learning from
+    conversations (the `extraction_*` keys) (the AI core)."""
+    recall_limit = fields.Integer(load_default=6, validate=validate.Range(min=0, max=50), metadata={
+        "description": "Most memories recalled by meaning into a chat turn (0: none)."})
+    recall_min_score = fields.Float(load_default=0.77, validate=validate.Range(min=0.0, max=1.0), metadata={
+        "description": "Cosine similarity (multilingual-e5-small, the turn's words as the query) from which a "
+                       "memory counts as relevant to a turn (docs/memory.md, measured there)."})
+    priority_limit = fields.Integer(load_default=3, validate=validate.Range(min=0, max=50), metadata={
+        "description": "Most high-priority memories added to every chat turn whatever it is about."})
+    priority_min = fields.Integer(load_default=7, validate=validate.Range(min=0, max=10), metadata={
+        "description": "Priority from which a memory is added to every chat turn."})
+    recall_max_chars = fields.Integer(load_default=1500, validate=validate.Range(min=100), metadata={
+        "description": "Most characters of memories added to a chat turn (whole memories; each one cut at 300)."})
+    forget_min_score = fields.Float(load_default=0.84, validate=validate.Range(min=0.0, max=1.0), metadata={
+        "description": "Cosine similarity from which the forget tool takes a memory to be the one described "
+                       "(it must also share a word with the description)."})

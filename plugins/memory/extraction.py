@@ -28,7 +28,7 @@ from plugins.ai_core.contract import MODELS, TURN_FINISHED, FinishedTurn, Models
 
 from .contract import CATEGORIES, MEMORY, MemoryServiceError, MemoryStore, Source
 from .settings import ExtractionSettings
-from .statements import explicit_statements
+from .statements import without_full_stop, explicit_statements
 
 log = logging.getLogger("plugins.memory.extraction")
 
@@ -66,7 +66,7 @@ jokes, quotes of other people, one-off requests or tasks, passing moods ("I'm ti
 knowledge, or anything already known unless it changed.
 
 Write each fact as one short first-person sentence in the user's language, as the user would say
-it: "I'm allergic to peanuts.", "My sister is called Lena.", "I live in Berlin.", "我住在上海。".
+it: "I'm allergic to peanuts", "My sister is called Lena", "I live in Berlin", "我住在上海".
 One fact per item.
 
 Answer with JSON only, no prose, in this shape:
@@ -153,7 +153,7 @@ def _fact(item: Any) -> Fact | None:
     content = item.get("content", item.get("fact"))
     if not isinstance(content, str):
         return None
-    content = " ".join(content.split())
+    content = without_full_stop(" ".join(content.split()))
     if not content or len(content) > MAX_FACT_CHARS:
         return None
     action = str(item.get("action") or "add").strip().lower()

@@ -15,9 +15,9 @@ marks), negated statements ("my name is not …", "我对花生不过敏"), a cl
 and values that are pronouns ("I like it", "我喜欢你").
 
 Each statement is stored as a short **first-person sentence in the person's language**, as they
-would say it ("I'm allergic to peanuts.", "My sister is called Lena.", "I live in Berlin." for
-"I moved to Berlin", "我对花生过敏。"): the shape the memory service's slot rules read, so "I
-moved to Berlin" supersedes "I live in Paris"."""
+would say it, without a final full stop ("I'm allergic to peanuts", "My sister is called Lena",
+"I live in Berlin" for "I moved to Berlin", "我对花生过敏"): the shape the memory service's slot
+rules read, so "I moved to Berlin" supersedes "I live in Paris"."""
 from __future__ import annotations
 
 import re
@@ -165,6 +165,12 @@ def _value_zh(raw: str, max_chars: int = 15) -> str | None:
 def _name_zh(raw: str) -> str | None:
     value = _value_zh(raw, 8)
     return value if value is not None and _NAME_ZH.match(value) else None
+
+
+def without_full_stop(text: str) -> str:
+    """Memories are stored without a final full stop, as the memory tools write them: the same
+    fact said twice is then the same text, whichever wrote it."""
+    return text[:-1].rstrip() if text.endswith((".", "。")) else text
 
 
 def _sentence_en(text: str) -> str:
@@ -456,6 +462,7 @@ def explicit_statements(text: str, limit: int = 5) -> list[Statement]:
             if statement is None:
                 continue
             content, category, priority = statement
+            content = without_full_stop(content)
             key = content.casefold()
             if key in seen:
                 continue

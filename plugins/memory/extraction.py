@@ -305,8 +305,10 @@ class Extraction:
                     for s in said]
         facts = parse_facts(answer)
         if facts is None:
-            log.warning("memory extraction: the model's answer holds no list of facts; nothing stored "
-                        "(%d characters: %r)", len(answer), answer[:200])
+            # The answer may quote the person: its words only at debug level.
+            log.warning("memory extraction: the model's answer (%d characters) holds no list of facts; "
+                        "nothing stored", len(answer))
+            log.debug("the unreadable answer: %r", answer[:500])
             return []
         return facts
 

@@ -302,3 +302,22 @@ async def test_an_unreachable_memory_service_costs_the_turn_nothing(make_ai_core
     ai_core = await make_ai_core(memory_url=f"http://127.0.0.1:{free_port()}")
     events = await chat(ai_core, "My name is Alice.")
     assert events[-1]["type"] == "done"
+
+
+# ---------------------------------------------------------------- with recall
+
+async def test_what_was_learnt_on_the_phone_reaches_the_model_in_a_new_session(make_ai_core, model, memory_service):
+    """The issue's "Done means", learnt without a `remember` call: the model only answers, extraction
+    stores the facts, recall puts them before the next session's question."""
+    ai_core = await make_ai_core()
+    await add_models(ai_core, model, {"big": "plain", "small": "plain"}, {"chat": ["big"], "memory": ["small"]})
+    said = "I'm vegetarian and my sister is called Lena."
+    model.facts[said] = [
+        {"content": "I'm vegetarian.", "category": "preference", "priority": 7, "action": "add"},
+        {"content": "My sister is called Lena.", "category": "relationship", "priority": 8, "action": "add"}]
+    await chat(ai_core, said, session="phone")
+    await chat(ai_core, "Suggest a dinner for my sister's visit.", session="laptop")
+    asked = [r["body"] for r in model.requests if not r["extraction"]][-1]
+    system = asked["messages"][0]["content"]
+    assert "I'm vegetarian" in system and "My sister is called Lena" in system
+    assert asked["messages"][-1]["content"] == "Suggest a dinner for my sister's visit."

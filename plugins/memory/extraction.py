@@ -20,7 +20,7 @@ import asyncio
 import json
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from gateway.plugins import Registrar
@@ -28,7 +28,8 @@ from plugins.ai_core.contract import MODELS, TURN_FINISHED, FinishedTurn, Models
 
 from .contract import CATEGORIES, MEMORY, MemoryServiceError, MemoryStore, Source
 from .settings import ExtractionSettings
-from .statements import without_full_stop, explicit_statements
+from .rules import same_words
+from .statements import explicit_statements, speaks_of_self, without_full_stop
 
 log = logging.getLogger("plugins.memory.extraction")
 
@@ -258,7 +259,8 @@ class Extraction:
     def worth_reading(self, turn: FinishedTurn) -> bool:
         text = turn.user_text.strip()
         return (self.settings["extraction_enabled"] and bool(turn.user_id)
-                and self.settings["extraction_min_chars"] <= len(text) <= self.settings["extraction_max_chars"])
+                and self.settings["extraction_min_chars"] <= len(text) <= self.settings["extraction_max_chars"]
+                and (speaks_of_self(text) or not self.settings["extraction_only_about_self"]))
 
     async def extract(self, turn: FinishedTurn) -> list[dict]:
         """The memory service's answers for what this turn taught (empty when nothing)."""
@@ -299,8 +301,8 @@ class Extraction:
             answer = await models.complete(
                 PURPOSE, extraction_messages(turn, known, self.settings["extraction_history_messages"]),
                 max_tokens=self.settings["extraction_max_tokens"], temperature=0)
+        said = explicit_statements(turn.user_text, self.settings["extraction_max_facts"])
         if answer is None:
-            said = explicit_statements(turn.user_text, self.settings["extraction_max_facts"])
             return [Fact(s.content, s.category, s.priority, "add", source="explicit" if s.explicit else "extracted")
                     for s in said]
         facts = parse_facts(answer)
@@ -310,7 +312,11 @@ class Extraction:
                         "nothing stored", len(answer))
             log.debug("the unreadable answer: %r", answer[:500])
             return []
-        return facts
+        # What the person asked to be remembered ("remember that …") keeps that source when the
+        # model writes it in the same words.
+        asked = [s.content for s in said if s.explicit]
+        return [replace(fact, source="explicit") if any(same_words(fact.content, a) for a in asked) else fact
+                for fact in facts]
 
 
 def register_extraction(registrar: Registrar) -> None:

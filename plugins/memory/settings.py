@@ -41,6 +41,9 @@ class ExtractionSettings(PluginSettings):
         "description": "Learn memories from each chat turn (a background job after the answer)."})
     extraction_max_facts = fields.Integer(load_default=5, validate=validate.Range(min=1, max=20), metadata={
         "description": "Most memories stored from one turn."})
+    extraction_only_about_self = fields.Boolean(load_default=True, metadata={
+        "description": "Read only turns in which the person speaks of themself (I, me, my, we, 我…); false: "
+                       "every turn, a model call each (a bare \"yes\" confirming the assistant's question too)."})
     extraction_min_chars = fields.Integer(load_default=3, validate=validate.Range(min=1), metadata={
         "description": "A person's message shorter than this (\"ok\", \"thanks\") is not read."})
     extraction_max_chars = fields.Integer(load_default=4000, validate=validate.Range(min=1), metadata={

@@ -425,6 +425,16 @@ def _explicit(rest: str) -> tuple[str, str, int] | None:
     return (_sentence_zh(rest) if chinese else _sentence_en(rest)), _category_of(rest), 7
 
 
+_ABOUT_SELF = re.compile(r"\b(?:i|i'm|im|i've|i'd|i'll|me|my|mine|myself|we|we're|our|ours|us)\b|我|咱|俺|本人",
+                         re.IGNORECASE)
+
+
+def speaks_of_self(text: str) -> bool:
+    """Whether the person says anything about themself at all: a cheap test before a model is
+    asked ("write a poem about the sea" teaches nothing about them)."""
+    return bool(_ABOUT_SELF.search(text.replace("’", "'")))
+
+
 def explicit_statements(text: str, limit: int = 5) -> list[Statement]:
     """The statements a person's message makes about themself, in order, at most `limit`,
     each once."""

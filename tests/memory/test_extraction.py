@@ -253,12 +253,34 @@ async def test_limits_short_and_long_messages_and_facts_per_turn(make_ai_core, m
     await add_models(ai_core, model, {"small": "plain"}, {"chat": ["small"]})
     await chat(ai_core, "ok")
     await chat(ai_core, "Here is my essay: " + "words " * 50)
+    await chat(ai_core, "What's the weather in Paris tomorrow?")  # nothing about the person
+    await chat(ai_core, "写一首关于大海的诗")
     assert model.extraction_requests() == []
     said = "Some facts about me."
     model.facts[said] = [{"content": f"I have hobby number {n}.", "category": "preference"} for n in (1, 2, 3, 4)]
     await chat(ai_core, said)
     assert [m["content"] for m in await memories_of(memory_service)] == ["I have hobby number 1",
                                                                         "I have hobby number 2"]
+
+
+async def test_every_turn_is_read_when_the_operator_says_so(make_ai_core, model, memory_service):
+    ai_core = await make_ai_core({"extraction_only_about_self": False})
+    await add_models(ai_core, model, {"small": "plain"}, {"chat": ["small"]})
+    history = [{"role": "assistant", "content": "Are you vegetarian?"}]
+    model.facts["Yes"] = [{"content": "I'm vegetarian", "category": "preference", "priority": 7}]
+    await chat(ai_core, "Yes", history=history)
+    assert summary(await memories_of(memory_service)) == [("I'm vegetarian", "preference", 7, "extracted")]
+
+
+async def test_what_the_person_asked_to_remember_keeps_its_source(make_ai_core, model, memory_service):
+    ai_core = await make_ai_core()
+    await add_models(ai_core, model, {"small": "plain"}, {"chat": ["small"]})
+    said = "Please remember that I'm allergic to peanuts. I also like jazz."
+    model.facts[said] = [{"content": "I am allergic to peanuts.", "category": "health", "priority": 9},
+                         {"content": "I like jazz.", "category": "preference", "priority": 5}]
+    await chat(ai_core, said)
+    assert summary(await memories_of(memory_service)) == [("I am allergic to peanuts", "health", 9, "explicit"),
+                                                         ("I like jazz", "preference", 5, "extracted")]
 
 
 async def test_switched_off_nothing_is_read(make_ai_core, model, memory_service):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from plugins.memory.extraction import Fact, parse_facts
-from plugins.memory.statements import explicit_statements
+from plugins.memory.statements import explicit_statements, speaks_of_self
 
 
 def caught(text: str, limit: int = 5) -> list[tuple[str, str, int, bool]]:
@@ -107,6 +107,15 @@ def test_at_most_the_limit_and_each_statement_once():
     assert len(caught(text, limit=3)) == 3
     assert contents(text) == ["My name is Ann", "I live in Oslo", "I work as a pilot", "I'm vegan", "I like jazz"]
     assert contents("I'm vegan. I am vegan!") == ["I'm vegan"]
+
+
+def test_a_turn_is_about_the_person_when_they_speak_of_themself():
+    for text in ("I'm tired of rain", "Plan a trip for my sister", "Call me Bob", "we moved last year",
+                 "I’ve got a dog", "给我妹妹写首诗", "我住在北京"):
+        assert speaks_of_self(text), text
+    for text in ("What's the weather in Paris?", "Write a poem about the sea", "Translate this into French",
+                 "写一首关于大海的诗", "Is it raining in Oslo?"):
+        assert not speaks_of_self(text), text
 
 
 # ---------------------------------------------------------------- a model's answer

@@ -155,7 +155,7 @@ class Engine:
             if not any(m.get("role") == "system" for m in messages):
                 messages.insert(0, {"role": "system", "content": self.system_prompt(turn.mode)})
             if extra:
-                first = messages.index(next(m for m in messages if m.get("role") == "system"))
+                first = next(index for index, m in enumerate(messages) if m.get("role") == "system")
                 messages[first] = with_context(messages[first], extra)
             return messages
         prompt = self.system_prompt(turn.mode) + ("\n\n" + extra if extra else "")

@@ -2,7 +2,9 @@
 
 - `ai_core` (the ai-core service): model routing with fallback chains, the streaming chat call,
   tools and their records, the offline default agent and an OpenAI-compatible front door (see
-  docs/ai-core.md). Other plugins of that service add tools through the `TOOLS` contract:
+  docs/ai-core.md). Other plugins of that service add tools through the `TOOLS` contract, and
+  hook into every chat turn through `TURN_CONTEXT` (blocks for the system message before it)
+  and `TURN_FINISHED` (told after it). Tools:
 
       context.contracts.require(TOOLS).add(name, description, parameters, handler,
                                             owner="my_plugin", examples={"en": [...], "zh": [...]})
@@ -25,7 +27,7 @@ from . import store
 from .api import ENGINE, routes
 from .builtin_tools import register_builtin_tools
 from .client import AiCoreClient
-from .contract import AI_CORE, TOOLS
+from .contract import AI_CORE, TOOLS, TURN_CONTEXT, TURN_FINISHED
 from .engine import Engine
 from .peer import GatewayPeer
 from .probe import routes as probe_routes
@@ -53,6 +55,8 @@ class AiCorePlugin(Plugin):
         registrar.routes(routes)
         registrar.routes(probe_routes)
         registrar.provide(TOOLS, registry)
+        registrar.provide(TURN_CONTEXT, engine.turn_context)
+        registrar.provide(TURN_FINISHED, engine.turn_finished)
         registrar.provide(ENGINE, engine)
 
         async def seed(context) -> AsyncIterator[None]:

@@ -3,6 +3,9 @@
 - in the ai-core service, registering tools the models may call (`TOOLS`), what a tool's
   handler is given (`ToolCall`) and the failures it raises or meets (`ToolFailed`,
   `GatewayFailed`);
+- in the ai-core service, the two hooks of a chat turn: providers of context put into the
+  model's system message before the turn (`TURN_CONTEXT`), and listeners told after it ended
+  (`TURN_FINISHED`). The AI core knows nothing of what they add or do (memories, for one);
 - in the services that call the AI core (the gateway), the one client of it (`AI_CORE`): the
   streaming chat call, image descriptions and the model tables, with one error (`AiCoreError`).
 
@@ -11,6 +14,7 @@ and for the client that reads them. They are plain dicts at run time (a turn rel
 second); the TypedDicts only tell the type checker and the reader their fields."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, AsyncGenerator, Awaitable, Callable, Literal, NotRequired, Protocol, TypedDict, Union
 
 from gateway.contracts import ContractKey
@@ -61,6 +65,57 @@ class Tools(Protocol):
 
 
 TOOLS: ContractKey[Tools] = ContractKey("ai_core.tools", "tools the models may call")
+
+
+# ---------------------------------------------------------------- the hooks of a chat turn (ai-core service)
+
+class ContextBlock(TypedDict):
+    """Text a provider adds to the model's system message: a heading and its lines (each shown
+    as "- line"). Providers should keep it short: the AI core cuts what exceeds its budget."""
+    title: str
+    lines: list[str]
+
+
+# async provider(user_id, session_id, text) -> blocks. `text` is the person's words of this turn.
+TurnContextProvider = Callable[[str, "str | None", str], Awaitable[list[ContextBlock]]]
+
+
+class TurnContext(Protocol):
+    def add(self, name: str, provider: TurnContextProvider) -> None:
+        """Before each chat turn answered by a model (purpose `chat`, both doors; not the
+        offline agent, not the work of other purposes), `provider` is asked for blocks, all
+        providers at once, each within `[plugins.ai_core] turn_context_timeout`; one that fails
+        or is late is skipped with a log line and the turn goes on without it."""
+        ...
+
+
+@dataclass(frozen=True)
+class FinishedTurn:
+    """A chat turn that ended with an answer (by a model or the offline agent)."""
+    user_id: str
+    session_id: str | None
+    user_text: str          # the person's words of this turn
+    reply_text: str         # the whole answer
+    model: str              # the model that answered (`offline-agent` for the built-in agent)
+    history: list[dict] = field(default_factory=list)  # the earlier turns given with it, [{role, content}]
+    user_message_id: str | None = None   # the stored ids, when the caller named them
+    reply_message_id: str | None = None
+
+
+TurnFinishedListener = Callable[[FinishedTurn], Awaitable[None]]
+
+
+class TurnFinished(Protocol):
+    def add(self, name: str, listener: TurnFinishedListener) -> None:
+        """After each chat turn with an answer, `listener(turn)` runs as a background job of the
+        AI core's scheduler: it never delays or fails the turn (an exception is logged)."""
+        ...
+
+
+TURN_CONTEXT: ContractKey[TurnContext] = ContractKey("ai_core.turn_context",
+                                                     "context blocks for the model before each chat turn")
+TURN_FINISHED: ContractKey[TurnFinished] = ContractKey("ai_core.turn_finished",
+                                                       "listeners told after each chat turn")
 
 
 # ---------------------------------------------------------------- the streaming chat call

@@ -22,7 +22,8 @@ from gateway.fetch import FetchPolicy, GuardedFetcher
 
 from . import store
 from .agent import AGENT_MODEL, OfflineAgent, language_of
-from .contract import ChatEvent, Fallback, SystemInfoEvent
+from .contract import ChatEvent, ContextBlock, Fallback, FinishedTurn, SystemInfoEvent
+from .hooks import TurnContextProviders, TurnFinishedListeners
 from .images import ImageError, ImageFetcher, origin
 from .peer import GatewayPeer
 from .providers import ProviderError, stream_completion
@@ -37,6 +38,9 @@ DEFAULT_SYSTEM_PROMPT = (
 VOICE_PROMPT = ("The reply will be spoken aloud: answer in short, natural sentences, without Markdown, "
                 "lists, code or emoji.")
 OUTPUT_EVENTS = {"delta", "thinking", "tool_progress"}
+# The purpose of the person's own conversation: its turns get the TURN_CONTEXT blocks and are
+# told to the TURN_FINISHED listeners; the work other purposes ask of the models is not.
+CHAT_PURPOSE = "chat"
 
 
 @dataclass
@@ -93,6 +97,8 @@ class Engine:
         self.settings = settings
         self.runner = ToolRunner(registry, context, settings["tool_timeout"], gateway)
         self.agent = OfflineAgent(registry, self.runner)
+        self.turn_context = TurnContextProviders(settings["turn_context_timeout"], settings["turn_context_max_chars"])
+        self.turn_finished = TurnFinishedListeners(context)
 
     # ------------------------------------------------------------ routing
 
@@ -140,12 +146,20 @@ class Engine:
             prompt += "\n" + VOICE_PROMPT
         return prompt
 
-    def build_messages(self, turn: Turn, images: list[str]) -> list[dict]:
+    def build_messages(self, turn: Turn, images: list[str], context: list[ContextBlock] | None = None) -> list[dict]:
+        """The model's messages: the system message (with the turn's context blocks at its
+        end), the history, and the person's words and images."""
+        extra = self.turn_context.render(context or [])
         if turn.messages is not None:
-            if any(m.get("role") == "system" for m in turn.messages):
-                return list(turn.messages)
-            return [{"role": "system", "content": self.system_prompt(turn.mode)}, *turn.messages]
-        messages: list[dict] = [{"role": "system", "content": self.system_prompt(turn.mode)}]
+            messages = list(turn.messages)
+            if not any(m.get("role") == "system" for m in messages):
+                messages.insert(0, {"role": "system", "content": self.system_prompt(turn.mode)})
+            if extra:
+                first = next(index for index, m in enumerate(messages) if m.get("role") == "system")
+                messages[first] = with_context(messages[first], extra)
+            return messages
+        prompt = self.system_prompt(turn.mode) + ("\n\n" + extra if extra else "")
+        messages = [{"role": "system", "content": prompt}]
         messages += [{"role": m["role"], "content": m["content"]} for m in turn.history]
         if images:
             parts: list[dict] = [{"type": "text", "text": turn.text or "Describe this image."}]
@@ -169,6 +183,26 @@ class Engine:
     # ------------------------------------------------------------ the turn
 
     async def run(self, turn: Turn, emit: Emit) -> Outcome:
+        outcome = await self._answer(turn, emit)
+        if turn.purpose == CHAT_PURPOSE:
+            await self.turn_finished.notify(FinishedTurn(
+                user_id=turn.user_id, session_id=turn.session_id, user_text=self.last_user_text(turn),
+                reply_text=outcome.text, model=outcome.model, history=self.history_of(turn)))
+        return outcome
+
+    def history_of(self, turn: Turn) -> list[dict]:
+        """The turns before this one, as {role, content} with text content."""
+        if turn.messages is None:
+            return [{"role": m["role"], "content": m["content"]} for m in turn.history]
+        earlier = list(turn.messages)
+        for index in range(len(earlier) - 1, -1, -1):
+            if earlier[index].get("role") == "user":
+                earlier = earlier[:index]
+                break
+        return [{"role": m["role"], "content": m["content"]} for m in earlier
+                if m.get("role") in ("user", "assistant") and isinstance(m.get("content"), str)]
+
+    async def _answer(self, turn: Turn, emit: Emit) -> Outcome:
         sent = False
 
         async def tracked(event: ChatEvent) -> None:
@@ -185,7 +219,10 @@ class Engine:
                            "message": "No vision model is configured; the image was left out of this answer."})
             images, purpose = [], turn.purpose
             chain, route = await self.candidates(purpose, turn.preferred_model)
-        messages = self.build_messages(turn, images)
+        context: list[ContextBlock] = []
+        if chain and turn.purpose == CHAT_PURPOSE:  # only a model reads them
+            context = await self.turn_context.blocks(turn.user_id, turn.session_id, self.last_user_text(turn))
+        messages = self.build_messages(turn, images, context)
         fallbacks: list[Fallback] = []
         for candidate in chain:
             try:
@@ -269,3 +306,11 @@ class Engine:
                 idle_timeout=self.settings["idle_timeout"]):
             text = accumulator.completion.content
         return text
+
+
+def with_context(message: dict, extra: str) -> dict:
+    """A system message with `extra` appended (its content a string or a list of parts)."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return {**message, "content": [*content, {"type": "text", "text": extra}]}
+    return {**message, "content": f"{content or ''}\n\n{extra}"}

@@ -27,6 +27,12 @@ class AiCoreSettings(PluginSettings):
         "description": "Largest image fetched for a turn, in bytes."})
     fetch_timeout = fields.Float(load_default=15.0, validate=POSITIVE, metadata={
         "description": "Seconds an image fetch may take."})
+    turn_context_timeout = fields.Float(load_default=3.0, validate=POSITIVE, metadata={
+        "description": "Seconds each turn context provider (e.g. memory recall) may take before a chat "
+                       "turn; a late one is skipped for that turn."})
+    turn_context_max_chars = fields.Integer(load_default=4000, validate=validate.Range(min=0), metadata={
+        "description": "Most characters the turn context providers add to the system message, in whole "
+                       "lines (0: none)."})
 
 
 class AiCoreClientSettings(PluginSettings):

@@ -5,7 +5,11 @@
   store, English and Chinese), create, update, delete. A new memory that repeats an existing one
   is merged into it; one that contradicts an existing one supersedes it (rules.py).
 - `memory_proxy` (the gateway): the spec's four `/api/v1/memory` endpoints, passed on to the
-  memory service with the service credential, each person scoped to their own memories."""
+  memory service with the service credential, each person scoped to their own memories.
+- `memory_client` (any service that reads or writes memories: the AI core, the gateway): the
+  `MEMORY` contract (contract.py), the one client of the memory service (client.py).
+- `memory_assistant` (the AI core): recall of the person's memories into every chat turn and the
+  `remember` / `recall` / `forget` tools (assistant.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -17,7 +21,9 @@ import aiohttp
 from gateway.plugins import Plugin, Registrar
 
 from . import api, proxy
-from .settings import MemoryProxySettings, MemorySettings
+from .client import MemoryClient, MemoryTransport
+from .contract import MEMORY
+from .settings import MemoryClientSettings, MemoryProxySettings, MemorySettings
 from .store import MemoryStore
 
 
@@ -54,8 +60,20 @@ class MemoryProxyPlugin(Plugin):
 
     def setup(self, registrar: Registrar) -> None:
         registrar.routes(proxy.routes)
-        registrar.app_state(proxy.TIMEOUT, aiohttp.ClientTimeout(total=registrar.settings["timeout"]))
+        registrar.app_state(proxy.TRANSPORT, MemoryTransport(
+            registrar.context, aiohttp.ClientTimeout(total=registrar.settings["timeout"])))
+
+
+class MemoryClientPlugin(Plugin):
+    name = "memory_client"
+    description = "The client of the memory service (the MEMORY contract)"
+    settings_schema = MemoryClientSettings
+
+    def setup(self, registrar: Registrar) -> None:
+        timeout = aiohttp.ClientTimeout(total=registrar.settings["timeout"])
+        registrar.provide(MEMORY, MemoryClient(MemoryTransport(registrar.context, timeout)))
 
 
 plugin = MemoryPlugin()
 proxy_plugin = MemoryProxyPlugin()
+client_plugin = MemoryClientPlugin()

@@ -64,14 +64,15 @@ async def outage_middleware(request: web.Request, handler) -> web.StreamResponse
 
 
 @routes.get("/api/v1/memories", name="memory.list")
-@api_doc("A page of memories, latest updated first (filter by person and category)", query=MemoryListQuery,
+@api_doc("A page of memories, latest updated (or highest priority) first; filter by person and category", query=MemoryListQuery,
          responses={200: MemoryPage}, errors=(403,) + UNAVAILABLE,
          description="Without `user_id`, the service credential and the administrator list everyone's.")
 async def list_memories(request: web.Request) -> web.Response:
     identity = await require_user(request)
     query = parse_query(request, MemoryListQuery())
     who = owner(identity, query["user_id"], anyone=True)
-    page = await request.config_dict[STORE].page(who, query["category"], query["limit"], query["offset"])
+    page = await request.config_dict[STORE].page(who, query["category"], query["limit"], query["offset"],
+                                                 order=query["order"])
     return web.json_response(page)
 
 

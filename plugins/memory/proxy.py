@@ -3,13 +3,10 @@ asks the memory service (`peers.memory_service_url`, MEMORY_SERVICE_URL) with th
 credential, for the caller, and passes its answer on. A person is always scoped to their own
 memories, whatever `user_id` they send; the administrator may name anyone. A memory service that
 cannot be reached, or does not answer within `[plugins.memory_proxy] timeout`, is a 502
-`memory_service_unreachable`, never a 500."""
+`memory_service_unreachable`, never a 500. The calls go through the memory client's transport
+(client.py), the one way this code base reaches the memory service."""
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
-import aiohttp
 import marshmallow
 from aiohttp import web
 from marshmallow import fields, validate
@@ -18,16 +15,16 @@ from gateway.context import get_context
 from gateway.errors import ApiError, BadGateway
 from gateway.identity import Identity, require_user
 from gateway.openapi import api_doc
-from gateway.text import loads_utf8_safe
 from gateway.validation import parse_body, parse_query
 from gateway.vectors import SEARCH_MODES
 
+from .client import PEER, MemoryTransport
+from .contract import MemoryUnavailable
 from .schemas import (DEFAULT_CATEGORY, DEFAULT_PRIORITY, MAX_LIST_LIMIT, MAX_QUERY_CHARS, MAX_SEARCH_LIMIT,
                       Category, MemoryDeleted, MemoryPage, MemorySearchResults, MemoryWritten, Priority)
 
 routes = web.RouteTableDef()
-TIMEOUT = web.AppKey("memory_proxy.timeout", aiohttp.ClientTimeout)
-PEER = "memory_service"
+TRANSPORT = web.AppKey("memory_proxy.transport", MemoryTransport)
 ERRORS = (502, 503)
 
 OWNER = fields.String(load_default=None, validate=validate.Length(min=1, max=128), metadata={
@@ -69,47 +66,28 @@ def scope(identity: Identity, requested: str | None) -> str:
     return (requested or identity.user_id) if identity.is_admin else identity.user_id
 
 
-def unreachable(request: web.Request, error: BaseException) -> BadGateway:
-    detail = str(error)
-    return BadGateway(f"The memory service cannot be reached or did not answer in time "
-                      f"({error.__class__.__name__}{': ' + detail if detail else ''}).",
-                      error_type="memory_service_unreachable",
-                      hint=f"Check that the memory-service runs at "
-                           f"{get_context(request).peer_url(PEER) or '(unset)'} (MEMORY_SERVICE_URL).")
+def unreachable(request: web.Request, error: MemoryUnavailable) -> BadGateway:
+    message = str(error)
+    hint = (f"Check that the memory-service runs at {get_context(request).peer_url(PEER) or '(unset)'} "
+            f"(MEMORY_SERVICE_URL)." if error.status is None else
+            "SERVICE_TOKEN must be the same for the gateway and the memory-service." if error.status in (401, 403)
+            else "Check that MEMORY_SERVICE_URL names the memory-service.")
+    return BadGateway(message[:1].upper() + message[1:] + ".", error_type="memory_service_unreachable", hint=hint)
 
 
 async def ask(request: web.Request, method: str, path: str, *, params: dict | None = None,
               body: dict | None = None) -> web.Response:
     """The memory service's answer to `method path`, passed on with its status."""
-    context = get_context(request)
-    params = {key: str(value) for key, value in (params or {}).items() if value is not None}
     try:
-        async with context.http.request(method, context.peer_url(PEER) + path, params=params, json=body,
-                                        headers=context.peer_headers(),
-                                        timeout=request.config_dict[TIMEOUT]) as response:
-            raw = await response.read()
-            status = response.status
-            retry_after = response.headers.get("Retry-After")
-    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as error:  # ValueError: no URL set
+        answer = await request.config_dict[TRANSPORT].call(method, path, params=params, body=body)
+    except MemoryUnavailable as error:
         raise unreachable(request, error) from None
-    try:
-        answer: Any = loads_utf8_safe(raw)
-    except ValueError:
-        answer = None
-    if not isinstance(answer, dict):
-        raise BadGateway(f"The memory service answered {status} without a JSON object.",
-                         error_type="memory_service_unreachable",
-                         hint="Check that MEMORY_SERVICE_URL names the memory-service.")
-    if status >= 400:
-        if status in (401, 403) or not answer.get("error"):
-            # Our own credential refused: the gateway's configuration, not the caller's request.
-            raise BadGateway(f"The memory service refused the gateway ({status}: {answer.get('error') or '?'}).",
-                             error_type="memory_service_unreachable",
-                             hint="SERVICE_TOKEN must be the same for the gateway and the memory-service.")
-        raise ApiError(str(answer["error"]), error_type=str(answer.get("errorType") or "memory_service_failed"),
-                       hint=answer.get("hint"), status=status,
-                       headers={"Retry-After": retry_after} if retry_after else None)
-    return web.json_response(answer, status=status)
+    if answer.status >= 400:
+        raise ApiError(str(answer.body["error"]),
+                       error_type=str(answer.body.get("errorType") or "memory_service_failed"),
+                       hint=answer.body.get("hint"), status=answer.status,
+                       headers={"Retry-After": answer.retry_after} if answer.retry_after else None)
+    return web.json_response(answer.body, status=answer.status)
 
 
 @routes.get("/api/v1/memory/search", name="memory_proxy.search")

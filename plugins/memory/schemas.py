@@ -18,6 +18,7 @@ ACTIONS = ("created", "merged", "superseded")
 MAX_LIST_LIMIT = 200
 MAX_SEARCH_LIMIT = 50
 MAX_QUERY_CHARS = 1000
+LIST_ORDERS = ("updated", "priority")
 
 USER_ID = fields.String(load_default=None, validate=validate.Length(min=1, max=128), metadata={
     "description": "Whose memories. A person's own token acts for them; the service credential and the "
@@ -63,6 +64,9 @@ class MemoryListQuery(marshmallow.Schema):
     category = Category(load_default=None)
     limit = fields.Integer(load_default=50, validate=validate.Range(min=1, max=MAX_LIST_LIMIT))
     offset = fields.Integer(load_default=0, validate=validate.Range(min=0, max=10**12))
+    order = fields.String(load_default="updated", validate=validate.OneOf(LIST_ORDERS), metadata={
+        "description": "`updated` (latest updated first, default) or `priority` (highest priority first, "
+                       "then latest updated: what recall adds to every turn)."})
 
 
 class MemorySearchQuery(marshmallow.Schema):

@@ -1,5 +1,6 @@
-"""`[plugins.memory]` (the memory service) and `[plugins.memory_proxy]` (the gateway's memory
-endpoints); docs/configuration.md lists them, docs/memory.md explains them."""
+"""`[plugins.memory]` (the memory service), `[plugins.memory_proxy]` (the gateway's memory
+endpoints) and `[plugins.memory_client]` (the client other services reach the memory service
+with); docs/configuration.md lists them, docs/memory.md explains them."""
 from marshmallow import fields, validate
 
 from gateway.plugins import PluginSettings
@@ -24,3 +25,28 @@ class MemoryProxySettings(PluginSettings):
     timeout = fields.Float(load_default=10.0, validate=POSITIVE, metadata={
         "description": "Seconds the gateway waits for the memory service (MEMORY_SERVICE_URL) per call, "
                        "connecting included; then it answers 502 memory_service_unreachable."})
+
+
+class MemoryClientSettings(PluginSettings):
+    timeout = fields.Float(load_default=10.0, validate=POSITIVE, metadata={
+        "description": "Seconds a service waits for the memory service (MEMORY_SERVICE_URL) per call, "
+                       "connecting included; then the call fails as unavailable (recall skips memories "
+                       "for that turn, a memory tool reports it)."})
+
+
+class MemoryAssistantSettings(PluginSettings):
+    """`[plugins.memory_assistant]`: recall into every chat turn and the memory tools (the AI core)."""
+    recall_limit = fields.Integer(load_default=6, validate=validate.Range(min=0, max=50), metadata={
+        "description": "Most memories recalled by meaning into a chat turn (0: none)."})
+    recall_min_score = fields.Float(load_default=0.77, validate=validate.Range(min=0.0, max=1.0), metadata={
+        "description": "Cosine similarity (multilingual-e5-small, the turn's words as the query) from which a "
+                       "memory counts as relevant to a turn (docs/memory.md, measured there)."})
+    priority_limit = fields.Integer(load_default=3, validate=validate.Range(min=0, max=50), metadata={
+        "description": "Most high-priority memories added to every chat turn whatever it is about."})
+    priority_min = fields.Integer(load_default=7, validate=validate.Range(min=0, max=10), metadata={
+        "description": "Priority from which a memory is added to every chat turn."})
+    recall_max_chars = fields.Integer(load_default=1500, validate=validate.Range(min=100), metadata={
+        "description": "Most characters of memories added to a chat turn (whole memories; each one cut at 300)."})
+    forget_min_score = fields.Float(load_default=0.84, validate=validate.Range(min=0.0, max=1.0), metadata={
+        "description": "Cosine similarity from which the forget tool takes a memory to be the one described "
+                       "(it must also share a word with the description)."})

@@ -112,13 +112,15 @@ class MemoryStore:
             raise not_found(memory_id)
         return row
 
-    async def page(self, owner: str | None, category: str | None, limit: int, offset: int) -> dict:
+    async def page(self, owner: str | None, category: str | None, limit: int, offset: int,
+                   order: str = "updated") -> dict:
         where = ("(%(owner)s::text IS NULL OR user_id = %(owner)s) "
                  "AND (%(category)s::text IS NULL OR category = %(category)s)")
         params: dict[str, Any] = {"owner": owner, "category": category, "limit": limit, "offset": offset}
         total = await fetch_value(self.context.db, f"SELECT count(*) FROM memories WHERE {where}", params)
+        ordering = "priority DESC, updated_at DESC, id" if order == "priority" else "updated_at DESC, id"
         rows = await fetch_all(self.context.db, f"SELECT {COLUMNS} FROM memories WHERE {where} "
-                               "ORDER BY updated_at DESC, id LIMIT %(limit)s OFFSET %(offset)s", params)
+                               f"ORDER BY {ordering} LIMIT %(limit)s OFFSET %(offset)s", params)
         return {"memories": rows, "total": int(total), "limit": limit, "offset": offset}
 
     async def search(self, owner: str, query: str, limit: int, category: str | None = None,

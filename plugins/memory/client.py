@@ -1,0 +1,136 @@
+"""The one way to reach the memory service from another service (`peers.memory_service_url`,
+MEMORY_SERVICE_URL), with the service credential acting for a named person.
+
+- `MemoryTransport`: one HTTP call and its decoded answer; every way of not getting a usable
+  answer (no URL, unreachable, past the time limit, not a JSON object, our credential refused)
+  is `MemoryUnavailable`. The gateway's memory endpoints (proxy.py) pass its answers on as they
+  are; the client below reads them.
+- `MemoryClient`: the `MEMORY` contract (contract.py) for the plugins that use memories."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, NamedTuple
+
+import aiohttp
+
+from gateway.text import loads_utf8_safe
+
+from .contract import MemoryServiceError, MemoryUnavailable, SearchMode, Source
+
+PEER = "memory_service"
+MEMORIES = "/api/v1/memories"
+
+
+class Answer(NamedTuple):
+    status: int
+    body: dict
+    retry_after: str | None
+
+
+class MemoryTransport:
+    def __init__(self, context, timeout: aiohttp.ClientTimeout):
+        self.context = context
+        self.timeout = timeout
+
+    def base_url(self) -> str:
+        return self.context.peer_url(PEER)
+
+    async def call(self, method: str, path: str, *, params: dict | None = None,
+                   body: dict | None = None) -> Answer:
+        """The memory service's answer to `method path` (any status); MemoryUnavailable when
+        there is none to use."""
+        params = {key: str(value) for key, value in (params or {}).items() if value is not None}
+        base_url = self.base_url()
+        if not base_url:
+            raise MemoryUnavailable("no address is configured for the memory service",
+                                    error_type="memory_service_unreachable")
+        try:
+            async with self.context.http.request(method, base_url + path, params=params, json=body,
+                                                 headers=self.context.peer_headers(),
+                                                 timeout=self.timeout) as response:
+                raw = await response.read()
+                status = response.status
+                retry_after = response.headers.get("Retry-After")
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as error:  # ValueError: a bad URL
+            detail = str(error)
+            raise MemoryUnavailable(f"the memory service cannot be reached or did not answer in time "
+                                    f"({error.__class__.__name__}{': ' + detail if detail else ''})",
+                                    error_type="memory_service_unreachable") from None
+        try:
+            answer: Any = loads_utf8_safe(raw)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise MemoryUnavailable(f"the memory service answered {status} without a JSON object",
+                                    status=status, error_type="memory_service_unreachable")
+        if status in (401, 403) or (status >= 400 and not answer.get("error")):
+            # Our own credential refused: this service's configuration, not the caller's request.
+            raise MemoryUnavailable(f"the memory service refused this service ({status}: "
+                                    f"{answer.get('error') or '?'}); SERVICE_TOKEN must be the same for both",
+                                    status=status, error_type="memory_service_unreachable")
+        return Answer(status, answer, retry_after)
+
+
+def _failure(answer: Answer) -> MemoryServiceError:
+    body = answer.body
+    kind = MemoryUnavailable if answer.status >= 500 else MemoryServiceError
+    return kind(str(body.get("error") or f"the memory service answered {answer.status}"), status=answer.status,
+                error_type=str(body.get("errorType") or "memory_service_failed"), hint=body.get("hint"),
+                retry_after=answer.retry_after)
+
+
+class MemoryClient:
+    """The `MEMORY` contract over HTTP; every call names the person it acts for."""
+
+    def __init__(self, transport: MemoryTransport):
+        self.transport = transport
+
+    async def _ok(self, method: str, path: str, *, params: dict | None = None, body: dict | None = None,
+                  missing_is_none: bool = False) -> dict | None:
+        answer = await self.transport.call(method, path, params=params, body=body)
+        if answer.status == 404 and missing_is_none:
+            return None
+        if answer.status >= 400:
+            raise _failure(answer)
+        return answer.body
+
+    async def search(self, user_id: str, query: str, limit: int = 10, mode: SearchMode = "dense",
+                     category: str | None = None) -> list[dict]:
+        answer = await self._ok("GET", MEMORIES + "/search", params={
+            "user_id": user_id, "q": query, "limit": limit, "mode": mode, "category": category})
+        assert answer is not None
+        return list(answer["memories"])
+
+    async def top(self, user_id: str, limit: int = 5) -> list[dict]:
+        answer = await self._ok("GET", MEMORIES, params={"user_id": user_id, "limit": limit, "order": "priority"})
+        assert answer is not None
+        return list(answer["memories"])
+
+    async def create(self, user_id: str, content: str, category: str = "other", priority: int = 5,
+                     source: Source = "api", session_id: str | None = None,
+                     message_id: str | None = None) -> dict:
+        answer = await self._ok("POST", MEMORIES, body={
+            "user_id": user_id, "content": content, "category": category, "priority": priority,
+            "source": source, "source_session_id": session_id, "source_message_id": message_id})
+        assert answer is not None
+        return answer
+
+    async def get(self, user_id: str, memory_id: str) -> dict | None:
+        return await self._ok("GET", f"{MEMORIES}/{memory_id}", params={"user_id": user_id}, missing_is_none=True)
+
+    async def update(self, user_id: str, memory_id: str, **fields) -> dict | None:
+        changes = {key: fields[key] for key in ("content", "category", "priority") if fields.get(key) is not None}
+        return await self._ok("PUT", f"{MEMORIES}/{memory_id}", body={"user_id": user_id, **changes},
+                              missing_is_none=True)
+
+    async def delete(self, user_id: str, memory_id: str) -> bool:
+        answer = await self._ok("DELETE", f"{MEMORIES}/{memory_id}", params={"user_id": user_id},
+                                missing_is_none=True)
+        return answer is not None
+
+    async def list(self, user_id: str | None, category: str | None = None, limit: int = 50,
+                   offset: int = 0) -> dict:
+        answer = await self._ok("GET", MEMORIES, params={
+            "user_id": user_id, "category": category, "limit": limit, "offset": offset})
+        assert answer is not None
+        return answer

@@ -15,6 +15,6 @@ CREATE TABLE thinking_entries (
 
 CREATE INDEX thinking_entries_user_created ON thinking_entries (user_id, created_at DESC, id);
 CREATE INDEX thinking_entries_created ON thinking_entries (created_at DESC, id);
--- The timeline merges memories (by creation) with thinking entries, newest first.
-CREATE INDEX memories_created ON memories (created_at DESC, id);
-CREATE INDEX memories_user_created ON memories (user_id, created_at DESC, id);
+-- The timeline merges memories (at their latest change) with thinking entries, newest first;
+-- one person's memories use memories_user_updated (001), everyone's this one.
+CREATE INDEX memories_updated ON memories (updated_at DESC, id);

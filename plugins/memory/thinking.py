@@ -269,8 +269,8 @@ class Thinker:
             log.warning("thinking about %s failed: %s", user_id, reason)
             await self.push_state(user_id, message_id, "failed", error=reason)
             return False
-        await self.context.bus.set(CURSOR_KEY + user_id, str(last_active), ttl=cursor_ttl)
         if not thought.noticed:
+            await self.context.bus.set(CURSOR_KEY + user_id, str(last_active), ttl=cursor_ttl)
             await self.push_state(user_id, message_id, "finished")
             return False
         try:
@@ -282,9 +282,10 @@ class Thinker:
             if answer.status not in (200, 201):
                 raise MemoryServiceError(f"the thinking log refused the entry ({answer.status}: "
                                          f"{answer.body.get('error')})", status=answer.status)
-        except MemoryServiceError as error:
+        except MemoryServiceError as error:  # not written: tried again next run
             await self.push_state(user_id, message_id, "failed", error=str(error))
             raise
+        await self.context.bus.set(CURSOR_KEY + user_id, str(last_active), ttl=cursor_ttl)
         content = thought.noticed + (f"\n\n{thought.suggestion}" if thought.suggestion else "")
         await self.context.hub.send_to_user(user_id, {
             "type": "thinking", "role": "assistant", "msg_type": "thinking", "message_id": message_id,

@@ -84,6 +84,7 @@ class ThoughtfulModel:
         self.url = ""
         self.requests: list[dict] = []
         self.fail_thinking = False
+        self.thought = THOUGHT
         self.app = web.Application()
         self.app.router.add_post("/v1/chat/completions", self.completions)
 
@@ -96,7 +97,7 @@ class ThoughtfulModel:
         last = body["messages"][-1]["content"]
         if self.fail_thinking and "thinking privately" in last:
             return web.json_response({"error": {"message": "overloaded"}}, status=503)
-        text = json.dumps(THOUGHT) if "thinking privately" in last else "Noted, thank you!"
+        text = json.dumps(self.thought) if "thinking privately" in last else "Noted, thank you!"
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         await response.write(sse({"role": "assistant", "content": ""}))
@@ -304,4 +305,21 @@ async def test_a_failed_thought_is_reported_and_tried_again_next_run(make_setup)
     await setup.clock.advance(INTERVAL)
     await frames_until(ws, "thinking")
     assert len(await setup.entries()) == 1
+    await ws.close()
+
+
+async def test_a_thought_that_noticed_nothing_writes_nothing(make_setup):
+    setup = await make_setup()
+    setup.model.thought = {"noticed": "", "suggestion": ""}
+    ws = await setup.connect()
+    await chat(ws, "Hi!", "m1")
+    await setup.clock.advance(INTERVAL)
+    frames = await frames_until(ws, "background_thinking") + await frames_until(ws, "background_thinking")
+    assert [(f["type"], f["thinking_status"]) for f in frames] == [("background_thinking", "started"),
+                                                                   ("background_thinking", "finished")]
+    assert await setup.entries() == []
+    # Nothing new since: not asked again.
+    await setup.clock.advance(INTERVAL)
+    await nothing_pushed(ws)
+    assert len(setup.model.thinking_requests()) == 1
     await ws.close()

@@ -219,6 +219,9 @@ class Engine:
                            "message": "No vision model is configured; the image was left out of this answer."})
             images, purpose = [], turn.purpose
             chain, route = await self.candidates(purpose, turn.preferred_model)
+        if not chain and purpose not in (CHAT_PURPOSE, "vision"):
+            # Background work (`thinking`, `memory`...) without a rule or tagged models: the chat chain.
+            chain, route = await self.candidates(CHAT_PURPOSE, turn.preferred_model)
         context: list[ContextBlock] = []
         if chain and turn.purpose == CHAT_PURPOSE:  # only a model reads them
             context = await self.turn_context.blocks(turn.user_id, turn.session_id, self.last_user_text(turn))

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 # Bump when tokens or weights change: the vector store keys its collections by it, so an index
 # built by an older tokenizer is rebuilt rather than mixed with the new one.
-LEXICAL_VERSION = 1
+LEXICAL_VERSION = 2
 
 ChineseMode = Literal["jieba", "bigrams"]
 
@@ -43,7 +43,7 @@ will with would you your yours yourself yourselves s t d ll m re ve
 # Function words that carry no topic; jieba returns them as single tokens.
 CHINESE_STOP_WORDS = frozenset("""
 的 了 是 在 和 与 及 或 也 就 都 而 并 等 着 过 之 其 此 这 那 个 为 以 于 被 把 让 从 对 向 吗 呢 吧 啊 呀
-么 什么 一个 我们 你们 他们 她们 它们 这个 那个 这些 那些 哪 里 上 中 下 有 没有 不 很 更 最 会 能 要 可以
+么 什么 一个 我 你 您 他 她 它 我们 你们 他们 她们 它们 自己 这个 那个 这些 那些 哪 里 上 中 下 有 没有 不 很 更 最 会 能 要 可以
 """.split())
 
 

@@ -76,6 +76,8 @@ class ChatStreamBody(marshmallow.Schema):
     mode = fields.String(load_default="text", validate=validate.OneOf(MODES))
     attachments = fields.List(fields.Nested(Attachment), load_default=list)
     purpose = fields.String(load_default="chat", validate=validate.Length(min=1, max=64))
+    use_tools = fields.Boolean(load_default=True, metadata={
+        "description": "False: the models are offered no tools (background work such as thinking)."})
 
 
 def sse_frame(event: ChatEvent) -> bytes:
@@ -95,7 +97,8 @@ async def chat_stream(request: web.Request) -> web.StreamResponse:
         raise BadRequest("Send text, an image, or both.", error_type="validation_error")
     turn = Turn(user_id=user_id, session_id=body["session_id"], text=body["text"],
                 history=body["history"], mode=body["mode"],
-                images=[a["url"] for a in body["attachments"]], purpose=body["purpose"])
+                images=[a["url"] for a in body["attachments"]], purpose=body["purpose"],
+                use_tools=body["use_tools"])
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
                                            "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     await response.prepare(request)

@@ -139,6 +139,7 @@ class ChatRequest(TypedDict, total=False):
     mode: Literal["text", "voice_msg", "voice_assistant"]
     attachments: list[ImageAttachment]
     purpose: str
+    use_tools: bool
 
 
 class DeltaEvent(TypedDict):

@@ -155,7 +155,7 @@ class Engine:
             if not any(m.get("role") == "system" for m in messages):
                 messages.insert(0, {"role": "system", "content": self.system_prompt(turn.mode)})
             if extra:
-                first = messages.index(next(m for m in messages if m.get("role") == "system"))
+                first = next(index for index, m in enumerate(messages) if m.get("role") == "system")
                 messages[first] = with_context(messages[first], extra)
             return messages
         prompt = self.system_prompt(turn.mode) + ("\n\n" + extra if extra else "")
@@ -219,6 +219,9 @@ class Engine:
                            "message": "No vision model is configured; the image was left out of this answer."})
             images, purpose = [], turn.purpose
             chain, route = await self.candidates(purpose, turn.preferred_model)
+        if not chain and purpose not in (CHAT_PURPOSE, "vision"):
+            # Background work (`thinking`, `memory`...) without a rule or tagged models: the chat chain.
+            chain, route = await self.candidates(CHAT_PURPOSE, turn.preferred_model)
         context: list[ContextBlock] = []
         if chain and turn.purpose == CHAT_PURPOSE:  # only a model reads them
             context = await self.turn_context.blocks(turn.user_id, turn.session_id, self.last_user_text(turn))

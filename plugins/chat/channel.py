@@ -169,14 +169,19 @@ async def handle_connect(request: web.Request) -> web.StreamResponse:
     resume, client_id, device_name = query["resume"], query["client_id"], query["device_name"]
     del query  # locals live as long as the connection: keep only what is used
 
+    user_agent = request.headers.get("User-Agent", "")[:256]
+    await chat.presence.arriving(identity.user_id, client_id, device_name, user_agent)
     ws = web.WebSocketResponse(heartbeat=chat.heartbeat, max_msg_size=chat.max_frame_bytes, compress=chat.compress)
-    await ws.prepare(request)
+    try:
+        await ws.prepare(request)
+    except BaseException:
+        await chat.presence.not_arrived(client_id)
+        raise
     connection = await context.hub.register(
         ws, identity.user_id, identity=identity, client_id=client_id, device_name=device_name,
-        user_agent=request.headers.get("User-Agent", "")[:256], max_pending=chat.max_pending,
-        data={SESSION_KEY: session_id}, hold=resume)
+        user_agent=user_agent, max_pending=chat.max_pending, data={SESSION_KEY: session_id}, hold=resume)
     try:
-        await chat.presence.connected(connection)
+        await chat.presence.mark(connection)
         if resume:
             await chat.replay.replay_into(connection, session_key(identity.user_id, session_id), after)
         async for frame in ws:

@@ -44,6 +44,13 @@ class StreamChunkFrame(TurnFrame):
 
 
 class ThinkingFrame(TurnFrame):
+    """The model's thinking during a reply; or (without `session_id`, `turn_id` and `seq`, with
+    `thinking_status` `finished`) a finished background thought of the thinking job (plugin
+    `thinking`, docs/memory.md), its `message_id` `thinking_<entry id>`."""
+
+    session_id = fields.String()
+    turn_id = fields.String()
+    seq = fields.Integer(metadata={"description": "The frame's number within its turn."})
     thinking_status = fields.String(required=True)
     thinking_content = fields.String(required=True)
 

@@ -68,12 +68,17 @@ class Presence:
         if connection.client_id:
             await bus.mark(ONLINE_CLIENTS, connection.client_id, LIVE_TTL)
 
-    async def connected(self, connection: "Connection") -> None:
-        await self.mark(connection)
-        if connection.client_id:
-            await store.client_connected(self.context.db, client_id=connection.client_id,
-                                         user_id=connection.user_id, device_name=connection.device_name,
-                                         user_agent=connection.user_agent)
+    async def arriving(self, user_id: str, client_id: str, device_name: str, user_agent: str) -> None:
+        """Records a device before its WebSocket handshake is answered, so a client that lists its
+        known clients right after connecting finds itself there."""
+        if client_id:
+            await store.client_connected(self.context.db, client_id=client_id, user_id=user_id,
+                                         device_name=device_name, user_agent=user_agent)
+
+    async def not_arrived(self, client_id: str) -> None:
+        """The handshake failed after `arriving`: the device is not online after all."""
+        if client_id:
+            await store.client_disconnected(self.context.db, client_id)
 
     async def disconnected(self, connection: "Connection") -> None:
         bus = self.context.bus

@@ -20,7 +20,7 @@ import aiohttp
 
 from gateway.plugins import Plugin, Registrar
 
-from . import api, proxy
+from . import api, proxy, thinking_api
 from .client import MemoryClient, MemoryTransport
 from .contract import MEMORY
 from .settings import MemoryClientSettings, MemoryProxySettings, MemorySettings
@@ -38,6 +38,7 @@ class MemoryPlugin(Plugin):
         store = MemoryStore(registrar.context, registrar.settings)
         registrar.migrations("plugins.memory")
         registrar.routes(api.routes)
+        registrar.routes(thinking_api.routes)
         registrar.app_state(api.STORE, store)
         registrar.middleware(api.outage_middleware)
 

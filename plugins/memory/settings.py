@@ -76,3 +76,27 @@ class MemoryAssistantSettings(ExtractionSettings):
     forget_min_score = fields.Float(load_default=0.84, validate=validate.Range(min=0.0, max=1.0), metadata={
         "description": "Cosine similarity from which the forget tool takes a memory to be the one described "
                        "(it must also share a word with the description)."})
+
+
+class ThinkingSettings(PluginSettings):
+    """`[plugins.thinking]`: the gateway's scheduled thinking job (docs/memory.md, "Thinking and
+    timeline"). `enabled = false` switches it off."""
+    interval = fields.Float(load_default=3600.0, validate=validate.Range(min=10.0), metadata={
+        "description": "Seconds between two runs of the thinking job (the first run is one interval after start)."})
+    max_per_user_per_day = fields.Integer(load_default=3, validate=validate.Range(min=1, max=100), metadata={
+        "description": "Most thinking entries written for one person per day (UTC); a person who reached it "
+                       "is skipped until the next day."})
+    lookback_hours = fields.Float(load_default=24.0, validate=validate.Range(min=0.1), metadata={
+        "description": "How far back a run looks for people with new conversation activity."})
+    max_users_per_run = fields.Integer(load_default=100, validate=validate.Range(min=1), metadata={
+        "description": "Most people one run thinks about (the most recently active first)."})
+    sessions_per_user = fields.Integer(load_default=3, validate=validate.Range(min=1, max=20), metadata={
+        "description": "Most recent sessions of a person a thought reads."})
+    messages_per_session = fields.Integer(load_default=20, validate=validate.Range(min=1, max=200), metadata={
+        "description": "Most recent messages read from each of those sessions."})
+    memories_per_user = fields.Integer(load_default=20, validate=validate.Range(min=0, max=200), metadata={
+        "description": "The person's highest-priority memories a thought reads (0: none)."})
+    max_prompt_chars = fields.Integer(load_default=12000, validate=validate.Range(min=500), metadata={
+        "description": "Longest text handed to the model for one thought (older messages are left out first)."})
+    timeout = fields.Float(load_default=120.0, validate=POSITIVE, metadata={
+        "description": "Seconds one thought may take (the model's whole answer); then it counts as failed."})

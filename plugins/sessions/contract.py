@@ -55,6 +55,11 @@ class Conversations(Protocol):
     async def search_messages(self, user_id: str, query: str, limit: int = 50,
                               offset: int = 0) -> tuple[list[dict], int]: ...
 
+    async def active_users(self, since_ms: int, limit: int = 1000) -> list[dict]:
+        """The users whose sessions changed at or after `since_ms` (epoch milliseconds), as
+        `{"user_id", "last_active"}` (epoch ms), the most recently active first (the thinking job)."""
+        ...
+
 
 CONVERSATIONS: ContractKey[Conversations] = ContractKey("sessions.conversations",
                                                         "sessions and their messages")

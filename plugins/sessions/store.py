@@ -348,3 +348,11 @@ class Conversations:
                     "session_title": row["session_title"], "role": row["role"],
                     "content": row["content"], "created_at": row["created_at"]} for row in rows]
         return results, int(total or 0)
+
+    # ------------------------------------------------------------ activity
+    async def active_users(self, since_ms: int, limit: int = 1000) -> list[dict]:
+        """The users whose sessions changed at or after `since_ms`, the most recently active first."""
+        return await fetch_all(
+            self.db, "SELECT user_id, floor(extract(epoch FROM max(updated_at)) * 1000)::bigint AS last_active "
+                     "FROM chat_sessions WHERE updated_at >= to_timestamp(%s / 1000.0) "
+                     "GROUP BY user_id ORDER BY last_active DESC, user_id LIMIT %s", (since_ms, limit))

@@ -267,5 +267,5 @@ def test_sparse_vectors_are_bm25_weights_on_hashed_terms():
     assert sorted(query.indices) == document.indices and query.values == [1.0, 1.0]
     assert not encoder.query("the and of")
     # Weights and tokens name the collection: a change never mixes two kinds of document vectors.
-    assert LexicalEncoder().version == "lex1j" and LexicalEncoder(Tokenizer("bigrams")).version == "lex1b"
-    assert LexicalEncoder(avg_len=200).version.startswith("lex1j_") and encoder.version != LexicalEncoder().version
+    assert LexicalEncoder().version == "lex2j" and LexicalEncoder(Tokenizer("bigrams")).version == "lex2b"
+    assert LexicalEncoder(avg_len=200).version.startswith("lex2j_") and encoder.version != LexicalEncoder().version

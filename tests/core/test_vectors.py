@@ -415,7 +415,7 @@ async def test_the_server_path_creates_what_qdrant_needs(aiohttp_server):
     try:
         assert await index.ensure("kb", keyword_fields=["user_id", "kb_id"]) is True
         name = index.physical_name("kb")
-        assert name == "kb__test_letters_26_lex1j"
+        assert name == "kb__test_letters_26_lex2j"
         collection = fake.collections[name]
         assert collection.config["vectors"] == {"dense": {"size": 26, "distance": "Cosine"}}
         assert collection.config["sparse_vectors"] == {"lexical": {"modifier": "idf"}}

@@ -1,0 +1,284 @@
+"""The memory service's thinking log and timeline (docs/memory.md, "Thinking and timeline").
+
+The thinking log holds what the gateway's scheduled thinking job (plugin `thinking`,
+plugins/memory/thinking.py) noticed about a person's recent conversations and memories, and what
+it might suggest; the job writes an entry through `POST /api/v1/thinking` with the service
+credential. The timeline merges a person's memories (at their latest change) with their thinking
+entries, newest first, paged: the console's Timeline panel reads it.
+
+Who may do what follows the memory API (api.py): a person's token reads and deletes their own
+entries; the service credential and the administrator name the person with `user_id`, or read
+everyone's without it. Only the service credential and the administrator write entries: the log
+is the assistant's, not a person's notes."""
+from __future__ import annotations
+
+import uuid
+
+import marshmallow
+from aiohttp import web
+from marshmallow import fields, validate
+
+from gateway.context import get_context
+from gateway.database import execute, fetch_all, fetch_one, fetch_value
+from gateway.errors import Forbidden, NotFound
+from gateway.identity import Identity, require_user
+from gateway.openapi import api_doc
+from gateway.validation import parse_body, parse_query
+
+from .api import owner, required_owner
+from .schemas import USER_ID, Memory
+
+routes = web.RouteTableDef()
+ENTRY_ID = {"entry_id": {"type": "string", "format": "uuid"}}
+UNAVAILABLE = (503,)
+MAX_PAGE = 200
+MAX_CONTENT_CHARS = 4000
+MAX_SOURCES = 50
+KINDS = ("reflection", "suggestion", "observation")
+TIMELINE_TYPES = ("memory", "thinking")
+
+COLUMNS = ("id::text AS id, user_id, kind, content, suggestion, model, source_session_ids, source_memory_ids, "
+           # Floored, so `since` = an entry's created_at includes that entry.
+           "floor(extract(epoch FROM created_at) * 1000)::bigint AS created_at")
+MEMORY_COLUMNS = ("id::text AS id, user_id, content, category, priority, source, source_session_id, "
+                  "source_message_id, previous_content, "
+                  "(extract(epoch FROM created_at) * 1000)::bigint AS created_at, "
+                  "(extract(epoch FROM updated_at) * 1000)::bigint AS updated_at")
+
+
+# ---------------------------------------------------------------- requests and answers
+
+class ThinkingListQuery(marshmallow.Schema):
+    user_id = USER_ID
+    since = fields.Integer(load_default=None, validate=validate.Range(min=0), metadata={
+        "description": "Only entries created at or after this time (epoch milliseconds)."})
+    limit = fields.Integer(load_default=50, validate=validate.Range(min=1, max=MAX_PAGE))
+    offset = fields.Integer(load_default=0, validate=validate.Range(min=0, max=10**12))
+
+
+class ThinkingOwnerQuery(marshmallow.Schema):
+    user_id = USER_ID
+
+
+class ThinkingCreate(marshmallow.Schema):
+    user_id = USER_ID
+    id = fields.UUID(load_default=None, metadata={
+        "description": "The entry's id, chosen by the writer so a retried write stores it once."})
+    kind = fields.String(load_default="reflection", validate=validate.OneOf(KINDS), metadata={
+        "description": f"One of {', '.join(KINDS)}; default `reflection`."})
+    content = fields.String(required=True, validate=validate.Length(min=1, max=MAX_CONTENT_CHARS), metadata={
+        "description": "What the assistant noticed."})
+    suggestion = fields.String(load_default="", validate=validate.Length(max=MAX_CONTENT_CHARS), metadata={
+        "description": "What it might suggest to the person; empty for none."})
+    model = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=200), metadata={
+        "description": "The model that thought it."})
+    source_session_ids = fields.List(fields.String(validate=validate.Length(min=1, max=128)), load_default=list,
+                                     validate=validate.Length(max=MAX_SOURCES))
+    source_memory_ids = fields.List(fields.String(validate=validate.Length(min=1, max=128)), load_default=list,
+                                    validate=validate.Length(max=MAX_SOURCES))
+
+
+class ThinkingEntry(marshmallow.Schema):
+    id = fields.String(required=True, metadata={"description": "UUID."})
+    user_id = fields.String(required=True)
+    kind = fields.String(required=True, metadata={"description": f"One of {', '.join(KINDS)}."})
+    content = fields.String(required=True, metadata={"description": "What the assistant noticed."})
+    suggestion = fields.String(required=True, metadata={"description": "What it might suggest; may be empty."})
+    model = fields.String(required=True, allow_none=True)
+    source_session_ids = fields.List(fields.String(), required=True, metadata={
+        "description": "The sessions it reflected on."})
+    source_memory_ids = fields.List(fields.String(), required=True, metadata={
+        "description": "The memories it reflected on."})
+    created_at = fields.Integer(required=True, metadata={"description": "Epoch milliseconds."})
+
+
+class ThinkingPage(marshmallow.Schema):
+    entries = fields.List(fields.Nested(ThinkingEntry), required=True, metadata={"description": "Newest first."})
+    total = fields.Integer(required=True, metadata={"description": "Entries matching the filter."})
+    limit = fields.Integer(required=True)
+    offset = fields.Integer(required=True)
+
+
+class ThinkingDeleted(marshmallow.Schema):
+    status = fields.String(required=True, validate=validate.Equal("deleted"))
+    id = fields.String(required=True)
+
+
+class TimelineQuery(marshmallow.Schema):
+    user_id = USER_ID
+    limit = fields.Integer(load_default=50, validate=validate.Range(min=1, max=MAX_PAGE))
+    offset = fields.Integer(load_default=0, validate=validate.Range(min=0, max=10**12))
+
+
+class TimelineItem(marshmallow.Schema):
+    type = fields.String(required=True, validate=validate.OneOf(TIMELINE_TYPES), metadata={
+        "description": "`memory` (then `memory` is set) or `thinking` (then `thinking` is set)."})
+    id = fields.String(required=True, metadata={"description": "The memory's or the entry's id."})
+    user_id = fields.String(required=True)
+    timestamp = fields.Integer(required=True, metadata={
+        "description": "Epoch milliseconds: a memory's latest change (learned, merged, superseded, edited), "
+                       "an entry's creation. The timeline's order, newest first."})
+    content = fields.String(required=True)
+    memory = fields.Nested(Memory, required=True, allow_none=True)
+    thinking = fields.Nested(ThinkingEntry, required=True, allow_none=True)
+
+
+class TimelinePage(marshmallow.Schema):
+    items = fields.List(fields.Nested(TimelineItem), required=True, metadata={"description": "Newest first."})
+    total = fields.Integer(required=True, metadata={"description": "Memories and entries in all."})
+    limit = fields.Integer(required=True)
+    offset = fields.Integer(required=True)
+
+
+# ---------------------------------------------------------------- helpers
+
+def parse_entry_id(entry_id: str) -> str:
+    try:
+        return str(uuid.UUID(entry_id))
+    except ValueError:
+        raise entry_not_found() from None
+
+
+def entry_not_found() -> NotFound:
+    return NotFound("No such thinking entry.", error_type="thinking_not_found",
+                    hint="Entry ids are UUIDs from GET /api/v1/thinking; it may have been deleted.")
+
+
+def require_writer(identity: Identity) -> None:
+    if identity.kind != "service" and not identity.is_admin:
+        raise Forbidden("Only the assistant's services and the administrator write the thinking log.",
+                        error_type="forbidden", hint="The thinking job writes entries with the service credential.")
+
+
+# ---------------------------------------------------------------- the thinking log
+
+@routes.get("/api/v1/thinking", name="memory.thinking_list")
+@api_doc("A page of thinking entries, newest first (filter by person and time)", query=ThinkingListQuery,
+         responses={200: ThinkingPage}, errors=(403,) + UNAVAILABLE,
+         description="Without `user_id`, the service credential and the administrator list everyone's.")
+async def list_entries(request: web.Request) -> web.Response:
+    identity = await require_user(request)
+    query = parse_query(request, ThinkingListQuery())
+    who = owner(identity, query["user_id"], anyone=True)
+    db = _db(request)
+    params = {"owner": who, "since": query["since"], "limit": query["limit"], "offset": query["offset"]}
+    where = ("(%(owner)s::text IS NULL OR user_id = %(owner)s) AND "
+             "(%(since)s::bigint IS NULL OR created_at >= to_timestamp(%(since)s::bigint / 1000.0))")
+    total = await fetch_value(db, f"SELECT count(*) FROM thinking_entries WHERE {where}", params)
+    rows = await fetch_all(db, f"SELECT {COLUMNS} FROM thinking_entries WHERE {where} "
+                               "ORDER BY created_at DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s", params)
+    return web.json_response({"entries": rows, "total": int(total), "limit": query["limit"],
+                              "offset": query["offset"]})
+
+
+@routes.post("/api/v1/thinking", name="memory.thinking_create")
+@api_doc("Write a thinking entry (the thinking job, with the service credential)", body=ThinkingCreate,
+         responses={201: ThinkingEntry, 200: ThinkingEntry}, errors=(403,) + UNAVAILABLE,
+         description="201 when stored; 200 with the stored entry when an entry with this `id` exists already "
+                     "(a retried write).")
+async def create_entry(request: web.Request) -> web.Response:
+    identity = await require_user(request)
+    require_writer(identity)
+    body = await parse_body(request, ThinkingCreate())
+    who = required_owner(identity, body["user_id"])
+    entry_id = str(body["id"] or uuid.uuid4())
+    db = _db(request)
+    row = await fetch_one(
+        db, "INSERT INTO thinking_entries (id, user_id, kind, content, suggestion, model, source_session_ids, "
+            "source_memory_ids, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp()) "
+            f"ON CONFLICT (id) DO NOTHING RETURNING {COLUMNS}",
+        (entry_id, who, body["kind"], body["content"].strip(), body["suggestion"].strip(), body["model"],
+         body["source_session_ids"], body["source_memory_ids"]))
+    if row is not None:
+        return web.json_response(row, status=201)
+    existing = await fetch_one(db, f"SELECT {COLUMNS} FROM thinking_entries WHERE id = %s AND user_id = %s",
+                               (entry_id, who))
+    if existing is None:  # the id is another person's entry
+        raise Forbidden("That entry id is taken.", error_type="forbidden", hint="Leave out id to have one made.")
+    return web.json_response(existing, status=200)
+
+
+@routes.get("/api/v1/thinking/{entry_id:[0-9a-fA-F-]+}", name="memory.thinking_get")
+@api_doc("One thinking entry", query=ThinkingOwnerQuery, responses={200: ThinkingEntry},
+         errors=(403, 404) + UNAVAILABLE, path=ENTRY_ID)
+async def get_entry(request: web.Request) -> web.Response:
+    identity = await require_user(request)
+    query = parse_query(request, ThinkingOwnerQuery())
+    who = owner(identity, query["user_id"], anyone=True)
+    row = await fetch_one(_db(request), f"SELECT {COLUMNS} FROM thinking_entries WHERE id = %s "
+                          "AND (%s::text IS NULL OR user_id = %s)",
+                          (parse_entry_id(request.match_info["entry_id"]), who, who))
+    if row is None:
+        raise entry_not_found()
+    return web.json_response(row)
+
+
+@routes.delete("/api/v1/thinking/{entry_id:[0-9a-fA-F-]+}", name="memory.thinking_delete")
+@api_doc("Delete a thinking entry", query=ThinkingOwnerQuery, responses={200: ThinkingDeleted},
+         errors=(403, 404) + UNAVAILABLE, path=ENTRY_ID)
+async def delete_entry(request: web.Request) -> web.Response:
+    identity = await require_user(request)
+    query = parse_query(request, ThinkingOwnerQuery())
+    who = owner(identity, query["user_id"], anyone=True)
+    entry_id = parse_entry_id(request.match_info["entry_id"])
+    deleted = await execute(_db(request), "DELETE FROM thinking_entries WHERE id = %s "
+                            "AND (%s::text IS NULL OR user_id = %s)", (entry_id, who, who))
+    if not deleted:
+        raise entry_not_found()
+    return web.json_response({"status": "deleted", "id": entry_id})
+
+
+# ---------------------------------------------------------------- the timeline
+
+TIMELINE_SQL = """
+    SELECT 'memory' AS type, id::text AS id, updated_at AS at FROM memories
+        WHERE %(owner)s::text IS NULL OR user_id = %(owner)s
+    UNION ALL
+    SELECT 'thinking' AS type, id::text AS id, created_at AS at FROM thinking_entries
+        WHERE %(owner)s::text IS NULL OR user_id = %(owner)s
+    ORDER BY at DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s"""
+TIMELINE_COUNT_SQL = """
+    SELECT (SELECT count(*) FROM memories WHERE %(owner)s::text IS NULL OR user_id = %(owner)s)
+         + (SELECT count(*) FROM thinking_entries WHERE %(owner)s::text IS NULL OR user_id = %(owner)s)"""
+
+
+@routes.get("/api/v1/timeline", name="memory.timeline")
+@api_doc("Memories and thinking entries merged, newest first, paged", query=TimelineQuery,
+         responses={200: TimelinePage}, errors=(403,) + UNAVAILABLE,
+         description="A memory is placed at its latest change, an entry at its creation. Without `user_id`, "
+                     "the service credential and the administrator see everyone's.")
+async def timeline(request: web.Request) -> web.Response:
+    identity = await require_user(request)
+    query = parse_query(request, TimelineQuery())
+    who = owner(identity, query["user_id"], anyone=True)
+    db = _db(request)
+    params = {"owner": who, "limit": query["limit"], "offset": query["offset"]}
+    total = await fetch_value(db, TIMELINE_COUNT_SQL, params)
+    page = await fetch_all(db, TIMELINE_SQL, params)
+    memory_ids = [row["id"] for row in page if row["type"] == "memory"]
+    entry_ids = [row["id"] for row in page if row["type"] == "thinking"]
+    memories = {row["id"]: row for row in (await fetch_all(
+        db, f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ANY(%s::uuid[])", (memory_ids,))
+        if memory_ids else [])}
+    entries = {row["id"]: row for row in (await fetch_all(
+        db, f"SELECT {COLUMNS} FROM thinking_entries WHERE id = ANY(%s::uuid[])", (entry_ids,))
+        if entry_ids else [])}
+    items = []
+    for row in page:
+        if row["type"] == "memory" and row["id"] in memories:
+            memory = memories[row["id"]]
+            items.append({"type": "memory", "id": row["id"], "user_id": memory["user_id"],
+                          "timestamp": memory["updated_at"], "content": memory["content"],
+                          "memory": memory, "thinking": None})
+        elif row["type"] == "thinking" and row["id"] in entries:
+            entry = entries[row["id"]]
+            items.append({"type": "thinking", "id": row["id"], "user_id": entry["user_id"],
+                          "timestamp": entry["created_at"], "content": entry["content"],
+                          "memory": None, "thinking": entry})
+        # else: deleted between the two reads; the page is one shorter
+    return web.json_response({"items": items, "total": int(total), "limit": query["limit"],
+                              "offset": query["offset"]})
+
+
+def _db(request: web.Request):
+    return get_context(request).db

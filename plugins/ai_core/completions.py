@@ -19,9 +19,7 @@ class PurposeCompletions:
 
     async def complete(self, purpose: str, messages: list[dict], *, max_tokens: int | None = None,
                        temperature: float | None = None) -> str | None:
-        chain, _ = await self.engine.candidates(purpose)
-        if not chain and purpose != "chat":
-            chain, _ = await self.engine.candidates("chat")
+        chain, _ = await self.engine.candidates(purpose)  # the chat chain when the purpose has none
         overrides: dict = {}
         if max_tokens is not None:
             overrides["max_tokens"] = max_tokens

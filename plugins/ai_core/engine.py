@@ -123,6 +123,9 @@ class Engine:
             if model is None or not model.enabled or model.provider not in providers:
                 continue
             chain.append(Candidate(model, providers[model.provider]))
+        if not chain and purpose not in (CHAT_PURPOSE, "vision"):
+            # Background work (`thinking`, `memory`...) without a rule or tagged models: the chat chain.
+            return await self.candidates(CHAT_PURPOSE, preferred)
         return chain, route
 
     def fetcher(self) -> ImageFetcher:
@@ -219,9 +222,6 @@ class Engine:
                            "message": "No vision model is configured; the image was left out of this answer."})
             images, purpose = [], turn.purpose
             chain, route = await self.candidates(purpose, turn.preferred_model)
-        if not chain and purpose not in (CHAT_PURPOSE, "vision"):
-            # Background work (`thinking`, `memory`...) without a rule or tagged models: the chat chain.
-            chain, route = await self.candidates(CHAT_PURPOSE, turn.preferred_model)
         context: list[ContextBlock] = []
         if chain and turn.purpose == CHAT_PURPOSE:  # only a model reads them
             context = await self.turn_context.blocks(turn.user_id, turn.session_id, self.last_user_text(turn))

@@ -76,6 +76,9 @@ class ChatStreamBody(marshmallow.Schema):
     mode = fields.String(load_default="text", validate=validate.OneOf(MODES))
     attachments = fields.List(fields.Nested(Attachment), load_default=list)
     purpose = fields.String(load_default="chat", validate=validate.Length(min=1, max=64))
+    message_id = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=128), metadata={
+        "description": "The person's message this turn answers (the chat's client_msg_id), recorded by "
+                       "turn-finished listeners as the source of what they learn."})
     use_tools = fields.Boolean(load_default=True, metadata={
         "description": "False: the models are offered no tools (background work such as thinking)."})
 
@@ -98,7 +101,7 @@ async def chat_stream(request: web.Request) -> web.StreamResponse:
     turn = Turn(user_id=user_id, session_id=body["session_id"], text=body["text"],
                 history=body["history"], mode=body["mode"],
                 images=[a["url"] for a in body["attachments"]], purpose=body["purpose"],
-                use_tools=body["use_tools"])
+                use_tools=body["use_tools"], message_id=body["message_id"])
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
                                            "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     await response.prepare(request)

@@ -140,6 +140,9 @@ class ChatRequest(TypedDict, total=False):
     attachments: list[ImageAttachment]
     purpose: str
     use_tools: bool
+    # The person's message this turn answers, as the gateway's chat names it (its client_msg_id):
+    # what a turn-finished listener records as the source of what it learns.
+    message_id: str | None
 
 
 class DeltaEvent(TypedDict):

@@ -57,6 +57,7 @@ class Turn:
     preferred_model: str | None = None
     use_tools: bool = True
     overrides: dict = field(default_factory=dict)
+    message_id: str | None = None  # the person's message this turn answers, when the caller names it
 
 
 @dataclass
@@ -190,7 +191,8 @@ class Engine:
         if turn.purpose == CHAT_PURPOSE:
             await self.turn_finished.notify(FinishedTurn(
                 user_id=turn.user_id, session_id=turn.session_id, user_text=self.last_user_text(turn),
-                reply_text=outcome.text, model=outcome.model, history=self.history_of(turn)))
+                reply_text=outcome.text, model=outcome.model, history=self.history_of(turn),
+                user_message_id=turn.message_id))
         return outcome
 
     def history_of(self, turn: Turn) -> list[dict]:

@@ -72,7 +72,8 @@ class Relay:
             "user_id": user_id, "session_id": session_id, "text": turn.text,
             "history": cast("list[HistoryItem]", history),
             "mode": cast('Literal["text", "voice_msg", "voice_assistant"]', turn.mode), "purpose": "chat",
-            "attachments": [{"type": "image", "url": a["url"]} for a in turn.attachments]}
+            "attachments": [{"type": "image", "url": a["url"]} for a in turn.attachments],
+            "message_id": turn.client_msg_id}
         events = self.ai.stream_chat(body)
         first_event = asyncio.create_task(_first(events))
         await asyncio.sleep(0)  # the request goes out before the rest of the set-up

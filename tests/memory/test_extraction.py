@@ -126,10 +126,11 @@ async def add_models(ai_core, model: RememberingModel, models: dict[str, str], r
 
 
 async def chat(ai_core, text: str, *, user: str = "user_alice", session: str = "s-1",
-               history: list[dict] | None = None) -> list[dict]:
+               history: list[dict] | None = None, message_id: str | None = None) -> list[dict]:
     """One chat turn, and then the background work it started, finished."""
     response = await ai_core.post("/api/v1/chat/stream", headers=SERVICE, json={
-        "user_id": user, "session_id": session, "text": text, "history": history or []})
+        "user_id": user, "session_id": session, "text": text, "history": history or [],
+        "message_id": message_id})
     events = await read_events(response)
     assert events[-1]["type"] == "done", events
     scheduler = get_context(ai_core.app).scheduler
@@ -160,14 +161,14 @@ async def test_facts_the_memory_model_finds_become_memories_with_their_source(ma
         {"content": "I'm vegetarian.", "category": "preference", "priority": 7, "action": "add"},
         {"content": "My sister is called Lena.", "category": "family", "priority": 8, "action": "add"},
         {"content": "I want a dinner idea.", "category": "other", "priority": 1, "action": "ignore"}]
-    events = await chat(ai_core, said, session="phone-1", history=[
+    events = await chat(ai_core, said, session="phone-1", message_id="msg-42", history=[
         {"role": "user", "content": "Hi there"}, {"role": "assistant", "content": "Hello! How can I help?"}])
     assert "".join(e["content"] for e in events if e["type"] == "delta") == CHAT_REPLY
 
     memories = await memories_of(memory_service)
     assert summary(memories) == [("I'm vegetarian", "preference", 7, "extracted"),
                                  ("My sister is called Lena", "relationship", 8, "extracted")]
-    assert {m["source_session_id"] for m in memories} == {"phone-1"}
+    assert {(m["source_session_id"], m["source_message_id"]) for m in memories} == {("phone-1", "msg-42")}
     # The chat went to the chat model, the extraction to the memory route's (cheaper) model,
     # after the answer, with the exchange and the messages before it.
     assert [(r["body"]["model"], r["extraction"]) for r in model.requests] == [

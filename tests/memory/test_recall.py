@@ -17,6 +17,7 @@ from plugins.auth import tokens_plugin
 from plugins.memory import client_plugin
 from plugins.memory.assistant import assistant_plugin
 from plugins.memory.recall import TITLE
+from tests.ai_core.conftest import read_events
 from tests.memory.conftest import SERVICE, remember, url_of
 from tests.support.servers import free_port
 
@@ -108,19 +109,8 @@ def make_assistant(aiohttp_client, make_config, database_url):
 
 async def chat(ai_core, user_id: str, text: str, session_id: str = "s-phone") -> list[dict]:
     """The events of one turn through the AI core's streaming chat call."""
-    response = await ai_core.post("/api/v1/chat/stream", headers=SERVICE, json={
-        "user_id": user_id, "session_id": session_id, "text": text})
-    assert response.status == 200, await response.text()
-    events, name = [], None
-    async for raw in response.content:
-        line = raw.decode().rstrip("\n")
-        if line.startswith("event: "):
-            name = line[len("event: "):]
-        elif line.startswith("data: "):
-            event = json.loads(line[len("data: "):])
-            assert event["type"] == name
-            events.append(event)
-    return events
+    return await read_events(await ai_core.post("/api/v1/chat/stream", headers=SERVICE, json={
+        "user_id": user_id, "session_id": session_id, "text": text}))
 
 
 def reply(events: list[dict]) -> str:

@@ -166,7 +166,7 @@ async def list_entries(request: web.Request) -> web.Response:
              "(%(since)s::bigint IS NULL OR created_at >= to_timestamp(%(since)s::bigint / 1000.0))")
     total = await fetch_value(db, f"SELECT count(*) FROM thinking_entries WHERE {where}", params)
     rows = await fetch_all(db, f"SELECT {COLUMNS} FROM thinking_entries WHERE {where} "
-                               "ORDER BY created_at DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s", params)
+                               "ORDER BY seq DESC LIMIT %(limit)s OFFSET %(offset)s", params)
     return web.json_response({"entries": rows, "total": int(total), "limit": query["limit"],
                               "offset": query["offset"]})
 

@@ -8,7 +8,7 @@
 Each message is a chat turn (the chat plugin's `CHAT_TURNS.submit_and_wait`): under the
 session's turn lock like a device's message, stored in the conversations store under the `ext_`
 user, so it shows up in the sessions endpoints like any other conversation. See
-docs/sessions.md ("Webhooks")."""
+docs/webhooks.md."""
 from __future__ import annotations
 
 from gateway.plugins import Plugin, PluginError, Registrar

@@ -121,7 +121,7 @@ async def converse(request: web.Request, user_id: str, session_id: str, text: st
 
 @routes.post("/api/v1/webhook/generic", name="webhooks.generic")
 @api_doc("One message in, the assistant's whole reply out", body=GenericBody, responses={200: GenericReply},
-         errors=(404, 502, 503), auth="webhook")
+         errors=(404, 429, 502, 503), auth="webhook")
 async def generic(request: web.Request) -> web.Response:
     check_key(request)
     body = await parse_body(request, GenericBody())
@@ -138,7 +138,7 @@ async def generic(request: web.Request) -> web.Response:
 
 @routes.post("/api/v1/webhook/discord", name="webhooks.discord")
 @api_doc("Discord's interactions endpoint: PING, and the chat command with a `message` option",
-         body=DiscordInteraction, responses={200: DiscordAnswer}, errors=(404, 502, 503), auth="discord",
+         body=DiscordInteraction, responses={200: DiscordAnswer}, errors=(404, 429, 502, 503), auth="discord",
          headers=DISCORD_HEADERS)
 async def discord(request: web.Request) -> web.Response:
     raw = await request.read()

@@ -25,12 +25,12 @@ from gateway.identity import Identity, require_user
 from gateway.openapi import api_doc
 from gateway.validation import parse_body, parse_query
 
-from .api import owner, required_owner
+from .api import UNAVAILABLE, owner, required_owner
 from .schemas import USER_ID, Memory
+from .store import COLUMNS as MEMORY_COLUMNS
 
 routes = web.RouteTableDef()
 ENTRY_ID = {"entry_id": {"type": "string", "format": "uuid"}}
-UNAVAILABLE = (503,)
 MAX_PAGE = 200
 MAX_CONTENT_CHARS = 4000
 MAX_SOURCES = 50
@@ -40,10 +40,6 @@ TIMELINE_TYPES = ("memory", "thinking")
 COLUMNS = ("id::text AS id, user_id, kind, content, suggestion, model, source_session_ids, source_memory_ids, "
            # Floored, so `since` = an entry's created_at includes that entry.
            "floor(extract(epoch FROM created_at) * 1000)::bigint AS created_at")
-MEMORY_COLUMNS = ("id::text AS id, user_id, content, category, priority, source, source_session_id, "
-                  "source_message_id, previous_content, "
-                  "(extract(epoch FROM created_at) * 1000)::bigint AS created_at, "
-                  "(extract(epoch FROM updated_at) * 1000)::bigint AS updated_at")
 
 
 # ---------------------------------------------------------------- requests and answers

@@ -18,7 +18,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from aiohttp import WSCloseCode, web
 
@@ -34,6 +34,7 @@ DEFAULT_MAX_PENDING = 512
 # Presence entries expire unless renewed, so a crashed instance's connections drop out by themselves.
 PRESENCE_TTL = 60.0
 ONLINE_USERS = "presence:users"
+ConnectionListener = Callable[["Connection"], Awaitable[None]]
 
 
 @dataclass(eq=False, slots=True)
@@ -228,6 +229,26 @@ class WebSocketHub:
         self._by_user: dict[str, dict[str, Connection]] = {}
         self._subscription: Subscription | None = None
         self._renewer: asyncio.Task | None = None
+        self._connect_listeners: list[ConnectionListener] = []
+        self._disconnect_listeners: list[ConnectionListener] = []
+
+    # -- listeners (plugins: what a device missed while away, what a connection held)
+    def on_connect(self, listener: "ConnectionListener") -> None:
+        """`await listener(connection)` once each connection is registered and visible to
+        deliveries (a held connection queues what the listener delivers behind its replay)."""
+        self._connect_listeners.append(listener)
+
+    def on_disconnect(self, listener: "ConnectionListener") -> None:
+        """`await listener(connection)` when a connection goes, before its writer stops: free
+        what it held (an open voice stream, say)."""
+        self._disconnect_listeners.append(listener)
+
+    async def _notify(self, listeners: "list[ConnectionListener]", connection: Connection, what: str) -> None:
+        for listener in listeners:
+            try:
+                await listener(connection)
+            except Exception:  # one plugin's failure must not refuse or leak the connection
+                log.exception("a WebSocket %s listener failed for connection %s", what, connection.id[:8])
 
     # -- lifecycle (called by the core)
     async def start(self) -> None:
@@ -264,6 +285,7 @@ class WebSocketHub:
             connection.hold()
         self._by_user.setdefault(user_id, {})[connection.id] = connection
         await self._mark(connection)
+        await self._notify(self._connect_listeners, connection, "connect")
         return connection
 
     async def unregister(self, connection: Connection) -> None:
@@ -271,6 +293,7 @@ class WebSocketHub:
         user.pop(connection.id, None)
         if not user:
             self._by_user.pop(connection.user_id, None)
+        await self._notify(self._disconnect_listeners, connection, "disconnect")
         await connection.stop()
         if self._shared:
             await self.context.bus.unmark(f"presence:{connection.user_id}", self._member(connection))

@@ -225,3 +225,35 @@ def test_the_event_loop_is_uvloop_when_the_setting_is_left_out():
 def test_an_unknown_event_loop_is_a_configuration_error(make_config):
     with pytest.raises(ConfigError, match="core.event_loop"):
         new_event_loop(make_config({"core.event_loop": "trio"}))
+
+
+async def test_hub_listeners_hear_each_connection_arrive_and_go_and_a_failing_one_harms_nothing(
+        aiohttp_client, make_config):
+    app = create_app("gw", make_config(), plugins=[SocketPlugin()])
+    hub = get_context(app).hub
+    heard: list[tuple[str, str]] = []
+
+    async def broken(connection):
+        raise RuntimeError("a plugin's bug")
+
+    async def greet(connection):
+        heard.append(("connect", connection.user_id))
+        connection.send({"missed": "while you were away"})
+
+    async def farewell(connection):
+        heard.append(("disconnect", connection.user_id))
+
+    hub.on_connect(broken)
+    hub.on_connect(greet)
+    hub.on_disconnect(broken)
+    hub.on_disconnect(farewell)
+    client = await aiohttp_client(app)
+    async with client.ws_connect("/ws/test?user=carol") as ws:
+        assert await ws.receive_json(timeout=3) == {"missed": "while you were away"}
+        await ws.send_str("still here")  # the connection works after a listener failed
+    for _ in range(300):
+        if ("disconnect", "carol") in heard:
+            break
+        await asyncio.sleep(0.01)
+    assert heard == [("connect", "carol"), ("disconnect", "carol")]
+    assert hub.count("carol") == 0

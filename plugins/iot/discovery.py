@@ -121,6 +121,30 @@ def render_value(template: str | None, payload: str) -> Any:
     return value
 
 
+FILTERS = ("float", "int", "round", "lower", "upper", "string", "trim")
+
+
+def check_template(template: str) -> None:
+    """A DiscoveryError unless `template` is of the simple kind `render_value` reads."""
+    match = _TEMPLATE.match(template.strip())
+    if match is None:
+        raise DiscoveryError(f"value template {template!r} is not a simple one")
+    expression, *filters = [part.strip() for part in match.group(1).split("|")]
+    if expression != "value":
+        if not expression.startswith("value_json"):
+            raise DiscoveryError(f"value template {template!r} is not a simple one")
+        rest, position = expression[len("value_json"):], 0
+        while position < len(rest):
+            part = _PATH_PART.match(rest, position)
+            if part is None:
+                raise DiscoveryError(f"value template {template!r} is not a simple one")
+            position = part.end()
+    for name in filters:
+        call = re.fullmatch(r"([a-z_]+)\s*(?:\(\s*([^)]*)\s*\))?", name)
+        if call is None or call.group(1) not in FILTERS:
+            raise DiscoveryError(f"value template {template!r} uses a filter this adapter does not read: {name}")
+
+
 def _filter(name: str, value: Any, template: str) -> Any:
     call = re.fullmatch(r"([a-z_]+)\s*(?:\(\s*([^)]*)\s*\))?", name)
     if call is None:
@@ -245,9 +269,13 @@ def entity_from(topic: str, component: str, node_id: str | None, object_id: str,
     if component not in COMPONENTS:
         raise DiscoveryError(f"component {component!r} is not supported (supported: {', '.join(COMPONENTS)})")
     config = expand(raw)
+    for key, template in config.items():  # a template beyond the simple kind: left out now, not at each message
+        if key.endswith("_template") and "command" not in key and key != "set_position_template" \
+                and isinstance(template, str):
+            check_template(template)
     if device_id is None:
         device_id = slug(f"{node_id}_{object_id}" if node_id else object_id)
-        if device_id in DEVICE_IDS:
+        if device_id in DEVICE_IDS or device_id == "ws":  # `ws` is the WebSocket's path
             device_id = f"mqtt_{device_id}"
     described = config.get("device")
     device: dict = described if isinstance(described, dict) else {}

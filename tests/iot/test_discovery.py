@@ -83,3 +83,13 @@ def test_ids_never_take_a_simulated_devices_id_and_bad_configs_are_refused():
         entity_from("ha/vacuum/robot/config", "vacuum", None, "robot", {"command_topic": "x"})
     with pytest.raises(DiscoveryError, match="names no topic"):
         entity_from("ha/sensor/empty/config", "sensor", None, "empty", {"name": "nothing"})
+
+
+def test_a_config_with_a_template_beyond_the_simple_kind_is_left_out_when_announced():
+    with pytest.raises(DiscoveryError, match="not a simple one"):
+        entity_from("ha/sensor/t/config", "sensor", None, "t", {
+            "state_topic": "t/state", "value_template": "{{ value_json.t if value_json.ok else 0 }}"})
+    with pytest.raises(DiscoveryError, match="filter"):
+        entity_from("ha/sensor/t/config", "sensor", None, "t", {
+            "state_topic": "t/state", "value_template": "{{ value_json.t | tojson }}"})
+    assert entity_from("ha/switch/ws/config", "switch", None, "ws", {"command_topic": "x"}).device_id == "mqtt_ws"

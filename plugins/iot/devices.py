@@ -148,9 +148,10 @@ class DeviceService:
         await self.push(device, changes, cause, None)
         return device
 
-    async def announce(self, device: Device) -> Device:
-        """A device an adapter found (or found again, changed)."""
-        stored = await self.store.upsert_description(device)
+    async def announce(self, device: Device, *, keep_online: bool = False) -> Device:
+        """A device an adapter found (or found again, changed); `keep_online`: its availability
+        is its own to say (a stored device keeps its online flag)."""
+        stored = await self.store.upsert_description(device, keep_online)
         await self.push(stored, {}, device.adapter, None)
         return stored
 

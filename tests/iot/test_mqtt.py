@@ -367,3 +367,30 @@ async def _connected(service) -> bool:
 
 async def _gone(service, device_id: str) -> bool:
     return device_id not in await devices_of(service)
+
+
+async def test_a_device_announced_once_is_known_after_a_restart(broker, prefix, make_iot_service):
+    """Not retained, so the broker will not send the config again: the service rebuilds the device
+    from what it stored, subscribes to its topics again, and mirrors its state."""
+    host, port = broker
+    base = f"{prefix}-plug"
+    async with aiomqtt.Client(host, port, identifier=f"test-{uuid.uuid4().hex[:8]}") as device:
+        first = await make_iot_service(mqtt_settings(host, port, prefix))
+        await eventually(lambda: _connected(first))
+        await device.publish(f"{prefix}/switch/plug/config", json.dumps({
+            "name": "Plug", "command_topic": f"{base}/set", "state_topic": f"{base}/state"}))
+        await eventually(lambda: _has(first, "plug"))
+        await first.close()
+
+        second = await make_iot_service(mqtt_settings(host, port, prefix))
+        plug = (await devices_of(second))["plug"]
+        assert plug["type"] == "switch"
+        await eventually(lambda: _connected(second))
+        await eventually(lambda: _online_is(second, "plug", True))
+        await device.publish(f"{base}/state", "ON")
+        await eventually(lambda: _state_is(second, "plug", {"on": True}))
+        await device.subscribe(f"{base}/set")
+        response = await second.post("/api/v1/devices/plug/operate", headers=ADMIN,
+                                     json={"action": "switch", "value": False})
+        assert response.status == 200
+        assert await _commands(device, {f"{base}/set"}, 1) == {f"{base}/set": "OFF"}

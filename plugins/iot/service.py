@@ -54,7 +54,7 @@ async def watch(request: web.Request) -> web.StreamResponse:
     else:
         key = subscriber_key(owner_for(identity, query["user_id"]))
     settings = request.config_dict[SETTINGS]
-    ws = web.WebSocketResponse(heartbeat=settings["heartbeat_seconds"])
+    ws = web.WebSocketResponse(heartbeat=settings["heartbeat_seconds"], max_msg_size=64 * 1024)  # pings only
     await ws.prepare(request)
     hub = get_context(request).hub
     connection = await hub.register(ws, key, identity=identity, max_pending=settings["max_pending_frames"])

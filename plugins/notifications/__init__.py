@@ -76,8 +76,8 @@ class Notifications:
         """Store, then send to every device of `user_id`; return the spec's Notification object."""
         created_at = self.context.clock.now()
         row: dict = {"id": str(uuid.UUID(notification_id)) if notification_id else str(uuid.uuid4()),
-               "user_id": user_id, "type": type, "title": title, "body": body, "data": data or {},
-               "created_at": created_at, "read_at": None}
+                     "user_id": user_id, "type": type, "title": title, "body": body, "data": data or {},
+                     "created_at": created_at, "read_at": None}
         inserted = await fetch_one(self.db, """
             INSERT INTO notifications (id, user_id, type, title, body, data, created_at)
             VALUES (%(id)s, %(user_id)s, %(type)s, %(title)s, %(body)s, %(data)s::jsonb, %(created_at)s)

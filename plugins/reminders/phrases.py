@@ -163,6 +163,7 @@ class _Reading:
     monthly_day: bool      # only a day of the month ("5号", "the 5th"): a past one is next month's
     timed: bool            # a time of day or an offset was said; a day alone is at DEFAULT_HOUR
     extra_days: int = 0
+    offset: bool = False   # "in 20 minutes": added to the instant, not to the wall clock
 
 
 DEFAULT_HOUR = 9
@@ -254,7 +255,8 @@ def _normalize_zh(when: str, now: datetime) -> _Reading:
                                 f"{now.year}年{now.month}月{_zh_number(day_of_month.group(1))}日")
             monthly_day = True
     day_named = relative or bool(re.search(r"今天|明天|后天|周[一二三四五六日]|年", text))
-    return _Reading(" ".join(text.split()), day_named, monthly_day, timed, extra_days)
+    return _Reading(" ".join(text.split()), day_named, monthly_day, timed, extra_days,
+                    offset=relative and not _ZH_CLOCK_PARTS.search(when))
 
 
 def _normalize_en(when: str, now: datetime, repeating: bool) -> _Reading:
@@ -306,7 +308,8 @@ def _normalize_en(when: str, now: datetime, repeating: bool) -> _Reading:
         text = re.sub(r"\b(\d{1,2}):(\d{2})\b(?!\s*(?:am|pm))",
                       lambda m: f"{int(m.group(1)) + 12 if int(m.group(1)) < 12 else m.group(1)}:{m.group(2)}", text)
     text = re.sub(r"\b(?:at|by|around|on)\b", " ", text)
-    return _Reading(" ".join(text.split()), day_named, monthly_day, timed)
+    return _Reading(" ".join(text.split()), day_named, monthly_day, timed,
+                    offset=relative and not has_clock and bare is None)
 
 
 def _en_number(word: str) -> int:
@@ -347,6 +350,9 @@ def resolve_when(when: str, now: datetime, zone: ZoneInfo | str, repeat_type: st
                             settings=settings) if reading.phrase else None
     if wall is None:
         raise NotUnderstood(f"I could not read a time in {when!r}")
+    if reading.offset and repeat_type == "none":
+        # An offset is time that passes, whatever the clocks do meanwhile (a DST change).
+        return (now + (wall - local_now)).replace(microsecond=0).astimezone(ZoneInfo("UTC"))
     wall = wall.replace(microsecond=0) + timedelta(days=reading.extra_days)
     if not reading.timed:
         wall = wall.replace(hour=DEFAULT_HOUR, minute=0, second=0)

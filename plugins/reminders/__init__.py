@@ -12,11 +12,10 @@ from gateway.context import Context
 from gateway.identity import Identity, owner_for, require_user
 from gateway.openapi import api_doc
 from gateway.plugins import Plugin, Registrar
-from gateway.schedule import zone_named
 from gateway.validation import parse_body, parse_query
 
 from .schemas import (ID_PATH, Deleted, ListQuery, Occurrences, OneReminder, OwnerQuery, ReminderBody,
-                      ReminderPage, ReminderSettings, ReminderUpdate, Saved, TimezoneAnswer, TimezoneBody)
+                      ReminderPage, ReminderSettings, ReminderUpdate, Saved)
 from .store import Reminders
 
 REMINDERS = web.AppKey("reminders.store", Reminders)
@@ -56,31 +55,6 @@ async def create_reminder(request: web.Request) -> web.Response:
     body = await parse_body(request, ReminderBody())
     reminder = await request.config_dict[REMINDERS].create(owner, body)
     return web.json_response({"success": True, "reminder": reminder}, status=201)
-
-
-@routes.get("/api/v1/reminders/timezone", name="reminders.timezone")
-@api_doc("The caller's time zone for reminders, and the gateway's time in it", query=OwnerQuery,
-         responses={200: TimezoneAnswer}, errors=(403, 503))
-async def get_timezone(request: web.Request) -> web.Response:
-    caller = await require_user(request)
-    return web.json_response(await _timezone_answer(request, _owner(request, caller)))
-
-
-@routes.put("/api/v1/reminders/timezone", name="reminders.set_timezone")
-@api_doc("Set the caller's time zone (IANA name) for reminders given without an offset", body=TimezoneBody,
-         query=OwnerQuery, responses={200: TimezoneAnswer}, errors=(403, 503))
-async def set_timezone(request: web.Request) -> web.Response:
-    caller = await require_user(request)
-    owner = _owner(request, caller)
-    body = await parse_body(request, TimezoneBody())
-    await request.config_dict[REMINDERS].set_timezone(owner, body["timezone"])
-    return web.json_response(await _timezone_answer(request, owner))
-
-
-async def _timezone_answer(request: web.Request, owner: str) -> dict:
-    store = request.config_dict[REMINDERS]
-    name, source = await store.timezone_of(owner)
-    return {"timezone": name, "source": source, "now": store.now().astimezone(zone_named(name)).isoformat()}
 
 
 @routes.get("/api/v1/reminders/{reminder_id}", name="reminders.get")
@@ -124,6 +98,7 @@ async def list_occurrences(request: web.Request) -> web.Response:
 class RemindersPlugin(Plugin):
     name = "reminders"
     depends = ("auth_tokens", "notifications")
+    optional_depends = ("auth",)  # the person's time zone (PERSON_ZONES)
     settings_schema = ReminderSettings
     description = "Reminders fired on time to every device of the person, repeats in their time zone"
 

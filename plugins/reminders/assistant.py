@@ -4,7 +4,7 @@
 Reminders live in the gateway, so each tool asks the gateway's own API (`/api/v1/reminders`)
 with the service credential acting for the person of the turn. A time said in words ("tomorrow at
 9am", "明天早上九点", "in 20 minutes") is read by `phrases.resolve_when` on the clocks of the
-person's time zone at the gateway's time (both from `GET /api/v1/reminders/timezone`), so that the
+person's time zone (their profile's, `GET /api/v1/profile`) at the service's clock, so that the
 reminder is set for the instant the person meant and the answer names it: "I'll remind you to call
 mom tomorrow (Wed 25 Nov) at 09:00." / "好的，明天（11月25日）09:00 提醒你给妈妈打电话。"
 
@@ -20,12 +20,13 @@ from zoneinfo import ZoneInfo
 
 from gateway.plugins import Plugin, Registrar
 from gateway.schedule import REPEAT_KINDS
-from plugins.ai_core.contract import TOOLS, ToolCall, ToolFailed, Tools
+from plugins.ai_core.contract import TOOLS, GatewayFailed, ToolCall, ToolFailed, Tools
 
 from .phrases import NotUnderstood, language_of, read_request, resolve_when
 
 REMINDERS_PATH = "/api/v1/reminders"
-TIMEZONE_PATH = "/api/v1/reminders/timezone"
+PROFILE_PATH = "/api/v1/profile"
+FALLBACK_ZONE = "UTC"
 LISTED = 10  # reminders the offline agent lists
 
 WEEKDAYS_EN = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
@@ -70,9 +71,15 @@ def parse_create(text: str) -> dict:
 
 
 async def _zone_and_now(call: ToolCall) -> tuple[ZoneInfo, datetime]:
-    """The person's zone and the gateway's time: the same clock the reminder fires by."""
-    answer = await call.ask_gateway("GET", TIMEZONE_PATH)
-    return ZoneInfo(answer["timezone"]), datetime.fromisoformat(answer["now"])
+    """The person's zone (their profile's) and the time now (the service's clock)."""
+    try:
+        profile = await call.ask_gateway("GET", PROFILE_PATH)
+        zone = ZoneInfo(str(profile.get("timezone") or FALLBACK_ZONE))
+    except GatewayFailed as failure:
+        if failure.status != 404:  # someone with no profile (a webhook's user): the gateway's UTC
+            raise
+        zone = ZoneInfo(FALLBACK_ZONE)
+    return zone, call.context.clock.now()
 
 
 async def create_reminder(arguments: dict, call: ToolCall) -> dict:
@@ -101,7 +108,7 @@ async def create_reminder(arguments: dict, call: ToolCall) -> dict:
         remind_at = instant.astimezone(zone).isoformat()
     body: dict[str, Any] = {"title": title, "remind_at": remind_at, "repeat_type": repeat_type,
                             "description": str(arguments.get("description") or "")[:2000],
-                            "session_id": call.session_id or ""}
+                            "session_id": call.session_id or "", "timezone": zone.key}
     if repeat_type == "cron":
         body["repeat_rule"] = str(arguments.get("repeat_rule") or "")
     answer = await call.ask_gateway("POST", REMINDERS_PATH, body=body)

@@ -16,9 +16,6 @@ ID_PATH = {"reminder_id": {"type": "string", "maxLength": 64}}
 
 
 class ReminderSettings(PluginSettings):
-    default_timezone = fields.String(load_default="UTC", metadata={
-        "description": "IANA time zone of people who have not set their own (PUT /api/v1/reminders/timezone): "
-                       "times given without an offset are read in it, and repeats follow its clocks."})
     grace_seconds = fields.Integer(load_default=3600, validate=validate.Range(min=0), metadata={
         "description": "How late a reminder may still fire (after the gateway was down): it fires saying how late; "
                        "an older one is skipped, recorded, and a repeat moves on to its next occurrence."})
@@ -43,7 +40,7 @@ class ReminderBody(marshmallow.Schema):
         "description": "The five-field cron expression of repeat_type cron, read on the clocks of `timezone`."})
     session_id = fields.String(load_default="", validate=validate.Length(max=128))
     timezone = fields.String(load_default=None, validate=validate.Length(min=1, max=64), metadata={
-        "description": "IANA zone of this reminder (default: the person's, see /reminders/timezone)."})
+        "description": "IANA zone of this reminder (default: the person's, from their profile)."})
 
 
 class ReminderUpdate(marshmallow.Schema):
@@ -125,13 +122,3 @@ class Occurrence(marshmallow.Schema):
 class Occurrences(marshmallow.Schema):
     occurrences = fields.List(fields.Nested(Occurrence), required=True)
     count = fields.Integer(required=True)
-
-
-class TimezoneBody(marshmallow.Schema):
-    timezone = fields.String(required=True, validate=validate.Length(min=1, max=64))
-
-
-class TimezoneAnswer(marshmallow.Schema):
-    timezone = fields.String(required=True, metadata={"description": "The person's IANA zone."})
-    source = fields.String(required=True, validate=validate.OneOf(("person", "default")))
-    now = fields.String(required=True, metadata={"description": "The gateway's time, with that zone's offset."})

@@ -21,6 +21,7 @@ from gateway.database import execute, fetch_all, fetch_one, fetch_value, transac
 from gateway.errors import BadRequest, Conflict, NotFound
 from gateway.schedule import (DueLoop, Repeat, judge_lateness, localize, next_occurrence, rfc3339,
                               zone_named)
+from plugins.auth.contract import PERSON_ZONES
 from plugins.notifications.contract import NOTIFICATIONS
 
 log = logging.getLogger("plugins.reminders")
@@ -30,12 +31,13 @@ _COLUMNS = ("id, user_id, title, description, remind_at, timezone, status, repea
 # Notification ids of occurrences: the same reminder and due time always give the same id.
 _OCCURRENCE_NAMESPACE = uuid.UUID("0f6f3f4e-5d0b-4c7e-9a53-3c1f1d7d6a10")
 _HEX = set("0123456789abcdef")
+FALLBACK_ZONE = "UTC"
 
 
 def _bad_time(text: str, reason: str) -> BadRequest:
     return BadRequest(f"remind_at {text!r} is not an ISO 8601 date and time: {reason}", error_type="invalid_remind_at",
                       hint="Send e.g. 2026-11-25T09:00:00+08:00 (with an offset) or 2026-11-25T09:00 (read in "
-                           "the reminder's time zone).")
+                           "the reminder's time zone, by default the person's).")
 
 
 def parse_remind_at(text: str, zone: ZoneInfo) -> datetime:
@@ -98,8 +100,6 @@ def present(row: dict) -> dict:
 class Reminders:
     def __init__(self, context: Context, settings: dict):
         self.context = context
-        self.default_timezone = settings["default_timezone"]
-        _zone(self.default_timezone)  # a wrong default stops start-up with its name
         self.grace = timedelta(seconds=settings["grace_seconds"])
         self.max_pending = settings["max_pending"]
         self.loop = DueLoop(context, "reminders", self.claim_and_fire, max_sleep=settings["check_interval"])
@@ -111,22 +111,15 @@ class Reminders:
     def now(self) -> datetime:
         return self.context.clock.now()
 
-    # -- the person's zone
-    async def timezone_of(self, user_id: str) -> tuple[str, str]:
-        """(zone, "person" | "default")."""
-        name = await fetch_value(self.db, "SELECT timezone FROM reminder_timezones WHERE user_id = %s", (user_id,))
-        return (name, "person") if name else (self.default_timezone, "default")
-
-    async def set_timezone(self, user_id: str, name: str) -> None:
-        _zone(name)
-        await execute(self.db, """
-            INSERT INTO reminder_timezones (user_id, timezone, updated_at) VALUES (%s, %s, %s)
-            ON CONFLICT (user_id) DO UPDATE SET timezone = excluded.timezone, updated_at = excluded.updated_at""",
-                      (user_id, name, self.now()))
+    async def zone_of(self, user_id: str) -> str:
+        """The person's IANA zone (their profile's, docs/auth.md "Time zones"); UTC in a
+        service without the auth plugin."""
+        zones = self.context.contracts.get(PERSON_ZONES)
+        return await zones.zone_of(user_id) if zones is not None else FALLBACK_ZONE
 
     # -- the API's operations
     async def create(self, user_id: str, body: dict) -> dict:
-        zone_name = body.get("timezone") or (await self.timezone_of(user_id))[0]
+        zone_name = body.get("timezone") or await self.zone_of(user_id)
         zone = _zone(zone_name)
         remind_at = parse_remind_at(body["remind_at"], zone)
         _repeat(body["repeat_type"], body["repeat_rule"])

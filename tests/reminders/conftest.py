@@ -1,5 +1,6 @@
-"""A gateway with the real token, notifications and reminders plugins on real PostgreSQL, a
-manual clock (`context.clock`) the tests move, and a WebSocket endpoint for a person's devices."""
+"""A gateway with the real auth, notifications and reminders plugins on real PostgreSQL (Alice
+and Bob registered, the deployment's default time zone Asia/Shanghai), a manual clock
+(`context.clock`) the tests move, and a WebSocket endpoint for a person's devices."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from gateway.app import create_app
 from gateway.context import get_context
 from gateway.identity import Identity
 from gateway.schedule import ManualClock
-from plugins.auth import tokens_plugin
+from plugins.auth import auth_plugin, tokens_plugin
 from plugins.notifications import plugin as notifications_plugin
 from plugins.reminders import plugin as reminders_plugin
 from tests.notifications.devices import DevicePlugin, bearer, until
@@ -74,7 +75,7 @@ class Gateway:
 
 
 def build_app(config, clock: ManualClock) -> web.Application:
-    app = create_app("gateway", config, plugins=[tokens_plugin, notifications_plugin, reminders_plugin,
+    app = create_app("gateway", config, plugins=[tokens_plugin, auth_plugin, notifications_plugin, reminders_plugin,
                                                  DevicePlugin()])
     get_context(app).clock = clock
     return app
@@ -82,7 +83,18 @@ def build_app(config, clock: ManualClock) -> web.Application:
 
 @pytest.fixture
 def reminder_settings() -> dict:
-    return {"default_timezone": "Asia/Shanghai", "grace_seconds": 3600}
+    return {"grace_seconds": 3600}
+
+
+AUTH = {"auth.registration_enabled": True,
+        "plugins.auth": {"default_timezone": "Asia/Shanghai", "bcrypt_rounds": 4, "rate_limit_per_minute": 1000}}
+
+
+async def register(client: TestClient, username: str) -> None:
+    response = await client.post(f"{API}/auth/register", json={
+        "username": username, "password": "secret-pass", "email": f"{username}@example.org",
+        "nickname": username, "verify_code": "ABC123"})
+    assert response.status in (201, 409), await response.text()  # 409: a second instance on the same database
 
 
 @pytest.fixture
@@ -92,11 +104,13 @@ async def make_gateway(make_config, database_url, reminder_settings):
 
     async def build(clock: ManualClock | None = None, overrides: dict | None = None, **settings) -> Gateway:
         clock = clock or ManualClock(START)
-        config = make_config({"database.url": database_url,
+        config = make_config({"database.url": database_url, **AUTH,
                               "plugins.reminders": {**reminder_settings, **settings}, **(overrides or {})})
         client = TestClient(TestServer(build_app(config, clock)))
         await client.start_server()
         clients.append(client)
+        for username in ("alice", "bob"):
+            await register(client, username)
         return Gateway(client, clock)
 
     yield build

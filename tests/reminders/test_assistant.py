@@ -44,13 +44,16 @@ async def services(database_url, aiohttp_server, make_config):
     settings = {"database.url": database_url, "peers.gateway_url": gateway_url,
                 "auth.registration_enabled": True, "auth.chat_for_all_users": True,
                 "plugins.ai_core": {"tool_timeout": 20, "timezone": "UTC"},
-                "plugins.reminders": {"default_timezone": "Asia/Shanghai"}}
-    ai_core = await aiohttp_server(create_app("ai-core", make_config(settings),
-                                              plugins=[tokens_plugin, ai_core_plugin, reminder_tools_plugin]))
+                "plugins.auth": {"default_timezone": "Asia/Shanghai", "bcrypt_rounds": 4}}
+    # One clock for both services: the AI core reads "now" from it, the gateway fires by it.
+    clock = ManualClock(START)  # Tuesday 24 November 2026, 14:00 in Shanghai
+    ai_core_app = create_app("ai-core", make_config(settings),
+                             plugins=[tokens_plugin, ai_core_plugin, reminder_tools_plugin])
+    get_context(ai_core_app).clock = clock
+    ai_core = await aiohttp_server(ai_core_app)
     gateway_app = create_app("gateway", make_config({**settings, "peers.ai_core_url": str(ai_core.make_url("")).rstrip("/")}),
                              plugins=[tokens_plugin, auth_plugin, sessions_plugin, files_plugin, ai_core_client_plugin,
                                       chat_plugin, notifications_plugin, reminders_plugin])
-    clock = ManualClock(START)  # Tuesday 24 November 2026, 14:00 in Shanghai
     get_context(gateway_app).clock = clock
     await aiohttp_server(gateway_app, port=gateway_port)
     async with aiohttp.ClientSession(gateway_url) as session:
@@ -154,3 +157,16 @@ async def test_the_other_phrases_and_list_cancel_complete(services):
     statuses = {r["title"]: r["status"] for r in await reminders_of(services, token, limit=50)}
     assert statuses["call mom"] == "cancelled" and statuses["吃药"] == "completed"
     assert len(await reminders_of(services, token, status="pending")) == 4
+
+
+async def test_the_time_is_read_in_the_zone_of_the_persons_profile(services):
+    token = await sign_up(services, "carol")
+    async with services.gateway.put("/api/v1/profile", json={"timezone": "America/New_York"},
+                                    headers={"Authorization": f"Bearer {token}"}) as response:
+        assert response.status == 200, await response.text()
+    async with device(services, token, "phone") as phone:
+        # 06:00 UTC is 01:00 on Tuesday in New York: "tomorrow" is Wednesday there too.
+        assert await say(phone, "remind me to call mom tomorrow at 9am") == \
+            "I'll remind you to call mom tomorrow (Wed 25 Nov) at 09:00."
+    [reminder] = await reminders_of(services, token)
+    assert reminder["remind_at"] == "2026-11-25T09:00:00-05:00" and reminder["timezone"] == "America/New_York"

@@ -21,12 +21,10 @@ async def test_create_with_an_offset_or_in_the_persons_zone(gateway):
     assert reminder["completed_at"] is None and reminder["session_id"] == "session_abc"
     assert reminder["created_at"] == "2026-11-24T06:00:00.000Z" and reminder["timezone"] == "Asia/Shanghai"
     assert reminder["next_run_at"] == "2026-11-25T01:00:00.000Z"
-    # No offset: read in the person's zone (the default, until they set their own).
+    # No offset: read in the person's zone (the deployment's default, until they set their own).
     local = await gateway.create(remind_at="2026-11-25T09:00")
     assert local["next_run_at"] == "2026-11-25T01:00:00.000Z"
-    assert await gateway.call("GET", "/reminders/timezone") == {
-        "timezone": "Asia/Shanghai", "source": "default", "now": "2026-11-24T14:00:00+08:00"}
-    assert (await gateway.call("PUT", "/reminders/timezone", json={"timezone": "Europe/Berlin"}))["source"] == "person"
+    await gateway.call("PUT", "/profile", json={"timezone": "Europe/Berlin"})
     berlin = await gateway.create(remind_at="2026-11-25 09:00:00")
     assert berlin["remind_at"] == "2026-11-25T09:00:00+01:00" and berlin["timezone"] == "Europe/Berlin"
     # A zone given with the reminder wins.
@@ -62,7 +60,6 @@ async def test_bad_bodies_are_400_and_store_nothing(gateway):
         await gateway.error("POST", "/reminders", 400, error_type, json=body)
     await gateway.error("POST", "/reminders", 400, "invalid_json", data="{not json",
                         headers={"Content-Type": "application/json"})
-    await gateway.error("PUT", "/reminders/timezone", 400, "invalid_timezone", json={"timezone": "Nowhere/City"})
     assert (await gateway.call("GET", "/reminders"))["total"] == 0
     assert (await gateway.client.get("/api/v1/reminders")).status == 401
 

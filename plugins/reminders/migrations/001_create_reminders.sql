@@ -31,10 +31,3 @@ CREATE TABLE reminder_occurrences (
     notification_id text
 );
 CREATE INDEX reminder_occurrences_by_reminder ON reminder_occurrences (reminder_id, due_at DESC);
-
--- A person's own time zone, for times given without an offset.
-CREATE TABLE reminder_timezones (
-    user_id text PRIMARY KEY,
-    timezone text NOT NULL,
-    updated_at timestamptz NOT NULL
-);

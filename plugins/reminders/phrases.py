@@ -137,7 +137,7 @@ def _read(text: str, repeats, when_re: re.Pattern, ask: re.Pattern, trim: str, j
         title = re.sub(r"^(?:我要|要|该|我)", "", title) or title
         title = re.sub(r"(?:了|吧|哦|啊)$", "", title) or title
     else:
-        title = re.sub(r"^(?:to|that|about|of)\s+", "", title, flags=re.I)
+        title = re.sub(r"^(?:(?:to|that|about|of|for)\s+)+", "", title, flags=re.I)
     when = joiner.join(pieces)
     # A weekly or monthly repeat names its day: the first occurrence is that day.
     if repeat_type in ("weekly", "monthly") and repeat_words:
@@ -206,9 +206,9 @@ def _zh_clock(match: re.Match) -> str:
 
 def _normalize_zh(when: str, now: datetime) -> _Reading:
     text = re.sub(r"(?:之后|以后)", "后", when)
+    text = re.sub(rf"({_ZH_NUM})个半(?:小时|钟头)后", lambda m: f"{_zh_number(m.group(1)) * 60 + 30}分钟后", text)
     text = re.sub(r"半(?:个)?(?:小时|钟头)后", "30分钟后", text)
     text = text.replace("一刻钟后", "15分钟后")
-    text = re.sub(rf"({_ZH_NUM})个半(?:小时|钟头)后", lambda m: f"{_zh_number(m.group(1)) * 60 + 30}分钟后", text)
     text = re.sub(rf"({_ZH_NUM})(个小时|个钟头|个星期|分钟|分|小时|钟头|天|周|星期)后",
                   lambda m: f"{_zh_number(m.group(1))}{_ZH_UNITS.get(m.group(2), m.group(2))}后", text)
     relative = "后" in text and not re.search(r"大?后天", text)

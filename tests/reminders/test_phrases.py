@@ -56,6 +56,19 @@ def at(text, zone=SHANGHAI, now=NOW):
     ("明天提醒我买牛奶", "买牛奶", datetime(2026, 11, 25, 9, 0), "none"),
     ("提醒我晚上十点把空调调到二十六度", "把空调调到二十六度", datetime(2026, 11, 24, 22, 0), "none"),
     ("提醒我中午十二点半吃饭", "吃饭", datetime(2026, 11, 25, 12, 30), "none"),
+    ("remind me to call mom at 9 tomorrow", "call mom", datetime(2026, 11, 25, 9, 0), "none"),
+    ("remind me to call mom at 9", "call mom", datetime(2026, 11, 24, 21, 0), "none"),
+    ("set a reminder for 3pm to call the bank", "call the bank", datetime(2026, 11, 24, 15, 0), "none"),
+    ("please remind me to take medicine every day at 8pm", "take medicine", datetime(2026, 11, 24, 20, 0), "daily"),
+    ("remind me in 1 hour and 30 minutes to leave", "leave", datetime(2026, 11, 24, 15, 30), "none"),
+    ("remind me at noon to eat", "eat", datetime(2026, 11, 25, 12, 0), "none"),
+    ("一个半小时后提醒我出门", "出门", datetime(2026, 11, 24, 15, 30), "none"),
+    ("明天上午提醒我开会", "开会", datetime(2026, 11, 25, 9, 0), "none"),
+    ("晚上提醒我倒垃圾", "倒垃圾", datetime(2026, 11, 24, 20, 0), "none"),
+    ("提醒我周五交报告", "交报告", datetime(2026, 11, 27, 9, 0), "none"),
+    ("提醒我下午3:30开会", "开会", datetime(2026, 11, 24, 15, 30), "none"),
+    ("提醒我明天下午两点半去接孩子", "去接孩子", datetime(2026, 11, 25, 14, 30), "none"),
+    ("大后天早上八点提醒我交房租", "交房租", datetime(2026, 11, 27, 8, 0), "none"),
 ])
 def test_phrases_resolve_to_the_instant_meant(text, title, when, repeat):
     words, local = at(text)

@@ -1,7 +1,6 @@
 """Reminders firing on the injected clock: to every device of the person and no one else's, once
 with two gateway instances sharing PostgreSQL and Redis, after a restart late (within the grace
 window) or skipped (beyond it), and repeating across month ends and daylight-saving changes."""
-import asyncio
 from datetime import datetime, timedelta
 
 from gateway.context import get_context
@@ -168,4 +167,3 @@ async def test_a_snoozed_repeating_reminder_keeps_its_series(gateway):
     assert moved["reminder"]["remind_at"] == "2026-11-24T15:00:00+08:00"
     after = await fire_next(gateway, reminder["id"])
     assert after["remind_at"] == "2026-11-25T14:00:30+08:00"  # the series' own time again
-    await asyncio.sleep(0)

@@ -11,6 +11,7 @@ repeat moves on to its next occurrence after now."""
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,6 +33,7 @@ _COLUMNS = ("id, user_id, title, description, remind_at, timezone, status, repea
 _OCCURRENCE_NAMESPACE = uuid.UUID("0f6f3f4e-5d0b-4c7e-9a53-3c1f1d7d6a10")
 _HEX = set("0123456789abcdef")
 FALLBACK_ZONE = "UTC"
+_CJK = re.compile(r"[\u3400-\u9fff]")
 
 
 def _bad_time(text: str, reason: str) -> BadRequest:
@@ -292,8 +294,10 @@ class Reminders:
 
     async def _notify(self, row: dict, due: datetime, late: bool, late_by: int, notification_id: str) -> None:
         body = row["description"] or row["title"]
-        if late:
-            body += f" (late by {_duration(late_by)}: due at {_wall(due, row['timezone'])[11:16]})"
+        if late:  # said in the reminder's own language, as far as its words tell
+            due_at = _wall(due, row["timezone"])[11:16]
+            body += (f"（晚了 {_duration(late_by).replace('min', '分钟').replace('h', '小时')}：原定 {due_at}）"
+                     if _CJK.search(body) else f" (late by {_duration(late_by)}: due at {due_at})")
         data = {"reminder_id": row["id"], "remind_at": _wall(due, row["timezone"]), "repeat_type": row["repeat_type"],
                 "session_id": row["session_id"], "late": late, "late_by": late_by}
         await self.context.contracts.require(NOTIFICATIONS).push(

@@ -76,6 +76,7 @@ async def test_a_restart_fires_late_within_the_grace_window_and_skips_beyond(mak
     clock = ManualClock(START)
     before = await make_gateway(clock)
     soon = await before.create(title="Stretch", remind_at="2026-11-24T14:10:00+08:00")
+    chinese = await before.create(title="喝水", remind_at="2026-11-24T14:20:00+08:00")
     daily = await before.create(title="Pills", remind_at="2026-11-24T14:10:00+08:00", repeat_type="daily")
     async with before.ws("alice", "phone"):
         await device_known(before.app, "user_alice", "phone")
@@ -90,11 +91,14 @@ async def test_a_restart_fires_late_within_the_grace_window_and_skips_beyond(mak
     assert occurrence["outcome"] == "fired_late" and occurrence["late_by_seconds"] == 1200
     repeated = await after.until_reminder(daily["id"], lambda r: r["remind_at"].startswith("2026-11-25"))
     assert repeated["remind_at"] == "2026-11-25T14:10:00+08:00" and repeated["notified"] is False
-    inbox = (await after.call("GET", "/notifications"))["notifications"]
-    assert {n["data"]["late"] for n in inbox} == {True} and {n["data"]["late_by"] for n in inbox} == {1200}
-    assert all("late by 20 min" in n["body"] for n in inbox)
-    async with after.ws("alice", "phone") as phone:  # away meanwhile: sent both on its return
-        missed = [await phone.receive_json(timeout=5) for _ in range(2)]
+    await after.until_reminder(chinese["id"], lambda r: r["notified"])
+    inbox = {n["title"]: n for n in (await after.call("GET", "/notifications"))["notifications"]}
+    assert {n["data"]["late"] for n in inbox.values()} == {True}
+    assert inbox["Stretch"]["data"]["late_by"] == inbox["Pills"]["data"]["late_by"] == 1200
+    assert inbox["Stretch"]["body"] == "Stretch (late by 20 min: due at 14:10)"
+    assert inbox["喝水"]["body"] == "喝水（晚了 10 分钟：原定 14:20）"
+    async with after.ws("alice", "phone") as phone:  # away meanwhile: sent all three on its return
+        missed = [await phone.receive_json(timeout=5) for _ in range(3)]
         assert all(frame["missed"] for frame in missed)
     await after.client.close()
     # Down again for three days: the daily one's next occurrence (25 Nov 14:10) is older than the
@@ -105,7 +109,7 @@ async def test_a_restart_fires_late_within_the_grace_window_and_skips_beyond(mak
     assert moved["remind_at"] == "2026-11-28T14:10:00+08:00"
     outcomes = [o["outcome"] for o in await occurrences(again, daily["id"])]
     assert outcomes == ["skipped", "fired_late"]
-    assert (await again.call("GET", "/notifications"))["total"] == 2  # nothing more was sent
+    assert (await again.call("GET", "/notifications"))["total"] == 3  # nothing more was sent
 
 
 async def test_a_one_off_reminder_long_overdue_is_skipped_not_sent(make_gateway):

@@ -278,8 +278,11 @@ class Reminders:
                                  (row["id"], due, now, outcome, lateness.late_by_seconds, notification_id))
             following = None
             if row["repeat_type"] != "none":
-                following = next_occurrence(Repeat(row["repeat_type"], cron=row["repeat_rule"]),
-                                            row["repeat_anchor"], max(now, due), row["timezone"])
+                try:
+                    following = next_occurrence(Repeat(row["repeat_type"], cron=row["repeat_rule"]),
+                                                row["repeat_anchor"], max(now, due), row["timezone"])
+                except ValueError:  # a repeat that cannot go on ends here, rather than block the others
+                    log.exception("reminder %s: its repeat has no next occurrence", row["id"])
             if following is not None:
                 await cursor.execute("""
                     UPDATE reminders SET remind_at = %s, next_run_at = %s, notified = false,

@@ -51,6 +51,8 @@ async def test_bad_bodies_are_400_and_store_nothing(gateway):
         ({"title": "x", "remind_at": "2026-11-25T09:00", "repeat_type": "cron"}, "invalid_repeat"),
         ({"title": "x", "remind_at": "2026-11-25T09:00", "repeat_type": "cron", "repeat_rule": "every day"},
          "invalid_repeat"),
+        ({"title": "x", "remind_at": "2026-11-25T09:00", "repeat_type": "cron", "repeat_rule": "0 0 30 2 *"},
+         "invalid_repeat"),
         ({"title": "x", "remind_at": "2026-11-25T09:00", "timezone": "Mars/Olympus"}, "invalid_timezone"),
         ({"title": "x" * 201, "remind_at": "2026-11-25T09:00"}, "validation_error"),
     ]

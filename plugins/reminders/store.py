@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from gateway import bus, database
 from gateway.context import Context
 from gateway.database import execute, fetch_all, fetch_one, fetch_value, transaction
 from gateway.errors import BadRequest, Conflict, NotFound
@@ -33,6 +34,7 @@ _COLUMNS = ("id, user_id, title, description, remind_at, timezone, status, repea
 _OCCURRENCE_NAMESPACE = uuid.UUID("0f6f3f4e-5d0b-4c7e-9a53-3c1f1d7d6a10")
 _HEX = set("0123456789abcdef")
 FALLBACK_ZONE = "UTC"
+POISON_RETRY = timedelta(minutes=5)
 _CJK = re.compile(r"[\u3400-\u9fff]")
 
 
@@ -104,6 +106,7 @@ class Reminders:
         self.context = context
         self.grace = timedelta(seconds=settings["grace_seconds"])
         self.max_pending = settings["max_pending"]
+        self._claimed: str | None = None  # the row being fired, for the log when it fails
         self.loop = DueLoop(context, "reminders", self.claim_and_fire, max_sleep=settings["check_interval"])
 
     @property
@@ -247,8 +250,20 @@ class Reminders:
     async def claim_and_fire(self) -> datetime | None:
         """Fire every due occurrence (one claimed row per transaction, so instances share the
         work); return the next due instant."""
-        while await self._fire_one():
-            pass
+        while True:
+            self._claimed = None
+            try:
+                if not await self._fire_one():
+                    break
+            except Exception as error:
+                if self._claimed is None or database.unavailable(error) or bus.unavailable(error):
+                    raise  # the stores are away: the loop tries the whole round again
+                # One row that cannot be fired (its stored data broken) must not hold up the
+                # rows due after it: it is tried again later, the others go on now.
+                log.exception("reminder %s could not be fired; trying it again in %ds", self._claimed,
+                              int(POISON_RETRY.total_seconds()))
+                await execute(self.db, "UPDATE reminders SET next_run_at = %s WHERE id = %s",
+                              (self.now() + POISON_RETRY, self._claimed))
         return await fetch_value(self.db, "SELECT min(next_run_at) FROM reminders WHERE next_run_at IS NOT NULL")
 
     async def _fire_one(self) -> bool:
@@ -261,6 +276,7 @@ class Reminders:
             if found is None:
                 return False
             row = dict(found)
+            self._claimed = row["id"]
             due = row["next_run_at"]
             lateness = judge_lateness(due, now, self.grace)
             notification_id = None

@@ -4,7 +4,7 @@ window) or skipped (beyond it), and repeating across month ends and daylight-sav
 from datetime import datetime, timedelta
 
 from gateway.context import get_context
-from gateway.database import fetch_all
+from gateway.database import execute, fetch_all
 from gateway.schedule import ManualClock
 from tests.notifications.devices import device_away, device_known, nothing_arrives, until
 
@@ -171,3 +171,19 @@ async def test_a_snoozed_repeating_reminder_keeps_its_series(gateway):
     assert moved["reminder"]["remind_at"] == "2026-11-24T15:00:00+08:00"
     after = await fire_next(gateway, reminder["id"])
     assert after["remind_at"] == "2026-11-25T14:00:30+08:00"  # the series' own time again
+
+
+async def test_a_row_that_cannot_be_fired_does_not_hold_up_the_others(gateway):
+    broken = await gateway.create(title="Broken", remind_at="2026-11-24T14:00:10+08:00")
+    fine = await gateway.create(title="Fine", remind_at="2026-11-24T14:00:20+08:00")
+    # Its stored zone corrupted (no such zone any more, say, after an operator's edit).
+    await execute(get_context(gateway.app).db, "UPDATE reminders SET timezone = 'Mars/Olympus' WHERE id = %s",
+                  (broken["id"],))
+    async with gateway.ws("alice", "phone") as phone:
+        await device_known(gateway.app, "user_alice", "phone")
+        gateway.clock.advance(30)
+        frame = await phone.receive_json(timeout=5)
+        assert frame["notification"]["data"]["reminder_id"] == fine["id"]
+    row = await fetch_all(get_context(gateway.app).db, "SELECT next_run_at FROM reminders WHERE id = %s",
+                          (broken["id"],))
+    assert row[0]["next_run_at"] == START + timedelta(seconds=30) + timedelta(minutes=5)  # tried again later

@@ -71,7 +71,7 @@ class VoiceStream:
         self.last_sequence = -1
         self.ending = False
         self.final: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._activity = asyncio.Event()
+        self.last_chunk = self.started
         self._last_interim = ""
         self._reader = asyncio.create_task(self._read(), name=f"voice-stream-read-{self.message_id}")
         self._watcher = asyncio.create_task(self._watch(), name=f"voice-stream-watch-{self.message_id}")
@@ -90,7 +90,7 @@ class VoiceStream:
             await self.fail(f"The voice stream passed its limit of {self.streams.max_bytes} bytes of audio; "
                             f"it was closed.", "voice_stream_too_large")
             return
-        self._activity.set()
+        self.last_chunk = time.monotonic()
         try:
             await self.ws.send_bytes(audio)
         except (aiohttp.ClientError, ConnectionError, RuntimeError):
@@ -121,14 +121,17 @@ class VoiceStream:
         """Free the recognizer: its socket, its tasks."""
         self.streams.forget(self)
         current = asyncio.current_task()
-        for task in (self._reader, self._watcher):
-            if task is not current:
-                task.cancel()
+        others = [task for task in (self._reader, self._watcher) if task is not current]
+        for task in others:
+            task.cancel()
+        # The reader must be gone before the socket closes: a close with a receive pending waits for it.
+        await asyncio.gather(*others, return_exceptions=True)
         if not self.final.done():
             self.final.set_exception(VoiceUnavailable("The voice stream was closed."))
             self.final.exception()  # retrieved: nobody may wait for it
         with contextlib.suppress(Exception):
             await self.ws.close()
+
 
     async def _read(self) -> None:
         """The recognizer's messages: interims to the device, the final text to `end`."""
@@ -174,19 +177,16 @@ class VoiceStream:
         streams = self.streams
         deadline = self.started + streams.max_seconds
         while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            now = time.monotonic()
+            if now >= deadline:
                 await self.fail(f"The voice stream passed its limit of {streams.max_seconds:g} seconds; "
                                 f"it was closed.", "voice_stream_too_long")
                 return
-            self._activity.clear()
-            try:
-                await asyncio.wait_for(self._activity.wait(), min(streams.idle_timeout, remaining))
-            except asyncio.TimeoutError:
-                if time.monotonic() < deadline:
-                    await self.fail(f"No audio came for {streams.idle_timeout:g} seconds; the voice stream "
-                                    f"was closed.", "voice_stream_idle")
-                    return
+            if now - self.last_chunk >= streams.idle_timeout:
+                await self.fail(f"No audio came for {streams.idle_timeout:g} seconds; the voice stream "
+                                f"was closed.", "voice_stream_idle")
+                return
+            await asyncio.sleep(min(deadline, self.last_chunk + streams.idle_timeout) - now)
 
 
 class VoiceStreams:
@@ -291,7 +291,9 @@ class VoiceStreams:
             return
         self.forget(stream)
         # The final text may take a moment: the connection's other frames are not held up for it.
-        task = asyncio.create_task(self._finish(stream), name=f"voice-stream-end-{stream.message_id}")
+        self._track(asyncio.create_task(self._finish(stream), name=f"voice-stream-end-{stream.message_id}"))
+
+    def _track(self, task: asyncio.Task) -> None:
         self._endings.add(task)
         task.add_done_callback(self._endings.discard)
 
@@ -328,7 +330,8 @@ class VoiceStreams:
         """The device went: its open stream's recognizer is freed."""
         stream = self._open.pop(connection.id, None)
         if stream is not None:
-            await stream.close()
+            # In a task of its own: the connection's handler, which runs this, is being cancelled.
+            self._track(asyncio.create_task(stream.close(), name=f"voice-stream-close-{stream.message_id}"))
 
     async def close_all(self) -> None:
         for stream in list(self._open.values()):

@@ -21,7 +21,7 @@ from plugins.chat.contract import REPLY_TAPS
 
 from .gateway_client import VoiceClient, VoiceUnavailable, refused
 from .gateway_schemas import (LANGUAGES, AudioQuery, SpeechBody, SpeechStatus, StreamSegmentsFrame, TranscribeForm,
-                              Transcription, TranscriptionFailure, VoiceFinalFrame, VoiceInputFrame, VoiceInterimFrame,
+                              Transcription, VoiceFinalFrame, VoiceInputFrame, VoiceInterimFrame,
                               VoiceList, VoiceStatus, VoiceStreamChunkFrame, VoiceStreamEndFrame, VoiceStreamStartFrame,
                               VoiceTranscriptFrame)
 from .gateway_streams import VoiceStreams
@@ -95,9 +95,8 @@ def failure(error: ApiError) -> ApiError:
 @routes.post("/api/v1/voice/transcribe", name="voice.transcribe")
 @api_doc("Transcribe a recording (multipart field `audio`, up to 10 MB)", body=TranscribeForm,
          content_type="multipart/form-data",
-         responses={200: Transcription, 400: TranscriptionFailure, 413: TranscriptionFailure,
-                    422: TranscriptionFailure, 502: TranscriptionFailure},
-         description="A failure answers `success: false` with `error`, `errorType` and `hint`: 400 for a body "
+         responses={200: Transcription}, errors=(413, 422, 502),
+         description="A failure's error body also carries `success: false` (spec): 400 for a body "
                      "without audio or audio that cannot be decoded, 413 over the limit, 422 for a language no "
                      "engine recognises, 502 `voice_service_unreachable`.")
 async def transcribe(request: web.Request) -> web.Response:

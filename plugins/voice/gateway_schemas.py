@@ -40,14 +40,6 @@ class Transcription(Open):
     processing_ms = fields.Integer(metadata={"description": "How long recognition took."})
 
 
-class TranscriptionFailure(Open):
-    success = fields.Boolean(required=True, metadata={"description": "false"})
-    error = fields.String(required=True)
-    errorType = fields.String(metadata={"description": "`voice_service_unreachable`, `file_too_large`, "
-                                                       "`no_speech`, `language_unsupported`, ..."})
-    hint = fields.String()
-
-
 class SpeechBody(marshmallow.Schema):
     text = fields.String(required=True, validate=validate.Length(min=1, max=5000),
                          metadata={"description": "What to say (up to 5000 characters)."})

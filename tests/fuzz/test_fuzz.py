@@ -38,6 +38,7 @@ from gateway.app import create_app
 from gateway.config import ENVIRONMENT, PROJECT_ROOT, Config
 from gateway.openapi import OPENAPI_PATH, doc_of
 from tests.support.fake_openai import serve_fake_provider
+from tests.support.fake_voice import FakeVoiceService
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.slow
@@ -158,12 +159,16 @@ async def services(tmp_path, database_url, redis_url, aiohttp_server):
     DATA_DIR (and so its generated secrets.json), the test's database and Redis. The AI core's
     `openai` provider (seeded from OPENAI_BASE_URL) is the model server."""
     model = await serve_fake_provider(aiohttp_server)
+    # The gateway's voice endpoints pass requests on to the voice service: a stand-in speaking
+    # its wire API (a 502 there would be a failure).
+    voice = FakeVoiceService(service_token=None)
+    voice_url = str((await aiohttp_server(voice.app)).make_url("")).rstrip("/")
     data_dir = tmp_path / "data"
     memory_port, ai_core_port, gateway_port = free_port(), free_port(), free_port()
     environ = service_environment(
         tmp_path, DATA_DIR=str(data_dir), DATABASE_URL=database_url, REDIS_URL=redis_url,
         AI_CORE_URL=f"http://127.0.0.1:{ai_core_port}", GATEWAY_URL=f"http://127.0.0.1:{gateway_port}",
-        MEMORY_SERVICE_URL=f"http://127.0.0.1:{memory_port}",
+        MEMORY_SERVICE_URL=f"http://127.0.0.1:{memory_port}", VOICE_SERVICE_URL=voice_url,
         OPENAI_BASE_URL=f"{model.url}/live/v1", OPENAI_API_KEY="fuzz-key", DEFAULT_MODEL="gpt-small")
     started: list[Service] = []
     try:

@@ -30,7 +30,8 @@ def silence_wav(milliseconds: int, rate: int = 16000) -> bytes:
 class FakeVoiceService:
     url = ""  # set once it listens
 
-    def __init__(self) -> None:
+    def __init__(self, service_token: str | None = SERVICE_TOKEN) -> None:
+        self.service_token = service_token  # None: any bearer credential (a service whose token is generated)
         self.transcripts: dict[bytes, tuple[str, str]] = {}
         self.tts_requests: list[dict] = []
         self.tts_delay: dict[str, float] = {}  # text -> seconds its synthesis takes
@@ -48,9 +49,11 @@ class FakeVoiceService:
         self.app.router.add_get("/api/v1/tts/voices", self.voices)
         self.app.router.add_get("/api/v1/tts/status", self.tts_status)
 
-    @staticmethod
-    def authorized(request: web.Request) -> bool:
-        return request.headers.get("Authorization") == f"Bearer {SERVICE_TOKEN}"
+    def authorized(self, request: web.Request) -> bool:
+        header = request.headers.get("Authorization", "")
+        if self.service_token is None:
+            return header.startswith("Bearer ") and len(header) > len("Bearer ")
+        return header == f"Bearer {self.service_token}"
 
     @staticmethod
     def error(status: int, error: str, error_type: str, **extra) -> web.Response:

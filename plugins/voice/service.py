@@ -263,6 +263,8 @@ class AudioStream:
                     raise StreamError(f"The stream sent more than {self.settings['max_audio_bytes']} bytes.",
                                       "audio_too_large")
                 self.decoder.feed(message.data)
+                if self.decoder.error is not None:
+                    raise self.decoder.error
                 if self.decoder.sample_count > self.settings["max_audio_seconds"] * audio.SAMPLE_RATE:
                     raise StreamError(f"The stream is longer than {self.settings['max_audio_seconds']:g} seconds.",
                                       "audio_too_long")

@@ -21,7 +21,7 @@ from gateway.plugins import Plugin, Registrar
 from gateway.validation import load, parse_body
 
 from . import audio
-from .engines import EngineFailed, SpeechRecognizer
+from .engines import EngineFailed, Recognition, SpeechRecognizer
 from .engines.registry import Engines, guess_language
 from .schemas import (StreamQuery, TranscribeForm, Transcription,
                       TranscriptionFailure, TtsRequest, TtsStatus, VoiceList, VoiceStatus)
@@ -58,12 +58,16 @@ class VoiceService:
         return engine, language
 
     async def recognize(self, samples: np.ndarray, language: str, *, user_id: str, source: str,
-                        started: float) -> dict:
+                        started: float, known: Recognition | None = None) -> dict:
+        """Recognise (or take `known`, a stream's interim that already covers this audio), and
+        write the STT log record."""
         engine, asked = self.recognizer(language)
         if asked is None and len(samples) < self.settings["detect_min_seconds"] * audio.SAMPLE_RATE:
             engine, asked = self.recognizer(self.settings["default_language"])
         duration_ms = int(len(samples) * 1000 / audio.SAMPLE_RATE)
-        if await self.run(audio.is_silent, samples):
+        if known is not None:
+            text, recognised = known.text, known.language
+        elif await self.run(audio.is_silent, samples):
             text, recognised = "", asked or self.settings["default_language"]
         else:
             async with self.gate:
@@ -222,6 +226,8 @@ class AudioStream:
         self.received = 0
         self.interim_at = 0          # samples decoded when the last interim recognition started
         self.last_interim = ""
+        # The last interim recognised on the whole stream so far: (samples it covered, result).
+        self.covered: tuple[int, Recognition] | None = None
 
     async def serve(self, query: dict) -> None:
         try:
@@ -291,7 +297,8 @@ class AudioStream:
     async def interim(self, language: str) -> None:
         assert self.decoder is not None
         try:
-            samples = self.decoder.samples()[-INTERIM_WINDOW_SECONDS * audio.SAMPLE_RATE:]
+            whole = self.decoder.samples()
+            samples = whole[-INTERIM_WINDOW_SECONDS * audio.SAMPLE_RATE:]
             if await self.service.run(audio.is_silent, samples):
                 return
             engine, asked = self.service.recognizer(language)
@@ -299,6 +306,8 @@ class AudioStream:
                 engine, asked = self.service.recognizer(self.settings["default_language"])
             async with self.service.gate:
                 result = await engine.recognize(samples, asked)
+            if len(samples) == len(whole) and language != "auto":
+                self.covered = (len(whole), result)
             if result.text and result.text != self.last_interim and not self.socket.closed:
                 self.last_interim = result.text
                 await self.socket.send_json({"type": "interim", "text": result.text})
@@ -309,12 +318,21 @@ class AudioStream:
 
     async def finish(self, language: str) -> None:
         assert self.decoder is not None
-        if self.interim_task is not None:
-            self.interim_task.cancel()
         started = time.perf_counter()
         samples = await self.service.run(self.decoder.finish)
+        # Speech usually ends before stop: when only silence came after the audio an interim is
+        # recognising (or has recognised), its text is the final one, and waiting for it beats
+        # recognising everything again (bench/README.md, "final after stop").
+        task = self.interim_task
+        if task is not None and await self.service.run(audio.is_silent, samples[self.interim_at:]):
+            await asyncio.wait([task], timeout=self.settings["max_audio_seconds"])
+        elif task is not None:
+            task.cancel()
+        known = None
+        if self.covered is not None and await self.service.run(audio.is_silent, samples[self.covered[0]:]):
+            known = self.covered[1]
         result = await self.service.recognize(samples, language, user_id=self.user_id, source="stream",
-                                              started=started)
+                                              started=started, known=known)
         await self.socket.send_json({"type": "final", "text": result["text"], "language": result["language"],
                                      "duration_ms": result["duration_ms"], "engine": result["engine"],
                                      "processing_ms": result["processing_ms"]})

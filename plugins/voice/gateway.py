@@ -100,7 +100,7 @@ def failure(error: ApiError) -> ApiError:
                      "without audio or audio that cannot be decoded, 413 over the limit, 422 for a language no "
                      "engine recognises, 502 `voice_service_unreachable`.")
 async def transcribe(request: web.Request) -> web.Response:
-    await require_user(request)
+    identity = await require_user(request)
     limit = request.config_dict[SETTINGS]["max_upload_bytes"]
     if not request.content_type.startswith("multipart/"):
         raise failure(BadRequest("Send the recording as multipart/form-data in the field `audio`.",
@@ -132,7 +132,8 @@ async def transcribe(request: web.Request) -> web.Response:
     if language not in LANGUAGES:
         raise failure(BadRequest(f"language must be one of {', '.join(LANGUAGES)}.", error_type="validation_error"))
     try:
-        answer = await client_of(request).transcribe(audio, language=language, audio_format=fields_.get("format"),
+        answer = await client_of(request).transcribe(audio, user_id=identity.user_id, language=language,
+                                                     audio_format=fields_.get("format"),
                                                      filename=filename, content_type=content_type or
                                                      "application/octet-stream")
     except ApiError as error:

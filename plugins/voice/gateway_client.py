@@ -6,6 +6,7 @@ getting a usable answer (no URL, unreachable, past the time limit, our credentia
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -91,11 +92,14 @@ class VoiceClient:
             raise self._unreachable(status=answer.status)
         return body
 
-    async def transcribe(self, audio: bytes, *, language: str = "auto", audio_format: str | None = None,
-                         filename: str = "audio", content_type: str = "application/octet-stream") -> Answer:
+    async def transcribe(self, audio: bytes, *, user_id: str, language: str = "auto",
+                         audio_format: str | None = None, filename: str = "audio",
+                         content_type: str = "application/octet-stream") -> Answer:
+        """`user_id`: whom it is for, as the service's STT log (`voice.stt`) records it."""
         form = aiohttp.FormData()
-        form.add_field("audio", audio, filename=filename, content_type=content_type)
+        form.add_field("audio", io.BytesIO(audio), filename=filename, content_type=content_type)
         form.add_field("language", language)
+        form.add_field("user_id", user_id)
         if audio_format:
             form.add_field("format", audio_format)
         return await self.call("POST", "/api/v1/transcribe", data=form)
@@ -104,11 +108,12 @@ class VoiceClient:
         """Audio bytes (2xx) or the service's error answer."""
         return await self.call("POST", "/api/v1/tts", json_body=body)
 
-    async def open_stream(self, language: str, audio_format: str,
-                          sample_rate: int | None = None) -> aiohttp.ClientWebSocketResponse:
+    async def open_stream(self, language: str, audio_format: str, sample_rate: int | None = None, *,
+                          user_id: str) -> aiohttp.ClientWebSocketResponse:
         """A recognition stream that said `ready`; VoiceRefused when the service refused it
-        (an unsupported language or format), VoiceUnavailable when it cannot be reached."""
-        params = {"language": language, "format": audio_format}
+        (an unsupported language or format), VoiceUnavailable when it cannot be reached.
+        `user_id`: whom it is for, for the service's STT log."""
+        params = {"language": language, "format": audio_format, "user_id": user_id}
         if sample_rate:
             params["sample_rate"] = str(sample_rate)
         url = self.base_url() + "/api/v1/transcribe/stream"

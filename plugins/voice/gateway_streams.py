@@ -224,7 +224,8 @@ class VoiceStreams:
         session_id = frame["session_id"] or self.turns.session_of(connection)
         try:
             audio = decode_audio(frame["audio_data"], self.max_upload_bytes)
-            answer = await self.client.transcribe(audio, language=frame["language"], audio_format=frame["format"])
+            answer = await self.client.transcribe(audio, user_id=identity.user_id, language=frame["language"],
+                                                  audio_format=frame["format"])
         except ApiError as error:
             connection.send(error_frame(error.error, error.error_type or "invalid_audio", session_id=session_id,
                                         client_msg_id=frame["client_msg_id"]))
@@ -256,7 +257,8 @@ class VoiceStreams:
                                 "voice_stream_already_open")
             return
         try:
-            ws = await self.client.open_stream(frame["language"], frame["format"], frame["sample_rate"])
+            ws = await self.client.open_stream(frame["language"], frame["format"], frame["sample_rate"],
+                                               user_id=identity.user_id)
         except ApiError as error:
             connection.send(error_frame(error.error, error.error_type or "voice_service_failed",
                                         session_id=session_id, **({"hint": error.hint} if error.hint else {})))

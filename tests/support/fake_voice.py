@@ -40,6 +40,7 @@ class FakeVoiceService:
         self.open_streams = 0
         self.streams_opened = 0
         self.stream_audio: list[bytes] = []  # each finished stream's audio
+        self.users: list[str] = []  # whom each recognition was for (the service's STT log records it)
         self.app = web.Application()
         self.app.router.add_get("/api/v1/health", self.health)
         self.app.router.add_get("/api/v1/status", self.status)
@@ -86,6 +87,7 @@ class FakeVoiceService:
         if audio_field is None or not hasattr(audio_field, "file"):
             return self.error(400, "no audio", "validation_error", success=False)
         audio = audio_field.file.read()
+        self.users.append(str(form.get("user_id") or ""))
         if audio == b"garbage":
             return self.error(400, "the audio cannot be decoded", "undecodable_audio", success=False)
         text, spoken = self.recognise(audio, language)
@@ -102,11 +104,12 @@ class FakeVoiceService:
             await ws.send_json({"type": "error", "error": f"no engine recognises {language!r}"
                                 if language not in LANGUAGES else f"format {audio_format!r} is not supported",
                                 "errorType": "language_unsupported" if language not in LANGUAGES
-                                else "format_unsupported"})
+                                else "unsupported_format"})
             await ws.close()
             return ws
         self.open_streams += 1
         self.streams_opened += 1
+        self.users.append(request.query.get("user_id", ""))
         received = b""
         try:
             await ws.send_json({"type": "ready"})

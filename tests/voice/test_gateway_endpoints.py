@@ -32,6 +32,7 @@ async def test_transcribe_passes_the_recording_and_answers_the_text(voice_gatewa
     body = await response.json()
     assert body["success"] is True and body["text"] == "Hello there." and body["language"] == "en"
     assert body["engine"] == "fake" and "duration_ms" in body
+    assert fake_voice.users == ["admin"]  # for the service's STT log
 
 
 async def test_transcribe_failures_answer_success_false(voice_gateway):

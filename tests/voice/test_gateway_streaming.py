@@ -49,6 +49,7 @@ async def test_a_streamed_question_is_confirmed_recognised_and_answered(voice_ga
     assert stored[0]["content"] == "What time is it?" and stored[0]["client_msg_id"] == confirmation["message_id"]
     assert fake_voice.stream_audio == [SPOKEN]  # every chunk, once, in order
     assert fake_voice.open_streams == 0
+    assert fake_voice.users == ["admin"]  # the service's STT log names the person, not the gateway
 
 
 async def test_chunks_sent_again_are_forwarded_once(voice_gateway, fake_voice):
@@ -184,6 +185,7 @@ async def test_voice_input_transcribes_then_takes_the_turn(voice_gateway, fake_v
         await ws.send_json({"type": "voice_input", "audio_data": b64(b"garbage")})
         assert (await frames_until(ws, "error"))[-1]["errorType"] == "undecodable_audio"
     assert len(provider.requests) == 1
+    assert set(fake_voice.users) == {"admin"}
 
 
 async def test_voice_reaches_the_users_other_devices_as_a_typed_message_does(voice_gateway, fake_voice, provider):

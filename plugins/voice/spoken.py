@@ -24,7 +24,7 @@ from gateway.downloads import LinkSigner
 from gateway.errors import ApiError
 from plugins.chat.contract import ReplyStream
 
-from .gateway_client import VoiceClient, refused
+from .gateway_client import VoiceClient, VoiceUnavailable, refused
 from .speech import SentenceCutter
 
 if TYPE_CHECKING:
@@ -84,14 +84,20 @@ class SpokenReplies:
     def tap(self, stream: ReplyStream) -> "SpokenReply | None":
         return SpokenReply(self, stream) if self.enabled else None
 
-    async def synthesize(self, text: str) -> tuple[bytes, str, int]:
+    async def synthesize(self, text: str, reply: "SpokenReply") -> tuple[bytes, str, int]:
         """(audio, file extension, duration in ms) of one sentence; ApiError when it cannot be had."""
         language = language_of(text)
         body: dict = {"text": text, "language": language, "format": self.format, "speed": self.speed}
         if self.voices.get(language):
             body["voice"] = self.voices[language]
         async with self.synthesis:
-            answer = await self.client.synthesize(body)
+            if reply.unavailable is not None:  # no use waiting for the timeout again
+                raise reply.unavailable
+            try:
+                answer = await self.client.synthesize(body)
+            except VoiceUnavailable as error:
+                reply.unavailable = error
+                raise
         if answer.status >= 400:
             raise refused(answer.status, answer.json())
         try:
@@ -109,6 +115,9 @@ class SpokenReply:
         self.replies, self.stream = replies, stream
         self.cutter = SentenceCutter(replies.max_sentence_chars)
         self.segments: list[asyncio.Task] = []
+        # Set when the voice service could not be reached: the reply's later sentences are not
+        # sent to it again (each would wait for the timeout), they get their error at once.
+        self.unavailable: VoiceUnavailable | None = None
 
     def feed(self, text: str) -> None:
         for sentence in self.cutter.feed(text):
@@ -151,7 +160,7 @@ class SpokenReply:
         segment: dict = {"index": index, "text": text, "audio_url": "", "duration_ms": 0}
         result = None
         try:
-            audio, extension, duration = await self.replies.synthesize(text)
+            audio, extension, duration = await self.replies.synthesize(text, self)
             segment["audio_url"] = await self.replies.audio.put(self.stream.user_id, audio, extension)
             segment["duration_ms"] = duration or wav_duration_ms(audio)
             result = (audio, extension)

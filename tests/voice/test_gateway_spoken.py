@@ -144,3 +144,16 @@ async def test_the_audio_is_its_owners_alone(voice_gateway, provider):
     assert beyond.status == 416
     missing = await voice_gateway.get(path.rsplit("/", 1)[0] + "/" + "a" * 32 + ".wav", headers=own)
     assert missing.status == 404
+
+
+async def test_a_voice_service_that_stops_answering_is_asked_once_per_reply(make_voice_gateway, fake_voice, provider):
+    """Past the timeout once, the reply's other sentences get their error at once: stream_end
+    does not wait a timeout per sentence."""
+    gateway = await make_voice_gateway(fake_voice.url, voice={"timeout": 0.5, "synthesis_concurrency": 1})
+    provider.reply = "This one hangs. Two. Three. Four."
+    fake_voice.tts_delay["This one hangs."] = 3
+    frames = await spoken_turn(gateway, "go")
+    segments = segments_of(frames)
+    assert [s["text"] for s in segments] == ["This one hangs.", "Two.", "Three.", "Four."]
+    assert all(s["audio_url"] == "" and "voice service" in s["error"] for s in segments)
+    assert len(fake_voice.tts_requests) == 1

@@ -32,6 +32,7 @@ log = logging.getLogger("voice.service")
 routes = web.RouteTableDef()
 # Interim text is recognised on at most this much of the latest audio (Whisper's own window).
 INTERIM_WINDOW_SECONDS = 30
+POLL_SECONDS = 0.2
 
 
 @dataclass
@@ -228,6 +229,7 @@ class AudioStream:
         self.last_interim = ""
         # The last interim recognised on the whole stream so far: (samples it covered, result).
         self.covered: tuple[int, Recognition] | None = None
+        self.detected: str | None = None   # the language an interim detected (language=auto)
 
     async def serve(self, query: dict) -> None:
         try:
@@ -258,11 +260,19 @@ class AudioStream:
         """Feed chunks until `stop` (True) or the client leaves (False)."""
         assert self.decoder is not None
         idle = self.settings["stream_idle_seconds"]
+        last_frame = time.monotonic()
         while True:
+            # Woken every POLL_SECONDS too: a WebM decoder thread may finish decoding chunks after
+            # the last one arrived, and that audio is due its interim as well.
             try:
-                message = await self.socket.receive(timeout=idle)
+                message = await self.socket.receive(timeout=min(POLL_SECONDS, idle))
             except asyncio.TimeoutError:
-                raise StreamError(f"No audio for {idle:g} seconds: the stream is closed.", "stream_timeout") from None
+                if time.monotonic() - last_frame >= idle:
+                    raise StreamError(f"No audio for {idle:g} seconds: the stream is closed.",
+                                      "stream_timeout") from None
+                self.maybe_interim(language)
+                continue
+            last_frame = time.monotonic()
             if message.type == WSMsgType.BINARY:
                 self.received += len(message.data)
                 if self.received > self.settings["max_audio_bytes"]:
@@ -301,12 +311,16 @@ class AudioStream:
             samples = whole[-INTERIM_WINDOW_SECONDS * audio.SAMPLE_RATE:]
             if await self.service.run(audio.is_silent, samples):
                 return
-            engine, asked = self.service.recognizer(language)
-            if asked is None:   # detection on a partial utterance is a guess: the default language
+            # language=auto: the first interim long enough to tell detects the language, and the
+            # rest of the stream (interims and final) keeps it; shorter ones use the default.
+            engine, asked = self.service.recognizer(self.detected or language)
+            if asked is None and len(samples) < self.settings["detect_min_seconds"] * audio.SAMPLE_RATE:
                 engine, asked = self.service.recognizer(self.settings["default_language"])
             async with self.service.gate:
                 result = await engine.recognize(samples, asked)
-            if len(samples) == len(whole) and language != "auto":
+            if asked is None and result.language in engine.languages:
+                self.detected = result.language
+            if len(samples) == len(whole) and (language != "auto" or asked is None or self.detected == asked):
                 self.covered = (len(whole), result)
             if result.text and result.text != self.last_interim and not self.socket.closed:
                 self.last_interim = result.text
@@ -331,8 +345,8 @@ class AudioStream:
         known = None
         if self.covered is not None and await self.service.run(audio.is_silent, samples[self.covered[0]:]):
             known = self.covered[1]
-        result = await self.service.recognize(samples, language, user_id=self.user_id, source="stream",
-                                              started=started, known=known)
+        result = await self.service.recognize(samples, self.detected or language, user_id=self.user_id,
+                                              source="stream", started=started, known=known)
         await self.socket.send_json({"type": "final", "text": result["text"], "language": result["language"],
                                      "duration_ms": result["duration_ms"], "engine": result["engine"],
                                      "processing_ms": result["processing_ms"]})

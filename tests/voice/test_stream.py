@@ -56,7 +56,7 @@ async def test_interims_arrive_while_chunks_keep_coming_then_the_final(make_voic
             await socket.send_bytes(piece)
         # Two thirds sent and no stop: an interim comes while the stream is still open.
         interim = await socket.receive_json(timeout=30)
-        assert interim["type"] == "interim" and interim["text"]
+        assert interim["type"] == "interim" and interim["text"], interim
         for piece in pieces[20:]:
             await socket.send_bytes(piece)
         await socket.send_json({"type": "stop"})
@@ -181,3 +181,36 @@ async def test_the_stream_needs_a_credential_and_an_upgrade(voice_service):
     assert response.status == 401
     response = await voice_service.get(f"{STREAM}?language=en", headers=ALICE)
     assert response.status == 400 and (await response.json())["errorType"] == "websocket_required"
+
+
+async def test_auto_detects_the_language_once_and_keeps_it(make_voice_service):
+    client = await make_voice_service(stt_engines=["whisper"], tts_engines=[], interim_interval_seconds=1.5,
+                                      default_language="zh")
+    pieces = chunks(pcm16(samples_of(ENGLISH)), 3200)
+    async with client.ws_connect(f"{STREAM}?language=auto&format=pcm", headers=ALICE) as socket:
+        await ready(socket)
+        for piece in pieces[:20]:
+            await socket.send_bytes(piece)
+        interim = await socket.receive_json(timeout=30)   # on 2 s of English: detected, not the default zh
+        assert interim["type"] == "interim" and any(c.isascii() and c.isalpha() for c in interim["text"]), interim
+        for piece in pieces[20:]:
+            await socket.send_bytes(piece)
+        await socket.send_json({"type": "stop"})
+        final = (await frames_until_close(socket))[-1]
+    assert final["language"] == "en" and word_error_rate(ENGLISH_TEXT, final["text"]) <= 0.25, final
+
+
+async def test_the_final_is_the_interim_when_only_silence_followed(make_voice_service, caplog):
+    client = await make_voice_service(stt_engines=["whisper"], tts_engines=[], interim_interval_seconds=0.5)
+    speech = pcm16(samples_of(ENGLISH))
+    async with client.ws_connect(f"{STREAM}?language=en&format=pcm", headers=ALICE) as socket:
+        await ready(socket)
+        await socket.send_bytes(speech)
+        interims = []
+        while not interims or interims[-1]["text"].count(" ") < 5:   # an interim over the whole utterance
+            interims.append(await socket.receive_json(timeout=30))
+        await socket.send_bytes(bytes(12800))   # 0.4 s of silence (under the interval), then stop
+        await socket.send_json({"type": "stop"})
+        final = (await frames_until_close(socket))[-1]
+    assert final["type"] == "final" and final["text"] == interims[-1]["text"]
+    assert final["duration_ms"] == 2990 + 400

@@ -68,6 +68,8 @@ class VoiceSettings(PluginSettings):
         "description": "Sentences synthesized at once by this gateway instance (all replies together)."})
     audio_url_ttl = fields.Integer(load_default=3600, validate=POSITIVE, metadata={
         "description": "Seconds a spoken reply's signed audio link works (the owner's token works after)."})
+    audio_retention_days = fields.Float(load_default=7.0, validate=POSITIVE, metadata={
+        "description": "Days a spoken reply's audio is kept; older audio is deleted (hourly)."})
 
 
 def client_of(request: web.Request) -> VoiceClient:
@@ -260,16 +262,18 @@ SERVER_FRAMES = {
 class VoicePlugin(Plugin):
     name = "voice"
     depends = ("auth_tokens", "chat")
-    uses = ("blobs",)
+    uses = ("blobs", "database")
     description = "Voice endpoints, voice over the chat socket, spoken replies (through the voice service)"
     settings_schema = VoiceSettings
 
     def setup(self, registrar: Registrar) -> None:
         settings, context = registrar.settings, registrar.context
         client = VoiceClient(context, timeout=settings["timeout"], connect_timeout=settings["connect_timeout"])
-        audio_store = AudioStore(context, settings["audio_url_ttl"])
+        audio_store = AudioStore(context, settings["audio_url_ttl"], settings["audio_retention_days"])
         streams = VoiceStreams(context, client, settings)
         registrar.routes(routes)
+        registrar.migrations("plugins.voice")
+        registrar.job("delete_old_reply_audio", audio_store.sweep)
         registrar.app_state(CLIENT, client)
         registrar.app_state(AUDIO, audio_store)
         registrar.app_state(SETTINGS, dict(settings))

@@ -20,6 +20,7 @@ import secrets
 import wave
 from typing import TYPE_CHECKING
 
+from gateway.database import execute, fetch_all
 from gateway.downloads import LinkSigner
 from gateway.errors import ApiError
 from plugins.chat.contract import ReplyStream
@@ -47,11 +48,13 @@ def owner_of(user_id: str) -> str:
 
 
 class AudioStore:
-    """Reply audio in the blob store under `voice/replies/<owner>/<name>`, and links to it."""
+    """Reply audio in the blob store under `voice/replies/<owner>/<name>`, links to it, and
+    its deletion after `retention_days` (each stored key is recorded in `voice_reply_audio`)."""
 
-    def __init__(self, context: "Context", url_ttl: int):
+    def __init__(self, context: "Context", url_ttl: int, retention_days: float):
         self.context = context
         self.url_ttl = url_ttl
+        self.retention_days = retention_days
         self.links = LinkSigner(context.config, "voice-audio")
 
     @staticmethod
@@ -61,8 +64,33 @@ class AudioStore:
     async def put(self, user_id: str, audio: bytes, extension: str) -> str:
         """Store `audio`; its signed URL."""
         owner, name = owner_of(user_id), f"{secrets.token_hex(16)}.{extension}"
-        await self.context.blobs.put(self.key(owner, name), audio, AUDIO_TYPES.get(extension, ""))
+        key = self.key(owner, name)
+        # Recorded first: a blob is never stored without the row that lets it be deleted.
+        await execute(self.context.db, "INSERT INTO voice_reply_audio (storage_key, user_id) VALUES (%s, %s)",
+                      (key, user_id))
+        await self.context.blobs.put(key, audio, AUDIO_TYPES.get(extension, ""))
         return self.url(owner, name)
+
+    async def delete_old(self, limit: int = 500) -> int:
+        """Delete up to `limit` stored audios older than the retention; how many."""
+        rows = await fetch_all(self.context.db, "SELECT storage_key FROM voice_reply_audio WHERE created_at < "
+                               "now() - %s * interval '1 day' ORDER BY created_at LIMIT %s",
+                               (self.retention_days, limit))
+        for row in rows:
+            await self.context.blobs.delete(row["storage_key"])
+            await execute(self.context.db, "DELETE FROM voice_reply_audio WHERE storage_key = %s",
+                          (row["storage_key"],))
+        return len(rows)
+
+    async def sweep(self, context: "Context", interval: float = 3600.0) -> None:
+        """The job: old reply audio goes, hour by hour."""
+        while True:
+            try:
+                while await self.delete_old() == 500:
+                    pass
+            except Exception as error:  # an outage must not end the job
+                log.warning("deleting old reply audio failed: %r", error)
+            await asyncio.sleep(interval)
 
     def url(self, owner: str, name: str) -> str:
         base = str(self.context.config.get("core.public_base_url") or "").rstrip("/")

@@ -157,3 +157,18 @@ async def test_a_voice_service_that_stops_answering_is_asked_once_per_reply(make
     assert [s["text"] for s in segments] == ["This one hangs.", "Two.", "Three.", "Four."]
     assert all(s["audio_url"] == "" and "voice service" in s["error"] for s in segments)
     assert len(fake_voice.tts_requests) == 1
+
+
+async def test_old_reply_audio_is_deleted(make_voice_gateway, fake_voice, provider):
+    import asyncio
+
+    from plugins.voice.gateway import AUDIO
+
+    gateway = await make_voice_gateway(fake_voice.url, voice={"audio_retention_days": 0.5 / 86400})
+    provider.reply = "Soon gone."
+    frames = await spoken_turn(gateway, "bye")
+    paths = [path_of(segments_of(frames)[0]["audio_url"]), path_of(frames[-1]["full_audio_url"])]
+    assert all([(await gateway.get(path)).status == 200 for path in paths])
+    await asyncio.sleep(0.6)
+    assert await gateway.server.app[AUDIO].delete_old() == 2
+    assert all([(await gateway.get(path)).status == 404 for path in paths])

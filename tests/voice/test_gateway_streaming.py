@@ -210,3 +210,13 @@ async def test_voice_reaches_the_users_other_devices_as_a_typed_message_does(voi
         provider.gate.set()
         await frames_until(phone, "stream_end")
         await frames_until(phone, "stream_end")
+
+
+async def test_voice_input_over_ten_megabytes_is_refused(voice_gateway, fake_voice):
+    async with voice_gateway.ws_connect(ws_path(voice_gateway, session_id="voice-big")) as ws:
+        await ws.send_json({"type": "voice_input", "audio_data": b64(b"\0" * (10 * 1024 * 1024 + 1))})
+        error = (await frames_until(ws, "error"))[-1]
+        assert error["errorType"] == "file_too_large"
+        await ws.send_json({"type": "ping"})  # the connection goes on
+        await frames_until(ws, "pong")
+    assert fake_voice.users == []

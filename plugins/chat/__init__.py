@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator
 
 from gateway.context import Context
 from gateway.plugins import Plugin, Registrar
@@ -18,15 +18,19 @@ from plugins.sessions.contract import CONVERSATIONS
 from . import store
 from .admission import Admission, Turn
 from .channel import CHAT_CHANNEL, register_frames, routes
-from .contract import CHAT_TURNS, PRESENCE, TurnReply
+from .contract import CHAT_TURNS, PRESENCE, REPLY_TAPS, TurnReply
 from .frame_schemas import register_frame_schemas
-from .presence import Presence
+from .presence import SESSION_KEY, Presence
 from .relay import Relay
 from .replay import Replay
 from .review import review_reply
 from .settings import ChatSettings
+from .taps import ReplyTapRegistry
 from .turns import TurnMachine
 from .waiters import TurnWaiters
+
+if TYPE_CHECKING:
+    from gateway.hub import Connection
 
 __all__ = ["ChatChannel", "ChatPlugin", "plugin", "review_reply"]
 
@@ -54,18 +58,24 @@ class ChatChannel:
         self.max_message_chars: int = settings["max_message_chars"]
         self.sweep_interval: float = settings["sweep_interval"]
         self.presence = Presence(context)
+        self.reply_taps = ReplyTapRegistry()
 
     @property
     def conversations(self):
         return self.context.contracts.require(CONVERSATIONS)
 
     async def submit_turn(self, user_id: str, session_id: str, text: str, mode: str = "text",
-                          attachments: list[dict] | None = None, exclude_connection_id: str | None = None) -> dict:
+                          attachments: list[dict] | None = None, exclude_connection_id: str | None = None,
+                          client_msg_id: str | None = None) -> dict:
         """The one way other plugins (voice) hand text in as a turn; queued like a `message`.
         `exclude_connection_id` is the device the text came from: it gets no echo, and it alone
         gets `queued` and errors."""
         return await self.turns.submit(Turn(session_id=session_id, user_id=user_id, text=text or "", mode=mode,
-                                            attachments=list(attachments or []), sender=exclude_connection_id))
+                                            attachments=list(attachments or []), sender=exclude_connection_id,
+                                            client_msg_id=client_msg_id))
+
+    def session_of(self, connection: "Connection") -> str:
+        return connection.data[SESSION_KEY]
 
     async def submit_and_wait(self, user_id: str, session_id: str, text: str, mode: str = "text", *,
                               metadata: dict | None = None, timeout: float | None = None) -> TurnReply:
@@ -79,7 +89,7 @@ class ChatChannel:
         relay = Relay(context, admission=admission, replay=self.replay,
                       ai=context.contracts.require(AI_CORE),
                       history_limit=settings["history_limit"], store_after=settings["store_after"],
-                      max_reply_chars=settings["max_reply_chars"])
+                      max_reply_chars=settings["max_reply_chars"], taps=self.reply_taps)
         waiters = TurnWaiters(context.bus)
         self.turns = TurnMachine(context, admission=admission, relay=relay, waiters=waiters,
                                  attachment_url_ttl=settings["attachment_url_ttl"],
@@ -132,6 +142,7 @@ class ChatPlugin(Plugin):
         registrar.lifespan(chat.lifespan)
         registrar.provide(CHAT_TURNS, chat)
         registrar.provide(PRESENCE, chat.presence)
+        registrar.provide(REPLY_TAPS, chat.reply_taps)
 
 
 plugin = ChatPlugin()

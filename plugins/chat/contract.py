@@ -1,11 +1,14 @@
 """What the chat plugin offers other plugins: handing text in as a chat turn (and waiting for
-its reply), and who is connected to which session."""
+its reply), who is connected to which session, and taps on the replies as they stream."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Awaitable, Callable, Collection, Protocol
 
 from gateway.contracts import ContractKey
+
+if TYPE_CHECKING:
+    from gateway.hub import Connection
 
 
 @dataclass(frozen=True)
@@ -29,11 +32,19 @@ class TurnFailed(Exception):
 class ChatTurns(Protocol):
     async def submit_turn(self, user_id: str, session_id: str, text: str, mode: str = "text",
                           attachments: list[dict] | None = None,
-                          exclude_connection_id: str | None = None) -> dict:
+                          exclude_connection_id: str | None = None, client_msg_id: str | None = None) -> dict:
         """Queue `text` as a turn of the session, like a `message` frame (voice hands recognised
-        speech in this way). `exclude_connection_id`: the device it came from gets no echo.
-        Raises ApiError for a bad request, and TooManyRequests (`rate_limited`, `queue_full`) past
-        the user's message rate or queue bound ([plugins.chat], the same as for a device)."""
+        speech in this way). `exclude_connection_id`: the device it came from gets no echo, and
+        it alone gets `queued` and errors. `client_msg_id`: de-duplicates a re-sent message as
+        for a `message` frame. Returns {"status": "started" | "queued" | "duplicate", "turn_id",
+        ...}. Raises ApiError for a bad request, and TooManyRequests (`rate_limited`,
+        `queue_full`) past the user's message rate or queue bound ([plugins.chat], the same as
+        for a device)."""
+        ...
+
+    def session_of(self, connection: "Connection") -> str:
+        """The session a `/ws/chat` connection talks in (its `session_id` at the handshake): a
+        frame handler of another plugin uses it when the frame names no session."""
         ...
 
     async def submit_and_wait(self, user_id: str, session_id: str, text: str, mode: str = "text", *,
@@ -60,5 +71,50 @@ class Presence(Protocol):
     async def live_sessions(self) -> list[dict]: ...
 
 
+@dataclass(frozen=True)
+class ReplyStream:
+    """The reply a tap watches. `emit(frame)` sends a frame of the tap's own as the reply's next
+    frame: to every device of the user, numbered (`seq`) and kept for replay like the reply's
+    own frames, always after `stream_start` and before `stream_end`; `session_id`, `turn_id`,
+    `seq` and `timestamp` are filled in."""
+    user_id: str
+    session_id: str
+    turn_id: str
+    mode: str
+    message_id: str  # the reply's frames' message_id
+    emit: Callable[[dict], Awaitable[None]]
+
+
+class ReplyTap(Protocol):
+    """One reply seen as it streams (see ReplyTaps). Its failures are logged and never harm the
+    reply: the text still streams and is stored."""
+
+    def feed(self, text: str) -> None:
+        """The next piece of the reply's text, in order, as devices get it. Runs on the
+        reply's path: it must not wait; start tasks for slow work."""
+        ...
+
+    async def finish(self, text: str) -> dict:
+        """The reply is complete (`text`, all of it): finish the pending work and return fields
+        to add to `stream_end` (e.g. `full_audio_url`). `stream_end` waits for this."""
+        ...
+
+    async def abort(self) -> None:
+        """The reply failed or the turn stopped: drop the pending work."""
+        ...
+
+
+ReplyTapFactory = Callable[[ReplyStream], "ReplyTap | None"]
+
+
+class ReplyTaps(Protocol):
+    def add(self, modes: Collection[str], factory: ReplyTapFactory) -> None:
+        """Call `factory(stream)` at the start of each reply to a turn of one of `modes`
+        (`text`, `voice_msg`, `voice_assistant`); it returns a ReplyTap, or None to leave this
+        reply alone. Register during setup: replies started before are not tapped."""
+        ...
+
+
 CHAT_TURNS: ContractKey[ChatTurns] = ContractKey("chat.turns", "hand text in as a chat turn")
 PRESENCE: ContractKey[Presence] = ContractKey("chat.presence", "connected devices and live sessions")
+REPLY_TAPS: ContractKey[ReplyTaps] = ContractKey("chat.reply_taps", "watch chat replies as they stream")

@@ -102,6 +102,9 @@ class StreamEndFrame(TurnFrame):
     finish_reason = fields.String(required=True, metadata={"description": "`stop`, `length`, `error`, ..."})
     model = fields.String(metadata={"description": "The model that answered."})
     stored_message_ids = fields.List(fields.Integer(), metadata={"description": "The stored parts of the reply."})
+    full_audio_url = fields.String(metadata={"description": "A spoken reply (modes `voice_msg`, `voice_assistant`): "
+                                                            "the whole reply's audio (docs/voice.md); added by a "
+                                                            "reply tap."})
 
 
 class EchoAttachment(marshmallow.Schema):

@@ -2,8 +2,9 @@
 device of the user (on every instance), the user's message and the reply stored, the echo.
 
 Frames: `stream_start`, `stream_chunk`s, `thinking` / `tool_progress` / `system_info` as the AI
-core sends them, then `review` and `stream_end`. Frames for all devices are appended to the
-replay buffer first (replay.py)."""
+core sends them, frames of the reply taps (taps.py) as they come, then `review` and `stream_end`
+(which waits for the taps to finish). Frames for all devices are appended to the replay buffer
+first (replay.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -18,12 +19,16 @@ from plugins.sessions.contract import CONVERSATIONS
 
 from . import store
 from .admission import Admission, Turn
-from .contract import TurnFailed, TurnReply
-from .frames import (ChunkFrames, echo_frame, error_frame, event_frame, failure_frames, now_ms, review_frame,
-                     stream_end_frame, stream_start_frame, turn_error_text, turn_error_type)
+from .contract import ReplyStream, ReplyTap, TurnFailed, TurnReply
+from .frames import (ChunkFrames, echo_frame, error_frame, event_frame, failure_frames, now_ms, reply_id,
+                     review_frame, stream_end_frame, stream_start_frame, turn_error_text, turn_error_type)
 from .keys import ACTIVITY_TTL, SessionRef, activity_key
 from .replay import Replay, Snapshot
 from .review import review_reply, stored_role
+from .taps import ReplyTapRegistry
+from .taps import abort as abort_taps
+from .taps import feed as feed_taps
+from .taps import finish as finish_taps
 
 if TYPE_CHECKING:
     from gateway.context import Context
@@ -36,8 +41,10 @@ STORED_TYPES = {"chat", "action", "markdown", "code"}
 
 class Relay:
     def __init__(self, context: "Context", *, admission: Admission, replay: Replay, ai: AiCore,
-                 history_limit: int, store_after: float, max_reply_chars: int):
+                 history_limit: int, store_after: float, max_reply_chars: int,
+                 taps: ReplyTapRegistry | None = None):
         self.context, self.hub = context, context.hub
+        self.taps = taps or ReplyTapRegistry()
         self.admission, self.replay, self.ai = admission, replay, ai
         self.history_limit, self.store_after = history_limit, store_after
         self.max_reply_chars = max_reply_chars
@@ -83,10 +90,16 @@ class Relay:
         sequence = 0
         chunks = ChunkFrames(session_id, turn_id)
         pieces: list[str] = []  # the reply's text the devices were sent
+        # Frames are numbered and sent one at a time: a tap's frame may come from its own task
+        # while the reply streams (an uncontended lock costs no wait).
+        order = asyncio.Lock()
+        taps: list[ReplyTap] = []
 
         async def emit(message: dict) -> None:
-            message.update({"session_id": session_id, "turn_id": turn_id, "seq": sequence, "timestamp": now_ms()})
-            await send(json.dumps(message, ensure_ascii=False))
+            async with order:
+                message.update({"session_id": session_id, "turn_id": turn_id, "seq": sequence,
+                                "timestamp": now_ms()})
+                await send(json.dumps(message, ensure_ascii=False))
 
         async def send(payload: str, content: str = "") -> None:
             """`content`: the reply's text the frame carries, counted once devices may see it."""
@@ -100,10 +113,13 @@ class Relay:
         async def emit_end(message: dict) -> None:
             """The frame that ends a failed reply: it reaches this instance's devices even when
             the replay cannot record it or other instances cannot be told (the bus is down)."""
-            message.update({"session_id": session_id, "turn_id": turn_id, "seq": sequence, "timestamp": now_ms()})
-            payload = json.dumps(message, ensure_ascii=False)
-            await _best_effort(self.replay.append(session, turn_id, sequence, payload), "recording the reply's end")
-            await _best_effort(gate.send(payload, sequence), "sending the reply's end")
+            async with order:
+                message.update({"session_id": session_id, "turn_id": turn_id, "seq": sequence,
+                                "timestamp": now_ms()})
+                payload = json.dumps(message, ensure_ascii=False)
+                await _best_effort(self.replay.append(session, turn_id, sequence, payload),
+                                   "recording the reply's end")
+                await _best_effort(gate.send(payload, sequence), "sending the reply's end")
 
         async def writes_finished() -> None:
             """The writes start now if no first event let them, and are waited for."""
@@ -119,6 +135,7 @@ class Relay:
             if unfinished is not None and unfinished.frames:
                 await self.end_dead_turn(turn.session, unfinished)
             await emit(stream_start_frame(turn_id))
+            taps = self.taps.open(ReplyStream(user_id, session_id, turn_id, turn.mode, reply_id(turn_id), emit))
             async for event in relay:
                 if confirmed.done():
                     _confirmation(confirmed)  # raises when the message could not be stored
@@ -129,7 +146,10 @@ class Relay:
                         content, cut = content[:room], True
                     if content:
                         room -= len(content)
-                        await send(chunks.encode(sequence, content), content)
+                        async with order:
+                            await send(chunks.encode(sequence, content), content)
+                        if taps:
+                            taps = feed_taps(taps, content)
                     if cut:
                         break
                 elif kind == "error":
@@ -152,8 +172,12 @@ class Relay:
             await relay.aclose()
             await _abandon(first_event, events)
             await writes_finished()
+            await abort_taps(taps)
             await self._fail(turn, failure, "".join(pieces), emit_end, gate)
             return ("duplicate" if failure.error_type == "duplicate_message" else "failed"), failure
+        except asyncio.CancelledError:
+            await abort_taps(taps)
+            raise
         finally:
             await relay.aclose()
             await _abandon(first_event, events)
@@ -184,11 +208,20 @@ class Relay:
             await emit(review_frame(turn_id, review))
         except Exception as error:  # the database or the bus went away as the reply ended
             failure = _as_failure(error, turn)
+            await abort_taps(taps)
             await self._fail(turn, failure, reply, emit_end, gate)
             return "failed", failure
+        except asyncio.CancelledError:
+            await abort_taps(taps)
+            raise
         done = TurnReply(reply, final.get("model") or "", final.get("finish_reason") or "stop", stored_ids)
+        try:
+            tapped = await finish_taps(taps, reply) if taps else {}
+        except asyncio.CancelledError:
+            await abort_taps(taps)
+            raise
         await emit_end(stream_end_frame(turn_id, reply, done.finish_reason, model=done.model,
-                                        stored_message_ids=stored_ids))
+                                        stored_message_ids=stored_ids, **tapped))
         await _best_effort(self.replay.finish(session, turn_id), "recording the reply's end")
         return "done", done
 

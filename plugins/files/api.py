@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-import re
 
 import marshmallow
 from aiohttp import web
 
 from gateway.blobs import BlobNotFound
-from gateway.errors import ApiError, BadRequest, NotFound, Unauthorized
+from gateway.downloads import parse_range
+from gateway.errors import BadRequest, NotFound, Unauthorized
 from gateway.identity import owner_for, require_user
 from gateway.openapi import api_doc
 from gateway.validation import MAX_OFFSET, parse_query, with_multipart_field
@@ -28,7 +28,6 @@ SAFE_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; sandbox",
 }
-_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 FILE_STORE = web.AppKey("files.store", FileStore)
 
@@ -54,32 +53,6 @@ def file_json(record: dict) -> dict:
     if record["mime_type"].startswith("image/"):
         body["thumbnail_url"] = f"/api/v1/files/{file_id}/thumbnail"
     return body
-
-
-def parse_range(header: str, size: int) -> tuple[int, int] | None:
-    """(start, end exclusive) of a single byte range; None to send everything (no header, or
-    several ranges, which HTTP lets a server answer whole). Unsatisfiable ranges raise 416."""
-    match = _RANGE.match(header.strip()) if header else None
-    if match is None:
-        return None
-    first, last = match.groups()
-    if not first and not last:
-        return None
-    if not first:
-        length = int(last)
-        start, end = max(0, size - length), size
-        if length == 0:
-            start = size
-    else:
-        start = int(first)
-        end = min(size, int(last) + 1) if last else size
-        if last and int(last) < start:
-            return None
-    if start >= size or start >= end:
-        raise ApiError(f"The range {header!r} is outside the file's {size} bytes.",
-                       error_type="range_not_satisfiable", status=416,
-                       headers={"Content-Range": f"bytes */{size}"})
-    return start, end
 
 
 @routes.post("/api/v1/files/upload", name="files_upload")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import hmac
 import logging
 import os
 import tempfile
@@ -22,6 +21,7 @@ from aiohttp import BodyPartReader, web
 from gateway.blobs import BlobError, BlobNotFound
 from gateway.context import Context
 from gateway.database import execute, fetch_all, fetch_one, fetch_required, fetch_value
+from gateway.downloads import LinkSigner
 from gateway.errors import BadGateway, BadRequest, NotFound
 from gateway.identity import Identity
 
@@ -66,6 +66,7 @@ def file_missing(file_id: str) -> NotFound:
 class FileStore:
     def __init__(self, context: Context, executor_workers: int = 0):
         self.context = context
+        self.links = LinkSigner(context.config, "files-download")  # a key of its own: a link is never a token
         self._workers = executor_workers or max(1, min(4, os.cpu_count() or 1))
         self._executor: ThreadPoolExecutor | None = None
         self._thumbnails_in_flight: dict[str, asyncio.Future] = {}
@@ -121,27 +122,13 @@ class FileStore:
 
     # ----------------------------------------------------------- signed download URLs
 
-    def _url_signature(self, file_id: str, expires: int) -> str:
-        # A key of its own, derived from the JWT secret, so a download signature is never a token.
-        key = hashlib.sha256(b"files-download:" + str(self.context.config.get("auth.jwt_secret") or "").encode()).digest()
-        return hmac.new(key, f"{file_id}:{expires}".encode(), hashlib.sha256).hexdigest()
-
     def signed_download_url(self, file_id: str, ttl: int = 300, base_url: str = "") -> str:
         """A download URL that works without a bearer token for `ttl` seconds, for a peer (the
         AI core) that fetches a user's attachment; `base_url` makes it absolute."""
-        expires = int(time.time()) + int(ttl)
-        return (f"{base_url.rstrip('/')}/api/v1/files/{file_id}/download"
-                f"?expires={expires}&signature={self._url_signature(file_id, expires)}")
+        return f"{base_url.rstrip('/')}/api/v1/files/{file_id}/download?{self.links.query(file_id, ttl)}"
 
     def signed_request_valid(self, request: web.Request, file_id: str) -> bool:
-        try:
-            expires = int(request.query.get("expires", ""))
-        except ValueError:
-            return False
-        expected = self._url_signature(file_id, expires)
-        # As bytes: compare_digest refuses str holding anything but ASCII, and the query is the caller's.
-        signature = request.query.get("signature", "").encode("utf-8", "surrogatepass")
-        return expires >= time.time() and hmac.compare_digest(expected.encode(), signature)
+        return self.links.valid(file_id, request.query)
 
     async def spool(self, key: str, file_id: str) -> IO[bytes]:
         """The blob as a seekable file for Pillow, without holding a large one in memory."""

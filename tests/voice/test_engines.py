@@ -1,0 +1,30 @@
+"""The engine interface: every built-in engine is found through the entry-point group a
+third-party engine uses, and meets the interface."""
+from __future__ import annotations
+
+from plugins.voice.engines import SpeechRecognizer, SpeechSynthesizer, engine_factories
+from plugins.voice.engines.registry import guess_language
+
+SETTINGS = {"whisper_threads": 2, "recognitions_at_once": 1, "whisper_beam_size": 1, "openai_base_url": "",
+            "openai_api_key": "", "openai_stt_model": "m", "openai_tts_model": "t", "openai_languages": ["en"],
+            "openai_voices": ["alloy"], "openai_timeout": 5.0}
+
+
+class NoHttp:
+    http = None
+
+
+def test_built_in_engines_come_through_the_entry_point_group():
+    factories = engine_factories()
+    assert set(factories) >= {"whisper", "pocketsphinx", "piper", "espeak", "openai"}
+    kinds = {name: [(isinstance(engine, SpeechRecognizer), isinstance(engine, SpeechSynthesizer))
+                    for engine in factory(SETTINGS, NoHttp())] for name, factory in factories.items()}
+    assert kinds["whisper"] == [(True, False)] and kinds["pocketsphinx"] == [(True, False)]
+    assert kinds["piper"] == [(False, True)] and kinds["espeak"] == [(False, True)]
+    assert kinds["openai"] == [(True, True)]
+
+
+def test_the_language_of_a_text_to_speak():
+    assert guess_language("Turn on the light") == "en"
+    assert guess_language("把灯打开 please") == "zh"
+    assert guess_language("こんにちは") == "ja" and guess_language("안녕하세요") == "ko"

@@ -195,7 +195,9 @@ async def read_limited(part: BodyPartReader, limit: int) -> bytes:
 async def transcribe_stream(request: web.Request) -> web.WebSocketResponse:
     identity = await require_user(request)
     service = request.config_dict[SERVICE]
-    socket = web.WebSocketResponse(heartbeat=30.0, max_msg_size=1024 * 1024)
+    # A frame as large as the whole allowance passes the socket, so that one too big meets the
+    # stream's own limit and its clear error rather than a bare close.
+    socket = web.WebSocketResponse(heartbeat=30.0, max_msg_size=service.settings["max_audio_bytes"] + 1)
     if not socket.can_prepare(request).ok:
         raise BadRequest("This endpoint is a WebSocket: send an upgrade request.", error_type="websocket_required",
                          hint="Connect with a WebSocket client.")
@@ -307,7 +309,7 @@ class AudioStream:
     async def interim(self, language: str) -> None:
         assert self.decoder is not None
         try:
-            whole = self.decoder.samples()
+            whole = await self.service.run(self.decoder.samples)
             samples = whole[-INTERIM_WINDOW_SECONDS * audio.SAMPLE_RATE:]
             if await self.service.run(audio.is_silent, samples):
                 return

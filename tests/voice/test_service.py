@@ -252,3 +252,10 @@ async def test_without_espeak_ng_the_status_says_so_and_mandarin_speech_is_422(m
     assert "zh" not in status["languages"] and status["ready"] is True
     response = await client.post("/api/v1/tts", headers=ALICE, json={"text": "你好"})
     assert response.status == 422 and (await response.json())["errorType"] == "language_unsupported"
+
+
+async def test_noise_is_no_speech_not_invented_text(voice_service):
+    noise = (0.1 * np.random.default_rng(7).standard_normal(audio.SAMPLE_RATE * 2)).astype(np.float32)
+    for language in ("en", "zh"):
+        body = await transcribe(voice_service, encoded(noise, "wav", "pcm_s16le"), status=422, language=language)
+        assert body["errorType"] == "no_speech"

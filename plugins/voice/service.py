@@ -23,8 +23,7 @@ from gateway.validation import load, parse_body
 from . import audio
 from .engines import EngineFailed, Recognition, SpeechRecognizer
 from .engines.registry import Engines, guess_language
-from .schemas import (StreamQuery, TranscribeForm, Transcription,
-                      TranscriptionFailure, TtsRequest, TtsStatus, VoiceList, VoiceStatus)
+from .schemas import StreamQuery, TranscribeForm, Transcription, TtsRequest, TtsStatus, VoiceList, VoiceStatus
 from .settings import VoiceEngineSettings
 from .stt_log import record_recognition
 
@@ -156,7 +155,11 @@ async def transcribe(request: web.Request) -> web.Response:
     if "audio" not in fields:
         raise failure("The multipart body has no field `audio`.", "validation_error", "Name the file field `audio`.")
     data = fields.pop("audio")
-    form = load(TranscribeForm(partial=("audio",)), {key: value for key, value in fields.items() if value}, "form")
+    try:
+        form = load(TranscribeForm(partial=("audio",)), {key: value for key, value in fields.items() if value}, "form")
+    except ApiError as error:
+        error.extra["success"] = False
+        raise
     language = form.get("language", "auto")
     service.recognizer(language)   # 422 before decoding when nothing recognises the language
     try:

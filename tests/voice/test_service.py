@@ -144,7 +144,7 @@ async def test_missing_audio_field_and_wrong_body(voice_service):
 
 async def test_an_unknown_language_value_is_400(voice_service):
     body = await transcribe(voice_service, ENGLISH.read_bytes(), status=400, language="xx")
-    assert body["errorType"] == "validation_error"
+    assert body["errorType"] == "validation_error" and body["success"] is False and "language" in body["error"] + str(body.get("fields"))
 
 
 async def test_a_language_no_engine_recognises_is_422_naming_it(make_voice_service):

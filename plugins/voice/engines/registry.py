@@ -61,6 +61,10 @@ class Engines:
         for item in self.recognizers + self.synthesizers:
             if item.error is None and not item.engine.loaded:
                 item.error = unique[id(item.engine)].error
+        log.info("voice engines loaded: recognition %s (languages %s), speech %s (languages %s)",
+                 [e.name for e in self.loaded_recognizers()] or "none", self.stt_languages() or "none",
+                 [i.engine.name for i in self.synthesizers if i.engine.loaded] or "none",
+                 self.tts_languages() or "none")
 
     # ------------------------------------------------------------------ recognition
 

@@ -146,7 +146,9 @@ async def transcribe(request: web.Request) -> web.Response:
             if part.name == "audio":
                 fields["audio"] = await read_limited(part, limit)
             elif part.name in ("language", "format", "sample_rate", "user_id"):
-                fields[part.name] = (await part.read(decode=True))[:256].decode("utf-8", "replace").strip()
+                value = await read_limited(part, 256, what=f"The field `{part.name}`", status=400,
+                                           error_type="validation_error")
+                fields[part.name] = value.decode("utf-8", "replace").strip()
             else:
                 await part.release()
     except (ValueError, AssertionError) as error:
@@ -176,13 +178,16 @@ async def transcribe(request: web.Request) -> web.Response:
     return web.json_response({"success": True, **result})
 
 
-async def read_limited(part: BodyPartReader, limit: int) -> bytes:
+async def read_limited(part: BodyPartReader, limit: int, *, what: str = "The audio", status: int = 413,
+                       error_type: str = "audio_too_large") -> bytes:
+    """A multipart part, refused as soon as it passes `limit` (never read whole first)."""
     data = bytearray()
-    while chunk := await part.read_chunk(256 * 1024):
+    while chunk := await part.read_chunk(64 * 1024):
         data.extend(chunk)
         if len(data) > limit:
-            raise failure(f"The audio is larger than {limit} bytes.", "audio_too_large",
-                          "Send a shorter recording, or compress it (Opus, MP3).", 413)
+            raise failure(f"{what} is larger than {limit} bytes.", error_type,
+                          "Send a shorter recording, or compress it (Opus, MP3)." if status == 413
+                          else "Send the form fields as short text.", status)
     return bytes(data)
 
 

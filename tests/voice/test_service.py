@@ -259,3 +259,8 @@ async def test_noise_is_no_speech_not_invented_text(voice_service):
     for language in ("en", "zh"):
         body = await transcribe(voice_service, encoded(noise, "wav", "pcm_s16le"), status=422, language=language)
         assert body["errorType"] == "no_speech"
+
+
+async def test_an_oversized_form_field_is_refused_without_reading_it_all(voice_service):
+    body = await transcribe(voice_service, ENGLISH.read_bytes(), status=400, language="en" * 100_000)
+    assert body["success"] is False and body["errorType"] == "validation_error" and "language" in body["error"]

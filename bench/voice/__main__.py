@@ -104,6 +104,10 @@ async def recognition(runs: int) -> list[dict]:
 
 
 async def synthesis(runs: int) -> list[dict]:
+    """Time per sentence, and how well Whisper recognises the speech back (a rough, automatic
+    stand-in for intelligibility: word errors in English, character errors in Mandarin)."""
+    listener = WhisperRecognizer(2, 1, 1)
+    await listener.load()
     rows = []
     for label, engine, voice_id, language in (("piper en_US-joe-medium", PiperSynthesizer(), "piper:en_US-joe-medium", "en"),
                                               ("espeak-ng cmn-latn-pinyin", EspeakSynthesizer(),
@@ -115,7 +119,7 @@ async def synthesis(runs: int) -> list[dict]:
             rows.append({"voice": label, "error": str(error)})
             continue
         voice = next(v for v in engine.voices() if v.id == voice_id)
-        times, lengths = [], []
+        times, lengths, edits, reference_units = [], [], 0, 0
         for sentence in SENTENCES[language]:
             samples = []
             for _ in range(runs):
@@ -124,8 +128,15 @@ async def synthesis(runs: int) -> list[dict]:
                 samples.append(time.perf_counter() - started)
             times.append(statistics.median(samples))
             lengths.append(len(speech.samples) / speech.sample_rate)
+            heard = await listener.recognize(audio.resample(speech.samples, speech.sample_rate, audio.SAMPLE_RATE),
+                                             language)
+            units = english_words if language == "en" else chinese_characters
+            edits += edit_distance(units(sentence), units(heard.text))
+            reference_units += len(units(sentence))
+            print(f"  {label} | {sentence} -> {heard.text!r}")
         rows.append({"voice": label, "per_sentence_ms": 1000 * statistics.mean(times),
-                     "audio_s": statistics.mean(lengths), "rtf": sum(times) / sum(lengths)})
+                     "audio_s": statistics.mean(lengths), "rtf": sum(times) / sum(lengths),
+                     "heard_error": edits / reference_units})
     return rows
 
 
@@ -203,27 +214,32 @@ async def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="timings per clip and sentence (median taken)")
     parser.add_argument("--skip-stream", action="store_true")
     parser.add_argument("--stream-only", action="store_true")
+    parser.add_argument("--tts-only", action="store_true")
     options = parser.parse_args()
     print(f"{os.cpu_count()} CPUs; recordings: {len(recordings())} ({RECORDINGS})")
-    stt = [] if options.stream_only else await recognition(options.runs)
+    stt = [] if options.stream_only or options.tts_only else await recognition(options.runs)
     tts = [] if options.stream_only else await synthesis(options.runs)
-    streams = [] if options.skip_stream else [await stream_latency(options.runs, silence) for silence in (0.0, 1.0)]
+    streams = [] if options.skip_stream or options.tts_only else [await stream_latency(options.runs, silence) for silence in (0.0, 1.0)]
     baseline = stt[-1] if stt else {}
-    print("\n| recognizer | clips | audio (s) | WER English | CER Chinese | real-time factor | WER vs pocketsphinx |"
-          " RTF vs pocketsphinx |")
-    print("|---|---|---|---|---|---|---|---|")
+    if stt:
+        print("\n| recognizer | clips | audio (s) | WER English | CER Chinese | real-time factor | WER vs pocketsphinx |"
+              " RTF vs pocketsphinx |")
+        print("|---|---|---|---|---|---|---|---|")
     for row in stt:
         wer_ratio = row["wer_en"] / baseline["wer_en"] if row["wer_en"] is not None and baseline["wer_en"] else None
         rtf_ratio = row["rtf"] / baseline["rtf"] if row["rtf"] and baseline["rtf"] else None
         print(f"| {row['engine']} | {row['clips']} | {row['audio_s']:.1f} | {fmt(row['wer_en'])} | "
               f"{fmt(row['cer_zh'])} | {fmt(row['rtf'])} | {fmt(wer_ratio, '{:.2f}x')} | {fmt(rtf_ratio, '{:.2f}x')} |")
-    print("\n| voice | per sentence (ms) | audio per sentence (s) | real-time factor |")
-    print("|---|---|---|---|")
+    if tts:
+        print("\n| voice | per sentence (ms) | audio per sentence (s) | real-time factor | "
+              "Whisper hears it back: WER (en) / CER (zh) |")
+        print("|---|---|---|---|---|")
     for row in tts:
         if "error" in row:
             print(f"| {row['voice']} | not available: {row['error']} | | |")
         else:
-            print(f"| {row['voice']} | {row['per_sentence_ms']:.0f} | {row['audio_s']:.2f} | {row['rtf']:.3f} |")
+            print(f"| {row['voice']} | {row['per_sentence_ms']:.0f} | {row['audio_s']:.2f} | {row['rtf']:.3f} | "
+                  f"{row['heard_error']:.3f} |")
     if streams:
         print("\n| stream (pcm, 100 ms chunks at speaking pace) | final after stop, median | max | interims |")
         print("|---|---|---|---|")

@@ -206,6 +206,7 @@ class StreamDecoder:
         self._closed = False
         self._wav_header: bytearray | None = bytearray() if audio_format == "wav" else None
         self._channels, self._sample_type = 1, "<i2"
+        self._stream_resampler: Any = None
         if audio_format not in ("pcm", "wav"):
             self._pipe = _Pipe()
             self._thread = threading.Thread(target=self._run, name=f"voice-decode-{audio_format}", daemon=True)
@@ -242,8 +243,18 @@ class StreamDecoder:
         if self._channels > 1:
             samples = samples.reshape(-1, self._channels).mean(axis=1)
         if self.pcm_rate != SAMPLE_RATE and len(samples):
-            samples = resample(samples, self.pcm_rate, SAMPLE_RATE)
+            samples = self._resample(samples)
         self._append(samples)
+
+    def _resample(self, samples: np.ndarray) -> np.ndarray:
+        """One resampler for the whole stream: chunk edges leave no clicks or rounding drift."""
+        import av
+        if self._stream_resampler is None:
+            self._stream_resampler = _resampler()
+        frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1).astype(np.float32), format="flt", layout="mono")
+        frame.sample_rate = self.pcm_rate
+        parts = _frames_to_samples(self._stream_resampler.resample(frame))
+        return np.concatenate(parts) if parts else np.zeros(0, np.float32)
 
     def _parse_wav_header(self) -> bytes:
         """The PCM after a complete WAV header (b"" while the header is still arriving)."""
@@ -290,6 +301,10 @@ class StreamDecoder:
         if self._pipe is not None and self._thread is not None:
             self._pipe.end()
             self._thread.join(timeout)
+        if self._stream_resampler is not None:
+            self._append(np.concatenate(_frames_to_samples(self._stream_resampler.resample(None)) or
+                                        [np.zeros(0, np.float32)]))
+            self._stream_resampler = None
         if self.error is not None and not self._count:
             raise self.error
         return self.samples()

@@ -34,6 +34,8 @@ class Transcription(marshmallow.Schema):
 
 
 class TranscriptionFailure(marshmallow.Schema):
+    """What a failed transcription answers: the error body (the document lists it as ErrorBody,
+    which allows these members) with `success: false`, and `language` on language_unsupported."""
     success = fields.Boolean(required=True, metadata={"description": "Always false."})
     error = fields.String(required=True)
     errorType = fields.String(required=True)

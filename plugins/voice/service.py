@@ -23,8 +23,7 @@ from gateway.validation import load, parse_body
 from . import audio
 from .engines import EngineFailed, Recognition, SpeechRecognizer
 from .engines.registry import Engines, guess_language
-from .schemas import (StreamQuery, TranscribeForm, Transcription,
-                      TranscriptionFailure, TtsRequest, TtsStatus, VoiceList, VoiceStatus)
+from .schemas import StreamQuery, TranscribeForm, Transcription, TtsRequest, TtsStatus, VoiceList, VoiceStatus
 from .settings import VoiceEngineSettings
 from .stt_log import record_recognition
 
@@ -147,7 +146,9 @@ async def transcribe(request: web.Request) -> web.Response:
             if part.name == "audio":
                 fields["audio"] = await read_limited(part, limit)
             elif part.name in ("language", "format", "sample_rate", "user_id"):
-                fields[part.name] = (await part.read(decode=True))[:256].decode("utf-8", "replace").strip()
+                value = await read_limited(part, 256, what=f"The field `{part.name}`", status=400,
+                                           error_type="validation_error")
+                fields[part.name] = value.decode("utf-8", "replace").strip()
             else:
                 await part.release()
     except (ValueError, AssertionError) as error:
@@ -156,7 +157,11 @@ async def transcribe(request: web.Request) -> web.Response:
     if "audio" not in fields:
         raise failure("The multipart body has no field `audio`.", "validation_error", "Name the file field `audio`.")
     data = fields.pop("audio")
-    form = load(TranscribeForm(partial=("audio",)), {key: value for key, value in fields.items() if value}, "form")
+    try:
+        form = load(TranscribeForm(partial=("audio",)), {key: value for key, value in fields.items() if value}, "form")
+    except ApiError as error:
+        error.extra["success"] = False
+        raise
     language = form.get("language", "auto")
     service.recognizer(language)   # 422 before decoding when nothing recognises the language
     try:
@@ -173,13 +178,16 @@ async def transcribe(request: web.Request) -> web.Response:
     return web.json_response({"success": True, **result})
 
 
-async def read_limited(part: BodyPartReader, limit: int) -> bytes:
+async def read_limited(part: BodyPartReader, limit: int, *, what: str = "The audio", status: int = 413,
+                       error_type: str = "audio_too_large") -> bytes:
+    """A multipart part, refused as soon as it passes `limit` (never read whole first)."""
     data = bytearray()
-    while chunk := await part.read_chunk(256 * 1024):
+    while chunk := await part.read_chunk(64 * 1024):
         data.extend(chunk)
         if len(data) > limit:
-            raise failure(f"The audio is larger than {limit} bytes.", "audio_too_large",
-                          "Send a shorter recording, or compress it (Opus, MP3).", 413)
+            raise failure(f"{what} is larger than {limit} bytes.", error_type,
+                          "Send a shorter recording, or compress it (Opus, MP3)." if status == 413
+                          else "Send the form fields as short text.", status)
     return bytes(data)
 
 
@@ -195,7 +203,9 @@ async def read_limited(part: BodyPartReader, limit: int) -> bytes:
 async def transcribe_stream(request: web.Request) -> web.WebSocketResponse:
     identity = await require_user(request)
     service = request.config_dict[SERVICE]
-    socket = web.WebSocketResponse(heartbeat=30.0, max_msg_size=1024 * 1024)
+    # A frame as large as the whole allowance passes the socket, so that one too big meets the
+    # stream's own limit and its clear error rather than a bare close.
+    socket = web.WebSocketResponse(heartbeat=30.0, max_msg_size=service.settings["max_audio_bytes"] + 1)
     if not socket.can_prepare(request).ok:
         raise BadRequest("This endpoint is a WebSocket: send an upgrade request.", error_type="websocket_required",
                          hint="Connect with a WebSocket client.")
@@ -307,7 +317,7 @@ class AudioStream:
     async def interim(self, language: str) -> None:
         assert self.decoder is not None
         try:
-            whole = self.decoder.samples()
+            whole = await self.service.run(self.decoder.samples)
             samples = whole[-INTERIM_WINDOW_SECONDS * audio.SAMPLE_RATE:]
             if await self.service.run(audio.is_silent, samples):
                 return

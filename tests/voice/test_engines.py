@@ -28,3 +28,19 @@ def test_the_language_of_a_text_to_speak():
     assert guess_language("Turn on the light") == "en"
     assert guess_language("把灯打开 please") == "zh"
     assert guess_language("こんにちは") == "ja" and guess_language("안녕하세요") == "ko"
+
+
+async def test_a_third_party_engine_is_picked_for_its_language(make_voice_service):
+    import aiohttp
+
+    from tests.voice.conftest import ALICE, ENGLISH
+    client = await make_voice_service(stt_engines=["whisper", "seconds_counter"], tts_engines=[],
+                                      stt_language_engines={"ja": "seconds_counter"})
+    status = await (await client.get("/api/v1/status", headers=ALICE)).json()
+    assert status["stt"]["language_engines"]["ja"] == "seconds_counter"
+    assert status["stt"]["language_engines"]["en"] == "whisper"
+    form = aiohttp.FormData()
+    form.add_field("audio", ENGLISH.read_bytes(), filename="a.wav")
+    form.add_field("language", "ja")
+    body = await (await client.post("/api/v1/transcribe", headers=ALICE, data=form)).json()
+    assert body == {**body, "success": True, "text": "3.0 秒", "engine": "seconds_counter", "language": "ja"}

@@ -214,3 +214,14 @@ async def test_the_final_is_the_interim_when_only_silence_followed(make_voice_se
         final = (await frames_until_close(socket))[-1]
     assert final["type"] == "final" and final["text"] == interims[-1]["text"]
     assert final["duration_ms"] == 2990 + 400
+
+
+async def test_a_pcm_stream_at_its_own_sample_rate(voice_service):
+    at_8k = audio.resample(samples_of(ENGLISH), 16000, 8000)
+    async with voice_service.ws_connect(f"{STREAM}?language=en&format=pcm&sample_rate=8000", headers=ALICE) as socket:
+        await ready(socket)
+        for piece in chunks(pcm16(at_8k), 1601):   # odd sizes: a sample split across two frames
+            await socket.send_bytes(piece)
+        await socket.send_json({"type": "stop"})
+        final = (await frames_until_close(socket))[-1]
+    assert final["duration_ms"] == 2990 and word_error_rate(ENGLISH_TEXT, final["text"]) <= 0.35, final

@@ -33,7 +33,7 @@ class OpenAiSpeech:
     async def load(self) -> None:
         if not self.base_url:
             raise EngineFailed("No OpenAI-compatible provider is configured (openai_base_url).",
-                               error_type="engine_unavailable", status=503)
+                               error_type="not_configured", status=503)
         self.loaded = True
 
     def _headers(self) -> dict[str, str]:

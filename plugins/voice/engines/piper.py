@@ -14,6 +14,20 @@ import numpy as np
 from . import EngineFailed, EngineHttp, Speech, Voice
 
 
+_loaded: dict[Path, Any] = {}
+_loaded_lock = threading.Lock()
+_loaded_lock_for_synthesis = threading.Lock()
+
+
+def shared_voice(path: Path) -> Any:
+    """One ONNX session per voice and process: a service (or a test session) loads it once."""
+    from piper import PiperVoice
+    with _loaded_lock:
+        if path not in _loaded:
+            _loaded[path] = PiperVoice.load(str(path))
+        return _loaded[path]
+
+
 def packaged_voices() -> list[tuple[Path, str]]:
     """(onnx path, language) of each Piper voice installed as a package."""
     try:
@@ -29,7 +43,7 @@ class PiperSynthesizer:
     def __init__(self) -> None:
         self.loaded = False
         self._voices: dict[str, tuple[Voice, Any]] = {}
-        self._lock = threading.Lock()   # one ONNX session per voice, used one sentence at a time
+        self._lock = _loaded_lock_for_synthesis   # the shared sessions speak one sentence at a time
 
     async def load(self) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self._load)
@@ -40,7 +54,7 @@ class PiperSynthesizer:
 
     def _load(self) -> None:
         try:
-            from piper import PiperVoice
+            import piper  # noqa: F401
         except ImportError:
             return
         for path, language in packaged_voices():
@@ -48,7 +62,7 @@ class PiperSynthesizer:
             voice_name = path.name.removesuffix(".onnx")
             voice = Voice(id=f"piper:{voice_name}", name=f"{voice_name} (Piper)", language=language,
                           engine=self.name, sample_rate=int(config["audio"]["sample_rate"]))
-            self._voices[voice.id] = (voice, PiperVoice.load(str(path)))
+            self._voices[voice.id] = (voice, shared_voice(path))
 
     def voices(self) -> list[Voice]:
         return [voice for voice, _ in self._voices.values()]

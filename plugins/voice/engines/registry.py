@@ -52,7 +52,9 @@ class Engines:
                 await loaded.engine.load()
             except EngineFailed as error:
                 loaded.error = str(error)
-                log.warning("voice engine %s not loaded: %s", loaded.engine.name, error)
+                # An optional engine left unconfigured is the normal case, not a warning.
+                (log.info if error.error_type == "not_configured" else log.warning)(
+                    "voice engine %s not loaded: %s", loaded.engine.name, error)
             except Exception as error:  # noqa: BLE001 - a broken engine must not stop the service
                 loaded.error = f"{type(error).__name__}: {error}"
                 log.exception("voice engine %s failed to load", loaded.engine.name)
@@ -61,6 +63,10 @@ class Engines:
         for item in self.recognizers + self.synthesizers:
             if item.error is None and not item.engine.loaded:
                 item.error = unique[id(item.engine)].error
+        log.info("voice engines loaded: recognition %s (languages %s), speech %s (languages %s)",
+                 [e.name for e in self.loaded_recognizers()] or "none", self.stt_languages() or "none",
+                 [i.engine.name for i in self.synthesizers if i.engine.loaded] or "none",
+                 self.tts_languages() or "none")
 
     # ------------------------------------------------------------------ recognition
 

@@ -1,0 +1,47 @@
+"""Decoding a stream as it arrives: the WebM demuxer gives samples before the stream ends (it
+is not re-decoded from the start), and a dropped stream's thread ends."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from plugins.voice import audio
+from tests.voice.conftest import ENGLISH, encoded, samples_of
+
+
+@pytest.mark.parametrize("container,audio_format", [("webm", "webm"), ("ogg", "ogg")])
+def test_a_stream_decodes_while_chunks_arrive(container, audio_format):
+    original = samples_of(ENGLISH)
+    data = encoded(original, container, "libopus", 48000)
+    decoder = audio.StreamDecoder(audio_format)
+    half = len(data) // 2
+    for start in range(0, half, 500):
+        decoder.feed(data[start:min(start + 500, half)])
+    deadline = time.monotonic() + 10
+    while decoder.sample_count < audio.SAMPLE_RATE // 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    partial = decoder.sample_count
+    assert partial >= audio.SAMPLE_RATE // 2, "no audio decoded before the stream ended"  # of 1.5 s fed
+    for start in range(half, len(data), 500):
+        decoder.feed(data[start:start + 500])
+    whole = decoder.finish()
+    assert abs(len(whole) - len(original)) < 0.05 * audio.SAMPLE_RATE
+    assert partial < len(whole)
+
+
+def test_a_dropped_stream_frees_its_thread():
+    decoder = audio.StreamDecoder("webm")
+    decoder.feed(encoded(samples_of(ENGLISH), "webm", "libopus", 48000)[:3000])
+    decoder.close()
+    assert decoder._thread is not None
+    decoder._thread.join(5)
+    assert not decoder._thread.is_alive()
+
+
+def test_garbage_in_a_stream_is_reported():
+    decoder = audio.StreamDecoder("webm")
+    decoder.feed(b"not a webm stream at all " * 200)
+    with pytest.raises(audio.AudioError) as raised:
+        decoder.finish()
+    assert raised.value.error_type == "audio_undecodable"

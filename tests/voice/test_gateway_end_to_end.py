@@ -18,7 +18,7 @@ from plugins.ai_core import plugin as ai_core_plugin
 from plugins.auth import tokens_plugin
 from tests.support.voice_gateway import (ALICE, BOB, chat_settings, frames_until, make_voice_gateway,  # noqa: F401
                                          token_for, ws_path)
-from tests.voice.conftest import CHINESE, ENGLISH
+from tests.voice.conftest import CHINESE, ENGLISH, needs_espeak
 
 CHUNK = 3200  # 100 ms of 16 kHz 16-bit mono
 
@@ -81,6 +81,7 @@ async def test_a_spoken_english_question_is_heard_answered_and_spoken(gateway):
     await check_audio(gateway, frames)
 
 
+@needs_espeak
 async def test_a_spoken_chinese_question_is_heard_answered_and_spoken(gateway):
     final, frames = await speak(gateway, CHINESE.read_bytes(), "zh", "e2e-zh")
     assert "你好" in final["text"] and final["language"] == "zh"
@@ -88,6 +89,7 @@ async def test_a_spoken_chinese_question_is_heard_answered_and_spoken(gateway):
     assert any("\u4e00" <= char <= "\u9fff" for segment in segments for char in segment["text"])
 
 
+@needs_espeak
 async def test_a_recording_through_the_endpoints_and_voice_input(gateway):
     headers = {"Authorization": f"Bearer {token_for(gateway, ALICE)}"}
     form = aiohttp.FormData()

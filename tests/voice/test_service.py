@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from plugins.voice import audio
-from tests.voice.conftest import (ALICE, CHINESE, ENGLISH, SERVICE, character_error_rate, encoded, pcm16,
+from tests.voice.conftest import (ALICE, CHINESE, ENGLISH, SERVICE, character_error_rate, encoded, needs_espeak, pcm16,
                                   samples_of, word_error_rate)
 
 ENGLISH_TEXT = "he was not an ill disposed young man"
@@ -33,6 +33,7 @@ async def transcribe(client, data: bytes, status: int = 200, headers=ALICE, **fi
     return body
 
 
+@needs_espeak
 async def test_status_lists_engines_languages_and_sample_rate(voice_service):
     response = await voice_service.get("/api/v1/status", headers=ALICE)
     assert response.status == 200
@@ -188,6 +189,7 @@ async def test_tts_speech_is_recognised_back(voice_service):
     assert word_error_rate("turn on the kitchen light", body["text"]) <= 0.4, body["text"]
 
 
+@needs_espeak
 async def test_tts_speaks_chinese_as_ogg(voice_service):
     response = await voice_service.post("/api/v1/tts", headers=ALICE, json={"text": "你好，今天天气很好。", "format": "ogg"})
     assert response.status == 200 and response.content_type == "audio/ogg"
@@ -227,6 +229,7 @@ async def test_tts_language_nobody_speaks_is_422(make_voice_service):
     assert response.status == 422 and body["errorType"] == "language_unsupported" and "zh" in body["error"]
 
 
+@needs_espeak
 async def test_voices_and_tts_status(voice_service):
     voices = await (await voice_service.get("/api/v1/tts/voices", headers=ALICE)).json()
     assert voices["count"] == len(voices["voices"]) >= 2

@@ -170,6 +170,7 @@ class DevicesClient:
 
 routes = web.RouteTableDef()
 CLIENT = web.AppKey("devices.client", DevicesClient)
+FEED = web.AppKey("devices.feed", DeviceFeed)
 ERRORS = (404, 502)
 DEVICE_ID = {"device_id": {"type": "string", "minLength": 1, "maxLength": 200,
                            "description": "The device's id, e.g. `living_room_light`."}}
@@ -261,6 +262,7 @@ class DevicesPlugin(Plugin):
                                     "drifting, a real device reporting): sent to each of their connected devices.")
         if settings["feed"]:
             feed = DeviceFeed(registrar.context, settings, client.listeners, transport.base_url)
+            registrar.app_state(FEED, feed)
             registrar.job("feed", feed.run)
 
 

@@ -32,8 +32,8 @@ from gateway.validation import parse_body, parse_query
 
 from .contract import DEVICES, DeviceChange, DeviceError
 from .feed import DeviceFeed
-from .gateway_schemas import (DeviceAnswer, DeviceList, DeviceUpdateFrame, History, HistoryQuery, ListQuery,
-                              OperateBody, Operated, OwnerQuery)
+from .gateway_schemas import DeviceUpdateFrame, HistoryQuery, ListQuery, OperateBody, OwnerQuery
+from .schemas import DeviceAnswer, DeviceList, HistoryPage, OperateAnswer
 
 log = logging.getLogger("plugins.iot.gateway")
 
@@ -172,7 +172,7 @@ routes = web.RouteTableDef()
 CLIENT = web.AppKey("devices.client", DevicesClient)
 FEED = web.AppKey("devices.feed", DeviceFeed)
 ERRORS = (404, 502)
-DEVICE_ID = {"device_id": {"type": "string", "minLength": 1, "maxLength": 200,
+DEVICE_ID = {"device_id": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,128}$",
                            "description": "The device's id, e.g. `living_room_light`."}}
 
 
@@ -217,7 +217,7 @@ def source_for(identity: Identity, asked: str | None) -> str:
 
 @routes.post(DEVICES_PATH + "/{device_id}/operate", name="devices.operate")
 @api_doc("Operate one of your devices: switch it, or set one property or several at once",
-         body=OperateBody, query=OwnerQuery, responses={200: Operated}, errors=(403, 404, 502, 503),
+         body=OperateBody, query=OwnerQuery, responses={200: OperateAnswer}, errors=(403, 404, 502, 503),
          path=DEVICE_ID, tags=("devices",),
          description="A value out of range, an unknown property or an option the device does not have is a 400 "
                      "`invalid_operation` naming the property and what it takes; unlocking a lock the operator "
@@ -234,7 +234,7 @@ async def operate_device(request: web.Request) -> web.Response:
 
 @routes.get(DEVICES_PATH + "/{device_id}/history", name="devices.history")
 @api_doc("A device's operations, newest first (successful and refused ones)", query=HistoryQuery,
-         responses={200: History}, errors=ERRORS, path=DEVICE_ID, tags=("devices",))
+         responses={200: HistoryPage}, errors=ERRORS, path=DEVICE_ID, tags=("devices",))
 async def device_history(request: web.Request) -> web.Response:
     identity = await require_user(request)
     query = parse_query(request, HistoryQuery())

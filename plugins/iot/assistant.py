@@ -15,8 +15,8 @@ from typing import Any
 from gateway.plugins import Plugin, Registrar
 from plugins.ai_core.contract import TOOLS, GatewayFailed, ToolCall, ToolFailed, Tools
 
-from .phrases import (PROPERTY_TYPES, ROOM_WORDS, TYPE_WORDS, normalize, parse_listing, parse_operation, parse_reading,
-                      room_in, type_in)
+from .phrases import (PROPERTY_TYPES, ROOM_WORDS, TYPE_WORDS, find_word, normalize, parse_listing, parse_operation,
+                      parse_reading, room_in, type_in)
 
 DEVICES_PATH = "/api/v1/devices"
 SOURCE = "assistant"
@@ -105,6 +105,9 @@ class Resolution:
         self.candidates = candidates or []
 
 
+_FILLERS = {"the", "my", "a", "our", "in", "of"}
+
+
 def resolve(devices: list[dict], *, device: str | None = None, room: str | None = None, kind: str | None = None,
             reading: str | None = None) -> Resolution:
     if device:
@@ -116,10 +119,19 @@ def resolve(devices: list[dict], *, device: str | None = None, room: str | None 
                  if any(said in name or name in said for name in _names(candidate))]
         if len(named) == 1:
             return Resolution(named[0])
-        room = room or room_in(said)
-        kind = kind or type_in(said)
+        room_word, kind_word = room_in(said), find_word(said, TYPE_WORDS)
+        room = room or room_word
+        kind = kind or (kind_word[1] if kind_word else None)
         if not room and not kind:
             return Resolution(candidates=named)
+        # Words besides the room and the kind ("garage" of "garage door") must be in the name.
+        rest = said
+        for word in (room_word, kind_word[0] if kind_word else None):
+            rest = rest.replace(word, " ") if word else rest
+        rest = " ".join(part for part in rest.replace("的", " ").split() if part not in _FILLERS)
+        if rest:
+            devices = [candidate for candidate in devices
+                       if any(rest in name for name in _names(candidate) + _room_names(candidate))]
     candidates = list(devices)
     if kind:
         wanted = type_of(kind)
@@ -130,8 +142,10 @@ def resolve(devices: list[dict], *, device: str | None = None, room: str | None 
         candidates = preferred or candidates
     if room:
         here = [candidate for candidate in candidates if in_room(candidate, room)]
-        # One lock, named by a room it is not filed under ("the front door"): that one.
-        candidates = here if here or len(candidates) != 1 else candidates
+        # A place that is none of the person's rooms ("the front door" for the one lock, filed under
+        # the entrance) does not rule out the only device of its kind.
+        a_room = any(in_room(other, room) for other in devices)
+        candidates = here if here or a_room or len(candidates) != 1 else candidates
     if len(candidates) == 1:
         return Resolution(candidates[0])
     return Resolution(candidates=candidates)

@@ -164,6 +164,8 @@ def test_a_request_several_devices_fit_is_answered_with_a_question():
     assert summarize_operation(result, "en") == "Which one do you mean: the bedroom light or living room light?"
     assert summarize_operation(result, "zh") == "你指的是哪一个：卧室灯、客厅灯？"
     assert resolve(HOME, room="kitchen", kind="light").device is None
+    assert resolve(HOME, device="garage door").device is None  # not the front door's lock
+    assert resolve(HOME, device="前门").device["id"] == "front_door_lock"
 
 
 def test_what_the_agent_says():

@@ -12,10 +12,11 @@ import asyncio
 from gateway.typedefs import CONTEXT
 from plugins.iot.contract import DEVICES, DeviceChange, DeviceError
 from plugins.iot.gateway import FEED
-from plugins.iot.gateway_schemas import DeviceUpdateFrame
 from tests.devices.conftest import (ADMIN, ALICE, BOB, SERVICE, chat_socket, following, frames_of_type,
                                     nothing_of_type, operate, service_history, url_of)
+from tests.support.asyncapi import FrameChecker
 from tests.support.servers import free_port
+from tests.system.test_openapi_documents import Conformance
 
 SIMULATED = {"bedroom_light", "bedroom_ac", "bedroom_temperature", "bedroom_humidity", "living_room_light",
              "living_room_ac", "living_room_curtain", "front_door_lock"}
@@ -178,6 +179,7 @@ async def test_the_devices_contract(home):
 
 async def test_a_change_reaches_every_device_of_its_owner_and_nobody_else(home):
     gateway = home.gateway
+    checker = FrameChecker(await (await gateway.get("/api/v1/asyncapi.json")).json())
     phone = await chat_socket(gateway, ALICE, client_id="phone")
     laptop = await chat_socket(gateway, ALICE, session_id="other-session", client_id="laptop")
     stranger = await chat_socket(gateway, BOB, client_id="bob-phone")
@@ -185,7 +187,7 @@ async def test_a_change_reaches_every_device_of_its_owner_and_nobody_else(home):
         answer = await operate(gateway, "living_room_light", {"action": "switch", "value": True})
         for ws in (phone, laptop):
             frame, = await frames_of_type(ws, "device_update")
-            assert DeviceUpdateFrame().validate({k: v for k, v in frame.items() if k != "type"}) == {}
+            checker.check(frame)
             assert frame["device_id"] == "living_room_light" and frame["device"]["state"]["on"] is True
             assert frame["changes"]["on"]["to"] is True and frame["cause"] == "operation"
             assert frame["operation_id"] == answer["operation"]["id"]
@@ -255,3 +257,32 @@ async def test_two_gateway_instances_send_each_change_once_and_hand_the_feed_ove
         assert frame["changes"]["on"] == {"from": True, "to": False}
     finally:
         await laptop.close()
+
+
+async def test_the_answers_fit_the_gateways_document(home, make_gateway):
+    gateway = home.gateway
+    api = Conformance(gateway, await (await gateway.get("/api/v1/openapi.json")).json())
+    one = "/api/v1/devices/{device_id}"
+    await api.call("GET", "/api/v1/devices", headers=ALICE)
+    await api.call("GET", "/api/v1/devices", headers=ALICE, params={"room": "bedroom", "type": "light"})
+    await api.call("GET", "/api/v1/devices/bedroom_ac", one, headers=ALICE)
+    await api.call("POST", "/api/v1/devices/bedroom_ac/operate", one + "/operate", headers=ALICE,
+                   json={"action": "set", "properties": {"mode": "heat", "target_temperature": 21.5}})
+    await api.call("GET", "/api/v1/devices/bedroom_ac/history", one + "/history", headers=ALICE)
+    for status, options in [(400, {"json": {"action": "set", "property": "fan", "value": "storm"}}),
+                            (400, {"json": {"action": 3}}), (401, {"json": {"action": "switch", "value": True}})]:
+        headers = {} if status == 401 else ALICE
+        answered, _ = await api.call("POST", "/api/v1/devices/bedroom_ac/operate", one + "/operate",
+                                     headers=headers, **options)
+        assert answered == status
+    answered, _ = await api.call("GET", "/api/v1/devices/nowhere", one, headers=ALICE)
+    assert answered == 404
+    answered, _ = await api.call("GET", "/api/v1/devices", headers=BOB, params={"user_id": "user_alice"})
+    assert answered == 403
+
+    away = await make_gateway(f"http://127.0.0.1:{free_port()}")
+    api = Conformance(away, await (await away.get("/api/v1/openapi.json")).json())
+    for path, template in [("/api/v1/devices", "/api/v1/devices"), ("/api/v1/devices/bedroom_ac", one),
+                           ("/api/v1/devices/bedroom_ac/history", one + "/history")]:
+        answered, _ = await api.call("GET", path, template, headers=ALICE)
+        assert answered == 502

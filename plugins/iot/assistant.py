@@ -97,6 +97,17 @@ def type_of(said: str) -> str:
     return TYPE_WORDS.get(said) or type_in(said) or said.replace(" ", "_")
 
 
+# A reading and the properties that report it: a room without a thermometer has its air
+# conditioner's `current_temperature`.
+READINGS = {"temperature": ("temperature", "current_temperature"), "humidity": ("humidity", "current_humidity")}
+
+
+def reading_of(device: dict, reading: str) -> str | None:
+    """The property of `device` that reports `reading`, or None."""
+    state = device.get("state") or {}
+    return next((name for name in READINGS.get(reading, (reading,)) if name in state), None)
+
+
 class Resolution:
     """The device meant (`device`), or what to tell the person: none fits, or several do."""
 
@@ -137,7 +148,10 @@ def resolve(devices: list[dict], *, device: str | None = None, room: str | None 
         wanted = type_of(kind)
         candidates = [candidate for candidate in candidates if candidate["type"] == wanted]
     elif reading:
-        candidates = [candidate for candidate in candidates if reading in (candidate.get("state") or {})]
+        candidates = [candidate for candidate in candidates if reading_of(candidate, reading) is not None]
+        if room and any(in_room(other, room) for other in devices):
+            # What reports it in that room: its sensor, else its air conditioner.
+            candidates = [candidate for candidate in candidates if in_room(candidate, room)]
         preferred = [candidate for candidate in candidates if candidate["type"] == PROPERTY_TYPES.get(reading)]
         candidates = preferred or candidates
     if room:
@@ -243,13 +257,14 @@ async def read_device(arguments: dict, call: ToolCall) -> dict:
         return {**_not_resolved(resolution, devices), "property": reading}
     device = resolution.device
     state = device.get("state") or {}
-    if reading is not None and reading not in state:
+    reported = reading_of(device, reading) if reading is not None else None
+    if reading is not None and reported is None:
         return {"status": "no_such_reading", "device": compact(device), "property": reading,
                 "message": f"{device['name']} has no {reading}; its state: {state}"}
     result: dict[str, Any] = {"status": "found", "device": compact(device), "property": reading}
-    if reading is not None:
-        result["value"] = state[reading]
-        result["unit"] = ((device.get("properties") or {}).get(reading) or {}).get("unit")
+    if reported is not None:
+        result["value"] = state[reported]
+        result["unit"] = ((device.get("properties") or {}).get(reported) or {}).get("unit")
     return result
 
 

@@ -234,8 +234,11 @@ def parse_reading(text: str) -> dict:
     reading = find_word(said, READING_WORDS)
     kind = type_in(said)
     if reading:
+        # A temperature or humidity is read from whatever reports it in the room (its sensor, else
+        # its air conditioner): the kind only when the person named one.
         arguments["property"] = reading[1]
-        kind = PROPERTY_TYPES[reading[1]] if reading[1] != "temperature" or kind != "air_conditioner" else kind
+        if reading[1] == "locked":
+            kind = "lock"
     elif kind == "light" or kind == "air_conditioner":
         arguments["property"] = "on"
     elif kind == "curtain":

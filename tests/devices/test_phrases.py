@@ -107,12 +107,12 @@ def test_an_operation_is_read_from_the_words(text, arguments):
 
 @pytest.mark.parametrize("text, arguments", [
     ("is the front door locked?", {"type": "lock", "property": "locked"}),
-    ("what's the temperature in the bedroom", {"room": "bedroom", "type": "temperature_sensor",
-                                               "property": "temperature"}),
-    ("卧室温度多少", {"room": "卧室", "type": "temperature_sensor", "property": "temperature"}),
+    ("what's the temperature in the bedroom", {"room": "bedroom", "property": "temperature"}),
+    ("卧室温度多少", {"room": "卧室", "property": "temperature"}),
+    ("卧室空调温度多少", {"room": "卧室", "type": "air_conditioner", "property": "temperature"}),
     ("门锁了吗", {"type": "lock", "property": "locked"}),
     ("is the bedroom light on?", {"room": "bedroom", "type": "light", "property": "on"}),
-    ("客厅湿度是多少", {"room": "客厅", "type": "humidity_sensor", "property": "humidity"}),
+    ("客厅湿度是多少", {"room": "客厅", "property": "humidity"}),
 ])
 def test_a_reading_is_read_from_the_words(text, arguments):
     assert parse_reading(text) == arguments
@@ -137,6 +137,8 @@ HOME = [
     device("bedroom_temperature", "Bedroom temperature sensor", "卧室温度传感器", "bedroom", "卧室",
            "temperature_sensor", {"temperature": 26.4}),
     device("living_room_light", "Living room light", "客厅灯", "living_room", "客厅", "light", {"on": True}),
+    device("living_room_ac", "Living room air conditioner", "客厅空调", "living_room", "客厅", "air_conditioner",
+           {"on": False, "mode": "cool", "target_temperature": 26, "current_temperature": 27.9}),
     device("front_door_lock", "Front door lock", "前门智能门锁", "entrance", "玄关", "lock", {"locked": True}),
 ]
 
@@ -149,6 +151,8 @@ HOME = [
     ({"room": "卧室", "kind": "空调"}, "bedroom_ac"),
     ({"room": "Living room", "kind": "light"}, "living_room_light"),
     ({"room": "bedroom", "reading": "temperature"}, "bedroom_temperature"),
+    ({"room": "living room", "reading": "temperature"}, "living_room_ac"),  # no thermometer there: its AC
+    ({"room": "客厅", "kind": "空调", "reading": "temperature"}, "living_room_ac"),
     ({"kind": "lock"}, "front_door_lock"),
     ({"room": "front door", "kind": "lock"}, "front_door_lock"),
 ])
@@ -164,6 +168,7 @@ def test_a_request_several_devices_fit_is_answered_with_a_question():
     assert summarize_operation(result, "en") == "Which one do you mean: the bedroom light or living room light?"
     assert summarize_operation(result, "zh") == "你指的是哪一个：卧室灯、客厅灯？"
     assert resolve(HOME, room="kitchen", kind="light").device is None
+    assert resolve(HOME, room="living room", reading="humidity").device is None  # not the bedroom's
     assert resolve(HOME, device="garage door").device is None  # not the front door's lock
     assert resolve(HOME, device="前门").device["id"] == "front_door_lock"
 
@@ -179,10 +184,10 @@ def test_what_the_agent_says():
           "changes": {"target_temperature": {"from": 26, "to": 24}}}
     assert summarize_operation(ac, "en") == "Done: I set the bedroom air conditioner to 24 °C."
     assert summarize_operation(ac, "zh") == "已把卧室空调调到24°C。"
-    refused = {"status": "refused", "device": HOME[4], "requested": {"switch": False},
+    refused = {"status": "refused", "device": HOME[5], "requested": {"switch": False},
                "error": "Unlocking is refused by the operator's configuration."}
     assert summarize_operation(refused, "en").startswith("I couldn't do that to the front door lock: Unlocking")
-    lock = {"status": "found", "device": HOME[4], "property": "locked", "value": True}
+    lock = {"status": "found", "device": HOME[5], "property": "locked", "value": True}
     assert summarize_reading(lock, "en") == "Yes, the front door lock is locked."
     assert summarize_reading(lock, "zh") == "是的，前门智能门锁已锁上。"
     warm = {"status": "found", "device": HOME[2], "property": "temperature", "value": 26.4, "unit": "°C"}

@@ -175,7 +175,8 @@ def test_a_request_several_devices_fit_is_answered_with_a_question():
 
 def test_what_the_agent_says():
     light = {**HOME[3], "state": {"on": True, "brightness": 80}}
-    done = {"status": "done", "device": light, "requested": {"switch": True}, "changes": {"on": {"from": False, "to": True}}}
+    done = {"status": "done", "device": light, "requested": {"switch": True},
+            "changes": {"on": {"from": False, "to": True}}}
     assert summarize_operation(done, "en") == "Done: I turned on the living room light."
     assert summarize_operation(done, "zh") == "已打开客厅灯。"
     assert summarize_operation({**done, "changes": {}}, "en") == \

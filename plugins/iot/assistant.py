@@ -141,8 +141,9 @@ def resolve(devices: list[dict], *, device: str | None = None, room: str | None 
             rest = rest.replace(word, " ") if word else rest
         rest = " ".join(part for part in rest.replace("的", " ").split() if part not in _FILLERS)
         if rest:
-            devices = [candidate for candidate in devices
-                       if any(rest in name for name in _names(candidate) + _room_names(candidate))]
+            candidates = [candidate for candidate in devices
+                          if any(rest in name for name in _names(candidate) + _room_names(candidate))]
+            return resolve(candidates, room=room, kind=kind, reading=reading) if candidates else Resolution()
     candidates = list(devices)
     if kind:
         wanted = type_of(kind)
@@ -163,6 +164,11 @@ def resolve(devices: list[dict], *, device: str | None = None, room: str | None 
     if len(candidates) == 1:
         return Resolution(candidates[0])
     return Resolution(candidates=candidates)
+
+
+def _text(arguments: dict, key: str) -> str | None:
+    value = arguments.get(key)
+    return str(value) if value not in (None, "") else None
 
 
 def compact(device: dict) -> dict:
@@ -229,8 +235,8 @@ def _changed(operation: dict) -> dict:
 async def operate_device(arguments: dict, call: ToolCall) -> dict:
     operation = requested_operation(arguments)
     devices = await _devices(call)
-    resolution = resolve(devices, device=arguments.get("device"), room=arguments.get("room"),
-                         kind=arguments.get("type"))
+    resolution = resolve(devices, device=_text(arguments, "device"), room=_text(arguments, "room"),
+                         kind=_text(arguments, "type"))
     if resolution.device is None:
         return {**_not_resolved(resolution, devices), "requested": _changed(operation)}
     device = resolution.device
@@ -251,8 +257,8 @@ async def operate_device(arguments: dict, call: ToolCall) -> dict:
 async def read_device(arguments: dict, call: ToolCall) -> dict:
     devices = await _devices(call)
     reading = str(arguments["property"]) if arguments.get("property") else None
-    resolution = resolve(devices, device=arguments.get("device"), room=arguments.get("room"),
-                         kind=arguments.get("type"), reading=reading)
+    resolution = resolve(devices, device=_text(arguments, "device"), room=_text(arguments, "room"),
+                         kind=_text(arguments, "type"), reading=reading)
     if resolution.device is None:
         return {**_not_resolved(resolution, devices), "property": reading}
     device = resolution.device

@@ -237,6 +237,12 @@ async def test_two_gateway_instances_send_each_change_once_and_hand_the_feed_ove
     assert len(holders) == 1
     holder, other = holders[0], (second if holders[0] is first else first)
 
+    heard: list[tuple[str, str]] = []
+    for name, gateway in (("holder", holder), ("other", other)):
+        async def listener(change: DeviceChange, name: str = name) -> None:
+            heard.append((name, change.event_id))
+        gateway.server.app[CONTEXT].contracts.require(DEVICES).on_change(listener)
+
     phone = await chat_socket(holder, ALICE, client_id="phone")
     laptop = await chat_socket(other, ALICE, client_id="laptop")
     try:
@@ -247,6 +253,8 @@ async def test_two_gateway_instances_send_each_change_once_and_hand_the_feed_ove
             await nothing_of_type(ws, "device_update", wait=0.4)
     finally:
         await phone.close()
+    # The contract's listeners heard it once, on the instance holding the feed.
+    assert heard == [("holder", frame["event_id"])]
 
     # The holder stops: the other instance takes the feed over and the change still arrives.
     await holder.close()

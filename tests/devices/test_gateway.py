@@ -229,8 +229,9 @@ async def test_two_gateway_instances_send_each_change_once_and_hand_the_feed_ove
         make_iot_service, make_gateway, redis_url, bus_prefix):
     iot = await make_iot_service()
     shared = {"bus.redis_url": redis_url, "bus.prefix": bus_prefix}
-    first = await make_gateway(url_of(iot), overrides=shared)
-    second = await make_gateway(url_of(iot), overrides=shared)
+    # A lease long enough that a busy machine never lets it lapse between renewals here.
+    first = await make_gateway(url_of(iot), overrides=shared, settings={"feed_lease_seconds": 3.0})
+    second = await make_gateway(url_of(iot), overrides=shared, settings={"feed_lease_seconds": 3.0})
     await following(first, second)
     await asyncio.sleep(0.3)  # a few renewals: still one holder
     holders = [gateway for gateway in (first, second) if gateway.server.app[FEED].following.is_set()]

@@ -2,12 +2,14 @@
 
 A device announces each entity with a retained JSON config on
 `<prefix>/<component>/[<node_id>/]<object_id>/config` naming its state and command topics; an
-empty config removes it. This module is pure: a config in, an `Entity` out — its properties,
-how each state topic's payload becomes property values, and which payloads an operation
-publishes. Components: light (default and json schemas), switch, sensor, binary_sensor, cover,
-lock, climate. Abbreviated keys and the `~` base topic are expanded; value templates are read
-when they are the simple kind (`{{ value }}`, `{{ value_json.a.b }}`, `{{ value_json['a'] }}`
-with `float`, `int`, `round(n)`, `lower`, `upper` filters)."""
+empty config removes it (device-based discovery, `<prefix>/device/<id>/config` with its
+components in `cmps`, is split into one config per component by mqtt.py). This module is pure:
+a config in, an `Entity` out — its properties, how each state topic's payload becomes property
+values, and which payloads an operation publishes. Components: light (default and json
+schemas), switch, sensor, binary_sensor, cover, lock, climate. Abbreviated keys and the `~` base
+topic are expanded; value templates are read when they are the simple kind (`{{ value }}`,
+`{{ value_json.a.b }}`, `{{ value_json['a'] }}` with `float`, `int`, `round(n)`, `lower`,
+`upper` filters)."""
 from __future__ import annotations
 
 import json

@@ -141,13 +141,10 @@ class MqttAdapter:
     async def _discovered(self, client: aiomqtt.Client, topic: str, parsed: tuple[str, str | None, str],
                           payload: str) -> None:
         component, node_id, object_id = parsed
-        known = self.entities.get(topic)
-        if not payload.strip():  # an empty config: the device is gone
-            if known is not None:
-                del self.entities[topic]
-                await self.service.remove(self.owner, known.device_id)
-                await self._unsubscribe_unused(client)
-                log.info("MQTT device %s removed", known.device_id)
+        if not payload.strip():  # an empty config: the device (every component of it) is gone
+            for key in [key for key in self.entities if key == topic or key.startswith(topic + "#")]:
+                await self._forget(key)
+            await self._unsubscribe_unused(client)
             return
         try:
             config = json.loads(payload)
@@ -155,18 +152,53 @@ class MqttAdapter:
             raise DiscoveryError(f"the config is not JSON: {error}") from None
         if not isinstance(config, dict):
             raise DiscoveryError("the config is not a JSON object")
-        device_id = known.device_id if known else self._free_id(topic, component, node_id, object_id, config)
-        entity = entity_from(topic, component, node_id, object_id, config, device_id)
-        self.entities[topic] = entity
+        if component == "device":
+            await self._device_discovered(client, topic, object_id, config)
+        else:
+            await self._upsert(topic, component, node_id, object_id, config)
+        await self._subscribe(client, self.topics())
+        await self._unsubscribe_unused(client)
+
+    async def _device_discovered(self, client: aiomqtt.Client, topic: str, object_id: str, config: dict) -> None:
+        """Device-based discovery (`<prefix>/device/<id>/config`): one config, its entities in
+        `cmps` (each with its platform `p`), the other keys shared by all of them. A component
+        sent with its platform alone is removed."""
+        components = config.get("cmps", config.get("components"))
+        if not isinstance(components, dict):
+            raise DiscoveryError("a device config needs `cmps`, its components")
+        shared = {key: value for key, value in config.items() if key not in ("cmps", "components", "o", "origin")}
+        for component_id, component_config in components.items():
+            if not isinstance(component_config, dict):
+                continue
+            key = f"{topic}#{component_id}"
+            platform = component_config.get("p", component_config.get("platform"))
+            if set(component_config) <= {"p", "platform"}:
+                if key in self.entities:
+                    await self._forget(key)
+                continue
+            merged = {**shared, **{k: v for k, v in component_config.items() if k not in ("p", "platform")}}
+            try:
+                await self._upsert(key, str(platform), object_id, str(component_id), merged)
+            except DiscoveryError as error:  # one component this adapter cannot use: the others still count
+                log.warning("MQTT discovery on %s, component %s: %s", topic, component_id, error)
+
+    async def _upsert(self, key: str, component: str, node_id: str | None, object_id: str, config: dict) -> None:
+        known = self.entities.get(key)
+        device_id = known.device_id if known else self._free_id(key, component, node_id, object_id, config)
+        entity = entity_from(key, component, node_id, object_id, config, device_id)
+        self.entities[key] = entity
         await self.service.announce(Device(
             owner=self.owner, id=entity.device_id, adapter="mqtt", type=entity.type,
             names={"en": entity.name, "zh": entity.name}, room=entity.room,
             room_names={"en": entity.room_name or "Unassigned", "zh": entity.room_name or "未分配"},
             properties=entity.properties, state=entity.initial_state(), online=not entity.availability,
             source=entity.source()))
-        await self._subscribe(client, self.topics())
-        await self._unsubscribe_unused(client)
-        log.info("MQTT device %s (%s) discovered on %s", entity.device_id, entity.type, topic)
+        log.info("MQTT device %s (%s) discovered on %s", entity.device_id, entity.type, key)
+
+    async def _forget(self, key: str) -> None:
+        entity = self.entities.pop(key)
+        await self.service.remove(self.owner, entity.device_id)
+        log.info("MQTT device %s removed", entity.device_id)
 
     def _free_id(self, topic: str, component: str, node_id: str | None, object_id: str, config: dict) -> str:
         """The new entity's id, made unique: another component's entity may share its object id."""

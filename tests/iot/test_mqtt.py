@@ -18,6 +18,7 @@ import aiohttp
 import aiomqtt
 import pytest
 
+from plugins.iot.service import SERVICE
 from tests.ai_core.conftest import access_token
 from tests.iot.conftest import ADMIN, ALICE
 from tests.support.servers import free_port
@@ -293,3 +294,47 @@ async def test_the_adapter_reconnects_when_the_broker_comes_back(prefix, make_io
 async def _online_is(service, device_id: str, online: bool) -> bool:
     listed = await devices_of(service)
     return device_id in listed and listed[device_id]["online"] is online
+
+
+async def test_device_based_discovery_announces_several_components_in_one_config(broker, prefix, make_iot_service):
+    """Home Assistant's newer form: `<prefix>/device/<id>/config` with the components in `cmps`."""
+    host, port = broker
+    topic = f"{prefix}/device/kitchen_hub/config"
+    base = f"{prefix}-kitchen"
+    config = {"dev": {"ids": ["hub-1"], "name": "Kitchen hub", "sa": "Kitchen"}, "o": {"name": "test"},
+              "~": base, "cmps": {
+                  "ceiling": {"p": "light", "name": "Ceiling", "cmd_t": "~/ceiling/set", "stat_t": "~/ceiling"},
+                  "air": {"p": "sensor", "dev_cla": "humidity", "unit_of_meas": "%", "stat_t": "~/air",
+                          "val_tpl": "{{ value_json.humidity }}"},
+                  "robot": {"p": "vacuum", "cmd_t": "~/robot"}}}
+    async with aiomqtt.Client(host, port, identifier=f"test-{uuid.uuid4().hex[:8]}") as device:
+        service = await make_iot_service(mqtt_settings(host, port, prefix))
+        try:
+            await eventually(lambda: _connected(service))
+            await device.publish(topic, json.dumps(config), retain=True)
+            listed = await eventually(lambda: _all(service, {"kitchen_hub_ceiling", "kitchen_hub_air"}))
+            assert listed["kitchen_hub_ceiling"]["name"] == "Kitchen hub Ceiling"
+            assert listed["kitchen_hub_ceiling"]["room"] == "kitchen"
+            assert listed["kitchen_hub_air"]["type"] == "humidity_sensor"
+            assert "kitchen_hub_robot" not in listed  # a platform this adapter does not read is left out
+            await device.publish(f"{base}/air", json.dumps({"humidity": 48}))
+            await eventually(lambda: _state_is(service, "kitchen_hub_air", {"humidity": 48}))
+
+            # A component sent with its platform alone is removed; an empty config removes the rest.
+            await device.publish(topic, json.dumps({**config, "cmps": {**config["cmps"], "air": {"p": "sensor"}}}),
+                                 retain=True)
+            await eventually(lambda: _gone(service, "kitchen_hub_air"))
+            assert "kitchen_hub_ceiling" in await devices_of(service)
+            await device.publish(topic, b"", retain=True)
+            await eventually(lambda: _gone(service, "kitchen_hub_ceiling"))
+        finally:
+            await device.publish(topic, b"", retain=True)
+
+
+async def _connected(service) -> bool:
+    adapter = service.app[SERVICE].adapters["mqtt"]
+    return adapter.connected.is_set()
+
+
+async def _gone(service, device_id: str) -> bool:
+    return device_id not in await devices_of(service)

@@ -98,7 +98,7 @@ async def test_the_offline_agent_operates_and_reads_the_devices_in_english(assis
     for text in ["turn on the living room light", "set the bedroom AC to 24 degrees", "is the front door locked?",
                  "dim the living room light to 30%", "open the curtains", "what's the temperature in the bedroom",
                  "turn off the living room light", "unlock the front door", "is the front door locked?",
-                 "turn on the light", "list my devices"]:
+                 "turn on the light", "list my devices", "remind me to turn on the bedroom light at 7pm"]:
         said[text] = reply_of(await ask(gateway, ALICE, text))
     assert said["turn on the living room light"] == "Done: I turned on the living room light."
     assert said["set the bedroom AC to 24 degrees"] == "Done: I set the bedroom air conditioner to 24 °C."
@@ -119,6 +119,9 @@ async def test_the_offline_agent_operates_and_reads_the_devices_in_english(assis
     assert states["bedroom_ac"]["target_temperature"] == 24
     assert states["living_room_curtain"]["position"] == 100
     assert states["front_door_lock"]["locked"] is False
+    # Put off: not done now.
+    assert not said["remind me to turn on the bedroom light at 7pm"].startswith("Done")
+    assert (await state_of(gateway, "bedroom_light"))["on"] is False
 
 
 async def test_the_offline_agent_operates_and_reads_the_devices_in_chinese(assistant_home):

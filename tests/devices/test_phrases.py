@@ -118,6 +118,14 @@ def test_a_reading_is_read_from_the_words(text, arguments):
     assert parse_reading(text) == arguments
 
 
+@pytest.mark.parametrize("text", ["remind me to turn on the living room light at 7", "turn on the light at 7pm",
+                                  "tomorrow turn off the bedroom light", "when it gets hot turn on the bedroom ac",
+                                  "turn on the light in 10 minutes", "提醒我七点钟打开客厅的灯", "明天早上打开窗帘",
+                                  "如果卧室温度超过28度就打开空调", "当温度超过28度时打开空调"])
+def test_an_operation_put_off_is_not_done_now(text):
+    assert "action" not in parse_operation(text)
+
+
 def test_chinese_numbers():
     assert [chinese_number(text) for text in ("二十四", "十八", "三十", "一百", "二十四点五", "两", "x")] == \
         [24, 18, 30, 100, 24.5, 2, None]

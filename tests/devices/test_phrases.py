@@ -36,6 +36,10 @@ def tools() -> ToolRegistry:
     ("打开客厅的灯", "operate_device"),
     ("把卧室空调调到24度", "operate_device"),
     ("窗帘拉开一半", "operate_device"),
+    ("把卧室空调调成制冷模式", "operate_device"),
+    ("把空调风速调到高", "operate_device"),
+    ("把客厅灯亮度调到百分之三十", "operate_device"),
+    ("打开空调调到二十四度", "operate_device"),
     ("turn off the bedroom light", "operate_device"),
     ("关闭卧室的灯", "operate_device"),
     ("what's the temperature in the bedroom", "read_device"),
@@ -69,7 +73,7 @@ def test_requests_about_other_things_do_not_pick_a_device_tool(tools, text):
     assert match is None or match.intent not in ("tool:operate_device", "tool:read_device", "tool:list_devices")
 
 
-@pytest.mark.parametrize("text, arguments", [
+OPERATIONS = [
     ("turn on the living room light", {"room": "living room", "type": "light", "action": "switch", "value": True}),
     ("Turn the bedroom light off", {"room": "bedroom", "type": "light", "action": "switch", "value": False}),
     ("set the bedroom AC to 24 degrees",
@@ -100,12 +104,17 @@ def test_requests_about_other_things_do_not_pick_a_device_tool(tools, text):
     ("把空调风速调到高", {"type": "air_conditioner", "action": "set", "property": "fan", "value": "high"}),
     ("锁上门", {"type": "lock", "action": "switch", "value": True}),
     ("把门锁上", {"type": "lock", "action": "switch", "value": True}),
-])
-def test_an_operation_is_read_from_the_words(text, arguments):
+]
+
+
+@pytest.mark.parametrize("text, arguments", OPERATIONS)
+def test_an_operation_is_read_from_the_words(tools, text, arguments):
     assert parse_operation(text) == arguments
+    match = best_match(text, tools.all())
+    assert match is not None and match.intent == "tool:operate_device", (text, match)
 
 
-@pytest.mark.parametrize("text, arguments", [
+READINGS = [
     ("is the front door locked?", {"type": "lock", "property": "locked"}),
     ("what's the temperature in the bedroom", {"room": "bedroom", "property": "temperature"}),
     ("卧室温度多少", {"room": "卧室", "property": "temperature"}),
@@ -113,9 +122,14 @@ def test_an_operation_is_read_from_the_words(text, arguments):
     ("门锁了吗", {"type": "lock", "property": "locked"}),
     ("is the bedroom light on?", {"room": "bedroom", "type": "light", "property": "on"}),
     ("客厅湿度是多少", {"room": "客厅", "property": "humidity"}),
-])
-def test_a_reading_is_read_from_the_words(text, arguments):
+]
+
+
+@pytest.mark.parametrize("text, arguments", READINGS)
+def test_a_reading_is_read_from_the_words(tools, text, arguments):
     assert parse_reading(text) == arguments
+    match = best_match(text, tools.all())
+    assert match is not None and match.intent == "tool:read_device", (text, match)
 
 
 @pytest.mark.parametrize("text", ["remind me to turn on the living room light at 7", "turn on the light at 7pm",

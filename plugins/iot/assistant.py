@@ -41,7 +41,9 @@ OPERATE_PARAMETERS = {"type": "object", "properties": {
                                                   "conditioner: mode (cool/heat/fan/dry/auto), target_temperature "
                                                   "(16-30 °C), fan (auto/low/medium/high); curtain: position (0 "
                                                   "closed - 100 open); lock: locked; any: on"},
-    "properties": {"type": "object", "description": "set: several properties and their values, changed together"}},
+    "properties": {"type": "object", "description": "set: several properties and their values, changed together"},
+    "all": {"type": "boolean", "description": "operate every device that fits (\"all the lights\", all the lights "
+                                              "of a room) instead of asking which one"}},
     "required": ["action"]}
 READ_PARAMETERS = {"type": "object", "properties": {
     **_WHICH,
@@ -54,14 +56,16 @@ LIST_EXAMPLES = {
     "zh": ["我有哪些设备", "列出设备", "列出我的设备", "所有设备的状态", "设备状态", "设备列表", "查看我的设备", "智能家居设备"],
 }
 OPERATE_EXAMPLES = {
-    "en": ["turn on the light", "turn off the light", "turn on light", "turn off light", "turn the light on",
+    "en": ["turn on the light", "turn off the light", "turn on the lights", "turn off the lights",
+           "turn on all the lights", "turn off all the lights", "turn on light", "turn off light", "turn the light on",
            "turn the light off", "switch on the light", "switch off the light", "switch the light on",
            "switch the light off", "turn on the ac", "turn off the ac", "turn on the air conditioner",
            "turn off the air conditioner", "set the ac to", "set the air conditioner to", "set the temperature to",
            "set the light to", "set the brightness to", "dim the light", "brighten the light", "open the curtains",
            "close the curtains", "open the curtain", "close the curtain", "lock the door", "unlock the door",
            "lock the front door", "unlock the front door"],
-    "zh": ["打开灯", "关闭灯", "关掉灯", "开灯", "关灯", "把灯打开", "把灯关掉", "打开空调", "关闭空调", "关掉空调",
+    "zh": ["打开灯", "关闭灯", "关掉灯", "开灯", "关灯", "把灯打开", "把灯关掉", "把灯都打开", "把灯都关了",
+           "打开所有的灯", "关掉所有的灯", "打开空调", "关闭空调", "关掉空调",
            "空调调到度", "把空调调到度", "空调调到", "空调调成", "空调开到", "制冷模式", "制热模式", "除湿模式",
            "风速调到", "温度调到度", "亮度调到", "把灯调暗", "把灯调亮", "打开窗帘", "关上窗帘",
            "拉开窗帘", "拉上窗帘", "窗帘拉开", "窗帘关上", "锁上门", "锁门", "把门锁上", "开锁", "解锁门锁"],
@@ -238,10 +242,19 @@ async def operate_device(arguments: dict, call: ToolCall) -> dict:
     devices = await _devices(call)
     resolution = resolve(devices, device=_text(arguments, "device"), room=_text(arguments, "room"),
                          kind=_text(arguments, "type"))
+    if resolution.device is None and arguments.get("all") is True and resolution.candidates:
+        results = []
+        for index, device in enumerate(resolution.candidates):
+            await call.progress((index + 0.5) / len(resolution.candidates), f"operating {device['name']}")
+            results.append(await _operate_one(call, device, operation))
+        return {"status": "done_all", "results": results}
     if resolution.device is None:
         return {**_not_resolved(resolution, devices), "requested": _changed(operation)}
-    device = resolution.device
-    await call.progress(0.5, f"operating {device['name']}")
+    await call.progress(0.5, f"operating {resolution.device['name']}")
+    return await _operate_one(call, resolution.device, operation)
+
+
+async def _operate_one(call: ToolCall, device: dict, operation: dict) -> dict:
     try:
         answer = await call.ask_gateway("POST", f"{DEVICES_PATH}/{device['id']}/operate",
                                         body={**operation, "source": SOURCE})
@@ -399,6 +412,9 @@ def _unresolved(result: dict, language: str) -> str | None:
 
 
 def summarize_operation(result: dict, language: str) -> str:
+    if result["status"] == "done_all":
+        return ("\n" if language == "zh" else " ").join(summarize_operation(one, language)
+                                                         for one in result["results"])
     unresolved = _unresolved(result, language)
     if unresolved is not None:
         return unresolved

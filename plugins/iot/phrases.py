@@ -229,6 +229,8 @@ def parse_operation(text: str) -> dict:
         arguments["room"] = room
     if kind:
         arguments["type"] = kind
+    if re.search(r"\ball\b|\bevery\b|\b(?:lights|lamps)\b|所有|全部的|都", said):
+        arguments["all"] = True  # "all the lights", "the lights", "把灯都关了": each one that fits
     properties = {name: _tidy(value) if isinstance(value, float) else value for name, value in properties.items()}
     if properties:
         if switch is True and kind in ("light", "air_conditioner"):

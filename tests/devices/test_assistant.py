@@ -98,7 +98,8 @@ async def test_the_offline_agent_operates_and_reads_the_devices_in_english(assis
     for text in ["turn on the living room light", "set the bedroom AC to 24 degrees", "is the front door locked?",
                  "dim the living room light to 30%", "open the curtains", "what's the temperature in the bedroom",
                  "turn off the living room light", "unlock the front door", "is the front door locked?",
-                 "turn on the light", "list my devices", "remind me to turn on the bedroom light at 7pm"]:
+                 "turn on the light", "list my devices", "remind me to turn on the bedroom light at 7pm",
+                 "turn on the bedroom light", "turn off all the lights"]:
         said[text] = reply_of(await ask(gateway, ALICE, text))
     assert said["turn on the living room light"] == "Done: I turned on the living room light."
     assert said["set the bedroom AC to 24 degrees"] == "Done: I set the bedroom air conditioner to 24 °C."
@@ -110,6 +111,8 @@ async def test_the_offline_agent_operates_and_reads_the_devices_in_english(assis
     assert said["unlock the front door"] == "Done: I unlocked the front door lock."
     assert said["is the front door locked?"] == "No, the front door lock is unlocked."
     assert said["turn on the light"] == "Which one do you mean: the bedroom light or living room light?"
+    assert said["turn off all the lights"] == \
+        "Done: I turned off the bedroom light. The living room light already was like that (off, brightness 30%, 4000 K)."
     assert said["list my devices"].splitlines()[0] == "You have 8 devices:"
     assert "- Living room light (living room): off, brightness 30%, 4000 K" in said["list my devices"]
 
@@ -120,15 +123,16 @@ async def test_the_offline_agent_operates_and_reads_the_devices_in_english(assis
     assert states["living_room_curtain"]["position"] == 100
     assert states["front_door_lock"]["locked"] is False
     # Put off: not done now.
-    assert not said["remind me to turn on the bedroom light at 7pm"].startswith("Done")
-    assert (await state_of(gateway, "bedroom_light"))["on"] is False
+    assert said["remind me to turn on the bedroom light at 7pm"] == \
+        "I need the action for that, for example: “turn on the light …”."
+    assert said["turn on the bedroom light"] == "Done: I turned on the bedroom light."  # off until then
 
 
 async def test_the_offline_agent_operates_and_reads_the_devices_in_chinese(assistant_home):
     gateway = assistant_home.gateway
     said = {}
     for text in ["门锁了吗", "把卧室空调调到24度", "窗帘拉开一半", "打开客厅的灯", "关闭客厅的灯", "卧室温度多少",
-                 "客厅湿度是多少", "锁上门", "我有哪些设备"]:
+                 "客厅湿度是多少", "锁上门", "我有哪些设备", "打开所有的灯"]:
         said[text] = reply_of(await ask(gateway, BOB, text))
     assert said["门锁了吗"] == "是的，前门智能门锁已锁上。"
     assert said["把卧室空调调到24度"] == "已把卧室空调调到24°C。"
@@ -140,6 +144,8 @@ async def test_the_offline_agent_operates_and_reads_the_devices_in_chinese(assis
     assert said["客厅湿度是多少"].startswith("没有找到这个设备。你的设备有：")
     assert said["锁上门"] == "前门智能门锁本来就是这样（已锁）。"
     assert said["我有哪些设备"].splitlines()[0] == "你有8个设备："
+    assert said["打开所有的灯"] == "已打开卧室灯。\n已打开客厅灯。"
+    assert (await state_of(gateway, "bedroom_light", BOB))["on"] is True
     assert (await state_of(gateway, "bedroom_ac", BOB))["target_temperature"] == 24
     assert (await state_of(gateway, "living_room_curtain", BOB))["position"] == 50
     # Bob's home only: Alice's is as it was.

@@ -104,6 +104,11 @@ OPERATIONS = [
     ("把空调风速调到高", {"type": "air_conditioner", "action": "set", "property": "fan", "value": "high"}),
     ("锁上门", {"type": "lock", "action": "switch", "value": True}),
     ("把门锁上", {"type": "lock", "action": "switch", "value": True}),
+    ("turn off all the lights", {"type": "light", "all": True, "action": "switch", "value": False}),
+    ("turn on the lights in the bedroom", {"room": "bedroom", "type": "light", "all": True, "action": "switch",
+                                           "value": True}),
+    ("关掉所有的灯", {"type": "light", "all": True, "action": "switch", "value": False}),
+    ("把灯都关了", {"type": "light", "all": True, "action": "switch", "value": False}),
 ]
 
 

@@ -103,7 +103,8 @@ def type_of(said: str) -> str:
 
 
 # A reading and the properties that report it: a room without a thermometer has its air
-# conditioner's `current_temperature`.
+# conditioner's own (`temperature` in the simulation and the MQTT climate mapping;
+# `current_temperature` where a device names it so).
 READINGS = {"temperature": ("temperature", "current_temperature"), "humidity": ("humidity", "current_humidity")}
 
 

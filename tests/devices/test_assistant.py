@@ -97,6 +97,7 @@ async def test_the_offline_agent_operates_and_reads_the_devices_in_english(assis
     said = {}
     for text in ["turn on the living room light", "set the bedroom AC to 24 degrees", "is the front door locked?",
                  "dim the living room light to 30%", "open the curtains", "what's the temperature in the bedroom",
+                 "what's the temperature in the living room",
                  "turn off the living room light", "unlock the front door", "is the front door locked?",
                  "turn on the light", "list my devices", "remind me to turn on the bedroom light at 7pm",
                  "turn on the bedroom light", "turn off all the lights"]:
@@ -107,6 +108,9 @@ async def test_the_offline_agent_operates_and_reads_the_devices_in_english(assis
     assert said["open the curtains"] == "Done: I opened the living room curtain."
     assert said["what's the temperature in the bedroom"].startswith("It is ")
     assert said["what's the temperature in the bedroom"].endswith(" °C in the bedroom.")
+    # The living room has no sensor: its air conditioner's own thermometer answers.
+    assert said["what's the temperature in the living room"].startswith("It is ")
+    assert said["what's the temperature in the living room"].endswith(" °C in the living room.")
     assert said["turn off the living room light"] == "Done: I turned off the living room light."
     assert said["unlock the front door"] == "Done: I unlocked the front door lock."
     assert said["is the front door locked?"] == "No, the front door lock is unlocked."
@@ -132,7 +136,7 @@ async def test_the_offline_agent_operates_and_reads_the_devices_in_chinese(assis
     gateway = assistant_home.gateway
     said = {}
     for text in ["门锁了吗", "把卧室空调调到24度", "窗帘拉开一半", "打开客厅的灯", "关闭客厅的灯", "卧室温度多少",
-                 "客厅湿度是多少", "锁上门", "我有哪些设备", "打开所有的灯"]:
+                 "客厅温度多少", "客厅湿度是多少", "锁上门", "我有哪些设备", "打开所有的灯"]:
         said[text] = reply_of(await ask(gateway, BOB, text))
     assert said["门锁了吗"] == "是的，前门智能门锁已锁上。"
     assert said["把卧室空调调到24度"] == "已把卧室空调调到24°C。"
@@ -140,6 +144,7 @@ async def test_the_offline_agent_operates_and_reads_the_devices_in_chinese(assis
     assert said["打开客厅的灯"] == "已打开客厅灯。"
     assert said["关闭客厅的灯"] == "已关闭客厅灯。"
     assert said["卧室温度多少"].startswith("卧室现在") and said["卧室温度多少"].endswith("°C。")
+    assert said["客厅温度多少"].startswith("客厅现在") and said["客厅温度多少"].endswith("°C。")
     # The simulated home has no humidity sensor in the living room: it says so, naming the devices.
     assert said["客厅湿度是多少"].startswith("没有找到这个设备。你的设备有：")
     assert said["锁上门"] == "前门智能门锁本来就是这样（已锁）。"

@@ -165,7 +165,7 @@ HOME = [
            "temperature_sensor", {"temperature": 26.4}),
     device("living_room_light", "Living room light", "客厅灯", "living_room", "客厅", "light", {"on": True}),
     device("living_room_ac", "Living room air conditioner", "客厅空调", "living_room", "客厅", "air_conditioner",
-           {"on": False, "mode": "cool", "target_temperature": 26, "current_temperature": 27.9}),
+           {"on": False, "mode": "cool", "target_temperature": 26, "temperature": 27.9}),
     device("front_door_lock", "Front door lock", "前门智能门锁", "entrance", "玄关", "lock", {"locked": True}),
 ]
 

@@ -1,0 +1,189 @@
+"""The assistant's door to the person's automations: the `list_automations` and `run_scene`
+tools, a plugin of the ai-core service (`automation_tools`). Rules and scenes live in the
+gateway, so the tools ask the gateway's own endpoints (`GET /api/v1/automation/rules`,
+`/scenes`, `POST /scenes/{id}/execute`) with the service credential acting for the person of
+the turn. The offline agent answers "list my automations" / "我有哪些自动化" and "run the movie
+night scene" / "执行回家模式" with the same calls. Their phrases always name automations, a
+scene or a mode, so "turn on the light" stays the devices' and "remind me…" the reminders'."""
+from __future__ import annotations
+
+import re
+
+from gateway.plugins import Plugin, Registrar
+from plugins.ai_core.contract import TOOLS, GatewayFailed, ToolCall, ToolFailed, Tools
+
+RULES_PATH = "/api/v1/automation/rules"
+SCENES_PATH = "/api/v1/automation/scenes"
+SHOWN = 20   # what the offline agent lists of each
+
+LIST_DESCRIPTION = ("List the user's automation rules (what triggers each: a time, a device's state, a named "
+                    "event or by hand; whether it is enabled; when it next runs) and their scenes.")
+LIST_PARAMETERS = {"type": "object", "properties": {}}
+RUN_DESCRIPTION = ("Run one of the user's scenes now, by its name (e.g. “movie night”, “回家模式”): its actions "
+                   "and its rules' actions run at once; returns what each did.")
+RUN_PARAMETERS = {"type": "object", "properties": {
+    "name": {"type": "string", "description": "the scene's name, as the user says it"}}, "required": ["name"]}
+
+LIST_EXAMPLES = {
+    "en": ["list my automations", "show my automations", "what automations do i have", "list my automation rules",
+           "show my automation rules", "which automations are set up", "list my scenes"],
+    "zh": ["我有哪些自动化", "列出我的自动化", "查看我的自动化", "自动化规则有哪些", "我的自动化规则", "我有哪些场景"],
+}
+RUN_EXAMPLES = {
+    "en": ["run the scene", "run scene", "activate the scene", "start the scene", "execute the scene",
+           "run the scene called", "run my scene"],
+    "zh": ["执行模式", "执行场景", "启动场景", "运行场景", "开启场景", "启动模式"],
+}
+
+_NAME_EN = [
+    re.compile(r"\b(?:run|activate|start|execute|trigger|play)\s+(?:the\s+|my\s+)?scene\s+(?:called\s+|named\s+)?"
+               r"(?P<name>.+)$", re.IGNORECASE),
+    re.compile(r"\b(?:run|activate|start|execute|trigger|play)\s+(?:the\s+|my\s+)?(?P<name>.+?)\s+scene\b",
+               re.IGNORECASE),
+]
+_NAME_ZH = [
+    re.compile(r"(?:执行|启动|运行|开启|激活)(?:一下)?(?:场景|模式)[:：\s]*(?P<name>.+)$"),
+    re.compile(r"(?:执行|启动|运行|开启|激活)(?:一下)?(?P<name>.+?(?:模式|场景))"),
+]
+_TRIM = " \t\n?？。.!！:：,，;；、\"'“”「」"
+_SUFFIXES = (" scene", " mode", "场景", "模式")
+
+
+def parse_run_arguments(text: str) -> dict:
+    """"run the movie night scene" → {"name": "movie night"}; "执行回家模式" → {"name": "回家模式"}."""
+    quoted = re.search(r"[\"“「『](.+?)[\"”」』]", text)
+    if quoted and quoted.group(1).strip():
+        return {"name": quoted.group(1).strip()}
+    for pattern in _NAME_EN + _NAME_ZH:
+        match = pattern.search(text.strip())
+        if match and match.group("name").strip(_TRIM):
+            return {"name": match.group("name").strip(_TRIM)}
+    return {}
+
+
+def _key(name: str) -> str:
+    name = " ".join(name.casefold().split())
+    for suffix in _SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            name = name[:-len(suffix)].strip()
+    return name.removeprefix("the ").strip()
+
+
+def find_scene(scenes: list[dict], name: str) -> dict | None:
+    """The scene the person named: exactly (case aside), else without "scene"/"模式", else the
+    one whose name contains it, or is contained in it."""
+    wanted = " ".join(name.casefold().split())
+    for scene in scenes:
+        if " ".join(scene["name"].casefold().split()) == wanted:
+            return scene
+    for scene in scenes:
+        if _key(scene["name"]) == _key(name):
+            return scene
+    partial = [scene for scene in scenes if _key(name) and (_key(name) in _key(scene["name"])
+                                                            or _key(scene["name"]) in _key(name))]
+    return partial[0] if len(partial) == 1 else None
+
+
+async def list_automations(arguments: dict, call: ToolCall) -> dict:
+    try:
+        rules = (await call.ask_gateway("GET", RULES_PATH))["rules"]
+        scenes = (await call.ask_gateway("GET", SCENES_PATH))["scenes"]
+    except GatewayFailed as failure:
+        if failure.status != 404:
+            raise
+        return {"status": "unavailable", "rules": [], "scenes": [],
+                "message": "The gateway runs no automation feature."}
+    return {"status": "listed",
+            "rules": [{"id": rule["id"], "name": rule["name"], "trigger_type": rule["trigger_type"],
+                       "enabled": rule["enabled"], "next_run_at": rule["next_run_at"],
+                       "description": rule["description"]} for rule in rules],
+            "scenes": [{"id": scene["id"], "name": scene["name"], "icon": scene["icon"],
+                        "rule_count": len(scene["rule_ids"])} for scene in scenes]}
+
+
+async def run_scene(arguments: dict, call: ToolCall) -> dict:
+    name = " ".join(str(arguments.get("name") or "").split())
+    if not name:
+        raise ToolFailed("name is empty: say which scene to run")
+    try:
+        scenes = (await call.ask_gateway("GET", SCENES_PATH))["scenes"]
+    except GatewayFailed as failure:
+        if failure.status != 404:
+            raise
+        return {"status": "unavailable", "name": name, "message": "The gateway runs no automation feature."}
+    scene = find_scene(scenes, name)
+    if scene is None:
+        return {"status": "not_found", "name": name, "scenes": [s["name"] for s in scenes],
+                "message": f"The user has no scene named {name!r}."}
+    await call.progress(0.3, f"running the scene {scene['name']!r}")
+    answer = await call.ask_gateway("POST", f"{SCENES_PATH}/{scene['id']}/execute")
+    return {"status": "ran", "name": name, "scene": {"id": scene["id"], "name": scene["name"]},
+            "message": answer["message"], "results": answer["results"]}
+
+
+_TRIGGERS_ZH = {"time": "定时", "device_state": "设备状态", "event": "事件", "manual": "手动"}
+_TRIGGERS_EN = {"time": "at set times", "device_state": "on a device's state", "event": "on an event",
+                "manual": "by hand"}
+
+
+def summarize_list(result: dict, language: str) -> str:
+    rules, scenes = result["rules"], result["scenes"]
+    if result["status"] == "unavailable":
+        return "这里没有自动化功能。" if language == "zh" else "Automations are not available here."
+    if language == "zh":
+        if not rules and not scenes:
+            return "你还没有任何自动化规则或场景。"
+        lines = [f"你有 {len(rules)} 条自动化规则、{len(scenes)} 个场景："]
+        lines += [f"- {rule['name']}（{_TRIGGERS_ZH.get(rule['trigger_type'], rule['trigger_type'])}"
+                  f"{'' if rule['enabled'] else '，已停用'}）" for rule in rules[:SHOWN]]
+        lines += [f"- 场景：{scene['name']}" for scene in scenes[:SHOWN]]
+        return "\n".join(lines)
+    if not rules and not scenes:
+        return "You have no automation rules or scenes yet."
+    lines = [f"You have {len(rules)} automation rule{'s' if len(rules) != 1 else ''} and "
+             f"{len(scenes)} scene{'s' if len(scenes) != 1 else ''}:"]
+    lines += [f"- {rule['name']} ({_TRIGGERS_EN.get(rule['trigger_type'], rule['trigger_type'])}"
+              f"{'' if rule['enabled'] else ', disabled'})" for rule in rules[:SHOWN]]
+    lines += [f"- scene: {scene['name']}" for scene in scenes[:SHOWN]]
+    return "\n".join(lines)
+
+
+def summarize_run(result: dict, language: str) -> str:
+    status = result["status"]
+    if status == "unavailable":
+        return "这里没有自动化功能。" if language == "zh" else "Automations are not available here."
+    if status == "not_found":
+        names = result["scenes"]
+        if language == "zh":
+            return f"没有找到名为「{result['name']}」的场景。" + (f"你的场景有：{'、'.join(names)}。" if names else "你还没有场景。")
+        return (f"You have no scene called “{result['name']}”. "
+                + (f"Your scenes: {', '.join(names)}." if names else "You have no scenes yet."))
+    results = result["results"]
+    succeeded = sum(1 for item in results if item["ok"])
+    failures = [item.get("error", "") for item in results if not item["ok"]]
+    name = result["scene"]["name"]
+    if language == "zh":
+        text = f"已执行场景「{name}」：{len(results)} 个动作，成功 {succeeded} 个。"
+        return text + (f"失败：{'；'.join(failures)}" if failures else "")
+    text = f"Ran the scene “{name}”: {succeeded} of {len(results)} action{'s' if len(results) != 1 else ''} succeeded."
+    return text + (f" Failed: {'; '.join(failures)}" if failures else "")
+
+
+def add_automation_tools(tools: Tools, owner: str = "automation_tools") -> None:
+    tools.add("list_automations", LIST_DESCRIPTION, LIST_PARAMETERS, list_automations, owner=owner,
+              examples=LIST_EXAMPLES, parse_arguments=lambda text: {}, summarize=summarize_list)
+    tools.add("run_scene", RUN_DESCRIPTION, RUN_PARAMETERS, run_scene, owner=owner,
+              examples=RUN_EXAMPLES, parse_arguments=parse_run_arguments, summarize=summarize_run)
+
+
+class AutomationToolsPlugin(Plugin):
+    """`automation_tools`, in the ai-core service: adds `list_automations` and `run_scene`."""
+    name = "automation_tools"
+    depends = ("ai_core",)
+    description = "the list_automations and run_scene tools: the assistant lists rules and runs scenes"
+
+    def setup(self, registrar: Registrar) -> None:
+        add_automation_tools(registrar.context.contracts.require(TOOLS), owner=self.name)
+
+
+tools_plugin = AutomationToolsPlugin()

@@ -1,0 +1,405 @@
+"""Running rules: checking their conditions, doing their actions through the other plugins'
+contracts, and writing what happened to the run log. Triggers (the clock, device changes,
+named events, a person's request) all end here, so a rule does the same thing however it
+fired.
+
+Every action reports `{"type", "ok", "detail"}` or `{"type", "ok": false, "error"}`; one
+failing action does not stop the next (a rule that switches the AC on and tells you still
+tells you when the AC is offline, and says so)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import zoneinfo
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from gateway.context import Context
+from gateway.errors import ApiError, NotFound
+from gateway.fetch import FetchError, FetchPolicy, GuardedFetcher
+from plugins.chat.contract import CHAT_TURNS, TurnFailed
+from plugins.iot.contract import DEVICES, DeviceChange
+from plugins.notifications.contract import NOTIFICATIONS
+from plugins.sessions.contract import CONVERSATIONS
+
+from . import store
+from .definitions import action_list, compare, crossed
+from .timing import next_after, parse_clock
+
+log = logging.getLogger("plugins.automation")
+
+DEFAULT_SESSION = "automation"
+SESSION_TITLE = "Automation"
+MAX_SCENE_DEPTH = 3           # a scene may run a scene that runs a scene; no deeper, and never itself again
+HTTP_DETAIL_CHARS = 300
+REPLY_DETAIL_CHARS = 300
+CLAIM_BATCH = 50
+LATE_AFTER_SECONDS = 5        # a run later than this says so in its note
+PRUNE_EVERY_ROUNDS = 100
+WAKE_CHANNEL = "automation.due"
+WEEKDAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class ActionFailed(Exception):
+    """An action that could not do its work; the message goes into the run's results."""
+
+
+class Runner:
+    """Provided to the routes and the triggers under one app key. `now` is the clock every
+    decision reads (the scheduler core's clock in a service; tests move it)."""
+
+    def __init__(self, context: Context, settings: dict, now: Callable[[], datetime] = utc_now):
+        self.context = context
+        self.settings = settings
+        self.now = now
+
+    @property
+    def db(self):
+        return self.context.db
+
+    def zone_of(self, config: dict) -> str:
+        return config.get("timezone") or self.settings["timezone"]
+
+    # ------------------------------------------------------------ a whole run
+
+    async def run_rule(self, rule: dict, trigger: str, detail: dict | None = None, *,
+                       check_conditions: bool = True, change: DeviceChange | None = None) -> dict:
+        """Check the conditions (unless asked to run now), do the actions, log the run."""
+        detail = dict(detail or {})
+        started = self.now()
+        if check_conditions and rule["conditions"]:
+            try:
+                holds, why = await self.condition_holds(rule["user_id"], rule["conditions"], change)
+            except ActionFailed as failure:
+                holds, why = False, str(failure)
+            if not holds:
+                return await store.record_run(self.db, rule["user_id"], rule["id"], trigger, detail, "skipped",
+                                              f"conditions not met: {why}", started)
+        run_id = await store.start_run(self.db, rule["user_id"], rule["id"], None, trigger, detail, started)
+        results = await self.run_actions(rule["user_id"], action_list(rule["actions"]), source=rule["id"],
+                                         scenes_seen=())
+        await store.mark_ran(self.db, rule["id"], started)
+        return await self._finish(run_id, results, detail.get("note", ""))
+
+    async def run_scene(self, scene: dict, trigger: str = "scene", detail: dict | None = None) -> dict:
+        """A scene's own actions, then the actions of each of its rules, in order (no conditions:
+        running a scene is asking for it now)."""
+        run_id = await store.start_run(self.db, scene["user_id"], None, scene["id"], trigger, detail or {}, self.now())
+        results = await self._scene_results(scene, (scene["id"],))
+        return await self._finish(run_id, results, "")
+
+    async def _finish(self, run_id: int, results: list[dict], note: str) -> dict:
+        succeeded = sum(1 for result in results if result["ok"])
+        status = "succeeded" if succeeded == len(results) else "failed" if succeeded == 0 else "partial"
+        return await store.finish_run(self.db, run_id, status, note, results, self.now())
+
+    async def _scene_results(self, scene: dict, scenes_seen: tuple[str, ...]) -> list[dict]:
+        results = await self.run_actions(scene["user_id"], scene["actions"], source=f"scene:{scene['id']}",
+                                         scenes_seen=scenes_seen)
+        for rule_id in scene["rule_ids"]:
+            rule = await store.get_rule(self.db, rule_id, scene["user_id"])
+            if rule is None:
+                continue
+            for result in await self.run_actions(scene["user_id"], action_list(rule["actions"]), source=rule["id"],
+                                                 scenes_seen=scenes_seen):
+                results.append({**result, "rule_id": rule_id})
+        return results
+
+    # ------------------------------------------------------------ conditions
+
+    async def condition_holds(self, user_id: str, condition: dict, change: DeviceChange | None) -> tuple[bool, str]:
+        """Whether the condition holds now, and in words why not."""
+        kind = condition["type"]
+        if kind in ("all", "any"):
+            reasons = []
+            for inner in condition["conditions"]:
+                holds, why = await self.condition_holds(user_id, inner, change)
+                if holds and kind == "any":
+                    return True, ""
+                if not holds and kind == "all":
+                    return False, why
+                reasons.append(why)
+            return (True, "") if kind == "all" else (False, "none of: " + "; ".join(reasons))
+        if kind == "time_window":
+            return self._in_window(condition)
+        return await self._device_condition(user_id, condition, change)
+
+    def _in_window(self, condition: dict) -> tuple[bool, str]:
+        zone = self.zone_of(condition)
+        local = self.now().astimezone(zoneinfo.ZoneInfo(zone))
+        start, end, clock = parse_clock(condition["start"]), parse_clock(condition["end"]), local.time()
+        if start <= end:
+            inside = start <= clock < end
+        else:  # past midnight: 22:00-06:00
+            inside = clock >= start or clock < end
+        weekdays = condition.get("weekdays")
+        if inside and weekdays and WEEKDAY_NAMES[local.weekday()] not in weekdays:
+            return False, f"{WEEKDAY_NAMES[local.weekday()]} is not one of {', '.join(weekdays)}"
+        if not inside:
+            return False, f"{local:%H:%M} ({zone}) is outside {condition['start']}-{condition['end']}"
+        return True, ""
+
+    async def _device_condition(self, user_id: str, condition: dict, change: DeviceChange | None) -> tuple[bool, str]:
+        if change is not None and change.user_id == user_id and change.device_id == condition["device_id"]:
+            device = change.device
+        else:
+            device = await self._device(user_id, condition["device_id"])
+        value = (device.get("state") or {}).get(condition["property"])
+        if compare(value, condition):
+            return True, ""
+        wanted = next(f"{key} {condition[key]}" for key in ("above", "below", "equals")
+                      if condition.get(key) is not None)
+        return False, f"{condition['device_id']}.{condition['property']} is {value!r}, not {wanted}"
+
+    async def _device(self, user_id: str, device_id: str) -> dict:
+        devices = self.context.contracts.get(DEVICES)
+        if devices is None:
+            raise ActionFailed("this gateway has no devices feature")
+        try:
+            return await devices.get(user_id, device_id)
+        except ApiError as error:
+            raise ActionFailed(f"{device_id}: {error.error}") from None
+
+    # ------------------------------------------------------------ actions
+
+    async def run_actions(self, user_id: str, actions: list[dict], *, source: str,
+                          scenes_seen: tuple[str, ...]) -> list[dict]:
+        results = []
+        for action in actions:
+            try:
+                outcome = await self._act(user_id, action, source, scenes_seen)
+                results.append({"type": action["type"], "ok": True, **outcome})
+            except ActionFailed as failure:
+                results.append({"type": action["type"], "ok": False, "error": str(failure)})
+            except Exception as error:  # an action's bug must not lose the run log or the next actions
+                log.exception("automation action %s of %s failed", action["type"], source)
+                results.append({"type": action["type"], "ok": False, "error": f"unexpected failure: {error}"})
+        return results
+
+    async def _act(self, user_id: str, action: dict, source: str, scenes_seen: tuple[str, ...]) -> dict:
+        kind = action["type"]
+        if kind == "notify":
+            return await self._notify(user_id, action, source)
+        if kind == "device":
+            return await self._operate(user_id, action, source)
+        if kind == "message":
+            return await self._message(user_id, action, source)
+        if kind == "scene":
+            return await self._scene(user_id, action, scenes_seen)
+        if kind == "http":
+            return await self._http(action)
+        if kind == "assistant":
+            return await self._assistant(user_id, action, source)
+        raise ActionFailed(f"unknown action type {kind!r}")
+
+    async def _notify(self, user_id: str, action: dict, source: str) -> dict:
+        notifications = self.context.contracts.get(NOTIFICATIONS)
+        if notifications is None:
+            raise ActionFailed("this gateway has no notifications feature")
+        notification = await notifications.push(user_id, action["level"], action["title"], action["body"],
+                                                {"source": f"automation:{source}"})
+        return {"detail": f"notified: {action['title']}", "notification_id": notification["id"]}
+
+    async def _operate(self, user_id: str, action: dict, source: str) -> dict:
+        devices = self.context.contracts.get(DEVICES)
+        if devices is None:
+            raise ActionFailed("this gateway has no devices feature")
+        operation: dict[str, Any] = {"action": action["action"]}
+        for key in ("property", "properties", "value"):
+            if action.get(key) is not None:
+                operation[key] = action[key]
+        try:
+            answer = await devices.operate(user_id, action["device_id"], operation, source=f"automation:{source}")
+        except ApiError as error:
+            raise ActionFailed(f"{action['device_id']}: {error.error}") from None
+        changes = (answer.get("operation") or {}).get("changes") or {}
+        said = ", ".join(f"{name} {change.get('from')!r} → {change.get('to')!r}" for name, change in changes.items())
+        return {"detail": f"{action['device_id']}: {said or 'no change'}",
+                "operation_id": str((answer.get("operation") or {}).get("id") or "")}
+
+    async def _message(self, user_id: str, action: dict, source: str) -> dict:
+        chat = self.context.contracts.get(CHAT_TURNS)
+        if chat is None:
+            raise ActionFailed("this gateway has no chat feature")
+        session_id = action.get("session_id") or DEFAULT_SESSION
+        try:
+            stored = await chat.post_message(user_id, session_id, action["text"],
+                                             metadata={"source": f"automation:{source}"},
+                                             title=SESSION_TITLE if session_id == DEFAULT_SESSION else None)
+        except ApiError as error:
+            raise ActionFailed(error.error) from None
+        return {"detail": f"posted into session {session_id}", "message_id": str(stored["id"])}
+
+    async def _scene(self, user_id: str, action: dict, scenes_seen: tuple[str, ...]) -> dict:
+        scene_id = action["scene_id"]
+        if scene_id in scenes_seen:
+            raise ActionFailed(f"scene {scene_id} is already running in this run (a scene cannot run itself)")
+        if len(scenes_seen) >= MAX_SCENE_DEPTH:
+            raise ActionFailed(f"scenes nest at most {MAX_SCENE_DEPTH} deep")
+        scene = await store.get_scene(self.db, scene_id, user_id)
+        if scene is None:
+            raise ActionFailed(f"scene {scene_id} no longer exists")
+        results = await self._scene_results(scene, (*scenes_seen, scene_id))
+        succeeded = sum(1 for result in results if result["ok"])
+        if results and succeeded == 0:
+            raise ActionFailed(f"scene {scene['name']!r}: none of its {len(results)} actions succeeded")
+        return {"detail": f"ran scene {scene['name']!r}: {succeeded} of {len(results)} actions succeeded",
+                "results": results}
+
+    async def _http(self, action: dict) -> dict:
+        config = self.context.config
+        fetcher = GuardedFetcher.for_context(self.context, policy=FetchPolicy.from_config(config, purpose="automation"),
+                                             timeout=self.settings["http_timeout"])
+        body = action.get("body")
+        try:
+            result = await fetcher.fetch(action["url"], method=action["method"],
+                                         headers={"User-Agent": "assistant-gateway automation", **action["headers"]},
+                                         json_body=body if action["method"] != "GET" else None)
+        except FetchError as error:
+            raise ActionFailed(f"{action['method']} {action['url']}: {error}") from None
+        text = result.text()[:HTTP_DETAIL_CHARS]
+        if not result.ok:
+            raise ActionFailed(f"{action['method']} {action['url']} answered {result.status}: {text}")
+        return {"detail": f"{action['method']} {action['url']} answered {result.status}", "status": result.status,
+                "response": text}
+
+    async def _assistant(self, user_id: str, action: dict, source: str) -> dict:
+        chat = self.context.contracts.get(CHAT_TURNS)
+        if chat is None:
+            raise ActionFailed("this gateway has no chat feature")
+        session_id = action.get("session_id") or DEFAULT_SESSION
+        conversations = self.context.contracts.require(CONVERSATIONS)
+        await conversations.ensure_session(user_id, session_id,
+                                           title=SESSION_TITLE if session_id == DEFAULT_SESSION else None)
+        try:
+            reply = await chat.submit_and_wait(user_id, session_id, action["prompt"],
+                                               metadata={"source": f"automation:{source}"},
+                                               timeout=self.settings["assistant_timeout"])
+        except TurnFailed as failure:
+            raise ActionFailed(f"the assistant did not answer: {failure.error}") from None
+        except ApiError as error:
+            raise ActionFailed(error.error) from None
+        delivered = [f"session {session_id}"]
+        if "notification" in action["deliver"]:
+            notifications = self.context.contracts.get(NOTIFICATIONS)
+            if notifications is not None:
+                await notifications.push(user_id, "info", action["prompt"][:200], reply.text[:4000],
+                                         {"source": f"automation:{source}", "session_id": session_id})
+                delivered.append("a notification")
+        return {"detail": f"the assistant replied ({' and '.join(delivered)}): {reply.text[:REPLY_DETAIL_CHARS]}",
+                "reply": reply.text}
+
+    # ------------------------------------------------------------ triggers that are not the clock
+
+    async def on_device_change(self, change: DeviceChange) -> None:
+        """Fire each of the owner's device-state rules this change makes true, once per
+        (rule, change) across instances; the actions run off the feed's back."""
+        rules = await store.rules_listening(self.db, change.user_id, "device_state")
+        for rule in rules:
+            config = rule["trigger_config"]
+            if config.get("device_id") != change.device_id or config.get("property") not in change.changes:
+                continue
+            if not crossed(change.changes[config["property"]], config):
+                continue
+            if not await store.claim_device_change(self.db, rule["id"], change.event_id):
+                continue
+            detail = {"event_id": change.event_id, "device_id": change.device_id, "property": config["property"],
+                      **{key: change.changes[config["property"]].get(key) for key in ("from", "to")},
+                      "cause": change.cause, "timestamp": change.timestamp}
+            await self._spawn(self.run_rule(rule, "device_state", detail, change=change))
+
+    async def fire_event(self, user_id: str, name: str, payload: dict) -> list[dict]:
+        """Run every enabled rule of the person listening for this event; their runs."""
+        runs = []
+        for rule in await store.rules_listening(self.db, user_id, "event"):
+            if rule["trigger_config"].get("event") == name:
+                runs.append(await self.run_rule(rule, "event", {"event": name, "payload": payload}))
+        return runs
+
+    # ------------------------------------------------------------ the clock
+
+    def _following(self, rule: dict, after: datetime) -> datetime | None:
+        return next_after(rule["trigger_config"], self.zone_of(rule["trigger_config"]), after)
+
+    async def claim_and_fire(self) -> int:
+        """Claim the due time rules (FOR UPDATE SKIP LOCKED: each due instant goes to one
+        instance), move each to its next occurrence, and fire it, or skip it when it is later
+        than the grace window (a gateway that was down). Returns how many were claimed."""
+        grace = self.settings["grace_seconds"]
+        claimed_total = 0
+        while True:
+            now = self.now()
+            claimed = await store.claim_due_rules(self.db, now, CLAIM_BATCH, self._following)
+            claimed_total += len(claimed)
+            for rule, due_at in claimed:
+                late = max(0.0, (now - due_at).total_seconds())
+                detail = {"due_at": store.rfc3339(due_at), "late_seconds": round(late, 3)}
+                if late > grace:
+                    await store.record_run(self.db, rule["user_id"], rule["id"], "time", detail, "skipped",
+                                           f"missed: due at {detail['due_at']}, {late:.0f}s ago, past the grace "
+                                           f"window of {grace:g}s (the gateway was not running)", now)
+                    continue
+                if late >= LATE_AFTER_SECONDS:
+                    detail["note"] = f"ran {late:.0f}s late (within the grace window of {grace:g}s)"
+                await self._spawn(self.run_rule(rule, "time", detail))
+            if len(claimed) < CLAIM_BATCH:
+                return claimed_total
+
+    async def rules_changed(self, next_run_at: datetime | None) -> None:
+        """A rule became due sooner than the loops may think: wake them, on every instance."""
+        if next_run_at is not None:
+            await self.context.bus.publish(WAKE_CHANNEL, {"due": store.rfc3339(next_run_at)})
+
+    async def time_loop(self, context: Context) -> None:
+        wake = asyncio.Event()
+
+        async def woken(_: dict) -> None:
+            wake.set()
+
+        subscription = await context.bus.subscribe(WAKE_CHANNEL, woken)
+        rounds = 0
+        try:
+            while True:
+                wake.clear()
+                try:
+                    await self.claim_and_fire()
+                    rounds += 1
+                    if rounds % PRUNE_EVERY_ROUNDS == 0:
+                        await store.prune_claims(self.db)
+                    due = await store.next_due(self.db)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("automation time triggers: claiming due rules failed")
+                    due = None
+                interval = self.settings["poll_interval"]
+                delay = interval if due is None else min(interval, max(0.0, (due - self.now()).total_seconds()))
+                try:
+                    await asyncio.wait_for(wake.wait(), delay)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            await subscription.close()
+
+    async def _spawn(self, work) -> None:
+        scheduler = self.context.scheduler
+        await scheduler.spawn(self._logged(work))
+
+    @staticmethod
+    async def _logged(work) -> None:
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("an automation run failed")
+
+
+def not_found(kind: str) -> NotFound:
+    return NotFound(f"{kind.capitalize()} not found.", error_type=f"{kind}_not_found",
+                    hint=f"List your {kind}s with GET /api/v1/automation/{kind}s.")
+

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar, overload
 from aiohttp import web
 
 from .contracts import Contracts
+from .schedule import Clock, SystemClock
 from .typedefs import CONTEXT
 
 if TYPE_CHECKING:
@@ -71,6 +72,8 @@ class Context:
         self.hub: WebSocketHub = WebSocketHub(self)
         self.app: web.Application | None = None
         self.embedded_database = None  # the embedded PostgreSQL handle, when one is used
+        # What "now" is for scheduled work (gateway.schedule): real time; tests put a ManualClock here.
+        self.clock: Clock = SystemClock()
 
     def has(self, name: str) -> bool:
         return self.__dict__.get("_" + name) is not None

@@ -5,7 +5,7 @@ Clients are opened when the service starts (see `app.py`); touching one before t
 service that did not ask for it, raises a clear error instead of an AttributeError."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Callable, Generic, TypeVar, overload
 
 from aiohttp import web
 
@@ -72,8 +72,23 @@ class Context:
         self.hub: WebSocketHub = WebSocketHub(self)
         self.app: web.Application | None = None
         self.embedded_database = None  # the embedded PostgreSQL handle, when one is used
-        # What "now" is for scheduled work (gateway.schedule): real time; tests put a ManualClock here.
-        self.clock: Clock = SystemClock()
+        self._clock: Clock = SystemClock()
+        self._clock_listeners: list[Callable[[], None]] = []
+
+    @property
+    def clock(self) -> "Clock":
+        """What "now" is for scheduled work (gateway.schedule): the real time, or a test's
+        `ManualClock`, which may be put here while the service runs."""
+        return self._clock
+
+    @clock.setter
+    def clock(self, clock: "Clock") -> None:
+        self._clock = clock
+        for listener in list(self._clock_listeners):
+            listener()  # a due loop sleeping on the old clock wakes and reads the new one
+
+    def on_clock_change(self, listener: Callable[[], None]) -> None:
+        self._clock_listeners.append(listener)
 
     def has(self, name: str) -> bool:
         return self.__dict__.get("_" + name) is not None

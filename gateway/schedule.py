@@ -312,6 +312,7 @@ class DueLoop:
         self._planned: datetime | None = None
         self._subscription: Subscription | None = None
         self.rounds = 0  # how many times claim_and_fire ran (tests and logs)
+        context.on_clock_change(self._wake.set)
 
     async def notify_due(self, instant: datetime) -> None:
         """Something is due at `instant`: wake this instance's loop, and the other instances'

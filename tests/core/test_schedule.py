@@ -192,6 +192,26 @@ async def test_the_due_loop_fires_at_the_due_instant_and_wakes_early_when_told(m
         await asyncio.gather(runner, return_exceptions=True)
 
 
+async def test_a_clock_put_on_a_running_service_wakes_its_due_loop(make_config):
+    context = Context("test", make_config())
+    seen: list[datetime] = []
+
+    async def claim_and_fire():
+        seen.append(context.clock.now())
+        return None
+
+    loop = DueLoop(context, "switch", claim_and_fire, max_sleep=3600)
+    runner = asyncio.create_task(loop.run())
+    try:
+        await settle(lambda: loop.rounds == 1)  # asleep for an hour of real time
+        context.clock = ManualClock(datetime(2030, 1, 1, tzinfo=UTC))
+        await settle(lambda: loop.rounds == 2)
+        assert seen[-1] == datetime(2030, 1, 1, tzinfo=UTC)
+    finally:
+        runner.cancel()
+        await asyncio.gather(runner, return_exceptions=True)
+
+
 async def test_the_due_loop_survives_a_failing_round(make_config):
     context = Context("test", make_config())
     context.clock = ManualClock(datetime(2026, 11, 24, 8, 0, tzinfo=UTC))

@@ -22,7 +22,7 @@ from .runner import Runner, not_found
 from .schemas import (EVENT_PATH, ID_PATH, EventAnswer, EventQuery, OwnerQuery, RuleAnswer, RuleCreate, RuleList, RuleSaved,
                       RuleUpdate, RunAnswer, RunList, RunsQuery, SceneAnswer, SceneCreate, SceneList, SceneSaved, SceneUpdate,
                       Succeeded)
-from .timing import first_run
+from .timing import next_after
 
 RUNNER = web.AppKey("automation.runner", Runner)
 MAX_EVENT_PAYLOAD = 16 * 1024
@@ -65,17 +65,24 @@ async def check_owned_scenes(request: web.Request, owner: str, actions: list[dic
                          hint="List your scenes with GET /api/v1/automation/scenes.")
 
 
-async def checked_rule(request: web.Request, owner: str, rule: dict) -> tuple[dict, Any]:
-    """The rule's definition checked whole; and when a time trigger is next due."""
+async def checked_rule(request: web.Request, owner: str, rule: dict, previous: dict | None = None) -> Any:
+    """The rule's definition checked whole; and when a time trigger is next due (unchanged by
+    an update that leaves the trigger and `enabled` alone, so renaming a rule does not move it)."""
     trigger = check_trigger(rule["trigger_type"], rule["trigger_config"])
     check_conditions(rule["conditions"])
     actions = check_actions(rule["actions"])
     await check_owned_scenes(request, owner, actions)
+    if rule["trigger_type"] != "time" or not rule["enabled"]:
+        return None
+    if previous is not None and all(previous[key] == rule[key] for key in ("trigger_type", "trigger_config",
+                                                                           "enabled")):
+        return previous["next_run_at"]
     runner = runner_of(request)
-    next_run_at = None
-    if rule["trigger_type"] == "time":
-        next_run_at = first_run(trigger, runner.zone_of(trigger), runner.now())
-    return rule, next_run_at
+    next_run_at = next_after(trigger, runner.zone_of(trigger), runner.now())
+    if next_run_at is None:
+        raise BadRequest(f"Invalid trigger_config: at ({trigger['at']}) is in the past; the rule would never run.",
+                         error_type="validation_error", hint="Give a future instant, or a repeat.")
+    return next_run_at
 
 
 def summary(run: dict, what: str) -> str:
@@ -110,7 +117,7 @@ async def create_rule(request: web.Request) -> web.Response:
     owner = owner_for(user, requested_owner(request, body))
     rule = {key: body[key] for key in store.RULE_FIELDS}
     rule["name"] = rule["name"].strip()
-    rule, next_run_at = await checked_rule(request, owner, rule)
+    next_run_at = await checked_rule(request, owner, rule)
     saved = await store.insert_rule(get_context(request).db, owner, rule, next_run_at)
     await runner_of(request).rules_changed(next_run_at)
     return web.json_response({"success": True, "rule": saved}, status=201)
@@ -133,9 +140,7 @@ async def update_rule(request: web.Request) -> web.Response:
     changes = {key: body[key] for key in store.RULE_FIELDS if key in body}
     if "name" in changes:
         changes["name"] = changes["name"].strip()
-    merged, next_run_at = await checked_rule(request, rule["user_id"], {**rule, **changes})
-    if merged["trigger_type"] == "time" and not changes.keys() & {"trigger_type", "trigger_config", "enabled"}:
-        next_run_at = rule["next_run_at"]  # renaming a rule does not move when it is due
+    next_run_at = await checked_rule(request, rule["user_id"], {**rule, **changes}, previous=rule)
     saved = await store.update_rule(get_context(request).db, rule["id"], changes, next_run_at)
     if saved is None:
         raise not_found("rule")

@@ -5,8 +5,6 @@ known ones (docs/automation.md)."""
 from __future__ import annotations
 
 import re
-import zoneinfo
-from datetime import datetime
 from typing import Any
 
 import marshmallow
@@ -15,7 +13,7 @@ from marshmallow import fields, validate, validates_schema
 from gateway.errors import BadRequest
 from gateway.validation import load
 
-from .timing import parse_clock, parse_cron, parse_instant
+from .timing import check_zone, parse_clock, parse_cron, parse_instant
 
 MAX_ACTIONS = 20
 MAX_CONDITION_DEPTH = 5
@@ -30,9 +28,9 @@ DELIVERIES = ("session", "notification")
 
 def _timezone(value: str) -> None:
     try:
-        zoneinfo.ZoneInfo(value)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        raise marshmallow.ValidationError(f"{value!r} is not an IANA time zone (e.g. Asia/Shanghai, Europe/Paris)")
+        check_zone(value)
+    except ValueError as error:
+        raise marshmallow.ValidationError(str(error)) from None
 
 
 def _clock(value: str) -> None:
@@ -203,7 +201,9 @@ class HttpAction(Strict):
 class AssistantAction(Strict):
     type = fields.String(required=True)
     prompt = fields.String(required=True, validate=validate.Length(min=1, max=4000))
-    session_id = MessageAction._declared_fields["session_id"]
+    session_id = fields.String(load_default=None, validate=[
+        validate.Length(min=1, max=128),
+        validate.Regexp(r"^[A-Za-z0-9_.:\-]+\Z", error="use letters, digits and _ . : - only")])
     deliver = fields.List(fields.String(validate=validate.OneOf(DELIVERIES)),
                           load_default=lambda: ["session", "notification"], validate=validate.Length(min=1, max=2))
 
@@ -310,6 +310,3 @@ def crossed(change: dict, comparison: dict) -> bool:
     """A device change that makes the comparison true when it was not before (`from` → `to`)."""
     return compare(change.get("to"), comparison) and not compare(change.get("from"), comparison)
 
-
-def now_in(zone: str, moment: datetime) -> datetime:
-    return moment.astimezone(zoneinfo.ZoneInfo(zone))

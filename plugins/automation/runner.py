@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import zoneinfo
-from datetime import datetime, timezone
-from typing import Any, Callable
+from datetime import datetime, timedelta
+from typing import Any
 
 from gateway.context import Context
 from gateway.errors import ApiError, NotFound
 from gateway.fetch import FetchError, FetchPolicy, GuardedFetcher
+from gateway.schedule import DueLoop, judge_lateness, rfc3339
 from plugins.chat.contract import CHAT_TURNS, TurnFailed
 from plugins.iot.contract import DEVICES, DeviceChange
 from plugins.notifications.contract import NOTIFICATIONS
@@ -34,14 +35,8 @@ MAX_SCENE_DEPTH = 3           # a scene may run a scene that runs a scene; no de
 HTTP_DETAIL_CHARS = 300
 REPLY_DETAIL_CHARS = 300
 CLAIM_BATCH = 50
-LATE_AFTER_SECONDS = 5        # a run later than this says so in its note
 PRUNE_EVERY_ROUNDS = 100
-WAKE_CHANNEL = "automation.due"
 WEEKDAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-
-
-def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 class ActionFailed(Exception):
@@ -49,13 +44,17 @@ class ActionFailed(Exception):
 
 
 class Runner:
-    """Provided to the routes and the triggers under one app key. `now` is the clock every
-    decision reads (the scheduler core's clock in a service; tests move it)."""
+    """Provided to the routes and the triggers under one app key. Every decision reads the
+    scheduler core's clock (`context.clock`), which tests set and move."""
 
-    def __init__(self, context: Context, settings: dict, now: Callable[[], datetime] = utc_now):
+    def __init__(self, context: Context, settings: dict):
         self.context = context
         self.settings = settings
-        self.now = now
+        self.due_loop: DueLoop | None = None
+        self.rounds = 0
+
+    def now(self) -> datetime:
+        return self.context.clock.now()
 
     @property
     def db(self):
@@ -325,65 +324,46 @@ class Runner:
     def _following(self, rule: dict, after: datetime) -> datetime | None:
         return next_after(rule["trigger_config"], self.zone_of(rule["trigger_config"]), after)
 
-    async def claim_and_fire(self) -> int:
-        """Claim the due time rules (FOR UPDATE SKIP LOCKED: each due instant goes to one
-        instance), move each to its next occurrence, and fire it, or skip it when it is later
-        than the grace window (a gateway that was down). Returns how many were claimed."""
-        grace = self.settings["grace_seconds"]
-        claimed_total = 0
+    async def claim_and_fire(self) -> datetime | None:
+        """The due loop's call: claim the due time rules (FOR UPDATE SKIP LOCKED: each due
+        instant goes to one instance), move each to its next occurrence in the same
+        transaction, and fire it, late and saying so within the grace window, or skip and record
+        it when older (the gateway was down). Returns when the next rule is due."""
+        grace = timedelta(seconds=self.settings["grace_seconds"])
         while True:
             now = self.now()
             claimed = await store.claim_due_rules(self.db, now, CLAIM_BATCH, self._following)
-            claimed_total += len(claimed)
             for rule, due_at in claimed:
-                late = max(0.0, (now - due_at).total_seconds())
-                detail = {"due_at": store.rfc3339(due_at), "late_seconds": round(late, 3)}
-                if late > grace:
+                lateness = judge_lateness(due_at, now, grace)
+                detail: dict[str, Any] = {"due_at": rfc3339(due_at), "late": lateness.verdict == "late",
+                                          "late_by_seconds": lateness.late_by_seconds}
+                if not lateness.fires:
                     await store.record_run(self.db, rule["user_id"], rule["id"], "time", detail, "skipped",
-                                           f"missed: due at {detail['due_at']}, {late:.0f}s ago, past the grace "
-                                           f"window of {grace:g}s (the gateway was not running)", now)
+                                           f"missed: due at {detail['due_at']}, {lateness.late_by_seconds}s ago, "
+                                           f"past the grace window of {grace.total_seconds():g}s "
+                                           "(the gateway was not running)", now)
                     continue
-                if late >= LATE_AFTER_SECONDS:
-                    detail["note"] = f"ran {late:.0f}s late (within the grace window of {grace:g}s)"
+                if lateness.verdict == "late":
+                    detail["note"] = (f"ran {lateness.late_by_seconds}s late (within the grace window of "
+                                      f"{grace.total_seconds():g}s)")
                 await self._spawn(self.run_rule(rule, "time", detail))
             if len(claimed) < CLAIM_BATCH:
-                return claimed_total
+                break
+        self.rounds += 1
+        if self.rounds % PRUNE_EVERY_ROUNDS == 0:
+            await store.prune_claims(self.db)
+        return await store.next_due(self.db)
 
-    async def rules_changed(self, next_run_at: datetime | None) -> None:
-        """A rule became due sooner than the loops may think: wake them, on every instance."""
-        if next_run_at is not None:
-            await self.context.bus.publish(WAKE_CHANNEL, {"due": store.rfc3339(next_run_at)})
+    async def rules_changed(self, next_run_at: datetime | str | None) -> None:
+        """A rule became due, maybe sooner than the loops plan: wake them, on every instance."""
+        if isinstance(next_run_at, str):
+            next_run_at = datetime.fromisoformat(next_run_at.replace("Z", "+00:00"))
+        if next_run_at is not None and self.due_loop is not None:
+            await self.due_loop.notify_due(next_run_at)
 
     async def time_loop(self, context: Context) -> None:
-        wake = asyncio.Event()
-
-        async def woken(_: dict) -> None:
-            wake.set()
-
-        subscription = await context.bus.subscribe(WAKE_CHANNEL, woken)
-        rounds = 0
-        try:
-            while True:
-                wake.clear()
-                try:
-                    await self.claim_and_fire()
-                    rounds += 1
-                    if rounds % PRUNE_EVERY_ROUNDS == 0:
-                        await store.prune_claims(self.db)
-                    due = await store.next_due(self.db)
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("automation time triggers: claiming due rules failed")
-                    due = None
-                interval = self.settings["poll_interval"]
-                delay = interval if due is None else min(interval, max(0.0, (due - self.now()).total_seconds()))
-                try:
-                    await asyncio.wait_for(wake.wait(), delay)
-                except asyncio.TimeoutError:
-                    pass
-        finally:
-            await subscription.close()
+        self.due_loop = DueLoop(context, "automation", self.claim_and_fire, max_sleep=self.settings["poll_interval"])
+        await self.due_loop.run()
 
     async def _spawn(self, work) -> None:
         scheduler = self.context.scheduler

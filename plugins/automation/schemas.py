@@ -129,11 +129,14 @@ class RunList(marshmallow.Schema):
     total = fields.Integer(required=True)
 
 
+def _rule_id() -> fields.String:
+    return fields.String(validate=validate.Regexp(r"^[0-9a-f]{32}\Z", error="a rule id is 32 hex digits"))
+
+
 class SceneCreate(marshmallow.Schema):
     name = _name(True)
     icon = fields.String(load_default="", validate=validate.Length(max=64))
-    rule_ids = fields.List(fields.String(validate=validate.Regexp(r"^[0-9a-f]{32}\Z", error="a rule id is 32 hex digits")),
-                           load_default=list, validate=validate.Length(max=50))
+    rule_ids = fields.List(_rule_id(), load_default=list, validate=validate.Length(max=50))
     actions = fields.Raw(load_default=list, metadata={
         "description": "The scene's own actions, run before its rules' (same types as a rule's)."})
     user_id = fields.String(load_default=None, validate=validate.Length(min=1, max=128))
@@ -142,7 +145,7 @@ class SceneCreate(marshmallow.Schema):
 class SceneUpdate(marshmallow.Schema):
     name = _name(False)
     icon = fields.String(validate=validate.Length(max=64))
-    rule_ids = SceneCreate._declared_fields["rule_ids"]
+    rule_ids = fields.List(_rule_id(), validate=validate.Length(max=50))
     actions = fields.Raw()
     user_id = fields.String(validate=validate.Length(min=1, max=128))
 

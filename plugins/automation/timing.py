@@ -1,12 +1,12 @@
-"""When a time trigger is due: parsing what a person writes (an instant, a time of day, a cron
-expression) and the next instant of a trigger after a given one, in UTC. The arithmetic of
-repeats across time zones and daylight-saving changes is the scheduler core's
-(gateway/schedule.py); this module only maps a trigger's fields onto it."""
+"""When a time trigger is due: reading what a person writes (an instant, a time of day, a cron
+expression) and mapping a trigger onto the scheduler core's repeats (gateway/schedule.py), which
+does the arithmetic on the wall clock of the zone, across daylight-saving changes."""
 from __future__ import annotations
 
 import re
-import zoneinfo
-from datetime import datetime, time, timedelta, timezone
+from datetime import datetime, time
+
+from gateway.schedule import Repeat, check_cron, localize, next_occurrence, zone_named
 
 _CLOCK = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)\Z")
 WEEKDAY_NUMBERS = {"mon": 0, "tue": 1, "wed": 2, "thu": 3, "fri": 4, "sat": 5, "sun": 6}
@@ -20,25 +20,22 @@ def parse_clock(text: str) -> time:
 
 
 def parse_instant(text: str, zone: str) -> datetime:
-    """ISO 8601; without an offset the time is read in `zone`."""
+    """ISO 8601; without an offset the wall time is read in `zone`."""
     try:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except (ValueError, AttributeError):
         raise ValueError(f"{text!r} is not an ISO 8601 date and time (e.g. 2026-12-01T08:00:00+08:00)") from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=zoneinfo.ZoneInfo(zone))
-    return moment.astimezone(timezone.utc)
+        return localize(moment, zone_named(zone))
+    return moment.astimezone(zone_named("UTC"))
 
 
 def parse_cron(expression: str) -> None:
-    from croniter import croniter
-
-    if len(expression.split()) != 5 or not croniter.is_valid(expression):
-        raise ValueError(f"{expression!r} is not a five-field cron expression (minute hour day month weekday)")
+    check_cron(expression)
 
 
-def utc(moment: datetime) -> datetime:
-    return moment.astimezone(timezone.utc)
+def check_zone(name: str) -> None:
+    zone_named(name)
 
 
 def next_after(trigger: dict, zone: str, after: datetime) -> datetime | None:
@@ -48,22 +45,12 @@ def next_after(trigger: dict, zone: str, after: datetime) -> datetime | None:
     if trigger.get("at"):
         instant = parse_instant(trigger["at"], zone)
         return instant if instant > after else None
-    tz = zoneinfo.ZoneInfo(zone)
+    tz = zone_named(zone)
     if trigger.get("cron"):
-        from croniter import croniter
-
-        return utc(croniter(trigger["cron"], after.astimezone(tz)).get_next(datetime))
-    clock = parse_clock(trigger["time"])
-    weekdays = {WEEKDAY_NUMBERS[day] for day in trigger.get("weekdays") or WEEKDAY_NUMBERS}
-    day = after.astimezone(tz).date()
-    for _ in range(9):
-        if day.weekday() in weekdays:
-            candidate = datetime.combine(day, clock, tzinfo=tz)
-            if candidate > after:
-                return utc(candidate)
-        day += timedelta(days=1)
-    return None
-
-
-def first_run(trigger: dict, zone: str, now: datetime) -> datetime | None:
-    return next_after(trigger, zone, now)
+        return next_occurrence(Repeat("cron", cron=trigger["cron"]), after, after, tz)
+    # The anchor only carries the time of day: today's wall clock at that time.
+    anchor = localize(datetime.combine(after.astimezone(tz).date(), parse_clock(trigger["time"])), tz)
+    if trigger["repeat"] == "daily":
+        return next_occurrence("daily", anchor, after, tz)
+    days = frozenset(WEEKDAY_NUMBERS[day] for day in trigger["weekdays"])
+    return next_occurrence(Repeat("weekdays", weekdays=days), anchor, after, tz)

@@ -1,0 +1,267 @@
+"""The gateway's side of the devices (plugin `devices`, docs/devices.md, "In the gateway").
+
+- The `DEVICES` contract (contract.py) for the gateway's other plugins (automation): the
+  person's devices, operating one, and every change of any device once.
+- The spec's `/api/v1/devices*` endpoints for people: the IoT service's own answers, passed on,
+  each person scoped to their own devices (the administrator may name anyone).
+- The feed (feed.py): one gateway instance at a time follows the IoT service's change stream and
+  turns each change into a `device_update` frame to the owner's devices and a call of the
+  contract's listeners.
+
+Every call goes to the IoT service (`peers.iot_service_url`, IOT_SERVICE_URL) with the service
+credential acting for a named person, through `IotTransport`, the one way this code base reaches
+it: one time limit, one mapping of "no usable answer" to 502 `iot_service_unreachable`."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Awaitable, Callable, NamedTuple
+from urllib.parse import quote
+
+import aiohttp
+from aiohttp import web
+from marshmallow import fields, validate
+from yarl import URL
+
+from gateway.context import Context
+from gateway.identity import Identity, owner_for, require_user
+from gateway.openapi import api_doc
+from gateway.plugins import Plugin, PluginSettings, Registrar
+from gateway.text import loads_utf8_safe
+from gateway.validation import parse_body, parse_query
+
+from .contract import DEVICES, DeviceChange, DeviceError
+from .feed import DeviceFeed
+from .gateway_schemas import (DeviceAnswer, DeviceList, DeviceUpdateFrame, History, HistoryQuery, ListQuery,
+                              OperateBody, Operated, OwnerQuery)
+
+log = logging.getLogger("plugins.iot.gateway")
+
+PEER = "iot_service"
+DEVICES_PATH = "/api/v1/devices"
+UNREACHABLE = "iot_service_unreachable"
+# The source recorded for an operation a person asks for through these endpoints.
+PERSON_SOURCE = "api"
+
+POSITIVE = validate.Range(min=0.001)
+
+
+class DevicesSettings(PluginSettings):
+    """`[plugins.devices]`: how the gateway reaches the IoT service and follows its changes."""
+    timeout = fields.Float(load_default=10.0, validate=POSITIVE, metadata={
+        "description": "Seconds the gateway waits for the IoT service (IOT_SERVICE_URL) per call, connecting "
+                       "included; then it answers 502 iot_service_unreachable."})
+    feed = fields.Boolean(load_default=True, metadata={
+        "description": "Follow the IoT service's changes and send them to the owners' devices as `device_update` "
+                       "frames (one gateway instance at a time does, whichever holds the feed's lease)."})
+    feed_lease_seconds = fields.Float(load_default=15.0, validate=validate.Range(min=0.2), metadata={
+        "description": "How long the feed's lease lasts unless renewed (renewed every third of it): the longest "
+                       "a dead holder keeps the other instances from taking the feed over."})
+    feed_retry_min = fields.Float(load_default=0.5, validate=POSITIVE, metadata={
+        "description": "Seconds before the first reconnection after the IoT service's stream closed or failed."})
+    feed_retry_max = fields.Float(load_default=30.0, validate=POSITIVE, metadata={
+        "description": "The longest wait between reconnections (the wait doubles from feed_retry_min)."})
+    feed_heartbeat = fields.Float(load_default=20.0, validate=validate.Range(min=0.1), metadata={
+        "description": "Seconds between WebSocket pings to the IoT service; a missing pong closes the stream "
+                       "(and it is opened again)."})
+    dedupe_seconds = fields.Float(load_default=300.0, validate=POSITIVE, metadata={
+        "description": "How long a change's event_id is remembered on the bus, so that a change heard twice at "
+                       "a feed hand-over is sent once."})
+
+
+class Answer(NamedTuple):
+    status: int
+    body: dict
+
+
+class IotTransport:
+    """One HTTP call to the IoT service and its decoded answer (any status). Every way of not
+    getting a usable one is a DeviceError 502 `iot_service_unreachable`."""
+
+    def __init__(self, context: Context, timeout: aiohttp.ClientTimeout):
+        self.context = context
+        self.timeout = timeout
+
+    def base_url(self) -> str:
+        return self.context.peer_url(PEER)
+
+    def unreachable(self, reason: str, status: int | None = None) -> DeviceError:
+        hint = ("SERVICE_TOKEN must be the same for the gateway and the iot-debug-service." if status in (401, 403)
+                else f"Check that the iot-debug-service runs at {self.base_url() or '(unset)'} (IOT_SERVICE_URL).")
+        return DeviceError(reason, error_type=UNREACHABLE, hint=hint, status=502)
+
+    async def call(self, method: str, path: str, *, params: dict | None = None, body: dict | None = None) -> Answer:
+        params = {key: str(value) for key, value in (params or {}).items() if value is not None}
+        base_url = self.base_url()
+        if not base_url:
+            raise self.unreachable("No address is configured for the IoT service.")
+        try:
+            url = URL(base_url + path, encoded=True)
+            async with self.context.http.request(method, url, params=params, json=body,
+                                                 headers=self.context.peer_headers(),
+                                                 timeout=self.timeout) as response:
+                raw = await response.read()
+                status = response.status
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as error:  # ValueError: a bad URL
+            detail = str(error)
+            raise self.unreachable(f"The IoT service cannot be reached or did not answer in time "
+                                   f"({error.__class__.__name__}{': ' + detail if detail else ''}).") from None
+        try:
+            answer: Any = loads_utf8_safe(raw)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise self.unreachable(f"The IoT service answered {status} without a JSON object.", status)
+        if (status in (401, 403) and answer.get("errorType") != "operation_refused") \
+                or (status >= 400 and not answer.get("error")):
+            # Our own credential refused: this service's configuration, not the caller's request.
+            raise self.unreachable(f"The IoT service refused the gateway ({status}: {answer.get('error') or '?'}).",
+                                   status)
+        return Answer(status, answer)
+
+    async def ok(self, method: str, path: str, *, params: dict | None = None, body: dict | None = None) -> dict:
+        """The answer of a call that succeeded; the service's refusal as a DeviceError."""
+        answer = await self.call(method, path, params=params, body=body)
+        if answer.status >= 400:
+            raise refusal(answer)
+        return answer.body
+
+
+def refusal(answer: Answer) -> DeviceError:
+    """The IoT service's error answer as it came (400 invalid_operation, 403 operation_refused,
+    404 device_not_found, 502/503 device_unreachable...), to be passed on unchanged."""
+    body = answer.body
+    status = answer.status if 400 <= answer.status <= 599 else 502
+    hint = body.get("hint")
+    return DeviceError(str(body["error"]), error_type=str(body.get("errorType") or "iot_service_failed"),
+                       hint=hint if isinstance(hint, str) else None, status=status)
+
+
+def device_path(device_id: str, *tail: str) -> str:
+    """The service's path of one device; the id quoted whole (an MQTT device's id may hold any character)."""
+    return "/".join((DEVICES_PATH, quote(device_id, safe=""), *tail))
+
+
+class DevicesClient:
+    """The `DEVICES` contract over the IoT service; every call names the person it acts for."""
+
+    def __init__(self, transport: IotTransport):
+        self.transport = transport
+        self.listeners: list[Callable[[DeviceChange], Awaitable[None]]] = []
+
+    async def list(self, user_id: str) -> list[dict]:
+        answer = await self.transport.ok("GET", DEVICES_PATH, params={"user_id": user_id})
+        return list(answer["devices"])
+
+    async def get(self, user_id: str, device_id: str) -> dict:
+        answer = await self.transport.ok("GET", device_path(device_id), params={"user_id": user_id})
+        return dict(answer["device"])
+
+    async def operate(self, user_id: str, device_id: str, operation: dict, *, source: str) -> dict:
+        answer = await self.transport.ok("POST", device_path(device_id, "operate"), params={"user_id": user_id},
+                                         body={**operation, "source": source})
+        return {"device": answer["device"], "operation": answer["operation"]}
+
+    def on_change(self, listener: Callable[[DeviceChange], Awaitable[None]]) -> None:
+        self.listeners.append(listener)
+
+
+# ---------------------------------------------------------------- the endpoints
+
+routes = web.RouteTableDef()
+CLIENT = web.AppKey("devices.client", DevicesClient)
+ERRORS = (404, 502)
+DEVICE_ID = {"device_id": {"type": "string", "minLength": 1, "maxLength": 200,
+                           "description": "The device's id, e.g. `living_room_light`."}}
+
+
+async def pass_on(request: web.Request, method: str, path: str, *, params: dict,
+                  body: dict | None = None) -> web.Response:
+    """The IoT service's answer to `method path`, passed on with its status and body."""
+    answer = await request.config_dict[CLIENT].transport.call(method, path, params=params, body=body)
+    if answer.status >= 400:
+        raise refusal(answer)
+    return web.json_response(answer.body, status=answer.status)
+
+
+def device_id_of(request: web.Request) -> str:
+    return request.match_info["device_id"]
+
+
+@routes.get(DEVICES_PATH, name="devices.list")
+@api_doc("Your devices and their states (the administrator: anyone's, with user_id)", query=ListQuery,
+         responses={200: DeviceList}, errors=(502,), tags=("devices",))
+async def list_devices(request: web.Request) -> web.Response:
+    identity = await require_user(request)
+    query = parse_query(request, ListQuery())
+    return await pass_on(request, "GET", DEVICES_PATH, params={
+        "user_id": owner_for(identity, query["user_id"]), "room": query["room"], "type": query["type"]})
+
+
+@routes.get(DEVICES_PATH + "/{device_id}", name="devices.get")
+@api_doc("One of your devices", query=OwnerQuery, responses={200: DeviceAnswer}, errors=ERRORS,
+         path=DEVICE_ID, tags=("devices",))
+async def get_device(request: web.Request) -> web.Response:
+    identity = await require_user(request)
+    query = parse_query(request, OwnerQuery())
+    return await pass_on(request, "GET", device_path(device_id_of(request)),
+                         params={"user_id": owner_for(identity, query["user_id"])})
+
+
+def source_for(identity: Identity, asked: str | None) -> str:
+    """Another service (the assistant's tools, automation over HTTP) says who it acts as; a
+    person's operation is always theirs, `api`."""
+    return (asked or PERSON_SOURCE) if identity.kind == "service" else PERSON_SOURCE
+
+
+@routes.post(DEVICES_PATH + "/{device_id}/operate", name="devices.operate")
+@api_doc("Operate one of your devices: switch it, or set one property or several at once",
+         body=OperateBody, query=OwnerQuery, responses={200: Operated}, errors=(403, 404, 502, 503),
+         path=DEVICE_ID, tags=("devices",),
+         description="A value out of range, an unknown property or an option the device does not have is a 400 "
+                     "`invalid_operation` naming the property and what it takes; unlocking a lock the operator "
+                     "protects is a 403 `operation_refused`; a real device that is offline is a 502/503 "
+                     "`device_unreachable`. Every device of the owner then receives a `device_update` frame.")
+async def operate_device(request: web.Request) -> web.Response:
+    identity = await require_user(request)
+    query = parse_query(request, OwnerQuery())
+    body = await parse_body(request, OperateBody())
+    body["source"] = source_for(identity, body.get("source"))
+    return await pass_on(request, "POST", device_path(device_id_of(request), "operate"),
+                         params={"user_id": owner_for(identity, query["user_id"])}, body=body)
+
+
+@routes.get(DEVICES_PATH + "/{device_id}/history", name="devices.history")
+@api_doc("A device's operations, newest first (successful and refused ones)", query=HistoryQuery,
+         responses={200: History}, errors=ERRORS, path=DEVICE_ID, tags=("devices",))
+async def device_history(request: web.Request) -> web.Response:
+    identity = await require_user(request)
+    query = parse_query(request, HistoryQuery())
+    return await pass_on(request, "GET", device_path(device_id_of(request), "history"), params={
+        "user_id": owner_for(identity, query["user_id"]), "limit": query["limit"], "offset": query["offset"]})
+
+
+# ---------------------------------------------------------------- the plugin
+
+class DevicesPlugin(Plugin):
+    name = "devices"
+    depends = ("auth_tokens",)
+    description = "The person's devices (the IoT service): /api/v1/devices, device_update frames, DEVICES"
+    settings_schema = DevicesSettings
+
+    def setup(self, registrar: Registrar) -> None:
+        settings = registrar.settings
+        transport = IotTransport(registrar.context, aiohttp.ClientTimeout(total=settings["timeout"]))
+        client = DevicesClient(transport)
+        registrar.provide(DEVICES, client)
+        registrar.app_state(CLIENT, client)
+        registrar.routes(routes)
+        registrar.ws_server_message("device_update", DeviceUpdateFrame,
+                                    "A device of the person changed (an operation by anyone, a simulated reading "
+                                    "drifting, a real device reporting): sent to each of their connected devices.")
+        if settings["feed"]:
+            feed = DeviceFeed(registrar.context, settings, client.listeners, transport.base_url)
+            registrar.job("feed", feed.run)
+
+
+plugin = DevicesPlugin()

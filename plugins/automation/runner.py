@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+
+import marshmallow
 import zoneinfo
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,7 +26,7 @@ from plugins.notifications.contract import NOTIFICATIONS
 from plugins.sessions.contract import CONVERSATIONS
 
 from . import store
-from .definitions import action_list, compare, crossed
+from .definitions import ACTIONS, action_list, check_conditions, compare, crossed
 from .timing import next_after, parse_clock
 
 log = logging.getLogger("plugins.automation")
@@ -41,6 +43,21 @@ WEEKDAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 class ActionFailed(Exception):
     """An action that could not do its work; the message goes into the run's results."""
+
+
+def loaded_action(raw: Any) -> dict:
+    """A saved action with its defaults; one that no longer loads (a type since removed) fails."""
+    try:
+        return ACTIONS[raw["type"]]().load(raw)
+    except (KeyError, TypeError, marshmallow.ValidationError) as error:
+        raise ActionFailed(f"this action cannot be run: {error}") from None
+
+
+def loaded_conditions(raw: Any) -> dict | None:
+    try:
+        return check_conditions(raw)
+    except ApiError as error:
+        raise ActionFailed(f"the conditions cannot be checked: {error.error}") from None
 
 
 class Runner:
@@ -72,7 +89,9 @@ class Runner:
         started = self.now()
         if check_conditions and rule["conditions"]:
             try:
-                holds, why = await self.condition_holds(rule["user_id"], rule["conditions"], change)
+                conditions = loaded_conditions(rule["conditions"])
+                holds, why = (True, "") if conditions is None else await self.condition_holds(
+                    rule["user_id"], conditions, change)
             except ActionFailed as failure:
                 holds, why = False, str(failure)
             if not holds:
@@ -168,8 +187,10 @@ class Runner:
     async def run_actions(self, user_id: str, actions: list[dict], *, source: str,
                           scenes_seen: tuple[str, ...]) -> list[dict]:
         results = []
-        for action in actions:
+        for raw in actions:
+            action = {"type": str(raw.get("type")) if isinstance(raw, dict) else "unknown"}
             try:
+                action = loaded_action(raw)  # as saved, with each field's default filled in
                 outcome = await self._act(user_id, action, source, scenes_seen)
                 results.append({"type": action["type"], "ok": True, **outcome})
             except ActionFailed as failure:

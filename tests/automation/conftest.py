@@ -61,3 +61,96 @@ def make_gateway(aiohttp_client, make_config, database_url):
                                                      *plugins, automation_plugin])
         return Gateway(app, await aiohttp_client(app))
     return build
+
+
+# ---------------------------------------------------------------- the whole deployment
+
+FAST_FEED = {"feed_lease_seconds": 0.6, "feed_retry_min": 0.05, "feed_retry_max": 0.3, "timeout": 5.0}
+
+
+class Stack:
+    """The IoT service, the AI core (its offline agent, and the automation tools) and gateway
+    instances, each a real server on a loopback port, all on one database; a web site on
+    loopback for the http action."""
+
+    def __init__(self):
+        self.iot_url = ""
+        self.ai_core_url = ""
+        self.gateways: list[Gateway] = []
+        self.site_hits: list[dict] = []
+        self.site_url = ""
+
+    @property
+    def gateway(self) -> Gateway:
+        return self.gateways[0]
+
+
+@pytest.fixture
+def make_stack(aiohttp_server, aiohttp_client, make_config, database_url):
+    from aiohttp import web
+
+    from plugins.ai_core import client_plugin as ai_core_client_plugin
+    from plugins.ai_core import plugin as ai_core_plugin
+    from plugins.automation.assistant import tools_plugin as automation_tools_plugin
+    from plugins.chat import plugin as chat_plugin
+    from plugins.iot.gateway import plugin as devices_plugin
+    from plugins.iot.service import plugin as iot_plugin
+    from plugins.webhooks import plugin as webhooks_plugin
+    from tests.support.servers import free_port
+
+    async def build(*, instances: int = 1, tick_seconds: float = 3600.0, shared: dict | None = None,
+                    automation: dict | None = None) -> Stack:
+        stack = Stack()
+
+        async def hook(request: web.Request) -> web.Response:
+            stack.site_hits.append({"method": request.method, "path": request.path,
+                                    "headers": dict(request.headers), "body": await request.text()})
+            if request.path == "/broken":
+                return web.json_response({"error": "nope"}, status=500)
+            return web.json_response({"received": True})
+
+        site = web.Application()
+        site.router.add_route("*", "/{tail:.*}", hook)
+        site_server = await aiohttp_server(site)
+        stack.site_url = f"http://127.0.0.1:{site_server.port}"
+
+        iot = await aiohttp_server(create_app("iot-debug-service", make_config({
+            "database.url": database_url, "plugins.iot": {"tick_seconds": tick_seconds}}),
+            plugins=[tokens_plugin, iot_plugin]))
+        stack.iot_url = str(iot.make_url("")).rstrip("/")
+        gateway_ports = [free_port() for _ in range(instances)]
+        ai_core = await aiohttp_server(create_app("ai-core", make_config({
+            "database.url": database_url, "peers.gateway_url": f"http://127.0.0.1:{gateway_ports[0]}",
+            "plugins.ai_core": {"first_token_timeout": 10, "idle_timeout": 20, "tool_timeout": 20,
+                                "timezone": "UTC"}}),
+            plugins=[tokens_plugin, ai_core_plugin, automation_tools_plugin]))
+        stack.ai_core_url = str(ai_core.make_url("")).rstrip("/")
+        for port in gateway_ports:
+            config = make_config({
+                "database.url": database_url, "peers.iot_service_url": stack.iot_url,
+                "peers.ai_core_url": stack.ai_core_url, "auth.chat_for_all_users": True,
+                "plugins.devices": FAST_FEED, "plugins.automation": automation or {},
+                # The operator lets automations (and nothing else) reach the test site on loopback.
+                "fetch.automation_hosts": [f"127.0.0.1:{site_server.port}"],
+                **(shared or {})})
+            app = create_app("gateway", config, plugins=[
+                tokens_plugin, sessions_plugin, notifications_plugin, ai_core_client_plugin, chat_plugin,
+                devices_plugin, webhooks_plugin, automation_plugin])
+            server = await aiohttp_server(app, port=port)
+            stack.gateways.append(Gateway(app, await aiohttp_client(server)))
+        return stack
+    return build
+
+
+async def frames_until(ws, wanted: str, count: int = 1, timeout: float = 10.0) -> list[dict]:
+    """Every frame a device's socket receives until the `count`-th of type `wanted`."""
+    frames: list[dict] = []
+    deadline = asyncio.get_running_loop().time() + timeout
+    while sum(1 for frame in frames if frame.get("type") == wanted) < count:
+        frames.append(await asyncio.wait_for(ws.receive_json(),
+                                             max(0.01, deadline - asyncio.get_running_loop().time())))
+    return frames
+
+
+def of_type(frames: list[dict], wanted: str) -> list[dict]:
+    return [frame for frame in frames if frame.get("type") == wanted]

@@ -32,7 +32,7 @@ LIST_EXAMPLES = {
 RUN_EXAMPLES = {
     "en": ["run the scene", "run scene", "activate the scene", "start the scene", "execute the scene",
            "run the scene called", "run my scene"],
-    "zh": ["执行模式", "执行场景", "启动场景", "运行场景", "开启场景", "启动模式"],
+    "zh": ["执行模式", "执行场景", "启动场景", "运行场景", "开启场景", "启动模式", "开启模式", "运行模式"],
 }
 
 _NAME_EN = [

@@ -1,0 +1,139 @@
+"""The assistant's automation tools (`automation_tools` in the AI core): the offline agent's
+phrases in English and Chinese, which must not take the devices' or the built-in tools'
+phrases, and the tools working through a real AI core asking a real gateway."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.automation.conftest import API
+
+
+def offline_tools():
+    """The AI core's built-in tools, the device tools, search_knowledge and the automation tools,
+    as the offline agent sees them."""
+    from plugins.ai_core.builtin_tools import register_builtin_tools
+    from plugins.ai_core.tools import ToolRegistry
+    from plugins.automation.assistant import add_automation_tools
+    from plugins.iot.assistant import add_device_tools
+    from plugins.knowledge.assistant import add_search_knowledge
+
+    registry = ToolRegistry()
+    register_builtin_tools(registry, "UTC")
+    add_search_knowledge(registry)
+    add_device_tools(registry)
+    add_automation_tools(registry)
+    return registry.all()
+
+
+@pytest.mark.parametrize("text, intent, arguments", [
+    ("list my automations", "tool:list_automations", {}),
+    ("What automations do I have?", "tool:list_automations", {}),
+    ("show my automation rules", "tool:list_automations", {}),
+    ("我有哪些自动化", "tool:list_automations", {}),
+    ("列出我的自动化规则", "tool:list_automations", {}),
+    ("run the movie night scene", "tool:run_scene", {"name": "movie night"}),
+    ("Please activate the Good Morning scene", "tool:run_scene", {"name": "Good Morning"}),
+    ("run the scene called reading time", "tool:run_scene", {"name": "reading time"}),
+    ("start the “movie night” scene", "tool:run_scene", {"name": "movie night"}),
+    ("执行回家模式", "tool:run_scene", {"name": "回家模式"}),
+    ("启动离家模式", "tool:run_scene", {"name": "离家模式"}),
+    ("执行场景：晚安", "tool:run_scene", {"name": "晚安"}),
+    ("帮我开启睡眠模式", "tool:run_scene", {"name": "睡眠模式"}),
+])
+def test_the_offline_agent_understands_the_automation_phrases(text, intent, arguments):
+    from plugins.ai_core.agent import best_match
+    from plugins.automation.assistant import parse_run_arguments
+
+    match = best_match(text, offline_tools())
+    assert match is not None and match.intent == intent, match
+    if intent == "tool:run_scene":
+        assert parse_run_arguments(text) == arguments
+
+
+@pytest.mark.parametrize("text, intent", [
+    ("turn on the living room light", "tool:operate_device"),
+    ("打开客厅的灯", "tool:operate_device"),
+    ("把空调调到制冷模式", "tool:operate_device"),
+    ("list my devices", "tool:list_devices"),
+    ("我有哪些设备", "tool:list_devices"),
+    ("what is the temperature in the bedroom", "tool:read_device"),
+    ("what time is it", "tool:get_current_time"),
+    ("search my notes for the boiler", "tool:search_knowledge"),
+])
+def test_other_tools_keep_their_phrases(text, intent):
+    from plugins.ai_core.agent import best_match
+
+    match = best_match(text, offline_tools())
+    assert match is not None and match.intent == intent, match
+
+
+@pytest.mark.parametrize("text", ["remind me to turn on the oven at 6", "提醒我明天早上九点给妈妈打电话",
+                                  "every weekday at 7:30 remind me to take my pills"])
+def test_reminder_phrases_are_not_automations(text):
+    from plugins.ai_core.agent import best_match
+
+    match = best_match(text, offline_tools())
+    assert match is None or match.intent not in ("tool:list_automations", "tool:run_scene"), match
+
+
+def test_scenes_are_found_by_the_name_as_said():
+    from plugins.automation.assistant import find_scene
+
+    scenes = [{"name": "Movie night"}, {"name": "回家模式"}, {"name": "Good morning"}, {"name": "Good night"}]
+    assert find_scene(scenes, "movie night") == scenes[0]
+    assert find_scene(scenes, "Movie Night scene") == scenes[0]
+    assert find_scene(scenes, "回家") == scenes[1]
+    assert find_scene(scenes, "回家模式") == scenes[1]
+    assert find_scene(scenes, "good") is None      # two scenes: ask, do not guess
+    assert find_scene(scenes, "party") is None
+
+
+def token_of(headers: dict) -> str:
+    return headers["Authorization"].split(" ", 1)[1]
+
+
+async def ask(gateway, headers: dict, text: str) -> str:
+    """The assistant's reply to one message over /ws/chat."""
+    async with gateway.client.ws_connect(f"/ws/chat?token={token_of(headers)}&session_id=assistant") as ws:
+        await ws.send_json({"type": "message", "content": text})
+        while True:
+            frame = await asyncio.wait_for(ws.receive_json(), 30)
+            if frame["type"] == "stream_end":
+                return frame["text"]
+
+
+async def test_the_assistant_lists_automations_and_runs_a_scene_by_name(make_stack):
+    stack = await make_stack()
+    gateway = stack.gateway
+    client = gateway.client
+    await gateway.create_rule(gateway.alice, name="Wake up", trigger_type="time",
+                              trigger_config={"repeat": "daily", "time": "07:00"},
+                              actions=[{"type": "notify", "title": "Good morning"}])
+    for name, brightness in (("Movie night", 15), ("回家模式", 90)):
+        response = await client.post(f"{API}/scenes", headers=gateway.alice, json={"name": name, "actions": [
+            {"type": "device", "device_id": "living_room_light", "action": "set",
+             "properties": {"on": True, "brightness": brightness}}]})
+        assert response.status == 201
+
+    reply = await ask(gateway, gateway.alice, "list my automations")
+    assert reply.startswith("You have 1 automation rule and 2 scenes:")
+    assert "- Wake up (at set times)" in reply and "- scene: Movie night" in reply
+    reply = await ask(gateway, gateway.alice, "我有哪些自动化")
+    assert reply.startswith("你有 1 条自动化规则、2 个场景") and "- Wake up（定时）" in reply
+
+    reply = await ask(gateway, gateway.alice, "run the movie night scene")
+    assert reply == "Ran the scene “Movie night”: 1 of 1 action succeeded."
+    light = await (await client.get("/api/v1/devices/living_room_light", headers=gateway.alice)).json()
+    assert light["device"]["state"]["brightness"] == 15
+    reply = await ask(gateway, gateway.alice, "执行回家模式")
+    assert reply == "已执行场景「回家模式」：1 个动作，成功 1 个。"
+    light = await (await client.get("/api/v1/devices/living_room_light", headers=gateway.alice)).json()
+    assert light["device"]["state"]["brightness"] == 90
+
+    reply = await ask(gateway, gateway.alice, "run the party scene")
+    assert reply.startswith("You have no scene called “party”.") and "Movie night" in reply
+    # Bob has none of Alice's.
+    reply = await ask(gateway, gateway.bob, "list my automations")
+    assert reply == "You have no automation rules or scenes yet."

@@ -117,6 +117,8 @@ async def create_rule(request: web.Request) -> web.Response:
     owner = owner_for(user, requested_owner(request, body))
     rule = {key: body[key] for key in store.RULE_FIELDS}
     rule["name"] = rule["name"].strip()
+    for key in ("trigger_config", "conditions"):  # null: none
+        rule[key] = {} if rule[key] is None else rule[key]
     next_run_at = await checked_rule(request, owner, rule)
     saved = await store.insert_rule(get_context(request).db, owner, rule, next_run_at)
     await runner_of(request).rules_changed(next_run_at)
@@ -140,6 +142,9 @@ async def update_rule(request: web.Request) -> web.Response:
     changes = {key: body[key] for key in store.RULE_FIELDS if key in body}
     if "name" in changes:
         changes["name"] = changes["name"].strip()
+    for key in ("trigger_config", "conditions"):
+        if key in changes and changes[key] is None:
+            changes[key] = {}
     next_run_at = await checked_rule(request, rule["user_id"], {**rule, **changes}, previous=rule)
     saved = await store.update_rule(get_context(request).db, rule["id"], changes, next_run_at)
     if saved is None:

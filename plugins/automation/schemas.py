@@ -29,8 +29,8 @@ class RuleCreate(marshmallow.Schema):
     description = fields.String(load_default="", validate=validate.Length(max=2000))
     trigger_type = fields.String(required=True, validate=validate.Length(min=1, max=64), metadata={
         "description": "time, device_state, event or manual (docs/automation.md)."})
-    trigger_config = fields.Dict(keys=fields.String(), load_default=dict)
-    conditions = fields.Raw(load_default=dict, metadata={
+    trigger_config = fields.Dict(keys=fields.String(), load_default=dict, allow_none=True)
+    conditions = fields.Raw(load_default=dict, allow_none=True, metadata={
         "description": "{} for none, one condition object (time_window, device_state, all, any), or a list (all)."})
     actions = fields.Raw(required=True, metadata={
         "description": "A list of action objects (or one action object): notify, device, message, scene, http, "
@@ -45,8 +45,8 @@ class RuleUpdate(marshmallow.Schema):
     name = _name(False)
     description = fields.String(validate=validate.Length(max=2000))
     trigger_type = fields.String(validate=validate.Length(min=1, max=64))
-    trigger_config = fields.Dict(keys=fields.String())
-    conditions = fields.Raw()
+    trigger_config = fields.Dict(keys=fields.String(), allow_none=True)
+    conditions = fields.Raw(allow_none=True)
     actions = fields.Raw()
     enabled = fields.Boolean()
     user_id = fields.String(validate=validate.Length(min=1, max=128))

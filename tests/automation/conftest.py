@@ -55,10 +55,13 @@ class Gateway:
 
 @pytest.fixture
 def make_gateway(aiohttp_client, make_config, database_url):
-    async def build(*plugins, **overrides) -> Gateway:
+    async def build(*plugins, clock=None, **overrides) -> Gateway:
+        """`clock`: the scheduler core's clock from the very start (before the due loop's first look)."""
         config = make_config({"database.url": database_url, **overrides})
         app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, notifications_plugin,
                                                      *plugins, automation_plugin])
+        if clock is not None:
+            get_context(app).clock = clock
         return Gateway(app, await aiohttp_client(app))
     return build
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from tests.automation.conftest import API, frames_until, of_type
+from tests.support.asyncapi import FrameChecker
 
 
 def token_of(headers: dict) -> str:
@@ -44,6 +45,10 @@ async def test_trigger_runs_every_kind_of_action_and_reports_each(make_stack):
             assert frame["type"] not in ("notification", "response"), frame
         except asyncio.TimeoutError:
             pass
+    # Every frame the rule made the phone receive fits the gateway's AsyncAPI document.
+    checker = FrameChecker(await (await client.get("/api/v1/asyncapi.json")).json())
+    for frame in frames:
+        checker.check(frame)
     assert answer["success"] is True
     assert answer["message"] == "Rule 'Everything' ran 7 actions: 7 succeeded.", answer
     results = answer["results"]

@@ -241,6 +241,11 @@ async def test_partial_update_keeps_the_rest_and_is_checked_whole(make_gateway):
     assert saved["trigger_type"] == "event" and saved["next_run_at"] is None
     response = await client.put(f"{API}/rules/{rule['id']}", headers=gateway.alice, json={"enabled": False})
     assert (await response.json())["rule"]["enabled"] is False
+    response = await client.put(f"{API}/rules/{rule['id']}", headers=gateway.alice, json={
+        "conditions": {"type": "time_window", "start": "08:00", "end": "09:00"}})
+    assert (await response.json())["rule"]["conditions"]["type"] == "time_window"
+    response = await client.put(f"{API}/rules/{rule['id']}", headers=gateway.alice, json={"conditions": None})
+    assert (await response.json())["rule"]["conditions"] == {}
     current = (await (await client.get(f"{API}/rules/{rule['id']}", headers=gateway.alice)).json())["rule"]
     assert current["name"] == "Wake up" and current["trigger_config"] == {"event": "go"}
 

@@ -107,6 +107,28 @@ async def test_late_within_the_grace_window_fires_and_says_so_older_is_skipped_a
     assert rule["next_run_at"] == "2026-11-25T06:05:00.000Z"
 
 
+async def test_a_restart_with_rules_due_meanwhile(make_gateway):
+    """The gateway stops; two rules fall due while it is down; a new instance starts ten minutes
+    later: the one due two minutes ago fires late, the one due nine minutes ago is recorded as
+    missed, and neither fires again."""
+    automation = {"plugins.automation": {"grace_seconds": 300}}
+    before = await make_gateway(clock=ManualClock(START), **automation)
+    long_ago = await before.create_rule(before.alice, name="Long ago", trigger_type="time", actions=[NOTIFY],
+                                        trigger_config={"at": "2026-11-24T06:01:00Z"})
+    recent = await before.create_rule(before.alice, name="Recent", trigger_type="time", actions=[NOTIFY],
+                                      trigger_config={"at": "2026-11-24T06:08:00Z"})
+    await before.client.close()
+    after = await make_gateway(clock=ManualClock(START + timedelta(minutes=10)), **automation)
+    [missed] = await settle(after, after.alice, long_ago["id"], 1)
+    [late] = await settle(after, after.alice, recent["id"], 1)
+    assert missed["status"] == "skipped" and missed["trigger_detail"]["late_by_seconds"] == 540
+    assert "past the grace window of 300s" in missed["note"]
+    assert late["status"] == "succeeded" and late["trigger_detail"]["late"] is True
+    assert late["trigger_detail"]["late_by_seconds"] == 120
+    rules = (await (await after.client.get(f"{API}/rules", headers=after.alice)).json())["rules"]
+    assert [rule["next_run_at"] for rule in rules] == [None, None]
+
+
 async def test_two_gateway_instances_fire_a_due_rule_once(make_stack):
     stack = await make_stack(instances=2)
     first, second = stack.gateways

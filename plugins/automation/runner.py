@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 
 import marshmallow
 import zoneinfo
@@ -60,6 +61,32 @@ def loaded_conditions(raw: Any) -> dict | None:
         raise ActionFailed(f"the conditions cannot be checked: {error.error}") from None
 
 
+_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z0-9_.]+)\s*\}\}")
+TEXT_FIELDS = ("title", "body", "text", "prompt")
+
+
+def template_values(rule_name: str, detail: dict) -> dict:
+    """What `{{...}}` may name in a rule's texts: `rule`, and what fired it (`to`, `from`,
+    `device_id`, `property`, `event`, `payload.<key>`, `due_at`...)."""
+    values: dict[str, Any] = {"rule": rule_name}
+    for key, value in detail.items():
+        if isinstance(value, dict):
+            values.update({f"{key}.{inner_key}": inner for inner_key, inner in value.items()
+                           if isinstance(inner, (str, int, float, bool))})
+        elif isinstance(value, (str, int, float, bool)):
+            values[key] = value
+    return values
+
+
+def filled(action: dict, values: dict) -> dict:
+    """The action with `{{name}}` in its texts replaced; a name not known stays as written."""
+    def fill(text: str) -> str:
+        return _PLACEHOLDER.sub(lambda match: str(values[match.group(1)]) if match.group(1) in values
+                                else match.group(0), text)
+    return {key: fill(value) if key in TEXT_FIELDS and isinstance(value, str) else value
+            for key, value in action.items()}
+
+
 class Runner:
     """Provided to the routes and the triggers under one app key. Every decision reads the
     scheduler core's clock (`context.clock`), which tests set and move."""
@@ -99,7 +126,7 @@ class Runner:
                                               f"conditions not met: {why}", started)
         run_id = await store.start_run(self.db, rule["user_id"], rule["id"], None, trigger, detail, started)
         results = await self.run_actions(rule["user_id"], action_list(rule["actions"]), source=rule["id"],
-                                         scenes_seen=())
+                                         scenes_seen=(), values=template_values(rule["name"], detail))
         await store.mark_ran(self.db, rule["id"], started)
         return await self._finish(run_id, results, detail.get("note", ""))
 
@@ -185,12 +212,12 @@ class Runner:
     # ------------------------------------------------------------ actions
 
     async def run_actions(self, user_id: str, actions: list[dict], *, source: str,
-                          scenes_seen: tuple[str, ...]) -> list[dict]:
+                          scenes_seen: tuple[str, ...], values: dict | None = None) -> list[dict]:
         results = []
         for raw in actions:
             action = {"type": str(raw.get("type")) if isinstance(raw, dict) else "unknown"}
             try:
-                action = loaded_action(raw)  # as saved, with each field's default filled in
+                action = filled(loaded_action(raw), values or {})  # defaults and {{placeholders}} filled in
                 outcome = await self._act(user_id, action, source, scenes_seen)
                 results.append({"type": action["type"], "ok": True, **outcome})
             except ActionFailed as failure:

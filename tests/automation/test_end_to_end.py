@@ -25,7 +25,8 @@ async def test_too_warm_switches_the_living_room_ac_on_and_tells_me(make_stack, 
         "trigger_config": {"device_id": "bedroom_temperature", "property": "temperature", "above": 28},
         "actions": [{"type": "device", "device_id": "living_room_ac", "action": "set",
                      "properties": {"on": True, "mode": "cool", "target_temperature": 25}},
-                    {"type": "notify", "title": "It is above 28 °C", "body": "I switched the living-room AC on."}]})
+                    {"type": "notify", "title": "It is above 28 °C",
+                     "body": "{{device_id}} reads {{to}} °C: I switched the living-room AC on ({{rule}})."}]})
     assert response.status == 201, await response.text()
     rule = (await response.json())["rule"]
     async with second.client.ws_connect(f"/ws/chat?token={token_of(second.alice)}&session_id=phone") as phone:
@@ -57,6 +58,8 @@ async def test_too_warm_switches_the_living_room_ac_on_and_tells_me(make_stack, 
     assert run["trigger"] == "device_state" and run["status"] == "succeeded"
     assert run["trigger_detail"]["from"] <= 28 < run["trigger_detail"]["to"]
     assert run["trigger_detail"]["cause"] == "simulation"
+    assert notification["notification"]["body"] == (
+        f"bedroom_temperature reads {run['trigger_detail']['to']} °C: I switched the living-room AC on (Too warm).")
     assert [result["type"] for result in run["results"]] == ["device", "notify"]
     # Bob's home was not touched.
     bob_ac = await (await first.client.get("/api/v1/devices/living_room_ac", headers=first.bob)).json()

@@ -155,7 +155,8 @@ async def test_named_events_with_a_bearer_or_the_webhook_key(make_stack):
     client = gateway.client
     rule = await gateway.create_rule(gateway.alice, name="Doorbell", trigger_type="event",
                                      trigger_config={"event": "doorbell"},
-                                     actions=[{"type": "notify", "title": "Someone is at the door"}])
+                                     actions=[{"type": "notify", "title": "Someone is at the {{payload.button}} door",
+                                               "body": "{{event}} {{payload.missing}}"}])
     other = await gateway.create_rule(gateway.alice, name="Other", trigger_type="event",
                                       trigger_config={"event": "mail"}, actions=[NOTIFY])
     response = await client.post(f"{API}/events/doorbell", headers=gateway.alice, json={"button": "front"})
@@ -164,6 +165,7 @@ async def test_named_events_with_a_bearer_or_the_webhook_key(make_stack):
     assert answer["success"] is True and answer["event"] == "doorbell" and len(answer["runs"]) == 1
     assert answer["runs"][0]["rule_id"] == rule["id"] and answer["runs"][0]["status"] == "succeeded"
     assert answer["runs"][0]["trigger_detail"] == {"event": "doorbell", "payload": {"button": "front"}}
+    assert answer["runs"][0]["results"][0]["detail"] == "notified: Someone is at the front door"
     # The operator's key acts for the named person; Bob's own bearer reaches only Bob's rules.
     key = {"X-Webhook-Key": "test-webhook-key"}
     response = await client.post(f"{API}/events/doorbell?user_id=user_alice", headers=key)

@@ -37,9 +37,9 @@ def requested_owner(request: web.Request, body: dict | None = None) -> str | Non
     return (body or {}).get("user_id") or parse_query(request, OwnerQuery())["user_id"]
 
 
-async def rule_for(request: web.Request, user: Identity, body: dict | None = None) -> dict:
-    """The rule of the path: the caller's own; any one for the administrator (naming no user)."""
-    requested = requested_owner(request, body)
+async def rule_for(request: web.Request, user: Identity, requested: str | None) -> dict:
+    """The rule of the path: the caller's own (or `requested`'s, for the administrator); any
+    one for the administrator naming no user."""
     owner = None if user.is_admin and requested is None else owner_for(user, requested)
     rule = await store.get_rule(get_context(request).db, request.match_info["rule_id"], owner)
     if rule is None:
@@ -47,8 +47,7 @@ async def rule_for(request: web.Request, user: Identity, body: dict | None = Non
     return rule
 
 
-async def scene_for(request: web.Request, user: Identity, body: dict | None = None) -> dict:
-    requested = requested_owner(request, body)
+async def scene_for(request: web.Request, user: Identity, requested: str | None) -> dict:
     owner = None if user.is_admin and requested is None else owner_for(user, requested)
     scene = await store.get_scene(get_context(request).db, request.match_info["scene_id"], owner)
     if scene is None:
@@ -129,7 +128,7 @@ async def create_rule(request: web.Request) -> web.Response:
 @api_doc("One automation rule", query=OwnerQuery, responses={200: RuleAnswer}, errors=(404, 503), path={"rule_id": ID_PATH})
 async def get_rule(request: web.Request) -> web.Response:
     user = await require_user(request)
-    return web.json_response({"rule": await rule_for(request, user)})
+    return web.json_response({"rule": await rule_for(request, user, requested_owner(request))})
 
 
 @routes.put("/api/v1/automation/rules/{rule_id}", name="automation.update_rule")
@@ -138,7 +137,7 @@ async def get_rule(request: web.Request) -> web.Response:
 async def update_rule(request: web.Request) -> web.Response:
     user = await require_user(request)
     body = await parse_body(request, RuleUpdate())
-    rule = await rule_for(request, user, body)
+    rule = await rule_for(request, user, requested_owner(request, body))
     changes = {key: body[key] for key in store.RULE_FIELDS if key in body}
     if "name" in changes:
         changes["name"] = changes["name"].strip()
@@ -158,7 +157,7 @@ async def update_rule(request: web.Request) -> web.Response:
          responses={200: Succeeded}, errors=(404, 503), path={"rule_id": ID_PATH})
 async def delete_rule(request: web.Request) -> web.Response:
     user = await require_user(request)
-    rule = await rule_for(request, user)
+    rule = await rule_for(request, user, requested_owner(request))
     await store.delete_rule(get_context(request).db, rule["id"])
     return web.json_response({"success": True})
 
@@ -168,7 +167,7 @@ async def delete_rule(request: web.Request) -> web.Response:
          responses={200: RunAnswer}, errors=(404, 503), path={"rule_id": ID_PATH}, body_required=False)
 async def trigger_rule(request: web.Request) -> web.Response:
     user = await require_user(request)
-    rule = await rule_for(request, user)
+    rule = await rule_for(request, user, requested_owner(request))
     run = await runner_of(request).run_rule(rule, "manual", {"by": user.user_id}, check_conditions=False)
     return web.json_response({"success": True, "message": summary(run, f"Rule {rule['name']!r}"),
                               "results": run["results"], "run": run})
@@ -180,7 +179,7 @@ async def trigger_rule(request: web.Request) -> web.Response:
 async def rule_runs(request: web.Request) -> web.Response:
     user = await require_user(request)
     query = parse_query(request, RunsQuery())
-    rule = await rule_for(request, user)
+    rule = await rule_for(request, user, query["user_id"])
     runs, total = await store.list_runs(get_context(request).db, "rule_id", rule["id"], query["limit"],
                                         query["offset"])
     return web.json_response({"runs": runs, "count": len(runs), "total": total})
@@ -226,7 +225,7 @@ async def create_scene(request: web.Request) -> web.Response:
 @api_doc("One scene", query=OwnerQuery, responses={200: SceneAnswer}, errors=(404, 503), path={"scene_id": ID_PATH})
 async def get_scene(request: web.Request) -> web.Response:
     user = await require_user(request)
-    return web.json_response({"scene": await scene_for(request, user)})
+    return web.json_response({"scene": await scene_for(request, user, requested_owner(request))})
 
 
 @routes.put("/api/v1/automation/scenes/{scene_id}", name="automation.update_scene")
@@ -235,7 +234,7 @@ async def get_scene(request: web.Request) -> web.Response:
 async def update_scene(request: web.Request) -> web.Response:
     user = await require_user(request)
     body = await parse_body(request, SceneUpdate())
-    scene = await scene_for(request, user, body)
+    scene = await scene_for(request, user, requested_owner(request, body))
     changes = {key: body[key] for key in store.SCENE_FIELDS if key in body}
     if "name" in changes:
         changes["name"] = changes["name"].strip()
@@ -252,7 +251,7 @@ async def update_scene(request: web.Request) -> web.Response:
          path={"scene_id": ID_PATH})
 async def delete_scene(request: web.Request) -> web.Response:
     user = await require_user(request)
-    scene = await scene_for(request, user)
+    scene = await scene_for(request, user, requested_owner(request))
     await store.delete_scene(get_context(request).db, scene["id"])
     return web.json_response({"success": True})
 
@@ -263,7 +262,7 @@ async def delete_scene(request: web.Request) -> web.Response:
          body_required=False)
 async def execute_scene(request: web.Request) -> web.Response:
     user = await require_user(request)
-    scene = await scene_for(request, user)
+    scene = await scene_for(request, user, requested_owner(request))
     run = await runner_of(request).run_scene(scene, "scene", {"by": user.user_id})
     return web.json_response({"success": True, "message": summary(run, f"Scene {scene['name']!r}"),
                               "results": run["results"], "run": run})
@@ -275,7 +274,7 @@ async def execute_scene(request: web.Request) -> web.Response:
 async def scene_runs(request: web.Request) -> web.Response:
     user = await require_user(request)
     query = parse_query(request, RunsQuery())
-    scene = await scene_for(request, user)
+    scene = await scene_for(request, user, query["user_id"])
     runs, total = await store.list_runs(get_context(request).db, "scene_id", scene["id"], query["limit"],
                                         query["offset"])
     return web.json_response({"runs": runs, "count": len(runs), "total": total})

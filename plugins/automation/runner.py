@@ -398,8 +398,9 @@ class Runner:
             if len(claimed) < CLAIM_BATCH:
                 break
         self.rounds += 1
-        if self.rounds % PRUNE_EVERY_ROUNDS == 0:
+        if self.rounds % PRUNE_EVERY_ROUNDS == 1:
             await store.prune_claims(self.db)
+            await store.prune_runs(self.db, self.settings["runs_kept"])
         return await store.next_due(self.db)
 
     async def rules_changed(self, next_run_at: datetime | str | None) -> None:

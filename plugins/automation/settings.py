@@ -19,5 +19,7 @@ class AutomationSettings(PluginSettings):
     http_timeout = fields.Float(load_default=10.0, validate=validate.Range(min=0.1, max=120), metadata={
         "description": "Seconds an `http` action waits for the outside URL (through the guarded fetcher, "
                        "[fetch] automation_hosts allows private addresses for it alone)."})
+    runs_kept = fields.Integer(load_default=200, validate=validate.Range(min=1, max=100000), metadata={
+        "description": "Runs kept in the log of each rule and of each scene (the oldest are pruned)."})
     assistant_timeout = fields.Float(load_default=120.0, validate=validate.Range(min=1, max=900), metadata={
         "description": "Seconds an `assistant` action waits for the assistant's reply."})

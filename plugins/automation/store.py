@@ -209,6 +209,15 @@ async def record_run(db, user_id: str, rule_id: str | None, trigger: str, detail
     return _out(row) or {}
 
 
+async def prune_runs(db, kept: int) -> int:
+    """Keep the newest `kept` runs of each rule and of each scene."""
+    return await execute(db, """
+        DELETE FROM automation_runs WHERE id IN (
+            SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY rule_id, scene_id ORDER BY id DESC) AS place
+                            FROM automation_runs) ranked
+            WHERE place > %s)""", (kept,))
+
+
 async def list_runs(db, column: str, owner_id: str, limit: int, offset: int) -> tuple[list[dict], int]:
     assert column in ("rule_id", "scene_id")
     rows = await fetch_all(db, f"SELECT {RUN_COLUMNS} FROM automation_runs WHERE {column} = %s "

@@ -289,3 +289,28 @@ async def test_scenes_crud_and_errors(make_gateway):
     assert response.status == 200 and await response.json() == {"success": True}
     assert (await client.get(f"{API}/scenes/{scene['id']}", headers=gateway.alice)).status == 404
     assert (await client.get(f"{API}/rules/{first['id']}", headers=gateway.alice)).status == 200
+
+
+async def test_the_run_log_pages_newest_first_and_keeps_the_newest(make_gateway):
+    import asyncio
+
+    gateway = await make_gateway()
+    rule = await gateway.create_rule(gateway.alice, **rule_body())
+    for _ in range(4):
+        assert (await gateway.client.post(f"{API}/rules/{rule['id']}/trigger", headers=gateway.alice)).status == 200
+    page = await (await gateway.client.get(f"{API}/rules/{rule['id']}/runs?limit=3&offset=1",
+                                           headers=gateway.alice)).json()
+    assert page.get("total") == 4 and page["count"] == 3, page
+    ids = [run["id"] for run in page["runs"]]
+    assert ids == sorted(ids, reverse=True)
+    for query in ("limit=0", "limit=201", "offset=-1", "limit=x"):
+        response = await gateway.client.get(f"{API}/rules/{rule['id']}/runs?{query}", headers=gateway.alice)
+        assert response.status == 400, query
+    # An instance keeping two runs per rule prunes the older ones as it starts.
+    pruning = await make_gateway(**{"plugins.automation": {"runs_kept": 2}})
+    for _ in range(100):
+        runs = await pruning.runs(pruning.alice, rule["id"])
+        if len(runs) == 2:
+            break
+        await asyncio.sleep(0.05)
+    assert [run["id"] for run in runs] == [max(ids) + 1, max(ids)]

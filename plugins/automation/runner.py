@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-
-import marshmallow
 import zoneinfo
 from datetime import datetime, timedelta
 from typing import Any
+
+import marshmallow
 
 from gateway.context import Context
 from gateway.errors import ApiError, NotFound
@@ -113,6 +113,7 @@ class Runner:
                        check_conditions: bool = True, change: DeviceChange | None = None) -> dict:
         """Check the conditions (unless asked to run now), do the actions, log the run."""
         detail = dict(detail or {})
+        note = str(detail.pop("note", ""))
         started = self.now()
         if check_conditions and rule["conditions"]:
             try:
@@ -128,7 +129,7 @@ class Runner:
         results = await self.run_actions(rule["user_id"], action_list(rule["actions"]), source=rule["id"],
                                          scenes_seen=(), values=template_values(rule["name"], detail))
         await store.mark_ran(self.db, rule["id"], started)
-        return await self._finish(run_id, results, detail.get("note", ""))
+        return await self._finish(run_id, results, note)
 
     async def run_scene(self, scene: dict, trigger: str = "scene", detail: dict | None = None) -> dict:
         """A scene's own actions, then the actions of each of its rules, in order (no conditions:

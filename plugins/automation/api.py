@@ -57,8 +57,8 @@ async def scene_for(request: web.Request, user: Identity, requested: str | None)
 
 async def check_owned_scenes(request: web.Request, owner: str, actions: list[dict]) -> None:
     wanted = scene_ids_of(actions)
-    missing = [scene for scene in wanted
-               if scene not in await store.owned_scene_ids(get_context(request).db, owner, wanted)]
+    owned = await store.owned_scene_ids(get_context(request).db, owner, wanted)
+    missing = [scene for scene in wanted if scene not in owned]
     if missing:
         raise BadRequest(f"Invalid actions: no scene {', '.join(missing)} of yours.", error_type="unknown_scene",
                          hint="List your scenes with GET /api/v1/automation/scenes.")

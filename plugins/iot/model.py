@@ -75,6 +75,11 @@ def device_not_found(device_id: str) -> DeviceNotFound:
 
 def describe(name: str, spec: dict[str, Any]) -> str:
     """`brightness (an integer from 0 to 100 %)`: a property and what it takes."""
+    return f"{name} ({takes(spec)})"
+
+
+def takes(spec: dict[str, Any]) -> str:
+    """What a property takes: `an integer from 0 to 100 %`, `one of cool, heat`..."""
     kind = spec.get("type")
     unit = f" {spec['unit']}" if spec.get("unit") else ""
     if kind == "bool":
@@ -95,7 +100,7 @@ def describe(name: str, spec: dict[str, Any]) -> str:
             what += f" in steps of {_plain(spec['step'])}"
     else:
         what = "a string"
-    return f"{name} ({what})"
+    return what
 
 
 def _plain(number: Any) -> str:
@@ -119,7 +124,7 @@ def check_value(device: Device, name: str, value: Any) -> Any:
         raise InvalidOperation(f"{describe(name, spec)} of {device.id} is read-only.",
                                hint=f"Writable properties of {device.id}: {writable_summary(device)}.")
     kind = spec.get("type")
-    wrong = InvalidOperation(f"{name} of {device.id} must be {describe(name, spec).split(' (', 1)[1][:-1]}, "
+    wrong = InvalidOperation(f"{name} of {device.id} must be {takes(spec)}, "
                              f"not {value!r}.", hint=f"Send {describe(name, spec)}.")
     if kind == "bool":
         if not isinstance(value, bool):
@@ -143,14 +148,14 @@ def check_value(device: Device, name: str, value: Any) -> Any:
     low, high = spec.get("min"), spec.get("max")
     if (low is not None and value < low) or (high is not None and value > high):
         raise InvalidOperation(f"{name} of {device.id} is out of range: {value!r}; it takes "
-                               f"{describe(name, spec).split(' (', 1)[1][:-1]}.", hint=f"Send {describe(name, spec)}.")
+                               f"{takes(spec)}.", hint=f"Send {describe(name, spec)}.")
     step = spec.get("step")
     if step:
         base = low if low is not None else 0
         steps = (value - base) / step
         if abs(steps - round(steps)) > 1e-9:
             raise InvalidOperation(f"{name} of {device.id} must be a multiple of {_plain(step)}: {value!r}; it takes "
-                                   f"{describe(name, spec).split(' (', 1)[1][:-1]}.",
+                                   f"{takes(spec)}.",
                                    hint=f"Send {describe(name, spec)}.")
     return value
 

@@ -145,6 +145,10 @@ class IotPlugin(Plugin):
 
         if "simulation" in settings["adapters"]:
             service.adapters["simulation"] = SimulationAdapter(service, settings["tick_seconds"])
+        if "mqtt" in settings["adapters"]:
+            from .mqtt import MqttAdapter  # the MQTT client is imported only where it is used
+
+            service.adapters["mqtt"] = MqttAdapter(service, settings)
         for adapter in service.adapters.values():
             registrar.job(adapter.name, _runner(adapter))
 

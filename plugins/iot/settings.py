@@ -4,7 +4,7 @@ from marshmallow import fields, validate
 from gateway.plugins import PluginSettings
 
 POSITIVE = validate.Range(min=0, min_inclusive=False)
-ADAPTERS = ("simulation",)
+ADAPTERS = ("simulation", "mqtt")
 
 
 class IotSettings(PluginSettings):

@@ -103,7 +103,7 @@ class Weather:
                 elif running and mode == "dry" and gap < 0:
                     move = max(gap, -0.05)
                 else:
-                    move = 0.05 * (self.ambient_temperature(now) - now_value) + self.random.gauss(0, 0.03)
+                    move = 0.02 * (self.ambient_temperature(now) - now_value) + self.random.gauss(0, 0.03)
                 value = min(60.0, max(-20.0, now_value + move))
                 self.precise[(owner, temperature_id)] = value
                 rounded = round(value, 1)

@@ -2,8 +2,8 @@
 
 - `auth_tokens` (no routes, no database): checks bearer tokens and the service credential for
   any service; provides the core's `AUTHENTICATOR` and the `TOKENS` contract.
-- `auth`: registration, login, refresh, logout and /profile, with users and hashed refresh
-  tokens in PostgreSQL.
+- `auth`: registration, login, refresh, logout and /profile (with each person's time zone,
+  the `PERSON_ZONES` contract), with users and hashed refresh tokens in PostgreSQL.
 
 See docs/auth.md."""
 from __future__ import annotations
@@ -16,10 +16,11 @@ from gateway.plugins import Plugin, PluginError
 
 from . import store
 from .addresses import parse_trusted_proxies
-from .contract import TOKENS
+from .contract import PERSON_ZONES, TOKENS
 from .passwords import PasswordHasher
 from .settings import AuthSettings
 from .tokens import DEFAULT_ACCESS_LIFETIME, REFRESH_LIFETIME, BearerAuthenticator, JwtTokens
+from .zones import PersonZones, valid_zone
 
 log = logging.getLogger("plugins.auth")
 
@@ -52,7 +53,7 @@ class AuthPlugin(Plugin):
     settings_schema = AuthSettings
 
     def setup(self, registrar) -> None:
-        from .api import ACCOUNTS, Accounts, routes
+        from .api import ACCOUNTS, PERSON_ZONES_KEY, Accounts, routes
 
         settings = registrar.settings
         try:
@@ -70,6 +71,11 @@ class AuthPlugin(Plugin):
             rate_limit=settings["rate_limit_per_minute"],
             admin_nickname=settings["admin_nickname"])
         registrar.app_state(ACCOUNTS, accounts)
+        if settings["default_timezone"] and not valid_zone(settings["default_timezone"]):
+            raise PluginError(f"auth: default_timezone {settings['default_timezone']!r} is not a known IANA time zone")
+        zones = PersonZones(registrar.context, settings["default_timezone"])
+        registrar.app_state(PERSON_ZONES_KEY, zones)
+        registrar.provide(PERSON_ZONES, zones)
         registrar.routes(routes)
         registrar.migrations("plugins.auth")
 

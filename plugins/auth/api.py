@@ -17,15 +17,16 @@ from marshmallow import fields, validate
 from gateway.context import Context
 from gateway.database import DatabaseTimeout, unavailable as database_unavailable
 from gateway.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable, TooManyRequests, Unauthorized
-from gateway.identity import ADMIN_USER_ID, Identity, require_user
+from gateway.identity import ADMIN_USER_ID, Identity, owner_for, require_user
 from gateway.openapi import api_doc
-from gateway.validation import load, parse_body
+from gateway.validation import load, parse_body, parse_query
 
 from . import store
 from .addresses import Network, client_address
 from .passwords import PasswordHasher
 from .schemas import LoggedOut, Profile, SignedIn, TokenPair
 from .tokens import JwtTokens, bearer_token, invalid_token
+from .zones import PersonZones, valid_zone
 
 log = logging.getLogger("plugins.auth")
 
@@ -216,6 +217,7 @@ class Accounts:
 
 
 ACCOUNTS = web.AppKey("auth.accounts", Accounts)
+PERSON_ZONES_KEY = web.AppKey("auth.person_zones", PersonZones)
 
 
 def accounts_of(request: web.Request) -> Accounts:
@@ -348,16 +350,63 @@ async def logout(request: web.Request) -> web.Response:
     return web.json_response({"status": "logged_out", "revoked": revoked})
 
 
+class ProfileQuery(marshmallow.Schema):
+    user_id = fields.String(load_default=None, validate=validate.Length(min=1, max=128), metadata={
+        "description": "Administrator and services: whose profile (default: the caller's)."})
+
+
+class ProfileUpdate(marshmallow.Schema):
+    timezone = fields.String(required=True, validate=validate.Length(min=1, max=64), metadata={
+        "description": "IANA time zone name, e.g. \"Asia/Shanghai\"; what reminders and rules read "
+                       "\"tomorrow at 9\" in."})
+
+
 @routes.get("/api/v1/profile", name="profile")
-@api_doc("The caller's profile", responses={200: Profile}, errors=(404,))
+@api_doc("The caller's profile (the administrator and services: anyone's, with user_id)", query=ProfileQuery,
+         responses={200: Profile}, errors=(403, 404))
 async def profile(request: web.Request) -> web.Response:
-    accounts = accounts_of(request)
     identity = await require_user(request)
-    if identity.kind == "service":
-        return web.json_response({"user_id": identity.user_id, "username": identity.username,
-                                  "nickname": identity.nickname or identity.username,
-                                  "is_admin": identity.is_admin, "created_at": None})
-    if identity.user_id == ADMIN_USER_ID and identity.is_admin:
+    target = owner_for(identity, parse_query(request, ProfileQuery())["user_id"])
+    return web.json_response(await _profile_of(request, identity, target))
+
+
+@routes.put("/api/v1/profile", name="profile.update")
+@api_doc("Change the caller's preferences: their time zone (the administrator: anyone's, with ?user_id=)",
+         query=ProfileQuery, body=ProfileUpdate, responses={200: Profile}, errors=(403, 404, 503))
+async def update_profile(request: web.Request) -> web.Response:
+    identity = await require_user(request)
+    target = owner_for(identity, parse_query(request, ProfileQuery())["user_id"])
+    zone = (await parse_body(request, ProfileUpdate()))["timezone"]
+    if not valid_zone(zone):
+        raise BadRequest(f"{zone!r} is not a known time zone.", error_type="validation_error",
+                         hint="Use an IANA name such as \"Europe/Berlin\", \"America/New_York\" or \"Asia/Shanghai\".")
+    answer = await _profile_of(request, identity, target)  # 404 for nobody, before anything is stored
+    try:
+        await request.config_dict[PERSON_ZONES_KEY].set_zone(target, zone)
+    except DATABASE_ERRORS as error:
+        if not database_unavailable(error):
+            raise
+        raise ServiceUnavailable("Saving the time zone needs the database, which is unavailable.",
+                                 error_type="database_unavailable", hint="Try again shortly.") from None
+    return web.json_response({**answer, "timezone": zone})
+
+
+async def _profile_of(request: web.Request, caller: Identity, user_id: str) -> dict:
+    """The spec's profile of `user_id`, with their time zone. Without the database it still
+    answers from what is known (created_at null, the default zone)."""
+    accounts = accounts_of(request)
+    zones = request.config_dict[PERSON_ZONES_KEY]
+    try:
+        zone = await zones.zone_of(user_id)
+    except DATABASE_ERRORS as error:
+        if not database_unavailable(error):
+            raise
+        zone = zones.default_zone
+    if user_id == caller.user_id and caller.kind == "service":
+        return {"user_id": caller.user_id, "username": caller.username,
+                "nickname": caller.nickname or caller.username, "is_admin": caller.is_admin,
+                "created_at": None, "timezone": zone}
+    if user_id == ADMIN_USER_ID:
         admin = accounts.admin_identity()
         try:
             created_at = await store.installed_at(accounts.context.db)
@@ -366,23 +415,20 @@ async def profile(request: web.Request) -> web.Response:
                 raise
             log.warning("profile without a database: %s", error)
             created_at = None
-        return web.json_response({"user_id": admin.user_id, "username": admin.username,
-                                  "nickname": admin.nickname, "is_admin": True,
-                                  "created_at": rfc3339(created_at)})
-    username = identity.user_id[len(USER_ID_PREFIX):] if identity.user_id.startswith(USER_ID_PREFIX) else ""
+        return {"user_id": admin.user_id, "username": admin.username, "nickname": admin.nickname,
+                "is_admin": True, "created_at": rfc3339(created_at), "timezone": zone}
+    username = user_id[len(USER_ID_PREFIX):] if user_id.startswith(USER_ID_PREFIX) else ""
     try:
         row = await store.find_user(accounts.context.db, username) if username else None
     except DATABASE_ERRORS as error:
-        if not database_unavailable(error):
+        if not database_unavailable(error) or user_id != caller.user_id:
             raise
         # The spec: the profile still answers, from the token, with created_at null.
         log.warning("profile without a database: %s", error)
-        return web.json_response({"user_id": identity.user_id, "username": identity.username,
-                                  "nickname": identity.nickname, "is_admin": False,
-                                  "created_at": None})
-    if row is None or USER_ID_PREFIX + row["username"] != identity.user_id:
+        return {"user_id": caller.user_id, "username": caller.username, "nickname": caller.nickname,
+                "is_admin": False, "created_at": None, "timezone": zone}
+    if row is None or USER_ID_PREFIX + row["username"] != user_id:
         raise NotFound("The user does not exist.", error_type="user_not_found",
                        hint="The account may have been deleted; log in again.")
-    return web.json_response({"user_id": identity.user_id, "username": row["username"],
-                              "nickname": row["nickname"], "is_admin": False,
-                              "created_at": rfc3339(row["created_at"])})
+    return {"user_id": user_id, "username": row["username"], "nickname": row["nickname"], "is_admin": False,
+            "created_at": rfc3339(row["created_at"]), "timezone": zone}

@@ -22,3 +22,13 @@ class Tokens(Protocol):
 
 
 TOKENS: ContractKey[Tokens] = ContractKey("auth.tokens", "issue and verify access tokens")
+
+
+class PersonZones(Protocol):
+    async def zone_of(self, user_id: str) -> str:
+        """The person's IANA time zone: their own choice (PUT /api/v1/profile), else the
+        deployment's default. Raises the database's errors when it cannot be read."""
+        ...
+
+
+PERSON_ZONES: ContractKey[PersonZones] = ContractKey("auth.person_zones", "each person's time zone")

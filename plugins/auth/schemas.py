@@ -28,3 +28,5 @@ class Profile(marshmallow.Schema):
     is_admin = fields.Boolean(required=True)
     created_at = fields.String(required=True, allow_none=True,
                                metadata={"description": "RFC 3339; null when the database is unavailable."})
+    timezone = fields.String(required=True, metadata={
+        "description": "IANA time zone: the person's choice (PUT /api/v1/profile), else the deployment's default."})

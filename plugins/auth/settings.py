@@ -15,3 +15,6 @@ class AuthSettings(PluginSettings):
         "description": "Sign-in and registration attempts per client address per minute."})
     admin_nickname = fields.String(load_default="Administrator", metadata={
         "description": "The administrator's nickname."})
+    default_timezone = fields.String(load_default="", metadata={
+        "description": "IANA time zone (e.g. \"Europe/Berlin\") of people who have not chosen their own "
+                       "(PUT /api/v1/profile); empty: this machine's zone (TZ, /etc/localtime), else UTC."})

@@ -1,6 +1,7 @@
 """Every row of the spec's auth table, the validation rules at their edges, refresh rotation
 and reuse, logout and the profile, against a real PostgreSQL."""
 import time
+from zoneinfo import ZoneInfo
 
 import jwt
 import pytest
@@ -9,7 +10,8 @@ from gateway.context import get_context
 from gateway.identity import Identity
 from tests.auth.conftest import API, bearer, build_app
 from tests.conftest import TEST_ADMIN_PASSWORD
-from plugins.auth.contract import TOKENS
+from plugins.auth.contract import PERSON_ZONES, TOKENS
+from plugins.auth.zones import machine_zone
 
 SECRET = "test-jwt-secret-" + "x" * 32
 SPEC_KEYS = {"error", "errorType", "hint"}
@@ -260,6 +262,46 @@ async def test_profile(client):
     tokens = get_context(client.app).contracts.require(TOKENS)
     ghost, _ = tokens.issue_access(Identity(user_id="user_ghost", username="ghost"))
     await expect_error(await client.get(f"{API}/profile", headers=bearer(ghost)), 404, "user_not_found")
+
+
+async def test_each_person_chooses_their_time_zone_and_the_administrator_may_read_and_set_anyones(client):
+    alice = await (await register(client)).json()
+    admin = await (await login(client, "admin", TEST_ADMIN_PASSWORD)).json()
+    zones = get_context(client.app).contracts.require(PERSON_ZONES)
+    default = (await (await client.get(f"{API}/profile", headers=bearer(alice["token"]))).json())["timezone"]
+    assert default == await zones.zone_of("user_alice") and ZoneInfo(default)
+
+    response = await client.put(f"{API}/profile", json={"timezone": "Asia/Shanghai"}, headers=bearer(alice["token"]))
+    assert response.status == 200 and (await response.json())["timezone"] == "Asia/Shanghai"
+    assert (await (await client.get(f"{API}/profile", headers=bearer(alice["token"]))).json())["timezone"] == "Asia/Shanghai"
+    assert await zones.zone_of("user_alice") == "Asia/Shanghai"
+    assert await zones.zone_of("admin") == default  # one person's choice is theirs alone
+
+    for bad in ("Mars/Olympus", "../../etc/passwd", "", "UTC "):
+        await expect_error(await client.put(f"{API}/profile", json={"timezone": bad}, headers=bearer(alice["token"])), 400)
+    await expect_error(await client.put(f"{API}/profile", json={}, headers=bearer(alice["token"])), 400)
+    assert await zones.zone_of("user_alice") == "Asia/Shanghai"  # nothing stored by a refusal
+
+    # people read and change only their own; the administrator anyone's
+    await expect_error(await client.get(f"{API}/profile?user_id=admin", headers=bearer(alice["token"])), 403)
+    await expect_error(await client.put(f"{API}/profile?user_id=admin", json={"timezone": "UTC"},
+                                        headers=bearer(alice["token"])), 403)
+    seen = await (await client.get(f"{API}/profile?user_id=user_alice", headers=bearer(admin["token"]))).json()
+    assert seen["user_id"] == "user_alice" and seen["timezone"] == "Asia/Shanghai" and seen["is_admin"] is False
+    response = await client.put(f"{API}/profile?user_id=user_alice", json={"timezone": "Europe/Berlin"},
+                                headers=bearer(admin["token"]))
+    assert response.status == 200 and await zones.zone_of("user_alice") == "Europe/Berlin"
+    await expect_error(await client.put(f"{API}/profile?user_id=user_nobody", json={"timezone": "UTC"},
+                                        headers=bearer(admin["token"])), 404, "user_not_found")
+
+
+async def test_the_deployment_default_time_zone_is_configurable(aiohttp_client, auth_config):
+    client = await aiohttp_client(build_app(auth_config({"plugins.auth": {"default_timezone": "America/New_York"}})))
+    assert await get_context(client.app).contracts.require(PERSON_ZONES).zone_of("user_anyone") == "America/New_York"
+
+
+def test_this_machines_zone_is_a_real_one():
+    assert ZoneInfo(machine_zone())
 
 
 async def test_a_non_admin_calling_an_admin_only_route(client):

@@ -19,7 +19,8 @@ class AutomationPlugin(Plugin):
     depends = ("auth_tokens",)
     # Each feature a rule can use, when the service runs it; an action needing a missing one
     # fails in its run's results, and device-state triggers need `devices` to hear changes.
-    optional_depends = ("devices", "notifications", "sessions", "chat", "webhooks")
+    # `auth` knows each person's time zone (PERSON_ZONES); without it, UTC.
+    optional_depends = ("auth", "devices", "notifications", "sessions", "chat", "webhooks")
     uses = ("database",)
     settings_schema = AutomationSettings
     description = "Automation rules and scenes: time, device-state, event and manual triggers"

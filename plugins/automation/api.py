@@ -77,7 +77,7 @@ async def checked_rule(request: web.Request, owner: str, rule: dict, previous: d
                                                                            "enabled")):
         return previous["next_run_at"]
     runner = runner_of(request)
-    next_run_at = next_after(trigger, runner.zone_of(trigger), runner.now())
+    next_run_at = next_after(trigger, await runner.zone_for(owner, trigger), runner.now())
     if next_run_at is None:
         raise BadRequest(f"Invalid trigger_config: at ({trigger['at']}) is in the past; the rule would never run.",
                          error_type="validation_error", hint="Give a future instant, or a repeat.")

@@ -21,6 +21,7 @@ from gateway.context import Context
 from gateway.errors import ApiError, NotFound
 from gateway.fetch import FetchError, FetchPolicy, GuardedFetcher
 from gateway.schedule import DueLoop, judge_lateness, rfc3339
+from plugins.auth.contract import PERSON_ZONES
 from plugins.chat.contract import CHAT_TURNS, TurnFailed
 from plugins.iot.contract import DEVICES, DeviceChange
 from plugins.notifications.contract import NOTIFICATIONS
@@ -104,8 +105,13 @@ class Runner:
     def db(self):
         return self.context.db
 
-    def zone_of(self, config: dict) -> str:
-        return config.get("timezone") or self.settings["timezone"]
+    async def zone_for(self, user_id: str, config: dict) -> str:
+        """The zone a trigger or condition names, else the person's (their profile's, through
+        the auth plugin's PERSON_ZONES), else UTC where no auth plugin runs."""
+        if config.get("timezone"):
+            return str(config["timezone"])
+        zones = self.context.contracts.get(PERSON_ZONES)
+        return await zones.zone_of(user_id) if zones is not None else "UTC"
 
     # ------------------------------------------------------------ a whole run
 
@@ -171,11 +177,10 @@ class Runner:
                 reasons.append(why)
             return (True, "") if kind == "all" else (False, "none of: " + "; ".join(reasons))
         if kind == "time_window":
-            return self._in_window(condition)
+            return self._in_window(condition, await self.zone_for(user_id, condition))
         return await self._device_condition(user_id, condition, change)
 
-    def _in_window(self, condition: dict) -> tuple[bool, str]:
-        zone = self.zone_of(condition)
+    def _in_window(self, condition: dict, zone: str) -> tuple[bool, str]:
         local = self.now().astimezone(zoneinfo.ZoneInfo(zone))
         start, end, clock = parse_clock(condition["start"]), parse_clock(condition["end"]), local.time()
         if start <= end:
@@ -370,8 +375,9 @@ class Runner:
 
     # ------------------------------------------------------------ the clock
 
-    def _following(self, rule: dict, after: datetime) -> datetime | None:
-        return next_after(rule["trigger_config"], self.zone_of(rule["trigger_config"]), after)
+    async def _following(self, rule: dict, after: datetime) -> datetime | None:
+        config = rule["trigger_config"]
+        return next_after(config, await self.zone_for(rule["user_id"], config), after)
 
     async def claim_and_fire(self) -> datetime | None:
         """The due loop's call: claim the due time rules (FOR UPDATE SKIP LOCKED: each due

@@ -5,12 +5,8 @@ from marshmallow import fields, validate
 
 from gateway.plugins import PluginSettings
 
-from .definitions import _timezone
-
 
 class AutomationSettings(PluginSettings):
-    timezone = fields.String(load_default="UTC", validate=_timezone, metadata={
-        "description": "The IANA time zone of time triggers and time windows that name none."})
     grace_seconds = fields.Float(load_default=300.0, validate=validate.Range(min=0), metadata={
         "description": "A time rule found due later than this (the gateway was down) is skipped and recorded "
                        "in its run log instead of fired; within it, it fires late and says so."})

@@ -124,7 +124,7 @@ async def claim_due_rules(db, now: datetime, limit: int, next_run) -> list[tuple
         rows = [dict(row) for row in await cursor.fetchall()]
         for row in rows:
             due_at = row["next_run_at"]
-            following = next_run(row, max(due_at, now))
+            following = await next_run(row, max(due_at, now))
             await cursor.execute("UPDATE automation_rules SET next_run_at = %s, last_run_at = %s WHERE id = %s",
                                  (following, now, row["id"]))
             claimed.append((_out(row) or {}, due_at))

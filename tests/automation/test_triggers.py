@@ -86,6 +86,33 @@ async def test_repeats_move_on_in_the_zone(make_gateway):
     assert (await response.json())["rule"]["next_run_at"] == "2026-11-24T06:50:00.000Z"
 
 
+async def test_times_without_a_zone_are_read_in_the_persons_zone(make_gateway):
+    from plugins.auth import auth_plugin
+
+    gateway = await make_gateway(auth_plugin, clock=ManualClock(START), **{
+        "auth.registration_enabled": True, "plugins.auth": {"default_timezone": "Europe/Paris"}})
+    response = await gateway.client.post("/api/v1/auth/register", json={
+        "username": "alice", "password": "secret-pass", "email": "alice@example.org", "nickname": "Alice",
+        "verify_code": "ABC123"})
+    assert response.status == 201, await response.text()
+    response = await gateway.client.put("/api/v1/profile", headers=gateway.alice, json={"timezone": "Asia/Shanghai"})
+    assert response.status == 200, await response.text()
+    daily = {"name": "Daily", "trigger_type": "time", "actions": [NOTIFY],
+             "trigger_config": {"repeat": "daily", "time": "14:05"}}
+    alices = await gateway.create_rule(gateway.alice, **daily)
+    bobs = await gateway.create_rule(gateway.bob, **daily)
+    assert alices["next_run_at"] == "2026-11-24T06:05:00.000Z"   # 14:05 in Shanghai
+    assert bobs["next_run_at"] == "2026-11-24T13:05:00.000Z"     # 14:05 in Paris, the deployment's default
+    # A time window naming no zone is read in hers too: 14:00 in Shanghai is in 13:00-15:00.
+    rule = await gateway.create_rule(gateway.alice, name="Window", trigger_type="event",
+                                     trigger_config={"event": "check"}, actions=[NOTIFY],
+                                     conditions={"type": "time_window", "start": "13:00", "end": "15:00"})
+    response = await gateway.client.post(f"{API}/events/check", headers=gateway.alice)
+    assert [run["status"] for run in (await response.json())["runs"]] == ["succeeded"], rule
+    response = await gateway.client.post(f"{API}/events/check", headers=gateway.bob)
+    assert (await response.json())["runs"] == []
+
+
 async def test_late_within_the_grace_window_fires_and_says_so_older_is_skipped_and_recorded(make_gateway):
     gateway = await make_gateway(**{"plugins.automation": {"grace_seconds": 300}})
     [clock] = set_clock(gateway)

@@ -153,3 +153,34 @@ async def test_scene_execute_runs_its_actions_then_its_rules_and_never_itself(ma
     assert (await client.post(f"{API}/scenes/{scene['id']}/execute", headers=gateway.bob)).status == 404
     response = await client.post(f"{API}/scenes/{scene['id']}/execute?user_id=user_alice", headers=gateway.admin)
     assert response.status == 200
+
+
+async def test_scenes_run_scenes_and_an_assistant_reply_can_stay_in_its_session(make_stack):
+    stack = await make_stack()
+    gateway = stack.gateway
+    client = gateway.client
+    inner = (await (await client.post(f"{API}/scenes", headers=gateway.alice, json={
+        "name": "Lights", "actions": [{"type": "device", "device_id": "bedroom_light", "action": "switch",
+                                       "value": True}]})).json())["scene"]
+    outer = (await (await client.post(f"{API}/scenes", headers=gateway.alice, json={
+        "name": "Evening", "actions": [
+            {"type": "scene", "scene_id": inner["id"]},
+            {"type": "http", "url": f"{stack.site_url}/evening", "method": "GET"},
+            {"type": "assistant", "prompt": "list my automations", "session_id": "evening",
+             "deliver": ["session"]}]})).json())["scene"]
+    async with client.ws_connect(f"/ws/chat?token={token_of(gateway.alice)}&session_id=phone") as phone:
+        answer = await (await client.post(f"{API}/scenes/{outer['id']}/execute", headers=gateway.alice)).json()
+        frames = []
+        try:
+            while True:
+                frames.append(await asyncio.wait_for(phone.receive_json(), 0.5))
+        except asyncio.TimeoutError:
+            pass
+    assert [result["ok"] for result in answer["results"]] == [True, True, True], answer
+    assert answer["results"][0]["results"][0]["detail"] == "bedroom_light: on False → True"
+    assert stack.site_hits[0]["method"] == "GET" and stack.site_hits[0]["body"] == ""
+    assert of_type(frames, "notification") == []  # the reply stayed in its session
+    ends = of_type(frames, "stream_end")
+    assert ends and ends[-1]["text"] == answer["results"][2]["reply"]
+    history = await (await client.get("/api/v1/sessions/evening/messages", headers=gateway.alice)).json()
+    assert [message["role"] for message in history["messages"]][-2:] == ["user", "assistant"]

@@ -15,8 +15,8 @@ from typing import Any
 from gateway.plugins import Plugin, Registrar
 from plugins.ai_core.contract import TOOLS, GatewayFailed, ToolCall, ToolFailed, Tools
 
-from .phrases import (PROPERTY_TYPES, ROOM_WORDS, TYPE_WORDS, normalize, parse_listing, parse_operation, parse_reading,
-                      room_in, type_in)
+from .phrases import (PROPERTY_TYPES, ROOM_WORDS, TYPE_WORDS, find_word, normalize, parse_listing, parse_operation,
+                      parse_reading, room_in, type_in)
 
 DEVICES_PATH = "/api/v1/devices"
 SOURCE = "assistant"
@@ -41,7 +41,9 @@ OPERATE_PARAMETERS = {"type": "object", "properties": {
                                                   "conditioner: mode (cool/heat/fan/dry/auto), target_temperature "
                                                   "(16-30 °C), fan (auto/low/medium/high); curtain: position (0 "
                                                   "closed - 100 open); lock: locked; any: on"},
-    "properties": {"type": "object", "description": "set: several properties and their values, changed together"}},
+    "properties": {"type": "object", "description": "set: several properties and their values, changed together"},
+    "all": {"type": "boolean", "description": "operate every device that fits (\"all the lights\", all the lights "
+                                              "of a room) instead of asking which one"}},
     "required": ["action"]}
 READ_PARAMETERS = {"type": "object", "properties": {
     **_WHICH,
@@ -54,15 +56,18 @@ LIST_EXAMPLES = {
     "zh": ["我有哪些设备", "列出设备", "列出我的设备", "所有设备的状态", "设备状态", "设备列表", "查看我的设备", "智能家居设备"],
 }
 OPERATE_EXAMPLES = {
-    "en": ["turn on the light", "turn off the light", "turn on light", "turn off light", "turn the light on",
+    "en": ["turn on the light", "turn off the light", "turn on the lights", "turn off the lights",
+           "turn on all the lights", "turn off all the lights", "turn on light", "turn off light", "turn the light on",
            "turn the light off", "switch on the light", "switch off the light", "switch the light on",
            "switch the light off", "turn on the ac", "turn off the ac", "turn on the air conditioner",
            "turn off the air conditioner", "set the ac to", "set the air conditioner to", "set the temperature to",
            "set the light to", "set the brightness to", "dim the light", "brighten the light", "open the curtains",
            "close the curtains", "open the curtain", "close the curtain", "lock the door", "unlock the door",
            "lock the front door", "unlock the front door"],
-    "zh": ["打开灯", "关闭灯", "关掉灯", "开灯", "关灯", "把灯打开", "把灯关掉", "打开空调", "关闭空调", "关掉空调",
-           "空调调到度", "把空调调到度", "温度调到度", "亮度调到", "把灯调暗", "把灯调亮", "打开窗帘", "关上窗帘",
+    "zh": ["打开灯", "关闭灯", "关掉灯", "开灯", "关灯", "把灯打开", "把灯关掉", "把灯都打开", "把灯都关了",
+           "打开所有的灯", "关掉所有的灯", "打开空调", "关闭空调", "关掉空调",
+           "空调调到度", "把空调调到度", "空调调到", "空调调成", "空调开到", "制冷模式", "制热模式", "除湿模式",
+           "风速调到", "温度调到度", "亮度调到", "把灯调暗", "把灯调亮", "打开窗帘", "关上窗帘",
            "拉开窗帘", "拉上窗帘", "窗帘拉开", "窗帘关上", "锁上门", "锁门", "把门锁上", "开锁", "解锁门锁"],
 }
 READ_EXAMPLES = {
@@ -97,12 +102,26 @@ def type_of(said: str) -> str:
     return TYPE_WORDS.get(said) or type_in(said) or said.replace(" ", "_")
 
 
+# A reading and the properties that report it: a room without a thermometer has its air
+# conditioner's `current_temperature`.
+READINGS = {"temperature": ("temperature", "current_temperature"), "humidity": ("humidity", "current_humidity")}
+
+
+def reading_of(device: dict, reading: str) -> str | None:
+    """The property of `device` that reports `reading`, or None."""
+    state = device.get("state") or {}
+    return next((name for name in READINGS.get(reading, (reading,)) if name in state), None)
+
+
 class Resolution:
     """The device meant (`device`), or what to tell the person: none fits, or several do."""
 
     def __init__(self, device: dict | None = None, candidates: list[dict] | None = None):
         self.device = device
         self.candidates = candidates or []
+
+
+_FILLERS = {"the", "my", "a", "our", "in", "of"}
 
 
 def resolve(devices: list[dict], *, device: str | None = None, room: str | None = None, kind: str | None = None,
@@ -116,25 +135,45 @@ def resolve(devices: list[dict], *, device: str | None = None, room: str | None 
                  if any(said in name or name in said for name in _names(candidate))]
         if len(named) == 1:
             return Resolution(named[0])
-        room = room or room_in(said)
-        kind = kind or type_in(said)
+        room_word, kind_word = room_in(said), find_word(said, TYPE_WORDS)
+        room = room or room_word
+        kind = kind or (kind_word[1] if kind_word else None)
         if not room and not kind:
             return Resolution(candidates=named)
+        # Words besides the room and the kind ("garage" of "garage door") must be in the name.
+        rest = said
+        for word in (room_word, kind_word[0] if kind_word else None):
+            rest = rest.replace(word, " ") if word else rest
+        rest = " ".join(part for part in rest.replace("的", " ").split() if part not in _FILLERS)
+        if rest:
+            candidates = [candidate for candidate in devices
+                          if any(rest in name for name in _names(candidate) + _room_names(candidate))]
+            return resolve(candidates, room=room, kind=kind, reading=reading) if candidates else Resolution()
     candidates = list(devices)
     if kind:
         wanted = type_of(kind)
         candidates = [candidate for candidate in candidates if candidate["type"] == wanted]
     elif reading:
-        candidates = [candidate for candidate in candidates if reading in (candidate.get("state") or {})]
+        candidates = [candidate for candidate in candidates if reading_of(candidate, reading) is not None]
+        if room and any(in_room(other, room) for other in devices):
+            # What reports it in that room: its sensor, else its air conditioner.
+            candidates = [candidate for candidate in candidates if in_room(candidate, room)]
         preferred = [candidate for candidate in candidates if candidate["type"] == PROPERTY_TYPES.get(reading)]
         candidates = preferred or candidates
     if room:
         here = [candidate for candidate in candidates if in_room(candidate, room)]
-        # One lock, named by a room it is not filed under ("the front door"): that one.
-        candidates = here if here or len(candidates) != 1 else candidates
+        # A place that is none of the person's rooms ("the front door" for the one lock, filed under
+        # the entrance) does not rule out the only device of its kind.
+        a_room = any(in_room(other, room) for other in devices)
+        candidates = here if here or a_room or len(candidates) != 1 else candidates
     if len(candidates) == 1:
         return Resolution(candidates[0])
     return Resolution(candidates=candidates)
+
+
+def _text(arguments: dict, key: str) -> str | None:
+    value = arguments.get(key)
+    return str(value) if value not in (None, "") else None
 
 
 def compact(device: dict) -> dict:
@@ -201,12 +240,21 @@ def _changed(operation: dict) -> dict:
 async def operate_device(arguments: dict, call: ToolCall) -> dict:
     operation = requested_operation(arguments)
     devices = await _devices(call)
-    resolution = resolve(devices, device=arguments.get("device"), room=arguments.get("room"),
-                         kind=arguments.get("type"))
+    resolution = resolve(devices, device=_text(arguments, "device"), room=_text(arguments, "room"),
+                         kind=_text(arguments, "type"))
+    if resolution.device is None and arguments.get("all") is True and resolution.candidates:
+        results = []
+        for index, device in enumerate(resolution.candidates):
+            await call.progress((index + 0.5) / len(resolution.candidates), f"operating {device['name']}")
+            results.append(await _operate_one(call, device, operation))
+        return {"status": "done_all", "results": results}
     if resolution.device is None:
         return {**_not_resolved(resolution, devices), "requested": _changed(operation)}
-    device = resolution.device
-    await call.progress(0.5, f"operating {device['name']}")
+    await call.progress(0.5, f"operating {resolution.device['name']}")
+    return await _operate_one(call, resolution.device, operation)
+
+
+async def _operate_one(call: ToolCall, device: dict, operation: dict) -> dict:
     try:
         answer = await call.ask_gateway("POST", f"{DEVICES_PATH}/{device['id']}/operate",
                                         body={**operation, "source": SOURCE})
@@ -223,19 +271,20 @@ async def operate_device(arguments: dict, call: ToolCall) -> dict:
 async def read_device(arguments: dict, call: ToolCall) -> dict:
     devices = await _devices(call)
     reading = str(arguments["property"]) if arguments.get("property") else None
-    resolution = resolve(devices, device=arguments.get("device"), room=arguments.get("room"),
-                         kind=arguments.get("type"), reading=reading)
+    resolution = resolve(devices, device=_text(arguments, "device"), room=_text(arguments, "room"),
+                         kind=_text(arguments, "type"), reading=reading)
     if resolution.device is None:
         return {**_not_resolved(resolution, devices), "property": reading}
     device = resolution.device
     state = device.get("state") or {}
-    if reading is not None and reading not in state:
+    reported = reading_of(device, reading) if reading is not None else None
+    if reading is not None and reported is None:
         return {"status": "no_such_reading", "device": compact(device), "property": reading,
                 "message": f"{device['name']} has no {reading}; its state: {state}"}
     result: dict[str, Any] = {"status": "found", "device": compact(device), "property": reading}
-    if reading is not None:
-        result["value"] = state[reading]
-        result["unit"] = ((device.get("properties") or {}).get(reading) or {}).get("unit")
+    if reported is not None:
+        result["value"] = state[reported]
+        result["unit"] = ((device.get("properties") or {}).get(reported) or {}).get("unit")
     return result
 
 
@@ -363,6 +412,9 @@ def _unresolved(result: dict, language: str) -> str | None:
 
 
 def summarize_operation(result: dict, language: str) -> str:
+    if result["status"] == "done_all":
+        return ("\n" if language == "zh" else " ").join(summarize_operation(one, language)
+                                                         for one in result["results"])
     unresolved = _unresolved(result, language)
     if unresolved is not None:
         return unresolved

@@ -91,8 +91,8 @@ class DeviceFeed:
                             await bus.delete_if(LEASE_KEY, self.instance)
             except asyncio.CancelledError:
                 raise
-            except Exception as error:  # the bus failed (Redis down): try again, the lease may be gone
-                log.warning("the device feed's lease could not be kept (%s); trying again", error)
+            except Exception as error:  # the bus failed (Redis down), or a bug: start again, the lease may be gone
+                log.warning("the device feed stopped (%s: %s); starting again", error.__class__.__name__, error)
             await asyncio.sleep(self.lease_seconds / 3)
 
     async def hold(self) -> None:

@@ -32,8 +32,8 @@ from gateway.validation import parse_body, parse_query
 
 from .contract import DEVICES, DeviceChange, DeviceError
 from .feed import DeviceFeed
-from .gateway_schemas import (DeviceAnswer, DeviceList, DeviceUpdateFrame, History, HistoryQuery, ListQuery,
-                              OperateBody, Operated, OwnerQuery)
+from .gateway_schemas import DeviceUpdateFrame, HistoryQuery, ListQuery, OperateBody, OwnerQuery
+from .schemas import DeviceAnswer, DeviceList, HistoryPage, OperateAnswer
 
 log = logging.getLogger("plugins.iot.gateway")
 
@@ -131,7 +131,7 @@ def refusal(answer: Answer) -> DeviceError:
     """The IoT service's error answer as it came (400 invalid_operation, 403 operation_refused,
     404 device_not_found, 502/503 device_unreachable...), to be passed on unchanged."""
     body = answer.body
-    status = answer.status if 400 <= answer.status <= 599 else 502
+    status = answer.status if 400 <= answer.status < 500 or answer.status in (502, 503) else 502
     hint = body.get("hint")
     return DeviceError(str(body["error"]), error_type=str(body.get("errorType") or "iot_service_failed"),
                        hint=hint if isinstance(hint, str) else None, status=status)
@@ -170,8 +170,10 @@ class DevicesClient:
 
 routes = web.RouteTableDef()
 CLIENT = web.AppKey("devices.client", DevicesClient)
-ERRORS = (404, 502)
-DEVICE_ID = {"device_id": {"type": "string", "minLength": 1, "maxLength": 200,
+FEED = web.AppKey("devices.feed", DeviceFeed)
+# 403: a person naming someone else with user_id, or an operation refused; 503: the service's own outage.
+ERRORS = (403, 404, 502, 503)
+DEVICE_ID = {"device_id": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,128}$",
                            "description": "The device's id, e.g. `living_room_light`."}}
 
 
@@ -190,7 +192,7 @@ def device_id_of(request: web.Request) -> str:
 
 @routes.get(DEVICES_PATH, name="devices.list")
 @api_doc("Your devices and their states (the administrator: anyone's, with user_id)", query=ListQuery,
-         responses={200: DeviceList}, errors=(502,), tags=("devices",))
+         responses={200: DeviceList}, errors=(403, 502, 503), tags=("devices",))
 async def list_devices(request: web.Request) -> web.Response:
     identity = await require_user(request)
     query = parse_query(request, ListQuery())
@@ -216,7 +218,7 @@ def source_for(identity: Identity, asked: str | None) -> str:
 
 @routes.post(DEVICES_PATH + "/{device_id}/operate", name="devices.operate")
 @api_doc("Operate one of your devices: switch it, or set one property or several at once",
-         body=OperateBody, query=OwnerQuery, responses={200: Operated}, errors=(403, 404, 502, 503),
+         body=OperateBody, query=OwnerQuery, responses={200: OperateAnswer}, errors=ERRORS,
          path=DEVICE_ID, tags=("devices",),
          description="A value out of range, an unknown property or an option the device does not have is a 400 "
                      "`invalid_operation` naming the property and what it takes; unlocking a lock the operator "
@@ -233,7 +235,7 @@ async def operate_device(request: web.Request) -> web.Response:
 
 @routes.get(DEVICES_PATH + "/{device_id}/history", name="devices.history")
 @api_doc("A device's operations, newest first (successful and refused ones)", query=HistoryQuery,
-         responses={200: History}, errors=ERRORS, path=DEVICE_ID, tags=("devices",))
+         responses={200: HistoryPage}, errors=ERRORS, path=DEVICE_ID, tags=("devices",))
 async def device_history(request: web.Request) -> web.Response:
     identity = await require_user(request)
     query = parse_query(request, HistoryQuery())
@@ -261,6 +263,7 @@ class DevicesPlugin(Plugin):
                                     "drifting, a real device reporting): sent to each of their connected devices.")
         if settings["feed"]:
             feed = DeviceFeed(registrar.context, settings, client.listeners, transport.base_url)
+            registrar.app_state(FEED, feed)
             registrar.job("feed", feed.run)
 
 

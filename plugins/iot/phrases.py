@@ -165,9 +165,27 @@ def _switch(text: str, kind: str | None) -> bool | None:
     return None
 
 
+# Words that put an operation off (a reminder, a schedule, a condition): the device tools act now,
+# so such a request gets no action from them rather than a wrong one at once ("remind me to turn
+# on the living room light at 7" must not switch it on now).
+_DEFERRED = re.compile(
+    r"\bremind|\btomorrow\b|\btonight\b|\bevery (?:day|night|morning|evening|week|month|hour|\d+|\w+day)\b|"
+    r"\bwhen(?:ever)?\b|\bif\b|\blater\b|\bafter\b|"
+    r"\bin \d+ (?:seconds?|minutes?|hours?|days?)\b|\bat \d{1,2}(?::\d\d|\s*(?:am|pm|o'clock)\b)|"
+    r"提醒|明天|每天|每周|以后|之后|分钟后|小时后|点钟|如果|的时候|当.{1,30}时")
+
+
+def deferred(text: str) -> bool:
+    """Whether the words ask for the operation later or on a condition, not now."""
+    return _DEFERRED.search(normalize(text)) is not None
+
+
 def parse_operation(text: str) -> dict:
-    """Arguments of `operate_device`: {room?, type?, action, value | property+value | properties}."""
+    """Arguments of `operate_device`: {room?, type?, action, value | property+value | properties};
+    no action for words that put it off (`deferred`)."""
     said = normalize(text)
+    if deferred(said):
+        return {}
     kind = type_in(said)
     room = room_in(said)
     properties: dict = {}
@@ -211,6 +229,8 @@ def parse_operation(text: str) -> dict:
         arguments["room"] = room
     if kind:
         arguments["type"] = kind
+    if re.search(r"\ball\b|\bevery\b|\b(?:lights|lamps)\b|所有|全部的|都", said):
+        arguments["all"] = True  # "all the lights", "the lights", "把灯都关了": each one that fits
     properties = {name: _tidy(value) if isinstance(value, float) else value for name, value in properties.items()}
     if properties:
         if switch is True and kind in ("light", "air_conditioner"):
@@ -234,8 +254,11 @@ def parse_reading(text: str) -> dict:
     reading = find_word(said, READING_WORDS)
     kind = type_in(said)
     if reading:
+        # A temperature or humidity is read from whatever reports it in the room (its sensor, else
+        # its air conditioner): the kind only when the person named one.
         arguments["property"] = reading[1]
-        kind = PROPERTY_TYPES[reading[1]] if reading[1] != "temperature" or kind != "air_conditioner" else kind
+        if reading[1] == "locked":
+            kind = "lock"
     elif kind == "light" or kind == "air_conditioner":
         arguments["property"] = "on"
     elif kind == "curtain":

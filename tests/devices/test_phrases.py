@@ -36,6 +36,10 @@ def tools() -> ToolRegistry:
     ("打开客厅的灯", "operate_device"),
     ("把卧室空调调到24度", "operate_device"),
     ("窗帘拉开一半", "operate_device"),
+    ("把卧室空调调成制冷模式", "operate_device"),
+    ("把空调风速调到高", "operate_device"),
+    ("把客厅灯亮度调到百分之三十", "operate_device"),
+    ("打开空调调到二十四度", "operate_device"),
     ("turn off the bedroom light", "operate_device"),
     ("关闭卧室的灯", "operate_device"),
     ("what's the temperature in the bedroom", "read_device"),
@@ -69,7 +73,7 @@ def test_requests_about_other_things_do_not_pick_a_device_tool(tools, text):
     assert match is None or match.intent not in ("tool:operate_device", "tool:read_device", "tool:list_devices")
 
 
-@pytest.mark.parametrize("text, arguments", [
+OPERATIONS = [
     ("turn on the living room light", {"room": "living room", "type": "light", "action": "switch", "value": True}),
     ("Turn the bedroom light off", {"room": "bedroom", "type": "light", "action": "switch", "value": False}),
     ("set the bedroom AC to 24 degrees",
@@ -100,22 +104,45 @@ def test_requests_about_other_things_do_not_pick_a_device_tool(tools, text):
     ("把空调风速调到高", {"type": "air_conditioner", "action": "set", "property": "fan", "value": "high"}),
     ("锁上门", {"type": "lock", "action": "switch", "value": True}),
     ("把门锁上", {"type": "lock", "action": "switch", "value": True}),
-])
-def test_an_operation_is_read_from_the_words(text, arguments):
+    ("turn off all the lights", {"type": "light", "all": True, "action": "switch", "value": False}),
+    ("turn on the lights in the bedroom", {"room": "bedroom", "type": "light", "all": True, "action": "switch",
+                                           "value": True}),
+    ("关掉所有的灯", {"type": "light", "all": True, "action": "switch", "value": False}),
+    ("把灯都关了", {"type": "light", "all": True, "action": "switch", "value": False}),
+]
+
+
+@pytest.mark.parametrize("text, arguments", OPERATIONS)
+def test_an_operation_is_read_from_the_words(tools, text, arguments):
     assert parse_operation(text) == arguments
+    match = best_match(text, tools.all())
+    assert match is not None and match.intent == "tool:operate_device", (text, match)
 
 
-@pytest.mark.parametrize("text, arguments", [
+READINGS = [
     ("is the front door locked?", {"type": "lock", "property": "locked"}),
-    ("what's the temperature in the bedroom", {"room": "bedroom", "type": "temperature_sensor",
-                                               "property": "temperature"}),
-    ("卧室温度多少", {"room": "卧室", "type": "temperature_sensor", "property": "temperature"}),
+    ("what's the temperature in the bedroom", {"room": "bedroom", "property": "temperature"}),
+    ("卧室温度多少", {"room": "卧室", "property": "temperature"}),
+    ("卧室空调温度多少", {"room": "卧室", "type": "air_conditioner", "property": "temperature"}),
     ("门锁了吗", {"type": "lock", "property": "locked"}),
     ("is the bedroom light on?", {"room": "bedroom", "type": "light", "property": "on"}),
-    ("客厅湿度是多少", {"room": "客厅", "type": "humidity_sensor", "property": "humidity"}),
-])
-def test_a_reading_is_read_from_the_words(text, arguments):
+    ("客厅湿度是多少", {"room": "客厅", "property": "humidity"}),
+]
+
+
+@pytest.mark.parametrize("text, arguments", READINGS)
+def test_a_reading_is_read_from_the_words(tools, text, arguments):
     assert parse_reading(text) == arguments
+    match = best_match(text, tools.all())
+    assert match is not None and match.intent == "tool:read_device", (text, match)
+
+
+@pytest.mark.parametrize("text", ["remind me to turn on the living room light at 7", "turn on the light at 7pm",
+                                  "tomorrow turn off the bedroom light", "when it gets hot turn on the bedroom ac",
+                                  "turn on the light in 10 minutes", "提醒我七点钟打开客厅的灯", "明天早上打开窗帘",
+                                  "如果卧室温度超过28度就打开空调", "当温度超过28度时打开空调"])
+def test_an_operation_put_off_is_not_done_now(text):
+    assert "action" not in parse_operation(text)
 
 
 def test_chinese_numbers():
@@ -137,6 +164,8 @@ HOME = [
     device("bedroom_temperature", "Bedroom temperature sensor", "卧室温度传感器", "bedroom", "卧室",
            "temperature_sensor", {"temperature": 26.4}),
     device("living_room_light", "Living room light", "客厅灯", "living_room", "客厅", "light", {"on": True}),
+    device("living_room_ac", "Living room air conditioner", "客厅空调", "living_room", "客厅", "air_conditioner",
+           {"on": False, "mode": "cool", "target_temperature": 26, "current_temperature": 27.9}),
     device("front_door_lock", "Front door lock", "前门智能门锁", "entrance", "玄关", "lock", {"locked": True}),
 ]
 
@@ -149,6 +178,8 @@ HOME = [
     ({"room": "卧室", "kind": "空调"}, "bedroom_ac"),
     ({"room": "Living room", "kind": "light"}, "living_room_light"),
     ({"room": "bedroom", "reading": "temperature"}, "bedroom_temperature"),
+    ({"room": "living room", "reading": "temperature"}, "living_room_ac"),  # no thermometer there: its AC
+    ({"room": "客厅", "kind": "空调", "reading": "temperature"}, "living_room_ac"),
     ({"kind": "lock"}, "front_door_lock"),
     ({"room": "front door", "kind": "lock"}, "front_door_lock"),
 ])
@@ -164,11 +195,15 @@ def test_a_request_several_devices_fit_is_answered_with_a_question():
     assert summarize_operation(result, "en") == "Which one do you mean: the bedroom light or living room light?"
     assert summarize_operation(result, "zh") == "你指的是哪一个：卧室灯、客厅灯？"
     assert resolve(HOME, room="kitchen", kind="light").device is None
+    assert resolve(HOME, room="living room", reading="humidity").device is None  # not the bedroom's
+    assert resolve(HOME, device="garage door").device is None  # not the front door's lock
+    assert resolve(HOME, device="前门").device["id"] == "front_door_lock"
 
 
 def test_what_the_agent_says():
     light = {**HOME[3], "state": {"on": True, "brightness": 80}}
-    done = {"status": "done", "device": light, "requested": {"switch": True}, "changes": {"on": {"from": False, "to": True}}}
+    done = {"status": "done", "device": light, "requested": {"switch": True},
+            "changes": {"on": {"from": False, "to": True}}}
     assert summarize_operation(done, "en") == "Done: I turned on the living room light."
     assert summarize_operation(done, "zh") == "已打开客厅灯。"
     assert summarize_operation({**done, "changes": {}}, "en") == \
@@ -177,10 +212,10 @@ def test_what_the_agent_says():
           "changes": {"target_temperature": {"from": 26, "to": 24}}}
     assert summarize_operation(ac, "en") == "Done: I set the bedroom air conditioner to 24 °C."
     assert summarize_operation(ac, "zh") == "已把卧室空调调到24°C。"
-    refused = {"status": "refused", "device": HOME[4], "requested": {"switch": False},
+    refused = {"status": "refused", "device": HOME[5], "requested": {"switch": False},
                "error": "Unlocking is refused by the operator's configuration."}
     assert summarize_operation(refused, "en").startswith("I couldn't do that to the front door lock: Unlocking")
-    lock = {"status": "found", "device": HOME[4], "property": "locked", "value": True}
+    lock = {"status": "found", "device": HOME[5], "property": "locked", "value": True}
     assert summarize_reading(lock, "en") == "Yes, the front door lock is locked."
     assert summarize_reading(lock, "zh") == "是的，前门智能门锁已锁上。"
     warm = {"status": "found", "device": HOME[2], "property": "temperature", "value": 26.4, "unit": "°C"}

@@ -8,16 +8,20 @@ scene or a mode, so "turn on the light" stays the devices' and "remind me…" th
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 from gateway.plugins import Plugin, Registrar
+from gateway.schedule import zone_named
 from plugins.ai_core.contract import TOOLS, GatewayFailed, ToolCall, ToolFailed, Tools
 
 RULES_PATH = "/api/v1/automation/rules"
+PROFILE_PATH = "/api/v1/profile"
 SCENES_PATH = "/api/v1/automation/scenes"
 SHOWN = 20   # what the offline agent lists of each
 
 LIST_DESCRIPTION = ("List the user's automation rules (what triggers each: a time, a device's state, a named "
-                    "event or by hand; whether it is enabled; when it next runs) and their scenes.")
+                    "event or by hand; whether it is enabled; when it next runs, in UTC and in the user's "
+                    "time zone) and their scenes.")
 LIST_PARAMETERS = {"type": "object", "properties": {}}
 RUN_DESCRIPTION = ("Run one of the user's scenes now, by its name (e.g. “movie night”, “回家模式”): its actions "
                    "and its rules' actions run at once; returns what each did.")
@@ -84,6 +88,23 @@ def find_scene(scenes: list[dict], name: str) -> dict | None:
     return partial[0] if len(partial) == 1 else None
 
 
+async def person_zone(call: ToolCall) -> str:
+    """The person's time zone from their profile; UTC when the gateway cannot say."""
+    try:
+        zone = (await call.ask_gateway("GET", PROFILE_PATH)).get("timezone")
+        return str(zone) if zone and zone_named(str(zone)) else "UTC"
+    except (GatewayFailed, ValueError):
+        return "UTC"
+
+
+def local_time(instant: str | None, zone: str) -> str | None:
+    """`2026-11-25T23:00:00.000Z` in Asia/Shanghai → `2026-11-26 07:00`."""
+    if not instant:
+        return None
+    moment = datetime.fromisoformat(instant.replace("Z", "+00:00"))
+    return moment.astimezone(zone_named(zone)).strftime("%Y-%m-%d %H:%M")
+
+
 async def list_automations(arguments: dict, call: ToolCall) -> dict:
     try:
         rules = (await call.ask_gateway("GET", RULES_PATH))["rules"]
@@ -93,9 +114,11 @@ async def list_automations(arguments: dict, call: ToolCall) -> dict:
             raise
         return {"status": "unavailable", "rules": [], "scenes": [],
                 "message": "The gateway runs no automation feature."}
-    return {"status": "listed",
+    zone = await person_zone(call) if any(rule["next_run_at"] for rule in rules) else "UTC"
+    return {"status": "listed", "timezone": zone,
             "rules": [{"id": rule["id"], "name": rule["name"], "trigger_type": rule["trigger_type"],
                        "enabled": rule["enabled"], "next_run_at": rule["next_run_at"],
+                       "next_run_local": local_time(rule["next_run_at"], zone),
                        "description": rule["description"]} for rule in rules],
             "scenes": [{"id": scene["id"], "name": scene["name"], "icon": scene["icon"],
                         "rule_count": len(scene["rule_ids"])} for scene in scenes]}
@@ -135,6 +158,7 @@ def summarize_list(result: dict, language: str) -> str:
             return "你还没有任何自动化规则或场景。"
         lines = [f"你有 {len(rules)} 条自动化规则、{len(scenes)} 个场景："]
         lines += [f"- {rule['name']}（{_TRIGGERS_ZH.get(rule['trigger_type'], rule['trigger_type'])}"
+                  f"{'，下次 ' + rule['next_run_local'] if rule.get('next_run_local') else ''}"
                   f"{'' if rule['enabled'] else '，已停用'}）" for rule in rules[:SHOWN]]
         lines += [f"- 场景：{scene['name']}" for scene in scenes[:SHOWN]]
         return "\n".join(lines)
@@ -143,6 +167,7 @@ def summarize_list(result: dict, language: str) -> str:
     lines = [f"You have {len(rules)} automation rule{'s' if len(rules) != 1 else ''} and "
              f"{len(scenes)} scene{'s' if len(scenes) != 1 else ''}:"]
     lines += [f"- {rule['name']} ({_TRIGGERS_EN.get(rule['trigger_type'], rule['trigger_type'])}"
+              f"{', next ' + rule['next_run_local'] if rule.get('next_run_local') else ''}"
               f"{'' if rule['enabled'] else ', disabled'})" for rule in rules[:SHOWN]]
     lines += [f"- scene: {scene['name']}" for scene in scenes[:SHOWN]]
     return "\n".join(lines)

@@ -4,6 +4,7 @@ phrases, and the tools working through a real AI core asking a real gateway."""
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 
@@ -78,6 +79,20 @@ def test_reminder_phrases_are_not_automations(text):
     assert match is None or match.intent not in ("tool:list_automations", "tool:run_scene"), match
 
 
+def test_next_runs_are_shown_in_the_persons_zone():
+    from plugins.automation.assistant import local_time, summarize_list
+
+    assert local_time("2026-11-25T23:00:00.000Z", "Asia/Shanghai") == "2026-11-26 07:00"
+    assert local_time(None, "UTC") is None
+    result = {"status": "listed", "timezone": "Asia/Shanghai", "scenes": [],
+              "rules": [{"name": "Wake up", "trigger_type": "time", "enabled": True,
+                         "next_run_local": "2026-11-26 07:00"},
+                        {"name": "Door", "trigger_type": "device_state", "enabled": False, "next_run_local": None}]}
+    assert summarize_list(result, "en") == ("You have 2 automation rules and 0 scenes:\n"
+                                            "- Wake up (at set times, next 2026-11-26 07:00)\n"
+                                            "- Door (on a device's state, disabled)")
+
+
 def test_scenes_are_found_by_the_name_as_said():
     from plugins.automation.assistant import find_scene
 
@@ -119,9 +134,12 @@ async def test_the_assistant_lists_automations_and_runs_a_scene_by_name(make_sta
 
     reply = await ask(gateway, gateway.alice, "list my automations")
     assert reply.startswith("You have 1 automation rule and 2 scenes:")
-    assert "- Wake up (at set times)" in reply and "- scene: Movie night" in reply
+    # The next run in the person's zone (UTC here: this gateway has no profiles).
+    assert re.search(r"- Wake up \(at set times, next \d{4}-\d\d-\d\d 07:00\)", reply), reply
+    assert "- scene: Movie night" in reply
     reply = await ask(gateway, gateway.alice, "我有哪些自动化")
-    assert reply.startswith("你有 1 条自动化规则、2 个场景") and "- Wake up（定时）" in reply
+    assert reply.startswith("你有 1 条自动化规则、2 个场景"), reply
+    assert re.search(r"- Wake up（定时，下次 \d{4}-\d\d-\d\d 07:00）", reply), reply
 
     reply = await ask(gateway, gateway.alice, "run the movie night scene")
     assert reply == "Ran the scene “Movie night”: 1 of 1 action succeeded."

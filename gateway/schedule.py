@@ -166,12 +166,16 @@ class Repeat:
 
 
 def check_cron(expression: str) -> None:
-    """ValueError with croniter's reason when `expression` is no five-field cron expression."""
-    from croniter import croniter
+    """ValueError when `expression` is no five-field cron expression, or names no date."""
+    from croniter import CroniterBadDateError, croniter
 
     if not isinstance(expression, str) or len(expression.split()) != 5 or not croniter.is_valid(expression):
         raise ValueError(f"invalid cron expression {expression!r}: five fields, minute hour day-of-month "
                          f"month day-of-week, e.g. '30 7 * * 1-5'")
+    try:  # valid fields may still name no date at all ("0 0 30 2 *": the 30th of February)
+        croniter(expression, datetime(2000, 1, 1)).get_next(datetime)
+    except CroniterBadDateError:
+        raise ValueError(f"cron expression {expression!r} never occurs") from None
 
 
 def _days_in_month(year: int, month: int) -> int:
@@ -241,13 +245,16 @@ def _at(day: date, wall_time: time, zone: ZoneInfo) -> datetime:
 def _next_cron(expression: str, after: datetime, zone: ZoneInfo) -> datetime | None:
     """Cron read on the wall clock: croniter walks naive local times (no DST to trip on) and
     `localize` places each; a wall time seen twice is taken once, the first time."""
-    from croniter import croniter
+    from croniter import CroniterBadDateError, croniter
 
     # An hour back: an occurrence in an autumn overlap may come after `after` on the clock face.
     start = after.astimezone(zone).replace(tzinfo=None) - timedelta(hours=1, seconds=1)
     walker = croniter(expression, start)
     for _ in range(_MAX_STEPS):
-        wall = walker.get_next(datetime)
+        try:
+            wall = walker.get_next(datetime)
+        except CroniterBadDateError:  # no date left (an expression checked by check_cron has one)
+            return None
         candidate = localize(wall, zone)
         if candidate > after:
             return candidate

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from datetime import datetime, timezone
 from typing import Any
 
@@ -12,6 +13,7 @@ from .model import Device
 from .simulation import DRIFTING, Weather
 
 log = logging.getLogger("plugins.iot.simulation")
+TICKER = "iot.simulation.ticker"
 
 
 class SimulationAdapter:
@@ -26,9 +28,16 @@ class SimulationAdapter:
         return dict(values)
 
     async def run(self) -> None:
+        holder = uuid.uuid4().hex
+        bus = self.service.context.bus
         while True:
             await asyncio.sleep(self.tick_seconds)
             try:
+                # One instance ticks at a time (a lock on the bus that lapses if its holder dies).
+                ttl = max(3 * self.tick_seconds, 5.0)
+                if not (await bus.renew_if(TICKER, holder, ttl) or await bus.set(TICKER, holder, ttl,
+                                                                                 only_if_absent=True)):
+                    continue
                 await self.tick()
             except asyncio.CancelledError:
                 raise

@@ -5,6 +5,7 @@ the core hub, whose per-connection bounded queue closes a subscriber that stops 
 of stalling the others."""
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from dataclasses import dataclass
@@ -20,8 +21,14 @@ from .store import DeviceStore
 
 log = logging.getLogger("plugins.iot")
 
-# The hub's key of the subscribers that receive every owner's changes (the service credential).
-EVERY_OWNER = "iot:every-owner"
+# The hub's keys of this service's subscribers. Not the owners' user ids: services sharing Redis
+# share the hub's delivery channel and presence, and a person's chat frames must not reach their
+# device feed here, nor a device feed count as their presence in the gateway.
+EVERY_OWNER = "iot:all"
+
+
+def subscriber_key(owner: str) -> str:
+    return f"iot:user:{owner}"
 
 
 class DeviceAdapter(Protocol):
@@ -141,9 +148,10 @@ class DeviceService:
         await self.push(device, changes, cause, None)
         return device
 
-    async def announce(self, device: Device) -> Device:
-        """A device an adapter found (or found again, changed)."""
-        stored = await self.store.upsert_description(device)
+    async def announce(self, device: Device, *, keep_online: bool = False) -> Device:
+        """A device an adapter found (or found again, changed); `keep_online`: its availability
+        is its own to say (a stored device keeps its online flag)."""
+        stored = await self.store.upsert_description(device, keep_online)
         await self.push(stored, {}, device.adapter, None)
         return stored
 
@@ -167,7 +175,8 @@ class DeviceService:
 
     async def _send(self, owner: str, frame: dict) -> None:
         try:
-            await self.context.hub.send_to_user(owner, frame)
-            await self.context.hub.send_to_user(EVERY_OWNER, frame)
+            payload = json.dumps(frame, ensure_ascii=False)  # encoded once for both
+            await self.context.hub.send_to_user(subscriber_key(owner), payload)
+            await self.context.hub.send_to_user(EVERY_OWNER, payload)
         except Exception:  # the change is stored; a bus hiccup must not fail the operation
             log.exception("pushing a device change of %s failed", owner)

@@ -6,10 +6,10 @@ empty config removes it (device-based discovery, `<prefix>/device/<id>/config` w
 components in `cmps`, is split into one config per component by mqtt.py). This module is pure:
 a config in, an `Entity` out — its properties, how each state topic's payload becomes property
 values, and which payloads an operation publishes. Components: light (default and json
-schemas), switch, sensor, binary_sensor, cover, lock, climate. Abbreviated keys and the `~` base
-topic are expanded; value templates are read when they are the simple kind (`{{ value }}`,
-`{{ value_json.a.b }}`, `{{ value_json['a'] }}` with `float`, `int`, `round(n)`, `lower`,
-`upper` filters)."""
+schemas), switch, sensor, binary_sensor, cover, lock, climate; JSON attributes become read-only
+properties. Abbreviated keys and the `~` base topic are expanded; value templates are read when
+they are the simple kind (`{{ value }}`, `{{ value_json.a.b }}`, `{{ value_json['a'] }}` with
+`float`, `int`, `round(n)`, `lower`, `upper` filters)."""
 from __future__ import annotations
 
 import json
@@ -33,6 +33,7 @@ ABBREVIATIONS = {
     "curr_temp_tpl": "current_temperature_template", "dev": "device", "dev_cla": "device_class",
     "fan_mode_cmd_t": "fan_mode_command_topic", "fan_mode_stat_t": "fan_mode_state_topic",
     "fan_mode_stat_tpl": "fan_mode_state_template", "fan_modes": "fan_modes", "json_attr_t": "json_attributes_topic",
+    "json_attr_tpl": "json_attributes_template",
     "max_mirs": "max_mireds", "min_mirs": "min_mireds", "max_kvn": "max_kelvin", "min_kvn": "min_kelvin",
     "max_temp": "max_temp", "min_temp": "min_temp", "mode_cmd_t": "mode_command_topic",
     "mode_stat_t": "mode_state_topic", "mode_stat_tpl": "mode_state_template", "modes": "modes",
@@ -219,6 +220,43 @@ class Entity:
     writers: dict[str, Callable[[dict, dict], list[Publish]]] = field(default_factory=dict)
     optimistic: set[str] = field(default_factory=set)
     availability: list[tuple[str, str, str]] = field(default_factory=list)  # topic, available, not available
+    attributes_topic: str | None = None
+    attributes_template: str | None = None
+    attribute_names: set[str] = field(default_factory=set)
+
+    def attributes(self, payload: str) -> tuple[dict[str, dict], dict[str, Any]]:
+        """(new property specs, values) of a `json_attributes_topic` message: its scalar members
+        become read-only properties (at most MAX_ATTRIBUTES, none in place of one of the entity's
+        own properties), declared when first seen."""
+        try:
+            data = render_value(self.attributes_template, payload) if self.attributes_template \
+                else json.loads(payload)
+            if isinstance(data, str):
+                data = json.loads(data)
+        except ValueError:
+            return {}, {}
+        if not isinstance(data, dict):
+            return {}, {}
+        new: dict[str, dict] = {}
+        values: dict[str, Any] = {}
+        for key, value in data.items():
+            name = slug(str(key))
+            if name in self.properties and name not in self.attribute_names:
+                continue
+            kind = ("bool" if isinstance(value, bool) else "number" if isinstance(value, (int, float))
+                    else "string" if isinstance(value, str) else None)
+            if kind is None or (kind == "number" and not math.isfinite(value)):
+                continue
+            if name not in self.properties and name not in new:
+                if len(self.attribute_names) + len(new) >= MAX_ATTRIBUTES:
+                    continue
+                new[name] = {"type": kind, "writable": False, "description": "an attribute the device reports"}
+            values[name] = value[:200] if isinstance(value, str) else value
+        return new, values
+
+    def add_attributes(self, specs: dict[str, dict]) -> None:
+        self.properties.update(specs)
+        self.attribute_names.update(specs)
 
     def read(self, topic: str, payload: str) -> dict[str, Any]:
         values: dict[str, Any] = {}
@@ -241,9 +279,11 @@ class Entity:
 
     def source(self) -> dict:
         return {"discovery_topic": self.discovery_topic, "component": self.component, "node_id": self.node_id,
-                "object_id": self.object_id, "config": self.config}
+                "object_id": self.object_id, "config": self.config,
+                "attributes": {name: self.properties[name] for name in sorted(self.attribute_names)}}
 
 
+MAX_ATTRIBUTES = 20
 _DEFAULTS: dict[str, Any] = {"bool": None, "int": None, "number": None, "enum": None, "string": None}
 
 
@@ -291,6 +331,10 @@ def entity_from(topic: str, component: str, node_id: str | None, object_id: str,
     qos, retain = int(config.get("qos", 0) or 0), bool(config.get("retain", False))
     _availability(entity, config)
     BUILDERS[component](entity, config, qos, retain)
+    if isinstance(config.get("json_attributes_topic"), str) and config["json_attributes_topic"]:
+        entity.attributes_topic = config["json_attributes_topic"]
+        template = config.get("json_attributes_template")
+        entity.attributes_template = template if isinstance(template, str) else None
     if not entity.readers and not entity.writers:
         raise DiscoveryError(f"{topic}: the config names no topic this adapter can use")
     return entity

@@ -44,7 +44,8 @@ class MqttAdapter:
 
     def topics(self) -> set[str]:
         return {topic for entity in self.entities.values()
-                for topic in [*entity.readers, *(entry[0] for entry in entity.availability)]}
+                for topic in [*entity.readers, *(entry[0] for entry in entity.availability),
+                              *([entity.attributes_topic] if entity.attributes_topic else [])]}
 
     async def load(self) -> None:
         """The entities known before this start (their devices stay listed, offline until heard)."""
@@ -58,6 +59,8 @@ class MqttAdapter:
             except (DiscoveryError, KeyError, TypeError, ValueError) as error:
                 log.warning("MQTT device %s cannot be rebuilt: %s", device.id, error)
                 continue
+            if isinstance(source.get("attributes"), dict):
+                entity.add_attributes(source["attributes"])
             self.entities[entity.discovery_topic] = entity
         await self.service.set_online("mqtt", False, self.owner)
 
@@ -133,10 +136,15 @@ class MqttAdapter:
             for availability_topic, available, not_available in entity.availability:
                 if availability_topic == topic and payload in (available, not_available):
                     await self.service.set_online("mqtt", payload == available, self.owner, entity.device_id)
-            if topic in entity.readers:
-                values = entity.read(topic, payload)
-                if values:
-                    await self.service.report(self.owner, entity.device_id, values, "mqtt")
+            values = entity.read(topic, payload) if topic in entity.readers else {}
+            if topic == entity.attributes_topic:
+                new, attributes = entity.attributes(payload)
+                if new:  # attributes seen for the first time: the device's description grows
+                    entity.add_attributes(new)
+                    await self.service.announce(self._device(entity), keep_online=bool(entity.availability))
+                values = {**attributes, **values}
+            if values:
+                await self.service.report(self.owner, entity.device_id, values, "mqtt")
 
     async def _discovered(self, client: aiomqtt.Client, topic: str, parsed: tuple[str, str | None, str],
                           payload: str) -> None:
@@ -186,14 +194,19 @@ class MqttAdapter:
         known = self.entities.get(key)
         device_id = known.device_id if known else self._free_id(key, component, node_id, object_id, config)
         entity = entity_from(key, component, node_id, object_id, config, device_id)
+        if known is not None and entity.attributes_topic:  # the attributes it reported before
+            entity.add_attributes({name: known.properties[name] for name in known.attribute_names
+                                   if name not in entity.properties})
         self.entities[key] = entity
-        await self.service.announce(Device(
-            owner=self.owner, id=entity.device_id, adapter="mqtt", type=entity.type,
-            names={"en": entity.name, "zh": entity.name}, room=entity.room,
-            room_names={"en": entity.room_name or "Unassigned", "zh": entity.room_name or "未分配"},
-            properties=entity.properties, state=entity.initial_state(), online=not entity.availability,
-            source=entity.source()))
+        await self.service.announce(self._device(entity), keep_online=bool(entity.availability))
         log.info("MQTT device %s (%s) discovered on %s", entity.device_id, entity.type, key)
+
+    def _device(self, entity: Entity) -> Device:
+        return Device(owner=self.owner, id=entity.device_id, adapter="mqtt", type=entity.type,
+                      names={"en": entity.name, "zh": entity.name}, room=entity.room,
+                      room_names={"en": entity.room_name or "Unassigned", "zh": entity.room_name or "未分配"},
+                      properties=entity.properties, state=entity.initial_state(), online=not entity.availability,
+                      source=entity.source())
 
     async def _forget(self, key: str) -> None:
         entity = self.entities.pop(key)

@@ -1,10 +1,14 @@
 """The simulated home: the eight devices every person gets on first use (the same stable ids for
-everybody), and the weather inside it — the bedroom's sensors drift towards the room's ambient
-temperature and humidity, or follow the bedroom air conditioner while it runs."""
+everybody), and the weather inside it — each room's temperature (and the bedroom's humidity)
+drifts towards the ambient values, or follows the room's air conditioner while it runs. The
+living room has no sensor of its own: its temperature is what its air conditioner's built-in
+thermometer reads (`temperature`, read-only, as Home Assistant's climate entities report a
+current temperature), so "when the living room goes above 28 °C" is a rule on that property."""
 from __future__ import annotations
 
 import math
 import random
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -26,6 +30,8 @@ AIR_CONDITIONER = {
     "mode": {"type": "enum", "options": ["cool", "heat", "fan", "dry", "auto"], "writable": True},
     "target_temperature": {"type": "number", "min": 16, "max": 30, "step": 0.5, "unit": "°C", "writable": True},
     "fan": {"type": "enum", "options": ["auto", "low", "medium", "high"], "writable": True},
+    "temperature": {"type": "number", "unit": "°C", "precision": 0.1, "writable": False,
+                    "description": "the room's temperature, read by the unit's own thermometer"},
 }
 TEMPERATURE = {"temperature": {"type": "number", "unit": "°C", "precision": 0.1, "writable": False}}
 HUMIDITY = {"humidity": {"type": "number", "min": 0, "max": 100, "unit": "%", "precision": 1, "writable": False}}
@@ -38,7 +44,7 @@ CATALOG: list[tuple[str, str, str, str, str, dict, dict]] = [
     ("bedroom_light", "light", "bedroom", "Bedroom light", "卧室灯", LIGHT,
      {"on": False, "brightness": 60, "color_temp": 3000}),
     ("bedroom_ac", "air_conditioner", "bedroom", "Bedroom air conditioner", "卧室空调", AIR_CONDITIONER,
-     {"on": False, "mode": "cool", "target_temperature": 26, "fan": "auto"}),
+     {"on": False, "mode": "cool", "target_temperature": 26, "fan": "auto", "temperature": 26.5}),
     ("bedroom_temperature", "temperature_sensor", "bedroom", "Bedroom temperature sensor", "卧室温度传感器",
      TEMPERATURE, {"temperature": 26.5}),
     ("bedroom_humidity", "humidity_sensor", "bedroom", "Bedroom humidity sensor", "卧室湿度传感器", HUMIDITY,
@@ -46,7 +52,7 @@ CATALOG: list[tuple[str, str, str, str, str, dict, dict]] = [
     ("living_room_light", "light", "living_room", "Living room light", "客厅灯", LIGHT,
      {"on": False, "brightness": 80, "color_temp": 4000}),
     ("living_room_ac", "air_conditioner", "living_room", "Living room air conditioner", "客厅空调",
-     AIR_CONDITIONER, {"on": False, "mode": "cool", "target_temperature": 26, "fan": "auto"}),
+     AIR_CONDITIONER, {"on": False, "mode": "cool", "target_temperature": 26, "fan": "auto", "temperature": 27.0}),
     ("living_room_curtain", "curtain", "living_room", "Living room curtain", "客厅窗帘", CURTAIN, {"position": 0}),
     ("front_door_lock", "lock", "entrance", "Front door lock", "前门智能门锁", LOCK, {"locked": True}),
 ]
@@ -62,9 +68,23 @@ def home_of(owner: str) -> list[Device]:
             for position, (device_id, kind, room, english, chinese, properties, state) in enumerate(CATALOG)]
 
 
-# Sensors of a room and the air conditioner that acts on them.
-ROOM_CLIMATE = {"bedroom": ("bedroom_ac", "bedroom_temperature", "bedroom_humidity")}
-DRIFTING = [device_id for room in ROOM_CLIMATE.values() for device_id in room]
+@dataclass(frozen=True)
+class RoomClimate:
+    """A room's air conditioner and the devices that report the room's air: every thermometer
+    reports the same temperature (the bedroom's sensor and its AC's own thermometer agree)."""
+    ac: str
+    thermometers: tuple[str, ...]
+    hygrometer: str | None = None
+
+    def devices(self) -> list[str]:
+        return [self.ac, *self.thermometers, *([self.hygrometer] if self.hygrometer else [])]
+
+
+ROOM_CLIMATE = {
+    "bedroom": RoomClimate("bedroom_ac", ("bedroom_temperature", "bedroom_ac"), "bedroom_humidity"),
+    "living_room": RoomClimate("living_room_ac", ("living_room_ac",)),
+}
+DRIFTING = sorted({device_id for room in ROOM_CLIMATE.values() for device_id in room.devices()})
 
 
 class Weather:
@@ -88,14 +108,16 @@ class Weather:
         """{device_id: {property: new rounded value}} for the sensors of `owner` whose reported
         value changes this tick; `states` holds the current state of the room's devices."""
         changed: dict[str, dict[str, Any]] = {}
-        for ac_id, temperature_id, humidity_id in ROOM_CLIMATE.values():
-            ac = states.get(ac_id)
+        for room_name, room in ROOM_CLIMATE.items():
+            ac = states.get(room.ac)
             if ac is None:
                 continue
             running = bool(ac.get("on"))
             mode, target = ac.get("mode"), float(ac.get("target_temperature") or 26)
-            if temperature_id in states:
-                now_value = self._precise(owner, temperature_id, states[temperature_id].get("temperature"), 26.5)
+            thermometers = [device_id for device_id in room.thermometers if device_id in states]
+            if thermometers:
+                reported = states[thermometers[0]].get("temperature")
+                now_value = self._precise(owner, f"{room_name}:temperature", reported, 26.5, 0.1)
                 gap = target - now_value
                 if running and (mode == "auto" or (mode == "cool" and gap < 0) or (mode == "heat" and gap > 0)):
                     # An air conditioner works fast: 15 % of the way per tick, at least 0.1 °C, no overshoot.
@@ -105,12 +127,14 @@ class Weather:
                 else:
                     move = 0.02 * (self.ambient_temperature(now) - now_value) + self.random.gauss(0, 0.03)
                 value = min(60.0, max(-20.0, now_value + move))
-                self.precise[(owner, temperature_id)] = value
+                self.precise[(owner, f"{room_name}:temperature")] = value
                 rounded = round(value, 1)
-                if rounded != states[temperature_id].get("temperature"):
-                    changed[temperature_id] = {"temperature": rounded}
-            if humidity_id in states:
-                now_value = self._precise(owner, humidity_id, states[humidity_id].get("humidity"), 55)
+                for device_id in thermometers:
+                    if rounded != states[device_id].get("temperature"):
+                        changed.setdefault(device_id, {})["temperature"] = rounded
+            if room.hygrometer and room.hygrometer in states:
+                reported = states[room.hygrometer].get("humidity")
+                now_value = self._precise(owner, f"{room_name}:humidity", reported, 55, 1.0)
                 if running and mode == "dry":
                     value = max(35.0, now_value - 1.0)
                 elif running and mode in ("cool", "auto") and now_value > 40:
@@ -118,18 +142,17 @@ class Weather:
                 else:
                     value = now_value + 0.05 * (self.AMBIENT_HUMIDITY - now_value) + self.random.gauss(0, 0.2)
                 value = min(100.0, max(0.0, value))
-                self.precise[(owner, humidity_id)] = value
+                self.precise[(owner, f"{room_name}:humidity")] = value
                 rounded_humidity = int(round(value))
-                if rounded_humidity != states[humidity_id].get("humidity"):
-                    changed[humidity_id] = {"humidity": rounded_humidity}
+                if rounded_humidity != states[room.hygrometer].get("humidity"):
+                    changed.setdefault(room.hygrometer, {})["humidity"] = rounded_humidity
         return changed
 
-    def _precise(self, owner: str, device_id: str, reported: Any, default: float) -> float:
+    def _precise(self, owner: str, quantity: str, reported: Any, default: float, precision: float) -> float:
         """The precise value kept from the last tick while it still rounds to what is stored
         (a restart, or another instance's tick, starts again from the stored value)."""
         stored = float(reported) if isinstance(reported, (int, float)) and not isinstance(reported, bool) else default
-        kept = self.precise.get((owner, device_id))
-        precision = 0.1 if device_id.endswith("temperature") else 1.0
+        kept = self.precise.get((owner, quantity))
         if kept is not None and abs(kept - stored) <= precision / 2 + 1e-9:
             return kept
         return stored

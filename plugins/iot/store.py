@@ -45,22 +45,24 @@ class DeviceStore:
                      Json(device.room_names), Json(device.properties), Json(device.state), device.online,
                      Json(device.source), device.sort_key))
 
-    async def upsert_description(self, device: Device) -> Device:
+    async def upsert_description(self, device: Device, keep_online: bool = False) -> Device:
         """A device (re)announced by its adapter: its description replaced, the state it had kept
-        for the properties it still has."""
+        for the properties it still has; `keep_online`: its online flag too (a new one takes
+        `device.online`)."""
         row = await fetch_one(
             self.db,
             "INSERT INTO iot_devices AS d (owner, device_id, adapter, type, names, room, room_names, properties, "
             "state, online, source, sort_key) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
             "ON CONFLICT (owner, device_id) DO UPDATE SET adapter = EXCLUDED.adapter, type = EXCLUDED.type, "
             "names = EXCLUDED.names, room = EXCLUDED.room, room_names = EXCLUDED.room_names, "
-            "properties = EXCLUDED.properties, source = EXCLUDED.source, online = EXCLUDED.online, "
+            "properties = EXCLUDED.properties, source = EXCLUDED.source, "
+            "online = CASE WHEN %s THEN d.online ELSE EXCLUDED.online END, "
             "state = EXCLUDED.state || (SELECT coalesce(jsonb_object_agg(key, value), '{}'::jsonb) "
             "FROM jsonb_each(d.state) WHERE EXCLUDED.properties ? key), updated_at = now() "
             f"RETURNING {COLUMNS}",
             (device.owner, device.id, device.adapter, device.type, Json(device.names), device.room,
              Json(device.room_names), Json(device.properties), Json(device.state), device.online,
-             Json(device.source), device.sort_key))
+             Json(device.source), device.sort_key, keep_online))
         assert row is not None
         return device_of(row)
 

@@ -117,8 +117,8 @@ def test_none_bad_input_and_before_the_anchor():
     for bad in ("hourly", "Daily"):
         with pytest.raises(ValueError, match="unknown repeat"):
             Repeat(bad)
-    for expression in ("", "* * *", "61 * * * *", "a b c d e", "0 9 * * * *"):
-        with pytest.raises(ValueError, match="invalid cron"):
+    for expression in ("", "* * *", "61 * * * *", "a b c d e", "0 9 * * * *", "0 0 30 2 *"):
+        with pytest.raises(ValueError, match="invalid cron|never occurs"):
             Repeat("cron", cron=expression)
     with pytest.raises(ValueError, match="weekdays"):
         Repeat("weekdays", weekdays=frozenset({7}))
@@ -238,3 +238,39 @@ async def settle(condition, timeout: float = 3.0):
     while not condition():
         assert asyncio.get_running_loop().time() < deadline, "condition not reached"
         await asyncio.sleep(0.005)
+
+
+async def test_notify_due_wakes_the_loops_of_other_instances_over_the_bus(make_config, redis_url, bus_prefix):
+    from gateway.bus import RedisBus
+
+    contexts = []
+    for _ in range(2):
+        context = Context("test", make_config())
+        context.bus = RedisBus(redis_url, prefix=bus_prefix)
+        context.clock = ManualClock(datetime(2026, 11, 24, 8, 0, tzinfo=UTC))
+        contexts.append(context)
+    rounds = {0: 0, 1: 0}
+
+    def counting(index):
+        async def claim_and_fire():
+            rounds[index] += 1
+            return None
+        return claim_and_fire
+
+    loops = [DueLoop(context, "shared", counting(index), max_sleep=3600) for index, context in enumerate(contexts)]
+    other = DueLoop(contexts[1], "someone-else", counting(1), max_sleep=3600)
+    runners = [asyncio.create_task(loop.run()) for loop in loops]
+    try:
+        await settle(lambda: rounds == {0: 1, 1: 1})
+        await asyncio.sleep(0.2)  # both subscribed
+        await loops[0].notify_due(datetime(2026, 11, 24, 8, 30, tzinfo=UTC))
+        await settle(lambda: rounds[1] == 2)  # the other instance woke, its clock unmoved
+        await other.notify_due(datetime(2026, 11, 24, 8, 30, tzinfo=UTC))  # another loop's name: ignored
+        await asyncio.sleep(0.2)
+        assert rounds[1] == 2
+    finally:
+        for runner in runners:
+            runner.cancel()
+        await asyncio.gather(*runners, return_exceptions=True)
+        for context in contexts:
+            await context.bus.close()

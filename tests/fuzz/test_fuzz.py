@@ -1,7 +1,7 @@
-"""Schemathesis against the OpenAPI documents the gateway, the AI core, the memory service and the IoT service serve, on the real
-services: each started as a `gateway serve` process on PostgreSQL and Redis, the AI core's model
-a loopback OpenAI-compatible server (tests/support/fake_openai.py), every request carrying the
-credential its operation asks for, so the cases reach the handlers.
+"""Schemathesis against the OpenAPI documents the gateway, the AI core, the memory service and the IoT
+service serve, on the real services: each started as a `gateway serve` process on PostgreSQL and
+Redis, the AI core's model a loopback OpenAI-compatible server (tests/support/fake_openai.py),
+every request carrying the credential its operation asks for, so the cases reach the handlers.
 
 Every answer must: not be a server error, carry the spec's error body on every error, and conform
 to the document (status, content type, response schema and headers, the declared security

@@ -93,3 +93,23 @@ def test_a_config_with_a_template_beyond_the_simple_kind_is_left_out_when_announ
         entity_from("ha/sensor/t/config", "sensor", None, "t", {
             "state_topic": "t/state", "value_template": "{{ value_json.t | tojson }}"})
     assert entity_from("ha/switch/ws/config", "switch", None, "ws", {"command_topic": "x"}).device_id == "mqtt_ws"
+
+
+def test_json_attributes_become_read_only_properties_when_first_seen():
+    entity = entity_from("ha/sensor/door/config", "sensor", None, "door", {
+        "name": "Door contact", "stat_t": "z2m/door", "val_tpl": "{{ value_json.contact }}", "json_attr_t": "z2m/door"})
+    new, values = entity.attributes(json.dumps({"contact": "closed", "battery": 97, "tamper": False,
+                                                "Link Quality": 120, "nested": {"a": 1}, "value": 3}))
+    # `value` is the sensor's own property: an attribute never takes its place.
+    assert new == {"contact": {"type": "string", "writable": False, "description": "an attribute the device reports"},
+                   "battery": {"type": "number", "writable": False, "description": "an attribute the device reports"},
+                   "tamper": {"type": "bool", "writable": False, "description": "an attribute the device reports"},
+                   "link_quality": {"type": "number", "writable": False,
+                                    "description": "an attribute the device reports"}}
+    assert values == {"contact": "closed", "battery": 97, "tamper": False, "link_quality": 120}
+    entity.add_attributes(new)
+    assert entity.attributes(json.dumps({"battery": 96}))[0] == {}  # known now
+    assert entity.source()["attributes"]["battery"]["type"] == "number"
+    many = {f"extra_{n}": n for n in range(40)}
+    assert len(entity.attributes(json.dumps(many))[0]) == 20 - 4  # at most 20 in all
+    assert entity.attributes("not json") == ({}, {})

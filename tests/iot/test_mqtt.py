@@ -110,7 +110,8 @@ async def test_devices_announced_by_discovery_are_listed_mirrored_commanded_and_
             # Announced while the service runs, in Home Assistant's abbreviated form.
             await device.publish(sensor_config, json.dumps({
                 "~": f"{base}/study", "name": "Study temperature", "dev_cla": "temperature",
-                "unit_of_meas": "°C", "stat_t": "~/state", "val_tpl": "{{ value_json.temperature | float }}"}),
+                "unit_of_meas": "°C", "stat_t": "~/state", "val_tpl": "{{ value_json.temperature | float }}",
+                "json_attr_t": "~/state"}),
                 retain=True)
             listed = await eventually(lambda: _has(service, "study_node_temperature"))
             sensor = listed["study_node_temperature"]
@@ -125,9 +126,14 @@ async def test_devices_announced_by_discovery_are_listed_mirrored_commanded_and_
             frame = await frame_where(ws, device_id="desk_lamp", cause="mqtt")
             assert frame["device"]["state"] == {"on": True, "brightness": 50}
             await device.publish(f"{base}/study/state", json.dumps({"temperature": 21.5, "battery": 90}))
-            frame = await frame_where(ws, device_id="study_node_temperature")
-            assert frame["changes"] == {"temperature": {"from": None, "to": 21.5}}
-            assert (await devices_of(service))["study_node_temperature"]["state"] == {"temperature": 21.5}
+            frame = await frame_where(ws, device_id="study_node_temperature", cause="mqtt", operation_id=None)
+            while "temperature" not in frame["changes"]:  # the description grows by the new attribute first
+                frame = await frame_where(ws, device_id="study_node_temperature")
+            assert frame["changes"] == {"temperature": {"from": None, "to": 21.5}, "battery": {"from": None, "to": 90}}
+            sensor = (await devices_of(service))["study_node_temperature"]
+            assert sensor["state"] == {"temperature": 21.5, "battery": 90}
+            assert sensor["properties"]["battery"] == {"type": "number", "writable": False,
+                                                      "description": "an attribute the device reports"}
 
             # An operation is published on the command topics; the state follows the device's report.
             await device.subscribe(f"{base}/desk/#")
@@ -185,7 +191,7 @@ async def test_a_lock_climate_and_cover_are_mapped_and_commanded(broker, prefix,
     base = f"{prefix}-devices"
     configs = {
         f"{prefix}/lock/door/config": {"name": "Garden door", "command_topic": f"{base}/door/set",
-                                        "state_topic": f"{base}/door/state"},
+                                        "state_topic": f"{base}/door/state", "avty_t": f"{base}/door/available"},
         f"{prefix}/climate/office_ac/config": {
             "name": "Office AC", "mode_command_topic": f"{base}/ac/mode/set", "mode_state_topic": f"{base}/ac/mode",
             "modes": ["off", "cool", "heat", "fan_only"], "temperature_command_topic": f"{base}/ac/temp/set",
@@ -208,9 +214,17 @@ async def test_a_lock_climate_and_cover_are_mapped_and_commanded(broker, prefix,
             assert ac["properties"]["temperature"]["writable"] is False
             assert listed["blind"]["type"] == "curtain"
 
+            assert listed["door"]["online"] is False  # until it says it is available
+            await device.publish(f"{base}/door/available", "online")
             await device.publish(f"{base}/door/state", "LOCKED")
             await device.publish(f"{base}/ac/mode", "off")
             await eventually(lambda: _state_is(service, "door", {"locked": True}))
+            await eventually(lambda: _online_is(service, "door", True))
+            # Announced again (a device restarting): it stays as available as it said it was.
+            await device.publish(f"{prefix}/lock/door/config", json.dumps({**configs[f"{prefix}/lock/door/config"],
+                                                                            "name": "Garden gate"}), retain=True)
+            await eventually(lambda: _name_is(service, "door", "Garden gate"))
+            assert (await devices_of(service))["door"]["online"] is True
             await device.subscribe(f"{base}/#")
             response = await service.post("/api/v1/devices/door/operate", headers=ADMIN,
                                           json={"action": "switch", "value": False})
@@ -231,6 +245,17 @@ async def test_a_lock_climate_and_cover_are_mapped_and_commanded(broker, prefix,
                                           json={"action": "set", "property": "position", "value": 40})
             assert response.status == 200
             assert await _commands(device, {f"{base}/blind/set"}, 1) == {f"{base}/blind/set": "40"}
+
+            await device.publish(f"{base}/door/available", "offline")
+            await eventually(lambda: _online_is(service, "door", False))
+            response = await service.post("/api/v1/devices/door/operate", headers=ADMIN,
+                                          json={"action": "switch", "value": True})
+            assert response.status == 200  # already locked: nothing to send, nothing refused
+            await device.publish(f"{base}/door/state", "UNLOCKED")
+            await eventually(lambda: _state_is(service, "door", {"locked": False}))
+            response = await service.post("/api/v1/devices/door/operate", headers=ADMIN,
+                                          json={"action": "switch", "value": True})
+            assert response.status == 503 and (await response.json())["errorType"] == "device_unreachable"
         finally:
             for topic in configs:
                 await device.publish(topic, b"", retain=True)
@@ -239,6 +264,10 @@ async def test_a_lock_climate_and_cover_are_mapped_and_commanded(broker, prefix,
 async def _all(service, ids: set[str]) -> dict | None:
     listed = await devices_of(service)
     return listed if ids <= set(listed) else None
+
+
+async def _name_is(service, device_id: str, name: str) -> bool:
+    return (await devices_of(service))[device_id]["name"] == name
 
 
 async def _state_is(service, device_id: str, state: dict) -> bool:
@@ -338,3 +367,30 @@ async def _connected(service) -> bool:
 
 async def _gone(service, device_id: str) -> bool:
     return device_id not in await devices_of(service)
+
+
+async def test_a_device_announced_once_is_known_after_a_restart(broker, prefix, make_iot_service):
+    """Not retained, so the broker will not send the config again: the service rebuilds the device
+    from what it stored, subscribes to its topics again, and mirrors its state."""
+    host, port = broker
+    base = f"{prefix}-plug"
+    async with aiomqtt.Client(host, port, identifier=f"test-{uuid.uuid4().hex[:8]}") as device:
+        first = await make_iot_service(mqtt_settings(host, port, prefix))
+        await eventually(lambda: _connected(first))
+        await device.publish(f"{prefix}/switch/plug/config", json.dumps({
+            "name": "Plug", "command_topic": f"{base}/set", "state_topic": f"{base}/state"}))
+        await eventually(lambda: _has(first, "plug"))
+        await first.close()
+
+        second = await make_iot_service(mqtt_settings(host, port, prefix))
+        plug = (await devices_of(second))["plug"]
+        assert plug["type"] == "switch"
+        await eventually(lambda: _connected(second))
+        await eventually(lambda: _online_is(second, "plug", True))
+        await device.publish(f"{base}/state", "ON")
+        await eventually(lambda: _state_is(second, "plug", {"on": True}))
+        await device.subscribe(f"{base}/set")
+        response = await second.post("/api/v1/devices/plug/operate", headers=ADMIN,
+                                     json={"action": "switch", "value": False})
+        assert response.status == 200
+        assert await _commands(device, {f"{base}/set"}, 1) == {f"{base}/set": "OFF"}

@@ -62,7 +62,8 @@ async def test_operations_switch_and_set_and_each_home_is_its_own(iot_service):
 
     answer = await operate(iot_service, "bedroom_ac", {"action": "set", "properties": {
         "on": True, "mode": "heat", "target_temperature": 22.5, "fan": "high"}})
-    assert answer["device"]["state"] == {"on": True, "mode": "heat", "target_temperature": 22.5, "fan": "high"}
+    assert answer["device"]["state"] == {"on": True, "mode": "heat", "target_temperature": 22.5, "fan": "high",
+                                         "temperature": 26.5}
     answer = await operate(iot_service, "living_room_curtain", {"action": "set", "property": "position", "value": 50})
     assert answer["device"]["state"] == {"position": 50}
     answer = await operate(iot_service, "front_door_lock", {"action": "switch", "value": False})
@@ -150,7 +151,7 @@ async def test_every_invalid_operation_is_a_400_naming_the_property_and_its_rang
 
     # All or nothing: the AC is as it was, and no invalid operation entered the history.
     assert (await device(iot_service, ac))["state"] == {"on": False, "mode": "cool", "target_temperature": 26,
-                                                        "fan": "auto"}
+                                                        "fan": "auto", "temperature": 26.5}
     page = await (await iot_service.get(f"/api/v1/devices/{ac}/history", headers=ALICE)).json()
     assert page == {"operations": [], "count": 0, "total": 0}
 

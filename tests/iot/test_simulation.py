@@ -38,8 +38,9 @@ def test_cooling_brings_the_temperature_down_to_the_target_and_no_further():
 
 
 def test_heating_and_auto_go_up_but_cooling_below_the_target_does_not():
-    assert temperatures(run(Weather(seed=2), {"on": True, "mode": "heat", "target_temperature": 26}, 20.0, 55, 3))[-1] > 21
-    assert temperatures(run(Weather(seed=2), {"on": True, "mode": "auto", "target_temperature": 26}, 20.0, 55, 3))[-1] > 21
+    for mode in ("heat", "auto"):
+        warmed = temperatures(run(Weather(seed=2), {"on": True, "mode": mode, "target_temperature": 26}, 20.0, 55, 3))
+        assert warmed[-1] > 21, mode
     cool_below = temperatures(run(Weather(seed=2), {"on": True, "mode": "cool", "target_temperature": 26},
                                   20.0, 55, 3))
     assert all(19.9 <= value < 21 for value in cool_below)  # only the room's slow drift towards ambient
@@ -60,3 +61,19 @@ def test_dry_mode_dries_the_air_fast_and_only_rounded_changes_are_reported():
     assert humidity[:3] == [49, 48, 47] and humidity[-1] == 35
     # At the floor nothing changes any more: no report.
     assert "bedroom_humidity" not in reports[-1]
+
+
+def test_the_living_room_is_read_by_its_air_conditioner_and_the_bedroom_sensor_and_ac_agree():
+    weather = Weather(seed=5)
+    states = {"living_room_ac": {"on": True, "mode": "heat", "target_temperature": 30, "temperature": 27.0},
+              "bedroom_ac": {"on": False, "mode": "cool", "target_temperature": 26, "temperature": 26.5},
+              "bedroom_temperature": {"temperature": 26.5}, "bedroom_humidity": {"humidity": 55}}
+    living = []
+    for _ in range(12):
+        changed = weather.step("alice", states, NOON)
+        for device_id, values in changed.items():
+            states[device_id] = {**states[device_id], **values}
+        living.append(states["living_room_ac"]["temperature"])
+        assert states["bedroom_ac"]["temperature"] == states["bedroom_temperature"]["temperature"]
+        assert set(changed.get("living_room_ac", {})) <= {"temperature"}  # only the reading moves
+    assert living == sorted(living) and living[0] > 27.0 and living[-1] > 28.0  # heating crosses 28 °C

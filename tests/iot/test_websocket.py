@@ -7,7 +7,10 @@ import asyncio
 
 import aiohttp
 
+from gateway.app import create_app
 from gateway.context import get_context
+from plugins.auth import tokens_plugin
+from plugins.iot.service import plugin as iot_plugin
 from tests.ai_core.conftest import SERVICE_TOKEN, access_token
 from tests.iot.conftest import ALICE, SERVICE, operate
 
@@ -94,7 +97,7 @@ async def test_a_subscriber_that_does_not_read_is_dropped_and_the_others_still_h
     reader = await service.ws_connect(f"/api/v1/devices/ws?token={token}")
     leaving = await service.ws_connect(f"/api/v1/devices/ws?token={token}")
     hub = get_context(service.app).hub
-    assert [connection.max_pending for connection in hub.connections("user_alice")] == [7, 7]
+    assert [connection.max_pending for connection in hub.connections("iot:user:user_alice")] == [7, 7]
     for position in range(1, 30):
         if position == 10:
             leaving._response.connection.transport.abort()  # gone without a goodbye
@@ -102,3 +105,20 @@ async def test_a_subscriber_that_does_not_read_is_dropped_and_the_others_still_h
         frame = await next_update(reader, device_id="living_room_curtain")
         assert frame["device"]["state"]["position"] == position
     await reader.close()
+
+
+async def test_changes_reach_subscribers_of_another_instance_and_nothing_else_crosses(
+        aiohttp_client, iot_config, redis_url, bus_prefix):
+    """Two instances on one Redis: a change made on one reaches a subscriber of the other; a frame
+    another service's hub sends to the person (a chat reply) does not reach their device feed."""
+    def build():
+        config = iot_config({"tick_seconds": 3600}, {"bus.redis_url": redis_url, "bus.prefix": bus_prefix})
+        return aiohttp_client(create_app("iot-debug-service", config, plugins=[tokens_plugin, iot_plugin]))
+    first, second = await build(), await build()
+    ws = await second.ws_connect(f"/api/v1/devices/ws?token={access_token('user_alice', 'alice')}")
+    # What the gateway's hub does for a chat reply, on the same Redis: addressed to the person.
+    await get_context(first.app).hub.send_to_user("user_alice", {"type": "stream_chunk", "content": "hi"})
+    await operate(first, "living_room_light", {"action": "switch", "value": True})
+    frame = (await asyncio.wait_for(ws.receive(), 5)).json()
+    assert frame["type"] == "device_update" and frame["device_id"] == "living_room_light"
+    await ws.close()

@@ -66,8 +66,8 @@ async def nothing_arrives(ws, seconds=0.3):
 
 
 async def test_a_device_on_another_instance_receives_the_notification(aiohttp_client, make_config, redis_url,
-                                                                      bus_prefix):
-    shared = {"bus.redis_url": redis_url, "bus.prefix": bus_prefix}
+                                                                      bus_prefix, database_url):
+    shared = {"bus.redis_url": redis_url, "bus.prefix": bus_prefix, "database.url": database_url}
     first_app, first = await gateway(aiohttp_client, make_config(shared))
     second_app, second = await gateway(aiohttp_client, make_config(shared))
     alice = bearer(first_app, ALICE)

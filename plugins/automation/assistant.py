@@ -53,16 +53,34 @@ _TRIM = " \t\n?？。.!！:：,，;；、\"'“”「」"
 _SUFFIXES = (" scene", " mode", "场景", "模式")
 
 
+# Words that put the scene off (a time, a repeat, a condition): `run_scene` runs it now, so such a
+# request is answered with how to schedule it instead ("every day at 7 run the morning scene" must
+# not run it at once).
+_DEFERRED = re.compile(
+    r"\bremind|\btomorrow\b|\btonight\b|\bevery\b|\bwhen(?:ever)?\b|\bif\b|\blater\b|\bafter\b|"
+    r"\bin \d+ (?:seconds?|minutes?|hours?|days?)\b|\bat \d{1,2}(?::\d\d|\s*(?:am|pm|o'clock)\b|\b)|"
+    r"提醒|明天|今晚|每天|每周|每逢|以后|之后|分钟后|小时后|\d+点|[一二三四五六七八九十]+点|如果|的时候|当.{1,30}时",
+    re.IGNORECASE)
+
+
 def parse_run_arguments(text: str) -> dict:
-    """"run the movie night scene" → {"name": "movie night"}; "执行回家模式" → {"name": "回家模式"}."""
+    """"run the movie night scene" → {"name": "movie night"}; "执行回家模式" → {"name": "回家模式"};
+    with words that put it off, `later` holds them (the tool then runs nothing)."""
+    arguments: dict = {}
     quoted = re.search(r"[\"“「『](.+?)[\"”」』]", text)
     if quoted and quoted.group(1).strip():
-        return {"name": quoted.group(1).strip()}
-    for pattern in _NAME_EN + _NAME_ZH:
-        match = pattern.search(text.strip())
-        if match and match.group("name").strip(_TRIM):
-            return {"name": match.group("name").strip(_TRIM)}
-    return {}
+        arguments["name"] = quoted.group(1).strip()
+    else:
+        for pattern in _NAME_EN + _NAME_ZH:
+            match = pattern.search(text.strip())
+            if match and match.group("name").strip(_TRIM):
+                arguments["name"] = match.group("name").strip(_TRIM)
+                break
+    later = _DEFERRED.search(text)
+    if later and arguments:
+        arguments["later"] = later.group(0).strip()
+        arguments["name"] = _DEFERRED.split(arguments["name"])[0].strip(_TRIM) or arguments["name"]
+    return arguments
 
 
 def _key(name: str) -> str:
@@ -128,6 +146,10 @@ async def run_scene(arguments: dict, call: ToolCall) -> dict:
     name = " ".join(str(arguments.get("name") or "").split())
     if not name:
         raise ToolFailed("name is empty: say which scene to run")
+    if arguments.get("later"):
+        return {"status": "not_now", "name": name, "later": str(arguments["later"]),
+                "message": "run_scene runs a scene now; to run it later or on a condition, the user creates "
+                           "an automation rule whose action is the scene (POST /api/v1/automation/rules)."}
     try:
         scenes = (await call.ask_gateway("GET", SCENES_PATH))["scenes"]
     except GatewayFailed as failure:
@@ -175,6 +197,12 @@ def summarize_list(result: dict, language: str) -> str:
 
 def summarize_run(result: dict, language: str) -> str:
     status = result["status"]
+    if status == "not_now":
+        if language == "zh":
+            return (f"我只能立即执行场景。要定时或在满足条件时执行「{result['name']}」，"
+                    "请创建一条自动化规则（定时或设备状态触发，动作为该场景）。")
+        return (f"I can only run a scene right now. To run “{result['name']}” at a set time or on a condition, "
+                "create an automation rule (a time or device-state trigger) whose action is that scene.")
     if status == "unavailable":
         return "这里没有自动化功能。" if language == "zh" else "Automations are not available here."
     if status == "not_found":
@@ -205,6 +233,9 @@ class AutomationToolsPlugin(Plugin):
     """`automation_tools`, in the ai-core service: adds `list_automations` and `run_scene`."""
     name = "automation_tools"
     depends = ("ai_core",)
+    # Registered after these: the offline agent gives a tie to the tool registered first, so "remind
+    # me to run the movie scene at 8" stays a reminder and a device phrase stays the devices'.
+    optional_depends = ("reminder_tools", "device_tools")
     description = "the list_automations and run_scene tools: the assistant lists rules and runs scenes"
 
     def setup(self, registrar: Registrar) -> None:

@@ -157,3 +157,14 @@ async def frames_until(ws, wanted: str, count: int = 1, timeout: float = 10.0) -
 
 def of_type(frames: list[dict], wanted: str) -> list[dict]:
     return [frame for frame in frames if frame.get("type") == wanted]
+
+
+async def feed_followed(stack: Stack) -> None:
+    """One of the instances follows the IoT service's changes (the devices plugin's feed)."""
+    from plugins.iot.gateway import FEED
+
+    for _ in range(200):
+        if any(gateway.app[FEED].following.is_set() for gateway in stack.gateways):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("no gateway instance follows the IoT service's changes")

@@ -9,7 +9,7 @@ from gateway.context import get_context
 from gateway.schedule import ManualClock
 from plugins.automation.api import RUNNER
 from plugins.iot.contract import DeviceChange
-from tests.automation.conftest import API
+from tests.automation.conftest import API, feed_followed
 
 START = datetime(2026, 11, 24, 6, 0, tzinfo=timezone.utc)  # a Tuesday; 14:00 in Shanghai
 NOTIFY = {"type": "notify", "title": "Tick"}
@@ -293,7 +293,7 @@ async def test_an_unlocked_door_through_the_iot_service_fires_the_rule(make_stac
     rule = await gateway.create_rule(gateway.alice, name="Door open", trigger_type="device_state",
                                      trigger_config={"device_id": "front_door_lock", "property": "locked",
                                                      "equals": False}, actions=[NOTIFY])
-    await asyncio.sleep(0.5)  # the feed connects to the IoT service
+    await feed_followed(stack)
     for locked in (False, False, True, False):
         response = await gateway.client.post("/api/v1/devices/front_door_lock/operate", headers=gateway.alice,
                                              json={"action": "switch", "value": locked})

@@ -314,6 +314,6 @@ async def fire_event(request: web.Request) -> web.Response:
     runs = await runner_of(request).fire_event(owner, name, payload if isinstance(payload, dict) else {"value": payload})
     ran = sum(1 for run in runs if run["status"] != "skipped")
     return web.json_response({"success": True, "event": name, "runs": runs,
-                              "message": f"{len(runs)} rule{'s' if len(runs) != 1 else ''} listen for {name!r}; "
-                                         f"{ran} ran."})
+                              "message": f"{len(runs)} rule{' listens' if len(runs) == 1 else 's listen'} for "
+                                         f"{name!r}; {ran} ran."})
 

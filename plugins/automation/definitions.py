@@ -222,16 +222,21 @@ def _unknown(kind: str, given: object, known: dict, where: str) -> BadRequest:
                       hint=f"Use one of: {names} (docs/automation.md).", extra={"known_types": list(known)})
 
 
+def _root(where: str) -> str:
+    """`actions` of `actions[2]`, `conditions` of `conditions.conditions[0]`."""
+    return where.split("[")[0].split(".")[0]
+
+
 def _typed(kind: str, value: Any, known: dict, where: str) -> dict:
     if not isinstance(value, dict):
         raise BadRequest(f"Invalid {where}: each {kind} is an object with a type.",
-                         error_type=f"invalid_{where.split('[')[0]}",
+                         error_type=f"invalid_{_root(where)}",
                          hint="docs/automation.md lists each type with its fields and an example.")
     kind_name = value.get("type")
     if kind_name not in known:
         if not isinstance(kind_name, str) or not kind_name:
             raise BadRequest(f"Invalid {where}: a {kind} needs a type; known types: {', '.join(known)}.",
-                             error_type=f"invalid_{where.split('[')[0]}",
+                             error_type=f"invalid_{_root(where)}",
                              hint="docs/automation.md lists each type with its fields and an example.")
         raise _unknown(kind, kind_name, known, where)
     return load(known[kind_name](), value, where)

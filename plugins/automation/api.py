@@ -79,8 +79,9 @@ async def checked_rule(request: web.Request, owner: str, rule: dict, previous: d
     runner = runner_of(request)
     next_run_at = next_after(trigger, await runner.zone_for(owner, trigger), runner.now())
     if next_run_at is None:
-        raise BadRequest(f"Invalid trigger_config: at ({trigger['at']}) is in the past; the rule would never run.",
-                         error_type="validation_error", hint="Give a future instant, or a repeat.")
+        what = f"at ({trigger['at']}) is in the past" if trigger.get("at") else "the schedule never occurs"
+        raise BadRequest(f"Invalid trigger_config: {what}; the rule would never run.",
+                         error_type="validation_error", hint="Give a future instant, or a repeat that occurs.")
     return next_run_at
 
 

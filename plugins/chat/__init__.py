@@ -20,6 +20,7 @@ from .admission import Admission, Turn
 from .channel import CHAT_CHANNEL, register_frames, routes
 from .contract import CHAT_TURNS, PRESENCE, REPLY_TAPS, TurnReply
 from .frame_schemas import register_frame_schemas
+from .frames import echo_frame
 from .presence import SESSION_KEY, Presence
 from .relay import Relay
 from .replay import Replay
@@ -81,6 +82,15 @@ class ChatChannel:
                               metadata: dict | None = None, timeout: float | None = None) -> TurnReply:
         turn = Turn(session_id=session_id, user_id=user_id, text=text or "", mode=mode, metadata=metadata)
         return await self.turns.submit_and_wait(turn, timeout)
+
+    async def post_message(self, user_id: str, session_id: str, text: str, *, metadata: dict | None = None,
+                           title: str | None = None) -> dict:
+        conversations = self.conversations
+        await conversations.ensure_session(user_id, session_id, title=title)
+        stored = await conversations.add_message(session_id, user_id, "assistant", text, metadata=metadata)
+        await self.context.hub.send_to_user(user_id, {**echo_frame(session_id, stored, text, [], None),
+                                                      "role": "assistant"})
+        return stored
 
     async def lifespan(self, context: Context) -> AsyncIterator[None]:
         settings = self.settings

@@ -57,6 +57,14 @@ class ChatTurns(Protocol):
         bound (as `submit_turn`)."""
         ...
 
+    async def post_message(self, user_id: str, session_id: str, text: str, *, metadata: dict | None = None,
+                           title: str | None = None) -> dict:
+        """Store `text` as an assistant message of the user's session (created, titled `title`,
+        when missing) and send it as a `response` frame (role `assistant`) to every device of
+        the user: something the assistant says unasked (an automation rule's message). No turn
+        runs. Returns the stored message."""
+        ...
+
 
 class Presence(Protocol):
     async def known_clients(self, user_id: str | None = None) -> list[dict]: ...

@@ -121,7 +121,9 @@ class EchoAttachment(marshmallow.Schema):
 
 
 class EchoFrame(marshmallow.Schema):
-    role = fields.String(required=True, validate=validate.Equal("user"))
+    role = fields.String(required=True, validate=validate.OneOf(("user", "assistant")), metadata={
+        "description": "`user`: the user's message; `assistant`: a message the assistant posted unasked "
+                       "(an automation rule's `message` action)."})
     msg_type = _msg_type(required=True)
     session_id = fields.String(required=True)
     message_id = fields.String(required=True, metadata={"description": "The stored message's id."})
@@ -187,7 +189,8 @@ SERVER_FRAMES: dict[str, tuple[type[marshmallow.Schema], str]] = {
     "system_info": (SystemInfoFrame, "A notice for the person: a warning during the reply, or a failed turn."),
     "review": (ReviewFrame, "The finished reply split by format, before `stream_end`."),
     "stream_end": (StreamEndFrame, "The reply ended, whichever way: its full text and finish reason."),
-    "response": (EchoFrame, "The user's message, once stored, to the user's other devices."),
+    "response": (EchoFrame, "The user's message, once stored, to the user's other devices; or an assistant "
+                            "message posted without a turn (an automation rule), to every device."),
     "queued": (QueuedFrame, "The session is busy: the message waits its turn (to its sender)."),
     "error": (ChatErrorFrame, "A frame that could not be taken, or a turn that failed (to its sender)."),
     "pong": (PongFrame, "The answer to `ping`."),

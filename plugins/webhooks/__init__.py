@@ -13,8 +13,21 @@ from __future__ import annotations
 
 from gateway.plugins import Plugin, PluginError, Registrar
 
-from .api import WEBHOOKS, WebhookConfig, parse_discord_key, routes
+from aiohttp import web
+
+from .api import WEBHOOKS, WebhookConfig, check_key, parse_discord_key, routes
+from .contract import WEBHOOK_KEY
 from .settings import WebhooksSettings
+
+
+class WebhookKeyCheck:
+    """The `WEBHOOK_KEY` contract: the very check the webhook endpoints make."""
+
+    def present(self, request: web.Request) -> bool:
+        return "X-Webhook-Key" in request.headers
+
+    def check(self, request: web.Request) -> None:
+        check_key(request)
 
 
 class WebhooksPlugin(Plugin):
@@ -34,6 +47,7 @@ class WebhooksPlugin(Plugin):
                                                     discord_key=discord_key,
                                                     ai_timeout=registrar.settings["ai_timeout"]))
         registrar.routes(routes)
+        registrar.provide(WEBHOOK_KEY, WebhookKeyCheck())
 
 
 plugin = WebhooksPlugin()

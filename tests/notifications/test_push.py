@@ -4,15 +4,11 @@ import asyncio
 import re
 import uuid
 
-from aiohttp import web
-
 from gateway.app import create_app
-from gateway.context import get_context
-from gateway.identity import Identity, require_user
-from gateway.plugins import Plugin
+from gateway.identity import Identity
 from plugins.auth import tokens_plugin
 from plugins.notifications import plugin as notifications_plugin
-from plugins.auth.contract import TOKENS
+from tests.notifications.devices import DevicePlugin, bearer, nothing_arrives
 
 API = "/api/v1"
 ALICE = Identity("user_alice", "alice")
@@ -21,48 +17,9 @@ ADMIN = Identity("admin", "admin", is_admin=True)
 SERVICE = {"Authorization": "Bearer test-service-token"}
 
 
-class DevicePlugin(Plugin):
-    """A WebSocket endpoint that registers authenticated devices with the hub, as the chat
-    channel does, so that these tests do not depend on the chat plugin."""
-    name = "device_socket"
-    depends = ("auth_tokens",)
-
-    def setup(self, registrar):
-        table = web.RouteTableDef()
-
-        @table.get("/ws/device", name="device_socket")
-        async def socket(request):
-            user = await require_user(request)
-            ws = web.WebSocketResponse()
-            await ws.prepare(request)
-            hub = get_context(request).hub
-            connection = await hub.register(ws, user.user_id, device_name=request.query.get("device", ""))
-            try:
-                async for _ in ws:
-                    pass
-            finally:
-                await hub.unregister(connection)
-            return ws
-
-        registrar.routes(table)
-
-
-def bearer(app, identity):
-    token, _ = get_context(app).contracts.require(TOKENS).issue_access(identity)
-    return {"Authorization": f"Bearer {token}"}
-
-
 async def gateway(aiohttp_client, config):
     app = create_app("gateway", config, plugins=[tokens_plugin, notifications_plugin, DevicePlugin()])
     return app, await aiohttp_client(app)
-
-
-async def nothing_arrives(ws, seconds=0.3):
-    try:
-        message = await ws.receive(timeout=seconds)
-    except asyncio.TimeoutError:
-        return
-    raise AssertionError(f"unexpected frame {message}")
 
 
 async def test_a_device_on_another_instance_receives_the_notification(aiohttp_client, make_config, redis_url,

@@ -329,9 +329,18 @@ class AudioStream:
         assert self.decoder is not None
         interval = int(self.settings["interim_interval_seconds"] * audio.SAMPLE_RATE)
         if (self.interim_task is None and not self.stopping
-                and self.decoder.sample_count - self.interim_at >= interval):
+                and self.decoder.sample_count - self.interim_at >= interval and not self.only_silence_since_covered()):
             self.interim_at = self.decoder.sample_count
             self.interim_task = asyncio.ensure_future(self.interim(language))
+
+    def only_silence_since_covered(self) -> bool:
+        """The last finished pass recognised up to the last pass's start, and only silence came
+        since: another pass could not change the text, and would only hold the CPU the final, or
+        the reply's speech, may need. (An RMS over the audio since that start: microseconds.)"""
+        assert self.decoder is not None
+        if self.covered is None or self.covered[0] != self.interim_at:
+            return False
+        return audio.is_silent(self.decoder.samples_since(self.interim_at))
 
     async def interim(self, language: str) -> None:
         assert self.decoder is not None

@@ -296,6 +296,18 @@ class StreamDecoder:
                 self._parts = [np.concatenate(self._parts)]
             return self._parts[0] if self._parts else np.zeros(0, np.float32)
 
+    def samples_since(self, start: int) -> np.ndarray:
+        """The samples decoded after the first `start` ones, copying only those (cheap enough for
+        the event loop when the tail is short: a stream's last few tenths of a second)."""
+        with self._lock:
+            tail, end = [], self._count
+            for part in reversed(self._parts):
+                if end <= start:
+                    break
+                tail.append(part[max(0, start - (end - len(part))):])
+                end -= len(part)
+        return np.concatenate(tail[::-1]) if tail else np.zeros(0, np.float32)
+
     def finish(self, timeout: float = 30.0) -> np.ndarray:
         """Every byte fed, decoded (blocks: run in an executor)."""
         if self._pipe is not None and self._thread is not None:

@@ -60,7 +60,8 @@ class VoiceService:
     async def recognize(self, samples: np.ndarray, language: str, *, user_id: str, source: str,
                         started: float, known: Recognition | None = None) -> dict:
         """Recognise (or take `known`, a stream's interim that already covers this audio), and
-        write the STT log record."""
+        write the STT log record. A stream's audio goes to the engine's fitted-window pass when it
+        has one (`recognize_with`)."""
         engine, asked = self.recognizer(language)
         if asked is None and len(samples) < self.settings["detect_min_seconds"] * audio.SAMPLE_RATE:
             engine, asked = self.recognizer(self.settings["default_language"])
@@ -72,7 +73,7 @@ class VoiceService:
         else:
             async with self.gate:
                 try:
-                    result = await engine.recognize(samples, asked)
+                    result = await recognize_with(engine, samples, asked, fitted=source == "stream")
                 except EngineFailed as error:
                     record_recognition(user_id=user_id, language=asked or "auto", audio_ms=duration_ms,
                                        engine=engine.name, processing_ms=(time.perf_counter() - started) * 1000,
@@ -88,6 +89,19 @@ class VoiceService:
 
 
 SERVICE = web.AppKey("voice.service", VoiceService)
+
+
+async def recognize_with(engine: SpeechRecognizer, samples: np.ndarray, language: str | None, *,
+                         fitted: bool) -> Recognition:
+    """`fitted`: a stream's short utterance, recognised by the engine's `recognize_fitted` when it
+    has one (Whisper: an encoder window fitted to the audio instead of 30 s) and the language is
+    known; an engine without it (an optional capability, not part of the interface) recognises as
+    usual."""
+    quick = getattr(engine, "recognize_fitted", None) if fitted and language is not None else None
+    if quick is not None:
+        result: Recognition = await quick(samples, language)
+        return result
+    return await engine.recognize(samples, language)
 
 
 def failure(message: str, error_type: str, hint: str, status: int = 400, **extra: Any) -> ApiError:
@@ -240,6 +254,7 @@ class AudioStream:
         # The last interim recognised on the whole stream so far: (samples it covered, result).
         self.covered: tuple[int, Recognition] | None = None
         self.detected: str | None = None   # the language an interim detected (language=auto)
+        self.stopping = False              # stop came: no new interim pass starts
 
     async def serve(self, query: dict) -> None:
         try:
@@ -308,11 +323,24 @@ class AudioStream:
                 return False
 
     def maybe_interim(self, language: str) -> None:
+        """Passes run back to back: the next starts as soon as the last has finished and at least
+        `interim_interval_seconds` of new audio came, so that at stop the newest pass covers all
+        but the last moments (docs/voice.md, "Streaming")."""
         assert self.decoder is not None
         interval = int(self.settings["interim_interval_seconds"] * audio.SAMPLE_RATE)
-        if self.interim_task is None and self.decoder.sample_count - self.interim_at >= interval:
+        if (self.interim_task is None and not self.stopping
+                and self.decoder.sample_count - self.interim_at >= interval and not self.only_silence_since_covered()):
             self.interim_at = self.decoder.sample_count
             self.interim_task = asyncio.ensure_future(self.interim(language))
+
+    def only_silence_since_covered(self) -> bool:
+        """The last finished pass recognised up to the last pass's start, and only silence came
+        since: another pass could not change the text, and would only hold the CPU the final, or
+        the reply's speech, may need. (An RMS over the audio since that start: microseconds.)"""
+        assert self.decoder is not None
+        if self.covered is None or self.covered[0] != self.interim_at:
+            return False
+        return audio.is_silent(self.decoder.samples_since(self.interim_at))
 
     async def interim(self, language: str) -> None:
         assert self.decoder is not None
@@ -327,7 +355,7 @@ class AudioStream:
             if asked is None and len(samples) < self.settings["detect_min_seconds"] * audio.SAMPLE_RATE:
                 engine, asked = self.service.recognizer(self.settings["default_language"])
             async with self.service.gate:
-                result = await engine.recognize(samples, asked)
+                result = await recognize_with(engine, samples, asked, fitted=True)
             if asked is None and result.language in engine.languages:
                 self.detected = result.language
             if len(samples) == len(whole) and (language != "auto" or asked is None or self.detected == asked):
@@ -339,28 +367,38 @@ class AudioStream:
             log.info("interim recognition skipped: %s", error)
         finally:
             self.interim_task = None
+        if not self.socket.closed:
+            self.maybe_interim(language)   # audio came while this pass ran: the next one starts now
 
     async def finish(self, language: str) -> None:
         assert self.decoder is not None
         started = time.perf_counter()
+        self.stopping = True
         samples = await self.service.run(self.decoder.finish)
-        # Speech usually ends before stop: when only silence came after the audio an interim is
-        # recognising (or has recognised), its text is the final one, and waiting for it beats
-        # recognising everything again (bench/README.md, "final after stop").
+        # Speech usually ends before stop. When only silence came after the audio the last
+        # finished pass covered, its text is the final one at once; else when only silence came
+        # after the audio of the pass running now, that pass is awaited; else one more pass (on a
+        # window fitted to the audio) recognises it all (bench/README.md, "final after stop").
         task = self.interim_task
-        if task is not None and await self.service.run(audio.is_silent, samples[self.interim_at:]):
+        covered = await self.covered_to_the_end(samples)
+        if covered and task is not None:
+            task.cancel()
+        elif task is not None and await self.service.run(audio.is_silent, samples[self.interim_at:]):
             await asyncio.wait([task], timeout=self.settings["max_audio_seconds"])
+            covered = await self.covered_to_the_end(samples)
         elif task is not None:
             task.cancel()
-        known = None
-        if self.covered is not None and await self.service.run(audio.is_silent, samples[self.covered[0]:]):
-            known = self.covered[1]
+        known = self.covered[1] if covered and self.covered is not None else None
         result = await self.service.recognize(samples, self.detected or language, user_id=self.user_id,
                                               source="stream", started=started, known=known)
         await self.socket.send_json({"type": "final", "text": result["text"], "language": result["language"],
                                      "duration_ms": result["duration_ms"], "engine": result["engine"],
                                      "processing_ms": result["processing_ms"]})
         await self.socket.close()
+
+    async def covered_to_the_end(self, samples: np.ndarray) -> bool:
+        """Did a finished pass recognise everything but silence after it?"""
+        return self.covered is not None and await self.service.run(audio.is_silent, samples[self.covered[0]:])
 
     async def fail(self, message: str, error_type: str) -> None:
         if not self.socket.closed:

@@ -39,8 +39,9 @@ class VoiceEngineSettings(PluginSettings):
         "description": "Longest audio recognised, uploaded or streamed (413 / a stream error beyond)."})
     stream_idle_seconds = fields.Float(load_default=10.0, validate=POSITIVE, metadata={
         "description": "A stream that sends nothing for this long is closed with errorType `stream_timeout`."})
-    interim_interval_seconds = fields.Float(load_default=1.0, validate=POSITIVE, metadata={
-        "description": "New audio (seconds) after which a stream's interim text is recognised again."})
+    interim_interval_seconds = fields.Float(load_default=0.3, validate=POSITIVE, metadata={
+        "description": "New audio (seconds) a stream needs before its next interim pass; passes run back to "
+                       "back (the next starts when the last finishes), so at stop the newest covers nearly all."})
     max_tts_chars = fields.Integer(load_default=2000, validate=validate.Range(min=1), metadata={
         "description": "Longest text one /api/v1/tts call speaks (400 beyond)."})
     openai_base_url = fields.String(load_default="", metadata={

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 
 from plugins.voice import audio
@@ -45,3 +46,16 @@ def test_garbage_in_a_stream_is_reported():
     with pytest.raises(audio.AudioError) as raised:
         decoder.finish()
     assert raised.value.error_type == "audio_undecodable"
+
+
+def test_a_stream_decoders_tail_is_the_samples_after_a_point():
+    decoder = audio.StreamDecoder("pcm")
+    everything = np.arange(-3000, 3000, dtype=np.int16)
+    for start in range(0, len(everything), 700):   # parts of 700 samples
+        decoder.feed(everything[start:start + 700].astype("<i2").tobytes())
+    whole = decoder.samples()
+    for point in (0, 1, 699, 700, 701, 3500, 5999, 6000, 7000):
+        assert np.array_equal(decoder.samples_since(point), whole[point:]), point
+    decoder.feed(everything[:10].astype("<i2").tobytes())   # parts merged, then one more
+    assert np.array_equal(decoder.samples_since(5995), decoder.samples()[5995:])
+    decoder.close()

@@ -44,3 +44,26 @@ async def test_a_third_party_engine_is_picked_for_its_language(make_voice_servic
     form.add_field("language", "ja")
     body = await (await client.post("/api/v1/transcribe", headers=ALICE, data=form)).json()
     assert body == {**body, "success": True, "text": "3.0 秒", "engine": "seconds_counter", "language": "ja"}
+
+
+async def test_whispers_fitted_window_hears_what_the_full_window_hears():
+    """A stream's passes encode the audio plus a margin (at least 10 s), not 30 s: the same words
+    in English and Chinese, nothing in silence, and audio too long for it goes the ordinary way."""
+    import numpy as np
+
+    from plugins.voice.engines.whisper import FITTED_MAX_SECONDS, WhisperRecognizer
+    from tests.voice.conftest import CHINESE, ENGLISH, character_error_rate, samples_of, word_error_rate
+    whisper = WhisperRecognizer(2, 1, 1)
+    await whisper.load()
+    english = samples_of(ENGLISH)
+    fitted = await whisper.recognize_fitted(english, "en")
+    full = await whisper.recognize(english, "en")
+    assert fitted.language == "en" and word_error_rate(full.text, fitted.text) <= 0.15, (fitted, full)
+    chinese = await whisper.recognize_fitted(samples_of(CHINESE), "zh")
+    assert chinese.language == "zh" and character_error_rate("你好世界", chinese.text) <= 0.5, chinese
+    assert (await whisper.recognize_fitted(np.zeros(16000 * 2, np.float32), "en")).text == ""
+    long = np.tile(english, int(FITTED_MAX_SECONDS // 2.99) + 1)   # past the fitted limit: the 30 s pass
+    assert word_error_rate(" ".join([ENGLISH_WORDS] * 7), (await whisper.recognize_fitted(long, "en")).text) <= 0.3
+
+
+ENGLISH_WORDS = "he was not an ill disposed young man"

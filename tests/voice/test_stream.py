@@ -225,3 +225,34 @@ async def test_a_pcm_stream_at_its_own_sample_rate(voice_service):
         await socket.send_json({"type": "stop"})
         final = (await frames_until_close(socket))[-1]
     assert final["duration_ms"] == 2990 and word_error_rate(ENGLISH_TEXT, final["text"]) <= 0.35, final
+
+
+async def test_a_stream_stopped_mid_speech_is_recognised_whole(make_voice_service):
+    # The last words arrive with stop, after every interim: the final is one more pass (Whisper's
+    # fitted window), and it still hears the whole utterance.
+    client = await make_voice_service(stt_engines=["whisper"], tts_engines=[], interim_interval_seconds=0.3)
+    speech = pcm16(samples_of(ENGLISH))
+    async with client.ws_connect(f"{STREAM}?language=en&format=pcm", headers=ALICE) as socket:
+        await ready(socket)
+        await socket.send_bytes(speech[:len(speech) // 2])
+        interim = await socket.receive_json(timeout=30)
+        assert interim["type"] == "interim", interim
+        await socket.send_bytes(speech[len(speech) // 2:])
+        await socket.send_json({"type": "stop"})
+        final = (await frames_until_close(socket))[-1]
+    assert final["type"] == "final" and word_error_rate(ENGLISH_TEXT, final["text"]) <= 0.25, final
+    assert final["duration_ms"] == 2990
+    await released(client)
+
+
+async def test_an_engine_without_a_fitted_pass_recognises_streams_as_usual(make_voice_service):
+    # `recognize_fitted` is Whisper's own: a third-party engine streams through `recognize`.
+    client = await make_voice_service(stt_engines=["whisper", "seconds_counter"], tts_engines=[],
+                                      stt_language_engines={"ja": "seconds_counter"})
+    async with client.ws_connect(f"{STREAM}?language=ja&format=pcm", headers=ALICE) as socket:
+        assert (await ready(socket))["engine"] == "seconds_counter"
+        for piece in chunks(pcm16(samples_of(ENGLISH)), 3200):
+            await socket.send_bytes(piece)
+        await socket.send_json({"type": "stop"})
+        final = (await frames_until_close(socket))[-1]
+    assert final == {**final, "type": "final", "text": "3.0 秒", "engine": "seconds_counter", "language": "ja"}

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gateway.hub")
 
+# Deliveries and presence are per service: services sharing one Redis (the gateway, the IoT
+# service) each have their own connections, and one's frames for a user are not another's.
 DELIVERY_CHANNEL = "hub.deliver"
 DEFAULT_MAX_PENDING = 512
 # Presence entries expire unless renewed, so a crashed instance's connections drop out by themselves.
@@ -226,6 +228,10 @@ class WebSocketHub:
     def __init__(self, context: "Context"):
         self.context = context
         self.instance_id = uuid.uuid4().hex
+        scope = context.service_id
+        self._delivery_channel = f"{DELIVERY_CHANNEL}:{scope}"
+        self._presence_prefix = f"presence:{scope}:"
+        self._online_users = f"{ONLINE_USERS}:{scope}"
         self._by_user: dict[str, dict[str, Connection]] = {}
         self._subscription: Subscription | None = None
         self._renewer: asyncio.Task | None = None
@@ -254,7 +260,7 @@ class WebSocketHub:
     async def start(self) -> None:
         bus = self.context.bus
         if getattr(bus, "shared", False):
-            self._subscription = await bus.subscribe(DELIVERY_CHANNEL, self._on_remote)
+            self._subscription = await bus.subscribe(self._delivery_channel, self._on_remote)
         self._renewer = asyncio.create_task(self._renew_presence(), name="hub-presence")
 
     async def close_all(self, code: int = WSCloseCode.GOING_AWAY, message: bytes = b"server shutting down") -> None:
@@ -296,7 +302,7 @@ class WebSocketHub:
         await self._notify(self._disconnect_listeners, connection, "disconnect")
         await connection.stop()
         if self._shared:
-            await self.context.bus.unmark(f"presence:{connection.user_id}", self._member(connection))
+            await self.context.bus.unmark(self._presence_prefix + connection.user_id, self._member(connection))
 
     # -- presence across instances
     @property
@@ -310,8 +316,8 @@ class WebSocketHub:
 
     async def _mark(self, connection: Connection) -> None:
         if self._shared:
-            await self.context.bus.mark(f"presence:{connection.user_id}", self._member(connection), PRESENCE_TTL)
-            await self.context.bus.mark(ONLINE_USERS, connection.user_id, PRESENCE_TTL)
+            await self.context.bus.mark(self._presence_prefix + connection.user_id, self._member(connection), PRESENCE_TTL)
+            await self.context.bus.mark(self._online_users, connection.user_id, PRESENCE_TTL)
 
     async def _renew_presence(self) -> None:
         while True:
@@ -328,13 +334,13 @@ class WebSocketHub:
         """Whether `user_id` has a live connection on any instance sharing the bus."""
         if self._by_user.get(user_id):
             return True
-        return self._shared and bool(await self.context.bus.members(f"presence:{user_id}"))
+        return self._shared and bool(await self.context.bus.members(self._presence_prefix + user_id))
 
     async def online_users(self) -> set[str]:
         """Users with a live connection on any instance sharing the bus."""
         if not self._shared:
             return set(self._by_user)
-        candidates = await self.context.bus.members(ONLINE_USERS)
+        candidates = await self.context.bus.members(self._online_users)
         return {user for user in candidates if await self.is_online(user)}
 
     def connections(self, user_id: str | None = None) -> list[Connection]:
@@ -371,7 +377,7 @@ class WebSocketHub:
         payload = message if isinstance(message, str) else json.dumps(message, ensure_ascii=False)
         delivered = self._deliver_local(user_id, payload, exclude, only, turn_id, seq)
         if self._shared:
-            await self.context.bus.publish(DELIVERY_CHANNEL, {
+            await self.context.bus.publish(self._delivery_channel, {
                 "origin": self.instance_id, "user_id": user_id, "payload": payload, "exclude": exclude,
                 "only": only, "turn_id": turn_id, "seq": seq})
         return delivered

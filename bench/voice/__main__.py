@@ -28,6 +28,7 @@ from plugins.voice.engines.espeak import EspeakSynthesizer  # noqa: E402
 from plugins.voice.engines.piper import PiperSynthesizer  # noqa: E402
 from plugins.voice.engines.pocketsphinx import PocketSphinxRecognizer  # noqa: E402
 from plugins.voice.engines.whisper import WhisperRecognizer  # noqa: E402
+from bench.voice.scoring import edit_distance  # noqa: E402
 
 RECORDINGS = Path(__file__).resolve().parent / "recordings"
 SENTENCES = {"en": ["Good morning, the living room light is now on.",
@@ -57,14 +58,6 @@ def english_words(text: str) -> list[str]:
 def chinese_characters(text: str) -> list[str]:
     return [NUMBERS_ZH.get(c, c) for c in text if c.isalnum() and not c.isascii() or c.isdigit()]
 
-
-def edit_distance(reference: list, hypothesis: list) -> int:
-    row = list(range(len(hypothesis) + 1))
-    for i, ref in enumerate(reference, 1):
-        previous, row[0] = row[0], i
-        for j, hyp in enumerate(hypothesis, 1):
-            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (ref != hyp))
-    return row[-1]
 
 
 class FittedWindow:

@@ -16,6 +16,7 @@ from gateway.app import create_app
 from plugins.auth import tokens_plugin
 from plugins.voice import audio
 from plugins.voice.service import plugin as voice_plugin
+from bench.voice.scoring import edit_distance
 from tests.ai_core.conftest import SERVICE, access_token, bearer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -83,11 +84,3 @@ def character_error_rate(reference: str, hypothesis: str) -> float:
     keep = [c for c in reference if c.isalnum()]
     return edit_distance(keep, [c for c in hypothesis if c.isalnum()]) / max(1, len(keep))
 
-
-def edit_distance(reference: list, hypothesis: list) -> int:
-    row = list(range(len(hypothesis) + 1))
-    for i, ref in enumerate(reference, 1):
-        previous, row[0] = row[0], i
-        for j, hyp in enumerate(hypothesis, 1):
-            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (ref != hyp))
-    return row[-1]

@@ -268,14 +268,16 @@ def create_console_app(config: Config, *, host: str | None = None,
     section = config.section("console")
     logs = LogStore(config.data_dir / "logs", int(section.get("log_max_bytes") or 5 * 1024 * 1024),
                     int(section.get("log_backups", 3)))
-    supervisor = Supervisor(specs, config.data_dir, logs, push, SupervisorSettings.from_config(config))
+    stt_log = SttLog(push)
+    supervisor = Supervisor(specs, config.data_dir, logs, push, SupervisorSettings.from_config(config),
+                            line_listener=stt_log.read_service_line)
 
     app = web.Application(middlewares=[error_middleware, same_site_only,
                                        credential_middleware(config.get("auth.admin_username") or "admin")])
     app[SUPERVISOR] = supervisor
     app[PUSH] = push
     app[LOGS] = logs
-    app[STT_LOG] = SttLog(push)
+    app[STT_LOG] = stt_log
     app[STARTED] = time.monotonic()
     app[CREDENTIAL] = console_credential(config, host)
     app.router.add_routes(routes)

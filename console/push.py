@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import logging
 import time
 from typing import Any, Callable
@@ -15,6 +16,8 @@ from aiohttp import web
 log = logging.getLogger("console.push")
 
 STT_LOG_SIZE = 200
+# How a recognition record appears in a service's log output (`<time> INFO voice.stt: {json}`).
+STT_RECORD_MARKER = " voice.stt: "
 
 
 class PushHub:
@@ -84,3 +87,21 @@ class SttLog:
 
     def entries(self) -> list[dict]:
         return list(self._entries)
+
+    def read_service_line(self, service_id: str, line: str) -> dict | None:
+        """Add the entry a service's log line carries, if it is a `voice.stt` record (the voice
+        service logs one per recognition: docs/voice.md, "The STT log"); None for other lines."""
+        _, marker, payload = line.partition(STT_RECORD_MARKER)
+        if not marker:
+            return None
+        try:
+            record = json.loads(payload)
+        except ValueError:
+            return None
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            return None
+        processing_ms = record.pop("processing_ms", 0)
+        text = record.pop("text")
+        if not isinstance(processing_ms, (int, float)) or isinstance(processing_ms, bool):
+            processing_ms = 0
+        return self.add(text, processing_ms, service=service_id, **record)

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import aiohttp
 import psutil
@@ -118,8 +118,12 @@ def service_command(spec: ServiceSpec) -> list[str]:
 
 class Supervisor:
     def __init__(self, specs: list[ServiceSpec], data_dir: Path, logs: LogStore, hub: PushHub,
-                 settings: SupervisorSettings | None = None, host: str = "127.0.0.1"):
+                 settings: SupervisorSettings | None = None, host: str = "127.0.0.1",
+                 line_listener: Callable[[str, str], object] | None = None):
         self.specs = list(specs)
+        # Called with (service id, line) for each line a service writes: the STT log reads its
+        # entries from the voice service's output this way.
+        self.line_listener = line_listener
         self.data_dir = data_dir
         self.logs = logs
         self.hub = hub
@@ -373,12 +377,18 @@ class Supervisor:
             pending += chunk
             *lines, pending = pending.split(b"\n")
             for line in lines:
-                self.hub.publish({"type": "log", "service": service.spec.id,
-                                  "line": line.decode("utf-8", "replace").rstrip("\r"), "source": "service"})
+                self._heard(service.spec.id, line.decode("utf-8", "replace").rstrip("\r"))
         if pending:
             await service_log.append(b"\n")
-            self.hub.publish({"type": "log", "service": service.spec.id,
-                              "line": pending.decode("utf-8", "replace"), "source": "service"})
+            self._heard(service.spec.id, pending.decode("utf-8", "replace"))
+
+    def _heard(self, service_id: str, line: str) -> None:
+        self.hub.publish({"type": "log", "service": service_id, "line": line, "source": "service"})
+        if self.line_listener is not None:
+            try:
+                self.line_listener(service_id, line)
+            except Exception:  # a listener's bug must not stop the service's log
+                log.exception("a log line listener failed")
 
     async def _monitor(self, service: ManagedService, process: asyncio.subprocess.Process) -> None:
         code = await process.wait()

@@ -239,3 +239,42 @@ async def test_start_all_fresh_ends_what_a_previous_console_left_on_this_data_di
             if process.poll() is None:
                 process.kill()
             process.wait()
+
+
+async def test_the_stt_log_reads_the_voice_services_recognition_records_from_its_output(tmp_path):
+    """A service's output, from a real child process, through the supervisor's reader: each
+    `voice.stt` record (docs/voice.md, "The STT log") becomes an STT log entry and an `stt-log`
+    push; other lines, and a record that is not JSON, are only log lines."""
+    import json
+    import sys
+
+    from console.push import SttLog
+    from console.supervisor import ManagedService
+    from gateway.services import ServiceSpec
+
+    hub = PushHub()
+    recorder = Recorder(hub)
+    stt_log = SttLog(hub)
+    spec = ServiceSpec("voice-service", "speech", 18093)
+    supervisor = Supervisor([spec], tmp_path / "data", LogStore(tmp_path / "logs"), hub,
+                            line_listener=stt_log.read_service_line)
+    record = {"time": 1795500642.123, "user_id": "user_alice", "language": "zh", "audio_ms": 2990,
+              "engine": "whisper", "processing_ms": 412.34, "rtf": 0.138, "text_length": 4, "text": "你好世界",
+              "source": "stream", "success": True, "error_type": None}
+    lines = ["2026-11-24 06:10:40,001 INFO gateway: voice-service listening",
+             f"2026-11-24 06:10:42,123 INFO voice.stt: {json.dumps(record, ensure_ascii=False)}",
+             "2026-11-24 06:10:43,000 INFO voice.stt: not json"]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", f"import sys; sys.stdout.write({chr(10).join(lines)!r} + '\\n')",
+        stdout=asyncio.subprocess.PIPE)
+    await supervisor._read_output(ManagedService(spec), process)
+    await process.wait()
+
+    [entry] = stt_log.entries()
+    assert entry["text"] == "你好世界" and entry["processingMs"] == 412.3 and entry["time"] == 1795500642.123
+    assert entry["service"] == "voice-service" and entry["engine"] == "whisper" and entry["rtf"] == 0.138
+    assert "processing_ms" not in entry
+    pushed = await recorder.wait_for(lambda m: m["type"] == "stt-log")
+    assert pushed["entry"] == entry
+    logged = [m["line"] for m in recorder.messages if m["type"] == "log"]
+    assert logged == lines

@@ -76,6 +76,11 @@ async def test_entries_are_paged_newest_first_and_filtered_by_time(memory_servic
     third = (await memory_service.get(f"/api/v1/thinking/{ids[2]}", headers=SERVICE))
     since = (await third.json())["created_at"]
     page = await entries(memory_service, user_id="user_alice", since=since)
-    assert [e["content"] for e in page["entries"]] == ["thought 4", "thought 3", "thought 2"]
+    # `since` is inclusive, and two thoughts written in the same millisecond share a time: the
+    # entries are those written at or after the third, newest first (the third and later at least).
+    everything = (await entries(memory_service, user_id="user_alice"))["entries"]
+    expected = [e["content"] for e in everything if e["created_at"] >= since]
+    assert [e["content"] for e in page["entries"]] == expected
+    assert expected[:3] == ["thought 4", "thought 3", "thought 2"]
     response = await memory_service.get("/api/v1/thinking", headers=SERVICE, params={"limit": "0"})
     assert response.status == 400

@@ -18,6 +18,7 @@ from plugins.ai_core import client_plugin as ai_core_client_plugin
 from plugins.chat import plugin as chat_plugin
 from plugins.files import files_plugin
 from plugins.sessions import plugin as sessions_plugin
+from tests.support.fake_openai import route_to_model
 from tests.support.servers import free_port
 from plugins.auth.contract import TOKENS
 
@@ -97,19 +98,8 @@ async def ai_core_url(database_url, provider, aiohttp_server, make_config, gatew
                           "plugins.ai_core": {"first_token_timeout": 5, "idle_timeout": 20, "timezone": "UTC"}})
     server = await aiohttp_server(create_app("ai-core", config, plugins=[tokens_plugin, ai_core_plugin]))
     base = str(server.make_url("")).rstrip("/")
-    headers = {"Authorization": f"Bearer {SERVICE_TOKEN}"}
-    import aiohttp
-
-    async with aiohttp.ClientSession(headers=headers) as session:
-        for path, body in [
-            ("/api/v1/models/providers/scripted", {"base_url": provider.url, "api_key": "key"}),
-            ("/api/v1/models/models/scripted-model", {"name": "scripted", "provider": "scripted",
-                                                      "tags": ["chat", "vision"]}),
-            ("/api/v1/models/routing/chat", {"fallback_chain": ["scripted-model"], "required": True}),
-            ("/api/v1/models/routing/vision", {"fallback_chain": ["scripted-model"], "required": True}),
-        ]:
-            async with session.post(base + path, json=body) as response:
-                assert response.status == 200, await response.text()
+    await route_to_model(base, provider.url, {"Authorization": f"Bearer {SERVICE_TOKEN}"},
+                         purposes=("chat", "vision"))
     return base
 
 

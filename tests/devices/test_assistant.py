@@ -16,6 +16,7 @@ import pytest
 from aiohttp import web
 
 from tests.devices.conftest import ALICE, BOB, SERVICE, chat_socket, frames_of_type, nothing_of_type, url_of
+from tests.support.fake_openai import route_to_model
 
 
 async def frames_until(ws, kind: str, timeout: float = 30.0) -> list[dict]:
@@ -218,13 +219,7 @@ async def handy_model(aiohttp_server):
 
 
 async def use_model(ai_core_url: str, model: HandyModel) -> None:
-    async with aiohttp.ClientSession(headers=SERVICE) as session:
-        for path, body in [
-                ("/api/v1/models/providers/handy", {"base_url": model.url, "api_key": "key"}),
-                ("/api/v1/models/models/handy-model", {"name": "handy", "provider": "handy", "tags": ["chat"]}),
-                ("/api/v1/models/routing/chat", {"fallback_chain": ["handy-model"], "required": True})]:
-            async with session.post(ai_core_url + path, json=body) as response:
-                assert response.status == 200, await response.text()
+    await route_to_model(ai_core_url, model.url, SERVICE, "handy")
 
 
 async def test_a_model_lists_operates_and_reads_devices_through_the_tools(assistant_home, handy_model):

@@ -22,6 +22,7 @@ from plugins.sessions.contract import CONVERSATIONS
 from tests.chat.conftest import (ADMIN, SERVICE_TOKEN, ai_core_url, chat_settings, context_of, eventually,  # noqa: F401
                                  gateway_port, make_gateway, provider, receive_until)
 from tests.chat.test_failover import spawn_instance, two_instances  # noqa: F401
+from tests.support.fake_openai import route_to_model
 
 # What each test promises (the issue's numbers): the device is told within this many seconds ...
 TOLD_WITHIN = 5.0
@@ -142,14 +143,7 @@ async def child_services(tmp_path):
 
 async def configure_ai_core(base_url: str, model_url: str) -> None:
     """Route the AI core's chat to the model at `model_url` (an OpenAI-compatible `/v1`)."""
-    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {SERVICE_TOKEN}"}) as http:
-        for path, body in [
-            ("/api/v1/models/providers/scripted", {"base_url": model_url, "api_key": "key"}),
-            ("/api/v1/models/models/scripted-model", {"name": "scripted", "provider": "scripted", "tags": ["chat"]}),
-            ("/api/v1/models/routing/chat", {"fallback_chain": ["scripted-model"], "required": True}),
-        ]:
-            async with http.post(base_url + path, json=body) as answer:
-                assert answer.status == 200, await answer.text()
+    await route_to_model(base_url, model_url, {"Authorization": f"Bearer {SERVICE_TOKEN}"})
 
 
 async def run_a_turn(ws, content: str, timeout: float = 10.0) -> list[dict]:

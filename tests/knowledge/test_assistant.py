@@ -25,6 +25,7 @@ from plugins.files import files_plugin
 from plugins.knowledge import plugin as knowledge_plugin
 from plugins.knowledge.assistant import tools_plugin
 from plugins.sessions import plugin as sessions_plugin
+from tests.support.fake_openai import route_to_model
 from tests.support.servers import free_port
 
 SERVICE = {"Authorization": "Bearer test-service-token"}
@@ -137,14 +138,7 @@ async def make_services(database_url, aiohttp_server, make_config, pages):
                                                   plugins=[tokens_plugin, ai_core_plugin, tools_plugin]))
         ai_core_url = str(ai_core.make_url("")).rstrip("/")
         if model is not None:
-            async with aiohttp.ClientSession(headers=SERVICE) as session:
-                for path, body in [
-                    ("/api/v1/models/providers/citing", {"base_url": model.url, "api_key": "key"}),
-                    ("/api/v1/models/models/citing-model", {"name": "citing", "provider": "citing",
-                                                            "tags": ["chat"]}),
-                    ("/api/v1/models/routing/chat", {"fallback_chain": ["citing-model"], "required": True})]:
-                    async with session.post(ai_core_url + path, json=body) as response:
-                        assert response.status == 200, await response.text()
+            await route_to_model(ai_core_url, model.url, SERVICE, "citing")
         gateway_plugins = [tokens_plugin, auth_plugin, sessions_plugin, files_plugin, ai_core_client_plugin,
                            chat_plugin, *([knowledge_plugin] if knowledge else [])]
         gateway_app = create_app("gateway", make_config({**settings, "peers.ai_core_url": ai_core_url}),

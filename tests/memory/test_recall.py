@@ -19,6 +19,7 @@ from plugins.memory.assistant import assistant_plugin
 from plugins.memory.recall import TITLE
 from tests.ai_core.conftest import read_events
 from tests.memory.conftest import SERVICE, remember, url_of
+from tests.support.fake_openai import route_to_model
 from tests.support.servers import free_port
 
 
@@ -96,13 +97,7 @@ def make_assistant(aiohttp_client, make_config, database_url):
         client = await aiohttp_client(create_app("ai-core", config, plugins=[
             tokens_plugin, ai_core_plugin, client_plugin, assistant_plugin]))
         if model is not None:
-            for path, body in [
-                    ("/api/v1/models/providers/scripted", {"base_url": model.url, "api_key": "key"}),
-                    ("/api/v1/models/models/scripted-model", {"name": "scripted", "provider": "scripted",
-                                                              "tags": ["chat"]}),
-                    ("/api/v1/models/routing/chat", {"fallback_chain": ["scripted-model"], "required": True})]:
-                response = await client.post(path, json=body, headers=SERVICE)
-                assert response.status == 200, await response.text()
+            await route_to_model(str(client.make_url("")), model.url, SERVICE)
         return client
     return build
 

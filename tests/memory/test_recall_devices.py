@@ -23,6 +23,7 @@ from plugins.memory.assistant import assistant_plugin
 from plugins.sessions import plugin as sessions_plugin
 from tests.memory.conftest import SERVICE, url_of
 from tests.memory.test_recall import ScriptedModel, memory_block, model  # noqa: F401  (fixture)
+from tests.support.fake_openai import route_to_model
 from tests.support.servers import free_port
 
 
@@ -36,14 +37,7 @@ async def gateway(memory_service, model, database_url, aiohttp_server, make_conf
     ai_core = await aiohttp_server(create_app("ai-core", make_config(settings), plugins=[
         tokens_plugin, ai_core_plugin, client_plugin, assistant_plugin]))
     ai_core_url = str(ai_core.make_url("")).rstrip("/")
-    async with aiohttp.ClientSession(headers=SERVICE) as session:
-        for path, body in [
-                ("/api/v1/models/providers/scripted", {"base_url": model.url, "api_key": "key"}),
-                ("/api/v1/models/models/scripted-model", {"name": "scripted", "provider": "scripted",
-                                                          "tags": ["chat"]}),
-                ("/api/v1/models/routing/chat", {"fallback_chain": ["scripted-model"], "required": True})]:
-            async with session.post(ai_core_url + path, json=body) as response:
-                assert response.status == 200, await response.text()
+    await route_to_model(ai_core_url, model.url, SERVICE)
     app = create_app("gateway", make_config({**settings, "peers.ai_core_url": ai_core_url}), plugins=[
         tokens_plugin, auth_plugin, sessions_plugin, files_plugin, ai_core_client_plugin, chat_plugin,
         proxy_plugin])

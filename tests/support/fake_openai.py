@@ -172,3 +172,20 @@ async def serve_fake_provider(aiohttp_server, api_key: str = "") -> FakeProvider
     provider.url = f"http://127.0.0.1:{server.port}"
     provider.port = server.port
     return provider
+
+
+async def route_to_model(ai_core_url: str, model_url: str, headers: dict, name: str = "scripted", *,
+                         purposes: tuple[str, ...] = ("chat",)) -> None:
+    """Make the OpenAI-compatible server at `model_url` (its `/v1` root) the AI core's provider
+    `name` with one model `<name>-model`, the only one in the fallback chain of each purpose, as
+    an administrator would on the Models page. `headers`: the service credential."""
+    import aiohttp
+
+    steps = [(f"/api/v1/models/providers/{name}", {"base_url": model_url, "api_key": "key"}),
+             (f"/api/v1/models/models/{name}-model", {"name": name, "provider": name, "tags": list(purposes)})]
+    steps += [(f"/api/v1/models/routing/{purpose}", {"fallback_chain": [f"{name}-model"], "required": True})
+              for purpose in purposes]
+    async with aiohttp.ClientSession(headers=headers) as session:
+        for path, body in steps:
+            async with session.post(ai_core_url.rstrip("/") + path, json=body) as response:
+                assert response.status == 200, await response.text()

@@ -1,5 +1,5 @@
 """Serving stored bytes to a client: links signed to work without a bearer token until they
-expire, and single byte ranges. Shared by every plugin that hands out downloads (files, spoken
+expire, single byte ranges, and the range-capable answer itself (`send_blob`). Shared by every plugin that hands out downloads (files, spoken
 replies), so a link and a range mean the same everywhere."""
 from __future__ import annotations
 
@@ -7,8 +7,11 @@ import hashlib
 import hmac
 import re
 import time
-from typing import Mapping
+from typing import Callable, Mapping
 
+from aiohttp import web
+
+from .blobs import BlobNotFound, BlobStore
 from .errors import ApiError
 
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
@@ -68,3 +71,34 @@ def parse_range(header: str, size: int) -> tuple[int, int] | None:
                        error_type="range_not_satisfiable", status=416,
                        headers={"Content-Range": f"bytes */{size}"})
     return start, end
+
+
+async def send_blob(request: web.Request, blobs: BlobStore, key: str, size: int, headers: Mapping[str, str], *,
+                    missing: Callable[[], ApiError]) -> web.StreamResponse:
+    """Answer with stored blob `key` of `size` bytes: whole (200) or the single range asked for
+    (206 with Content-Range; 416 outside it), HEAD without the body. `headers`: the content's own
+    (type, caching, safety). `missing()` is raised when the blob went between the size check
+    and the read, before anything is sent."""
+    byte_range = parse_range(request.headers.get("Range", ""), size)
+    start, end = byte_range or (0, size)
+    response = web.StreamResponse(status=206 if byte_range else 200,
+                                  headers={**headers, "Accept-Ranges": "bytes"})
+    if byte_range:
+        response.headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
+    response.content_length = end - start
+    if request.method == "HEAD":
+        await response.prepare(request)
+        return response
+    chunks = blobs.read(key, start, end)
+    try:
+        first = await chunks.__anext__() if end > start else b""
+    except StopAsyncIteration:
+        first = b""
+    except BlobNotFound:
+        raise missing() from None
+    await response.prepare(request)
+    await response.write(first)
+    async for chunk in chunks:
+        await response.write(chunk)
+    await response.write_eof()
+    return response

@@ -7,8 +7,7 @@ import logging
 import marshmallow
 from aiohttp import web
 
-from gateway.blobs import BlobNotFound
-from gateway.downloads import parse_range
+from gateway.downloads import send_blob
 from gateway.errors import BadRequest, NotFound, Unauthorized
 from gateway.identity import owner_for, require_user
 from gateway.openapi import api_doc
@@ -112,35 +111,13 @@ async def download(request: web.Request) -> web.StreamResponse:
         identity = await require_user(request)
         record = await files.reachable(identity, request.match_info["file_id"])
     size = await files.ensure_stored(record)
-    byte_range = parse_range(request.headers.get("Range", ""), size)
-    start, end = byte_range or (0, size)
-    response = web.StreamResponse(status=206 if byte_range else 200, headers={
+    return await send_blob(request, files.context.blobs, record["storage_key"], size, {
         **SAFE_HEADERS,
         "Content-Type": record["mime_type"],
         "Content-Disposition": content_disposition(record["filename"]),
-        "Accept-Ranges": "bytes",
         "ETag": f"\"{record['hash']}\"",
         "Cache-Control": "private, max-age=0, must-revalidate",
-    })
-    if byte_range:
-        response.headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
-    response.content_length = end - start
-    if request.method == "HEAD":
-        await response.prepare(request)
-        return response
-    chunks = files.context.blobs.read(record["storage_key"], start, end)
-    try:
-        first = await chunks.__anext__() if end > start else b""
-    except StopAsyncIteration:
-        first = b""
-    except BlobNotFound:  # removed between the size check and the read
-        raise file_missing(str(record["id"])) from None
-    await response.prepare(request)
-    await response.write(first)
-    async for chunk in chunks:
-        await response.write(chunk)
-    await response.write_eof()
-    return response
+    }, missing=lambda: file_missing(str(record["id"])))  # removed between the size check and the read
 
 
 @routes.get("/api/v1/files/{file_id}/thumbnail", name="files_thumbnail")

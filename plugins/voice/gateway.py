@@ -9,9 +9,8 @@ from typing import AsyncIterator
 from aiohttp import BodyPartReader, web
 from marshmallow import fields, validate
 
-from gateway.blobs import BlobNotFound
 from gateway.context import Context, get_context
-from gateway.downloads import parse_range
+from gateway.downloads import send_blob
 from gateway.errors import ApiError, BadRequest, Forbidden, NotFound, Unauthorized
 from gateway.identity import require_user
 from gateway.openapi import api_doc
@@ -221,30 +220,9 @@ async def audio(request: web.Request) -> web.StreamResponse:
     size = await blobs.size(key)
     if size is None:
         raise NotFound("No such audio.", error_type="audio_not_found")
-    byte_range = parse_range(request.headers.get("Range", ""), size)
-    start, end = byte_range or (0, size)
-    response = web.StreamResponse(status=206 if byte_range else 200, headers={
-        **SAFE_HEADERS, "Content-Type": AUDIO_TYPES[extension], "Accept-Ranges": "bytes",
-        "Cache-Control": "private, max-age=3600"})
-    if byte_range:
-        response.headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
-    response.content_length = end - start
-    if request.method == "HEAD":
-        await response.prepare(request)
-        return response
-    chunks = blobs.read(key, start, end)
-    try:
-        first = await chunks.__anext__() if end > start else b""
-    except StopAsyncIteration:
-        first = b""
-    except BlobNotFound:
-        raise NotFound("No such audio.", error_type="audio_not_found") from None
-    await response.prepare(request)
-    await response.write(first)
-    async for chunk in chunks:
-        await response.write(chunk)
-    await response.write_eof()
-    return response
+    return await send_blob(request, blobs, key, size, {
+        **SAFE_HEADERS, "Content-Type": AUDIO_TYPES[extension], "Cache-Control": "private, max-age=3600"},
+        missing=lambda: NotFound("No such audio.", error_type="audio_not_found"))
 
 
 SERVER_FRAMES = {

@@ -2,7 +2,7 @@
 as the IoT service holds them (plugin `devices`, plugins/iot/gateway.py), and a way to hear every
 change of any device once (the automation rules' device-state triggers use it).
 
-Devices and operations are plain dicts exactly as the IoT service answers them (docs/devices.md,
+Devices and operations are plain dicts exactly as the IoT service answers them (docs/iot.md,
 "The IoT service": a device has id, name, names, room, room_names, type, adapter, online, state,
 properties, updated_at). Every call names the person it acts for; the gateway asks the service
 with its own credential on their behalf."""

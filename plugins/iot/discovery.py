@@ -1,4 +1,4 @@
-"""Home Assistant's MQTT discovery, read into our device object (docs/devices.md, "MQTT").
+"""Home Assistant's MQTT discovery, read into our device object (docs/iot.md, "MQTT").
 
 A device announces each entity with a retained JSON config on
 `<prefix>/<component>/[<node_id>/]<object_id>/config` naming its state and command topics; an

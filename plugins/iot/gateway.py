@@ -1,4 +1,4 @@
-"""The gateway's side of the devices (plugin `devices`, docs/devices.md, "In the gateway").
+"""The gateway's side of the devices (plugin `devices`, docs/iot.md, "In the gateway").
 
 - The `DEVICES` contract (contract.py) for the gateway's other plugins (automation): the
   person's devices, operating one, and every change of any device once.

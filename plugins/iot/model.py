@@ -1,4 +1,4 @@
-"""The device object every adapter maps onto (docs/devices.md), and the one validation of an
+"""The device object every adapter maps onto (docs/iot.md), and the one validation of an
 operation against a device's typed properties, so that every invalid operation is answered
 alike — a 400 `invalid_operation` that names the property and its range or options — whatever
 adapter the device comes from."""

@@ -1,5 +1,5 @@
 """What the IoT service's endpoints take and answer, and the frames of its WebSocket
-(docs/devices.md). The handlers validate with these, and the OpenAPI/AsyncAPI documents are
+(docs/iot.md). The handlers validate with these, and the OpenAPI/AsyncAPI documents are
 generated from them."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The IoT service's plugin `iot` (iot-debug-service, docs/devices.md): devices under
+"""The IoT service's plugin `iot` (iot-debug-service, docs/iot.md): devices under
 `/api/v1/devices` — list, one, operate, history — and the WebSocket that pushes every state
 change. Callers: a person's access token (their own devices) or the service credential and the
 administrator (anyone's, named with `user_id`)."""

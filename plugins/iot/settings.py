@@ -1,4 +1,4 @@
-"""`[plugins.iot]`: the IoT service (docs/devices.md, docs/configuration.md)."""
+"""`[plugins.iot]`: the IoT service (docs/iot.md, docs/configuration.md)."""
 from marshmallow import fields, validate
 
 from gateway.plugins import PluginSettings

@@ -8,7 +8,7 @@ inbox (`GET /api/v1/notifications`) and a device that was away when it came (a p
 `client_id` they connect with; each one's last moment seen connected is kept, so a device that
 saw a notification live is not sent it again.
 
-See docs/sessions.md ("Notifications") and docs/reminders.md ("The inbox and missed delivery")."""
+See docs/notifications.md and docs/reminders.md ("The inbox and missed delivery")."""
 from __future__ import annotations
 
 import asyncio

@@ -3,7 +3,7 @@ the living-room AC on and tell me", working end to end with the simulated home o
 service, two gateway instances sharing Redis, and the person's phone on the other instance.
 
 The living room's temperature is its air conditioner's own thermometer
-(`living_room_ac.temperature`, docs/devices.md). The test warms the room the way a person could
+(`living_room_ac.temperature`, docs/iot.md). The test warms the room the way a person could
 — the AC heating towards 30 °C while the simulation ticks fast — and nothing is patched; the
 rule then switches the AC to cooling."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
--- The IoT service's devices (docs/devices.md): each person's simulated home and the real devices
+-- The IoT service's devices (docs/iot.md): each person's simulated home and the real devices
 -- the MQTT adapter discovered, with their last known state.
 CREATE TABLE iot_devices (
     owner       text NOT NULL,

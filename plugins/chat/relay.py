@@ -90,9 +90,9 @@ class Relay:
         sequence = 0
         chunks = ChunkFrames(session_id, turn_id)
         pieces: list[str] = []  # the reply's text the devices were sent
-        # Frames are numbered and sent one at a time: a tap's frame may come from its own task
-        # while the reply streams (an uncontended lock costs no wait).
-        order = asyncio.Lock()
+        # Frames are numbered and sent one at a time. Only a tap's own task can emit beside the
+        # reply's, so a reply with taps takes a lock per frame and one without (text) does not.
+        order: contextlib.AbstractAsyncContextManager = contextlib.nullcontext()
         taps: list[ReplyTap] = []
 
         async def emit(message: dict) -> None:
@@ -136,6 +136,8 @@ class Relay:
                 await self.end_dead_turn(turn.session, unfinished)
             await emit(stream_start_frame(turn_id))
             taps = self.taps.open(ReplyStream(user_id, session_id, turn_id, turn.mode, reply_id(turn_id), emit))
+            if taps:
+                order = asyncio.Lock()
             async for event in relay:
                 if confirmed.done():
                     _confirmation(confirmed)  # raises when the message could not be stored

@@ -21,14 +21,10 @@ from .store import DeviceStore
 
 log = logging.getLogger("plugins.iot")
 
-# The hub's keys of this service's subscribers. Not the owners' user ids: services sharing Redis
-# share the hub's delivery channel and presence, and a person's chat frames must not reach their
-# device feed here, nor a device feed count as their presence in the gateway.
+# The hub key of the subscribers that hear every owner's changes (the service credential, the
+# gateway's feed); a person's subscriptions are under their user id. The hub keeps each
+# service's connections apart, so the gateway's chat devices never hear these frames.
 EVERY_OWNER = "iot:all"
-
-
-def subscriber_key(owner: str) -> str:
-    return f"iot:user:{owner}"
 
 
 class DeviceAdapter(Protocol):
@@ -176,7 +172,7 @@ class DeviceService:
     async def _send(self, owner: str, frame: dict) -> None:
         try:
             payload = json.dumps(frame, ensure_ascii=False)  # encoded once for both
-            await self.context.hub.send_to_user(subscriber_key(owner), payload)
+            await self.context.hub.send_to_user(owner, payload)
             await self.context.hub.send_to_user(EVERY_OWNER, payload)
         except Exception:  # the change is stored; a bus hiccup must not fail the operation
             log.exception("pushing a device change of %s failed", owner)

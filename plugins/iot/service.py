@@ -17,7 +17,7 @@ from gateway.validation import parse_body, parse_query
 from gateway.ws import dispatch_frame, error_frame
 
 from .adapters import SimulationAdapter
-from .devices import EVERY_OWNER, DeviceService, subscriber_key
+from .devices import EVERY_OWNER, DeviceService
 from .model import timestamp
 from .schemas import (DeviceAnswer, DeviceList, DeviceListQuery, DeviceRemovedFrame, DeviceUpdateFrame,
                       HistoryPage, HistoryQuery, OperateAnswer, OperateBody, OwnerQuery, PongFrame, WatchQuery)
@@ -52,7 +52,7 @@ async def watch(request: web.Request) -> web.StreamResponse:
     if identity.kind == "service" and not query["user_id"]:
         key = EVERY_OWNER
     else:
-        key = subscriber_key(owner_for(identity, query["user_id"]))
+        key = owner_for(identity, query["user_id"])
     settings = request.config_dict[SETTINGS]
     ws = web.WebSocketResponse(heartbeat=settings["heartbeat_seconds"], max_msg_size=64 * 1024)  # pings only
     await ws.prepare(request)

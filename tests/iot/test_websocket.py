@@ -97,7 +97,7 @@ async def test_a_subscriber_that_does_not_read_is_dropped_and_the_others_still_h
     reader = await service.ws_connect(f"/api/v1/devices/ws?token={token}")
     leaving = await service.ws_connect(f"/api/v1/devices/ws?token={token}")
     hub = get_context(service.app).hub
-    assert [connection.max_pending for connection in hub.connections("iot:user:user_alice")] == [7, 7]
+    assert [connection.max_pending for connection in hub.connections("user_alice")] == [7, 7]
     for position in range(1, 30):
         if position == 10:
             leaving._response.connection.transport.abort()  # gone without a goodbye
@@ -115,9 +115,11 @@ async def test_changes_reach_subscribers_of_another_instance_and_nothing_else_cr
         config = iot_config({"tick_seconds": 3600}, {"bus.redis_url": redis_url, "bus.prefix": bus_prefix})
         return aiohttp_client(create_app("iot-debug-service", config, plugins=[tokens_plugin, iot_plugin]))
     first, second = await build(), await build()
+    gateway_config = iot_config({"tick_seconds": 3600}, {"bus.redis_url": redis_url, "bus.prefix": bus_prefix})
+    gateway = await aiohttp_client(create_app("gateway", gateway_config, plugins=[tokens_plugin]))
     ws = await second.ws_connect(f"/api/v1/devices/ws?token={access_token('user_alice', 'alice')}")
     # What the gateway's hub does for a chat reply, on the same Redis: addressed to the person.
-    await get_context(first.app).hub.send_to_user("user_alice", {"type": "stream_chunk", "content": "hi"})
+    await get_context(gateway.app).hub.send_to_user("user_alice", {"type": "stream_chunk", "content": "hi"})
     await operate(first, "living_room_light", {"action": "switch", "value": True})
     frame = (await asyncio.wait_for(ws.receive(), 5)).json()
     assert frame["type"] == "device_update" and frame["device_id"] == "living_room_light"

@@ -29,6 +29,8 @@ from tests.chat.conftest import ADMIN, eventually, receive_until, token_for
 from tests.chat.test_failover import stored_messages
 from tests.support.servers import free_port
 
+pytestmark = pytest.mark.slow
+
 # The gateway of conf/services.toml with the chat channel's plugins (tests/chat's set).
 SERVICES = """
 [[service]]

@@ -41,9 +41,11 @@ class GatewayGroup(click.Group):
 
 @click.group(cls=GatewayGroup)
 @click.option("--log-level", default="info", show_default=True, help="debug, info, warning or error")
-def main(log_level: str) -> None:
+@click.pass_context
+def main(context: click.Context, log_level: str) -> None:
     """The assistant's services."""
     _configure_logging(log_level)
+    context.obj = {"log_level": log_level}
 
 
 @main.command()
@@ -57,7 +59,8 @@ def main(log_level: str) -> None:
 @click.option("--worker-index", type=int, default=None, hidden=True)
 @click.option("--bus-url", default=None, hidden=True)
 @click.option("--vectors-socket", default=None, hidden=True)
-def serve(service_id: str, host: str | None, port: int | None, workers: int | None, worker_index: int | None,
+@click.pass_context
+def serve(context: click.Context, service_id: str, host: str | None, port: int | None, workers: int | None, worker_index: int | None,
           bus_url: str | None, vectors_socket: str | None) -> None:
     """Run one service in the foreground; SIGTERM drains and stops it (every worker)."""
     from .app import run
@@ -75,7 +78,8 @@ def serve(service_id: str, host: str | None, port: int | None, workers: int | No
         if count == 1:
             run(service_id, host, port)
         else:
-            run_workers(service_id, host or "127.0.0.1", port or spec.port, count, Config.load())
+            run_workers(service_id, host or "127.0.0.1", port or spec.port, count, Config.load(),
+                        log_level=(context.obj or {}).get("log_level", "info"))
     except (ConfigError, PluginError) as error:
         raise click.ClickException(str(error)) from None
 

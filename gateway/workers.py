@@ -191,8 +191,9 @@ class Worker:
 
 
 def worker_command(service_id: str, host: str, port: int, index: int, bus_url: str | None,
-                   vectors_socket: str | None) -> list[str]:
-    command = [sys.executable, "-m", "gateway", "serve", "--service", service_id, "--host", host,
+                   vectors_socket: str | None, log_level: str = "info") -> list[str]:
+    command = [sys.executable, "-m", "gateway", "--log-level", log_level, "serve", "--service", service_id,
+               "--host", host,
                "--port", str(port), "--worker-index", str(index)]
     if bus_url:
         command += ["--bus-url", bus_url]
@@ -201,7 +202,8 @@ def worker_command(service_id: str, host: str, port: int, index: int, bus_url: s
     return command
 
 
-async def supervise(service_id: str, host: str, port: int, count: int, config: Config) -> None:
+async def supervise(service_id: str, host: str, port: int, count: int, config: Config,
+                    log_level: str = "info") -> None:
     """Start `count` workers, keep them running until SIGTERM or SIGINT, then drain them."""
     from .shared_vectors import VectorsHost, hosts_vectors
 
@@ -225,12 +227,19 @@ async def supervise(service_id: str, host: str, port: int, count: int, config: C
         for index in range(count):
             workers.append(Worker(index, worker_command(
                 service_id, host, port, index, bus.url if bus else None,
-                str(vectors.socket_path) if vectors else None), environment))
+                str(vectors.socket_path) if vectors else None, log_level), environment))
         for worker in workers:
             await worker.start()
         log.info("%s: %d workers on %s:%s (bus: %s)", service_id, count, host, port,
                  "embedded redis-server" if bus else "REDIS_URL")
-        await _keep_running(workers, stop)
+        watcher = asyncio.ensure_future(_keep_bus_running(bus, stop)) if bus else None
+        try:
+            await _keep_running(workers, stop)
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
     finally:
         await _drain(workers, float(config.get("core.shutdown_timeout") or 10) + STOP_GRACE)
         if vectors is not None:
@@ -265,6 +274,19 @@ async def _keep_running(workers: list[Worker], stop: asyncio.Event) -> None:
             pending.cancel()
 
 
+async def _keep_bus_running(bus: EmbeddedBus, stop: asyncio.Event) -> None:
+    """Start the embedded bus again when it dies: the workers reconnect by themselves (what it
+    held is lost, as after any Redis restart; see docs/operations.md)."""
+    while not stop.is_set():
+        await asyncio.sleep(0.5)
+        if bus.process is not None and bus.process.poll() is not None and not stop.is_set():
+            log.warning("the embedded bus exited with code %s; starting it again", bus.process.returncode)
+            try:
+                await bus.start()
+            except ConfigError as error:
+                log.error("%s; trying again", error)
+
+
 async def _stopped(stop: asyncio.Event) -> None:
     await stop.wait()
 
@@ -296,9 +318,9 @@ async def _drain(workers: list[Worker], timeout: float) -> None:
         await asyncio.wait(pending)
 
 
-def run_workers(service_id: str, host: str, port: int, count: int, config: Config) -> None:
+def run_workers(service_id: str, host: str, port: int, count: int, config: Config, log_level: str = "info") -> None:
     """The parent of `gateway serve --workers N`, in the foreground."""
-    asyncio.run(supervise(service_id, host, port, count, config))
+    asyncio.run(supervise(service_id, host, port, count, config, log_level))
 
 
 def watch_parent(loop: asyncio.AbstractEventLoop) -> None:

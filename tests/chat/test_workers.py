@@ -240,6 +240,25 @@ async def test_a_killed_worker_is_replaced_its_turn_ended_and_sigterm_drains_eve
         assert (await receive_until(phone, "stream_end"))[-1]["text"] == provider.reply
         await receive_until(laptop, "stream_end")
 
+        # The embedded bus killed: the parent starts it again and the workers carry on with it.
+        bus = next(process for process in gateway.descendants() if process.name().startswith("redis-server"))
+        bus.kill()
+
+        async def bus_back() -> bool:
+            return any(process.name().startswith("redis-server") and process.pid != bus.pid
+                       for process in gateway.descendants())
+        await eventually(bus_back, timeout=10)
+
+        async def a_turn_works() -> bool:
+            """A message is answered (or refused at once, `bus_unavailable`, while the bus is away)."""
+            await phone.send_json({"type": "message", "content": "bus back"})
+            while (frame := await phone.receive_json(timeout=10))["type"] not in ("stream_end", "error"):
+                pass
+            return frame["type"] == "stream_end" and frame["finish_reason"] == "stop"
+        await eventually(a_turn_works, timeout=15)
+        await laptop.close()  # what it was sent meanwhile is not this test's business
+        laptop = await gateway.connect(http, token, 1, session_id="doomed")
+
         # SIGTERM to the parent while worker 0 streams a reply: the reply is finished and stored
         # during the drain, the devices are let go (1001, going away: they reconnect), every
         # worker and the embedded bus stop, and the parent exits 0.

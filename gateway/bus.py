@@ -332,12 +332,17 @@ class RedisBus(Bus):
 
     shared = True
 
-    def __init__(self, url: str, prefix: str = "assistant:"):
+    def __init__(self, url: str, prefix: str = "assistant:", max_connections: int = 256):
         super().__init__(prefix)
         import redis.asyncio as redis
 
         self.url = url
-        self.client = redis.from_url(url, decode_responses=True)
+        # A burst (hundreds of chat turns at once) needs more connections than redis-py's default
+        # of 100, and one more than the most should wait for a free connection (up to 10 s), not
+        # fail at once with "Too many connections".
+        pool = redis.BlockingConnectionPool.from_url(url, decode_responses=True, max_connections=max_connections,
+                                                     timeout=10)
+        self.client = redis.Redis.from_pool(pool)
         self._pubsub: PubSub | None = None
         self._reader: asyncio.Task | None = None
         self._incr = self.client.register_script(_INCR_SCRIPT)
@@ -478,7 +483,7 @@ async def create_bus(config) -> Bus:
     prefix = config.get("bus.prefix") or "assistant:"
     if not url:
         return InProcessBus(prefix)
-    bus = RedisBus(url, prefix)
+    bus = RedisBus(url, prefix, int(config.get("bus.max_connections") or 256))
     try:
         await bus.ping()
     except Exception as error:

@@ -15,6 +15,13 @@
    and (b) the real gateway with the chat plugin (authenticated, one session each). Each server
    is its own process; its RSS growth (psutil) over its RSS before the connections, once idle,
    divided by the count. Target: gateway <= 1.3x bare.
+3. Workers (`--only workers`). The gateway as an operator runs it, `gateway serve --service
+   gateway --workers N` (the chat plugins' service table, no REDIS_URL: the embedded bus),
+   against the bare relay in N processes on one port (SO_REUSEPORT), for each N of
+   `--workers`: first-token latency and turns per second (a batch of `--concurrency` turns at
+   once; turns / the batch's wall time) and CPU per turn over each side's whole process tree,
+   interleaved rounds as in 1. How both scale with N is the point: the same command on a
+   machine with more cores gives more N.
 
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres .venv/bin/python -m bench.chat.run
 
@@ -128,7 +135,7 @@ def serve_gateway(port: int, database_url: str, ai_core_url: str, data_dir: str)
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=4096, loop=loop)
 
 
-def serve_bare_relay(port: int, ai_core_url: str) -> None:
+def serve_bare_relay(port: int, ai_core_url: str, reuse_port: bool = False) -> None:
     """The least a relay in one aiohttp process does: a WebSocket message starts a POST to the
     AI core, each `delta` is sent on as a `stream_chunk` frame. No auth, storage, bus or queue:
     what one more Python process on the path costs on this machine, whoever writes it."""
@@ -165,7 +172,8 @@ def serve_bare_relay(port: int, ai_core_url: str) -> None:
     app.cleanup_ctx.append(client)
     app.router.add_get("/ws", websocket)
     app.router.add_get("/bench-health", lambda request: web.Response(text="ok"))
-    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=4096, loop=service_loop())
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=4096, loop=service_loop(),
+                reuse_port=reuse_port or None)
 
 
 def serve_bare(port: int) -> None:
@@ -190,10 +198,13 @@ class Processes:
         self.log_dir = log_dir
         self.running: list[subprocess.Popen] = []
 
-    def start(self, name: str, *args: str) -> subprocess.Popen:
+    def start(self, name: str, *args: str, log_name: str | None = None) -> subprocess.Popen:
+        return self.start_command(log_name or name, [sys.executable, "-m", "bench.chat.run", "--serve", name, *args])
+
+    def start_command(self, name: str, command: list[str], environment: dict[str, str] | None = None
+                      ) -> subprocess.Popen:
         log = open(self.log_dir / f"{name}.log", "w")
-        process = subprocess.Popen([sys.executable, "-m", "bench.chat.run", "--serve", name, *args], cwd=ROOT,
-                                   stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=environment)
         process.log_path = self.log_dir / f"{name}.log"
         self.running.append(process)
         return process
@@ -428,6 +439,137 @@ async def hold_connections(url_for, count: int, pid: int, parallel: int = 64) ->
             await session.close()
 
 
+# ---------------------------------------------------------------- workers
+
+# The gateway of conf/services.toml with the plugins the relay run builds (tokens, sessions,
+# files, the AI core client, chat).
+BENCH_SERVICES = """
+[[service]]
+id = "gateway"
+name = "Gateway"
+port = {port}
+plugins = ["auth_tokens", "sessions", "files", "ai_core_client", "chat"]
+workers = "auto"
+"""
+
+
+def start_gateway_workers(processes: Processes, workers: int, port: int, database_url: str, ai_core_url: str,
+                          data_dir: Path) -> subprocess.Popen:
+    """`gateway serve --service gateway --workers N` configured through its environment, on the
+    embedded bus (no REDIS_URL) as a default installation runs."""
+    conf = data_dir / "conf"
+    conf.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / "conf" / "default.toml", conf / "default.toml")
+    (conf / "services.toml").write_text(BENCH_SERVICES.format(port=port))
+    environment = {key: value for key, value in os.environ.items() if key not in ("REDIS_URL", "DATABASE_URL")}
+    environment.update(GATEWAY_CONF_DIR=str(conf), DATA_DIR=str(data_dir / "data"), DATABASE_URL=database_url,
+                       AI_CORE_URL=ai_core_url, JWT_SECRET=JWT_SECRET, SERVICE_TOKEN=SERVICE_TOKEN,
+                       ADMIN_PASSWORD="bench-admin-password", WEBHOOK_KEY="bench-webhook",
+                       REGISTRATION_VERIFY_CODE="BENCH1", CHAT_FOR_ALL_USERS="true")
+    return processes.start_command(f"gateway-{workers}-workers",
+                                   [sys.executable, "-m", "gateway", "--log-level", "warning", "serve", "--service",
+                                    "gateway", "--workers", str(workers)], environment)
+
+
+def tree_cpu_seconds(pids: list[int]) -> float:
+    """CPU time of these processes and everything they started (workers, the embedded bus)."""
+    import psutil
+
+    total = 0.0
+    for pid in pids:
+        root = psutil.Process(pid)
+        for process in [root, *root.children(recursive=True)]:
+            try:
+                times = process.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            total += times.user + times.system
+    return total
+
+
+async def scaling(urls: dict[str, str], pids: dict[str, list[int]], concurrency: int, rounds: int,
+                  turns: int) -> dict:
+    """Per target: first-token latencies, counted turns, the batches' wall time and CPU time.
+    `urls`: the WebSocket URL of a session, by target, with `{token}` and `{session}` in it."""
+    samples = {name: {"ttft": [], "turns": 0, "wall": 0.0, "cpu": 0.0} for name in urls}
+    run_id = uuid.uuid4().hex[:6]
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
+                                     timeout=aiohttp.ClientTimeout(total=300)) as http:
+        for _ in range(rounds):
+            order = list(urls)
+            random.shuffle(order)
+            for name in order:
+                sockets = []
+                try:
+                    for index in range(concurrency):
+                        url = urls[name].format(token=access_token(f"user_w_{run_id}_{index}"),
+                                                session=f"w_{run_id}_{index}")
+                        sockets.append((await http.ws_connect(url, max_msg_size=0), f"w_{run_id}_{index}"))
+                    await asyncio.gather(*(gateway_turn(ws, sid) for ws, sid in sockets))  # warm-up, uncounted
+                    cpu_before = tree_cpu_seconds(pids[name])
+                    for _ in range(turns):
+                        started = time.perf_counter()
+                        results = await asyncio.gather(*(gateway_turn(ws, sid) for ws, sid in sockets))
+                        samples[name]["wall"] += time.perf_counter() - started
+                        samples[name]["ttft"].extend(ttft for ttft, _ in results)
+                        samples[name]["turns"] += len(results)
+                    samples[name]["cpu"] += tree_cpu_seconds(pids[name]) - cpu_before
+                finally:
+                    await asyncio.gather(*(ws.close() for ws, _ in sockets), return_exceptions=True)
+    return samples
+
+
+async def run_workers(args, processes: Processes, database_url: str, data_dir: Path) -> None:
+    mock_port = free_port()
+    mock = processes.start("mock", "--port", str(mock_port))
+    wait_until_up(f"http://127.0.0.1:{mock_port}/health", mock, 30)
+    mock_url = f"http://127.0.0.1:{mock_port}"
+    print(f"\nworkers: {DELTAS} deltas {DELTA_GAP * 1000:g} ms apart; rounds={args.rounds}, "
+          f"{args.turns_per_round} batches per round, the gateway on the embedded bus (no REDIS_URL)")
+    rows = []
+    try:
+        for workers in args.workers:
+            gateway_port, bare_port = free_port(), free_port()
+            bare = [processes.start("bare-relay", "--port", str(bare_port), "--ai-core-url", mock_url,
+                                    *(["--reuse-port"] if workers > 1 else []), log_name=f"bare-relay-{workers}-{index}")
+                    for index in range(workers)]
+            for process in bare:
+                wait_until_up(f"http://127.0.0.1:{bare_port}/bench-health", process, 30)
+            gateway = start_gateway_workers(processes, workers, gateway_port, database_url, mock_url,
+                                            data_dir / f"workers-{workers}")
+            wait_until_up(f"http://127.0.0.1:{gateway_port}/api/v1/health", gateway, 120)
+            await asyncio.sleep(2.0)  # every worker up, not only the first to answer
+            urls = {"bare relay": f"http://127.0.0.1:{bare_port}/ws",
+                    "gateway": f"http://127.0.0.1:{gateway_port}/ws/chat?token={{token}}&session_id={{session}}"}
+            pids = {"bare relay": [process.pid for process in bare], "gateway": [gateway.pid]}
+            try:
+                for concurrency in args.concurrency:
+                    samples = await scaling(urls, pids, concurrency, args.rounds, args.turns_per_round)
+                    for name, series in samples.items():
+                        rows.append((workers, concurrency, name, percentile(series["ttft"], 50) * 1000,
+                                     percentile(series["ttft"], 99) * 1000, series["turns"] / series["wall"],
+                                     series["cpu"] / series["turns"] * 1000))
+            except Exception:
+                print(f"the gateway's log ({workers} workers) ends:\n" + gateway.log_path.read_text()[-4000:])
+                raise
+            finally:
+                processes.stop(gateway)
+                for process in bare:
+                    processes.stop(process)
+    finally:
+        processes.stop(mock)
+    print(f"  {'workers':>7} {'conc.':>6} {'target':12} {'TTFT p50 ms':>12} {'TTFT p99 ms':>12} {'turns/s':>8} "
+          f"{'CPU/turn ms':>12}")
+    for workers, concurrency, name, p50, p99, rate, cpu in rows:
+        print(f"  {workers:7d} {concurrency:6d} {name:12} {p50:12.1f} {p99:12.1f} {rate:8.1f} {cpu:12.2f}")
+    first = min(args.workers)
+    for workers, concurrency, name, p50, _, rate, _ in rows:
+        base = next(row for row in rows if row[0] == first and row[1] == concurrency and row[2] == name)
+        if workers != first:
+            print(f"  {name}, concurrency {concurrency}: {workers} workers vs {first}: turns/s x{rate / base[5]:.2f}, "
+                  f"TTFT p50 x{p50 / base[3]:.2f}")
+
+
 # ---------------------------------------------------------------- main
 
 async def run_relay(args, processes: Processes, database_url: str, data_dir: Path) -> None:
@@ -492,13 +634,17 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=20, help="sequential turns per round at concurrency 1")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 200])
     parser.add_argument("--connections", type=int, default=10000)
-    parser.add_argument("--only", choices=["relay", "idle"])
+    parser.add_argument("--only", choices=["relay", "idle", "workers"])
+    parser.add_argument("--workers", type=int, nargs="+", default=None,
+                        help="worker counts of the workers run (default: 1 and every core)")
+    parser.add_argument("--turns-per-round", type=int, default=3, help="counted batches per round, workers run")
     # internal: run one server in this process
     parser.add_argument("--serve", choices=["mock", "gateway", "bare", "bare-relay"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--database-url", help=argparse.SUPPRESS)
     parser.add_argument("--ai-core-url", help=argparse.SUPPRESS)
     parser.add_argument("--data-dir", help=argparse.SUPPRESS)
+    parser.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     raise_fd_limit()
     if args.serve == "mock":
@@ -506,7 +652,7 @@ def main() -> None:
     if args.serve == "bare":
         return serve_bare(args.port)
     if args.serve == "bare-relay":
-        return serve_bare_relay(args.port, args.ai_core_url)
+        return serve_bare_relay(args.port, args.ai_core_url, args.reuse_port)
     if args.serve == "gateway":
         return serve_gateway(args.port, args.database_url, args.ai_core_url, args.data_dir)
 
@@ -528,6 +674,9 @@ def main() -> None:
             asyncio.run(run_relay(args, processes, database_url, data_dir))
         if args.only in (None, "idle"):
             asyncio.run(run_idle(args, processes, database_url, data_dir))
+        if args.only in (None, "workers"):
+            args.workers = args.workers or sorted({1, min(os.cpu_count() or 1, 8)})
+            asyncio.run(run_workers(args, processes, database_url, data_dir))
     finally:
         processes.stop_all()
         if database_url:

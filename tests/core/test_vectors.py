@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from gateway.config import Config
 from gateway.embeddings import Embedder, LocalE5Embedder, OpenAIEmbedder
 from gateway.fetch import FetchPolicy
 from gateway.lexical import Tokenizer
+from gateway.shared_vectors import SharedEngine, VectorsHost
 from gateway.vectors import (EdgeEngine, IndexHit, IndexItem, QdrantClientEngine, VectorIndex,
                              VectorStoreUnavailable, fuse, fuse_scores)
 from tests.support.fake_qdrant import FakeQdrant
@@ -49,7 +51,9 @@ def e5():
 
 
 # The tests run on a real Qdrant server too when QDRANT_TEST_URL names one.
-ENGINES = ["edge", "qdrant-wire", "qdrant-local"] + (["server"] if QDRANT_TEST_URL else [])
+# "shared": the embedded engine held by a parent process, called over its socket, as the workers
+# of `gateway serve --workers N` call it (gateway.shared_vectors).
+ENGINES = ["edge", "qdrant-wire", "qdrant-local", "shared"] + (["server"] if QDRANT_TEST_URL else [])
 
 
 def test_a_real_qdrant_server_when_one_is_named():
@@ -60,8 +64,13 @@ def test_a_real_qdrant_server_when_one_is_named():
 
 @pytest.fixture(params=ENGINES)
 async def index(request, tmp_path, e5, aiohttp_server):
+    host = None
     if request.param == "edge":
         engine: Any = EdgeEngine(tmp_path / "vectors")
+    elif request.param == "shared":
+        host = VectorsHost(Config({"vectors": {"path": str(tmp_path / "vectors")}}), "test", tmp_path / "v.sock")
+        await host.start()
+        engine = SharedEngine(str(host.socket_path))
     elif request.param == "qdrant-local":
         engine = QdrantClientEngine(path=tmp_path / "vectors")
     elif request.param == "qdrant-wire":
@@ -75,6 +84,8 @@ async def index(request, tmp_path, e5, aiohttp_server):
     if request.param == "server":
         await vectors.engine.drop(vectors.physical_name(vectors.test_collection))  # type: ignore
     await vectors.close()
+    if host is not None:
+        await host.stop()
 
 
 def items(texts: dict[str, str], **payload) -> list[IndexItem]:

@@ -1,0 +1,292 @@
+"""One gateway with several workers (`gateway serve --workers 2`, a real process tree) on the
+embedded defaults: no REDIS_URL, so the parent starts the embedded bus and every worker shares it.
+What tests/chat/test_instances.py proves for two instances holds for two workers: a reply reaches
+the user's devices on either worker, turns of a session queue across workers, a device resumes
+on the other worker, the rate limit counts over both. Each device is placed on the worker a test
+wants by the handshake's `Gateway-Worker` header (the kernel spreads connections: try again until
+it lands there). A worker killed mid-turn is replaced and its turn ended for the other devices;
+SIGTERM drains every worker and leaves nothing running."""
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import aiohttp
+import psutil
+import pytest
+
+from gateway.app import WORKER_HEADER
+from gateway.config import PROJECT_ROOT
+from gateway.services import ServiceSpec
+from gateway.settings_reference import toml_value
+from gateway.workers import MAX_AUTO_WORKERS, worker_count
+from tests.chat.conftest import ADMIN, eventually, receive_until, token_for
+from tests.chat.test_failover import stored_messages
+from tests.support.servers import free_port
+
+pytestmark = pytest.mark.slow
+
+# The gateway of conf/services.toml with the chat channel's plugins (tests/chat's set).
+SERVICES = """
+[[service]]
+id = "gateway"
+name = "Gateway"
+port = {port}
+plugins = ["auth_tokens", "sessions", "files", "ai_core_client", "chat"]
+workers = "auto"
+"""
+
+
+def toml_document(values: dict) -> str:
+    """A configuration (`Config._values`) as the TOML file GATEWAY_CONFIG names."""
+    lines = []
+    for section, settings in values.items():
+        lines.append(f"[{section}]")
+        lines += [f"{key} = {toml_value(value)}" for key, value in settings.items() if value is not None]
+    return "\n".join(lines) + "\n"
+
+
+class WorkersGateway:
+    """`gateway serve --service gateway --workers N`: the parent process and what it started."""
+
+    def __init__(self, process: subprocess.Popen, port: int, log: Path, data_dir: Path):
+        self.process, self.port, self.log, self.data_dir = process, port, log, data_dir
+        self.base_url = f"http://127.0.0.1:{port}"
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")[-5000:]
+
+    def workers(self) -> dict[int, psutil.Process]:
+        """The live workers by index (their command line names it)."""
+        found = {}
+        for child in psutil.Process(self.process.pid).children():
+            command = child.cmdline()
+            if "--worker-index" in command:
+                found[int(command[command.index("--worker-index") + 1])] = child
+        return found
+
+    def descendants(self) -> list[psutil.Process]:
+        return psutil.Process(self.process.pid).children(recursive=True)
+
+    async def connect(self, http: aiohttp.ClientSession, token: str, worker: int, **query):
+        """A device on worker `worker` (`http` made by `devices`)."""
+        params = "&".join(f"{key}={value}" for key, value in {"token": token, **query}.items())
+        # Misplaced connections stay open until one lands: a closed one's source port would be
+        # taken again, and the same address lands on the same worker.
+        misplaced = []
+        try:
+            for _ in range(40):
+                ws = await http.ws_connect(f"{self.base_url}/ws/chat?{params}")
+                if http.landed[-1] == str(worker):  # type: ignore[attr-defined]
+                    return ws
+                misplaced.append(ws)
+            raise AssertionError(f"no connection landed on worker {worker}")
+        finally:
+            for ws in misplaced:
+                await ws.close()
+
+
+def devices() -> aiohttp.ClientSession:
+    """A client session that records each answer's `Gateway-Worker` header in `landed`."""
+    landed: list[str | None] = []
+
+    async def on_request_end(session, context, params):
+        landed.append(params.response.headers.get(WORKER_HEADER))
+
+    tracing = aiohttp.TraceConfig()
+    tracing.on_request_end.append(on_request_end)
+    session = aiohttp.ClientSession(trace_configs=[tracing])
+    session.landed = landed  # type: ignore[attr-defined]
+    return session
+
+
+@pytest.fixture
+async def start_workers(make_config, database_url, ai_core_url, chat_settings, tmp_path):
+    """Start the gateway with `workers` processes on the embedded defaults (no REDIS_URL)."""
+    started: list[WorkersGateway] = []
+
+    async def start(workers: int = 2, settings: dict | None = None) -> WorkersGateway:
+        port = free_port()
+        conf = tmp_path / "conf"
+        conf.mkdir(exist_ok=True)
+        shutil.copy(PROJECT_ROOT / "conf" / "default.toml", conf / "default.toml")
+        (conf / "services.toml").write_text(SERVICES.format(port=port))
+        config = make_config({"database.url": database_url, "peers.ai_core_url": ai_core_url,
+                              "plugins.chat": {**chat_settings, **(settings or {})}})
+        (conf / "gateway.toml").write_text(toml_document(config._values))
+        environment = {key: value for key, value in os.environ.items()
+                       if key not in {"DATABASE_URL", "REDIS_URL", "DATA_DIR"}}
+        environment.update(GATEWAY_CONF_DIR=str(conf), GATEWAY_CONFIG=str(conf / "gateway.toml"))
+        log = tmp_path / f"workers-{len(started)}.log"
+        with log.open("wb") as output:
+            process = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--service", "gateway",
+                                        "--workers", str(workers)],
+                                       cwd=PROJECT_ROOT, env=environment, stdout=output, stderr=subprocess.STDOUT)
+        gateway = WorkersGateway(process, port, log, config.data_dir)
+        started.append(gateway)
+
+        async def all_answer() -> bool:
+            assert process.poll() is None, gateway.output()
+            seen = set()
+            async with aiohttp.ClientSession() as http:
+                for _ in range(4 * workers):
+                    try:
+                        # A new connection each time: the kernel picks a worker per connection.
+                        async with http.get(gateway.base_url + "/api/v1/health",
+                                            headers={"Connection": "close"}) as answer:
+                            seen.add((await answer.json())["worker"])
+                    except aiohttp.ClientConnectionError:
+                        return False
+            return len(seen) == workers
+
+        await eventually(all_answer, timeout=60)
+        return gateway
+
+    yield start
+    for gateway in started:
+        remaining = gateway.descendants() if gateway.process.poll() is None else []
+        if gateway.process.poll() is None:
+            gateway.process.kill()
+            gateway.process.wait()
+        for process in remaining:
+            if not process.name().startswith("postgres"):
+                process.kill()
+
+
+async def test_devices_on_two_workers_share_replies_queue_resume_and_the_rate_limit(start_workers, make_gateway,
+                                                                                    provider):
+    token = token_for(await make_gateway(), ADMIN)  # same JWT secret as the workers'
+    gateway = await start_workers(settings={"max_messages_per_minute": 4})
+    bus_socket = gateway.data_dir / "run" / "gateway-bus.sock"
+    assert bus_socket.exists() and "redis-server" in [p.name() for p in gateway.descendants()]
+    async with devices() as http:
+        phone = await gateway.connect(http, token, 0, session_id="shared")
+        laptop = await gateway.connect(http, token, 1, session_id="shared")
+        # A reply streamed by worker 0 reaches the laptop on worker 1.
+        await phone.send_json({"type": "message", "content": "across"})
+        sent = await receive_until(phone, "stream_end")
+        seen = await receive_until(laptop, "stream_end")
+        # The echo of the message, once stored (it may pass the reply's first frames).
+        assert [frame["content"] for frame in seen if frame["type"] == "response"] == ["across"]
+        assert [frame["seq"] for frame in seen if "seq" in frame] == [frame["seq"] for frame in sent if "seq" in frame]
+        assert seen[-1]["text"] == provider.reply
+
+        # A message sent on worker 1 while worker 0 runs the session's turn waits for it.
+        provider.gate.clear()
+        await phone.send_json({"type": "message", "content": "first"})
+        assert (await receive_until(phone, "stream_start"))[-1]["type"] == "stream_start"
+        await laptop.send_json({"type": "message", "content": "second", "client_msg_id": "l1"})
+        assert (await receive_until(laptop, "queued"))[-1]["client_msg_id"] == "l1"
+
+        # The phone leaves mid-reply and comes back on worker 1, resuming after what it saw.
+        frames = await receive_until(phone, "stream_chunk")
+        frames += await receive_until(phone, "stream_chunk")
+        await phone.close()
+        last = frames[-1]
+        phone = await gateway.connect(http, token, 1, session_id="shared", after=f"{last['turn_id']}:{last['seq']}")
+        provider.gate.set()
+        rest = [frame for frame in await receive_until(phone, "stream_end") if frame["type"] != "response"]
+        assert rest[0]["seq"] == last["seq"] + 1
+        assert "".join(f["content"] for f in frames + rest if f["type"] == "stream_chunk") == provider.reply
+        await receive_until(laptop, "stream_end")
+        try:
+            await receive_until(laptop, "stream_end")
+        except TimeoutError:
+            raise AssertionError((provider.requests, gateway.output()))
+        assert provider.max_active == 1
+        assert [request["messages"][-1]["content"] for request in provider.requests] == ["across", "first", "second"]
+
+        # Three messages so far over both workers: one more passes, the next is refused.
+        await laptop.send_json({"type": "message", "content": "fourth", "session_id": "other"})
+        await receive_until(laptop, "stream_end")
+        await phone.send_json({"type": "message", "content": "fifth", "client_msg_id": "m5"})
+        refused = (await receive_until(phone, "error"))[-1]
+        assert refused["errorType"] == "rate_limited" and refused["client_msg_id"] == "m5"
+        await phone.close()
+        await laptop.close()
+
+
+async def test_a_killed_worker_is_replaced_its_turn_ended_and_sigterm_drains_every_worker(start_workers, make_gateway,
+                                                                                         provider):
+    stored_in = await make_gateway()
+    token = token_for(stored_in, ADMIN)
+    gateway = await start_workers(settings={"lock_ttl": 1.5, "sweep_interval": 0.2})
+    async with devices() as http:
+        phone = await gateway.connect(http, token, 0, session_id="doomed")
+        laptop = await gateway.connect(http, token, 1, session_id="doomed")
+        provider.gate.clear()
+        await phone.send_json({"type": "message", "content": "during"})  # worker 0 runs the turn
+        await receive_until(laptop, "stream_chunk")
+        doomed = gateway.workers()[0]
+        doomed.kill()
+        while (await phone.receive(timeout=5)).type == aiohttp.WSMsgType.TEXT:
+            pass  # what worker 0 sent before it died; then the connection ends
+        provider.gate.set()
+        end = (await receive_until(laptop, "stream_end", timeout=10))[-1]
+        assert end["finish_reason"] == "error"
+
+        async def replaced() -> bool:
+            worker = gateway.workers().get(0)
+            return worker is not None and worker.pid != doomed.pid and any(
+                connection.status == psutil.CONN_LISTEN for connection in worker.net_connections("tcp"))
+        await eventually(replaced, timeout=20)
+        phone = await gateway.connect(http, token, 0, session_id="doomed")  # the new worker 0 serves
+        await phone.send_json({"type": "message", "content": "after"})
+        assert (await receive_until(phone, "stream_end"))[-1]["text"] == provider.reply
+        await receive_until(laptop, "stream_end")
+
+        # The embedded bus killed: the parent starts it again and the workers carry on with it.
+        bus = next(process for process in gateway.descendants() if process.name().startswith("redis-server"))
+        bus.kill()
+
+        async def bus_back() -> bool:
+            return any(process.name().startswith("redis-server") and process.pid != bus.pid
+                       for process in gateway.descendants())
+        await eventually(bus_back, timeout=10)
+
+        async def a_turn_works() -> bool:
+            """A message is answered (or refused at once, `bus_unavailable`, while the bus is away)."""
+            await phone.send_json({"type": "message", "content": "bus back"})
+            while (frame := await phone.receive_json(timeout=10))["type"] not in ("stream_end", "error"):
+                pass
+            return frame["type"] == "stream_end" and frame["finish_reason"] == "stop"
+        await eventually(a_turn_works, timeout=15)
+        await laptop.close()  # what it was sent meanwhile is not this test's business
+        laptop = await gateway.connect(http, token, 1, session_id="doomed")
+
+        # SIGTERM to the parent while worker 0 streams a reply: the reply is finished and stored
+        # during the drain, the devices are let go (1001, going away: they reconnect), every
+        # worker and the embedded bus stop, and the parent exits 0.
+        provider.gate.clear()
+        await phone.send_json({"type": "message", "content": "at the stop"})
+        await receive_until(laptop, "stream_chunk")
+        children = gateway.descendants()
+        gateway.process.send_signal(signal.SIGTERM)
+        await asyncio.sleep(0.2)
+        provider.gate.set()
+        for device in (phone, laptop):
+            while (message := await device.receive(timeout=15)).type == aiohttp.WSMsgType.TEXT:
+                pass
+            assert message.type == aiohttp.WSMsgType.CLOSE and message.data == aiohttp.WSCloseCode.GOING_AWAY
+        assert await asyncio.to_thread(gateway.process.wait, 30) == 0
+    assert (await stored_messages(stored_in, "doomed"))[-2:] == [("user", "at the stop"), ("assistant", provider.reply)]
+    left = [process for process in children if process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+            and not process.name().startswith("postgres")]
+    assert left == [], left
+    assert not (gateway.data_dir / "run" / "gateway-bus.sock").exists()
+
+
+def test_the_service_table_decides_who_runs_several_workers():
+    gateway = ServiceSpec(id="gateway", name="Gateway", port=1, extra={"workers": "auto"})
+    assert 1 <= worker_count(gateway, None) <= MAX_AUTO_WORKERS
+    assert worker_count(gateway, 3) == 3
+    memory = ServiceSpec(id="memory-service", name="memory", port=2)
+    assert worker_count(memory, None) == 1
+    from gateway.config import ConfigError
+    with pytest.raises(ConfigError, match="keeps state in its process"):
+        worker_count(memory, 2)

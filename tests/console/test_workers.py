@@ -1,0 +1,40 @@
+"""The console runs a service with several workers (the service table's `workers`) with no
+configuration, and stopping it leaves nothing behind: no worker, no embedded bus."""
+from __future__ import annotations
+
+import aiohttp
+import psutil
+import pytest
+
+from console.supervisor import RUNNING, STOPPED, find_orphans
+from tests.console.test_supervisor import make_supervisor
+
+pytestmark = pytest.mark.slow
+
+
+async def test_the_console_starts_every_worker_and_stops_them_and_the_bus(service_table, tmp_path):
+    specs = service_table([{"id": "alpha", "name": "Alpha", "workers": 2}])
+    supervisor, _ = make_supervisor(specs, tmp_path)
+    await supervisor.open()
+    try:
+        await supervisor.start("alpha")
+        status = supervisor.status("alpha")
+        assert status["status"] == RUNNING
+        parent = psutil.Process(status["pid"])
+        children = parent.children(recursive=True)
+        names = sorted("redis-server" if child.name().startswith("redis-server") else
+                       child.cmdline()[child.cmdline().index("--worker-index") + 1] for child in children)
+        assert names == ["0", "1", "redis-server"]
+        async with aiohttp.ClientSession() as http:
+            async with http.get(status["healthUrl"]) as answer:
+                assert (await answer.json())["worker"] in (0, 1)
+
+        await supervisor.stop("alpha")
+        assert supervisor.status("alpha")["status"] == STOPPED
+        assert [child for child in children if child.is_running()
+                and child.status() != psutil.STATUS_ZOMBIE] == []
+        assert find_orphans({"alpha"}, supervisor.data_dir) == []
+        log = "\n".join((await supervisor.logs.get("alpha").tail(200)).lines)
+        assert "2 workers" in log and "[console] stopped (exit code 0)" in log
+    finally:
+        await supervisor.close()

@@ -56,6 +56,12 @@ class SseDecoder:
         return events
 
     def feed_line(self, raw: bytes) -> str | None:
+        if raw.startswith(b"data:"):  # most lines: only the value is decoded (`data` is ASCII)
+            value = raw[5:].rstrip(b"\r\n")
+            self._data.append((value[1:] if value.startswith(b" ") else value).decode("utf-8", self._errors))
+            return None
+        if raw.startswith(b"event:"):  # a field this decoder ignores, as below
+            return None
         line = raw.decode("utf-8", self._errors).rstrip("\r\n")
         if not line:
             if not self._data:

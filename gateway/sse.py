@@ -57,8 +57,8 @@ class SseDecoder:
 
     def feed_line(self, raw: bytes) -> str | None:
         if raw.startswith(b"data:"):  # most lines: only the value is decoded (`data` is ASCII)
-            value = raw[5:].rstrip(b"\r\n")
-            self._data.append((value[1:] if value.startswith(b" ") else value).decode("utf-8", self._errors))
+            data = raw[5:].rstrip(b"\r\n")
+            self._data.append((data[1:] if data.startswith(b" ") else data).decode("utf-8", self._errors))
             return None
         if raw.startswith(b"event:"):  # a field this decoder ignores, as below
             return None

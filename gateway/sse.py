@@ -57,8 +57,8 @@ class SseDecoder:
 
     def feed_line(self, raw: bytes) -> str | None:
         if raw.startswith(b"data:"):  # most lines: only the value is decoded (`data` is ASCII)
-            data = raw[5:].rstrip(b"\r\n")
-            self._data.append((data[1:] if data.startswith(b" ") else data).decode("utf-8", self._errors))
+            value_bytes = raw[5:].rstrip(b"\r\n")
+            self._data.append((value_bytes[1:] if value_bytes.startswith(b" ") else value_bytes).decode("utf-8", self._errors))
             return None
         if raw.startswith(b"event:"):  # a field this decoder ignores, as below
             return None

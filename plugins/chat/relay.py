@@ -48,6 +48,7 @@ class Relay:
         self.admission, self.replay, self.ai = admission, replay, ai
         self.history_limit, self.store_after = history_limit, store_after
         self.max_reply_chars = max_reply_chars
+        self.records = store.TurnRecords(context)
 
     @property
     def conversations(self):
@@ -206,7 +207,7 @@ class Relay:
                                "recording the session's activity")
             # Closed before stream_end: the device that sees it may send its next message at once,
             # and this write would compete with that turn's start.
-            await store.finish(self.context.db, turn_id, "done")
+            await self.records.finish(turn_id, "done")
             await emit(review_frame(turn_id, review))
         except Exception as error:  # the database or the bus went away as the reply ended
             failure = _as_failure(error, turn)
@@ -245,10 +246,15 @@ class Relay:
         try:
             if turn.recorded:  # claimed from the queue, or written at admission
                 recorded, stored = True, await store_message
-            else:
-                recorded, stored = await asyncio.gather(
-                    store.enqueue(self.context.db, **turn.columns(), running=True), store_message)
-            if recorded is None and not stored.get("duplicate"):
+            else:  # both writes at once, each batched with other turns'
+                recording = self.records.running(turn.columns())
+                try:
+                    stored = await store_message
+                except BaseException:
+                    recording.add_done_callback(_outcome_read)  # it is written anyway
+                    raise
+                recorded = await recording
+            if not recorded and not stored.get("duplicate"):
                 # The queue already had this id (a row from before a restart whose turn never
                 # stored its message): the message is new to the session, so the turn goes on.
                 log.warning("turn %s of session %s runs without its own queue row", turn.turn_id, session_id)
@@ -363,6 +369,12 @@ async def _best_effort(step: Awaitable[Any], what: str) -> Exception | None:
         log.warning("%s failed: %r", what, error)
         return error
     return None
+
+
+def _outcome_read(future: "asyncio.Future") -> None:
+    """Read a future's outcome nobody waits for any more (asyncio logs an exception never read)."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _set_once(future: "asyncio.Future") -> None:

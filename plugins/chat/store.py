@@ -1,11 +1,17 @@
 """SQL of the chat plugin: the per-session turn queue and the known clients."""
 from __future__ import annotations
 
+import asyncio
 import json
+from typing import TYPE_CHECKING
 
 import aiopg
 
+from gateway.batching import Batcher
 from gateway.database import execute, fetch_all, fetch_one, fetch_value, transaction
+
+if TYPE_CHECKING:
+    from gateway.context import Context
 
 QUEUE_COLUMNS = ("id, turn_id, session_id, user_id, text, mode, attachments, client_msg_id, "
                  "sender_connection, metadata, status")
@@ -53,6 +59,61 @@ async def enqueue(db: aiopg.Pool, *, turn_id: str, session_id: str, user_id: str
         f"ON CONFLICT (user_id, session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING "
         f"RETURNING {QUEUE_COLUMNS}",
         params)
+
+
+class TurnRecords:
+    """The two rows every turn writes beside its reply, batched with other turns' (a burst of
+    turns then costs a statement per batch, not per turn; gateway.batching): the row of a turn
+    that already runs, and a turn's final status. Both commit asynchronously, as `enqueue` with
+    `running` and `finish` do."""
+
+    def __init__(self, context: "Context"):
+        self.context = context
+        self._running: Batcher[dict, bool] = Batcher(self._record_one, self._record_many)
+        self._finished: Batcher[tuple[str, str], None] = Batcher(self._finish_one, self._finish_many)
+
+    def running(self, columns: dict) -> "asyncio.Future[bool]":
+        """`enqueue(**columns, running=True)`, under way once this returns; False when the queue
+        already had the client_msg_id."""
+        return self._running.submit(columns)
+
+    async def finish(self, turn_id: str, status: str) -> None:
+        await self._finished.submit((turn_id, status))
+
+    async def _record_one(self, columns: dict) -> bool:
+        return await enqueue(self.context.db, **columns, running=True) is not None
+
+    async def _record_many(self, batch: list[dict]) -> list[bool]:
+        sessions, rows, params = [], [], []
+        for columns in batch:
+            sessions.append("(%s, %s)")
+            params += [columns["user_id"], columns["session_id"]]
+        for columns in batch:
+            rows.append("(%s, %s, %s, %s, %s, %s, %s, %s, %s, 'running')")
+            params += [columns["turn_id"], columns["session_id"], columns["user_id"], columns["text"], columns["mode"],
+                       json.dumps(columns["attachments"], ensure_ascii=False), columns["client_msg_id"] or None,
+                       columns["sender_connection"],
+                       json.dumps(columns["metadata"], ensure_ascii=False) if columns["metadata"] is not None else None]
+        inserted = {row["turn_id"] for row in await fetch_all(
+            self.context.db,
+            f"{ASYNC_COMMIT}WITH abandoned AS (UPDATE chat_turn_queue SET status = 'abandoned', finished_at = now() "
+            f"WHERE status = 'running' AND (user_id, session_id) IN (VALUES {', '.join(sessions)})) "
+            f"INSERT INTO chat_turn_queue (turn_id, session_id, user_id, text, mode, attachments, client_msg_id, "
+            f"sender_connection, metadata, status) VALUES {', '.join(rows)} "
+            f"ON CONFLICT (user_id, session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING "
+            f"RETURNING turn_id", params)}
+        return [columns["turn_id"] in inserted for columns in batch]
+
+    async def _finish_one(self, finished: tuple[str, str]) -> None:
+        await finish(self.context.db, *finished)
+
+    async def _finish_many(self, batch: list[tuple[str, str]]) -> list[None]:
+        await execute(self.context.db,
+                      ASYNC_COMMIT + "UPDATE chat_turn_queue AS queue SET status = finished.status, finished_at = now() "
+                                     f"FROM (VALUES {', '.join(['(%s, %s)'] * len(batch))}) AS finished (turn_id, status) "
+                                     "WHERE queue.turn_id = finished.turn_id",
+                      [value for finished in batch for value in finished])
+        return [None] * len(batch)
 
 
 async def claim_next(db: aiopg.Pool, user_id: str, session_id: str, *,

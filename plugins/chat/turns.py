@@ -211,7 +211,7 @@ class TurnMachine:
             log.exception("chat turn %s of session %s failed", turn.turn_id, turn.session_id)
         finally:
             if status != "done":  # a finished turn's row was closed before its stream_end
-                self._background(store.finish(self.context.db, turn.turn_id, status))
+                self._background(self.relay.records.finish(turn.turn_id, status))
             if turn.sender is None:  # handed in by a plugin, which may wait for it
                 self._background(self.waiters.settle(
                     turn.turn_id, outcome or TurnFailed(f"the turn ended without a reply ({status})", "turn_" + status)))

@@ -13,6 +13,7 @@ import time
 import psycopg2
 import psycopg2.errors
 
+from gateway.batching import Batcher
 from gateway.context import Context
 from gateway.database import execute, fetch_all, fetch_one, fetch_required, fetch_value, transaction
 from gateway.errors import Conflict, NotFound
@@ -138,6 +139,32 @@ def escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
+def _message_ctes(suffix: str) -> str:
+    """The CTEs storing one message (parameters and names end with `suffix`): it is inserted,
+    and its session touched when it went in."""
+    return (f"inserted{suffix} AS ("
+            f"  INSERT INTO chat_messages (session_id, user_id, role, msg_type, content, metadata, client_msg_id)"
+            f"  VALUES (%(session{suffix})s, %(user{suffix})s, %(role{suffix})s, %(type{suffix})s, "
+            f"%(content{suffix})s, %(metadata{suffix})s, %(client{suffix})s)"
+            f"  ON CONFLICT (user_id, session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING"
+            f"  RETURNING {MESSAGE_COLUMNS}), "
+            f"touched{suffix} AS (UPDATE chat_sessions SET updated_at = now() "
+            f"  WHERE user_id = %(user{suffix})s AND id = %(session{suffix})s AND EXISTS (SELECT 1 FROM inserted{suffix}))")
+
+
+def _message_stored(suffix: str) -> str:
+    """The row `_message_ctes` stored, or the one stored before with the same client_msg_id
+    (`duplicate`)."""
+    return (f"SELECT *, false AS duplicate FROM inserted{suffix} "
+            f"UNION ALL "
+            f"SELECT {MESSAGE_COLUMNS}, true AS duplicate FROM chat_messages "
+            f"WHERE user_id = %(user{suffix})s AND session_id = %(session{suffix})s "
+            f"AND client_msg_id = %(client{suffix})s AND NOT EXISTS (SELECT 1 FROM inserted{suffix})")
+
+
+ADD_MESSAGE_SQL = f"WITH {_message_ctes('')} {_message_stored('')}"
+
+
 def _message(row: dict) -> dict:
     row["metadata"] = row.get("metadata") or {}
     return row
@@ -151,6 +178,7 @@ class Conversations:
     def __init__(self, context: Context):
         self.context = context
         self._history = RecentHistoryCache()
+        self._message_writes: Batcher[dict, dict | None] = Batcher(self._insert_message, self._insert_messages)
 
     @property
     def db(self):
@@ -216,23 +244,11 @@ class Conversations:
                           msg_type: str = "chat", metadata: dict | None = None,
                           client_msg_id: str | None = None) -> dict:
         # One statement, so one round trip (this is on every chat turn's path to the first
-        # token): insert, touch the session only when a row went in, return it; or return the
-        # row a re-sent client_msg_id already stored.
+        # token), batched with the messages other tasks store meanwhile (gateway.batching):
+        # insert, touch the session only when a row went in, return it; or return the row a
+        # re-sent client_msg_id already stored.
         try:
-            row = await fetch_one(
-                self.db,
-                f"WITH inserted AS ("
-                f"  INSERT INTO chat_messages (session_id, user_id, role, msg_type, content, metadata, client_msg_id)"
-                f"  VALUES (%(session)s, %(user)s, %(role)s, %(type)s, %(content)s, %(metadata)s, %(client)s)"
-                f"  ON CONFLICT (user_id, session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING"
-                f"  RETURNING {MESSAGE_COLUMNS}), "
-                f"touched AS (UPDATE chat_sessions SET updated_at = now() "
-                f"  WHERE user_id = %(user)s AND id = %(session)s AND EXISTS (SELECT 1 FROM inserted)) "
-                f"SELECT *, false AS duplicate FROM inserted "
-                f"UNION ALL "
-                f"SELECT {MESSAGE_COLUMNS}, true AS duplicate FROM chat_messages "
-                f"WHERE user_id = %(user)s AND session_id = %(session)s AND client_msg_id = %(client)s "
-                f"AND NOT EXISTS (SELECT 1 FROM inserted)",
+            row = await self._message_writes.submit(
                 {"session": session_id, "user": user_id, "role": role, "type": msg_type, "content": content or "",
                  "metadata": json.dumps(metadata or {}, ensure_ascii=False), "client": client_msg_id or None})
         except psycopg2.errors.ForeignKeyViolation:
@@ -245,6 +261,22 @@ class Conversations:
         elif not row["duplicate"] and role in HISTORY_ROLES:
             await self._history_changed(user_id, session_id, (row["id"], role, content or ""))
         return _message(row)
+
+    async def _insert_message(self, params: dict) -> dict | None:
+        return await fetch_one(self.db, ADD_MESSAGE_SQL, params)
+
+    async def _insert_messages(self, batch: list[dict]) -> list[dict | None]:
+        """Each message as `_insert_message` stores it, all in one statement (data-modifying
+        CTEs must be at its top: each message's are named by its index)."""
+        indexes = [str(index) for index in range(len(batch))]
+        sql = (f"WITH {', '.join(map(_message_ctes, indexes))} "
+               + " UNION ALL ".join(f"SELECT {index} AS batch_index, * FROM ({_message_stored(index)}) AS stored{index}"
+                                    for index in indexes))
+        params = {f"{name}{index}": value for index, one in zip(indexes, batch) for name, value in one.items()}
+        rows: list[dict | None] = [None] * len(batch)
+        for row in await fetch_all(self.db, sql, params):
+            rows[row.pop("batch_index")] = row
+        return rows
 
     async def has_client_message(self, user_id: str, session_id: str, client_msg_id: str) -> bool:
         """Whether a message sent with this client_msg_id is stored in the session."""

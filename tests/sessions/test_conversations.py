@@ -61,6 +61,36 @@ async def test_add_message_deduplicates_by_client_msg_id_and_bumps_the_session(s
         await conversations.add_message("s1", "user_bob", "user", "x")
 
 
+async def test_messages_stored_at_once_go_in_one_batch_each_with_its_own_outcome(sessions_app):
+    """Concurrent add_message calls share statements (gateway.batching): each still gets its
+    own row, a re-sent id its earlier message, an unknown session its NotFound."""
+    _, conversations, _ = sessions_app
+    for session_id in ("b1", "b2"):
+        await conversations.create_session("user_alice", session_id)
+    earlier = await conversations.add_message("b1", "user_alice", "user", "earlier", client_msg_id="known")
+    results = await asyncio.gather(
+        *(conversations.add_message(f"b{index % 2 + 1}", "user_alice", "user", f"message {index}",
+                                    client_msg_id=f"id-{index}", metadata={"index": index}) for index in range(12)),
+        conversations.add_message("b1", "user_alice", "user", "a re-send", client_msg_id="known"),
+        conversations.add_message("b1", "user_alice", "user", "twice", client_msg_id="twice"),
+        conversations.add_message("b1", "user_alice", "user", "twice again", client_msg_id="twice"),
+        conversations.add_message("missing", "user_alice", "user", "nowhere"),
+        return_exceptions=True)
+    *stored, resent, twice, twice_again, missing = results
+    assert [(row["content"], row["metadata"], row["duplicate"]) for row in stored] == \
+        [(f"message {index}", {"index": index}, False) for index in range(12)]
+    assert len({row["id"] for row in stored}) == 12
+    assert resent["duplicate"] is True and resent["id"] == earlier["id"] and resent["content"] == "earlier"
+    assert sorted([twice["duplicate"], twice_again["duplicate"]]) == [False, True]
+    assert twice["id"] == twice_again["id"]
+    assert isinstance(missing, NotFound)
+    # Calls made at once have no order among themselves; each is stored, listed and in the history.
+    listed = await conversations.list_messages("user_alice", "b2")
+    assert sorted(message["content"] for message in listed) == sorted(f"message {index}" for index in range(1, 12, 2))
+    history = await conversations.recent_history("user_alice", "b2")
+    assert [item["content"] for item in history] == [message["content"] for message in listed]
+
+
 async def test_list_messages_pages_and_scrolls_back(sessions_app):
     _, conversations, _ = sessions_app
     await conversations.create_session("user_alice", "s1")

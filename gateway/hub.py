@@ -3,7 +3,9 @@
 Each connection has a bounded send queue drained by its own writer task: a client that stops
 reading is disconnected once the queue is full, instead of growing the server's memory (as
 Home Assistant's websocket_api does). With a shared bus (Redis), a message for a user is also
-published once so that other instances deliver it to that user's devices connected there.
+published once, on that user's channel, so that other instances deliver it to that user's devices
+connected there; an instance listens on the channels of the users it holds connections of only,
+so a reply's frames cost the instances (workers) without that user's devices nothing.
 
 `send_to_user` is the one way to send to a user's devices. Frames of a numbered run (one chat
 reply: `turn_id`, `seq` from 0) carry both in the delivery's envelope, so a connection that is
@@ -233,7 +235,9 @@ class WebSocketHub:
         self._presence_prefix = f"presence:{scope}:"
         self._online_users = f"{ONLINE_USERS}:{scope}"
         self._by_user: dict[str, dict[str, Connection]] = {}
-        self._subscription: Subscription | None = None
+        # With a shared bus: the subscription to each user's delivery channel, held while the
+        # user has a connection here (None while it is being made).
+        self._listening: dict[str, Subscription | None] = {}
         self._renewer: asyncio.Task | None = None
         self._connect_listeners: list[ConnectionListener] = []
         self._disconnect_listeners: list[ConnectionListener] = []
@@ -258,9 +262,6 @@ class WebSocketHub:
 
     # -- lifecycle (called by the core)
     async def start(self) -> None:
-        bus = self.context.bus
-        if getattr(bus, "shared", False):
-            self._subscription = await bus.subscribe(self._delivery_channel, self._on_remote)
         self._renewer = asyncio.create_task(self._renew_presence(), name="hub-presence")
 
     async def close_all(self, code: int = WSCloseCode.GOING_AWAY, message: bytes = b"server shutting down") -> None:
@@ -274,9 +275,34 @@ class WebSocketHub:
                              return_exceptions=True)
         for connection in connections:
             await connection.stop()
-        if self._subscription is not None:
-            await self._subscription.close()
-            self._subscription = None
+        listening, self._listening = self._listening, {}
+        for subscription in listening.values():
+            if subscription is not None:
+                await subscription.close()
+
+    def _user_channel(self, user_id: str) -> str:
+        """Deliveries for one user: an instance hears those of the users it holds connections of
+        only, so a frame costs the instances (workers) without that user's devices nothing."""
+        return f"{self._delivery_channel}:{user_id}"
+
+    async def _listen_for(self, user_id: str) -> None:
+        if not self._shared or user_id in self._listening:
+            return
+        self._listening[user_id] = None
+        try:
+            subscription = await self.context.bus.subscribe(self._user_channel(user_id), self._on_remote)
+        except BaseException:
+            self._listening.pop(user_id, None)
+            raise
+        if user_id in self._listening and self._listening[user_id] is None:
+            self._listening[user_id] = subscription
+        else:  # the user's last connection here left (or the hub closed) meanwhile
+            await subscription.close()
+
+    async def _stop_listening_for(self, user_id: str) -> None:
+        subscription = self._listening.pop(user_id, None)
+        if subscription is not None:
+            await subscription.close()
 
     # -- membership
     async def register(self, ws: web.WebSocketResponse, user_id: str, *, identity: "Identity | None" = None,
@@ -290,6 +316,7 @@ class WebSocketHub:
         if hold:
             connection.hold()
         self._by_user.setdefault(user_id, {})[connection.id] = connection
+        await self._listen_for(user_id)
         await self._mark(connection)
         await self._notify(self._connect_listeners, connection, "connect")
         return connection
@@ -299,6 +326,7 @@ class WebSocketHub:
         user.pop(connection.id, None)
         if not user:
             self._by_user.pop(connection.user_id, None)
+            await self._stop_listening_for(connection.user_id)
         await self._notify(self._disconnect_listeners, connection, "disconnect")
         await connection.stop()
         if self._shared:
@@ -377,7 +405,7 @@ class WebSocketHub:
         payload = message if isinstance(message, str) else json.dumps(message, ensure_ascii=False)
         delivered = self._deliver_local(user_id, payload, exclude, only, turn_id, seq)
         if self._shared:
-            await self.context.bus.publish(self._delivery_channel, {
+            await self.context.bus.publish(self._user_channel(user_id), {
                 "origin": self.instance_id, "user_id": user_id, "payload": payload, "exclude": exclude,
                 "only": only, "turn_id": turn_id, "seq": seq})
         return delivered

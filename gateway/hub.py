@@ -236,8 +236,9 @@ class WebSocketHub:
         self._online_users = f"{ONLINE_USERS}:{scope}"
         self._by_user: dict[str, dict[str, Connection]] = {}
         # With a shared bus: the subscription to each user's delivery channel, held while the
-        # user has a connection here (None while it is being made).
-        self._listening: dict[str, Subscription | None] = {}
+        # user has a connection here.
+        self._listening: dict[str, Subscription] = {}
+        self._following = asyncio.Lock()
         self._renewer: asyncio.Task | None = None
         self._connect_listeners: list[ConnectionListener] = []
         self._disconnect_listeners: list[ConnectionListener] = []
@@ -277,32 +278,27 @@ class WebSocketHub:
             await connection.stop()
         listening, self._listening = self._listening, {}
         for subscription in listening.values():
-            if subscription is not None:
-                await subscription.close()
+            await subscription.close()
 
     def _user_channel(self, user_id: str) -> str:
         """Deliveries for one user: an instance hears those of the users it holds connections of
         only, so a frame costs the instances (workers) without that user's devices nothing."""
         return f"{self._delivery_channel}:{user_id}"
 
-    async def _listen_for(self, user_id: str) -> None:
-        if not self._shared or user_id in self._listening:
+    async def _follow(self, user_id: str) -> None:
+        """Listen on `user_id`'s channel while the user has a connection here, and only then.
+        One change at a time: a user's last connection leaving while a new one arrives must
+        not send the unsubscribe after the subscribe."""
+        if not self._shared:
             return
-        self._listening[user_id] = None
-        try:
-            subscription = await self.context.bus.subscribe(self._user_channel(user_id), self._on_remote)
-        except BaseException:
-            self._listening.pop(user_id, None)
-            raise
-        if user_id in self._listening and self._listening[user_id] is None:
-            self._listening[user_id] = subscription
-        else:  # the user's last connection here left (or the hub closed) meanwhile
-            await subscription.close()
-
-    async def _stop_listening_for(self, user_id: str) -> None:
-        subscription = self._listening.pop(user_id, None)
-        if subscription is not None:
-            await subscription.close()
+        async with self._following:
+            subscription = self._listening.get(user_id)
+            if user_id in self._by_user and subscription is None:
+                self._listening[user_id] = await self.context.bus.subscribe(self._user_channel(user_id),
+                                                                            self._on_remote)
+            elif user_id not in self._by_user and subscription is not None:
+                del self._listening[user_id]
+                await subscription.close()
 
     # -- membership
     async def register(self, ws: web.WebSocketResponse, user_id: str, *, identity: "Identity | None" = None,
@@ -316,7 +312,7 @@ class WebSocketHub:
         if hold:
             connection.hold()
         self._by_user.setdefault(user_id, {})[connection.id] = connection
-        await self._listen_for(user_id)
+        await self._follow(user_id)
         await self._mark(connection)
         await self._notify(self._connect_listeners, connection, "connect")
         return connection
@@ -326,7 +322,7 @@ class WebSocketHub:
         user.pop(connection.id, None)
         if not user:
             self._by_user.pop(connection.user_id, None)
-            await self._stop_listening_for(connection.user_id)
+            await self._follow(connection.user_id)
         await self._notify(self._disconnect_listeners, connection, "disconnect")
         await connection.stop()
         if self._shared:

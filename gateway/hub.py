@@ -322,11 +322,16 @@ class WebSocketHub:
         user.pop(connection.id, None)
         if not user:
             self._by_user.pop(connection.user_id, None)
-            await self._follow(connection.user_id)
         await self._notify(self._disconnect_listeners, connection, "disconnect")
         await connection.stop()
         if self._shared:
-            await self.context.bus.unmark(self._presence_prefix + connection.user_id, self._member(connection))
+            # Finished even when the handler is cancelled meanwhile (its client went away):
+            # neither the presence mark nor the user's channel may outlive the connection.
+            await asyncio.shield(self._leave(connection))
+
+    async def _leave(self, connection: Connection) -> None:
+        await self._follow(connection.user_id)
+        await self.context.bus.unmark(self._presence_prefix + connection.user_id, self._member(connection))
 
     # -- presence across instances
     @property

@@ -242,6 +242,7 @@ class WebSocketHub:
         self._renewer: asyncio.Task | None = None
         self._connect_listeners: list[ConnectionListener] = []
         self._disconnect_listeners: list[ConnectionListener] = []
+        self._bus_shared: bool | None = None
 
     # -- listeners (plugins: what a device missed while away, what a connection held)
     def on_connect(self, listener: "ConnectionListener") -> None:
@@ -338,7 +339,12 @@ class WebSocketHub:
     def _shared(self) -> bool:
         """Presence is written to the bus only when other instances read it; with one instance
         this hub's own connections are the whole truth (and nothing is kept per connection)."""
-        return self.context.has("bus") and getattr(self.context.bus, "shared", False)
+        shared = self._bus_shared  # asked of every frame sent: read once the bus exists
+        if shared is None:
+            if not self.context.has("bus"):
+                return False
+            shared = self._bus_shared = bool(getattr(self.context.bus, "shared", False))
+        return shared
 
     def _member(self, connection: Connection) -> str:
         return connection.id  # a UUID: unique across instances

@@ -56,6 +56,14 @@ class SseDecoder:
         return events
 
     def feed_line(self, raw: bytes) -> str | None:
+        if raw.startswith(b"data:"):  # most lines: only the value is decoded (`data` is ASCII)
+            value_bytes = raw[5:].rstrip(b"\r\n")
+            if value_bytes.startswith(b" "):
+                value_bytes = value_bytes[1:]
+            self._data.append(value_bytes.decode("utf-8", self._errors))
+            return None
+        if raw.startswith(b"event:"):  # a field this decoder ignores, as below
+            return None
         line = raw.decode("utf-8", self._errors).rstrip("\r\n")
         if not line:
             if not self._data:

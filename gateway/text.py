@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
 
 def may_hold_lone_surrogates(raw: str | bytes) -> bool:
     """Whether JSON text can decode to half a surrogate pair, or to NUL (which PostgreSQL text
@@ -40,6 +42,14 @@ def loads_utf8_safe(raw: str | bytes) -> Any:
     longer than Python converts (4,300 digits), raises JSONDecodeError like any bad JSON."""
     if isinstance(raw, bytes):
         raw = raw.decode(json.detect_encoding(raw))  # strict: an encoded half of a pair is refused
+    elif not may_hold_lone_surrogates(raw) and raw.count("[") + raw.count("{") <= MAX_JSON_DEPTH:
+        # The usual text (a chat frame, each event of a streamed reply): orjson reads it several
+        # times faster. Whatever it refuses (NaN, an integer past 64 bits, a raw lone surrogate)
+        # json reads, or refuses, as before.
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
     try:
         value = json.loads(raw)
     except RecursionError:

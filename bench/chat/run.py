@@ -113,7 +113,7 @@ def serve_gateway(port: int, database_url: str, ai_core_url: str, data_dir: str)
     from aiohttp import web
 
     sys.path.insert(0, str(ROOT))
-    from gateway.app import create_app, new_event_loop
+    from gateway.app import create_app, freeze_startup_objects, new_event_loop
     from gateway.config import Config
     from plugins.auth import tokens_plugin
     from plugins.ai_core import client_plugin as ai_core_client_plugin
@@ -132,6 +132,11 @@ def serve_gateway(port: int, database_url: str, ai_core_url: str, data_dir: str)
     asyncio.set_event_loop(loop)
     app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, files_plugin, ai_core_client_plugin, chat_plugin])
     app.router.add_get("/bench-health", lambda request: web.Response(text="ok"))
+
+    async def started(app: web.Application) -> None:  # as `gateway serve` does once started
+        freeze_startup_objects()
+
+    app.on_startup.append(started)
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=4096, loop=loop)
 
 
@@ -377,7 +382,31 @@ def report_relay(concurrency: int, samples: dict) -> dict:
                                                           ("gap p99", "gap99"))))
     print(f"  CPU per turn of the relay's process: bare relay {cpu['bare relay']:.2f} ms, gateway "
           f"{cpu['gateway']:.2f} ms (gateway/bare = {cpu['gateway'] / cpu['bare relay']:.2f}x)")
-    return added
+    return {"added": added, "cpu": cpu}
+
+
+# Issue 23's targets, against the bare relay of the same run: CPU per turn at every concurrency,
+# the added first token at 200.
+CPU_RATIO_TARGET = 1.25
+TTFT_RATIO_TARGET, TTFT_RATIO_AT = 2.0, 200
+
+
+def report_per_turn(results: dict[int, dict]) -> None:
+    """One table of what a turn costs the gateway beside the bare relay, per concurrency."""
+    print("\nper turn, gateway beside the bare relay (issue 23: CPU <= "
+          f"{CPU_RATIO_TARGET:g}x at every concurrency, added TTFT p50 <= {TTFT_RATIO_TARGET:g}x at {TTFT_RATIO_AT})")
+    print("| concurrency | added first token p50, bare / gateway | gateway ÷ bare | CPU per turn, bare / gateway "
+          "| gateway ÷ bare |")
+    print("|---|---|---|---|---|")
+    for concurrency, result in results.items():
+        bare, gateway = result["added"]["bare relay"]["ttft50"], result["added"]["gateway"]["ttft50"]
+        cpu_bare, cpu_gateway = result["cpu"]["bare relay"], result["cpu"]["gateway"]
+        ttft_ratio, cpu_ratio = gateway / bare if bare > 0 else float("inf"), cpu_gateway / cpu_bare
+        ttft_verdict = (f" ({'met' if ttft_ratio <= TTFT_RATIO_TARGET else 'NOT met'})"
+                        if concurrency == TTFT_RATIO_AT else "")
+        cpu_verdict = "met" if cpu_ratio <= CPU_RATIO_TARGET else "NOT met"
+        print(f"| {concurrency} | {bare:.2f} / {gateway:.2f} ms | {ttft_ratio:.2f}x{ttft_verdict} "
+              f"| {cpu_bare:.2f} / {cpu_gateway:.2f} ms | {cpu_ratio:.2f}x ({cpu_verdict}) |")
 
 
 # ---------------------------------------------------------------- idle connections
@@ -582,12 +611,14 @@ async def run_relay(args, processes: Processes, database_url: str, data_dir: Pat
                               "--ai-core-url", f"http://127.0.0.1:{mock_port}", "--data-dir", str(data_dir / "relay"))
     wait_until_up(f"http://127.0.0.1:{gateway_port}/bench-health", gateway, 120)
     print(f"relay: {DELTAS} deltas {DELTA_GAP * 1000:g} ms apart; rounds={args.rounds}")
+    results = {}
     try:
         for concurrency in args.concurrency:
             turns = args.turns if concurrency == 1 else 1
             samples = await relay(gateway_port, bare_port, mock_port, concurrency, args.rounds, turns,
                                   {"bare relay": bare.pid, "gateway": gateway.pid})
-            report_relay(concurrency, samples)
+            results[concurrency] = report_relay(concurrency, samples)
+        report_per_turn(results)
     finally:
         processes.stop(gateway)
         processes.stop(bare)

@@ -94,7 +94,9 @@ class Relay:
         # Frames are numbered and sent one at a time. Only a tap's own task can emit beside the
         # reply's, so a reply with taps takes a lock per frame and one without (text) does not.
         order: contextlib.AbstractAsyncContextManager = contextlib.nullcontext()
+        locked = False
         taps: list[ReplyTap] = []
+        append, deliver = self.replay.append, self.hub.send_to_user
 
         async def emit(message: dict) -> None:
             async with order:
@@ -105,10 +107,13 @@ class Relay:
         async def send(payload: str, content: str = "") -> None:
             """`content`: the reply's text the frame carries, counted once devices may see it."""
             nonlocal sequence
-            await self.replay.append(session, turn_id, sequence, payload)
+            await append(session, turn_id, sequence, payload)
             if content:
                 pieces.append(content)
-            await gate.send(payload, sequence)
+            if gate.opened:  # the usual case once the user's message is stored: straight to the hub
+                await deliver(user_id, payload, turn_id=turn_id, seq=sequence)
+            else:
+                await gate.send(payload, sequence)
             sequence += 1
 
         async def emit_end(message: dict) -> None:
@@ -138,7 +143,7 @@ class Relay:
             await emit(stream_start_frame(turn_id))
             taps = self.taps.open(ReplyStream(user_id, session_id, turn_id, turn.mode, reply_id(turn_id), emit))
             if taps:
-                order = asyncio.Lock()
+                order, locked = asyncio.Lock(), True
             async for event in relay:
                 if confirmed.done():
                     _confirmation(confirmed)  # raises when the message could not be stored
@@ -149,10 +154,12 @@ class Relay:
                         content, cut = content[:room], True
                     if content:
                         room -= len(content)
-                        async with order:
-                            await send(chunks.encode(sequence, content), content)
-                        if taps:
+                        if locked:
+                            async with order:
+                                await send(chunks.encode(sequence, content), content)
                             taps = feed_taps(taps, content)
+                        else:
+                            await send(chunks.encode(sequence, content), content)
                     if cut:
                         break
                 elif kind == "error":
@@ -310,6 +317,17 @@ class EchoGate:
         self.hub, self.user_id, self.sender, self.turn_id = hub, user_id, sender, turn_id
         self._held: list[tuple[str, int]] | None = []
 
+    @property
+    def opened(self) -> bool:
+        return self._held is None
+
+    def _sender_alone(self) -> bool:
+        """Whether nobody but the sender could receive the echo and the held frames: no other
+        device of the user is connected here, and no other instance shares the bus."""
+        if self.sender is None or getattr(self.hub.context.bus, "shared", True):
+            return False
+        return all(connection.id == self.sender for connection in self.hub.connections(self.user_id))
+
     async def send(self, payload: str, seq: int) -> None:
         if self._held is None:
             await self.hub.send_to_user(self.user_id, payload, turn_id=self.turn_id, seq=seq)
@@ -323,6 +341,9 @@ class EchoGate:
         A frame other instances could not be sent (the bus is down) does not hold back the
         rest from this instance's devices; the failure is raised once all went."""
         if self._held is None:
+            return
+        if self._sender_alone():  # the usual device on its own: nothing to send twice
+            self._held = None
             return
         failure = None
         if echo is not None:

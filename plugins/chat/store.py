@@ -108,10 +108,11 @@ class TurnRecords:
         await finish(self.context.db, *finished)
 
     async def _finish_many(self, batch: list[tuple[str, str]]) -> list[None]:
+        values = ", ".join(["(%s, %s)"] * len(batch))
         await execute(self.context.db,
-                      ASYNC_COMMIT + "UPDATE chat_turn_queue AS queue SET status = finished.status, finished_at = now() "
-                                     f"FROM (VALUES {', '.join(['(%s, %s)'] * len(batch))}) AS finished (turn_id, status) "
-                                     "WHERE queue.turn_id = finished.turn_id",
+                      f"{ASYNC_COMMIT}UPDATE chat_turn_queue AS queue SET status = finished.status, "
+                      f"finished_at = now() FROM (VALUES {values}) AS finished (turn_id, status) "
+                      f"WHERE queue.turn_id = finished.turn_id",
                       [value for finished in batch for value in finished])
         return [None] * len(batch)
 

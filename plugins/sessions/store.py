@@ -149,7 +149,8 @@ def _message_ctes(suffix: str) -> str:
             f"  ON CONFLICT (user_id, session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING"
             f"  RETURNING {MESSAGE_COLUMNS}), "
             f"touched{suffix} AS (UPDATE chat_sessions SET updated_at = now() "
-            f"  WHERE user_id = %(user{suffix})s AND id = %(session{suffix})s AND EXISTS (SELECT 1 FROM inserted{suffix}))")
+            f"  WHERE user_id = %(user{suffix})s AND id = %(session{suffix})s "
+            f"  AND EXISTS (SELECT 1 FROM inserted{suffix}))")
 
 
 def _message_stored(suffix: str) -> str:

@@ -15,7 +15,9 @@ import contextlib
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Awaitable, Callable, cast
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, cast
+
+from .batching import Batcher
 
 if TYPE_CHECKING:
     from redis.asyncio.client import PubSub
@@ -343,6 +345,10 @@ class RedisBus(Bus):
         pool = redis.BlockingConnectionPool.from_url(url, decode_responses=True, max_connections=max_connections,
                                                      timeout=10)
         self.client = redis.Redis.from_pool(pool)
+        # Publishes and stream appends of many tasks go out in one pipeline while one is in flight:
+        # every frame of a reply is one of each, and a burst of turns would otherwise cost a round
+        # trip (and its CPU, in this process and in Redis) per frame.
+        self._writes: Batcher[tuple, Any] = Batcher(self._write_one, self._write_many, max_batch=256)
         self._pubsub: PubSub | None = None
         self._reader: asyncio.Task | None = None
         self._incr = self.client.register_script(_INCR_SCRIPT)
@@ -354,7 +360,17 @@ class RedisBus(Bus):
         await self.client.ping()
 
     async def publish(self, channel: str, message: dict) -> None:
-        await self.client.publish(self.prefix + channel, json.dumps(message))
+        await self._writes.submit(("publish", (self.prefix + channel, json.dumps(message)), {}))
+
+    async def _write_one(self, command: tuple) -> Any:
+        name, args, options = command
+        return await getattr(self.client, name)(*args, **options)
+
+    async def _write_many(self, commands: list[tuple]) -> list[Any]:
+        async with self.client.pipeline(transaction=False) as pipe:
+            for name, args, options in commands:
+                getattr(pipe, name)(*args, **options)
+            return await pipe.execute(raise_on_error=False)
 
     async def _listen(self, channel: str) -> None:
         if self._pubsub is None:
@@ -444,8 +460,7 @@ class RedisBus(Bus):
         # no `dict[str, str]` is, though xadd only reads it (a Mapping); a cast would cost a call
         # per frame.
         if ttl is None:
-            await self.client.xadd(self.prefix + key, entry, maxlen=max_len,  # type: ignore[arg-type]
-                                   approximate=True)
+            await self._writes.submit(("xadd", (self.prefix + key, entry), {"maxlen": max_len, "approximate": True}))
             return
         async with self.client.pipeline(transaction=True) as pipe:
             pipe.xadd(self.prefix + key, entry, maxlen=max_len, approximate=True)  # type: ignore[arg-type]

@@ -3,7 +3,9 @@
 Each connection has a bounded send queue drained by its own writer task: a client that stops
 reading is disconnected once the queue is full, instead of growing the server's memory (as
 Home Assistant's websocket_api does). With a shared bus (Redis), a message for a user is also
-published once so that other instances deliver it to that user's devices connected there.
+published once, on that user's channel, so that other instances deliver it to that user's devices
+connected there; an instance listens on the channels of the users it holds connections of only,
+so a reply's frames cost the instances (workers) without that user's devices nothing.
 
 `send_to_user` is the one way to send to a user's devices. Frames of a numbered run (one chat
 reply: `turn_id`, `seq` from 0) carry both in the delivery's envelope, so a connection that is
@@ -233,7 +235,10 @@ class WebSocketHub:
         self._presence_prefix = f"presence:{scope}:"
         self._online_users = f"{ONLINE_USERS}:{scope}"
         self._by_user: dict[str, dict[str, Connection]] = {}
-        self._subscription: Subscription | None = None
+        # With a shared bus: the subscription to each user's delivery channel, held while the
+        # user has a connection here.
+        self._listening: dict[str, Subscription] = {}
+        self._following = asyncio.Lock()
         self._renewer: asyncio.Task | None = None
         self._connect_listeners: list[ConnectionListener] = []
         self._disconnect_listeners: list[ConnectionListener] = []
@@ -259,9 +264,6 @@ class WebSocketHub:
 
     # -- lifecycle (called by the core)
     async def start(self) -> None:
-        bus = self.context.bus
-        if getattr(bus, "shared", False):
-            self._subscription = await bus.subscribe(self._delivery_channel, self._on_remote)
         self._renewer = asyncio.create_task(self._renew_presence(), name="hub-presence")
 
     async def close_all(self, code: int = WSCloseCode.GOING_AWAY, message: bytes = b"server shutting down") -> None:
@@ -275,9 +277,29 @@ class WebSocketHub:
                              return_exceptions=True)
         for connection in connections:
             await connection.stop()
-        if self._subscription is not None:
-            await self._subscription.close()
-            self._subscription = None
+        listening, self._listening = self._listening, {}
+        for subscription in listening.values():
+            await subscription.close()
+
+    def _user_channel(self, user_id: str) -> str:
+        """Deliveries for one user: an instance hears those of the users it holds connections of
+        only, so a frame costs the instances (workers) without that user's devices nothing."""
+        return f"{self._delivery_channel}:{user_id}"
+
+    async def _follow(self, user_id: str) -> None:
+        """Listen on `user_id`'s channel while the user has a connection here, and only then.
+        One change at a time: a user's last connection leaving while a new one arrives must
+        not send the unsubscribe after the subscribe."""
+        if not self._shared:
+            return
+        async with self._following:
+            subscription = self._listening.get(user_id)
+            if user_id in self._by_user and subscription is None:
+                self._listening[user_id] = await self.context.bus.subscribe(self._user_channel(user_id),
+                                                                            self._on_remote)
+            elif user_id not in self._by_user and subscription is not None:
+                del self._listening[user_id]
+                await subscription.close()
 
     # -- membership
     async def register(self, ws: web.WebSocketResponse, user_id: str, *, identity: "Identity | None" = None,
@@ -291,6 +313,7 @@ class WebSocketHub:
         if hold:
             connection.hold()
         self._by_user.setdefault(user_id, {})[connection.id] = connection
+        await self._follow(user_id)
         await self._mark(connection)
         await self._notify(self._connect_listeners, connection, "connect")
         return connection
@@ -303,7 +326,13 @@ class WebSocketHub:
         await self._notify(self._disconnect_listeners, connection, "disconnect")
         await connection.stop()
         if self._shared:
-            await self.context.bus.unmark(self._presence_prefix + connection.user_id, self._member(connection))
+            # Finished even when the handler is cancelled meanwhile (its client went away):
+            # neither the presence mark nor the user's channel may outlive the connection.
+            await asyncio.shield(self._leave(connection))
+
+    async def _leave(self, connection: Connection) -> None:
+        await self._follow(connection.user_id)
+        await self.context.bus.unmark(self._presence_prefix + connection.user_id, self._member(connection))
 
     # -- presence across instances
     @property
@@ -383,7 +412,7 @@ class WebSocketHub:
         payload = message if isinstance(message, str) else json.dumps(message, ensure_ascii=False)
         delivered = self._deliver_local(user_id, payload, exclude, only, turn_id, seq)
         if self._shared:
-            await self.context.bus.publish(self._delivery_channel, {
+            await self.context.bus.publish(self._user_channel(user_id), {
                 "origin": self.instance_id, "user_id": user_id, "payload": payload, "exclude": exclude,
                 "only": only, "turn_id": turn_id, "seq": seq})
         return delivered

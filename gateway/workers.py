@@ -228,7 +228,11 @@ async def supervise(service_id: str, host: str, port: int, count: int, config: C
             workers.append(Worker(index, worker_command(
                 service_id, host, port, index, bus.url if bus else None,
                 str(vectors.socket_path) if vectors else None, log_level), environment))
-        for worker in workers:
+        # The first worker alone until it answers: what a first start does once (the embedded
+        # database's initdb, migrations, generated secrets) is not raced by every worker.
+        await workers[0].start()
+        await _until_answering(workers[0], host, port, stop)
+        for worker in workers[1:]:
             await worker.start()
         log.info("%s: %d workers on %s:%s (bus: %s)", service_id, count, host, port,
                  "embedded redis-server" if bus else "REDIS_URL")
@@ -272,6 +276,26 @@ async def _keep_running(workers: list[Worker], stop: asyncio.Event) -> None:
         stopping.cancel()
         for pending in waits:
             pending.cancel()
+
+
+async def _until_answering(worker: Worker, host: str, port: int, stop: asyncio.Event,
+                           timeout: float = 300.0) -> None:
+    """Until the service answers its health check on `port`, `worker` exits, or `timeout`."""
+    import aiohttp
+
+    deadline = time.monotonic() + timeout
+    address = f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}/api/v1/health"
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
+        while time.monotonic() < deadline and not stop.is_set():
+            if worker.process is None or worker.process.returncode is not None:
+                return
+            try:
+                async with http.get(address) as answer:
+                    if answer.status == 200:
+                        return
+            except (aiohttp.ClientError, asyncio.TimeoutError):
+                pass
+            await asyncio.sleep(0.2)
 
 
 async def _keep_bus_running(bus: EmbeddedBus, stop: asyncio.Event) -> None:

@@ -2,6 +2,8 @@
 configuration, and stopping it leaves nothing behind: no worker, no embedded bus."""
 from __future__ import annotations
 
+import asyncio
+
 import aiohttp
 import psutil
 import pytest
@@ -21,10 +23,18 @@ async def test_the_console_starts_every_worker_and_stops_them_and_the_bus(servic
         status = supervisor.status("alpha")
         assert status["status"] == RUNNING
         parent = psutil.Process(status["pid"])
+
+        def started() -> list[str]:
+            """The parent's children: worker 1 starts once worker 0 answers (as the console saw)."""
+            return sorted("redis-server" if child.name().startswith("redis-server") else
+                          child.cmdline()[child.cmdline().index("--worker-index") + 1]
+                          for child in parent.children(recursive=True))
+        for _ in range(100):
+            if started() == ["0", "1", "redis-server"]:
+                break
+            await asyncio.sleep(0.1)
+        assert started() == ["0", "1", "redis-server"]
         children = parent.children(recursive=True)
-        names = sorted("redis-server" if child.name().startswith("redis-server") else
-                       child.cmdline()[child.cmdline().index("--worker-index") + 1] for child in children)
-        assert names == ["0", "1", "redis-server"]
         async with aiohttp.ClientSession() as http:
             async with http.get(status["healthUrl"]) as answer:
                 assert (await answer.json())["worker"] in (0, 1)

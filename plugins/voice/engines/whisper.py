@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from . import EngineFailed, EngineHttp, Recognition
+from . import EngineFailed, EngineHttp, PassAbandoned, Recognition
 
 MODEL = "whisper-base (CTranslate2, int8)"
 # sha256 of model.bin joined from the two parts (docs/voice.md, "Models").
@@ -79,10 +79,15 @@ class WhisperRecognizer:
         self.threads, self.workers, self.beam_size = threads, workers, beam_size
         self.loaded = False
         self._model: Any = None
+        # The same model on one thread: a fitted pass decodes on it (token by token, one thread
+        # is about twice as fast as two: the steps are too small to share), and a background
+        # pass encodes on it too, leaving the other cores to an urgent one.
+        self._narrow: Any = None
 
     async def load(self) -> None:
-        self._model = await asyncio.get_running_loop().run_in_executor(
-            None, shared_model, self.threads, self.workers)
+        loop = asyncio.get_running_loop()
+        self._model = await loop.run_in_executor(None, shared_model, self.threads, self.workers)
+        self._narrow = await loop.run_in_executor(None, shared_model, 1, self.workers)
         self.loaded = True
 
     async def recognize(self, samples: np.ndarray, language: str | None) -> Recognition:
@@ -98,16 +103,24 @@ class WhisperRecognizer:
                        if segment.no_speech_prob < NO_SPEECH_PROBABILITY).strip()
         return Recognition(text=text, language=language or info.language)
 
-    async def recognize_fitted(self, samples: np.ndarray, language: str) -> Recognition:
+    async def recognize_fitted(self, samples: np.ndarray, language: str, *, background: bool = False,
+                               abandon: threading.Event | None = None) -> Recognition:
         """Like `recognize`, but the encoder sees the audio plus a margin instead of a 30 s window
         padded with silence: a 3 s utterance costs about a third of the time, which is what lets a
         stream's final text come soon after stop (bench/voice: its error rates side by side with
-        the ordinary pass). The language must be known (a stream's, given or detected)."""
+        the ordinary pass). The language must be known (a stream's, given or detected).
+
+        `background` (a stream's interim): encoded on one thread, so that an urgent pass (the
+        final) started meanwhile has a core of its own. `abandon`: once set, the pass stops before
+        decoding (raises PassAbandoned); a running CTranslate2 call cannot be stopped, but the
+        encoder and the decoder are two calls."""
         if self._model is None:
             raise EngineFailed("The Whisper model is not loaded.", error_type="engine_unavailable", status=503)
-        return await asyncio.get_running_loop().run_in_executor(None, self._recognize_fitted, samples, language)
+        return await asyncio.get_running_loop().run_in_executor(None, self._recognize_fitted, samples, language,
+                                                                background, abandon)
 
-    def _recognize_fitted(self, samples: np.ndarray, language: str) -> Recognition:
+    def _recognize_fitted(self, samples: np.ndarray, language: str, background: bool = False,
+                          abandon: threading.Event | None = None) -> Recognition:
         seconds = len(samples) / 16000
         if seconds > FITTED_MAX_SECONDS or language not in LANGUAGES:
             return self._recognize(samples, language)
@@ -127,9 +140,13 @@ class WhisperRecognizer:
             prompt = [tokenizer.sot_prev, *tokenizer.encode(" " + PROMPTS[language])]
         prompt += [*tokenizer.sot_sequence, tokenizer.no_timestamps]
         most = max(FITTED_MIN_TOKENS, int(seconds * FITTED_TOKENS_PER_SECOND))
-        encoded = model.model.encode(ctranslate2.StorageView.from_array(window[None]), to_cpu=False)
-        result = model.model.generate(encoded, [prompt], beam_size=self.beam_size, max_length=len(prompt) + most,
-                                      return_no_speech_prob=True, suppress_blank=True, suppress_tokens=[-1])[0]
+        encoder = self._narrow if background else model
+        encoded = encoder.model.encode(ctranslate2.StorageView.from_array(window[None]), to_cpu=False)
+        if abandon is not None and abandon.is_set():
+            raise PassAbandoned()
+        result = self._narrow.model.generate(encoded, [prompt], beam_size=self.beam_size,
+                                             max_length=len(prompt) + most, return_no_speech_prob=True,
+                                             suppress_blank=True, suppress_tokens=[-1])[0]
         tokens = [token for token in result.sequences_ids[0] if token < tokenizer.eot]
         text = tokenizer.decode(tokens).strip()
         if len(tokens) >= most or (text and get_compression_ratio(text) > COMPRESSION_RATIO_LIMIT):

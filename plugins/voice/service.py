@@ -69,7 +69,8 @@ class VoiceService:
         """Recognise (or take `known`, a stream's interim that already covers this audio), and
         write the STT log record. A stream's audio goes to the engine's fitted-window pass when it
         has one (`recognize_with`). A stream's `committed` segments already hold the text of the
-        audio before `tail_from`: only the rest is recognised, and the texts joined.
+        audio before `tail_from`: only the rest is recognised (the last segment's text its context),
+        and the texts joined.
         `recognised_ms` in the answer: how much audio this call recognised (0: none)."""
         engine, asked = self.recognizer(language)
         if asked is None and len(samples) < self.settings["detect_min_seconds"] * audio.SAMPLE_RATE:
@@ -85,7 +86,8 @@ class VoiceService:
             recognised_ms = int(len(tail) * 1000 / audio.SAMPLE_RATE)
             async with self.gate:
                 try:
-                    result = await recognize_with(engine, tail, asked, fitted=source == "stream")
+                    result = await recognize_with(engine, tail, asked, fitted=source == "stream",
+                                                  context=committed[-1] if committed else "")
                 except EngineFailed as error:
                     record_recognition(user_id=user_id, language=asked or "auto", audio_ms=duration_ms,
                                        engine=engine.name, processing_ms=(time.perf_counter() - started) * 1000,
@@ -106,16 +108,18 @@ SERVICE = web.AppKey("voice.service", VoiceService)
 
 
 async def recognize_with(engine: SpeechRecognizer, samples: np.ndarray, language: str | None, *,
-                         fitted: bool, background: bool = False, abandon: threading.Event | None = None
-                         ) -> Recognition:
+                         fitted: bool, background: bool = False, abandon: threading.Event | None = None,
+                         context: str = "") -> Recognition:
     """`fitted`: a stream's short utterance, recognised by the engine's `recognize_fitted` when it
     has one (Whisper: an encoder window fitted to the audio instead of 30 s) and the language is
     known; an engine without it (an optional capability, not part of the interface) recognises as
     usual. `background` and `abandon` (an interim: leave a core to the final, give up once it is
-    not wanted) go to `recognize_fitted` only."""
+    not wanted) and `context` (the stream's kept text before this audio) go to `recognize_fitted`
+    only."""
     quick = getattr(engine, "recognize_fitted", None) if fitted and language is not None else None
     if quick is not None:
-        result: Recognition = await quick(samples, language, background=background, abandon=abandon)
+        result: Recognition = await quick(samples, language, background=background, abandon=abandon,
+                                          context=context)
         return result
     return await engine.recognize(samples, language)
 
@@ -401,7 +405,8 @@ class AudioStream:
                 engine, asked = self.service.recognizer(self.settings["default_language"])
             async with self.service.gate:
                 result = await recognize_with(engine, samples, asked, fitted=True, background=True,
-                                              abandon=self.abandon)
+                                              abandon=self.abandon,
+                                              context=self.committed[-1] if self.committed else "")
             if asked is None and result.language in engine.languages:
                 self.detected = result.language
             whole_text = joined(*self.committed, result.text, language=result.language or asked or "")

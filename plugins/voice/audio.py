@@ -121,14 +121,17 @@ def is_silent(samples: np.ndarray) -> bool:
 # A pause (a stream's segments end in one): at least PAUSE_SECONDS of 20 ms frames PAUSE_DB
 # quieter than the speech's loud frames (their 90th percentile), or under SILENCE_RMS. Words do
 # not hold a third of a second of such quiet; sentence and clause breaks do.
+# Speech must follow it (at least SPEECH_AFTER_SECONDS of louder frames): a click after a
+# silence is not a next sentence.
 PAUSE_SECONDS = 0.3
 PAUSE_DB = 20.0
 PAUSE_FRAME = SAMPLE_RATE // 50
+SPEECH_AFTER_SECONDS = 0.2
 
 
 def last_pause(samples: np.ndarray, *, not_before: int = 0) -> int | None:
-    """The sample in the middle of the last pause that ends before the audio does (speech
-    follows it) and begins at or after `not_before`; None without one."""
+    """The sample in the middle of the last pause that speech follows and that begins at or
+    after `not_before`; None without one."""
     count = len(samples) // PAUSE_FRAME
     if count == 0:
         return None
@@ -136,6 +139,8 @@ def last_pause(samples: np.ndarray, *, not_before: int = 0) -> int | None:
     loudness = np.sqrt(np.mean(np.square(frames), axis=1))
     quiet = loudness < max(SILENCE_RMS, float(np.percentile(loudness, 90)) * 10 ** (-PAUSE_DB / 20))
     shortest = int(PAUSE_SECONDS * SAMPLE_RATE / PAUSE_FRAME)
+    speech_after = np.cumsum(~quiet[::-1])[::-1]   # louder frames from each frame to the end
+    needed = int(SPEECH_AFTER_SECONDS * SAMPLE_RATE / PAUSE_FRAME)
     end = count
     while end > 0:
         while end > 0 and not quiet[end - 1]:
@@ -143,7 +148,8 @@ def last_pause(samples: np.ndarray, *, not_before: int = 0) -> int | None:
         start = end
         while start > 0 and quiet[start - 1]:
             start -= 1
-        if end < count and end - start >= shortest and start * PAUSE_FRAME >= not_before:
+        if (end < count and speech_after[end] >= needed and end - start >= shortest
+                and start * PAUSE_FRAME >= not_before):
             return (start + end) // 2 * PAUSE_FRAME
         if start * PAUSE_FRAME < not_before:
             return None

@@ -389,10 +389,12 @@ class AudioStream:
         try:
             whole = await self.service.run(self.decoder.samples)
             start = self.committed_at
-            # After a pause, once the language is settled, the audio up to the pause is a
-            # segment: this pass recognises it, and its text is kept (docs/voice.md, "Streaming").
+            # With `stream_segments`, after a pause, once the language is settled, the audio up to
+            # the pause is a segment: this pass recognises it, and its text is kept (docs/voice.md,
+            # "Segments").
             settled = language != "auto" or self.detected is not None
-            cut = await self.service.run(segment_end, whole, start) if settled else None
+            segments = self.settings["stream_segments"] and settled
+            cut = await self.service.run(segment_end, whole, start) if segments else None
             end = len(whole) if cut is None else cut
             samples = whole[max(start, end - INTERIM_WINDOW_SECONDS * audio.SAMPLE_RATE):end]
             self.running_until = end

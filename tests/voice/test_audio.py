@@ -70,5 +70,6 @@ def test_the_last_pause_followed_by_speech_is_where_a_segment_ends():
     assert pause is not None and abs(pause / rate - 2.6) < 0.05               # the middle of the second
     assert audio.last_pause(clip, not_before=int(2.5 * rate)) is None          # it begins too early
     assert audio.last_pause(np.concatenate([speech, quiet])) is None           # nothing said after it
+    assert audio.last_pause(np.concatenate([speech, quiet, speech[:1600]])) is None   # a click after it
     short = np.zeros(int(0.15 * rate), np.float32)                             # a breath inside a phrase
     assert audio.last_pause(np.concatenate([speech, short, speech])) is None

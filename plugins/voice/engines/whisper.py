@@ -86,8 +86,7 @@ class WhisperRecognizer:
         self._model: Any = None
         # The same model on one thread: a fitted pass decodes on it (token by token, one thread
         # is faster than two: 48-55 against 60-116 ms a sentence; the steps are too small to
-        # share), and a background
-        # pass encodes on it too, leaving the other cores to an urgent one.
+        # share), and a background pass encodes on it too, leaving the other cores to an urgent one.
         self._narrow: Any = None
 
     async def load(self) -> None:

@@ -206,7 +206,8 @@ class StreamingService:
             "auth.service_token": "bench-service-token", "auth.admin_password": "bench-admin-password",
             "plugins": {"voice_engines": {"stt_engines": ["whisper"], "tts_engines": [], **self.settings}}},
             environ={})
-        self.runner = web.AppRunner(create_app("voice-service", config, plugins=[tokens_plugin, voice_plugin]))
+        app = create_app("voice-service", config, plugins=[tokens_plugin, voice_plugin])
+        self.runner = web.AppRunner(app)
         await self.runner.setup()
         self.port = free_port()
         await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
@@ -221,7 +222,8 @@ class StreamingService:
     async def stream(self, samples: np.ndarray, language: str) -> tuple[float, dict, int]:
         """Seconds from stop to the final frame, the final frame, and the interims seen."""
         pcm = (np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes()
-        url = f"http://127.0.0.1:{self.port}/api/v1/transcribe/stream?language={language}&format=pcm&user_id=bench"
+        url = (f"http://127.0.0.1:{self.port}/api/v1/transcribe/stream"
+               f"?language={language}&format=pcm&user_id=bench")
         async with self.http.ws_connect(url) as socket:
             await socket.receive_json()
             count = 0
@@ -311,10 +313,12 @@ async def main() -> None:
     if not (options.skip_stream or options.tts_only):
         async with StreamingService() as service:
             await service.stream(audio.decode(LIBRIVOX[1].read_bytes())[:16000], "en")   # warm-up
-            streams = [await stream_latency(service, options.runs, *variant) for variant in STREAMS if options.runs]
+            streams = [await stream_latency(service, options.runs, *variant)
+                       for variant in STREAMS if options.runs]
             streamed = await stream_accuracy(service) if options.stream_accuracy else None
         async with StreamingService(stream_segments=True) as service:
-            streams += [await stream_latency(service, options.runs, *variant) for variant in SEGMENTED if options.runs]
+            streams += [await stream_latency(service, options.runs, *variant)
+                        for variant in SEGMENTED if options.runs]
             segmented = await stream_accuracy(service) if options.stream_accuracy else None
         alone = await final_pass_alone(options.runs * 4) if options.runs else None
     baseline = stt[-1] if stt else {}
@@ -338,7 +342,8 @@ async def main() -> None:
             print(f"| {row['voice']} | {row['per_sentence_ms']:.0f} | {row['audio_s']:.2f} | {row['rtf']:.3f} | "
                   f"{row['heard_error']:.3f} |")
     if streams:
-        print(f"\n| stream (pcm, 100 ms chunks at speaking pace), {options.runs} runs | final after stop: median | "
+        print(f"\n| stream (pcm, 100 ms chunks at speaking pace), {options.runs} runs | "
+              "final after stop: median | "
               "min | p90 | max | the service's processing_ms, median | audio recognised after stop, median | "
               "interims |")
         print("|---|---|---|---|---|---|---|---|")
@@ -348,7 +353,8 @@ async def main() -> None:
               f"{stream['recognised_s']:.2f} s | {stream['interims']:.1f} |")
     if alone:
         (before, low_before, high_before), (now, low_now, high_now) = alone["before"], alone["now"]
-        print(f"\nThe final pass alone (fitted window, the 2.99 s sentence, {options.runs * 4} interleaved runs): "
+        print(f"\nThe final pass alone (fitted window, the 2.99 s sentence, {options.runs * 4} "
+              "interleaved runs): "
               f"decoder on two threads (before) {before:.0f} ms median ({low_before:.0f}–{high_before:.0f}), "
               f"on one (now) {now:.0f} ms ({low_now:.0f}–{high_now:.0f}): {before / now:.2f}x")
     if streamed and segmented:

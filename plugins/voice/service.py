@@ -412,7 +412,8 @@ class AudioStream:
             if asked is None and result.language in engine.languages:
                 self.detected = result.language
             whole_text = joined(*self.committed, result.text, language=result.language or asked or "")
-            if end - len(samples) == start and (language != "auto" or asked is None or self.detected == asked):
+            whole_window = end - len(samples) == start
+            if whole_window and (language != "auto" or asked is None or self.detected == asked):
                 self.covered = (end, Recognition(text=whole_text, language=result.language))
                 if cut is not None:
                     self.committed.append(result.text)
@@ -445,8 +446,7 @@ class AudioStream:
         covered = await self.covered_to_the_end(samples)
         if covered and task is not None:
             self.drop_interim()
-        elif task is not None and await self.service.run(
-                audio.is_silent, samples[self.interim_at if self.running_until is None else self.running_until:]):
+        elif task is not None and await self.service.run(audio.is_silent, samples[self.running_from():]):
             await asyncio.wait([task], timeout=self.settings["max_audio_seconds"])
             covered = await self.covered_to_the_end(samples)
         elif task is not None:
@@ -460,6 +460,10 @@ class AudioStream:
                                      "processing_ms": result["processing_ms"],
                                      "recognised_ms": result["recognised_ms"]})
         await self.socket.close()
+
+    def running_from(self) -> int:
+        """Where the audio the running pass does not recognise begins."""
+        return self.interim_at if self.running_until is None else self.running_until
 
     def drop_interim(self) -> None:
         """The running interim's text is not wanted: its task goes, and its pass stops before

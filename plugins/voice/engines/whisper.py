@@ -123,8 +123,8 @@ class WhisperRecognizer:
         recognised on its own loses words it hears right in context."""
         if self._model is None:
             raise EngineFailed("The Whisper model is not loaded.", error_type="engine_unavailable", status=503)
-        return await asyncio.get_running_loop().run_in_executor(None, self._recognize_fitted, samples, language,
-                                                                background, abandon, context)
+        return await asyncio.get_running_loop().run_in_executor(
+            None, self._recognize_fitted, samples, language, background, abandon, context)
 
     def _recognize_fitted(self, samples: np.ndarray, language: str, background: bool = False,
                           abandon: threading.Event | None = None, context: str = "") -> Recognition:
@@ -158,7 +158,7 @@ class WhisperRecognizer:
         tokens = [token for token in result.sequences_ids[0] if token < tokenizer.eot]
         text = tokenizer.decode(tokens).strip()
         if len(tokens) >= most or (text and get_compression_ratio(text) > COMPRESSION_RATIO_LIMIT):
-            return self._recognize(samples, language, context)   # a loop, not speech: the ordinary pass decides
+            return self._recognize(samples, language, context)   # a loop, not speech: the ordinary pass
         if result.no_speech_prob >= NO_SPEECH_PROBABILITY:
             text = ""
         return Recognition(text=text, language=language)

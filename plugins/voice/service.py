@@ -108,18 +108,16 @@ SERVICE = web.AppKey("voice.service", VoiceService)
 
 
 async def recognize_with(engine: SpeechRecognizer, samples: np.ndarray, language: str | None, *,
-                         fitted: bool, background: bool = False, abandon: threading.Event | None = None,
+                         fitted: bool, abandon: threading.Event | None = None,
                          context: str = "") -> Recognition:
     """`fitted`: a stream's short utterance, recognised by the engine's `recognize_fitted` when it
     has one (Whisper: an encoder window fitted to the audio instead of 30 s) and the language is
     known; an engine without it (an optional capability, not part of the interface) recognises as
-    usual. `background` and `abandon` (an interim: leave a core to the final, give up once it is
-    not wanted) and `context` (the stream's kept text before this audio) go to `recognize_fitted`
+    usual. `abandon` (an interim: give up once it is not wanted) and `context` (the stream's kept text before this audio) go to `recognize_fitted`
     only."""
     quick = getattr(engine, "recognize_fitted", None) if fitted and language is not None else None
     if quick is not None:
-        result: Recognition = await quick(samples, language, background=background, abandon=abandon,
-                                          context=context)
+        result: Recognition = await quick(samples, language, abandon=abandon, context=context)
         return result
     return await engine.recognize(samples, language)
 
@@ -406,8 +404,7 @@ class AudioStream:
             if asked is None and len(samples) < self.settings["detect_min_seconds"] * audio.SAMPLE_RATE:
                 engine, asked = self.service.recognizer(self.settings["default_language"])
             async with self.service.gate:
-                result = await recognize_with(engine, samples, asked, fitted=True, background=True,
-                                              abandon=self.abandon,
+                result = await recognize_with(engine, samples, asked, fitted=True, abandon=self.abandon,
                                               context=self.committed[-1] if self.committed else "")
             if asked is None and result.language in engine.languages:
                 self.detected = result.language

@@ -61,7 +61,7 @@ async def test_an_abandoned_fitted_pass_stops_before_decoding():
     abandon = threading.Event()
     abandon.set()
     with pytest.raises(PassAbandoned):
-        await whisper.recognize_fitted(samples_of(ENGLISH), "en", background=True, abandon=abandon)
+        await whisper.recognize_fitted(samples_of(ENGLISH), "en", abandon=abandon)
 
 
 async def test_whispers_fitted_window_hears_what_the_full_window_hears():

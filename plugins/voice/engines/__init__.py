@@ -32,7 +32,7 @@ class EngineFailed(Exception):
 
 
 class PassAbandoned(Exception):
-    """A background recognition given up because its result is no longer wanted (a stream's
+    """A recognition given up because its result is no longer wanted (a stream's
     interim once the stream stopped): the CPU goes to the pass that is."""
 
 

@@ -86,7 +86,8 @@ class WhisperRecognizer:
         self._model: Any = None
         # The same model on one thread: a fitted pass decodes on it (token by token, one thread
         # is faster than two: 48-55 against 60-116 ms a sentence; the steps are too small to
-        # share), and a background pass encodes on it too, leaving the other cores to an urgent one.
+        # share). (Interims encoding on it too, to leave a core to the final, made the final
+        # slower through the gateway: the pass covering an utterance's end came later.)
         self._narrow: Any = None
 
     async def load(self) -> None:
@@ -108,15 +109,14 @@ class WhisperRecognizer:
                        if segment.no_speech_prob < NO_SPEECH_PROBABILITY).strip()
         return Recognition(text=text, language=language or info.language)
 
-    async def recognize_fitted(self, samples: np.ndarray, language: str, *, background: bool = False,
+    async def recognize_fitted(self, samples: np.ndarray, language: str, *,
                                abandon: threading.Event | None = None, context: str = "") -> Recognition:
         """Like `recognize`, but the encoder sees the audio plus a margin instead of a 30 s window
         padded with silence: a 3 s utterance costs about a third of the time, which is what lets a
         stream's final text come soon after stop (bench/voice: its error rates side by side with
         the ordinary pass). The language must be known (a stream's, given or detected).
 
-        `background` (a stream's interim): encoded on one thread, so that an urgent pass (the
-        final) started meanwhile has a core of its own. `abandon`: once set, the pass stops before
+        `abandon` (a stream's interim, once stop came): once set, the pass stops before
         decoding (raises PassAbandoned); a running CTranslate2 call cannot be stopped, but the
         encoder and the decoder are two calls. `context`: the text said just before this audio (a
         stream's kept segments), given to the decoder as Whisper's previous text: a sentence
@@ -124,9 +124,9 @@ class WhisperRecognizer:
         if self._model is None:
             raise EngineFailed("The Whisper model is not loaded.", error_type="engine_unavailable", status=503)
         return await asyncio.get_running_loop().run_in_executor(
-            None, self._recognize_fitted, samples, language, background, abandon, context)
+            None, self._recognize_fitted, samples, language, abandon, context)
 
-    def _recognize_fitted(self, samples: np.ndarray, language: str, background: bool = False,
+    def _recognize_fitted(self, samples: np.ndarray, language: str,
                           abandon: threading.Event | None = None, context: str = "") -> Recognition:
         seconds = len(samples) / 16000
         if seconds > FITTED_MAX_SECONDS or language not in LANGUAGES:
@@ -148,8 +148,7 @@ class WhisperRecognizer:
             prompt = [tokenizer.sot_prev, *tokenizer.encode(" " + previous)[-CONTEXT_TOKENS:]]
         prompt += [*tokenizer.sot_sequence, tokenizer.no_timestamps]
         most = max(FITTED_MIN_TOKENS, int(seconds * FITTED_TOKENS_PER_SECOND))
-        encoder = self._narrow if background else model
-        encoded = encoder.model.encode(ctranslate2.StorageView.from_array(window[None]), to_cpu=False)
+        encoded = model.model.encode(ctranslate2.StorageView.from_array(window[None]), to_cpu=False)
         if abandon is not None and abandon.is_set():
             raise PassAbandoned()
         result = self._narrow.model.generate(encoded, [prompt], beam_size=self.beam_size,

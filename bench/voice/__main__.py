@@ -2,8 +2,8 @@
 PyPI packages: see its SOURCES.md): word error rate (English), character error rate (Chinese)
 and real-time factor of each recognizer, speech-synthesis time per sentence, and the voice
 service's final-after-stop latency for utterances streamed in 100 ms chunks (stopped at once,
-cut mid-speech, after a pause, a 24.7 s dictation), the final pass's own cost alone, and (with
---stream-accuracy) the error rates of streamed finals.
+cut mid-speech, after a pause, a 24.7 s dictation, with and without `stream_segments`), and
+(with --stream-accuracy) the error rates of streamed finals.
 
     .venv/bin/python -m bench.voice [--runs 3] [--skip-stream | --stream-only] [--stream-accuracy]
 
@@ -153,25 +153,6 @@ async def synthesis(runs: int) -> list[dict]:
     return rows
 
 
-async def final_pass_alone(runs: int) -> dict:
-    """The pass a stream stopped mid-speech waits for, alone: Whisper's fitted window on the
-    2.99 s sentence, decoded on one thread (now) and on two (before), interleaved `runs` times so
-    the machine's other load falls on both alike."""
-    now = WhisperRecognizer(2, 2, 1)
-    await now.load()
-    before = WhisperRecognizer(2, 2, 1)
-    await before.load()
-    before._narrow = before._model   # the previous way: the decoder on the two-thread model
-    samples = audio.decode(LIBRIVOX[1].read_bytes())
-    times: dict[str, list[float]] = {"before": [], "now": []}
-    for _ in range(runs):
-        for label, engine in (("before", before), ("now", now)):
-            started = time.perf_counter()
-            await engine.recognize_fitted(samples, "en")
-            times[label].append(1000 * (time.perf_counter() - started))
-    return {label: (statistics.median(values), min(values), max(values)) for label, values in times.items()}
-
-
 LIBRIVOX = sorted(RECORDINGS.glob("sense_and_sensibility_*.wav"))
 # (label, clips joined, first seconds kept (None: all), silence after): the latency runs, on the
 # service's default settings; SEGMENTED ones with `stream_segments` on.
@@ -309,7 +290,7 @@ async def main() -> None:
     print(f"{os.cpu_count()} CPUs; recordings: {len(recordings())} ({RECORDINGS})")
     stt = [] if options.stream_only or options.tts_only else await recognition(options.runs)
     tts = [] if options.stream_only else await synthesis(options.runs)
-    streams, streamed, segmented, alone = [], None, None, None
+    streams, streamed, segmented = [], None, None
     if not (options.skip_stream or options.tts_only):
         async with StreamingService() as service:
             await service.stream(audio.decode(LIBRIVOX[1].read_bytes())[:16000], "en")   # warm-up
@@ -320,7 +301,6 @@ async def main() -> None:
             streams += [await stream_latency(service, options.runs, *variant)
                         for variant in SEGMENTED if options.runs]
             segmented = await stream_accuracy(service) if options.stream_accuracy else None
-        alone = await final_pass_alone(options.runs * 4) if options.runs else None
     baseline = stt[-1] if stt else {}
     if stt:
         print("\n| recognizer | clips | audio (s) | WER English | CER Chinese | real-time factor | WER vs pocketsphinx |"
@@ -351,12 +331,6 @@ async def main() -> None:
         print(f"| {stream['label']} | {stream['median_ms']:.0f} ms | {stream['min_ms']:.0f} ms | "
               f"{stream['p90_ms']:.0f} ms | {stream['max_ms']:.0f} ms | {stream['processing_ms']:.0f} ms | "
               f"{stream['recognised_s']:.2f} s | {stream['interims']:.1f} |")
-    if alone:
-        (before, low_before, high_before), (now, low_now, high_now) = alone["before"], alone["now"]
-        print(f"\nThe final pass alone (fitted window, the 2.99 s sentence, {options.runs * 4} "
-              "interleaved runs): "
-              f"decoder on two threads (before) {before:.0f} ms median ({low_before:.0f}–{high_before:.0f}), "
-              f"on one (now) {now:.0f} ms ({low_now:.0f}–{high_now:.0f}): {before / now:.2f}x")
     if streamed and segmented:
         print(f"\nStreamed finals (every recording, and the 24.7 s dictation): WER English "
               f"{streamed['wer_en']:.3f}, CER Chinese {streamed['cer_zh']:.3f}; with `stream_segments` on: "

@@ -84,16 +84,10 @@ class WhisperRecognizer:
         self.threads, self.workers, self.beam_size = threads, workers, beam_size
         self.loaded = False
         self._model: Any = None
-        # The same model on one thread: a fitted pass decodes on it (token by token, one thread
-        # is faster than two: 48-55 against 60-116 ms a sentence; the steps are too small to
-        # share). (Interims encoding on it too, to leave a core to the final, made the final
-        # slower through the gateway: the pass covering an utterance's end came later.)
-        self._narrow: Any = None
 
     async def load(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._model = await loop.run_in_executor(None, shared_model, self.threads, self.workers)
-        self._narrow = await loop.run_in_executor(None, shared_model, 1, self.workers)
+        self._model = await asyncio.get_running_loop().run_in_executor(
+            None, shared_model, self.threads, self.workers)
         self.loaded = True
 
     async def recognize(self, samples: np.ndarray, language: str | None) -> Recognition:
@@ -151,9 +145,8 @@ class WhisperRecognizer:
         encoded = model.model.encode(ctranslate2.StorageView.from_array(window[None]), to_cpu=False)
         if abandon is not None and abandon.is_set():
             raise PassAbandoned()
-        result = self._narrow.model.generate(encoded, [prompt], beam_size=self.beam_size,
-                                             max_length=len(prompt) + most, return_no_speech_prob=True,
-                                             suppress_blank=True, suppress_tokens=[-1])[0]
+        result = model.model.generate(encoded, [prompt], beam_size=self.beam_size, max_length=len(prompt) + most,
+                                      return_no_speech_prob=True, suppress_blank=True, suppress_tokens=[-1])[0]
         tokens = [token for token in result.sequences_ids[0] if token < tokenizer.eot]
         text = tokenizer.decode(tokens).strip()
         if len(tokens) >= most or (text and get_compression_ratio(text) > COMPRESSION_RATIO_LIMIT):

@@ -1,9 +1,11 @@
 """Speech engines side by side on real recordings of people (bench/voice/recordings, shipped in
 PyPI packages: see its SOURCES.md): word error rate (English), character error rate (Chinese)
 and real-time factor of each recognizer, speech-synthesis time per sentence, and the voice
-service's final-after-stop latency for a ~3 s utterance streamed in 100 ms chunks.
+service's final-after-stop latency for utterances streamed in 100 ms chunks (stopped at once,
+cut mid-speech, after a pause, a 24.7 s dictation, with and without `stream_segments`), and
+(with --stream-accuracy) the error rates of streamed finals.
 
-    .venv/bin/python -m bench.voice [--runs 3] [--skip-stream]
+    .venv/bin/python -m bench.voice [--runs 3] [--skip-stream | --stream-only] [--stream-accuracy]
 
 Prints a Markdown table; bench/README.md keeps the last one."""
 from __future__ import annotations
@@ -151,69 +153,125 @@ async def synthesis(runs: int) -> list[dict]:
     return rows
 
 
-async def stream_latency(runs: int, trailing_silence: float) -> dict:
-    """The real voice-service app on a loopback port: a ~3 s English utterance (16 kHz pcm) sent
-    in 100 ms chunks at speaking pace, `trailing_silence` seconds of silence after it (a person
-    stops speaking, then stops the recording), then stop; time from stop to the final frame."""
-    import aiohttp
-    from aiohttp import web
+LIBRIVOX = sorted(RECORDINGS.glob("sense_and_sensibility_*.wav"))
+# (label, clips joined, first seconds kept (None: all), silence after): the latency runs, on the
+# service's default settings; SEGMENTED ones with `stream_segments` on.
+STREAMS = [("2.99 s of speech, stop at once", LIBRIVOX[1:2], None, 0.0),
+           ("the first 3.3 s of a 7.1 s sentence: cut mid-speech", LIBRIVOX[:1], 3.3, 0.0),
+           ("2.99 s of speech + 1.0 s of silence, then stop", LIBRIVOX[1:2], None, 1.0),
+           ("24.7 s dictation (five sentences), cut mid-speech in the last, 23.5 s in", LIBRIVOX, 23.5, 0.0)]
+SEGMENTED = [("the same dictation, `stream_segments` on", LIBRIVOX, 23.5, 0.0)]
 
-    from gateway.app import create_app
-    from gateway.config import Config
-    from plugins.auth import tokens_plugin
-    from plugins.voice.service import plugin as voice_plugin
 
-    from bench.support import free_port
+class StreamingService:
+    """The real voice-service app on a loopback port, and a client streaming to it at the pace
+    of speech: 16 kHz pcm in 100 ms chunks, 100 ms apart, then stop."""
 
-    wav = RECORDINGS / "sense_and_sensibility_01_austen_64kb-0880.wav"
-    samples = audio.decode(wav.read_bytes())
-    pcm = (np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes()
-    pcm += bytes(2 * int(trailing_silence * audio.SAMPLE_RATE))
-    chunk = 3200   # 100 ms of 16 kHz s16le
-    with tempfile.TemporaryDirectory() as data_dir:
+    def __init__(self, **settings: Any):
+        self.settings = settings
+
+    async def __aenter__(self) -> "StreamingService":
+        import aiohttp
+        from aiohttp import web
+
+        from gateway.app import create_app
+        from gateway.config import Config
+        from plugins.auth import tokens_plugin
+        from plugins.voice.service import plugin as voice_plugin
+
+        from bench.support import free_port
+
+        self.data_dir = tempfile.TemporaryDirectory()
         config = Config.load(overrides={
-            "core.data_dir": data_dir, "auth.jwt_secret": "bench-secret-" + "x" * 32,
+            "core.data_dir": self.data_dir.name, "auth.jwt_secret": "bench-secret-" + "x" * 32,
             "auth.service_token": "bench-service-token", "auth.admin_password": "bench-admin-password",
-            "plugins": {"voice_engines": {"stt_engines": ["whisper"], "tts_engines": []}}}, environ={})
+            "plugins": {"voice_engines": {"stt_engines": ["whisper"], "tts_engines": [], **self.settings}}},
+            environ={})
         app = create_app("voice-service", config, plugins=[tokens_plugin, voice_plugin])
-        runner = web.AppRunner(app)
-        await runner.setup()
-        port = free_port()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
-        latencies, interims = [], []
-        try:
-            async with aiohttp.ClientSession(headers={"Authorization": "Bearer bench-service-token"}) as http:
-                for _ in range(runs):
-                    url = f"http://127.0.0.1:{port}/api/v1/transcribe/stream?language=en&format=pcm&user_id=bench"
-                    async with http.ws_connect(url) as socket:
-                        await socket.receive_json()
-                        count = 0
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        self.port = free_port()
+        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
+        self.http = aiohttp.ClientSession(headers={"Authorization": "Bearer bench-service-token"})
+        return self
 
-                        async def read_interims() -> None:
-                            nonlocal count
-                            async for message in socket:
-                                frame = message.json()
-                                if frame["type"] == "interim":
-                                    count += 1
-                                else:
-                                    final.set_result(frame)
-                                    return
-                        final: asyncio.Future = asyncio.get_running_loop().create_future()
-                        reader = asyncio.ensure_future(read_interims())
-                        for start in range(0, len(pcm), chunk):
-                            await socket.send_bytes(pcm[start:start + chunk])
-                            await asyncio.sleep(0.1)
-                        stopped = time.perf_counter()
-                        await socket.send_json({"type": "stop"})
-                        await final
-                        latencies.append(time.perf_counter() - stopped)
-                        interims.append(count)
-                        await reader
-        finally:
-            await runner.cleanup()
-    return {"median_ms": 1000 * statistics.median(latencies), "max_ms": 1000 * max(latencies),
-            "interims": statistics.mean(interims), "audio_s": len(samples) / audio.SAMPLE_RATE,
-            "silence_s": trailing_silence}
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.http.close()
+        await self.runner.cleanup()
+        self.data_dir.cleanup()
+
+    async def stream(self, samples: np.ndarray, language: str) -> tuple[float, dict, int]:
+        """Seconds from stop to the final frame, the final frame, and the interims seen."""
+        pcm = (np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes()
+        url = (f"http://127.0.0.1:{self.port}/api/v1/transcribe/stream"
+               f"?language={language}&format=pcm&user_id=bench")
+        async with self.http.ws_connect(url) as socket:
+            await socket.receive_json()
+            count = 0
+            final: asyncio.Future = asyncio.get_running_loop().create_future()
+
+            async def read_interims() -> None:
+                nonlocal count
+                async for message in socket:
+                    frame = message.json()
+                    if frame["type"] == "interim":
+                        count += 1
+                    else:
+                        final.set_result(frame)
+                        return
+            reader = asyncio.ensure_future(read_interims())
+            for start in range(0, len(pcm), 3200):
+                await socket.send_bytes(pcm[start:start + 3200])
+                await asyncio.sleep(0.1)
+            stopped = time.perf_counter()
+            await socket.send_json({"type": "stop"})
+            frame = await final
+            latency = time.perf_counter() - stopped
+            await reader
+        return latency, frame, count
+
+
+async def stream_latency(service: StreamingService, runs: int, label: str, clips: list[Path],
+                         cut_seconds: float | None, trailing_silence: float) -> dict:
+    """`clips` joined (their first `cut_seconds` when given), `trailing_silence` seconds of
+    silence after (a person stops speaking, then stops the recording), streamed `runs` times:
+    time from stop to the final frame, the final's own `processing_ms` (the service's time from
+    stop to its text) and `recognised_ms` (the audio recognised after stop)."""
+    samples = np.concatenate([audio.decode(clip.read_bytes()) for clip in clips])
+    if cut_seconds is not None:
+        samples = samples[:int(cut_seconds * audio.SAMPLE_RATE)]
+    samples = np.concatenate([samples, np.zeros(int(trailing_silence * audio.SAMPLE_RATE), np.float32)])
+    latencies, interims, processing, recognised, texts = [], [], [], [], []
+    for _ in range(runs):
+        latency, frame, count = await service.stream(samples, "en")
+        latencies.append(latency)
+        processing.append(frame.get("processing_ms", float("nan")))
+        recognised.append(frame.get("recognised_ms", float("nan")))
+        texts.append(frame.get("text", ""))
+        interims.append(count)
+    print(f"  stream | {label} | finals: {sorted(set(texts))!r}")
+    ordered = sorted(latencies)
+    return {"label": label, "median_ms": 1000 * statistics.median(latencies), "min_ms": 1000 * ordered[0],
+            "p90_ms": 1000 * ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))],
+            "max_ms": 1000 * ordered[-1], "processing_ms": statistics.median(processing),
+            "recognised_s": statistics.median(recognised) / 1000, "interims": statistics.mean(interims),
+            "audio_s": len(samples) / audio.SAMPLE_RATE}
+
+
+async def stream_accuracy(service: StreamingService) -> dict:
+    """Every recording streamed whole (and the five LibriVox sentences as one 24.7 s dictation):
+    the error rates of the finals, scored as the recognizers' rows are."""
+    totals = {"en": [0, 0], "zh": [0, 0]}
+    joined = (np.concatenate([audio.decode(clip.read_bytes()) for clip in LIBRIVOX]), "en",
+              " ".join(clip.with_suffix(".txt").read_text(encoding="utf-8").strip() for clip in LIBRIVOX))
+    for samples, language, reference in [(audio.decode(wav.read_bytes()), language, reference)
+                                         for wav, language, reference in recordings()] + [joined]:
+        _, frame, _ = await service.stream(samples, language)
+        words = english_words if language == "en" else chinese_characters
+        totals[language][0] += edit_distance(words(reference), words(frame["text"]))
+        totals[language][1] += len(words(reference))
+        print(f"  streamed | {len(samples) / audio.SAMPLE_RATE:.1f} s | {frame['text']!r}")
+    return {"wer_en": totals["en"][0] / totals["en"][1], "cer_zh": totals["zh"][0] / totals["zh"][1]}
 
 
 def fmt(value: float | None, pattern: str = "{:.3f}") -> str:
@@ -226,11 +284,23 @@ async def main() -> None:
     parser.add_argument("--skip-stream", action="store_true")
     parser.add_argument("--stream-only", action="store_true")
     parser.add_argument("--tts-only", action="store_true")
+    parser.add_argument("--stream-accuracy", action="store_true",
+                        help="also stream every recording and score the finals (about 80 s)")
     options = parser.parse_args()
     print(f"{os.cpu_count()} CPUs; recordings: {len(recordings())} ({RECORDINGS})")
     stt = [] if options.stream_only or options.tts_only else await recognition(options.runs)
     tts = [] if options.stream_only else await synthesis(options.runs)
-    streams = [] if options.skip_stream or options.tts_only else [await stream_latency(options.runs, silence) for silence in (0.0, 1.0)]
+    streams, streamed, segmented = [], None, None
+    if not (options.skip_stream or options.tts_only):
+        async with StreamingService() as service:
+            await service.stream(audio.decode(LIBRIVOX[1].read_bytes())[:16000], "en")   # warm-up
+            streams = [await stream_latency(service, options.runs, *variant)
+                       for variant in STREAMS if options.runs]
+            streamed = await stream_accuracy(service) if options.stream_accuracy else None
+        async with StreamingService(stream_segments=True) as service:
+            streams += [await stream_latency(service, options.runs, *variant)
+                        for variant in SEGMENTED if options.runs]
+            segmented = await stream_accuracy(service) if options.stream_accuracy else None
     baseline = stt[-1] if stt else {}
     if stt:
         print("\n| recognizer | clips | audio (s) | WER English | CER Chinese | real-time factor | WER vs pocketsphinx |"
@@ -252,11 +322,19 @@ async def main() -> None:
             print(f"| {row['voice']} | {row['per_sentence_ms']:.0f} | {row['audio_s']:.2f} | {row['rtf']:.3f} | "
                   f"{row['heard_error']:.3f} |")
     if streams:
-        print("\n| stream (pcm, 100 ms chunks at speaking pace) | final after stop, median | max | interims |")
-        print("|---|---|---|---|")
+        print(f"\n| stream (pcm, 100 ms chunks at speaking pace), {options.runs} runs | "
+              "final after stop: median | "
+              "min | p90 | max | the service's processing_ms, median | audio recognised after stop, median | "
+              "interims |")
+        print("|---|---|---|---|---|---|---|---|")
     for stream in streams:
-        print(f"| {stream['audio_s']:.2f} s of speech + {stream['silence_s']:.1f} s of silence, {options.runs} runs | "
-              f"{stream['median_ms']:.0f} ms | {stream['max_ms']:.0f} ms | {stream['interims']:.1f} |")
+        print(f"| {stream['label']} | {stream['median_ms']:.0f} ms | {stream['min_ms']:.0f} ms | "
+              f"{stream['p90_ms']:.0f} ms | {stream['max_ms']:.0f} ms | {stream['processing_ms']:.0f} ms | "
+              f"{stream['recognised_s']:.2f} s | {stream['interims']:.1f} |")
+    if streamed and segmented:
+        print(f"\nStreamed finals (every recording, and the 24.7 s dictation): WER English "
+              f"{streamed['wer_en']:.3f}, CER Chinese {streamed['cer_zh']:.3f}; with `stream_segments` on: "
+              f"{segmented['wer_en']:.3f}, {segmented['cer_zh']:.3f}")
 
 
 if __name__ == "__main__":

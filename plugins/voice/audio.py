@@ -118,6 +118,45 @@ def is_silent(samples: np.ndarray) -> bool:
     return not len(samples) or float(np.sqrt(np.mean(np.square(samples, dtype=np.float64)))) < SILENCE_RMS
 
 
+# A pause (a stream's segments end in one): at least PAUSE_SECONDS of 20 ms frames PAUSE_DB
+# quieter than the speech's loud frames (their 90th percentile), or under SILENCE_RMS. Words do
+# not hold a third of a second of such quiet; sentence and clause breaks do.
+# Speech must follow it (at least SPEECH_AFTER_SECONDS of louder frames): a click after a
+# silence is not a next sentence.
+PAUSE_SECONDS = 0.3
+PAUSE_DB = 20.0
+PAUSE_FRAME = SAMPLE_RATE // 50
+SPEECH_AFTER_SECONDS = 0.2
+
+
+def last_pause(samples: np.ndarray, *, not_before: int = 0) -> int | None:
+    """The sample in the middle of the last pause that speech follows and that begins at or
+    after `not_before`; None without one."""
+    count = len(samples) // PAUSE_FRAME
+    if count == 0:
+        return None
+    frames = samples[:count * PAUSE_FRAME].reshape(count, PAUSE_FRAME).astype(np.float64)
+    loudness = np.sqrt(np.mean(np.square(frames), axis=1))
+    quiet = loudness < max(SILENCE_RMS, float(np.percentile(loudness, 90)) * 10 ** (-PAUSE_DB / 20))
+    shortest = int(PAUSE_SECONDS * SAMPLE_RATE / PAUSE_FRAME)
+    speech_after = np.cumsum(~quiet[::-1])[::-1]   # louder frames from each frame to the end
+    needed = int(SPEECH_AFTER_SECONDS * SAMPLE_RATE / PAUSE_FRAME)
+    end = count
+    while end > 0:
+        while end > 0 and not quiet[end - 1]:
+            end -= 1
+        start = end
+        while start > 0 and quiet[start - 1]:
+            start -= 1
+        if (end < count and speech_after[end] >= needed and end - start >= shortest
+                and start * PAUSE_FRAME >= not_before):
+            return (start + end) // 2 * PAUSE_FRAME
+        if start * PAUSE_FRAME < not_before:
+            return None
+        end = start
+    return None
+
+
 def encode(samples: np.ndarray, sample_rate: int, audio_format: str) -> bytes:
     """Mono float32 as a WAV (16-bit PCM), MP3 or OGG/Opus file."""
     if audio_format == "wav":

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
@@ -21,7 +22,7 @@ from gateway.plugins import Plugin, Registrar
 from gateway.validation import load, parse_body
 
 from . import audio
-from .engines import EngineFailed, Recognition, SpeechRecognizer
+from .engines import EngineFailed, PassAbandoned, Recognition, SpeechRecognizer
 from .engines.registry import Engines, guess_language
 from .schemas import StreamQuery, TranscribeForm, Transcription, TtsRequest, TtsStatus, VoiceList, VoiceStatus
 from .settings import VoiceEngineSettings
@@ -31,6 +32,11 @@ log = logging.getLogger("voice.service")
 routes = web.RouteTableDef()
 # Interim text is recognised on at most this much of the latest audio (Whisper's own window).
 INTERIM_WINDOW_SECONDS = 30
+# A stream's segment (recognised once and kept) holds at least this much audio before its pause:
+# shorter pieces would lose the context Whisper recognises words by.
+SEGMENT_MIN_SECONDS = 2.0
+# Languages written without spaces between words (segments' texts are joined without one).
+UNSPACED = ("zh", "ja")
 POLL_SECONDS = 0.2
 
 
@@ -58,22 +64,30 @@ class VoiceService:
         return engine, language
 
     async def recognize(self, samples: np.ndarray, language: str, *, user_id: str, source: str,
-                        started: float, known: Recognition | None = None) -> dict:
+                        started: float, known: Recognition | None = None, committed: tuple[str, ...] = (),
+                        tail_from: int = 0) -> dict:
         """Recognise (or take `known`, a stream's interim that already covers this audio), and
         write the STT log record. A stream's audio goes to the engine's fitted-window pass when it
-        has one (`recognize_with`)."""
+        has one (`recognize_with`). A stream's `committed` segments already hold the text of the
+        audio before `tail_from`: only the rest is recognised (the last segment's text its context),
+        and the texts joined.
+        `recognised_ms` in the answer: how much audio this call recognised (0: none)."""
         engine, asked = self.recognizer(language)
         if asked is None and len(samples) < self.settings["detect_min_seconds"] * audio.SAMPLE_RATE:
             engine, asked = self.recognizer(self.settings["default_language"])
         duration_ms = int(len(samples) * 1000 / audio.SAMPLE_RATE)
+        tail = samples[tail_from:]
+        recognised_ms = 0
         if known is not None:
             text, recognised = known.text, known.language
-        elif await self.run(audio.is_silent, samples):
+        elif await self.run(audio.is_silent, tail):
             text, recognised = "", asked or self.settings["default_language"]
         else:
+            recognised_ms = int(len(tail) * 1000 / audio.SAMPLE_RATE)
             async with self.gate:
                 try:
-                    result = await recognize_with(engine, samples, asked, fitted=source == "stream")
+                    result = await recognize_with(engine, tail, asked, fitted=source == "stream",
+                                                  context=committed[-1] if committed else "")
                 except EngineFailed as error:
                     record_recognition(user_id=user_id, language=asked or "auto", audio_ms=duration_ms,
                                        engine=engine.name, processing_ms=(time.perf_counter() - started) * 1000,
@@ -81,27 +95,43 @@ class VoiceService:
                     raise failure(f"The {engine.name} engine failed: {error}", error.error_type,
                                   "Try again; operators: see the voice service's log.", error.status) from None
             text, recognised = result.text, result.language or asked or ""
+        if known is None and committed:
+            text = joined(*committed, text, language=recognised)
         processing_ms = (time.perf_counter() - started) * 1000
         record_recognition(user_id=user_id, language=recognised, audio_ms=duration_ms, engine=engine.name,
                            processing_ms=processing_ms, text=text, source=source)
         return {"text": text, "language": recognised, "duration_ms": duration_ms, "engine": engine.name,
-                "processing_ms": round(processing_ms, 1)}
+                "processing_ms": round(processing_ms, 1), "recognised_ms": recognised_ms}
 
 
 SERVICE = web.AppKey("voice.service", VoiceService)
 
 
 async def recognize_with(engine: SpeechRecognizer, samples: np.ndarray, language: str | None, *,
-                         fitted: bool) -> Recognition:
+                         fitted: bool, abandon: threading.Event | None = None,
+                         context: str = "") -> Recognition:
     """`fitted`: a stream's short utterance, recognised by the engine's `recognize_fitted` when it
     has one (Whisper: an encoder window fitted to the audio instead of 30 s) and the language is
     known; an engine without it (an optional capability, not part of the interface) recognises as
-    usual."""
+    usual. `abandon` (an interim: give up once it is not wanted) and `context` (the stream's kept text before this audio) go to `recognize_fitted`
+    only."""
     quick = getattr(engine, "recognize_fitted", None) if fitted and language is not None else None
     if quick is not None:
-        result: Recognition = await quick(samples, language)
+        result: Recognition = await quick(samples, language, abandon=abandon, context=context)
         return result
     return await engine.recognize(samples, language)
+
+
+def joined(*texts: str, language: str) -> str:
+    """Segments' texts as one: with spaces, or none in a language written without them."""
+    return ("" if language in UNSPACED else " ").join(text.strip() for text in texts if text.strip())
+
+
+def segment_end(samples: np.ndarray, start: int) -> int | None:
+    """Where the stream's next segment ends: the middle of the last pause after at least
+    SEGMENT_MIN_SECONDS of audio past `start` with speech after it; None while there is none."""
+    pause = audio.last_pause(samples[start:], not_before=int(SEGMENT_MIN_SECONDS * audio.SAMPLE_RATE))
+    return None if pause is None else start + pause
 
 
 def failure(message: str, error_type: str, hint: str, status: int = 400, **extra: Any) -> ApiError:
@@ -185,6 +215,7 @@ async def transcribe(request: web.Request) -> web.Response:
         raise failure(error.message, error.error_type, error.hint, error.status) from None
     result = await service.recognize(samples, language, user_id=caller(identity, form.get("user_id")),
                                      source="upload", started=started)
+    del result["recognised_ms"]
     if not result["text"]:
         raise failure("No speech was recognised in the audio.", "no_speech",
                       "Speak closer to the microphone, or check that the recording has sound.", 422,
@@ -250,11 +281,19 @@ class AudioStream:
         self.interim_task: asyncio.Task | None = None
         self.received = 0
         self.interim_at = 0          # samples decoded when the last interim recognition started
+        self.running_until: int | None = None   # the end of the audio the running pass recognises
         self.last_interim = ""
-        # The last interim recognised on the whole stream so far: (samples it covered, result).
+        # The last interim recognised on the whole stream so far: (samples it covered, result
+        # with the whole text so far).
         self.covered: tuple[int, Recognition] | None = None
+        # Segments: the audio before `committed_at` ended in a pause and was recognised once;
+        # its texts are kept, and later passes (the final too) recognise only what follows.
+        self.committed: list[str] = []
+        self.committed_at = 0
         self.detected: str | None = None   # the language an interim detected (language=auto)
         self.stopping = False              # stop came: no new interim pass starts
+        # Set when the running interim's result is no longer wanted: it stops before decoding.
+        self.abandon = threading.Event()
 
     async def serve(self, query: dict) -> None:
         try:
@@ -331,6 +370,7 @@ class AudioStream:
         if (self.interim_task is None and not self.stopping
                 and self.decoder.sample_count - self.interim_at >= interval and not self.only_silence_since_covered()):
             self.interim_at = self.decoder.sample_count
+            self.running_until = None
             self.interim_task = asyncio.ensure_future(self.interim(language))
 
     def only_silence_since_covered(self) -> bool:
@@ -346,7 +386,16 @@ class AudioStream:
         assert self.decoder is not None
         try:
             whole = await self.service.run(self.decoder.samples)
-            samples = whole[-INTERIM_WINDOW_SECONDS * audio.SAMPLE_RATE:]
+            start = self.committed_at
+            # With `stream_segments`, after a pause, once the language is settled, the audio up to
+            # the pause is a segment: this pass recognises it, and its text is kept (docs/voice.md,
+            # "Segments").
+            settled = language != "auto" or self.detected is not None
+            segments = self.settings["stream_segments"] and settled
+            cut = await self.service.run(segment_end, whole, start) if segments else None
+            end = len(whole) if cut is None else cut
+            samples = whole[max(start, end - INTERIM_WINDOW_SECONDS * audio.SAMPLE_RATE):end]
+            self.running_until = end
             if await self.service.run(audio.is_silent, samples):
                 return
             # language=auto: the first interim long enough to tell detects the language, and the
@@ -355,14 +404,25 @@ class AudioStream:
             if asked is None and len(samples) < self.settings["detect_min_seconds"] * audio.SAMPLE_RATE:
                 engine, asked = self.service.recognizer(self.settings["default_language"])
             async with self.service.gate:
-                result = await recognize_with(engine, samples, asked, fitted=True)
+                result = await recognize_with(engine, samples, asked, fitted=True, abandon=self.abandon,
+                                              context=self.committed[-1] if self.committed else "")
             if asked is None and result.language in engine.languages:
                 self.detected = result.language
-            if len(samples) == len(whole) and (language != "auto" or asked is None or self.detected == asked):
-                self.covered = (len(whole), result)
-            if result.text and result.text != self.last_interim and not self.socket.closed:
-                self.last_interim = result.text
-                await self.socket.send_json({"type": "interim", "text": result.text})
+            whole_text = joined(*self.committed, result.text, language=result.language or asked or "")
+            whole_window = end - len(samples) == start
+            if whole_window and (language != "auto" or asked is None or self.detected == asked):
+                self.covered = (end, Recognition(text=whole_text, language=result.language))
+                if cut is not None:
+                    self.committed.append(result.text)
+                    self.committed_at = cut
+            # A segment's pass may end before the audio the last interim showed: not sent when
+            # it would take words back.
+            behind = cut is not None and self.last_interim.startswith(whole_text)
+            if whole_text and whole_text != self.last_interim and not behind and not self.socket.closed:
+                self.last_interim = whole_text
+                await self.socket.send_json({"type": "interim", "text": whole_text})
+        except PassAbandoned:
+            return
         except (EngineFailed, ApiError, ConnectionError) as error:
             log.info("interim recognition skipped: %s", error)
         finally:
@@ -382,19 +442,32 @@ class AudioStream:
         task = self.interim_task
         covered = await self.covered_to_the_end(samples)
         if covered and task is not None:
-            task.cancel()
-        elif task is not None and await self.service.run(audio.is_silent, samples[self.interim_at:]):
+            self.drop_interim()
+        elif task is not None and await self.service.run(audio.is_silent, samples[self.running_from():]):
             await asyncio.wait([task], timeout=self.settings["max_audio_seconds"])
             covered = await self.covered_to_the_end(samples)
         elif task is not None:
-            task.cancel()
+            self.drop_interim()
         known = self.covered[1] if covered and self.covered is not None else None
         result = await self.service.recognize(samples, self.detected or language, user_id=self.user_id,
-                                              source="stream", started=started, known=known)
+                                              source="stream", started=started, known=known,
+                                              committed=tuple(self.committed), tail_from=self.committed_at)
         await self.socket.send_json({"type": "final", "text": result["text"], "language": result["language"],
                                      "duration_ms": result["duration_ms"], "engine": result["engine"],
-                                     "processing_ms": result["processing_ms"]})
+                                     "processing_ms": result["processing_ms"],
+                                     "recognised_ms": result["recognised_ms"]})
         await self.socket.close()
+
+    def running_from(self) -> int:
+        """Where the audio the running pass does not recognise begins."""
+        return self.interim_at if self.running_until is None else self.running_until
+
+    def drop_interim(self) -> None:
+        """The running interim's text is not wanted: its task goes, and its pass stops before
+        decoding (an encoder call already running ends on its own)."""
+        self.abandon.set()
+        if self.interim_task is not None:
+            self.interim_task.cancel()
 
     async def covered_to_the_end(self, samples: np.ndarray) -> bool:
         """Did a finished pass recognise everything but silence after it?"""
@@ -406,8 +479,7 @@ class AudioStream:
             await self.socket.close()
 
     async def release(self) -> None:
-        if self.interim_task is not None:
-            self.interim_task.cancel()
+        self.drop_interim()
         if self.decoder is not None:
             self.decoder.close()
         if not self.socket.closed:

@@ -42,6 +42,11 @@ class VoiceEngineSettings(PluginSettings):
     interim_interval_seconds = fields.Float(load_default=0.3, validate=POSITIVE, metadata={
         "description": "New audio (seconds) a stream needs before its next interim pass; passes run back to "
                        "back (the next starts when the last finishes), so at stop the newest covers nearly all."})
+    stream_segments = fields.Boolean(load_default=False, metadata={
+        "description": "Cut a stream at its pauses: the audio up to a pause is recognised once and kept, "
+                       "and the final recognises only what follows (a long dictation's final costs its last "
+                       "sentence, not all of it). Off by default: on the bench's dictation it cost a word "
+                       "now and then (bench/README.md, docs/voice.md \"Segments\")."})
     max_tts_chars = fields.Integer(load_default=2000, validate=validate.Range(min=1), metadata={
         "description": "Longest text one /api/v1/tts call speaks (400 beyond)."})
     openai_base_url = fields.String(load_default="", metadata={

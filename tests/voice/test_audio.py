@@ -59,3 +59,17 @@ def test_a_stream_decoders_tail_is_the_samples_after_a_point():
     decoder.feed(everything[:10].astype("<i2").tobytes())   # parts merged, then one more
     assert np.array_equal(decoder.samples_since(5995), decoder.samples()[5995:])
     decoder.close()
+
+
+def test_the_last_pause_followed_by_speech_is_where_a_segment_ends():
+    rate = audio.SAMPLE_RATE
+    speech = (0.1 * np.sin(np.arange(rate) * 0.3)).astype(np.float32)          # 1 s of sound
+    quiet = np.zeros(int(0.4 * rate), np.float32)
+    clip = np.concatenate([speech, quiet, speech, quiet, speech])
+    pause = audio.last_pause(clip)
+    assert pause is not None and abs(pause / rate - 2.6) < 0.05               # the middle of the second
+    assert audio.last_pause(clip, not_before=int(2.5 * rate)) is None          # it begins too early
+    assert audio.last_pause(np.concatenate([speech, quiet])) is None           # nothing said after it
+    assert audio.last_pause(np.concatenate([speech, quiet, speech[:1600]])) is None   # a click after it
+    short = np.zeros(int(0.15 * rate), np.float32)                             # a breath inside a phrase
+    assert audio.last_pause(np.concatenate([speech, short, speech])) is None

@@ -2,6 +2,8 @@
 third-party engine uses, and meets the interface."""
 from __future__ import annotations
 
+import pytest
+
 from plugins.voice.engines import SpeechRecognizer, SpeechSynthesizer, engine_factories
 from plugins.voice.engines.registry import guess_language
 
@@ -44,6 +46,22 @@ async def test_a_third_party_engine_is_picked_for_its_language(make_voice_servic
     form.add_field("language", "ja")
     body = await (await client.post("/api/v1/transcribe", headers=ALICE, data=form)).json()
     assert body == {**body, "success": True, "text": "3.0 秒", "engine": "seconds_counter", "language": "ja"}
+
+
+async def test_an_abandoned_fitted_pass_stops_before_decoding():
+    """A stream's interim that is no longer wanted (stop came) gives up between Whisper's encoder
+    and decoder, the two calls CTranslate2 makes, instead of holding a core until it ends."""
+    import threading
+
+    from plugins.voice.engines import PassAbandoned
+    from plugins.voice.engines.whisper import WhisperRecognizer
+    from tests.voice.conftest import ENGLISH, samples_of
+    whisper = WhisperRecognizer(2, 1, 1)
+    await whisper.load()
+    abandon = threading.Event()
+    abandon.set()
+    with pytest.raises(PassAbandoned):
+        await whisper.recognize_fitted(samples_of(ENGLISH), "en", abandon=abandon)
 
 
 async def test_whispers_fitted_window_hears_what_the_full_window_hears():

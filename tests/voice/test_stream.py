@@ -10,8 +10,8 @@ import numpy as np
 
 from plugins.voice import audio
 from plugins.voice.service import SERVICE as SERVICE_KEY
-from tests.voice.conftest import ALICE, CHINESE, ENGLISH, character_error_rate, encoded, pcm16, samples_of, \
-    word_error_rate
+from tests.voice.conftest import ALICE, CHINESE, ENGLISH, RECORDINGS, character_error_rate, encoded, pcm16, \
+    samples_of, word_error_rate
 
 ENGLISH_TEXT = "he was not an ill disposed young man"
 STREAM = "/api/v1/transcribe/stream"
@@ -256,3 +256,43 @@ async def test_an_engine_without_a_fitted_pass_recognises_streams_as_usual(make_
         await socket.send_json({"type": "stop"})
         final = (await frames_until_close(socket))[-1]
     assert final == {**final, "type": "final", "text": "3.0 秒", "engine": "seconds_counter", "language": "ja"}
+
+
+async def test_a_paused_stream_is_recognised_whole_without_segments(make_voice_service):
+    # `stream_segments` is off by default: the same two sentences, and the final recognises it all.
+    client = await make_voice_service(stt_engines=["whisper"], tts_engines=[], interim_interval_seconds=0.3)
+    pause = np.zeros(int(0.6 * audio.SAMPLE_RATE), np.float32)
+    speech = np.concatenate([samples_of(ENGLISH), pause, samples_of(ENGLISH)])
+    async with client.ws_connect(f"{STREAM}?language=en&format=pcm", headers=ALICE) as socket:
+        await ready(socket)
+        await socket.send_bytes(pcm16(speech))
+        assert (await socket.receive_json(timeout=30))["type"] == "interim"
+        await socket.send_json({"type": "stop"})
+        final = (await frames_until_close(socket))[-1]
+    assert final["type"] == "final" and final["recognised_ms"] in (0, final["duration_ms"]), final
+
+
+async def test_after_a_pause_the_final_recognises_only_the_audio_past_the_kept_segment(make_voice_service):
+    # Two sentences with a pause between them, in one frame: the first pass sees the pause and
+    # recognises the audio up to it once (a segment, kept); stop comes while the second sentence
+    # is unrecognised, and the final recognises only what follows the pause, joined to the first.
+    client = await make_voice_service(stt_engines=["whisper"], tts_engines=[], interim_interval_seconds=0.3,
+                                      stream_segments=True)
+    second = RECORDINGS / "sense_and_sensibility_01_austen_64kb-0930.wav"    # "he might even have been ..."
+    pause = np.zeros(int(0.6 * audio.SAMPLE_RATE), np.float32)
+    speech = np.concatenate([samples_of(ENGLISH), pause, samples_of(second)])
+    async with client.ws_connect(f"{STREAM}?language=en&format=pcm", headers=ALICE) as socket:
+        await ready(socket)
+        await socket.send_bytes(pcm16(speech))
+        segment = await socket.receive_json(timeout=30)
+        assert segment["type"] == "interim", segment
+        assert word_error_rate(ENGLISH_TEXT, segment["text"]) <= 0.25, segment
+        await socket.send_json({"type": "stop"})
+        final = (await frames_until_close(socket))[-1]
+    assert final["type"] == "final" and final["text"].startswith(segment["text"] + " "), (segment, final)
+    said = ENGLISH_TEXT + " " + second.with_suffix(".txt").read_text(encoding="utf-8")
+    assert word_error_rate(said, final["text"]) <= 0.25, final
+    assert final["duration_ms"] == len(speech) * 1000 // audio.SAMPLE_RATE
+    # Only the tail: past the first sentence and half the pause, the second sentence.
+    assert 3290 <= final["recognised_ms"] <= final["duration_ms"] - 2990, final
+    await released(client)

@@ -31,6 +31,11 @@ class EngineFailed(Exception):
         self.error_type, self.status = error_type, status
 
 
+class PassAbandoned(Exception):
+    """A recognition given up because its result is no longer wanted (a stream's
+    interim once the stream stopped): the CPU goes to the pass that is."""
+
+
 @dataclass(frozen=True)
 class Recognition:
     text: str

@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from . import EngineFailed, EngineHttp, Recognition
+from . import EngineFailed, EngineHttp, PassAbandoned, Recognition
 
 MODEL = "whisper-base (CTranslate2, int8)"
 # sha256 of model.bin joined from the two parts (docs/voice.md, "Models").
@@ -24,6 +24,11 @@ LANGUAGES = ("zh", "en", "ja", "ko")
 # Whisper writes Mandarin in traditional or simplified characters as it likes; a simplified
 # prompt steers it to simplified, which the assistant's users read.
 PROMPTS = {"zh": "以下是普通话的句子。"}
+# The text said just before, given to a pass on the audio that follows it (Whisper's own way of
+# carrying context across its 30 s windows), is cut to its last this many tokens: a sentence or
+# two. (Three sentences of it set Whisper base writing stray tokens on the bench's dictation:
+# "a more amiable woman nd he might".)
+CONTEXT_TOKENS = 96
 # A segment Whisper itself judges to be no speech is dropped (its silence "Thank you." habit).
 NO_SPEECH_PROBABILITY = 0.6
 # A fitted window (recognize_fitted): the audio's own mel frames (100 a second) plus this margin,
@@ -90,27 +95,36 @@ class WhisperRecognizer:
             raise EngineFailed("The Whisper model is not loaded.", error_type="engine_unavailable", status=503)
         return await asyncio.get_running_loop().run_in_executor(None, self._recognize, samples, language)
 
-    def _recognize(self, samples: np.ndarray, language: str | None) -> Recognition:
+    def _recognize(self, samples: np.ndarray, language: str | None, context: str = "") -> Recognition:
         segments, info = self._model.transcribe(
             samples, language=language, beam_size=self.beam_size, condition_on_previous_text=False,
-            initial_prompt=PROMPTS.get(language or ""), without_timestamps=True)
+            initial_prompt=prompt_text(language, context) or None, without_timestamps=True)
         text = "".join(segment.text for segment in segments
                        if segment.no_speech_prob < NO_SPEECH_PROBABILITY).strip()
         return Recognition(text=text, language=language or info.language)
 
-    async def recognize_fitted(self, samples: np.ndarray, language: str) -> Recognition:
+    async def recognize_fitted(self, samples: np.ndarray, language: str, *,
+                               abandon: threading.Event | None = None, context: str = "") -> Recognition:
         """Like `recognize`, but the encoder sees the audio plus a margin instead of a 30 s window
         padded with silence: a 3 s utterance costs about a third of the time, which is what lets a
         stream's final text come soon after stop (bench/voice: its error rates side by side with
-        the ordinary pass). The language must be known (a stream's, given or detected)."""
+        the ordinary pass). The language must be known (a stream's, given or detected).
+
+        `abandon` (a stream's interim, once stop came): once set, the pass stops before
+        decoding (raises PassAbandoned); a running CTranslate2 call cannot be stopped, but the
+        encoder and the decoder are two calls. `context`: the text said just before this audio (a
+        stream's kept segments), given to the decoder as Whisper's previous text: a sentence
+        recognised on its own loses words it hears right in context."""
         if self._model is None:
             raise EngineFailed("The Whisper model is not loaded.", error_type="engine_unavailable", status=503)
-        return await asyncio.get_running_loop().run_in_executor(None, self._recognize_fitted, samples, language)
+        return await asyncio.get_running_loop().run_in_executor(
+            None, self._recognize_fitted, samples, language, abandon, context)
 
-    def _recognize_fitted(self, samples: np.ndarray, language: str) -> Recognition:
+    def _recognize_fitted(self, samples: np.ndarray, language: str,
+                          abandon: threading.Event | None = None, context: str = "") -> Recognition:
         seconds = len(samples) / 16000
         if seconds > FITTED_MAX_SECONDS or language not in LANGUAGES:
-            return self._recognize(samples, language)
+            return self._recognize(samples, language, context)
         import ctranslate2
         from faster_whisper.tokenizer import Tokenizer
         from faster_whisper.transcribe import get_compression_ratio
@@ -123,20 +137,28 @@ class WhisperRecognizer:
         window[:, :frames] = features[:, :frames]
         tokenizer = Tokenizer(model.hf_tokenizer, True, task="transcribe", language=language)
         prompt: list[int] = []
-        if language in PROMPTS:
-            prompt = [tokenizer.sot_prev, *tokenizer.encode(" " + PROMPTS[language])]
+        previous = prompt_text(language, context)
+        if previous:
+            prompt = [tokenizer.sot_prev, *tokenizer.encode(" " + previous)[-CONTEXT_TOKENS:]]
         prompt += [*tokenizer.sot_sequence, tokenizer.no_timestamps]
         most = max(FITTED_MIN_TOKENS, int(seconds * FITTED_TOKENS_PER_SECOND))
         encoded = model.model.encode(ctranslate2.StorageView.from_array(window[None]), to_cpu=False)
+        if abandon is not None and abandon.is_set():
+            raise PassAbandoned()
         result = model.model.generate(encoded, [prompt], beam_size=self.beam_size, max_length=len(prompt) + most,
                                       return_no_speech_prob=True, suppress_blank=True, suppress_tokens=[-1])[0]
         tokens = [token for token in result.sequences_ids[0] if token < tokenizer.eot]
         text = tokenizer.decode(tokens).strip()
         if len(tokens) >= most or (text and get_compression_ratio(text) > COMPRESSION_RATIO_LIMIT):
-            return self._recognize(samples, language)   # a loop, not speech: the ordinary pass decides
+            return self._recognize(samples, language, context)   # a loop, not speech: the ordinary pass
         if result.no_speech_prob >= NO_SPEECH_PROBABILITY:
             text = ""
         return Recognition(text=text, language=language)
+
+
+def prompt_text(language: str | None, context: str) -> str:
+    """What the decoder is told came before: the language's steering prompt, then the context."""
+    return " ".join(part for part in (PROMPTS.get(language or ""), context.strip()) if part)
 
 
 def factory(settings: dict, http: EngineHttp) -> Iterable[Any]:

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from gateway.app import create_app
 from gateway.cli import main as gateway_cli
+from gateway.services import load_services
 from plugins.plugin_manager.schemas import InstalledPluginOut, PluginList
 
 PEER = {"Authorization": "Bearer test-service-token"}
@@ -55,9 +57,8 @@ async def test_the_list_shows_versions_services_and_a_broken_plugin(broken_distr
     # The weather service is not running: shown as down, not left out, and not an error.
     assert [(r["service"], r["state"], r["loaded"]) for r in weather["service_reports"]] == [
         ("weather-service", "down", None)]
-    manager_row = plugins["plugin_manager"]
-    assert manager_row["service_reports"][0]["loaded"] is True
-    assert {"method": "GET", "path": "/api/v1/plugins", "name": "plugin_list"} in manager_row["service_reports"][0]["routes"]
+    own = plugins["plugin_manager"]["service_reports"][0]
+    assert own["loaded"] is True and {"method": "GET", "path": "/api/v1/plugins", "name": "plugin_list"} in own["routes"]
     broken = plugins["broken_example"]
     assert (broken["distribution"], broken["version"]) == ("broken-example", "1.0")
     assert broken["error"] == {"type": "ModuleNotFoundError", "message": "No module named 'a_library_nobody_installed'"}
@@ -83,6 +84,19 @@ async def test_the_list_shows_versions_services_and_a_broken_plugin(broken_distr
     assert unknown.status == 404 and (await unknown.json())["errorType"] == "unknown_service"
     bad = await manager.post("/api/v1/plugins/weather_example/enable", json={}, headers=PEER)
     assert bad.status == 400 and (await bad.json())["errorType"] == "validation_error"
+
+
+async def test_without_a_console_the_change_is_written_and_the_restart_pending(manager):
+    answer = await manager.post("/api/v1/plugins/weather_example/disable", json={"service": "weather-service"},
+                                headers=PEER)
+    body = await answer.json()
+    assert answer.status == 200 and (body["changed"], body["plugins"]) == (True, [])
+    assert body["restart"]["status"] == "pending" and "weather-service next starts" in body["restart"]["detail"]
+    assert load_services(data_dir=Path(body["configuration"]).parent)[0].plugins == ()
+    assert load_services()[0].plugins == ("weather_example",)  # the table itself is untouched
+    # `gateway plugins` reads the same configuration: the weather plugin runs nowhere now.
+    rows = {row["name"]: row for row in json.loads(CliRunner().invoke(gateway_cli, ["plugins", "--json"]).output)}
+    assert rows["weather_example"]["services"] == []
 
 
 async def test_the_cli_and_the_manager_agree(broken_distribution, manager):

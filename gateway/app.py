@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from typing import AsyncIterator, Iterable
 
@@ -34,7 +35,7 @@ from .openapi import ASYNCAPI_PATH, DOCS_PATH, OPENAPI_PATH, add_document_routes
 from .plugins import (Plugin, PluginError, PluginRecord, Registrar, Registry, installed_plugins,
                       select_plugins)
 from .services import ServiceSpec, get_service
-from .typedefs import CONTEXT, REGISTRY, REQUEST_ID, SERVICE_ID
+from .typedefs import CONTEXT, REGISTRY, REQUEST_ID, SERVICE_ID, WORKER_INDEX
 from .vectors import open_vector_index
 
 log = logging.getLogger("gateway.app")
@@ -54,15 +55,31 @@ class AccessLogger(AbstractAccessLogger):
 class HealthAnswer(marshmallow.Schema):
     status = marshmallow.fields.String(required=True, metadata={"description": "`ok` while the service answers."})
     service = marshmallow.fields.String(required=True)
-    ws_connections = marshmallow.fields.Integer(required=True)
+    ws_connections = marshmallow.fields.Integer(required=True, metadata={
+        "description": "WebSocket connections open on the process that answered."})
     version = marshmallow.fields.String(required=True)
+    worker = marshmallow.fields.Integer(metadata={
+        "description": "Which of the service's worker processes answered (0 to N-1); absent when it runs "
+                       "as one process."})
 
 
 @api_doc("Whether the service answers (no credential needed)", auth="none", responses={200: HealthAnswer})
 async def health(request: web.Request) -> web.Response:
     context = request.app[CONTEXT]
-    return web.json_response({"status": "ok", "service": context.service_id,
-                              "ws_connections": context.hub.count(), "version": __version__})
+    answer = {"status": "ok", "service": context.service_id, "ws_connections": context.hub.count(),
+              "version": __version__}
+    if WORKER_INDEX in request.app:
+        answer["worker"] = request.app[WORKER_INDEX]
+    return web.json_response(answer)
+
+
+WORKER_HEADER = "Gateway-Worker"
+
+
+async def _name_worker(request: web.Request, response: web.StreamResponse) -> None:
+    """Each answer of one of several workers says which (the WebSocket handshake's too): the
+    operator and the tests see where a connection landed."""
+    response.headers[WORKER_HEADER] = str(request.app[WORKER_INDEX])
 
 
 def _uses(plugins: Iterable[Plugin], registry: Registry, resource: str) -> bool:
@@ -280,14 +297,14 @@ class ServiceRunner(web.AppRunner):
 
 
 async def serve(app: web.Application, host: str, port: int, *, shutdown_timeout: float,
-                on_listening=None) -> None:
+                on_listening=None, reuse_port: bool = False) -> None:
     """Run `app` on host:port until cancelled; SIGINT and SIGTERM stop it (`GracefulExit`) and
     the runner's cleanup drains it (what `web.run_app` does, with `ServiceRunner`)."""
     runner = ServiceRunner(app, handle_signals=True, access_log_class=AccessLogger,
                            shutdown_timeout=shutdown_timeout, keepalive_timeout=75.0)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port)
+        site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None)
         await site.start()
         if on_listening is not None:
             on_listening(site.port)
@@ -296,16 +313,27 @@ async def serve(app: web.Application, host: str, port: int, *, shutdown_timeout:
         await runner.cleanup()
 
 
-def run(service_id: str, host: str | None = None, port: int | None = None, config: Config | None = None) -> None:
+def run(service_id: str, host: str | None = None, port: int | None = None, config: Config | None = None,
+        worker_index: int | None = None) -> None:
+    """Serve `service_id` in this process; `worker_index`: as one of `gateway serve --workers N`'s
+    processes (gateway.workers), sharing the port and stopping when the parent is gone."""
     config = config or Config.load()
     spec = get_service(service_id, data_dir=config.data_dir)
     loop = new_event_loop(config)
     asyncio.set_event_loop(loop)
     app = create_app(service_id, config, spec=spec)
+    if worker_index is not None:
+        from .workers import watch_parent
+
+        app[WORKER_INDEX] = worker_index
+        app.on_response_prepare.append(_name_worker)
+        watch_parent(loop)
     host = host or "127.0.0.1"
+    who = service_id if worker_index is None else f"{service_id} worker {worker_index} (pid {os.getpid()})"
     main = loop.create_task(serve(
         app, host, port or spec.port, shutdown_timeout=float(config.get("core.shutdown_timeout") or 10),
-        on_listening=lambda bound: log.info("%s listening on %s:%s (event loop: %s)", service_id, host, bound,
+        reuse_port=worker_index is not None,
+        on_listening=lambda bound: log.info("%s listening on %s:%s (event loop: %s)", who, host, bound,
                                             type(loop).__module__.split(".")[0])))
     try:
         loop.run_until_complete(main)

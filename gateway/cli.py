@@ -50,12 +50,32 @@ def main(log_level: str) -> None:
 @click.option("--service", "service_id", required=True, help="Service id from conf/services.toml.")
 @click.option("--host", default=None, help="Address to bind (default 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="Port (default: the service table's).")
-def serve(service_id: str, host: str | None, port: int | None) -> None:
-    """Run one service in the foreground; SIGTERM drains and stops it."""
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Processes serving the port (default: the service table's `workers`; the gateway's is "
+                   "the number of cores, at most 8; 1 for services that keep state in their process).")
+# A worker of `--workers N` (gateway.workers): its index, the bus and vector store its parent holds.
+@click.option("--worker-index", type=int, default=None, hidden=True)
+@click.option("--bus-url", default=None, hidden=True)
+@click.option("--vectors-socket", default=None, hidden=True)
+def serve(service_id: str, host: str | None, port: int | None, workers: int | None, worker_index: int | None,
+          bus_url: str | None, vectors_socket: str | None) -> None:
+    """Run one service in the foreground; SIGTERM drains and stops it (every worker)."""
     from .app import run
+    from .services import get_service
+    from .workers import run_workers, worker_count
 
     try:
-        run(service_id, host, port)
+        if worker_index is not None:
+            overrides = {key: value for key, value in (("bus.redis_url", bus_url),
+                                                       ("vectors.shared_socket", vectors_socket)) if value}
+            run(service_id, host, port, Config.load(overrides=overrides), worker_index=worker_index)
+            return
+        spec = get_service(service_id)
+        count = worker_count(spec, workers)
+        if count == 1:
+            run(service_id, host, port)
+        else:
+            run_workers(service_id, host or "127.0.0.1", port or spec.port, count, Config.load())
     except (ConfigError, PluginError) as error:
         raise click.ClickException(str(error)) from None
 

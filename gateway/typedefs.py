@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 CONTEXT: web.AppKey[Context] = web.AppKey("context")
 REGISTRY: web.AppKey[Registry] = web.AppKey("registry")
 SERVICE_ID = web.AppKey("service_id", str)
+# Which of `gateway serve --workers N`'s processes this is (0 to N-1); absent with one process.
+WORKER_INDEX = web.AppKey("worker_index", int)
 
 # Per-request state.
 REQUEST_ID = web.RequestKey("request_id", str)

@@ -713,6 +713,10 @@ def vectors_directory(config, service_id: str) -> Path:
 
 def create_engine(config, service_id: str) -> Engine:
     settings = config.section("vectors")
+    if settings.get("shared_socket"):  # one of several workers: the parent holds the store
+        from .shared_vectors import SharedEngine
+
+        return SharedEngine(str(settings["shared_socket"]))
     url = str(settings.get("qdrant_url") or "")
     if url:
         return QdrantClientEngine(url=url, api_key=str(settings.get("qdrant_api_key") or ""),

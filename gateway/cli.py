@@ -139,7 +139,9 @@ def plugins(as_json: bool, reference: bool, distribution: str | None) -> None:
     if reference:
         broken = [row for row in installed if row.plugin is None]
         if broken:
-            raise click.ClickException(f"plugin {broken[0].name!r} failed to import: {broken[0].error}")
+            failure = broken[0].error or {}
+            raise click.ClickException(f"plugin {broken[0].name!r} failed to import: "
+                                       f"{failure.get('type')}: {failure.get('message')}")
         click.echo(markdown_reference([row.plugin for row in installed if row.plugin is not None]), nl=False)
         return
     rows: list[dict] = []

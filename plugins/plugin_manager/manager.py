@@ -58,7 +58,7 @@ class Manager:
         return installed_plugin_list(self.context.config, specs), specs
 
     async def installed(self) -> tuple[list[InstalledPlugin], list[ServiceSpec]]:
-        return await asyncio.get_running_loop().run_in_executor(None, self._installed)
+        return await asyncio.to_thread(self._installed)
 
     async def plugins(self) -> dict:
         installed, specs = await self.installed()
@@ -126,8 +126,8 @@ class Manager:
                 listed = await asyncio.to_thread(self._listed, name, service_id)
                 await asyncio.to_thread(set_plugin_enabled, self.context.config.data_dir, service_id, name,
                                         enable, listed=listed)
-                spec = next(s for s in await asyncio.to_thread(load_services, data_dir=self.context.config.data_dir)
-                            if s.id == service_id)
+                specs = await asyncio.to_thread(load_services, data_dir=self.context.config.data_dir)
+                spec = next(s for s in specs if s.id == service_id)
         restart = (await self.restart(service_id) if changed
                    else {"status": "not_needed", "detail": f"{service_id} already "
                                                            f"{'loads' if enable else 'leaves out'} {name}."})
@@ -147,7 +147,7 @@ class Manager:
         port = int(config.get("console.port") or 9090)
         url = f"http://{host}:{port}/api/services/{service_id}/restart"
         if service_id == self.context.service_id:
-            # The console stops this very process: answer first, then let it.
+            # The console stops this very process: the answer goes out while it drains.
             await self.context.scheduler.spawn(self._restart_call(url, service_id))
             return {"status": "requested", "detail": f"The console at {host}:{port} was asked to restart "
                                                      f"{service_id}, this service; it restarts after answering."}

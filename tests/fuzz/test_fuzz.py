@@ -155,8 +155,8 @@ def stop(service: Service) -> None:
 
 @pytest.fixture
 async def services(tmp_path, database_url, redis_url, aiohttp_server):
-    """The model server, then the memory, IoT and voice services, the AI core and the gateway sharing a fresh
-    DATA_DIR (and so its generated secrets.json), the test's database and Redis. The AI core's
+    """The model server, then the memory, IoT and voice services, the plugin manager, the AI core and the
+    gateway sharing a fresh DATA_DIR (and so its generated secrets.json), the test's database and Redis. The AI core's
     `openai` provider (seeded from OPENAI_BASE_URL) is the model server."""
     model = await serve_fake_provider(aiohttp_server)
     data_dir = tmp_path / "data"

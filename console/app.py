@@ -263,7 +263,7 @@ async def same_site_only(request: web.Request, handler):
 def create_console_app(config: Config, *, host: str | None = None,
                        specs: list[ServiceSpec] | None = None) -> web.Application:
     host = host or config.get("console.host") or "127.0.0.1"
-    specs = load_services() if specs is None else specs
+    specs = load_services(data_dir=config.data_dir) if specs is None else specs
     push = PushHub()
     section = config.section("console")
     logs = LogStore(config.data_dir / "logs", int(section.get("log_max_bytes") or 5 * 1024 * 1024),

@@ -31,6 +31,7 @@ from .database import (apply_migrations, create_pool, drop_connections, keep_emb
 from .embeddings import create_embedder
 from .errors import ApiError, error_middleware
 from .fetch import RESOLVER
+from .introspection import INTROSPECTION_PATH, introspection
 from .openapi import ASYNCAPI_PATH, DOCS_PATH, OPENAPI_PATH, add_document_routes, api_doc
 from .plugins import (Plugin, PluginError, PluginRecord, Registrar, Registry, installed_plugins,
                       select_plugins)
@@ -94,16 +95,18 @@ def create_app(service_id: str, config: Config | None = None, *, plugins: list[P
     plugins inline this way); they are still checked and ordered by their dependencies."""
     config = config or Config.load()
     if spec is None:
-        spec = (get_service(service_id) if plugins is None
+        spec = (get_service(service_id, data_dir=config.data_dir) if plugins is None
                 else ServiceSpec(id=service_id, name=service_id, port=0))
+    registry = Registry()
     if plugins is None:
-        ordered = select_plugins(spec.plugins, installed_plugins(spec.plugins), config, spec.planned)
+        ordered = select_plugins(spec.plugins, installed_plugins(spec.plugins), config, spec.planned,
+                                 registry.skipped)
     else:
-        ordered = select_plugins([p.name for p in plugins], {p.name: p for p in plugins}, config)
+        ordered = select_plugins([p.name for p in plugins], {p.name: p for p in plugins}, config,
+                                 skipped=registry.skipped)
 
     context = Context(service_id, config, spec.name)
-    registry = Registry()
-    for path in (HEALTH_PATH, OPENAPI_PATH, DOCS_PATH, ASYNCAPI_PATH):
+    for path in (HEALTH_PATH, OPENAPI_PATH, DOCS_PATH, ASYNCAPI_PATH, INTROSPECTION_PATH):
         registry.claim_route("GET", path, "core")
         registry.claim_route("HEAD", path, "core")
     for plugin in ordered:
@@ -124,6 +127,7 @@ def create_app(service_id: str, config: Config | None = None, *, plugins: list[P
     for key, (value, _) in registry.app_state.items():
         app[key] = value
     app.router.add_get(HEALTH_PATH, health, name="health")
+    app.router.add_get(INTROSPECTION_PATH, introspection, name="introspection")
     add_document_routes(app, f"{spec.name} ({service_id})", __version__)
     if registry.ws_types or registry.ws_server_types:
         add_asyncapi_route(app, f"{spec.name} ({service_id})", __version__)
@@ -324,7 +328,7 @@ def run(service_id: str, host: str | None = None, port: int | None = None, confi
     """Serve `service_id` in this process; `worker_index`: as one of `gateway serve --workers N`'s
     processes (gateway.workers), sharing the port and stopping when the parent is gone."""
     config = config or Config.load()
-    spec = get_service(service_id)
+    spec = get_service(service_id, data_dir=config.data_dir)
     loop = new_event_loop(config)
     asyncio.set_event_loop(loop)
     app = create_app(service_id, config, spec=spec)

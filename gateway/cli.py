@@ -10,7 +10,7 @@ import sys
 import click
 
 from .config import Config, ConfigError
-from .plugins import PluginError, installed_entry_points, installed_plugins, load_entry_point
+from .plugins import PluginError, installed_plugins
 
 
 def _configure_logging(level: str) -> None:
@@ -96,7 +96,7 @@ def migrate(service_id: str | None) -> None:
         from .typedefs import REGISTRY
 
         config = Config.load()
-        specs = [s for s in load_services() if service_id in (None, s.id)]
+        specs = [s for s in load_services(data_dir=config.data_dir) if service_id in (None, s.id)]
         if not specs:
             raise click.ClickException(f"unknown service {service_id!r}")
         plans, seen = [], set()
@@ -128,37 +128,42 @@ def migrate(service_id: str | None) -> None:
 @click.option("--distribution", default=None, metavar="NAME",
               help="Only the plugins this installed distribution publishes, e.g. assistant-gateway.")
 def plugins(as_json: bool, reference: bool, distribution: str | None) -> None:
-    """Each installed plugin: version, settings, routes, WebSocket types, jobs."""
+    """Each installed plugin: version, services, settings, routes, WebSocket types, jobs."""
     from .context import Context
+    from .inventory import error_summary, installed_plugin_list
     from .plugins import PluginRecord, Registrar, Registry
+    from .services import load_services
     from .settings_reference import describe_settings, markdown_reference, toml_value
 
-    entry_points = [entry_point for entry_point in installed_entry_points()
-                    if distribution is None or (entry_point.dist is not None
-                                                and entry_point.dist.name == distribution)]
-    if reference:
-        try:
-            click.echo(markdown_reference([load_entry_point(entry_point) for entry_point in entry_points]),
-                       nl=False)
-        except PluginError as error:
-            raise click.ClickException(str(error)) from None
-        return
     config = Config.load(generate_secrets=False)
+    try:
+        installed = installed_plugin_list(config, load_services(data_dir=config.data_dir), distribution)
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+    if reference:
+        broken = [row for row in installed if row.plugin is None]
+        if broken:
+            failure = broken[0].error or {}
+            raise click.ClickException(f"plugin {broken[0].name!r} failed to import: "
+                                       f"{failure.get('type')}: {failure.get('message')}")
+        click.echo(markdown_reference([row.plugin for row in installed if row.plugin is not None]), nl=False)
+        return
     rows: list[dict] = []
-    for entry_point in entry_points:
-        row: dict = {"name": entry_point.name, "version": "", "depends": [], "enabled": False,
-                     "settings": [], "routes": [], "ws_types": [], "jobs": [], "provides": [],
-                     "migrations": False, "error": None}
+    for entry in installed:
+        # `setup_error`: what a trial setup outside a service raised (a contract it needs, say).
+        row: dict = {**entry.summary(), "settings": [], "routes": [], "ws_types": [], "jobs": [], "provides": [],
+                     "migrations": False, "setup_error": None}
         rows.append(row)
+        if entry.plugin is None:
+            continue
+        plugin = entry.plugin
         try:
-            plugin = load_entry_point(entry_point)
-            row.update(version=plugin.version, depends=list(plugin.depends), enabled=plugin.enabled(config),
-                       settings=[vars(setting) for setting in describe_settings(plugin)])
+            row["settings"] = [vars(setting) for setting in describe_settings(plugin)]
             registry = Registry()
             registry.records[plugin.name] = record = PluginRecord(plugin)
             plugin.setup(Registrar(registry, plugin, Context("inspect", config)))
         except Exception as exc:  # listing must show a broken plugin, not stop at it
-            row["error"] = repr(exc)
+            row["setup_error"] = error_summary(exc)
             continue
         row.update(routes=[f"{method} {path}" for method, path, _ in record.routes], ws_types=record.ws_types,
                    jobs=record.jobs, provides=record.provides, migrations=record.has_migrations)
@@ -169,7 +174,8 @@ def plugins(as_json: bool, reference: bool, distribution: str | None) -> None:
         click.echo("no plugins installed")
     for row in rows:
         click.echo(f"{row['name']} {row['version']}" + ("" if row["enabled"] else " (disabled)")
-                   + (f"  depends: {', '.join(row['depends'])}" if row["depends"] else ""))
+                   + (f"  depends: {', '.join(row['depends'])}" if row["depends"] else "")
+                   + f"  services: {', '.join(row['services']) or 'none'}")
         for setting in row["settings"]:
             click.echo(f"    setting plugins.{row['name']}.{setting['key']} ({setting['type']}) = "
                        f"{toml_value(setting['default'])}  {setting['description']}")
@@ -179,5 +185,6 @@ def plugins(as_json: bool, reference: bool, distribution: str | None) -> None:
             click.echo(f"    ws      {ws_type}")
         for job in row["jobs"]:
             click.echo(f"    job     {job}")
-        if row["error"]:
-            click.echo(f"    error   {row['error']}")
+        for kind in ("error", "setup_error"):
+            if row[kind]:
+                click.echo(f"    {kind.replace('_', ' ')}   {row[kind]['type']}: {row[kind]['message']}")

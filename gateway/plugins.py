@@ -40,6 +40,8 @@ T = TypeVar("T")
 WsHandler = Callable[["Any", dict], Awaitable[None]]
 Lifespan = Callable[["Context"], AsyncIterator[None]]
 JobFactory = Callable[["Context"], Awaitable[None]]
+# A section of the service's introspection kept by one plugin for others: {plugin name: [item]}.
+Report = Callable[[], "dict[str, list[str]]"]
 
 
 class PluginError(Exception):
@@ -56,6 +58,8 @@ class Plugin:
     # "embeddings"), "embeddings" alone (migrations imply the database).
     uses: tuple[str, ...] = ()
     description: str = ""
+    # The installed distribution that publishes it (set from the entry point; "" when inline).
+    distribution: str = ""
 
     def enabled(self, config) -> bool:
         section = config.get(f"plugins.{self.name}") or {}
@@ -229,6 +233,15 @@ class Registrar:
                               f"{self._registry.app_state[key][1]!r} and {self._plugin.name!r}")
         self._registry.app_state[key] = (value, self._plugin.name)
 
+    def report(self, section: str, report: Report) -> None:
+        """Add `section` to what the service reports it loaded (`GET /api/v1/introspection`)
+        for things this plugin keeps on behalf of the others (the AI core's tools, by the plugin
+        that added each): `report()` returns {plugin name: [item, ...]} when asked."""
+        if any(existing == section for existing, _, _ in self._registry.reports):
+            raise PluginError(f"introspection section {section!r} is reported twice "
+                              f"(again by {self._plugin.name!r})")
+        self._registry.reports.append((section, self._plugin.name, report))
+
 
 class Registry:
     """Everything the loaded plugins registered, checked for clashes as it is filled."""
@@ -244,6 +257,9 @@ class Registry:
         self.lifespans: list[tuple[str, Lifespan]] = []
         self.middlewares: list = []
         self.app_state: dict[web.AppKey, tuple[object, str]] = {}
+        self.reports: list[tuple[str, str, Report]] = []  # (section, reporting plugin, report)
+        # Plugins the service table names that this service did not load: {name: reason}.
+        self.skipped: dict[str, str] = {}
 
     def claim_route(self, method: str, path: str, owner: str) -> None:
         key = (method, path)
@@ -283,8 +299,10 @@ def load_entry_point(entry_point: importlib.metadata.EntryPoint) -> Plugin:
         raise PluginError(f"entry point {entry_point.name!r} publishes a plugin named {plugin.name!r}; "
                           f"the two names must match")
     plugin.name = entry_point.name
-    if not plugin.version and entry_point.dist is not None:
-        plugin.version = entry_point.dist.version
+    if entry_point.dist is not None:
+        plugin.distribution = entry_point.dist.name
+        if not plugin.version:
+            plugin.version = entry_point.dist.version
     return plugin
 
 
@@ -299,24 +317,28 @@ def not_installed(name: str, known: set[str]) -> str:
 
 
 def select_plugins(names: Iterable[str], available: dict[str, Plugin], config,
-                   planned: Iterable[str] = ()) -> list[Plugin]:
+                   planned: Iterable[str] = (), skipped: dict[str, str] | None = None) -> list[Plugin]:
     """The named plugins that are installed and enabled, in dependency order.
 
     A name that is not installed is skipped with a notice when it is `planned` (announced in
     the service table, not built yet) and an error otherwise, naming the closest installed
     plugin: a misspelt name must not quietly start a service without its feature. A dependency
-    that is not among the selected plugins, or a cycle, is an error naming the plugins involved."""
+    that is not among the selected plugins, or a cycle, is an error naming the plugins involved.
+    `skipped`, when given, receives each name left out, with the reason."""
     announced = set(planned)
+    left_out: dict[str, str] = {} if skipped is None else skipped
     chosen: dict[str, Plugin] = {}
     for name in names:
         plugin = available.get(name)
         if plugin is None:
             if name in announced:
                 log.info("plugin %r is planned but not built yet; the service starts without it", name)
+                left_out[name] = "planned: not built yet"
                 continue
             raise PluginError(not_installed(name, set(available)))
         if not plugin.enabled(config):
             log.info("plugin %r is disabled by configuration", name)
+            left_out[name] = f"disabled by configuration ([plugins.{name}] enabled = false)"
             continue
         chosen[name] = plugin
     for plugin in chosen.values():

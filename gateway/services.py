@@ -1,8 +1,12 @@
 """The service table, `conf/services.toml`: the eight services, their ports and plugins, in
 start order, and the `planned` plugins (announced, not built yet). The console and
-`gateway serve` both read it."""
+`gateway serve` both read it, with the plugins an operator enabled or disabled per service
+(the plugin manager) from `DATA_DIR/service-plugins.toml` on top."""
 from __future__ import annotations
 
+import fcntl
+import json
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +29,15 @@ class ServiceSpec:
     extra: dict = field(default_factory=dict, compare=False)
 
 
-def load_services(path: Path | None = None) -> list[ServiceSpec]:
+# In DATA_DIR: per service, the plugins enabled or disabled on top of the service table.
+OVERRIDE_FILE = "service-plugins.toml"
+
+
+def load_services(path: Path | None = None, *, data_dir: Path | None = None) -> list[ServiceSpec]:
+    """The service table; with `data_dir`, each service's plugins as `DATA_DIR/service-plugins.toml`
+    changes them (what the services really load after a restart)."""
     path = path or conf_dir() / "services.toml"
+    overrides = plugin_overrides(data_dir) if data_dir is not None else {}
     try:
         with path.open("rb") as handle:
             table = tomllib.load(handle)
@@ -39,10 +50,11 @@ def load_services(path: Path | None = None) -> list[ServiceSpec]:
     known: set[str] = set()
     for row in table.get("service", []):
         try:
+            plugins = with_overrides(tuple(row.get("plugins", ())), overrides.get(row["id"], {}))
             spec = ServiceSpec(
                 id=row["id"], name=row.get("name", row["id"]), port=int(row["port"]),
-                plugins=tuple(row.get("plugins", ())), health=row.get("health", "/api/v1/health"),
-                planned=tuple(name for name in row.get("plugins", ()) if name in planned),
+                plugins=plugins, health=row.get("health", "/api/v1/health"),
+                planned=tuple(name for name in plugins if name in planned),
                 depends=tuple(row.get("depends", ())), build=tuple(row.get("build", ())),
                 extra={k: v for k, v in row.items() if k not in {"id", "name", "port", "plugins", "health",
                                                                    "depends", "build"}})
@@ -58,9 +70,65 @@ def load_services(path: Path | None = None) -> list[ServiceSpec]:
     return services
 
 
-def get_service(service_id: str, path: Path | None = None) -> ServiceSpec:
-    for spec in load_services(path):
+def get_service(service_id: str, path: Path | None = None, *, data_dir: Path | None = None) -> ServiceSpec:
+    for spec in load_services(path, data_dir=data_dir):
         if spec.id == service_id:
             return spec
     names = ", ".join(s.id for s in load_services(path))
     raise ConfigError(f"unknown service {service_id!r}; the service table lists: {names}")
+
+
+def with_overrides(plugins: tuple[str, ...], override: dict[str, list[str]]) -> tuple[str, ...]:
+    disabled = set(override.get("disable", ()))
+    kept = tuple(name for name in plugins if name not in disabled)
+    return kept + tuple(name for name in override.get("enable", ()) if name not in kept and name not in disabled)
+
+
+def plugin_overrides(data_dir: Path) -> dict[str, dict[str, list[str]]]:
+    """`DATA_DIR/service-plugins.toml`: {service id: {"enable": [...], "disable": [...]}}."""
+    path = data_dir / OVERRIDE_FILE
+    try:
+        with path.open("rb") as handle:
+            table = tomllib.load(handle)
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"cannot read {path}: {error}; fix or remove it") from None
+    services = table.get("service", {})
+    result: dict[str, dict[str, list[str]]] = {}
+    for service_id, row in services.items() if isinstance(services, dict) else ():
+        lists = {key: row.get(key, []) for key in ("enable", "disable")} if isinstance(row, dict) else {}
+        if not lists or not all(isinstance(v, list) and all(isinstance(n, str) for n in v) for v in lists.values()):
+            raise ConfigError(f"{path}: [service.{service_id!r}] must hold `enable` and `disable` lists "
+                              f"of plugin names")
+        result[service_id] = lists
+    return result
+
+
+def set_plugin_enabled(data_dir: Path, service_id: str, plugin: str, enabled: bool, *,
+                       listed: bool) -> Path:
+    """Record in `DATA_DIR/service-plugins.toml` that `service_id` loads `plugin` (or not) from
+    its next start; `listed` says whether the service table itself names it. Written whole,
+    under a lock, so two changes at once both land."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / OVERRIDE_FILE
+    with open(data_dir / ".service-plugins.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        overrides = plugin_overrides(data_dir)
+        row = overrides.setdefault(service_id, {"enable": [], "disable": []})
+        row["enable"] = [name for name in row["enable"] if name != plugin]
+        row["disable"] = [name for name in row["disable"] if name != plugin]
+        if enabled and not listed:
+            row["enable"].append(plugin)
+        elif not enabled and listed:
+            row["disable"].append(plugin)
+        lines = ["# Written by the plugin manager (docs/plugin-manager.md): the plugins enabled or disabled",
+                 "# per service on top of conf/services.toml, from each service's next start.", ""]
+        for service, lists in sorted(overrides.items()):
+            if lists["enable"] or lists["disable"]:
+                lines += [f"[service.{json.dumps(service)}]",
+                          f"enable = {json.dumps(lists['enable'])}", f"disable = {json.dumps(lists['disable'])}", ""]
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text("\n".join(lines))
+        os.replace(temporary, path)
+    return path

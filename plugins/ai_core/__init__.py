@@ -56,6 +56,7 @@ class AiCorePlugin(Plugin):
         registrar.routes(routes)
         registrar.routes(probe_routes)
         registrar.provide(TOOLS, registry)
+        registrar.report("tools", lambda: registry.names_by_owner(self.name))
         registrar.provide(TURN_CONTEXT, engine.turn_context)
         registrar.provide(TURN_FINISHED, engine.turn_finished)
         registrar.provide(ENGINE, engine)

@@ -106,6 +106,13 @@ class ToolRegistry:
     def schemas(self) -> list[dict]:
         return [tool.schema() for tool in self.all()]
 
+    def names_by_owner(self, default_owner: str) -> dict[str, list[str]]:
+        """Tool names by the plugin that added each (the service's introspection, `tools`)."""
+        owners: dict[str, list[str]] = {}
+        for tool in self.all():
+            owners.setdefault(tool.owner or default_owner, []).append(tool.name)
+        return owners
+
     def describe(self) -> list[dict]:
         return [{"name": t.name, "description": t.description, "parameters": t.parameters,
                  "examples": t.examples, "owner": t.owner} for t in self.all()]

@@ -1,7 +1,8 @@
-"""Schemathesis against the OpenAPI documents the gateway, the AI core, the memory service and the IoT
-service serve, on the real services: each started as a `gateway serve` process on PostgreSQL and
-Redis, the AI core's model a loopback OpenAI-compatible server (tests/support/fake_openai.py),
-every request carrying the credential its operation asks for, so the cases reach the handlers.
+"""Schemathesis against the OpenAPI documents the gateway, the AI core, the memory service, the IoT
+service, the voice service and the plugin manager serve, on the real services: each started as a
+`gateway serve` process on PostgreSQL and Redis, the AI core's model a loopback OpenAI-compatible
+server (tests/support/fake_openai.py), every request carrying the credential its operation asks
+for, so the cases reach the handlers.
 
 Every answer must: not be a server error, carry the spec's error body on every error, and conform
 to the document (status, content type, response schema and headers, the declared security
@@ -154,18 +155,20 @@ def stop(service: Service) -> None:
 
 @pytest.fixture
 async def services(tmp_path, database_url, redis_url, aiohttp_server):
-    """The model server, then the memory, IoT and voice services, the AI core and the gateway sharing a fresh
-    DATA_DIR (and so its generated secrets.json), the test's database and Redis. The AI core's
+    """The model server, then the memory, IoT and voice services, the plugin manager, the AI core and the
+    gateway sharing a fresh DATA_DIR (and so its generated secrets.json), the test's database and Redis. The AI core's
     `openai` provider (seeded from OPENAI_BASE_URL) is the model server."""
     model = await serve_fake_provider(aiohttp_server)
     data_dir = tmp_path / "data"
     memory_port, iot_port, voice_port = free_port(), free_port(), free_port()
-    ai_core_port, gateway_port = free_port(), free_port()
+    ai_core_port, gateway_port, plugin_manager_port = free_port(), free_port(), free_port()
     environ = service_environment(
         tmp_path, DATA_DIR=str(data_dir), DATABASE_URL=database_url, REDIS_URL=redis_url,
         AI_CORE_URL=f"http://127.0.0.1:{ai_core_port}", GATEWAY_URL=f"http://127.0.0.1:{gateway_port}",
         MEMORY_SERVICE_URL=f"http://127.0.0.1:{memory_port}", IOT_SERVICE_URL=f"http://127.0.0.1:{iot_port}",
         VOICE_SERVICE_URL=f"http://127.0.0.1:{voice_port}",
+        # Where the plugin manager asks for restarts: a port nothing listens on (restart pending).
+        CONSOLE_PORT=str(free_port()),
         OPENAI_BASE_URL=f"{model.url}/live/v1", OPENAI_API_KEY="fuzz-key", DEFAULT_MODEL="gpt-small")
     started: list[Service] = []
     try:
@@ -173,6 +176,7 @@ async def services(tmp_path, database_url, redis_url, aiohttp_server):
         started.append(await start_service("memory-service", memory_port, environ, tmp_path))
         started.append(await start_service("iot-debug-service", iot_port, environ, tmp_path))
         started.append(await start_service("voice-service", voice_port, environ, tmp_path))
+        started.append(await start_service("plugin-manager", plugin_manager_port, environ, tmp_path))
         started.append(await start_service("ai-core", ai_core_port, environ, tmp_path))
         started.append(await start_service("gateway", gateway_port, environ, tmp_path))
         for service in started:
@@ -408,7 +412,8 @@ async def test_fuzzing_the_gateway_and_the_ai_core_finds_nothing(services, capsy
                 "webhook": secrets["auth.webhook_key"]}
 
     outcomes = [await asyncio.to_thread(fuzz, started[service_id], credentials, model.url)
-                for service_id in ("gateway", "ai-core", "memory-service", "iot-debug-service", "voice-service")]
+                for service_id in ("gateway", "ai-core", "memory-service", "iot-debug-service", "voice-service",
+                                   "plugin-manager")]
     seed = "derandomized" if DETERMINISTIC else f"FUZZ_SEED={outcomes[0].seed}"
     with capsys.disabled():  # the case count belongs in every run's output, not only a failing one's
         print(f"\nfuzz ({seed}, FUZZ_EXAMPLES={EXAMPLES}, FUZZ_SECONDS={SECONDS or 'one round'}): "

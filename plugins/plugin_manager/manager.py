@@ -1,0 +1,260 @@
+"""The plugin manager's work: the installed plugins (the list `gateway plugins` prints), what
+every running service reports it loaded, and enabling or disabling a plugin for a service."""
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+
+from gateway.context import Context
+from gateway.errors import Conflict, NotFound
+from gateway.introspection import describe_service
+from gateway.inventory import InstalledPlugin, installed_plugin_list
+from gateway.services import OVERRIDE_FILE, ServiceSpec, load_services, set_plugin_enabled
+
+log = logging.getLogger("plugins.plugin_manager")
+
+LOOPBACK = "127.0.0.1"
+EMPTY_DETAILS: dict = {"routes": [], "ws_types": [], "ws_server_types": [], "jobs": [], "tools": [],
+                       "migrations": [], "provides": [], "reported": {}}
+
+
+@dataclass
+class ServiceState:
+    """One service as its introspection answered (or did not)."""
+    spec: ServiceSpec
+    url: str
+    state: str  # running, down, error
+    error: str | None = None
+    loaded: dict[str, dict] = field(default_factory=dict)  # plugin name -> its introspection entry
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    def summary(self) -> dict:
+        return {"id": self.spec.id, "name": self.spec.name, "url": self.url, "state": self.state,
+                "error": self.error, "plugins": list(self.loaded), "configured": list(self.spec.plugins),
+                "skipped": [{"name": name, "reason": reason} for name, reason in self.skipped.items()]}
+
+
+class Manager:
+    def __init__(self, context: Context, settings: dict):
+        self.context = context
+        self.settings = settings
+        self._changing = asyncio.Lock()
+
+    @property
+    def configuration(self) -> Path:
+        return self.context.config.data_dir / OVERRIDE_FILE
+
+    # ---------------------------------------------------------------- reading
+
+    def _installed(self) -> tuple[list[InstalledPlugin], list[ServiceSpec]]:
+        """Blocking: imports the plugins and reads the service table."""
+        specs = load_services(data_dir=self.context.config.data_dir)
+        return installed_plugin_list(self.context.config, specs), specs
+
+    async def installed(self) -> tuple[list[InstalledPlugin], list[ServiceSpec]]:
+        return await asyncio.to_thread(self._installed)
+
+    async def plugins(self) -> dict:
+        installed, specs = await self.installed()
+        states = await self.service_states(specs)
+        return {"plugins": [plugin_view(row, states) for row in installed],
+                "services": [state.summary() for state in states],
+                "configuration": str(self.configuration)}
+
+    async def plugin(self, name: str) -> dict:
+        installed, specs = await self.installed()
+        row = find_plugin(installed, name)
+        return plugin_view(row, await self.service_states(specs))
+
+    async def service_states(self, specs: list[ServiceSpec]) -> list[ServiceState]:
+        """Every service's introspection, asked all at once, each within the timeout."""
+        return list(await asyncio.gather(*(self.service_state(spec) for spec in specs)))
+
+    async def service_state(self, spec: ServiceSpec) -> ServiceState:
+        url = f"http://{self.settings['services_host']}:{spec.port}"
+        try:
+            if spec.id == self.context.service_id and self.context.app is not None:
+                body = await describe_service(self.context.app)  # this very service: no round trip
+            else:
+                body = await self.ask_service(url)
+        except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as error:
+            return ServiceState(spec, url, "down", f"no answer: {describe(error)}")
+        except ServiceAnswered as answered:
+            return ServiceState(spec, url, "error", str(answered))
+        return ServiceState(spec, url, "running",
+                            loaded={entry["name"]: entry for entry in body.get("plugins", [])},
+                            skipped={entry["name"]: entry["reason"] for entry in body.get("skipped", [])})
+
+    async def ask_service(self, url: str) -> dict:
+        timeout = aiohttp.ClientTimeout(total=self.settings["introspection_timeout"])
+        async with self.context.http.get(url + "/api/v1/introspection", headers=self.context.peer_headers(),
+                                         timeout=timeout) as answer:
+            try:
+                body = await answer.json(content_type=None)
+            except ValueError:
+                body = None
+            if answer.status != 200 or not isinstance(body, dict):
+                error = body.get("error") if isinstance(body, dict) else None
+                raise ServiceAnswered(f"introspection answered {answer.status}" + (f": {error}" if error else ""))
+            return body
+
+    # ---------------------------------------------------------------- changing
+
+    async def change(self, name: str, service_id: str, enable: bool) -> dict:
+        """Enable or disable `name` for `service_id`: refused (409) when a dependency would break;
+        otherwise written to DATA_DIR/service-plugins.toml and the service restarted."""
+        async with self._changing:
+            installed, specs = await self.installed()
+            row = find_plugin(installed, name)
+            spec = next((spec for spec in specs if spec.id == service_id), None)
+            if spec is None:
+                raise NotFound(f"Unknown service {service_id!r}.", error_type="unknown_service",
+                               hint=f"The service table lists: {', '.join(s.id for s in specs)}.")
+            by_name = {entry.name: entry for entry in installed}
+            if enable:
+                check_can_enable(row, spec, by_name)
+            else:
+                check_can_disable(row, spec, by_name, self.context.service_id)
+            changed = (name in spec.plugins) != enable
+            if changed:
+                listed = await asyncio.to_thread(self._listed, name, service_id)
+                await asyncio.to_thread(set_plugin_enabled, self.context.config.data_dir, service_id, name,
+                                        enable, listed=listed)
+                specs = await asyncio.to_thread(load_services, data_dir=self.context.config.data_dir)
+                spec = next(s for s in specs if s.id == service_id)
+        restart = (await self.restart(service_id) if changed
+                   else {"status": "not_needed", "detail": f"{service_id} already "
+                                                           f"{'loads' if enable else 'leaves out'} {name}."})
+        return {"plugin": name, "service": service_id, "enabled": enable, "changed": changed,
+                "plugins": list(spec.plugins), "configuration": str(self.configuration), "restart": restart}
+
+    @staticmethod
+    def _listed(name: str, service_id: str) -> bool:
+        """Whether the service table itself (without DATA_DIR's changes) names the plugin."""
+        return any(spec.id == service_id and name in spec.plugins for spec in load_services())
+
+    async def restart(self, service_id: str) -> dict:
+        """Ask the console (CONSOLE_PORT, CONSOLE_TOKEN) to restart the service."""
+        config = self.context.config
+        host = str(config.get("console.host") or LOOPBACK)
+        host = LOOPBACK if host in ("0.0.0.0", "::", "") else host
+        port = int(config.get("console.port") or 9090)
+        url = f"http://{host}:{port}/api/services/{service_id}/restart"
+        if service_id == self.context.service_id:
+            # The console stops this very process: the answer goes out while it drains.
+            await self.context.scheduler.spawn(self._restart_call(url, service_id))
+            return {"status": "requested", "detail": f"The console at {host}:{port} was asked to restart "
+                                                     f"{service_id}, this service; it restarts after answering."}
+        return await self._restart_call(url, service_id)
+
+    async def _restart_call(self, url: str, service_id: str) -> dict:
+        timeout = aiohttp.ClientTimeout(total=self.settings["restart_timeout"], connect=2)
+        try:
+            async with self.context.http.post(url, headers=self.console_headers(), timeout=timeout) as answer:
+                try:
+                    body = await answer.json(content_type=None)
+                except ValueError:
+                    body = None
+        except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as error:
+            return {"status": "pending", "detail": f"The console did not answer ({describe(error)}): the change "
+                                                   f"applies when {service_id} next starts."}
+        if answer.status == 200:
+            return {"status": "restarted", "detail": f"The console restarted {service_id}."}
+        error_text = body.get("error") if isinstance(body, dict) else None
+        return {"status": "failed", "detail": f"The console answered {answer.status}"
+                                              + (f": {error_text}" if error_text else "")}
+
+    def console_headers(self) -> dict[str, str]:
+        """The console's credential: CONSOLE_TOKEN, else the administrator's name and password
+        (what a console bound beyond loopback accepts); a loopback console asks for none."""
+        config = self.context.config
+        token = os.environ.get("CONSOLE_TOKEN") or config.get("console.token")
+        if token:
+            return {"Authorization": f"Bearer {token}"}
+        pair = f"{config.get('auth.admin_username') or 'admin'}:{config.get('auth.admin_password') or ''}"
+        return {"Authorization": "Basic " + base64.b64encode(pair.encode()).decode()}
+
+
+class ServiceAnswered(Exception):
+    """A service answered its introspection with an error."""
+
+
+def describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def find_plugin(installed: list[InstalledPlugin], name: str) -> InstalledPlugin:
+    for row in installed:
+        if row.name == name:
+            return row
+    raise NotFound(f"No installed plugin is named {name!r}.", error_type="unknown_plugin",
+                   hint="GET /api/v1/plugins lists the installed plugins.")
+
+
+def check_can_enable(row: InstalledPlugin, spec: ServiceSpec, by_name: dict[str, InstalledPlugin]) -> None:
+    if row.error is not None:
+        raise Conflict(f"Plugin {row.name!r} cannot be enabled: it fails to import "
+                       f"({row.error['type']}: {row.error['message']}).", error_type="plugin_broken",
+                       hint="Fix or reinstall its distribution first.")
+    if not row.enabled:
+        raise Conflict(f"Plugin {row.name!r} is switched off for every service by configuration.",
+                       error_type="plugin_disabled_by_configuration",
+                       hint=f"Set [plugins.{row.name}] enabled = true first.")
+    for dependency in row.depends:
+        needed = by_name.get(dependency)
+        if needed is None or needed.error is not None or not needed.enabled or dependency not in spec.plugins:
+            why = ("is not installed" if needed is None else "fails to import" if needed.error is not None
+                   else "is switched off by configuration" if not needed.enabled
+                   else f"is not loaded by {spec.id}")
+            raise Conflict(f"Plugin {row.name!r} depends on {dependency!r}, which {why}.",
+                           error_type="dependency_missing",
+                           hint=f"Enable {dependency!r} for {spec.id} first." if needed is not None
+                           else f"Install the distribution that publishes {dependency!r}.",
+                           extra={"dependency": dependency})
+
+
+def check_can_disable(row: InstalledPlugin, spec: ServiceSpec, by_name: dict[str, InstalledPlugin],
+                      own_service: str) -> None:
+    dependents = [other for other in spec.plugins
+                  if other != row.name and (entry := by_name.get(other)) is not None and entry.enabled
+                  and row.name in entry.depends]
+    if dependents:
+        raise Conflict(f"Plugin {row.name!r} is needed by {', '.join(map(repr, dependents))} in {spec.id}.",
+                       error_type="dependency_in_use",
+                       hint=f"Disable {', '.join(map(repr, dependents))} for {spec.id} first.",
+                       extra={"dependents": dependents})
+    if spec.id == own_service and row.name == "plugin_manager":
+        raise Conflict("The plugin manager cannot disable itself.", error_type="dependency_in_use",
+                       hint=f"Edit DATA_DIR/{OVERRIDE_FILE} instead.", extra={"dependents": []})
+
+
+def plugin_view(row: InstalledPlugin, states: list[ServiceState]) -> dict:
+    """The installed plugin with what each service reports of it: every service configured to
+    load it, and any running service that loaded it."""
+    reports = []
+    for state in states:
+        configured = row.name in state.spec.plugins
+        entry = state.loaded.get(row.name)
+        if entry is None and not configured:
+            continue
+        report = {"service": state.spec.id, "state": state.state, **EMPTY_DETAILS}
+        if state.state != "running":
+            report.update(loaded=None, reason=f"the service is {state.state}")
+        elif entry is not None:
+            reported = entry.get("reported", {})
+            report.update(loaded=True, reason=None, routes=entry["routes"], ws_types=entry["ws_types"],
+                          ws_server_types=entry["ws_server_types"], jobs=entry["jobs"],
+                          tools=reported.get("tools", []), migrations=entry["migrations"],
+                          provides=entry["provides"], reported=reported)
+        else:
+            report.update(loaded=False, reason=state.skipped.get(row.name) or (
+                "not loaded by the running service: it started before the configuration named it "
+                "(a restart is pending)"))
+        reports.append(report)
+    return {**row.summary(), "service_reports": reports}

@@ -1,0 +1,15 @@
+"""`[plugins.plugin_manager]` (docs/configuration.md)."""
+from marshmallow import fields, validate
+
+from gateway.plugins import PluginSettings
+
+
+class PluginManagerSettings(PluginSettings):
+    services_host = fields.String(load_default="127.0.0.1", validate=validate.Length(min=1), metadata={
+        "description": "Where the services of the service table answer (each on its own port)."})
+    introspection_timeout = fields.Float(load_default=2.0, validate=validate.Range(min=0, min_inclusive=False),
+                                         metadata={"description": "Seconds a service may take to say what it "
+                                                                  "loaded before it is shown as down."})
+    restart_timeout = fields.Float(load_default=120.0, validate=validate.Range(min=0, min_inclusive=False),
+                                   metadata={"description": "Seconds the console may take to restart a service "
+                                                            "after a plugin was enabled or disabled there."})

@@ -25,6 +25,7 @@ from gateway.services import ServiceSpec, load_services
 from gateway.validation import parse_query
 
 from .logstore import LogStore
+from .pages import setup_pages
 from .push import PushHub, SttLog
 from .push_schemas import push_channel
 from .schemas import ConsoleHealth, LogCleared, LogPage, PushQuery, ServiceStatus, ServiceStatuses
@@ -281,6 +282,7 @@ def create_console_app(config: Config, *, host: str | None = None,
     app[STARTED] = time.monotonic()
     app[CREDENTIAL] = console_credential(config, host)
     app.router.add_routes(routes)
+    setup_pages(app)
     add_document_route(app, "console", __version__, lambda app: [push_channel(bool(app[CREDENTIAL]))],
                        "The console's server push on /ws.", auth="console")
     add_document_routes(app, "Management console (console)", __version__, auth="console")

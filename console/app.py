@@ -26,7 +26,7 @@ from gateway.validation import parse_query
 
 from .logstore import LogStore
 from .push import PushHub, SttLog
-from .push_schemas import push_channel
+from .push_schemas import PUSH_PATH, push_channel
 from .schemas import ConsoleHealth, LogCleared, LogPage, PushQuery, ServiceStatus, ServiceStatuses
 from .supervisor import Supervisor, SupervisorError, SupervisorSettings, UnknownService
 from .typedefs import CREDENTIAL, LOGS, PUSH, STARTED, STT_LOG, SUPERVISOR
@@ -236,16 +236,29 @@ def credential_middleware(admin_username: str):
     return require_credential
 
 
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# What a browser sends in Sec-Fetch-Site for a request that another site's page started.
+OTHER_SITES = frozenset({"cross-site", "same-site"})
+
+
+def is_cross_site(request: web.Request) -> bool:
+    """A browser request that another site's page started: its Sec-Fetch-Site says so, or it
+    carries an Origin other than the console's own. The command line and curl send neither."""
+    if request.headers.get("Sec-Fetch-Site", "").strip().lower() in OTHER_SITES:
+        return True
+    origin = request.headers.get("Origin")
+    return origin is not None and origin.rstrip("/").lower() != f"{request.scheme}://{request.host}".lower()
+
+
 @web.middleware
 async def same_site_only(request: web.Request, handler):
     """The console starts and stops processes, so a web page the operator happens to open must
-    not drive it: a browser request from another origin (a cross-site form or fetch, or a
-    WebSocket, which CORS does not cover) is refused, and so is a Host header naming anything
-    but a loopback address when no credential guards the console (DNS rebinding)."""
-    origin = request.headers.get("Origin")
-    own = f"{request.scheme}://{request.host}"
-    if origin is not None and origin.rstrip("/").lower() != own.lower():
-        raise Forbidden("Requests from other web origins are refused.", error_type="cross_origin",
+    not drive it: a state-changing request (POST, PUT, PATCH, DELETE) or the `/ws` upgrade (which
+    CORS does not cover) started by another site is refused; and so is a Host header naming
+    anything but a loopback address when no credential guards the console (DNS rebinding).
+    The console's own pages need no token for this: their same-origin fetches pass."""
+    if (request.method in UNSAFE_METHODS or request.path == PUSH_PATH) and is_cross_site(request):
+        raise Forbidden("Requests started by another web site are refused.", error_type="cross_site_request",
                         hint="Open the console's own pages, or call the API from the command line.")
     if not request.app[CREDENTIAL]:
         try:

@@ -24,12 +24,17 @@ from gateway.openapi import add_document_routes, api_doc
 from gateway.services import ServiceSpec, load_services
 from gateway.validation import parse_query
 
+from . import dashboard, database
+from .database import DATABASE, DatabasePanel
 from .logstore import LogStore
+from .peers import Peers
+from .performance import PerformanceMonitor, PerformanceSettings
+from .proxy import DEFAULT_MAX_BODY, add_proxy_routes
 from .push import PushHub, SttLog
 from .push_schemas import PUSH_PATH, push_channel
 from .schemas import ConsoleHealth, LogCleared, LogPage, PushQuery, ServiceStatus, ServiceStatuses
 from .supervisor import Supervisor, SupervisorError, SupervisorSettings, UnknownService
-from .typedefs import CREDENTIAL, LOGS, PUSH, STARTED, STT_LOG, SUPERVISOR
+from .typedefs import CREDENTIAL, LOGS, PEERS, PERFORMANCE, PROXY_MAX_BODY, PUSH, STARTED, STT_LOG, SUPERVISOR
 
 log = logging.getLogger("console.app")
 
@@ -293,7 +298,18 @@ def create_console_app(config: Config, *, host: str | None = None,
     app[STT_LOG] = stt_log
     app[STARTED] = time.monotonic()
     app[CREDENTIAL] = console_credential(config, host)
+    peers = Peers(specs, config)
+    app[PEERS] = peers
+    monitor = PerformanceMonitor([spec.id for spec in specs], supervisor.pids, config.data_dir,
+                                 PerformanceSettings.from_config(config))
+    app[PERFORMANCE] = monitor
+    app[DATABASE] = DatabasePanel(config, peers)
+    app[dashboard.SOURCES] = dashboard.Shared(dashboard.SOURCE_TTL)
+    app[PROXY_MAX_BODY] = int(section.get("proxy_max_body_bytes") or DEFAULT_MAX_BODY)
     app.router.add_routes(routes)
+    app.router.add_routes(dashboard.routes)
+    app.router.add_routes(database.routes)
+    add_proxy_routes(app)
     add_document_route(app, "console", __version__, lambda app: [push_channel(bool(app[CREDENTIAL]))],
                        "The console's server push on /ws.", auth="console")
     add_document_routes(app, "Management console (console)", __version__, auth="console")
@@ -303,7 +319,19 @@ def create_console_app(config: Config, *, host: str | None = None,
         yield
         await supervisor.close()
 
+    async def peers_ctx(app: web.Application) -> AsyncIterator[None]:
+        await peers.open()
+        yield
+        await peers.close()
+
+    async def performance_ctx(app: web.Application) -> AsyncIterator[None]:
+        monitor.start()
+        yield
+        await monitor.stop()
+
+    app.cleanup_ctx.append(peers_ctx)
     app.cleanup_ctx.append(supervisor_ctx)
+    app.cleanup_ctx.append(performance_ctx)
 
     async def close_websockets(app: web.Application) -> None:
         await push.close_all()

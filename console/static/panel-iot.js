@@ -3,6 +3,10 @@
 import { $, actionButton, api, badge, el, explain, get, guard, notify, onSubmit, replace, table, when } from "./console.js";
 
 let devices = [];
+// Each person has their own simulated home; the administrator's also holds the MQTT devices.
+const owner = () => $("#iot-owner").user_id.value.trim() || "admin";
+const devicePath = (device, action) =>
+  `/api/iot/devices/${encodeURIComponent(device.id)}/${action}?user_id=${encodeURIComponent(owner())}`;
 
 function describe(spec) {
   if (spec.type === "bool") return "true or false";
@@ -26,7 +30,7 @@ function control(device) {
     el("button", { type: "submit" }, "Set"));
   onSubmit(form, async (data) => {
     const property = data.get("property");
-    const body = await api("POST", `/api/iot/devices/${encodeURIComponent(device.id)}/operate`,
+    const body = await api("POST", devicePath(device, "operate"),
       { action: "set", property, value: valueOf(device.properties[property], data.get("value")), source: "console" });
     notify(`${device.name}: ${property} set`, "ok");
     update(body.device);
@@ -48,7 +52,7 @@ function card(device) {
       switchable && device.properties[switchKey].writable ? actionButton(
         switchKey === "on" ? (isOn ? "Switch off" : "Switch on") : (isOn ? "Unlock" : "Lock"),
         async () => {
-          const body = await api("POST", `/api/iot/devices/${encodeURIComponent(device.id)}/operate`,
+          const body = await api("POST", devicePath(device, "operate"),
             { action: "switch", value: !isOn, source: "console" });
           update(body.device);
         }, { class: "primary", "data-switch": device.id }) : null,
@@ -69,8 +73,8 @@ function render() {
 }
 
 async function history(device) {
-  $("#iot-history-title").textContent = `Operation history: ${device.name}`;
-  const body = await get(`/api/iot/devices/${encodeURIComponent(device.id)}/history`, { limit: 50 });
+  $("#iot-history-title").textContent = `Operation history: ${device.name} (${owner()})`;
+  const body = await get(`/api/iot/devices/${encodeURIComponent(device.id)}/history`, { limit: 50, user_id: owner() });
   replace($("#iot-history"), table([
     { title: "When", value: (op) => when(op.created_at) },
     { title: "Action", value: (op) => op.action },
@@ -82,7 +86,7 @@ async function history(device) {
 }
 
 async function load() {
-  const body = await get("/api/iot/devices");
+  const body = await get("/api/iot/devices", { user_id: owner() });
   devices = body.devices || [];
   const select = $("#iot-room");
   if (select.options.length === 1) {
@@ -92,6 +96,7 @@ async function load() {
   if (!document.activeElement || !document.activeElement.closest("#iot-devices form")) render();
 }
 
+onSubmit($("#iot-owner"), load);
 $("#iot-room").addEventListener("change", render);
 $("#iot-reload").addEventListener("click", () => load().catch((error) => notify(explain(error), "error")));
 let timer = null;

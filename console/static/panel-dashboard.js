@@ -7,6 +7,7 @@ function card(label, value, detail, id) {
     el("div", { class: "detail" }, detail));
 }
 
+const known = (value) => value !== null && value !== undefined;
 const unavailable = (part, service) => (part.available ? null : `${service} not answering`);
 
 async function load() {
@@ -18,9 +19,9 @@ async function load() {
       services.running === services.total ? "all healthy" : `${services.total - services.running} not running`, "card-services"),
     card("Active sessions", sessions.available ? String(sessions.activeSessions) : "–",
       unavailable(sessions, "gateway") || `${sessions.activeUsers} user(s) connected`, "card-sessions"),
-    card("Messages", sessions.available && sessions.messageTotal !== null && sessions.messageTotal !== undefined
-      ? String(sessions.messageTotal) : "–",
-      unavailable(sessions, "gateway") || `in ${sessions.sessionTotal ?? "–"} stored session(s)`, "card-messages"),
+    card("Messages", known(sessions.messageTotal) ? String(sessions.messageTotal) : "–",
+      unavailable(sessions, "gateway") || (known(sessions.sessionTotal) ? `in ${sessions.sessionTotal} stored session(s)`
+        : "not reported by this gateway"), "card-messages"),
     card("Memories", memory.available ? String(memory.total) : "–",
       unavailable(memory, "memory service") || "of every user", "card-memory"),
     card("Database", badge(database.online ? "online" : "offline"),

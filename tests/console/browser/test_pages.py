@@ -181,7 +181,8 @@ async def test_the_model_config_panel_saves_a_model_and_shows_a_validation_error
         await error.wait_for()
         assert "temperature" in await error.inner_text()
         assert await form.locator("[name=params]").get_attribute("aria-invalid") == "true"
-        await screenshot(page, "console-model-config-validation", full_page=True)
+        await form.locator("[name=params]").scroll_into_view_if_needed()
+        await screenshot(page, "console-model-config-validation")
 
         await form.locator("[name=params]").fill('{"temperature": 0.4}')
         await form.locator("button[type=submit]").click()

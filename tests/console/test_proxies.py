@@ -12,6 +12,7 @@ import pytest
 from console.app import create_console_app
 from console.typedefs import PEERS
 from gateway.app import create_app
+from gateway.context import get_context
 from gateway.services import ServiceSpec
 from plugins.admin import plugin as admin_plugin
 from plugins.ai_core import client_plugin as ai_core_client_plugin
@@ -20,6 +21,8 @@ from plugins.auth import auth_plugin, tokens_plugin
 from plugins.iot.service import plugin as iot_plugin
 from plugins.memory import plugin as memory_plugin
 from plugins.memory import proxy_plugin as memory_proxy_plugin
+from plugins.sessions import plugin as sessions_plugin
+from plugins.sessions.contract import CONVERSATIONS
 from plugins.voice.service import plugin as voice_plugin
 from tests.support.servers import free_port
 from tests.voice.fake_speech_provider import FakeSpeechProvider
@@ -56,7 +59,7 @@ class Stack:
         self.servers[service_id] = await self.aiohttp_server(app, port=self.ports[service_id])
 
     async def serve_gateway(self, **overrides) -> None:
-        await self.serve("gateway", [tokens_plugin, auth_plugin, ai_core_client_plugin, admin_plugin,
+        await self.serve("gateway", [tokens_plugin, auth_plugin, ai_core_client_plugin, sessions_plugin, admin_plugin,
                                      memory_proxy_plugin], **overrides)
 
     async def stop(self, service_id: str) -> None:
@@ -222,6 +225,12 @@ async def test_an_upload_streams_through_to_the_voice_service(stack, aiohttp_ser
 
 
 async def test_the_dashboard_reports_each_source_and_survives_one_being_down(stack):
+    conversations = get_context(stack.servers["gateway"].app).contracts.require(CONVERSATIONS)
+    await conversations.create_session("user_carol", "morning")
+    await conversations.create_session("user_dan", "evening")
+    for text in ("hello", "hi there"):
+        await conversations.add_message("morning", "user_carol", "user", text)
+    await conversations.add_message("evening", "user_dan", "user", "good evening")
     console = await stack.console()
     assert (await console.post("/api/memory", json={"content": "Carol likes tea", "user_id": "user_carol"})).status \
         in (200, 201)
@@ -230,7 +239,8 @@ async def test_the_dashboard_reports_each_source_and_survives_one_being_down(sta
     assert board.status == 200
     assert set(body) == {"services", "performance", "sessions", "memory", "database", "system"}
     assert body["services"]["total"] == len(TABLE) and body["services"]["running"] == 0
-    assert body["sessions"]["available"] is True and body["sessions"]["activeSessions"] == 0
+    assert body["sessions"] == {"available": True, "activeSessions": 0, "activeUsers": 0,
+                                "sessionTotal": 2, "messageTotal": 3}
     assert body["memory"] == {"available": True, "total": 1}
     assert body["database"]["available"] is True and len(body["database"]["ports"]) == 5
     assert body["system"]["memory"]["totalBytes"] > 0 and body["system"]["cpuCount"] >= 1

@@ -16,16 +16,17 @@ from aiohttp import web
 from marshmallow import fields, validate
 
 from gateway.context import get_context
-from gateway.errors import BadGateway, BadRequest, Conflict, NotFound
+from gateway.errors import BadGateway, BadRequest, Conflict, NotFound, ServiceUnavailable
 from gateway.identity import require_admin
 from gateway.openapi import api_doc
 from gateway.validation import parse_body, parse_query
 from plugins.ai_core.contract import AI_CORE, AiCore
 from plugins.chat.contract import PRESENCE, Presence
+from plugins.sessions.contract import CONVERSATIONS
 
 from .schemas import (HealthCheck, KnownClients, LiveSessions, LiveSessionsByUser, ModelChanged, Models,
                       NoteSaved, ProviderChanged, ProviderModels, Providers, RouteChanged, RoutingRule,
-                      SessionState)
+                      SessionState, StoredTotals)
 
 PREFIX = "/api/v1/admin"
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,99}\Z")
@@ -249,6 +250,18 @@ async def session(request: web.Request) -> web.Response:
         raise NotFound(f"No live session {session_id!r}.", error_type="session_not_found",
                        hint="GET /api/v1/admin/sessions lists the live sessions.")
     return web.json_response(state)
+
+
+@routes.get(PREFIX + "/stats", name="admin.stats")
+@api_doc("How many users, sessions and messages are stored (the console's dashboard)", responses={200: StoredTotals},
+         errors=(503,), auth="admin")
+async def stats(request: web.Request) -> web.Response:
+    await require_admin(request)
+    conversations = get_context(request).contracts.get(CONVERSATIONS)
+    if conversations is None:
+        raise ServiceUnavailable("This service keeps no sessions.", error_type="sessions_unavailable",
+                                 hint="The sessions plugin is not loaded in this service.")
+    return web.json_response(await conversations.totals())
 
 
 @routes.get(PREFIX + "/clients", name="admin.clients")

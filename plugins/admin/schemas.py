@@ -39,6 +39,12 @@ class LiveSessionsByUser(marshmallow.Schema):
     total_sessions = fields.Integer(required=True)
 
 
+class StoredTotals(marshmallow.Schema):
+    users = fields.Integer(required=True, metadata={"description": "Users with at least one stored session."})
+    sessions = fields.Integer(required=True, metadata={"description": "Stored sessions of every user."})
+    messages = fields.Integer(required=True, metadata={"description": "Stored messages of every user."})
+
+
 class KnownClient(marshmallow.Schema):
     client_id = fields.String(required=True)
     user_id = fields.String(required=True)

@@ -26,7 +26,7 @@ from plugins.sessions.contract import CONVERSATIONS
 
 from .schemas import (HealthCheck, KnownClients, LiveSessions, LiveSessionsByUser, ModelChanged, Models,
                       NoteSaved, ProviderChanged, ProviderModels, Providers, RouteChanged, RoutingRule,
-                      SessionMessages, SessionState, StoredTotals)
+                      SessionState, StoredTotals)
 
 PREFIX = "/api/v1/admin"
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,99}\Z")
@@ -135,13 +135,6 @@ class RouteBody(StrictSchema):
 
 class NoteBody(StrictSchema):
     note = fields.String(required=True, validate=validate.Length(max=1000))
-
-
-class SessionMessagesQuery(StrictSchema):
-    user_id = fields.String(required=True, validate=validate.Length(min=1, max=200),
-                            metadata={"description": "The session's owner: session ids are per owner."})
-    limit = fields.Integer(load_default=50, validate=validate.Range(min=1, max=500))
-    offset = fields.Integer(load_default=0, validate=validate.Range(min=0))
 
 
 class ClientsQuery(StrictSchema):
@@ -259,35 +252,16 @@ async def session(request: web.Request) -> web.Response:
     return web.json_response(state)
 
 
-def conversations_of(request: web.Request):
-    conversations = get_context(request).contracts.get(CONVERSATIONS)
-    if conversations is None:
-        raise ServiceUnavailable("This service keeps no sessions.", error_type="sessions_unavailable",
-                                 hint="The sessions plugin is not loaded in this service.")
-    return conversations
-
-
-@routes.get(PREFIX + "/sessions/{id}/messages", name="admin.session_messages")
-@api_doc("A page of any user's session's stored messages, oldest first (the console's Sessions panel)",
-         query=SessionMessagesQuery, responses={200: SessionMessages}, errors=(404, 503), auth="admin")
-async def session_messages(request: web.Request) -> web.Response:
-    await require_admin(request)
-    query = parse_query(request, SessionMessagesQuery())
-    session_id = request.match_info["id"]
-    conversations = conversations_of(request)
-    if await conversations.get_session(query["user_id"], session_id) is None:
-        raise NotFound(f"{query['user_id']} has no session {session_id!r}.", error_type="session_not_found",
-                       hint="GET /api/v1/admin/sessions lists the live sessions and their owners.")
-    messages = await conversations.list_messages(query["user_id"], session_id, query["limit"], query["offset"])
-    return web.json_response({"messages": messages, "limit": query["limit"], "offset": query["offset"]})
-
-
 @routes.get(PREFIX + "/stats", name="admin.stats")
 @api_doc("How many users, sessions and messages are stored (the console's dashboard)", responses={200: StoredTotals},
          errors=(503,), auth="admin")
 async def stats(request: web.Request) -> web.Response:
     await require_admin(request)
-    return web.json_response(await conversations_of(request).totals())
+    conversations = get_context(request).contracts.get(CONVERSATIONS)
+    if conversations is None:
+        raise ServiceUnavailable("This service keeps no sessions.", error_type="sessions_unavailable",
+                                 hint="The sessions plugin is not loaded in this service.")
+    return web.json_response(await conversations.totals())
 
 
 @routes.get(PREFIX + "/clients", name="admin.clients")

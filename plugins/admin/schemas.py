@@ -39,24 +39,6 @@ class LiveSessionsByUser(marshmallow.Schema):
     total_sessions = fields.Integer(required=True)
 
 
-class StoredMessage(marshmallow.Schema):
-    id = fields.Integer(required=True)
-    session_id = fields.String(required=True)
-    user_id = fields.String(required=True)
-    role = fields.String(required=True, metadata={"description": "`user`, `assistant`, `system` or `action`."})
-    msg_type = fields.String(required=True)
-    content = fields.String(required=True)
-    metadata = fields.Dict(keys=fields.String(), required=True)
-    client_msg_id = fields.String(required=True, allow_none=True)
-    created_at = fields.Integer(required=True, metadata={"description": "Epoch milliseconds."})
-
-
-class SessionMessages(marshmallow.Schema):
-    messages = fields.List(fields.Nested(StoredMessage), required=True, metadata={"description": "Oldest first."})
-    limit = fields.Integer(required=True)
-    offset = fields.Integer(required=True)
-
-
 class StoredTotals(marshmallow.Schema):
     users = fields.Integer(required=True, metadata={"description": "Users with at least one stored session."})
     sessions = fields.Integer(required=True, metadata={"description": "Stored sessions of every user."})

@@ -223,6 +223,13 @@ async def test_an_upload_streams_through_to_the_voice_service(stack, aiohttp_ser
     form.add_field("audio", b"\0" * 200_000, filename="big.wav", content_type="audio/wav")
     await error_of(await console.post("/api/voice/transcribe", data=form), 413, "payload_too_large")
 
+    async def chunks():  # no Content-Length: the bound is counted while the body streams
+        for _ in range(20):
+            yield b"\0" * 10_000
+    await error_of(await console.post("/api/voice/transcribe", data=chunks(),
+                                      headers={"Content-Type": "multipart/form-data; boundary=x"}),
+                   413, "payload_too_large")
+
 
 async def test_the_dashboard_reports_each_source_and_survives_one_being_down(stack):
     conversations = get_context(stack.servers["gateway"].app).contracts.require(CONVERSATIONS)

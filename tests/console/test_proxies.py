@@ -248,6 +248,9 @@ async def test_the_dashboard_reports_each_source_and_survives_one_being_down(sta
     assert body["services"]["total"] == len(TABLE) and body["services"]["running"] == 0
     assert body["sessions"] == {"available": True, "activeSessions": 0, "activeUsers": 0,
                                 "sessionTotal": 2, "messageTotal": 3}
+    # The Sessions panel's history of a stored session, through the admin API.
+    history = await (await console.get("/api/sessions/morning/messages?user_id=user_carol&limit=1&offset=1")).json()
+    assert [m["content"] for m in history["messages"]] == ["hi there"] and history["user_id"] == "user_carol"
     assert body["memory"] == {"available": True, "total": 1}
     assert body["database"]["available"] is True and len(body["database"]["ports"]) == 5
     assert body["system"]["memory"]["totalBytes"] > 0 and body["system"]["cpuCount"] >= 1

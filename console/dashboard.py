@@ -18,8 +18,8 @@ from gateway.errors import ApiError, NotFound
 from gateway.openapi import api_doc
 from gateway.validation import parse_query
 
-from .database import DATABASE, PortCheck, EmbeddedPostgres, unavailable
-from .peers import GATEWAY, PeerError
+from .database import DATABASE, EmbeddedPostgres, PortCheck, unavailable
+from .peers import GATEWAY
 from .performance import PerformanceMonitor
 from .schemas import (Histories, HistoryQuery, PerformanceDashboard, PerformanceSnapshot, PerformanceSummary,
                       ServiceHistory, ServiceStatus, SttLogEntries, SummaryQuery, SystemSample)
@@ -29,7 +29,6 @@ from .typedefs import PEERS, PERFORMANCE, STT_LOG, SUPERVISOR
 SOURCE_TTL = 2.0  # seconds one asking of the sources serves every dashboard caller
 SOURCE_TIMEOUT = 2.0
 TREND_WINDOW = 300.0
-MEMORY_SERVICE = "memory-service"
 
 routes = web.RouteTableDef()
 
@@ -92,12 +91,10 @@ async def sessions_part(request: web.Request) -> dict[str, Any]:
 
 
 async def memory_part(request: web.Request) -> dict[str, Any]:
-    try:
-        page = await request.app[PEERS].get_json(MEMORY_SERVICE, "/api/v1/memories", params={"limit": "1"},
-                                                 timeout=SOURCE_TIMEOUT)
-    except PeerError as error:
-        return unavailable(error)
-    return {"available": True, "total": int(page.get("total", 0))}
+    counted = await request.app[DATABASE].memory_rows()
+    if not counted["available"]:
+        return counted
+    return {"available": True, "total": counted["rows"]}
 
 
 async def database_part(request: web.Request) -> dict[str, Any]:

@@ -5,11 +5,9 @@ stack of conf/docker-compose.yml (console/containers.py, run in an executor)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import marshmallow
 from aiohttp import web
@@ -25,33 +23,7 @@ from .peers import PeerError, Peers
 
 PORT_TIMEOUT = 1.0
 MEMORY_SERVICE = "memory-service"
-# name, configuration key (its URL), environment variable named in the answer, default port.
-SERVERS = (
-    ("PostgreSQL", "database.url", "DATABASE_URL", 5432),
-    ("Redis", "bus.redis_url", "REDIS_URL", 6379),
-    ("Qdrant", "vectors.qdrant_url", "QDRANT_URL", 6333),
-    ("MinIO", "blobs.s3_endpoint", "S3_ENDPOINT", 9000),
-    ("NATS", None, "NATS_URL", 4222),  # nothing here uses NATS yet: only the environment names it
-)
 ACTIONS = {"start": (containers.stack_up, "up"), "stop": (containers.stack_down, "down")}
-
-
-def server_addresses(config: Config, environ: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    environ = dict(os.environ) if environ is None else environ
-    found = []
-    for name, key, variable, default_port in SERVERS:
-        url = config.get(key) if key else environ.get(variable)
-        host, port, source = "127.0.0.1", default_port, "default"
-        if url:
-            parts = urlsplit(url if "//" in url else f"//{url}")
-            host = parts.hostname or host
-            try:
-                port = parts.port or default_port
-            except ValueError:
-                pass
-            source = variable
-        found.append({"name": name, "host": host, "port": port, "source": source})
-    return found
 
 
 async def port_check(host: str, port: int, timeout: float = PORT_TIMEOUT) -> tuple[bool, float | None]:
@@ -88,7 +60,7 @@ class DatabasePanel:
         self._compose_lock = asyncio.Lock()
 
     async def ports(self) -> list[dict[str, Any]]:
-        addresses = server_addresses(self.config)
+        addresses = containers.server_addresses(self.config)
         results = await asyncio.gather(*(port_check(entry["host"], entry["port"]) for entry in addresses))
         return [{**entry, "open": is_open, "latencyMs": latency} for entry, (is_open, latency) in zip(addresses, results)]
 

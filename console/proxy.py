@@ -96,27 +96,38 @@ def _too_large(limit: int) -> ApiError:
                     "payload_too_large", "Send a smaller body, or raise console.proxy_max_body_bytes.", status=413)
 
 
-async def _bounded(request: web.Request, limit: int) -> AsyncIterator[bytes]:
-    sent = 0
-    async for chunk in request.content.iter_chunked(CHUNK):
-        sent += len(chunk)
-        if sent > limit:
-            raise _too_large(limit)
-        yield chunk
+class BoundedBody:
+    """The request's body as it arrives, ended with 413 past `limit` bytes. The client session
+    wraps what a body's iterator raises into a connection error, so `exceeded` tells afterwards."""
+
+    def __init__(self, request: web.Request, limit: int):
+        self.request = request
+        self.limit = limit
+        self.exceeded = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        sent = 0
+        async for chunk in self.request.content.iter_chunked(CHUNK):
+            sent += len(chunk)
+            if sent > self.limit:
+                self.exceeded = True
+                raise _too_large(self.limit)
+            yield chunk
 
 
-async def _body(request: web.Request, row: ProxyRow) -> bytes | AsyncIterator[bytes] | None:
+async def _body(request: web.Request, row: ProxyRow) -> bytes | BoundedBody | None:
     if not request.body_exists:
         return None
     limit = request.app[PROXY_MAX_BODY]
     if request.content_length is not None and request.content_length > limit:
         raise _too_large(limit)
+    body = BoundedBody(request, limit)
     if row.admin:
         data = bytearray()
-        async for chunk in _bounded(request, limit):
+        async for chunk in body:
             data.extend(chunk)
         return bytes(data)
-    return _bounded(request, limit)
+    return body
 
 
 async def forward(request: web.Request, row: ProxyRow) -> web.StreamResponse:
@@ -129,10 +140,13 @@ async def forward(request: web.Request, row: ProxyRow) -> web.StreamResponse:
         credential = await peers.admin_headers(refused) if row.admin else peers.service_headers()
         try:
             upstream = await peers.http.request(request.method, url, headers={**base_headers, **credential},
-                                                data=body, allow_redirects=False)
-        except ApiError:
-            raise  # the body was larger than allowed
-        except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+                                                data=body.__aiter__() if isinstance(body, BoundedBody) else body,
+                                                allow_redirects=False)
+        except (aiohttp.ClientError, asyncio.TimeoutError, ApiError) as error:
+            if isinstance(body, BoundedBody) and body.exceeded:
+                raise _too_large(body.limit) from None
+            if isinstance(error, ApiError):
+                raise
             raise peers.unreachable(row.service, error) from None
         if upstream.status == 401 and row.admin and attempt == 1:
             upstream.release()

@@ -10,3 +10,5 @@ async def test_only_the_administrator_reads_the_totals_and_only_where_sessions_a
     await error_of(await gateway.get("/api/v1/admin/stats"), 401, "unauthorized")
     # This gateway is built without the sessions plugin.
     await error_of(await gateway.get("/api/v1/admin/stats", headers=gateway.admin), 503, "sessions_unavailable")
+    await error_of(await gateway.get("/api/v1/admin/sessions/s1/messages", headers=gateway.admin), 503,
+                   "sessions_unavailable")

@@ -223,6 +223,13 @@ async def test_an_upload_streams_through_to_the_voice_service(stack, aiohttp_ser
     form.add_field("audio", b"\0" * 200_000, filename="big.wav", content_type="audio/wav")
     await error_of(await console.post("/api/voice/transcribe", data=form), 413, "payload_too_large")
 
+    async def chunks():  # no Content-Length: the bound is counted while the body streams
+        for _ in range(20):
+            yield b"\0" * 10_000
+    await error_of(await console.post("/api/voice/transcribe", data=chunks(),
+                                      headers={"Content-Type": "multipart/form-data; boundary=x"}),
+                   413, "payload_too_large")
+
 
 async def test_the_dashboard_reports_each_source_and_survives_one_being_down(stack):
     conversations = get_context(stack.servers["gateway"].app).contracts.require(CONVERSATIONS)
@@ -241,6 +248,9 @@ async def test_the_dashboard_reports_each_source_and_survives_one_being_down(sta
     assert body["services"]["total"] == len(TABLE) and body["services"]["running"] == 0
     assert body["sessions"] == {"available": True, "activeSessions": 0, "activeUsers": 0,
                                 "sessionTotal": 2, "messageTotal": 3}
+    # The Sessions panel's history of a stored session, through the admin API.
+    history = await (await console.get("/api/sessions/morning/messages?user_id=user_carol&limit=1&offset=1")).json()
+    assert [m["content"] for m in history["messages"]] == ["hi there"] and history["user_id"] == "user_carol"
     assert body["memory"] == {"available": True, "total": 1}
     assert body["database"]["available"] is True and len(body["database"]["ports"]) == 5
     assert body["system"]["memory"]["totalBytes"] > 0 and body["system"]["cpuCount"] >= 1

@@ -334,3 +334,19 @@ export function meter(percent) {
   return el("div", { class: "meter", role: "meter", "aria-valuenow": width, "aria-valuemin": 0, "aria-valuemax": 100 },
     el("svg", { viewBox: "0 0 100 1", preserveAspectRatio: "none" }, el("rect", { x: 0, y: 0, width, height: 1 })));
 }
+
+/**
+ * A table of `path`'s `items`, filtered by the form's user_id and paged by offset (the memory
+ * service's lists); returns the function that (re)loads it.
+ */
+export function userPagedList({ form, path, items, columns, empty, count, list, pagerBox, limit = 50 }) {
+  let offset = 0;
+  async function load() {
+    const body = await get(path, { user_id: form.user_id.value.trim(), limit, offset });
+    count.textContent = `(${body.total})`;
+    replace(list, table(columns, body[items], empty));
+    pager(pagerBox, { offset, limit, total: body.total, go: async (next) => { offset = next; await load(); } });
+  }
+  onSubmit(form, async () => { offset = 0; await load(); });
+  return load;
+}

@@ -144,7 +144,8 @@ export function showFieldErrors(form, error) {
   if (!(error instanceof ApiError)) return false;
   let shown = false;
   const place = (field, messages) => {
-    const control = form.elements.namedItem(field);
+    // A nested field may come back by its own name (`signing_secret` for `config.signing_secret`).
+    const control = form.elements.namedItem(field) || form.querySelector(`[name$=".${CSS.escape(field)}"]`);
     if ((!control || !control.closest) && messages && typeof messages === "object" && !Array.isArray(messages)) {
       for (const [key, inner] of Object.entries(messages)) place(`${field}.${key}`, inner);
       return;

@@ -248,6 +248,66 @@ async def test_the_model_config_panel_saves_a_model_and_shows_a_validation_error
         assert len(errors) == 1
 
 
+async def test_the_forms_of_memory_iot_clients_and_chat_platforms(console, phone_in_a_chat, browser):
+    async with open_page(browser=browser) as (page, errors):
+        page.on("dialog", lambda dialog: dialog.accept())  # the confirmations before deleting
+        await show(page, console, "memory")
+        create = page.locator("#memory-create")
+        await create.locator("[name=user_id]").fill("bob")
+        await create.locator("[name=content]").fill("My daughter studies in Shanghai")
+        await create.locator("[name=category]").select_option("relationship")
+        await create.locator("button[type=submit]").click()
+        row = page.locator("#memory-list tr", has_text="My daughter studies in Shanghai")
+        await row.wait_for()
+        await page.fill("#memory-filter [name=q]", "where does my child go to school")
+        await page.click("#memory-filter button[type=submit]")
+        await page.locator("#memory-list th", has_text="Score").wait_for()
+        assert "Shanghai" in await page.locator("#memory-list tbody tr").first.inner_text()
+        await row.locator("button", has_text="Delete").click()
+        await row.wait_for(state="detached")
+        assert all(memory["user_id"] != "bob" for memory in call(console, "GET", "/api/memory")["memories"])
+
+        await show(page, console, "iot")
+        light = page.locator(".device[data-device='living_room_light']")
+        await light.locator("button", has_text="Switch on").click()
+        await light.locator("button", has_text="Switch off").wait_for()
+        await light.locator("[name=value]").fill("35")
+        await light.locator("button", has_text="Set").click()
+        await light.locator("dd", has_text="35%").wait_for()
+        await light.locator("button", has_text="History").click()
+        await page.locator("#iot-history td", has_text="brightness: 80 → 35").wait_for()
+
+        await show(page, console, "clients")
+        note = page.locator("#clients-list form[data-client='phone-1']")
+        await note.locator("[name=note]").fill("on the fridge")
+        await note.locator("button").click()
+        await page.locator(".toast", has_text="Note saved").wait_for()
+        clients = call(console, "GET", "/api/clients")["clients"]
+        assert [client["note"] for client in clients if client["client_id"] == "phone-1"] == ["on the fridge"]
+
+        await show(page, console, "chat-platforms")
+        form = page.locator("#bot-form")
+        await form.locator("[name=name]").fill("Home webhook")
+        await form.locator("[name=platform]").select_option("webhook")
+        await form.locator("[name='config.outgoing_url']").fill("http://127.0.0.1:9/replies")
+        await form.locator("[name='config.signing_secret']").fill("short")
+        await form.locator("[name=users]").fill("42 = alice")
+        await form.locator("button[type=submit]").click()
+        await form.locator("label:has([name='config.signing_secret']) .field-error").wait_for()
+        await form.locator("[name='config.signing_secret']").fill("a-signing-secret-long-enough")
+        await form.locator("button[type=submit]").click()
+        bot = page.locator("#bots tr", has_text="Home webhook")
+        await bot.wait_for()
+        await bot.locator("button", has_text="Disable").click()
+        await bot.locator(".badge-stopped").wait_for()
+        await bot.locator("button", has_text="Messages").click()
+        await page.locator("#bot-log .empty").wait_for()
+        await bot.locator("button", has_text="Delete").click()
+        await bot.wait_for(state="detached")
+        assert call(console, "GET", "/api/chat-platforms/bots")["bots"] == []
+        assert [error for error in errors if "status of 400" not in error] == [] and len(errors) == 1
+
+
 async def test_the_performance_chart_draws_the_gateways_memory(console, browser):
     async with open_page(browser=browser) as (page, errors):
         await show(page, console, "performance")

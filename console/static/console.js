@@ -137,6 +137,11 @@ export function explain(error) {
   return String(error && error.message ? error.message : error);
 }
 
+/** An error of a field checked in the page, shown the way the server's are. */
+export function fieldError(field, message) {
+  return new ApiError(400, { error: `${field}: ${message}`, errorType: "validation_error", fields: { [field]: [message] } });
+}
+
 /** Put each of an ApiError's field messages next to the form control of that name. */
 export function showFieldErrors(form, error) {
   for (const old of form.querySelectorAll(".field-error")) old.remove();

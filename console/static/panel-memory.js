@@ -1,5 +1,5 @@
 // Memory: list or search a person's memories, add one, delete one (through the gateway).
-import { $, actionButton, api, el, get, guard, notify, explain, onSubmit, pager, replace, table, when } from "./console.js";
+import { $, actionButton, fieldError, api, el, get, guard, notify, explain, onSubmit, pager, replace, table, when } from "./console.js";
 
 const CATEGORIES = ["identity", "preference", "health", "relationship", "work", "schedule", "other"];
 const PAGE = 25;
@@ -15,6 +15,8 @@ async function load() {
   let memories;
   let total;
   if (q) {
+    // Without a user the gateway searches the administrator's own memories: ask whose.
+    if (!user_id) throw fieldError("user_id", "Search looks through one person's memories: name them.");
     const body = await get("/api/memory/search", { q, user_id, category, limit: 50 });
     memories = body.memories;
     total = memories.length;

@@ -1,6 +1,6 @@
 // Model Config: the AI core's providers, models and routing rules through the gateway's admin
 // API; validation errors appear next to the field they name.
-import { $, ApiError, actionButton, api, badge, el, explain, get, guard, notify, onSubmit, replace, showFieldErrors,
+import { $, actionButton, api, badge, el, explain, fieldError, get, guard, notify, onSubmit, replace, showFieldErrors,
          table } from "./console.js";
 
 const BASE = "/api/model-config";
@@ -104,11 +104,6 @@ function renderRoutes(routes) {
 }
 
 const list = (text) => text.split(",").map((item) => item.trim()).filter(Boolean);
-
-/** An error of a field checked here, shown the way the server's are. */
-function fieldError(field, message) {
-  return new ApiError(400, { error: `${field}: ${message}`, errorType: "validation_error", fields: { [field]: [message] } });
-}
 
 onSubmit($("#provider-form"), async (data) => {
   const name = data.get("name").trim();

@@ -269,3 +269,24 @@ async def asyncio_sleep_past_the_shared_answer() -> None:
 
     from console.dashboard import SOURCE_TTL
     await asyncio.sleep(SOURCE_TTL + 0.1)
+
+
+async def test_chat_platform_rows_reach_the_platform_bridge(stack):
+    from plugins.platform_bridge import plugin as bridge_plugin
+
+    await stack.serve("platform-bridge", [tokens_plugin, bridge_plugin])
+    console = await stack.console()
+    created = await console.post("/api/chat-platforms/bots", json={
+        "name": "Family", "platform": "webhook", "enabled": False,
+        "config": {"outgoing_url": "https://example.com/hook", "signing_secret": "s" * 24}})
+    assert created.status == 201, await created.text()
+    bot = await created.json()
+    listed = await (await console.get("/api/chat-platforms/bots")).json()
+    assert [b["id"] for b in listed["bots"]] == [bot["id"]]
+    renamed = await console.patch(f"/api/chat-platforms/bots/{bot['id']}", json={"name": "Family bot"})
+    assert renamed.status == 200 and (await renamed.json())["name"] == "Family bot"
+    page = await console.get(f"/api/chat-platforms/bots/{bot['id']}/messages?limit=5")
+    assert page.status == 200, await page.text()
+    deleted = await console.delete(f"/api/chat-platforms/bots/{bot['id']}")
+    assert deleted.status == 204 and await deleted.read() == b""
+    await error_of(await console.get(f"/api/chat-platforms/bots/{bot['id']}"), 404, "bot_not_found")

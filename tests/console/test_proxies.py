@@ -166,6 +166,10 @@ async def test_a_service_that_is_down_is_a_502_naming_it(stack):
     wrong = await stack.console(**{"auth.admin_password": "not-the-gateways"})
     refused = await error_of(await wrong.get("/api/clients"), 502, "gateway_login_failed")
     assert refused["service"] == "gateway" and "ADMIN_PASSWORD" in refused["hint"]
+    # A console whose service credential is not the services': never a 401 passed back.
+    stranger = await stack.console(**{"auth.service_token": "not-the-services"})
+    refused = await error_of(await stranger.get("/api/memory-timeline"), 502, "credential_refused")
+    assert refused["service"] == "memory-service" and "SERVICE_TOKEN" in refused["hint"]
 
 
 async def test_service_rows_use_the_service_credential(stack):

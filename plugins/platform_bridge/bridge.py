@@ -65,6 +65,7 @@ class Bridge:
         self.tasks: set[asyncio.Task] = set()
         self.chat_locks: dict[tuple[str, str], asyncio.Lock] = {}
         self.gateway: GatewayTurns | None = None
+        self.stopping = False
 
     @property
     def db(self):
@@ -84,6 +85,7 @@ class Bridge:
         try:
             yield
         finally:
+            self.stopping = True  # a task cancelled inside a database call may fail instead
             for task in [*self.pollers.values(), *self.tasks]:
                 task.cancel()
             for task in [*self.pollers.values(), *self.tasks]:
@@ -105,6 +107,7 @@ class Bridge:
         """Apply a bot's new configuration: stop what runs for it and start it again."""
         poller = self.pollers.pop(bot_id, None)
         if poller is not None:
+            poller.remove_done_callback(self._done)  # cancelled inside a database call, it may fail instead
             poller.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await poller
@@ -121,7 +124,9 @@ class Bridge:
                 for update in await store.pending_updates(self.db, bot["id"]):
                     self.spawn(self._telegram_update(bot, update))
             else:
-                self.pollers[bot["id"]] = asyncio.create_task(self._poll(bot), name=f"telegram-poll-{bot['id']}")
+                poller = asyncio.create_task(self._poll(bot), name=f"telegram-poll-{bot['id']}")
+                poller.add_done_callback(self._done)
+                self.pollers[bot["id"]] = poller
 
     def spawn(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)
@@ -130,7 +135,8 @@ class Bridge:
 
     def _done(self, task: asyncio.Task) -> None:
         self.tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
+        if not task.cancelled() and task.exception() is not None and not self.stopping:
+            # Not the exception's text: a Telegram URL in it would carry the bot's token.
             log.error("a bridge task failed: %s", type(task.exception()).__name__)
 
     # ------------------------------------------------------------ Telegram

@@ -15,6 +15,7 @@ from gateway.context import Context
 from gateway.fetch import GuardedFetcher
 
 from . import store
+from .discord import DiscordReplier
 from .gateway_client import GatewayFailed, GatewayTurns, TurnOutcome
 from .outgoing import post_reply
 from .telegram import BotApi, StreamedMessage, TelegramError
@@ -198,10 +199,11 @@ class Bridge:
         text = message.get("text")
         voice = message.get("voice") or message.get("audio")
         if not isinstance(text, str) and isinstance(voice, dict) and voice.get("file_id"):
-            if await store.user_for(self.db, bot["id"], sender) is None:
+            user_id = await store.user_for(self.db, bot["id"], sender)
+            if user_id is None:
                 text = "[voice note]"  # refused below, without transcribing a stranger's audio
             else:
-                transcript, problem = await self._transcribe(api, str(voice["file_id"]), sender)
+                transcript, problem = await self._transcribe(api, str(voice["file_id"]), user_id)
                 if transcript is None:
                     await self._log(bot, "in", chat_id, sender, "[voice note]", None, None, error=problem)
                     await self._answer_plainly(bot, chat_id, sender, replier,
@@ -225,6 +227,7 @@ class Bridge:
         form = aiohttp.FormData()
         form.add_field("audio", audio, filename="voice.ogg", content_type="audio/ogg")
         form.add_field("format", "ogg")
+        form.add_field("user_id", user_id)
         try:
             async with asyncio.timeout(120):
                 async with self.http.post(f"{voice_url}/api/v1/transcribe", data=form,
@@ -244,6 +247,21 @@ class Bridge:
         chat_id = message["chat_id"] or message["user_id"]
         incoming = Incoming(bot, chat_id, message["user_id"], message["text"], time.monotonic())
         replier = WebhookReplier(self, bot, chat_id, message["user_id"], message["message_id"])
+
+        async def run() -> None:
+            async with self._chat_lock(bot["id"], chat_id):
+                await self.handle(incoming, replier)
+
+        self.spawn(run())
+
+    # ------------------------------------------------------------ Discord
+
+    def discord_command(self, bot: dict, interaction: dict, text: str, sender: str) -> None:
+        """Answer a command through its follow-up webhook; the route has answered type 5."""
+        chat_id = str(interaction.get("channel_id") or sender)
+        replier = DiscordReplier(self.http, self.settings["discord_api_url"], str(bot["config"]["application_id"]),
+                                 str(interaction.get("token") or ""))
+        incoming = Incoming(bot, chat_id, sender, text, time.monotonic())
 
         async def run() -> None:
             async with self._chat_lock(bot["id"], chat_id):

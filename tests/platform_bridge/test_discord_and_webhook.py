@@ -79,3 +79,33 @@ async def test_the_generic_webhook_is_signed_both_ways(make_bridge, aiohttp_serv
     assert json.loads(raw) == {"bot_id": bot["id"], "chat_id": "crm-7", "user_id": "crm-7", "text": ANSWER,
                                "reply_to": "m1"}
     assert await gateway.conversations.list_messages("carol", f"{bot['id']}_crm-7_1")
+
+
+async def test_a_discord_bot_of_the_bridge_answers_deferred_as_the_linked_person(make_bridge, discord, gateway):
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    key = Ed25519PrivateKey.generate()
+    public = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
+    bridge = await make_bridge(discord_api_url=discord.url)
+    bot = await bridge.add_bot(platform="discord", config={"application_id": "123456789012345678",
+                                                           "public_key": public, "bot_token": "d" * 40},
+                               users=[{"platform_user_id": "80351110224678912", "user_id": "dave"}])
+    assert bot["config"]["bot_token"] == "••••dddd" and bot["config"]["public_key"] == public
+    url = bot["endpoints"]["interactions"]
+
+    def signed(body: dict) -> tuple[bytes, dict]:
+        raw, timestamp = json.dumps(body).encode(), str(int(__import__("time").time()))
+        return raw, {"X-Signature-Ed25519": key.sign(timestamp.encode() + raw).hex(),
+                     "X-Signature-Timestamp": timestamp, "Content-Type": "application/json"}
+
+    raw, headers = signed({"type": 1})
+    assert await (await bridge.client.post(url, data=raw, headers=headers)).json() == {"type": 1}
+    raw, headers = signed(interaction("hi bridge"))
+    response = await bridge.client.post(url, data=raw, headers={**headers, "X-Signature-Ed25519": "00" * 64})
+    assert response.status == 401
+    response = await bridge.client.post(url, data=raw, headers=headers)
+    assert await response.json() == {"type": 5}
+    await asyncio.wait_for(discord.edited.wait(), 10)
+    assert discord.edits == [("123456789012345678", "interaction-token-1", {"content": ANSWER})]
+    assert await gateway.conversations.list_messages("dave", f"{bot['id']}_41771983423143937_1")

@@ -1,4 +1,5 @@
-"""The bridge tests run the real chain: the bridge service, the gateway (sessions, chat,
+"""The bridge tests run the real chain (each fixture names its database before the server that
+uses it, so the server stops first): the bridge service, the gateway (sessions, chat,
 webhooks) and the AI core on loopback ports, the AI core answered by tests/support/fake_openai.py,
 and each platform a local server speaking its real API (tests/support/fake_telegram.py)."""
 from __future__ import annotations
@@ -21,6 +22,7 @@ from plugins.webhooks import plugin as webhooks_plugin
 from tests.support.fake_openai import serve_fake_provider, route_to_model
 from tests.support.fake_discord import serve_fake_discord
 from tests.support.fake_telegram import serve_fake_telegram
+from tests.support.servers import free_port
 
 SERVICE = {"Authorization": "Bearer test-service-token"}
 TOKEN = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"
@@ -32,7 +34,7 @@ async def provider(aiohttp_server):
 
 
 @pytest.fixture
-async def ai_core_url(aiohttp_server, make_config, postgres_server, provider):
+async def ai_core_url(postgres_server, provider, make_config, aiohttp_server):
     """The AI core, its one model the fake provider's `slow` behaviour (the answer word by word)."""
     name = postgres_server.create_database()
     config = make_config({"database.url": postgres_server.database_url(name)})
@@ -45,7 +47,7 @@ async def ai_core_url(aiohttp_server, make_config, postgres_server, provider):
 
 
 @pytest.fixture
-async def gateway(aiohttp_server, make_config, database_url, ai_core_url, discord):
+async def gateway(database_url, ai_core_url, discord, make_config, aiohttp_server):
     """The gateway with the webhooks plugin (the bridge's turn route) and what it stands on."""
     config = make_config({"database.url": database_url, "peers.ai_core_url": ai_core_url,
                           "plugins.webhooks": {"discord_api_url": discord.url, "discord_defer_after": 0.2}})
@@ -87,14 +89,17 @@ class Bridge:
 
 
 @pytest.fixture
-def make_bridge(aiohttp_client, make_config, database_url, gateway, telegram):
+def make_bridge(request, database_url, make_config, telegram, aiohttp_client):
     """`await make_bridge(overrides, **settings)`: the bridge service, pointed at the gateway and
     the fake Telegram; `[plugins.platform_bridge]` settings as keywords, other configuration as
     dotted `overrides`."""
     async def build(overrides: dict | None = None, **settings) -> Bridge:
         options = {"telegram_api_url": telegram.url, "poll_timeout": 1, "edit_interval": 0.1,
                    "retry_delay": 0.1, **settings}
-        config = make_config({"database.url": database_url, "peers.gateway_url": str(gateway.make_url("")),
+        # The gateway (and the AI core behind it) only for the tests that talk to it.
+        gateway_url = (str(request.getfixturevalue("gateway").make_url("")) if "gateway" in request.fixturenames
+                       else f"http://127.0.0.1:{free_port()}")
+        config = make_config({"database.url": database_url, "peers.gateway_url": gateway_url,
                               "plugins.platform_bridge": options, **(overrides or {})})
         app = create_app("platform-bridge", config, plugins=[tokens_plugin, bridge_plugin])
         return Bridge(await aiohttp_client(app), app)

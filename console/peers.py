@@ -2,9 +2,10 @@
 table (the addresses the supervisor hands each service for its peers), over one client session,
 with the service credential (SERVICE_TOKEN) or, for the gateway's administrator API, an access
 token the console gets by logging in as the administrator (ADMIN_USERNAME / ADMIN_PASSWORD, the
-generated password of DATA_DIR/secrets.json when unset). The token is kept in memory only,
-renewed shortly before it expires and once when the gateway answers 401; it is never logged and
-never part of an answer."""
+generated password of DATA_DIR/secrets.json when unset). The tokens are kept in memory only;
+the access token is renewed with the refresh token shortly before it expires (a login again when
+that fails), and replaced by a new login once when the gateway answers 401. They are never logged
+and never part of an answer."""
 from __future__ import annotations
 
 import asyncio
@@ -20,6 +21,7 @@ from gateway.services import ServiceSpec
 
 GATEWAY = "gateway"
 LOGIN_PATH = "/api/v1/auth/login"
+REFRESH_PATH = "/api/v1/auth/refresh"
 # Renew the administrator's token when it has less than this left (seconds).
 RENEW_MARGIN = 60.0
 # A peer that accepts no connection in this time counts as unreachable.
@@ -45,9 +47,13 @@ class Peers:
         self._admin_username = str(config.get("auth.admin_username") or "admin")
         self._admin_password = str(config.get("auth.admin_password") or "")
         self._admin_token: str | None = None
+        self._refresh_token: str | None = None
         self._admin_expires = 0.0
         self._login_lock = asyncio.Lock()
-        self.logins = 0  # how many times the console logged in to the gateway (tests read it)
+        # How many times the console logged in to the gateway, and renewed its token with the
+        # refresh token (tests read them).
+        self.logins = 0
+        self.renewals = 0
         self._http: aiohttp.ClientSession | None = None
 
     async def open(self) -> None:
@@ -99,9 +105,34 @@ class Peers:
         one may have renewed it already: then that new one is used)."""
         async with self._login_lock:
             stale = refused is not None and refused.get("Authorization") == f"Bearer {self._admin_token}"
-            if stale or self._admin_token is None or self._admin_expires - time.time() < RENEW_MARGIN:
+            if stale or self._admin_token is None:
+                await self._login()
+            elif self._admin_expires - time.time() < RENEW_MARGIN and not await self._renew():
                 await self._login()
             return {"Authorization": f"Bearer {self._admin_token}"}
+
+    async def _renew(self) -> bool:
+        """Fresh tokens for the refresh token (logins are rate-limited per address; renewals are
+        not); False when the gateway does not take it, and a login is needed."""
+        if self._refresh_token is None:
+            return False
+        try:
+            async with self.http.post(self.base_url(GATEWAY) + REFRESH_PATH,
+                                      json={"refresh_token": self._refresh_token},
+                                      timeout=aiohttp.ClientTimeout(total=10)) as response:
+                body = await response.json(content_type=None) if response.status == 200 else None
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+            return False
+        if not isinstance(body, dict) or not body.get("token"):
+            return False
+        self._keep(body)
+        self.renewals += 1
+        return True
+
+    def _keep(self, pair: dict) -> None:
+        self._admin_token = str(pair["token"])
+        self._refresh_token = str(pair["refresh_token"]) if pair.get("refresh_token") else None
+        self._admin_expires = float(pair.get("expires") or time.time() + RENEW_MARGIN * 2)
 
     async def _login(self) -> None:
         url = self.base_url(GATEWAY) + LOGIN_PATH
@@ -125,8 +156,7 @@ class Peers:
                             hint="The console logs in with ADMIN_USERNAME / ADMIN_PASSWORD (or the generated "
                                  "password in DATA_DIR/secrets.json): give the console and the gateway the same "
                                  "ones." + (f" The gateway said: {detail}" if detail else ""))
-        self._admin_token = str(body["token"])
-        self._admin_expires = float(body.get("expires") or time.time() + RENEW_MARGIN * 2)
+        self._keep(body)
         self.logins += 1
 
     # ---------------------------------------------------------------- small JSON calls

@@ -13,10 +13,11 @@ import collections
 import logging
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import psutil
 
@@ -68,7 +69,9 @@ def summarize(samples: Iterable[dict]) -> dict[str, Any]:
 
 class ProcessSampler:
     """Keeps one psutil.Process per pid between rounds: CPU % is measured since the previous
-    call on the same object. Blocking; used from one executor call at a time."""
+    call on the same object. A round lists the machine's processes once (who is whose child)
+    and reads the socket tables once, whatever the number of services. Blocking; used from one
+    executor call at a time."""
 
     def __init__(self, data_dir: Path):
         self.data_dir = data_dir
@@ -81,33 +84,39 @@ class ProcessSampler:
             process.cpu_percent(None)  # the first reading is 0 by definition: start the clock
         return process
 
-    def tree(self, pid: int) -> list[psutil.Process]:
-        root = self._process(pid)
-        members = [root]
-        for child in root.children(recursive=True):
-            try:
-                if child.name().startswith(SHARED_PROCESS_NAMES):
-                    continue
-                members.append(self._process(child.pid))
-            except psutil.Error:
-                continue
+    @staticmethod
+    def children_map() -> dict[int, list[tuple[int, str]]]:
+        """Parent pid -> its children's (pid, name), from one listing of the processes."""
+        children: dict[int, list[tuple[int, str]]] = collections.defaultdict(list)
+        for process in psutil.process_iter(["ppid", "name"]):
+            if process.info["ppid"]:
+                children[process.info["ppid"]].append((process.pid, process.info["name"] or ""))
+        return children
+
+    @staticmethod
+    def tree(pid: int, children: Mapping[int, list[tuple[int, str]]]) -> list[int]:
+        """`pid` and its descendants, without a shared PostgreSQL server (nor what it started)."""
+        members, pending = [pid], [pid]
+        while pending:
+            for child, name in children.get(pending.pop(), ()):
+                if not name.startswith(SHARED_PROCESS_NAMES):
+                    members.append(child)
+                    pending.append(child)
         return members
 
-    def sample(self, pid: int, now: float) -> dict[str, Any] | None:
-        try:
-            members = self.tree(pid)
-        except psutil.Error:
-            return None
+    def sample(self, pids: list[int], now: float, sockets: "SocketCounter") -> dict[str, Any] | None:
+        """One service's sample: `pids` is its tree, the main process first."""
         totals = {"cpuPercent": 0.0, "rssBytes": 0, "threads": 0, "openFiles": 0, "connections": 0}
         counted = 0
-        for process in members:
+        for pid in pids:
             try:
+                process = self._process(pid)
                 with process.oneshot():
                     cpu = process.cpu_percent(None)
                     rss = process.memory_info().rss
                     threads = process.num_threads()
                     open_files = len(process.open_files())
-                    connections = len(process.net_connections(kind="inet"))
+                connections = sockets.count(process)
             except psutil.Error:
                 continue  # exited between the listing and the reading
             totals["cpuPercent"] += cpu
@@ -119,22 +128,7 @@ class ProcessSampler:
         if not counted:
             return None
         totals["cpuPercent"] = round(totals["cpuPercent"], 1)
-        return {"time": round(now, 3), "pid": pid, "processes": counted, **totals}
-
-    def forget_except(self, pids: set[int]) -> None:
-        """Drop cached processes of trees no longer sampled."""
-        keep = set(pids)
-        for pid in pids:
-            process = self._processes.get(pid)
-            if process is None:
-                continue
-            try:
-                keep.update(child.pid for child in process.children(recursive=True))
-            except psutil.Error:
-                pass
-        for pid in list(self._processes):
-            if pid not in keep:
-                del self._processes[pid]
+        return {"time": round(now, 3), "pid": pids[0], "processes": counted, **totals}
 
     def system(self, now: float) -> dict[str, Any]:
         memory = psutil.virtual_memory()
@@ -154,12 +148,62 @@ class ProcessSampler:
     def round(self, pids: dict[str, int]) -> tuple[dict[str, dict], dict]:
         now = time.time()
         samples = {}
-        for service_id, pid in pids.items():
-            sample = self.sample(pid, now)
-            if sample is not None:
-                samples[service_id] = sample
-        self.forget_except(set(pids.values()))
+        sampled: set[int] = set()
+        if pids:
+            children = self.children_map()
+            sockets = SocketCounter()
+            for service_id, pid in pids.items():
+                members = self.tree(pid, children)
+                sampled.update(members)
+                sample = self.sample(members, now, sockets)
+                if sample is not None:
+                    samples[service_id] = sample
+        for pid in list(self._processes):  # processes no longer in any tree
+            if pid not in sampled:
+                del self._processes[pid]
         return samples, self.system(now)
+
+
+class SocketCounter:
+    """Open TCP/UDP sockets of a process. On Linux the kernel's socket tables are read once per
+    round and each process's descriptors are matched against them; elsewhere psutil asks per
+    process."""
+
+    TABLES = ("tcp", "tcp6", "udp", "udp6")
+
+    def __init__(self):
+        self.inodes: set[str] | None = self._inet_inodes() if sys.platform.startswith("linux") else None
+
+    def _inet_inodes(self) -> set[str] | None:
+        inodes: set[str] = set()
+        for table in self.TABLES:
+            try:
+                with open(f"/proc/net/{table}") as handle:
+                    next(handle, None)  # the header
+                    inodes.update(fields[9] for fields in map(str.split, handle) if len(fields) > 9)
+            except OSError:
+                return None
+        return inodes
+
+    def count(self, process: psutil.Process) -> int:
+        if self.inodes is None:
+            return len(process.net_connections(kind="inet"))
+        directory = f"/proc/{process.pid}/fd"
+        try:
+            descriptors = os.listdir(directory)
+        except FileNotFoundError:
+            raise psutil.NoSuchProcess(process.pid) from None
+        except PermissionError:
+            raise psutil.AccessDenied(process.pid) from None
+        count = 0
+        for descriptor in descriptors:
+            try:
+                target = os.readlink(f"{directory}/{descriptor}")
+            except OSError:
+                continue  # closed meanwhile
+            if target.startswith("socket:[") and target[8:-1] in self.inodes:
+                count += 1
+        return count
 
 
 class PerformanceMonitor:

@@ -148,15 +148,30 @@ async def forward(request: web.Request, row: ProxyRow) -> web.StreamResponse:
             if isinstance(error, ApiError):
                 raise
             raise peers.unreachable(row.service, error) from None
-        if upstream.status == 401 and row.admin and attempt == 1:
+        if upstream.status == 401:
             upstream.release()
-            refused = credential  # renew once: the gateway may have a new signing key, or revoked it
-            continue
+            if row.admin and attempt == 1:
+                refused = credential  # renew once: the gateway may have a new signing key, or revoked it
+                continue
+            raise credential_refused(peers, row)
         try:
             return await _answer(request, upstream)
         finally:
             upstream.release()
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def credential_refused(peers: Peers, row: ProxyRow) -> PeerError:
+    """The service refused the console's own credential: a 401 passed back would read as the
+    console asking its caller for one."""
+    name = peers.spec(row.service).name
+    if row.admin:
+        return PeerError(row.service, f"The {name} refused the console's administrator token, even a fresh one.",
+                         "credential_refused", hint="Check the gateway's log; its administrator account may be "
+                                                    "disabled or renamed (ADMIN_USERNAME).")
+    return PeerError(row.service, f"The {name} refused the console's service credential.", "credential_refused",
+                     hint="The console and the services must share SERVICE_TOKEN (or one DATA_DIR, where it is "
+                          "generated).")
 
 
 async def _answer(request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
@@ -223,5 +238,3 @@ async def service_health(request: web.Request) -> web.StreamResponse:
     finally:
         upstream.release()
 
-
-__all__ = ["ROWS", "ProxyRow", "add_proxy_routes", "forward", "PeerError"]

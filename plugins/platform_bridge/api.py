@@ -12,7 +12,7 @@ from gateway.identity import owner_for, require_admin, require_user
 from gateway.openapi import api_doc
 from gateway.validation import load, parse_body, parse_query, read_json
 
-from . import store
+from . import discord, store
 from .keys import BRIDGE
 from .outgoing import SIGNATURE_HEADER, signature_matches
 from .schemas import (CONFIG_SCHEMAS, SECRET_FIELDS, Accepted, Bot, BotCreate, BotList, BotPatch, IncomingWebhook,
@@ -216,3 +216,35 @@ async def incoming_webhook(request: web.Request) -> web.Response:
     message = load(IncomingWebhook(), await read_json(request), "body")
     await request.config_dict[BRIDGE].webhook_message(bot, message)
     return web.json_response({"accepted": True}, status=202)
+
+
+@routes.post("/api/v1/platforms/discord/{id}/interactions", name="platform_bridge.discord_interactions")
+@api_doc("A Discord bot's interactions endpoint: PING, and a command with a `message` option answered deferred "
+         "(type 5) and then through the interaction's follow-up webhook", body={"type": "object"},
+         responses={200: {"type": "object", "required": ["type"], "properties": {"type": {"type": "integer",
+                                                                                          "enum": [1, 5]}}}},
+         errors=(401, 404), auth="none", path=BOT_PATH,
+         headers={"X-Signature-Ed25519": "Discord's Ed25519 signature (hex) of the timestamp followed by the body",
+                  "X-Signature-Timestamp": "The Unix time Discord signed at; accepted for 300 seconds"})
+async def discord_interactions(request: web.Request) -> web.Response:
+    bot = await enabled_bot(request, "discord")
+    raw = await request.read()
+    problem = discord.signature_problem(str(bot["config"]["public_key"]), request.headers.get("X-Signature-Ed25519", ""),
+                                        request.headers.get("X-Signature-Timestamp", ""), raw)
+    if problem is not None:
+        raise Unauthorized("Invalid request signature." if problem == "invalid_signature"
+                           else "The request signature is too old.", error_type=problem,
+                           hint="Discord signs every interaction with the application's key (the bot's public_key).")
+    interaction = await read_json(request)
+    if not isinstance(interaction, dict):
+        raise BadRequest("The interaction must be a JSON object.", error_type="validation_error")
+    if interaction.get("type") == discord.PING:
+        return web.json_response({"type": discord.PONG})
+    text, sender = discord.command_text(interaction), discord.sender_of(interaction)
+    if interaction.get("type") != discord.APPLICATION_COMMAND or not text or not sender \
+            or not interaction.get("token"):
+        raise BadRequest("Only a command with a `message` option is handled here.",
+                         error_type="unsupported_interaction",
+                         hint="Register the command with a string option named `message`.")
+    request.config_dict[BRIDGE].discord_command(bot, interaction, text, sender)
+    return web.json_response({"type": discord.DEFERRED_CHANNEL_MESSAGE})

@@ -15,6 +15,7 @@ from gateway.context import Context
 from gateway.fetch import GuardedFetcher
 
 from . import store
+from .discord import DiscordReplier
 from .gateway_client import GatewayFailed, GatewayTurns, TurnOutcome
 from .outgoing import post_reply
 from .telegram import BotApi, StreamedMessage, TelegramError
@@ -65,6 +66,7 @@ class Bridge:
         self.tasks: set[asyncio.Task] = set()
         self.chat_locks: dict[tuple[str, str], asyncio.Lock] = {}
         self.gateway: GatewayTurns | None = None
+        self.stopping = False
 
     @property
     def db(self):
@@ -84,6 +86,7 @@ class Bridge:
         try:
             yield
         finally:
+            self.stopping = True  # a task cancelled inside a database call may fail instead
             for task in [*self.pollers.values(), *self.tasks]:
                 task.cancel()
             for task in [*self.pollers.values(), *self.tasks]:
@@ -105,6 +108,7 @@ class Bridge:
         """Apply a bot's new configuration: stop what runs for it and start it again."""
         poller = self.pollers.pop(bot_id, None)
         if poller is not None:
+            poller.remove_done_callback(self._done)  # cancelled inside a database call, it may fail instead
             poller.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await poller
@@ -121,7 +125,9 @@ class Bridge:
                 for update in await store.pending_updates(self.db, bot["id"]):
                     self.spawn(self._telegram_update(bot, update))
             else:
-                self.pollers[bot["id"]] = asyncio.create_task(self._poll(bot), name=f"telegram-poll-{bot['id']}")
+                poller = asyncio.create_task(self._poll(bot), name=f"telegram-poll-{bot['id']}")
+                poller.add_done_callback(self._done)
+                self.pollers[bot["id"]] = poller
 
     def spawn(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)
@@ -130,7 +136,8 @@ class Bridge:
 
     def _done(self, task: asyncio.Task) -> None:
         self.tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
+        if not task.cancelled() and task.exception() is not None and not self.stopping:
+            # Not the exception's text: a Telegram URL in it would carry the bot's token.
             log.error("a bridge task failed: %s", type(task.exception()).__name__)
 
     # ------------------------------------------------------------ Telegram
@@ -192,10 +199,11 @@ class Bridge:
         text = message.get("text")
         voice = message.get("voice") or message.get("audio")
         if not isinstance(text, str) and isinstance(voice, dict) and voice.get("file_id"):
-            if await store.user_for(self.db, bot["id"], sender) is None:
+            user_id = await store.user_for(self.db, bot["id"], sender)
+            if user_id is None:
                 text = "[voice note]"  # refused below, without transcribing a stranger's audio
             else:
-                transcript, problem = await self._transcribe(api, str(voice["file_id"]), sender)
+                transcript, problem = await self._transcribe(api, str(voice["file_id"]), user_id)
                 if transcript is None:
                     await self._log(bot, "in", chat_id, sender, "[voice note]", None, None, error=problem)
                     await self._answer_plainly(bot, chat_id, sender, replier,
@@ -219,6 +227,7 @@ class Bridge:
         form = aiohttp.FormData()
         form.add_field("audio", audio, filename="voice.ogg", content_type="audio/ogg")
         form.add_field("format", "ogg")
+        form.add_field("user_id", user_id)
         try:
             async with asyncio.timeout(120):
                 async with self.http.post(f"{voice_url}/api/v1/transcribe", data=form,
@@ -238,6 +247,21 @@ class Bridge:
         chat_id = message["chat_id"] or message["user_id"]
         incoming = Incoming(bot, chat_id, message["user_id"], message["text"], time.monotonic())
         replier = WebhookReplier(self, bot, chat_id, message["user_id"], message["message_id"])
+
+        async def run() -> None:
+            async with self._chat_lock(bot["id"], chat_id):
+                await self.handle(incoming, replier)
+
+        self.spawn(run())
+
+    # ------------------------------------------------------------ Discord
+
+    def discord_command(self, bot: dict, interaction: dict, text: str, sender: str) -> None:
+        """Answer a command through its follow-up webhook; the route has answered type 5."""
+        chat_id = str(interaction.get("channel_id") or sender)
+        replier = DiscordReplier(self.http, self.settings["discord_api_url"], str(bot["config"]["application_id"]),
+                                 str(interaction.get("token") or ""))
+        incoming = Incoming(bot, chat_id, sender, text, time.monotonic())
 
         async def run() -> None:
             async with self._chat_lock(bot["id"], chat_id):

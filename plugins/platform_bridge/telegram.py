@@ -53,8 +53,8 @@ class BotApi:
             raise TelegramError(status, f"{method} did not answer JSON")
         if answer.get("ok") is True:
             return answer.get("result")
-        parameters = answer.get("parameters") if isinstance(answer.get("parameters"), dict) else {}
-        retry_after = parameters.get("retry_after")
+        parameters = answer.get("parameters")
+        retry_after = parameters.get("retry_after") if isinstance(parameters, dict) else None
         raise TelegramError(int(answer.get("error_code") or status), self.scrub(str(answer.get("description") or "")),
                             float(retry_after) if isinstance(retry_after, (int, float)) else None)
 

@@ -36,12 +36,17 @@ def test_the_summary_is_min_mean_max_and_nearest_rank_p95():
 @pytest.fixture
 def service_with_a_worker():
     """A real process that started a worker process, as `gateway serve --workers 2` does."""
+    worker = ("import socket, time\n"
+              "listener = socket.create_server(('127.0.0.1', 0))\n"  # one open inet socket
+              "time.sleep(120)\n")
     parent = subprocess.Popen([sys.executable, "-c", (
         "import subprocess, sys, time\n"
-        "worker = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        "held = open(sys.executable, 'rb')\n"  # one open regular file
+        f"worker = subprocess.Popen([sys.executable, '-c', {worker!r}])\n"
         "time.sleep(120)\n")])
     deadline = time.monotonic() + 10
-    while not psutil.Process(parent.pid).children() and time.monotonic() < deadline:
+    while time.monotonic() < deadline and not any(
+            child.net_connections(kind="inet") for child in psutil.Process(parent.pid).children()):
         time.sleep(0.05)
     yield parent
     for child in psutil.Process(parent.pid).children(recursive=True):
@@ -63,6 +68,7 @@ async def test_each_history_keeps_its_bound_and_counts_the_workers(tmp_path, ser
     latest = history[-1]
     assert latest["pid"] == service_with_a_worker.pid and latest["processes"] == 2
     assert latest["rssBytes"] > 1_000_000 and latest["threads"] >= 2
+    assert latest["openFiles"] >= 1 and latest["connections"] == 1
     assert monitor.history("beta") == [] and monitor.current("beta") is None  # not running: no samples
     assert monitor.totals()["processes"] == 2
     assert monitor.system is not None and monitor.system["memory"]["totalBytes"] > 0

@@ -7,7 +7,7 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Protocol
+from typing import AsyncIterator, Awaitable, Callable, Protocol
 
 import aiohttp
 
@@ -64,7 +64,7 @@ class Bridge:
         self.states: dict[str, tuple[str, str | None]] = {}
         self.pollers: dict[str, asyncio.Task] = {}
         self.tasks: set[asyncio.Task] = set()
-        self.chat_locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self.chat_locks: dict[tuple[str, str], tuple[asyncio.Lock, list[int]]] = {}  # lock, users
         self.gateway: GatewayTurns | None = None
         self.stopping = False
 
@@ -113,6 +113,7 @@ class Bridge:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await poller
         self.states.pop(bot_id, None)
+        await store.set_error(self.db, bot_id, None)  # a new configuration is judged afresh
         bot = await store.get_bot(self.db, bot_id)
         if bot is not None:
             await self._start(bot)
@@ -271,9 +272,20 @@ class Bridge:
 
     # ------------------------------------------------------------ one message, any platform
 
-    def _chat_lock(self, bot_id: str, chat_id: str) -> asyncio.Lock:
-        """Messages of one chat are answered in order (an asyncio lock's waiters are served in order)."""
-        return self.chat_locks.setdefault((bot_id, chat_id), asyncio.Lock())
+    @contextlib.asynccontextmanager
+    async def _chat_lock(self, bot_id: str, chat_id: str) -> AsyncIterator[None]:
+        """Messages of one chat are answered in order (an asyncio lock serves its waiters in
+        order); the lock is forgotten once no message of the chat needs it."""
+        key = (bot_id, chat_id)
+        lock, users = self.chat_locks.setdefault(key, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                self.chat_locks.pop(key, None)
 
     async def handle(self, incoming: Incoming, replier: Replier) -> None:
         bot, text = incoming.bot, incoming.text.strip()
@@ -294,12 +306,12 @@ class Bridge:
                                        incoming.received, user_id=user_id)
             return
         if command == "/new":
-            session_id = await store.next_session(self.db, bot["id"], incoming.chat_id, user_id)
+            session_id = await store.session_for(self.db, bot["id"], incoming.chat_id, user_id, new=True)
             await self._answer_plainly(bot, incoming.chat_id, incoming.platform_user_id, replier,
                                        "Started a new conversation.", incoming.received, user_id=user_id,
                                        session_id=session_id)
             return
-        session_id = await store.current_session(self.db, bot["id"], incoming.chat_id, user_id)
+        session_id = await store.session_for(self.db, bot["id"], incoming.chat_id, user_id)
         await self._relay(incoming, replier, user_id, session_id, text)
 
     async def _relay(self, incoming: Incoming, replier: Replier, user_id: str, session_id: str, text: str) -> None:

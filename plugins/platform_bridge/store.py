@@ -155,19 +155,12 @@ def session_id_for(bot_id: str, chat_id: str, generation: int) -> str:
     return f"{bot_id}_{chat_id}_{generation}"[:128]
 
 
-async def current_session(db, bot_id: str, chat_id: str, user_id: str) -> str:
+async def session_for(db, bot_id: str, chat_id: str, user_id: str, *, new: bool = False) -> str:
+    """The chat's session for the user; `new` (the `/new` command) moves on to the next one."""
     generation = await fetch_value(
-        db, "INSERT INTO bridge_chats (bot_id, chat_id, user_id) VALUES (%s, %s, %s) "
-            "ON CONFLICT (bot_id, chat_id, user_id) DO UPDATE SET generation = bridge_chats.generation "
-            "RETURNING generation", (bot_id, chat_id, user_id))
-    return session_id_for(bot_id, chat_id, int(generation))
-
-
-async def next_session(db, bot_id: str, chat_id: str, user_id: str) -> str:
-    generation = await fetch_value(
-        db, "INSERT INTO bridge_chats (bot_id, chat_id, user_id, generation) VALUES (%s, %s, %s, 2) "
-            "ON CONFLICT (bot_id, chat_id, user_id) DO UPDATE SET generation = bridge_chats.generation + 1 "
-            "RETURNING generation", (bot_id, chat_id, user_id))
+        db, "INSERT INTO bridge_chats (bot_id, chat_id, user_id, generation) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (bot_id, chat_id, user_id) DO UPDATE SET generation = bridge_chats.generation + %s "
+            "RETURNING generation", (bot_id, chat_id, user_id, 2 if new else 1, 1 if new else 0))
     return session_id_for(bot_id, chat_id, int(generation))
 
 

@@ -124,6 +124,7 @@ async def test_429_retry_after_is_honoured(make_bridge, telegram, gateway):
     bridge = await make_bridge()
     await bridge.add_bot(users=[{"platform_user_id": str(ALICE), "user_id": "alice"}])
     telegram.fail("sendMessage", 429, retry_after=1)
+    telegram.fail("editMessageText", 429, retry_after=0.2)  # an edit refused: the next one carries its text
     loop = asyncio.get_running_loop()
     started = loop.time()
     telegram.say(ALICE, "hi")
@@ -131,6 +132,7 @@ async def test_429_retry_after_is_honoured(make_bridge, telegram, gateway):
     sends = [name for name, _ in telegram.calls if name == "sendMessage"]
     assert sends == ["sendMessage", "sendMessage"]        # refused once, sent after waiting
     assert loop.time() - started >= 1.0
+    assert telegram.chats[str(ALICE)][0].versions[-1] == ANSWER
 
 
 async def test_a_wrong_token_stops_the_bot_with_the_reason(make_bridge, telegram):

@@ -44,4 +44,9 @@ async function load() {
 }
 
 every(5000, load);
-onPush("status", () => { load().catch(() => {}); });
+// A start-all pushes many states at once: one reload for a burst.
+let burst = null;
+onPush("status", () => {
+  clearTimeout(burst);
+  burst = setTimeout(() => load().catch(() => {}), 250);
+});

@@ -310,6 +310,12 @@ if (toggle) {
     const open = document.body.classList.toggle("nav-open");
     toggle.setAttribute("aria-expanded", String(open));
   });
+  const close = () => {
+    document.body.classList.remove("nav-open");
+    toggle.setAttribute("aria-expanded", "false");
+  };
+  document.getElementById("main").addEventListener("click", close);
+  document.addEventListener("keydown", (event) => { if (event.key === "Escape") close(); });
 }
 onPush("status", () => {});  // every page shows whether live updates arrive
 

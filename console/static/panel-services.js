@@ -59,11 +59,24 @@ async function load() {
   }
 }
 
+let logOffset = 0;  // lines shown, counted back from the end: the next page starts there
+
 async function loadLog() {
   const id = $("#log-service").value;
   const page = await get(`/api/logs/${encodeURIComponent(id)}`, { lines: LOG_LINES });
+  logOffset = page.lines.length;
+  $("#log-older").disabled = !page.hasMore;
   $("#log").textContent = page.lines.join("\n") || "(the log is empty)";
   $("#log").scrollTop = $("#log").scrollHeight;
+}
+
+async function olderLog() {
+  const id = $("#log-service").value;
+  const page = await get(`/api/logs/${encodeURIComponent(id)}`, { lines: LOG_LINES, offset: logOffset });
+  logOffset += page.lines.length;
+  $("#log-older").disabled = !page.hasMore;
+  $("#log").textContent = `${page.lines.join("\n")}\n${$("#log").textContent}`;
+  $("#log").scrollTop = 0;
 }
 
 function wire(id, action) {
@@ -76,6 +89,7 @@ wire("#start-all", () => all("/api/services/start-all", "Start all"));
 wire("#start-all-fresh", () => all("/api/services/start-all-fresh", "Forced restart of all"));
 wire("#stop-all", () => all("/api/services/stop-all", "Stop all"));
 wire("#log-refresh", loadLog);
+wire("#log-older", olderLog);
 wire("#log-clear", async () => {
   await api("DELETE", `/api/logs/${encodeURIComponent($("#log-service").value)}`);
   await loadLog();
@@ -87,11 +101,13 @@ onPush("status", (message) => {
   render();
 });
 onPush("log", (message) => {
-  if (!$("#log-follow").checked || message.service !== $("#log-service").value) return;
+  if (message.service !== $("#log-service").value) return;
+  logOffset += 1;  // a new newest line: the oldest one shown sits one further back
+  if (!$("#log-follow").checked) return;
   const log = $("#log");
   const lines = log.textContent.split("\n");
   lines.push(message.line);
-  log.textContent = lines.slice(-LOG_LINES).join("\n");
+  log.textContent = lines.slice(-LOG_LINES * 10).join("\n");
   log.scrollTop = log.scrollHeight;
 });
 setInterval(() => { for (const row of rows.values()) if (row.running) row.uptime += 5; render(); }, 5000);

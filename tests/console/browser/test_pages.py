@@ -26,6 +26,7 @@ from tests.support.servers import free_port
 pytestmark = [needs_browser, pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
 ADMIN_PASSWORD = "console-pages-admin"
+HOSTILE = '<img src="x" onerror="window.ran = 1"> <b>bold?</b>'
 RECORDING = PROJECT_ROOT / "bench" / "voice" / "recordings" / "sense_and_sensibility_01_austen_64kb-0880.wav"
 # Each panel, and what shows that it drew its data (or its "service is down" state).
 PANELS = {
@@ -135,6 +136,8 @@ def seed(base: str) -> None:
                               ("I like green tea in the morning", "preference")]:
         call(base, "POST", "/api/memory", {"user_id": "alice", "content": content, "category": category,
                                            "priority": 7})
+    # Markup in stored text is shown as text, never run (and the policy would refuse it anyway).
+    call(base, "POST", "/api/memory", {"user_id": "mallory", "content": HOSTILE, "category": "other"})
     call(base, "POST", "/api/v1/thinking", {"user_id": "alice", "kind": "reflection",
                                             "content": "Alice mentioned tea twice this week.",
                                             "suggestion": "Offer a tea timer in the morning."})
@@ -185,6 +188,9 @@ async def test_every_panel_loads_and_draws_its_data(console, phone_in_a_chat, br
         if panel == "sessions":  # the phone's conversation, as stored
             await page.click("#sessions-users button:has-text('History')")
             await page.locator("#sessions-history td", has_text="what time is it?").wait_for()
+        if panel in ("memory", "timeline"):
+            assert await page.locator("td", has_text=HOSTILE).count() == 1
+            assert await page.evaluate("window.ran") is None and await page.locator("td img, td b").count() == 0
         if panel == "dashboard":
             assert await page.locator("#card-services .value").inner_text() == "8 / 8"
         await screenshot(page, f"console-{panel}")

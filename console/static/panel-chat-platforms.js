@@ -38,6 +38,15 @@ function render() {
       }),
       actionButton("Edit", async () => edit(b)),
       actionButton("Messages", () => messages(b)),
+      b.allow_linking ? actionButton("Link code", async () => {
+        const userId = window.prompt(`A link code for ${b.name}: which gateway user id will send it?`);
+        if (!userId) return;
+        const code = await api("POST", `${BASE}/${encodeURIComponent(b.id)}/link-codes`, { user_id: userId.trim() });
+        $("#bot-log-title").textContent = `Link code for ${code.user_id} on ${b.name}`;
+        replace($("#bot-log"), el("div", { class: "card" }, el("div", { class: "value mono" }, code.code),
+          el("p", {}, code.instruction), el("div", { class: "detail" }, `Valid until ${when(code.expires_at)}; it works once.`)));
+        replace($("#bot-log-pager"));
+      }) : null,
       actionButton("Delete", async () => {
         if (!window.confirm(`Delete bot ${b.name}, with its people and log?`)) return;
         await api("DELETE", `${BASE}/${encodeURIComponent(b.id)}`);

@@ -42,4 +42,8 @@ async function load() {
 }
 
 $("#sessions-reload").addEventListener("click", () => load().catch((error) => notify(explain(error), "error")));
-guard(() => load().catch((error) => notify(explain(error), "error")));
+let timer = null;
+guard(() => {
+  load().catch((error) => notify(explain(error), "error"));
+  if (!timer) timer = setInterval(() => { if (!$("#panel-body").hidden) load().catch(() => {}); }, 10000);
+});

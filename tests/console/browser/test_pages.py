@@ -256,7 +256,10 @@ async def test_the_model_config_panel_saves_a_model_and_shows_a_validation_error
 
 async def test_the_forms_of_memory_iot_clients_and_chat_platforms(console, phone_in_a_chat, browser):
     async with open_page(browser=browser) as (page, errors):
-        page.on("dialog", lambda dialog: dialog.accept())  # the confirmations before deleting
+        async def answer(dialog):  # the confirmations before deleting; the link code's user id
+            await (dialog.accept("alice") if dialog.type == "prompt" else dialog.accept())
+
+        page.on("dialog", answer)
         await show(page, console, "memory")
         create = page.locator("#memory-create")
         await create.locator("[name=user_id]").fill("bob")
@@ -309,6 +312,9 @@ async def test_the_forms_of_memory_iot_clients_and_chat_platforms(console, phone
         await bot.wait_for()
         await bot.locator("button", has_text="Disable").click()
         await bot.locator(".badge-stopped").wait_for()
+        await bot.locator("button", has_text="Link code").click()
+        await page.locator("#bot-log", has_text="Send /link").wait_for()
+        assert re.fullmatch(r"\d{6}", await page.locator("#bot-log .value").inner_text())
         await bot.locator("button", has_text="Messages").click()
         await page.locator("#bot-log .empty").wait_for()
         await bot.locator("button", has_text="Delete").click()

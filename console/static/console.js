@@ -362,3 +362,12 @@ export function userPagedList({ form, path, items, columns, empty, count, list, 
   onSubmit(form, async () => { offset = 0; await load(); });
   return load;
 }
+
+/** guard(), then `load` again every `ms` while the panel is shown (quietly: the banner says why it stops). */
+export function guardEvery(ms, load) {
+  let timer = null;
+  guard(() => {
+    load().catch((error) => notify(explain(error), "error"));
+    if (!timer) timer = setInterval(() => { if (!document.getElementById("panel-body").hidden) load().catch(() => {}); }, ms);
+  });
+}

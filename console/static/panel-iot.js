@@ -1,6 +1,6 @@
 // IoT Devices: the simulated devices' state, switching and setting their properties, and each
 // device's operation history (through the IoT debug service). Refreshed every 5 s.
-import { $, actionButton, api, badge, el, explain, get, guard, notify, onSubmit, replace, table, when } from "./console.js";
+import { $, actionButton, api, badge, el, explain, get, guardEvery, notify, onSubmit, replace, table, when } from "./console.js";
 
 let devices = [];
 // Each person has their own simulated home; the administrator's also holds the MQTT devices.
@@ -99,8 +99,4 @@ async function load() {
 onSubmit($("#iot-owner"), load);
 $("#iot-room").addEventListener("change", render);
 $("#iot-reload").addEventListener("click", () => load().catch((error) => notify(explain(error), "error")));
-let timer = null;
-guard(() => {
-  load().catch((error) => notify(explain(error), "error"));
-  if (!timer) timer = setInterval(() => load().catch(() => {}), 5000);
-});
+guardEvery(5000, load);

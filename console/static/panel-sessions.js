@@ -1,6 +1,6 @@
 // Sessions: the gateway's live sessions grouped by user, each with its connected devices, and
 // the message history of the one chosen.
-import { $, actionButton, badge, el, explain, get, guard, notify, replace, table, when } from "./console.js";
+import { $, actionButton, badge, el, explain, get, guardEvery, notify, replace, table, when } from "./console.js";
 
 function devices(session) {
   if (!session.devices || !session.devices.length) return el("span", { class: "muted" }, "no device connected");
@@ -42,8 +42,4 @@ async function load() {
 }
 
 $("#sessions-reload").addEventListener("click", () => load().catch((error) => notify(explain(error), "error")));
-let timer = null;
-guard(() => {
-  load().catch((error) => notify(explain(error), "error"));
-  if (!timer) timer = setInterval(() => { if (!$("#panel-body").hidden) load().catch(() => {}); }, 10000);
-});
+guardEvery(10000, load);

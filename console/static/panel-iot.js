@@ -28,6 +28,11 @@ function control(device) {
       writable.map(([name, spec]) => el("option", { value: name }, `${name} (${describe(spec)})`)))),
     el("label", {}, "Value", el("input", { name: "value", size: 8, required: true })),
     el("button", { type: "submit" }, "Set"));
+  // The chosen property's current value, as a hint in the empty field.
+  const [property, value] = ["property", "value"].map((name) => form.elements.namedItem(name));
+  const hint = () => { value.placeholder = `now ${device.state[property.value] ?? "–"}`; };
+  property.addEventListener("change", hint);
+  if (writable.length) hint();
   onSubmit(form, async (data) => {
     const property = data.get("property");
     const body = await api("POST", devicePath(device, "operate"),

@@ -3,6 +3,7 @@ strict Content Security Policy, and the static route serves only its own files. 
 tests (tests/console/browser) check what the pages do."""
 from __future__ import annotations
 
+import base64
 import re
 
 from console.app import create_console_app
@@ -34,3 +35,17 @@ async def test_the_static_route_serves_only_the_pages_files(aiohttp_client, serv
         response = await client.get(f"/static/{name}")
         assert response.status == 404, name
         assert (await response.json())["errorType"] == "not_found"
+
+
+async def test_pages_of_a_console_that_asks_for_a_credential_take_the_browsers_basic_login(
+        aiohttp_client, service_table, make_config, monkeypatch):
+    monkeypatch.delenv("CONSOLE_TOKEN", raising=False)
+    config = make_config({"console.token": "operator-token"})
+    client = await aiohttp_client(create_console_app(config, host="0.0.0.0", specs=service_table([{"id": "alpha"}])))
+    refused = await client.get("/")
+    assert refused.status == 401 and refused.headers["WWW-Authenticate"].startswith("Basic")
+    login = {"Authorization": "Basic " + base64.b64encode(b"admin:operator-token").decode()}
+    assert (await client.get("/", headers=login)).status == 200
+    assert (await client.get("/static/console.js", headers=login)).status == 200
+    socket = await client.ws_connect("/ws", headers=login)
+    await socket.close()

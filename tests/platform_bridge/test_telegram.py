@@ -162,3 +162,20 @@ async def test_webhook_mode_checks_the_secret_token(make_bridge, telegram, gatew
     await asyncio.sleep(0.3)
     assert telegram.texts(ALICE) == [ANSWER]
     assert not [name for name, _ in telegram.calls if name == "getUpdates"]
+
+
+async def test_an_answer_cut_by_a_restart_is_not_sent_again(make_bridge, telegram, gateway, provider):
+    provider.slow_delay = 0.6  # slow enough to stop the bridge halfway through the answer
+    bridge = await make_bridge()
+    bot = await bridge.add_bot(users=[{"platform_user_id": str(ALICE), "user_id": "alice"}])
+    telegram.say(ALICE, "long question")
+    await telegram.wait_for_texts(ALICE, 1)               # the first words are out
+    await bridge.client.close()
+    sends = sum(1 for name, _ in telegram.calls if name == "sendMessage")
+
+    bridge = await make_bridge()
+    await asyncio.wait_for(telegram.polling.wait(), 5)    # back to polling, past the cut update
+    await asyncio.sleep(0.3)
+    assert sum(1 for name, _ in telegram.calls if name == "sendMessage") == sends
+    entries = await bridge.log(bot["id"])
+    assert [(e["direction"], e["text"]) for e in entries] == [("in", "long question")]

@@ -87,11 +87,23 @@ class Bridge:
             yield
         finally:
             self.stopping = True  # a task cancelled inside a database call may fail instead
-            for task in [*self.pollers.values(), *self.tasks]:
-                task.cancel()
-            for task in [*self.pollers.values(), *self.tasks]:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            await self._stop()
+
+    async def _stop(self) -> None:
+        """No new updates; the answers under way get `stop_timeout` seconds to finish (one cut
+        off is not sent again after a restart: see store.pending_updates)."""
+        pollers = list(self.pollers.values())
+        for poller in pollers:
+            poller.cancel()
+        if pollers:
+            await asyncio.wait(pollers)
+        if self.tasks:
+            await asyncio.wait(list(self.tasks), timeout=self.settings["stop_timeout"])
+        tasks = list(self.tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=5)
 
     def status_of(self, bot: dict) -> dict:
         if not bot["enabled"]:

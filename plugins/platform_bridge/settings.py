@@ -25,3 +25,5 @@ class BridgeSettings(PluginSettings):
         "description": "Seconds a one-time link code stays valid."})
     max_voice_bytes = fields.Integer(load_default=10 * 1024 * 1024, validate=POSITIVE, metadata={
         "description": "Largest voice note downloaded for transcription."})
+    stop_timeout = fields.Float(load_default=5.0, validate=validate.Range(min=0), metadata={
+        "description": "Seconds a stopping bridge lets the answers under way finish."})

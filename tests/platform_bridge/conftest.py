@@ -4,6 +4,7 @@ webhooks) and the AI core on loopback ports, the AI core answered by tests/suppo
 and each platform a local server speaking its real API (tests/support/fake_telegram.py)."""
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,3 +105,14 @@ def make_bridge(request, database_url, make_config, telegram, aiohttp_client):
         app = create_app("platform-bridge", config, plugins=[tokens_plugin, bridge_plugin])
         return Bridge(await aiohttp_client(app), app)
     return build
+
+
+
+
+async def stored_messages(conversations, user_id: str, session_id: str, count: int, timeout: float = 10.0) -> list[dict]:
+    """The session's messages once `count` are stored: a platform may show the whole reply
+    (streamed) a moment before the gateway has stored it."""
+    async with asyncio.timeout(timeout):
+        while len(messages := await conversations.list_messages(user_id, session_id)) < count:
+            await asyncio.sleep(0.02)
+    return messages

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.platform_bridge.conftest import SERVICE
+from tests.platform_bridge.conftest import SERVICE, stored_messages
 
 ANSWER = "Hello from scripted."
 ALICE = 4242
@@ -29,7 +29,7 @@ async def test_a_streamed_answer_is_edited_into_place_and_stored_in_the_persons_
 
     # The exchange is alice's own session in the gateway, like a device's.
     session_id = f"{bot['id']}_{ALICE}_1"
-    stored = await gateway.conversations.list_messages("alice", session_id)
+    stored = await stored_messages(gateway.conversations, "alice", session_id, 2)
     assert [(m["role"], m["content"]) for m in stored] == [("user", "hi there"), ("assistant", ANSWER)]
     session = await gateway.conversations.get_session("alice", session_id)
     assert session["title"] == "Telegram · Family"
@@ -51,8 +51,8 @@ async def test_new_starts_another_session(make_bridge, telegram, gateway):
     await telegram.wait_for_texts(ALICE, 2, final="Started a new conversation.")
     telegram.say(ALICE, "second")
     await telegram.wait_for_texts(ALICE, 3, final=ANSWER)
-    first = await gateway.conversations.list_messages("alice", f"{bot['id']}_{ALICE}_1")
-    second = await gateway.conversations.list_messages("alice", f"{bot['id']}_{ALICE}_2")
+    first = await stored_messages(gateway.conversations, "alice", f"{bot['id']}_{ALICE}_1", 2)
+    second = await stored_messages(gateway.conversations, "alice", f"{bot['id']}_{ALICE}_2", 2)
     assert [m["content"] for m in first] == ["first", ANSWER]
     assert [m["content"] for m in second] == ["second", ANSWER]
 
@@ -88,7 +88,7 @@ async def test_linking_by_a_one_time_code(make_bridge, telegram, gateway):
     assert telegram.texts(555)[1] == "Linked: you are talking to the assistant as bob."
     telegram.say(555, "hello")
     await telegram.wait_for_texts(555, 3, final=ANSWER)
-    assert await gateway.conversations.list_messages("bob", f"{bot['id']}_555_1")
+    assert await stored_messages(gateway.conversations, "bob", f"{bot['id']}_555_1", 2)
 
     # The code worked once; the link shows on the bot, and the code never reached the log.
     listed = await (await bridge.client.get(f"/api/v1/bots/{bot['id']}", headers=SERVICE)).json()
@@ -104,6 +104,9 @@ async def test_a_restart_mid_poll_answers_no_update_twice_and_loses_none(make_br
     bot = await bridge.add_bot(users=[{"platform_user_id": str(ALICE), "user_id": "alice"}])
     telegram.say(ALICE, "one")
     await telegram.wait_for_texts(ALICE, 1, final=ANSWER)
+    async with asyncio.timeout(5):
+        while len(await bridge.log(bot["id"])) < 2:     # the answer is finished and logged
+            await asyncio.sleep(0.02)
     await asyncio.wait_for(telegram.polling.wait(), 5)  # the bridge waits in a long poll
     await bridge.client.close()                           # ...and stops there
     calls_before = len(telegram.calls)
@@ -113,7 +116,7 @@ async def test_a_restart_mid_poll_answers_no_update_twice_and_loses_none(make_br
     await telegram.wait_for_texts(ALICE, 2, final=ANSWER)
     await asyncio.sleep(0.5)  # time to answer anything twice, if it would
     assert telegram.texts(ALICE) == [ANSWER, ANSWER]
-    stored = await gateway.conversations.list_messages("alice", f"{bot['id']}_{ALICE}_1")
+    stored = await stored_messages(gateway.conversations, "alice", f"{bot['id']}_{ALICE}_1", 4)
     assert [m["content"] for m in stored if m["role"] == "user"] == ["one", "two"]
     # The restarted poller asked from the stored offset: past "one" (1000), at "two" (1001).
     first_poll = next(body for name, body in telegram.calls[calls_before:] if name == "getUpdates")
@@ -162,3 +165,20 @@ async def test_webhook_mode_checks_the_secret_token(make_bridge, telegram, gatew
     await asyncio.sleep(0.3)
     assert telegram.texts(ALICE) == [ANSWER]
     assert not [name for name, _ in telegram.calls if name == "getUpdates"]
+
+
+async def test_an_answer_cut_by_a_restart_is_not_sent_again(make_bridge, telegram, gateway, provider):
+    provider.slow_delay = 0.6  # slow enough to stop the bridge halfway through the answer
+    bridge = await make_bridge(stop_timeout=0.1)
+    bot = await bridge.add_bot(users=[{"platform_user_id": str(ALICE), "user_id": "alice"}])
+    telegram.say(ALICE, "long question")
+    await telegram.wait_for_texts(ALICE, 1)               # the first words are out
+    await bridge.client.close()
+    sends = sum(1 for name, _ in telegram.calls if name == "sendMessage")
+
+    bridge = await make_bridge()
+    await asyncio.wait_for(telegram.polling.wait(), 5)    # back to polling, past the cut update
+    await asyncio.sleep(0.3)
+    assert sum(1 for name, _ in telegram.calls if name == "sendMessage") == sends
+    entries = await bridge.log(bot["id"])
+    assert [(e["direction"], e["text"]) for e in entries] == [("in", "long question")]

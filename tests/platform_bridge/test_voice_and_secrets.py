@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from tests.platform_bridge.conftest import SERVICE, TOKEN
+from tests.platform_bridge.conftest import SERVICE, TOKEN, stored_messages
 from tests.support.fake_voice import FakeVoiceService
 from tests.support.servers import free_port
 
@@ -23,7 +23,7 @@ async def test_a_voice_note_is_transcribed_and_answered(make_bridge, telegram, g
     telegram.voice(ALICE, b"OggS-note-1")
     await telegram.wait_for_texts(ALICE, 1, final=ANSWER)
     assert voice.users == ["alice"]
-    stored = await gateway.conversations.list_messages("alice", f"{bot['id']}_{ALICE}_1")
+    stored = await stored_messages(gateway.conversations, "alice", f"{bot['id']}_{ALICE}_1", 2)
     assert [m["content"] for m in stored] == ["what is the weather", ANSWER]
 
     telegram.voice(ALICE, b"OggS-silence")  # nothing recognised: said so, nothing invented

@@ -24,12 +24,18 @@ from gateway.openapi import add_document_routes, api_doc
 from gateway.services import ServiceSpec, load_services
 from gateway.validation import parse_query
 
+from . import dashboard, database
+from .database import DATABASE, DatabasePanel
 from .logstore import LogStore
+from .pages import setup_pages
+from .peers import Peers
+from .performance import PerformanceMonitor, PerformanceSettings
+from .proxy import DEFAULT_MAX_BODY, add_proxy_routes
 from .push import PushHub, SttLog
-from .push_schemas import push_channel
+from .push_schemas import PUSH_PATH, push_channel
 from .schemas import ConsoleHealth, LogCleared, LogPage, PushQuery, ServiceStatus, ServiceStatuses
 from .supervisor import Supervisor, SupervisorError, SupervisorSettings, UnknownService
-from .typedefs import CREDENTIAL, LOGS, PUSH, STARTED, STT_LOG, SUPERVISOR
+from .typedefs import CREDENTIAL, LOGS, PEERS, PERFORMANCE, PROXY_MAX_BODY, PUSH, STARTED, STT_LOG, SUPERVISOR
 
 log = logging.getLogger("console.app")
 
@@ -236,16 +242,29 @@ def credential_middleware(admin_username: str):
     return require_credential
 
 
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# What a browser sends in Sec-Fetch-Site for a request that another site's page started.
+OTHER_SITES = frozenset({"cross-site", "same-site"})
+
+
+def is_cross_site(request: web.Request) -> bool:
+    """A browser request that another site's page started: its Sec-Fetch-Site says so, or it
+    carries an Origin other than the console's own. The command line and curl send neither."""
+    if request.headers.get("Sec-Fetch-Site", "").strip().lower() in OTHER_SITES:
+        return True
+    origin = request.headers.get("Origin")
+    return origin is not None and origin.rstrip("/").lower() != f"{request.scheme}://{request.host}".lower()
+
+
 @web.middleware
 async def same_site_only(request: web.Request, handler):
     """The console starts and stops processes, so a web page the operator happens to open must
-    not drive it: a browser request from another origin (a cross-site form or fetch, or a
-    WebSocket, which CORS does not cover) is refused, and so is a Host header naming anything
-    but a loopback address when no credential guards the console (DNS rebinding)."""
-    origin = request.headers.get("Origin")
-    own = f"{request.scheme}://{request.host}"
-    if origin is not None and origin.rstrip("/").lower() != own.lower():
-        raise Forbidden("Requests from other web origins are refused.", error_type="cross_origin",
+    not drive it: a state-changing request (POST, PUT, PATCH, DELETE) or the `/ws` upgrade (which
+    CORS does not cover) started by another site is refused; and so is a Host header naming
+    anything but a loopback address when no credential guards the console (DNS rebinding).
+    The console's own pages need no token for this: their same-origin fetches pass."""
+    if (request.method in UNSAFE_METHODS or request.path == PUSH_PATH) and is_cross_site(request):
+        raise Forbidden("Requests started by another web site are refused.", error_type="cross_site_request",
                         hint="Open the console's own pages, or call the API from the command line.")
     if not request.app[CREDENTIAL]:
         try:
@@ -280,7 +299,19 @@ def create_console_app(config: Config, *, host: str | None = None,
     app[STT_LOG] = stt_log
     app[STARTED] = time.monotonic()
     app[CREDENTIAL] = console_credential(config, host)
+    peers = Peers(specs, config)
+    app[PEERS] = peers
+    monitor = PerformanceMonitor([spec.id for spec in specs], supervisor.pids, config.data_dir,
+                                 PerformanceSettings.from_config(config))
+    app[PERFORMANCE] = monitor
+    app[DATABASE] = DatabasePanel(config, peers)
+    app[dashboard.SOURCES] = dashboard.Shared(dashboard.SOURCE_TTL)
+    app[PROXY_MAX_BODY] = int(section.get("proxy_max_body_bytes") or DEFAULT_MAX_BODY)
     app.router.add_routes(routes)
+    app.router.add_routes(dashboard.routes)
+    app.router.add_routes(database.routes)
+    add_proxy_routes(app)
+    setup_pages(app)
     add_document_route(app, "console", __version__, lambda app: [push_channel(bool(app[CREDENTIAL]))],
                        "The console's server push on /ws.", auth="console")
     add_document_routes(app, "Management console (console)", __version__, auth="console")
@@ -290,7 +321,19 @@ def create_console_app(config: Config, *, host: str | None = None,
         yield
         await supervisor.close()
 
+    async def peers_ctx(app: web.Application) -> AsyncIterator[None]:
+        await peers.open()
+        yield
+        await peers.close()
+
+    async def performance_ctx(app: web.Application) -> AsyncIterator[None]:
+        monitor.start()
+        yield
+        await monitor.stop()
+
+    app.cleanup_ctx.append(peers_ctx)
     app.cleanup_ctx.append(supervisor_ctx)
+    app.cleanup_ctx.append(performance_ctx)
 
     async def close_websockets(app: web.Application) -> None:
         await push.close_all()

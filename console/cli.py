@@ -338,9 +338,9 @@ def db_status() -> None:
     from gateway.database import embedded_status
 
     config = _load_config()
-    for check in containers.port_checks():
+    for check in containers.port_checks(config):
         state = "open" if check["open"] else "closed"
-        click.echo(f"{check['name']:<11} 127.0.0.1:{check['port']:<5} {state}")
+        click.echo(f"{check['name']:<11} {check['host']}:{check['port']:<5} {state}")
     embedded = embedded_status(config.data_dir)
     click.echo(f"embedded PostgreSQL ({embedded['pgdata']}): "
                + (f"running (pid {embedded['pid']})" if embedded["running"] else "not running"))

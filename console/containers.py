@@ -3,16 +3,26 @@ MinIO, NATS) for operators who want real servers instead of the embedded default
 port checks that tell which of those servers answer. Blocking: call from the CLI or an executor."""
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Mapping
+from urllib.parse import urlsplit
 
-from gateway.config import conf_dir
+from gateway.config import Config, conf_dir
 
-# What the database panel and `db:status` check, in this order.
-DATABASE_PORTS = [("PostgreSQL", 5432), ("Redis", 6379), ("Qdrant", 6333), ("MinIO", 9000), ("NATS", 4222)]
+# What the database panel and `db:status` check, in this order: name, the configuration key of
+# its URL, the environment variable named as the address's source, the usual local port.
+SERVERS = (
+    ("PostgreSQL", "database.url", "DATABASE_URL", 5432),
+    ("Redis", "bus.redis_url", "REDIS_URL", 6379),
+    ("Qdrant", "vectors.qdrant_url", "QDRANT_URL", 6333),
+    ("MinIO", "blobs.s3_endpoint", "S3_ENDPOINT", 9000),
+    ("NATS", None, "NATS_URL", 4222),  # nothing here uses NATS yet: only the environment names it
+)
 
 
 class DockerUnavailable(Exception):
@@ -37,8 +47,29 @@ def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
         return False
 
 
-def port_checks(host: str = "127.0.0.1") -> list[dict]:
-    return [{"name": name, "port": port, "open": port_open(host, port)} for name, port in DATABASE_PORTS]
+def server_addresses(config: Config, environ: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """Where each server of SERVERS is expected: the configured URL's host and port, else the
+    usual local port (`source` says which)."""
+    environ = os.environ if environ is None else environ
+    found = []
+    for name, key, variable, default_port in SERVERS:
+        url = config.get(key) if key else environ.get(variable)
+        host, port, source = "127.0.0.1", default_port, "default"
+        if url:
+            parts = urlsplit(url if "//" in url else f"//{url}")
+            host = parts.hostname or host
+            try:
+                port = parts.port or default_port
+            except ValueError:
+                pass
+            source = variable
+        found.append({"name": name, "host": host, "port": port, "source": source})
+    return found
+
+
+def port_checks(config: Config) -> list[dict]:
+    """Blocking (the command line); the console checks the same addresses without blocking."""
+    return [{**entry, "open": port_open(entry["host"], entry["port"])} for entry in server_addresses(config)]
 
 
 def _docker_base() -> list[str]:

@@ -88,6 +88,11 @@ class SttLog:
     def entries(self) -> list[dict]:
         return list(self._entries)
 
+    @property
+    def size(self) -> int:
+        """The most entries kept."""
+        return self._entries.maxlen or 0
+
     def read_service_line(self, service_id: str, line: str) -> dict | None:
         """Add the entry a service's log line carries, if it is a `voice.stt` record (the voice
         service logs one per recognition: docs/voice.md, "The STT log"); None for other lines."""

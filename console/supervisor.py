@@ -174,6 +174,11 @@ class Supervisor:
     def child_pids(self) -> list[int]:
         return [s.process.pid for s in self._services.values() if s.alive]
 
+    def pids(self) -> dict[str, int]:
+        """Each live service's main process, by service id (the performance sampler's list)."""
+        return {service_id: s.process.pid for service_id, s in self._services.items()
+                if s.alive and s.process is not None}
+
     # ------------------------------------------------------------ transitions
 
     async def start(self, service_id: str) -> dict:

@@ -363,10 +363,11 @@ class GuardedFetcher:
                                 parts.port or (443 if parts.scheme == "https" else 80))
 
     async def fetch(self, url: str, *, method: str = "GET", headers: Mapping[str, str] | None = None,
-                    json_body: Any = None, timeout: float | None = None,
+                    json_body: Any = None, data: bytes | None = None, timeout: float | None = None,
                     max_bytes: int | None = None) -> FetchResult:
         """The final response of `url` after checked redirects. Any HTTP status is a result;
-        a refused address, a timeout, a body above the limit or a network failure raise."""
+        a refused address, a timeout, a body above the limit or a network failure raise.
+        `data`: a body sent byte for byte (one the caller signed), instead of `json_body`."""
         timeout = self.timeout if timeout is None else timeout
         max_bytes = self.max_bytes if max_bytes is None else max_bytes
         self.check_url(url)
@@ -380,7 +381,7 @@ class GuardedFetcher:
                     while True:
                         self.check_url(url)
                         async with session.request(method, url, headers=request_headers, json=json_body,
-                                                   allow_redirects=False) as response:
+                                                   data=data, allow_redirects=False) as response:
                             location = response.headers.get("Location")
                             if response.status in REDIRECT_STATUSES and location:
                                 if len(redirects) >= self.max_redirects:
@@ -389,7 +390,7 @@ class GuardedFetcher:
                                 self.check_url(url)  # before anything parses it: a malformed target is refused
                                 redirects.append(url)
                                 if response.status == 303 or (response.status in (301, 302) and method == "POST"):
-                                    method, json_body = "GET", None
+                                    method, json_body, data = "GET", None, None
                                 if _origin(url) != first_origin:
                                     request_headers.popall("Authorization", None)
                                 continue

@@ -13,7 +13,8 @@ class AdminPlugin(Plugin):
     name = "admin"
     depends = ("auth_tokens", "ai_core_client")
     # Without chat there is no presence: the session and client listings answer empty.
-    optional_depends = ("chat",)
+    # Without sessions there are no stored totals: /stats answers 503.
+    optional_depends = ("chat", "sessions")
     description = "Administrator endpoints: live sessions, known clients, model providers, models, routing"
     settings_schema = AdminSettings
 

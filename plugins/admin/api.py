@@ -16,16 +16,17 @@ from aiohttp import web
 from marshmallow import fields, validate
 
 from gateway.context import get_context
-from gateway.errors import BadGateway, BadRequest, Conflict, NotFound
+from gateway.errors import BadGateway, BadRequest, Conflict, NotFound, ServiceUnavailable
 from gateway.identity import require_admin
 from gateway.openapi import api_doc
-from gateway.validation import parse_body, parse_query
+from gateway.validation import MAX_OFFSET, parse_body, parse_query
 from plugins.ai_core.contract import AI_CORE, AiCore
 from plugins.chat.contract import PRESENCE, Presence
+from plugins.sessions.contract import CONVERSATIONS, Conversations
 
 from .schemas import (HealthCheck, KnownClients, LiveSessions, LiveSessionsByUser, ModelChanged, Models,
                       NoteSaved, ProviderChanged, ProviderModels, Providers, RouteChanged, RoutingRule,
-                      SessionState)
+                      SessionState, StoredMessagePage, StoredTotals)
 
 PREFIX = "/api/v1/admin"
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,99}\Z")
@@ -140,6 +141,13 @@ class ClientsQuery(StrictSchema):
     user_id = fields.String(load_default=None, validate=validate.Length(min=1, max=200))
 
 
+class MessagesQuery(StrictSchema):
+    user_id = fields.String(load_default=None, validate=validate.Length(min=1, max=200), metadata={
+        "description": "Whose session (ids are per user); without it, the most recently updated session of that id."})
+    limit = fields.Integer(load_default=50, validate=validate.Range(min=1, max=500))
+    offset = fields.Integer(load_default=0, validate=validate.Range(min=0, max=MAX_OFFSET))
+
+
 class HealthCheckBody(StrictSchema):
     provider = fields.String(required=True, validate=validate.Regexp(KEY_PATTERN, error=f"must be {KEY_RULE}"))
 
@@ -249,6 +257,42 @@ async def session(request: web.Request) -> web.Response:
         raise NotFound(f"No live session {session_id!r}.", error_type="session_not_found",
                        hint="GET /api/v1/admin/sessions lists the live sessions.")
     return web.json_response(state)
+
+
+@routes.get(PREFIX + "/sessions/{id}/messages", name="admin.session_messages")
+@api_doc("A page of any user's stored session messages, oldest first (the console's Sessions panel)",
+         query=MessagesQuery, responses={200: StoredMessagePage}, errors=(404, 503), auth="admin")
+async def session_messages(request: web.Request) -> web.Response:
+    await require_admin(request)
+    query = parse_query(request, MessagesQuery())
+    conversations = conversations_of(request)
+    session_id = request.match_info["id"]
+    if query["user_id"]:
+        session = await conversations.get_session(query["user_id"], session_id)
+    else:
+        session = next(iter(await conversations.find_sessions(session_id)), None)
+    if session is None:
+        raise NotFound(f"No stored session {session_id!r}" + (f" of {query['user_id']!r}." if query["user_id"] else "."),
+                       error_type="session_not_found", hint="GET /api/v1/admin/sessions lists the live sessions.")
+    messages = await conversations.list_messages(session["user_id"], session_id, query["limit"], query["offset"])
+    return web.json_response({"session_id": session_id, "user_id": session["user_id"], "messages": messages,
+                              "limit": query["limit"], "offset": query["offset"]})
+
+
+def conversations_of(request: web.Request) -> Conversations:
+    conversations = get_context(request).contracts.get(CONVERSATIONS)
+    if conversations is None:
+        raise ServiceUnavailable("This service keeps no sessions.", error_type="sessions_unavailable",
+                                 hint="The sessions plugin is not loaded in this service.")
+    return conversations
+
+
+@routes.get(PREFIX + "/stats", name="admin.stats")
+@api_doc("How many users, sessions and messages are stored (the console's dashboard)", responses={200: StoredTotals},
+         errors=(503,), auth="admin")
+async def stats(request: web.Request) -> web.Response:
+    await require_admin(request)
+    return web.json_response(await conversations_of(request).totals())
 
 
 @routes.get(PREFIX + "/clients", name="admin.clients")

@@ -39,6 +39,21 @@ class LiveSessionsByUser(marshmallow.Schema):
     total_sessions = fields.Integer(required=True)
 
 
+class StoredTotals(marshmallow.Schema):
+    users = fields.Integer(required=True, metadata={"description": "Users with at least one stored session."})
+    sessions = fields.Integer(required=True, metadata={"description": "Stored sessions of every user."})
+    messages = fields.Integer(required=True, metadata={"description": "Stored messages of every user."})
+
+
+class StoredMessagePage(marshmallow.Schema):
+    session_id = fields.String(required=True)
+    user_id = fields.String(required=True, metadata={"description": "The session's owner."})
+    messages = fields.List(fields.Dict(), required=True, metadata={
+        "description": "Oldest first, each as `GET /api/v1/sessions/:id/messages` gives it (docs/sessions.md)."})
+    limit = fields.Integer(required=True)
+    offset = fields.Integer(required=True)
+
+
 class KnownClient(marshmallow.Schema):
     client_id = fields.String(required=True)
     user_id = fields.String(required=True)

@@ -55,6 +55,10 @@ class Conversations(Protocol):
     async def search_messages(self, user_id: str, query: str, limit: int = 50,
                               offset: int = 0) -> tuple[list[dict], int]: ...
 
+    async def totals(self) -> dict[str, int]:
+        """`{"users", "sessions", "messages"}` stored, over every user (the administrator's statistics)."""
+        ...
+
     async def active_users(self, since_ms: int, limit: int = 1000) -> list[dict]:
         """The users whose sessions changed at or after `since_ms` (epoch milliseconds), as
         `{"user_id", "last_active"}` (epoch ms), the most recently active first (the thinking job)."""

@@ -31,6 +31,8 @@ MESSAGE_COLUMNS = ("id, session_id, user_id, role, msg_type, content, metadata, 
                    "(extract(epoch FROM created_at) * 1000)::bigint AS created_at")
 
 # The two search statements, named so that the plan test and the benchmark EXPLAIN exactly these.
+TOTALS_SQL = ("SELECT (SELECT count(DISTINCT user_id) FROM chat_sessions) AS users, "
+              "(SELECT count(*) FROM chat_sessions) AS sessions, (SELECT count(*) FROM chat_messages) AS messages")
 SEARCH_COUNT_SQL = "SELECT count(*) FROM chat_messages WHERE user_id = %s AND content ILIKE %s"
 SEARCH_PAGE_SQL = (
     "SELECT m.id, m.session_id, s.title AS session_title, m.role, m.content, "
@@ -383,6 +385,10 @@ class Conversations:
         return results, int(total or 0)
 
     # ------------------------------------------------------------ activity
+    async def totals(self) -> dict[str, int]:
+        row = await fetch_one(self.db, TOTALS_SQL)
+        return {name: int(row[name]) if row else 0 for name in ("users", "sessions", "messages")}
+
     async def active_users(self, since_ms: int, limit: int = 1000) -> list[dict]:
         """The users whose sessions changed at or after `since_ms`, the most recently active first."""
         return await fetch_all(

@@ -3,7 +3,10 @@
 - `POST /api/v1/webhook/generic` (header `X-Webhook-Key`) — one message in, the AI core's whole
   reply out;
 - `POST /api/v1/webhook/discord` — Discord's interactions endpoint: PING and the chat command,
-  with Discord's Ed25519 request signature checked against `DISCORD_PUBLIC_KEY`.
+  with Discord's Ed25519 request signature checked against `DISCORD_PUBLIC_KEY`; a reply slower
+  than Discord's 3 seconds is deferred and sent through the interaction's follow-up webhook;
+- `POST /api/v1/bridge/turns` — the platform bridge's turns for gateway users, streamed back
+  (service credential).
 
 Each message is a chat turn (the chat plugin's `CHAT_TURNS.submit_and_wait`): under the
 session's turn lock like a device's message, stored in the conversations store under the `ext_`
@@ -15,7 +18,10 @@ from gateway.plugins import Plugin, PluginError, Registrar
 
 from aiohttp import web
 
+from plugins.chat.contract import REPLY_TAPS
+
 from .api import WEBHOOKS, WebhookConfig, check_key, parse_discord_key, routes
+from .bridge import TAPPER, ReplyTapper, routes as bridge_routes
 from .contract import WEBHOOK_KEY
 from .settings import WebhooksSettings
 
@@ -45,8 +51,15 @@ class WebhooksPlugin(Plugin):
                               "application's public key (Discord developer portal)") from None
         registrar.app_state(WEBHOOKS, WebhookConfig(webhook_key=str(config.get("auth.webhook_key") or ""),
                                                     discord_key=discord_key,
-                                                    ai_timeout=registrar.settings["ai_timeout"]))
+                                                    ai_timeout=registrar.settings["ai_timeout"],
+                                                    discord_defer_after=registrar.settings["discord_defer_after"],
+                                                    discord_api_url=registrar.settings["discord_api_url"]))
         registrar.routes(routes)
+        # The platform bridge's turns (bridge.py): their replies' pieces come from a reply tap.
+        tapper = ReplyTapper()
+        registrar.app_state(TAPPER, tapper)
+        registrar.context.contracts.require(REPLY_TAPS).add(["text"], tapper)
+        registrar.routes(bridge_routes)
         registrar.provide(WEBHOOK_KEY, WebhookKeyCheck())
 
 

@@ -3,19 +3,22 @@ The handlers reach chat turns and the conversations store through the context's 
 their credentials and reply timeout under `WEBHOOKS`."""
 from __future__ import annotations
 
+import asyncio
 import hmac
+import logging
 import secrets
 import string
 import time
 from dataclasses import dataclass
 
+import aiohttp
 import marshmallow
 from aiohttp import web
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from marshmallow import fields, validate
 
-from gateway.context import get_context
+from gateway.context import Context, get_context
 from gateway.errors import BadGateway, BadRequest, Unauthorized
 from gateway.openapi import api_doc
 from gateway.validation import load, parse_body, read_json
@@ -24,12 +27,14 @@ from plugins.sessions.contract import CONVERSATIONS
 
 from .schemas import DISCORD_HEADERS, DiscordAnswer, DiscordInteraction, GenericReply
 
+log = logging.getLogger("plugins.webhooks")
+
 EXTERNAL_PREFIX = "ext_"
 ID_ALPHABET = string.ascii_lowercase + string.digits
 # Replayed interactions: Discord's clock and ours agree within seconds.
 DISCORD_SIGNATURE_MAX_AGE = 300
 DISCORD_PING, DISCORD_APPLICATION_COMMAND = 1, 2
-DISCORD_PONG, DISCORD_CHANNEL_MESSAGE = 1, 4
+DISCORD_PONG, DISCORD_CHANNEL_MESSAGE, DISCORD_DEFERRED_CHANNEL_MESSAGE = 1, 4, 5
 DISCORD_MAX_CONTENT = 2000
 
 
@@ -60,6 +65,8 @@ class WebhookConfig:
     webhook_key: str
     discord_key: Ed25519PublicKey | None  # None: Discord interactions carry the webhook key instead
     ai_timeout: float
+    discord_defer_after: float = 2.5  # Discord waits 3 s for the first answer
+    discord_api_url: str = "https://discord.com/api/v10"
 
 
 WEBHOOKS = web.AppKey("webhooks.config", WebhookConfig)
@@ -106,12 +113,18 @@ def check_discord_signature(key: Ed25519PublicKey, request: web.Request, raw: by
 async def converse(request: web.Request, user_id: str, session_id: str, text: str, mode: str,
                    platform: str) -> tuple[str, str]:
     """The reply to `text` as a turn of the session, and the stored reply's message id."""
-    contracts = get_context(request).contracts
+    return await converse_in(get_context(request), request.config_dict[WEBHOOKS], user_id, session_id, text, mode,
+                             platform)
+
+
+async def converse_in(context: Context, config: WebhookConfig, user_id: str, session_id: str, text: str, mode: str,
+                      platform: str) -> tuple[str, str]:
+    """`converse` without the request: a deferred Discord answer outlives it."""
+    contracts = context.contracts
     await contracts.require(CONVERSATIONS).ensure_session(user_id, session_id, title=f"{platform} webhook")
     try:
         reply = await contracts.require(CHAT_TURNS).submit_and_wait(
-            user_id, session_id, text, mode, metadata={"platform": platform},
-            timeout=request.config_dict[WEBHOOKS].ai_timeout)
+            user_id, session_id, text, mode, metadata={"platform": platform}, timeout=config.ai_timeout)
     except TurnFailed as failure:
         raise ai_unavailable(failure.error) from None
     return reply.text, str(reply.message_ids[0]) if reply.message_ids else ""
@@ -159,11 +172,45 @@ async def discord(request: web.Request) -> web.Response:
                          hint="This endpoint answers PING (1) and application commands (2) with a "
                               "`message` option.")
     text, user, channel = discord_command(interaction)
+    config = request.config_dict[WEBHOOKS]
+    context = get_context(request)
     # One session per person per channel: several people share a channel, a session has one owner.
-    reply, _ = await converse(request, external_user(f"discord_{user}"), f"discord_{channel}_{user}", text,
-                              "text", "discord")
-    content = reply if len(reply) <= DISCORD_MAX_CONTENT else reply[:DISCORD_MAX_CONTENT - 1] + "…"
-    return web.json_response({"type": DISCORD_CHANNEL_MESSAGE, "data": {"content": content}})
+    exchange = asyncio.ensure_future(converse_in(context, config, external_user(f"discord_{user}"),
+                                                 f"discord_{channel}_{user}", text, "text", "discord"))
+    application_id, token = str(interaction.get("application_id") or ""), str(interaction.get("token") or "")
+    can_defer = bool(application_id.isdigit() and token)
+    try:
+        reply, _ = await asyncio.wait_for(asyncio.shield(exchange), config.discord_defer_after if can_defer else None)
+    except TimeoutError:
+        # Slower than Discord waits: "thinking..." now, the answer through the interaction's webhook.
+        await context.scheduler.spawn(discord_follow_up(context, config, exchange, application_id, token))
+        return web.json_response({"type": DISCORD_DEFERRED_CHANNEL_MESSAGE})
+    return web.json_response({"type": DISCORD_CHANNEL_MESSAGE, "data": {"content": discord_content(reply)}})
+
+
+def discord_content(reply: str) -> str:
+    return reply if len(reply) <= DISCORD_MAX_CONTENT else reply[:DISCORD_MAX_CONTENT - 1] + "…"
+
+
+async def discord_follow_up(context: Context, config: WebhookConfig, exchange: asyncio.Future, application_id: str,
+                            token: str) -> None:
+    """Edit the deferred answer into the reply (or a short failure notice): `PATCH
+    /webhooks/{application_id}/{token}/messages/@original`, valid for 15 minutes."""
+    try:
+        reply, _ = await exchange
+        content = discord_content(reply) or "…"
+    except BadGateway:
+        content = "Sorry, the assistant could not answer just now. Please try again."
+    except Exception as error:  # a rate limit or a bad request found after the deferral
+        content = f"Sorry, that could not be answered: {getattr(error, 'error', 'an internal error')}"
+    url = f"{config.discord_api_url.rstrip('/')}/webhooks/{application_id}/{token}/messages/@original"
+    try:
+        async with asyncio.timeout(30):
+            async with context.http.patch(url, json={"content": content}) as response:
+                if response.status >= 300:
+                    log.warning("the Discord follow-up was refused: %s", response.status)
+    except (TimeoutError, aiohttp.ClientError) as error:
+        log.warning("the Discord follow-up could not be sent: %s", type(error).__name__)
 
 
 class DiscordOption(marshmallow.Schema):

@@ -37,6 +37,7 @@ class DiscordMessage(marshmallow.Schema):
 
 
 class DiscordAnswer(marshmallow.Schema):
-    type = fields.Integer(required=True, validate=validate.OneOf([1, 4]),
-                          metadata={"description": "1 PONG (to a PING), 4 CHANNEL_MESSAGE_WITH_SOURCE."})
+    type = fields.Integer(required=True, validate=validate.OneOf([1, 4, 5]), metadata={
+        "description": "1 PONG (to a PING), 4 CHANNEL_MESSAGE_WITH_SOURCE, 5 DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE "
+                       "(the reply follows through the interaction's webhook)."})
     data = fields.Nested(DiscordMessage, metadata={"description": "With type 4: the reply."})

@@ -7,3 +7,8 @@ from gateway.plugins import PluginSettings
 class WebhooksSettings(PluginSettings):
     ai_timeout = fields.Float(load_default=120.0, validate=validate.Range(min=0, min_inclusive=False), metadata={
         "description": "Seconds to wait for the whole reply to a webhook message."})
+    discord_defer_after = fields.Float(load_default=2.5, validate=validate.Range(min=0, max=2.9), metadata={
+        "description": "Seconds a Discord command waits for the reply before answering deferred (type 5) and "
+                       "sending the reply through the interaction's follow-up webhook; Discord waits 3."})
+    discord_api_url = fields.String(load_default="https://discord.com/api/v10", metadata={
+        "description": "Discord's API root, for interaction follow-ups (a test's local server)."})

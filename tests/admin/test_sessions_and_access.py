@@ -118,7 +118,8 @@ async def test_without_presence_the_lists_are_empty(gateway):
 
 ROUTES = [
     ("GET", "/api/v1/admin/sessions"), ("GET", "/api/v1/admin/sessions/active"), ("GET", "/api/v1/admin/sessions/s1"),
-    ("GET", "/api/v1/admin/clients"), ("PUT", "/api/v1/admin/clients/phone-1/note"),
+    ("GET", "/api/v1/admin/clients"), ("PUT", "/api/v1/admin/clients/phone-1/note"), ("GET", "/api/v1/admin/stats"),
+    ("GET", "/api/v1/admin/sessions/s1/messages"),
     ("GET", "/api/v1/admin/models/providers"), ("POST", "/api/v1/admin/models/providers/p1"),
     ("DELETE", "/api/v1/admin/models/providers/p1"), ("GET", "/api/v1/admin/models/models"),
     ("POST", "/api/v1/admin/models/models/m1"), ("DELETE", "/api/v1/admin/models/models/m1"),

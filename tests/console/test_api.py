@@ -134,18 +134,43 @@ async def test_other_web_origins_and_rebound_host_names_cannot_drive_the_console
                                                                                  make_config):
     specs = service_table([{"id": "alpha", "name": "Alpha"}])
     client = await aiohttp_client(create_console_app(make_config(), host="127.0.0.1", specs=specs))
-    # A page on another site posting a simple (no-preflight) request, and opening the push socket.
-    cross = await client.post("/api/services/stop-all", headers={"Origin": "https://evil.example"})
-    assert cross.status == 403 and (await cross.json())["errorType"] == "cross_origin"
-    with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
-        await client.ws_connect("/ws", headers={"Origin": "https://evil.example"})
-    assert refused.value.status == 403
+    own = f"http://{client.server.host}:{client.server.port}"
+
+    async def refused(response) -> bool:
+        if response.status != 403:
+            return False
+        assert (await response.json())["errorType"] == "cross_site_request"
+        return True
+
+    # A page on another site posting a simple (no-preflight) request: by Origin, or by what the
+    # browser says in Sec-Fetch-Site (a sibling subdomain counts: same-site is not same-origin).
+    # An unknown service answers 404 once the request gets through.
+    unsafe = [("POST", "/api/services/nope/start"), ("DELETE", "/api/logs/nope"),
+              ("PUT", "/api/services/nope/start"), ("PATCH", "/api/services/nope/start")]
+    for method, path in unsafe:
+        assert await refused(await client.request(method, path, headers={"Origin": "https://evil.example"}))
+        assert await refused(await client.request(method, path, headers={"Origin": "null"}))
+        for site in ("cross-site", "same-site"):
+            assert await refused(await client.request(method, path, headers={"Sec-Fetch-Site": site}))
+        # The console's own pages (same origin), and the command line (neither header), pass.
+        for headers in ({"Origin": own, "Sec-Fetch-Site": "same-origin"}, {"Sec-Fetch-Site": "none"}, {}):
+            assert (await client.request(method, path, headers=headers)).status in (404, 405), (method, headers)
+    # Reading is not driving: a cross-site GET (which CORS keeps the page from reading) passes.
+    assert (await client.get("/api/services", headers={"Sec-Fetch-Site": "cross-site"})).status == 200
+    assert (await client.get("/api/services", headers={"Origin": "https://evil.example"})).status == 200
+
+    # The push socket, which CORS does not cover.
+    for headers in ({"Origin": "https://evil.example"}, {"Sec-Fetch-Site": "cross-site"}):
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused_socket:
+            await client.ws_connect("/ws", headers=headers)
+        assert refused_socket.value.status == 403
+    socket = await client.ws_connect("/ws", headers={"Origin": own, "Sec-Fetch-Site": "same-origin"})
+    await socket.close()
+
     # DNS rebinding: the page's own name now points at 127.0.0.1, so Origin and Host agree.
     rebound = await client.get("/api/logs/alpha", headers={"Host": "evil.example:9090",
                                                            "Origin": "http://evil.example:9090"})
     assert rebound.status == 403 and (await rebound.json())["errorType"] == "bad_host"
-    # The console's own pages and the command line (no Origin) still work.
-    own = f"http://{client.server.host}:{client.server.port}"
     assert (await client.get("/api/services", headers={"Origin": own})).status == 200
     assert (await client.get("/api/services")).status == 200
     assert (await client.get("/api/services", headers={"Host": f"localhost:{client.server.port}"})).status == 200

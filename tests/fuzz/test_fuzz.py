@@ -155,18 +155,18 @@ def stop(service: Service) -> None:
 
 @pytest.fixture
 async def services(tmp_path, database_url, redis_url, aiohttp_server):
-    """The model server, then the memory, IoT and voice services, the plugin manager, the AI core and the
-    gateway sharing a fresh DATA_DIR (and so its generated secrets.json), the test's database and Redis. The AI core's
-    `openai` provider (seeded from OPENAI_BASE_URL) is the model server."""
+    """The model server, then the memory, IoT and voice services, the plugin manager, the AI core, the gateway
+    and the platform bridge sharing a fresh DATA_DIR (and so its generated secrets.json), the test's database and
+    Redis. The AI core's `openai` provider (seeded from OPENAI_BASE_URL) is the model server."""
     model = await serve_fake_provider(aiohttp_server)
     data_dir = tmp_path / "data"
-    memory_port, iot_port, voice_port = free_port(), free_port(), free_port()
+    memory_port, iot_port, voice_port, bridge_port = free_port(), free_port(), free_port(), free_port()
     ai_core_port, gateway_port, plugin_manager_port = free_port(), free_port(), free_port()
     environ = service_environment(
         tmp_path, DATA_DIR=str(data_dir), DATABASE_URL=database_url, REDIS_URL=redis_url,
         AI_CORE_URL=f"http://127.0.0.1:{ai_core_port}", GATEWAY_URL=f"http://127.0.0.1:{gateway_port}",
         MEMORY_SERVICE_URL=f"http://127.0.0.1:{memory_port}", IOT_SERVICE_URL=f"http://127.0.0.1:{iot_port}",
-        VOICE_SERVICE_URL=f"http://127.0.0.1:{voice_port}",
+        VOICE_SERVICE_URL=f"http://127.0.0.1:{voice_port}", PLATFORM_BRIDGE_URL=f"http://127.0.0.1:{bridge_port}",
         # Where the plugin manager asks for restarts: a port nothing listens on (restart pending).
         CONSOLE_PORT=str(free_port()),
         OPENAI_BASE_URL=f"{model.url}/live/v1", OPENAI_API_KEY="fuzz-key", DEFAULT_MODEL="gpt-small")
@@ -179,6 +179,7 @@ async def services(tmp_path, database_url, redis_url, aiohttp_server):
         started.append(await start_service("plugin-manager", plugin_manager_port, environ, tmp_path))
         started.append(await start_service("ai-core", ai_core_port, environ, tmp_path))
         started.append(await start_service("gateway", gateway_port, environ, tmp_path))
+        started.append(await start_service("platform-bridge", bridge_port, environ, tmp_path))
         for service in started:
             service.auth_of = declared_auth(service.service_id, environ)
         yield model, data_dir, {service.service_id: service for service in started}
@@ -413,7 +414,7 @@ async def test_fuzzing_the_gateway_and_the_ai_core_finds_nothing(services, capsy
 
     outcomes = [await asyncio.to_thread(fuzz, started[service_id], credentials, model.url)
                 for service_id in ("gateway", "ai-core", "memory-service", "iot-debug-service", "voice-service",
-                                   "plugin-manager")]
+                                   "plugin-manager", "platform-bridge")]
     seed = "derandomized" if DETERMINISTIC else f"FUZZ_SEED={outcomes[0].seed}"
     with capsys.disabled():  # the case count belongs in every run's output, not only a failing one's
         print(f"\nfuzz ({seed}, FUZZ_EXAMPLES={EXAMPLES}, FUZZ_SECONDS={SECONDS or 'one round'}): "

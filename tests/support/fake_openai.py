@@ -6,7 +6,8 @@ server serves several "providers" (`{url}/<behaviour>/v1`):
   `"stream": false`): any name not below answers "Hello from <model>."; `thinker` streams
   reasoning first; `tools` calls `get_current_time`, then answers with its result; `vision`
   describes the image it was sent (its size kept in `images_seen`); `ratelimited` is 429,
-  `broken` 500; `stalled` waits for `release`; `dies` drops the connection mid-answer;
+  `broken` 500; `stalled` waits for `release`; `slow` streams the default answer word by word,
+  `slow_delay` seconds (0.15) apart; `dies` drops the connection mid-answer;
   `replay-<name>` replays a captured stream byte for byte;
 - model lists: `/live/v1/models` (OpenAI form; 401 unless the request carries `api_key`),
   `/ollama/api/tags` (Ollama form), `/moved/v1/models` (a redirect to the cloud metadata
@@ -51,6 +52,7 @@ class FakeProvider:
         self.requests: list[dict] = []
         self.images_seen: list[tuple[int, int]] = []
         self.release = asyncio.Event()
+        self.slow_delay = 0.15
         self.app = web.Application()
         self.app.router.add_post("/{behaviour}/v1/chat/completions", self.completions)
         self.app.router.add_get("/live/v1/models", self.models)
@@ -149,6 +151,8 @@ class FakeProvider:
             pieces = [word + (" " if not word.endswith(".") else "") for word in text.split(" ")]
         await response.write(chunk(model, {"role": "assistant", "content": ""}))
         for piece in pieces:
+            if behaviour == "slow":
+                await asyncio.sleep(self.slow_delay)
             await response.write(chunk(model, {"content": piece}))
         await response.write(chunk(model, {}, "stop"))
         await response.write(b"data: [DONE]\n\n")

@@ -1,0 +1,28 @@
+"""The platform bridge: bots on Telegram, Discord and a generic signed webhook, each
+conversation relayed into the gateway as the person's own session. See docs/platform-bridge.md."""
+from __future__ import annotations
+
+from gateway.plugins import Plugin, Registrar
+
+from .api import routes
+from .bridge import Bridge
+from .keys import BRIDGE
+from .settings import BridgeSettings
+
+
+class PlatformBridgePlugin(Plugin):
+    name = "platform_bridge"
+    depends = ("auth_tokens",)
+    uses = ("database",)
+    description = "Chat platform bots (Telegram, Discord, generic webhook) relayed into the gateway"
+    settings_schema = BridgeSettings
+
+    def setup(self, registrar: Registrar) -> None:
+        bridge = Bridge(registrar.context, registrar.settings)
+        registrar.migrations("plugins.platform_bridge")
+        registrar.app_state(BRIDGE, bridge)
+        registrar.routes(routes)
+        registrar.lifespan(bridge.lifespan)
+
+
+plugin = PlatformBridgePlugin()

@@ -1,0 +1,30 @@
+"""The generic webhook platform: replies posted to the bot's `outgoing_url` through the guarded
+fetcher, and incoming messages, both signed with HMAC-SHA256 of the raw body."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+
+from gateway.fetch import FetchError, GuardedFetcher
+
+SIGNATURE_HEADER = "X-Bridge-Signature"
+
+
+def sign(secret: str, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+
+
+def signature_matches(secret: str, body: bytes, given: str) -> bool:
+    return bool(secret) and hmac.compare_digest(sign(secret, body).encode("ascii"), given.strip().encode("utf-8"))
+
+
+async def post_reply(fetcher: GuardedFetcher, url: str, secret: str, payload: dict) -> str | None:
+    """Post one reply; None when the receiver took it, else why not."""
+    body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    try:
+        result = await fetcher.fetch(url, method="POST", data=body, headers={
+            "Content-Type": "application/json", SIGNATURE_HEADER: sign(secret, body)})
+    except FetchError as error:
+        return f"the outgoing URL could not be reached: {error}"
+    return None if result.ok else f"the outgoing URL answered {result.status}"

@@ -1,0 +1,29 @@
+"""`[plugins.platform_bridge]` (docs/configuration.md, docs/platform-bridge.md)."""
+from marshmallow import fields, validate
+
+from gateway.plugins import PluginSettings
+
+POSITIVE = validate.Range(min=0, min_inclusive=False)
+
+
+class BridgeSettings(PluginSettings):
+    telegram_api_url = fields.String(load_default="https://api.telegram.org", metadata={
+        "description": "Telegram's Bot API root (a local Bot API server, or a test's)."})
+    discord_api_url = fields.String(load_default="https://discord.com/api/v10", metadata={
+        "description": "Discord's API root, for interaction follow-ups."})
+    poll_timeout = fields.Integer(load_default=25, validate=validate.Range(min=0, max=50), metadata={
+        "description": "Seconds a getUpdates long poll waits for updates."})
+    edit_interval = fields.Float(load_default=1.0, validate=POSITIVE, metadata={
+        "description": "Least seconds between two edits of a streamed reply in one chat."})
+    retry_delay = fields.Float(load_default=5.0, validate=POSITIVE, metadata={
+        "description": "Seconds before polling again after a failed getUpdates."})
+    reply_timeout = fields.Float(load_default=180.0, validate=POSITIVE, metadata={
+        "description": "Seconds to wait for the gateway's whole reply to one message."})
+    log_limit = fields.Integer(load_default=1000, validate=validate.Range(min=10, max=1_000_000), metadata={
+        "description": "Message-log entries kept per bot; older ones are deleted."})
+    link_code_ttl = fields.Integer(load_default=600, validate=validate.Range(min=30, max=86400), metadata={
+        "description": "Seconds a one-time link code stays valid."})
+    max_voice_bytes = fields.Integer(load_default=10 * 1024 * 1024, validate=POSITIVE, metadata={
+        "description": "Largest voice note downloaded for transcription."})
+    stop_timeout = fields.Float(load_default=5.0, validate=validate.Range(min=0), metadata={
+        "description": "Seconds a stopping bridge lets the answers under way finish."})

@@ -1,0 +1,156 @@
+"""The web client in a real headless Chromium against the real frontend, gateway and AI core:
+sign in, streaming, a second device of the same person, Markdown and code (and a script that
+must not run), an image upload, a reconnect in the middle of a reply, the Chinese interface.
+One browser and one set of services for the module; the tests run in order and share them."""
+from __future__ import annotations
+
+import io
+
+import pytest
+import pytest_asyncio
+from PIL import Image
+
+from tests.support.browser import needs_browser, open_browser, open_page, screenshot
+from tests.web_client.conftest import SLOW_WORDS
+
+pytestmark = [needs_browser, pytest.mark.asyncio(loop_scope="module")]
+
+DESKTOP = (1280, 800)
+PHONE = (390, 780)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def browser():
+    async with open_browser() as chromium:
+        yield chromium
+
+
+async def sign_in(page, url: str, password: str) -> None:
+    await page.goto(url)
+    await page.fill("input[name=username]", "admin")
+    await page.fill("input[name=password]", password)
+    await page.click("#login-form button[type=submit]")
+    await page.wait_for_selector("#connection[data-state=open]", timeout=10000)
+
+
+async def send(page, text: str) -> None:
+    await page.fill("textarea.input", text)
+    await page.keyboard.press("Enter")
+
+
+async def last_reply(page):
+    return page.locator(".live article.message.assistant").last
+
+
+@pytest.mark.slow
+async def test_chat_streams_and_a_second_device_sees_the_echo_and_the_reply(services, browser, admin_password):
+    async with open_page(DESKTOP, browser=browser) as (desktop, desktop_errors), \
+            open_page(PHONE, browser=browser) as (phone, phone_errors):
+        response = await desktop.goto(services.frontend_url)
+        policy = response.headers["content-security-policy"]
+        assert "script-src 'self'" in policy and "connect-src 'self'" in policy and "unsafe-inline" not in policy
+        await screenshot(desktop, "web-sign-in")
+        await sign_in(desktop, services.frontend_url, admin_password)
+        await desktop.wait_for_selector(".session[aria-current=true]")
+        await sign_in(phone, services.frontend_url, admin_password)
+        await phone.wait_for_selector(".session-title")
+
+        await send(desktop, "Hi there")
+        streaming = desktop.locator(".live article.message.assistant.streaming")
+        await streaming.wait_for(timeout=10000)       # seen while it is still being written
+        reply = desktop.locator(".live article.message.assistant:not(.streaming)")
+        await reply.wait_for(timeout=10000)
+        assert "Hello there, friend. How can I help?" in await reply.inner_text()
+
+        echo = phone.locator(".live article.message.user")
+        await echo.wait_for(timeout=10000)
+        assert "Hi there" in await echo.inner_text()
+        phone_reply = phone.locator(".live article.message.assistant:not(.streaming)")
+        await phone_reply.wait_for(timeout=10000)
+        assert "How can I help?" in await phone_reply.inner_text()
+        await screenshot(desktop, "web-chat-desktop")
+        await screenshot(phone, "web-chat-phone")
+        assert desktop_errors == [] and phone_errors == []
+
+
+@pytest.mark.slow
+async def test_markdown_and_code_render_and_a_script_in_a_reply_does_not_run(services, browser, admin_password):
+    async with open_page(DESKTOP, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, admin_password)
+        await send(page, "show me markdown please")
+        block = page.locator(".live .code-block")
+        await block.wait_for(timeout=10000)
+        await page.locator(".live article.message.assistant:not(.streaming)").last.wait_for()
+        assert await block.locator(".language").inner_text() == "python"
+        assert await block.locator(".tok-keyword").first.inner_text() == "def"
+        assert await block.locator("button.copy").is_visible()
+        reply = await last_reply(page)
+        assert await reply.locator("h1").inner_text() == "Plan"
+        assert await reply.locator("strong").first.inner_text() == "bold"
+        assert await reply.locator(".part.action").inner_text() == "waves goodbye"
+        assert await page.evaluate("window.__pwned") is None
+        assert await page.locator(".messages script").count() == 0
+        assert await page.locator(".messages [onerror]").count() == 0
+        await screenshot(page, "web-markdown-code")
+        assert errors == []
+
+
+def photo_png() -> bytes:
+    image = Image.new("RGB", (64, 48), (40, 160, 90))
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+@pytest.mark.slow
+async def test_an_uploaded_image_shows_its_thumbnail_and_is_sent_with_its_file_id(services, browser, admin_password):
+    async with open_page(DESKTOP, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, admin_password)
+        await page.set_input_files(".composer input[type=file]",
+                                   files=[{"name": "meadow.png", "mimeType": "image/png", "buffer": photo_png()}])
+        tray = page.locator(".attachments .attachment:not(.uploading) img.thumb")
+        await tray.wait_for(timeout=10000)
+        assert (await tray.get_attribute("src")).startswith("blob:")
+        await send(page, "What is in this photo?")
+        sent = page.locator(".live article.message.user img.thumb")
+        await sent.wait_for(timeout=10000)
+        reply = page.locator(".live article.message.assistant:not(.streaming)").last
+        await reply.wait_for(timeout=15000)
+        assert "I see 1 image and you asked: What is in this photo?" in await reply.inner_text()
+        await screenshot(page, "web-image-upload")
+        assert errors == []
+
+
+@pytest.mark.slow
+async def test_a_reply_interrupted_by_a_dropped_connection_completes_once(services, browser, admin_password):
+    async with open_page(DESKTOP, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, admin_password)
+        await send(page, "tell me something slow")
+        streaming = page.locator(".live article.message.assistant.streaming")
+        await streaming.wait_for(timeout=10000)
+        await streaming.filter(has_text="word2").wait_for(timeout=10000)
+        await page.evaluate("window.assistantApp.socket.interrupt()")
+        await page.wait_for_selector("#connection[data-state=waiting], #connection[data-state=connecting]")
+        reply = page.locator(".live article.message.assistant:not(.streaming)").last
+        await reply.wait_for(timeout=20000)
+        text = await reply.locator(".body").inner_text()
+        assert text.split() == SLOW_WORDS
+        assert await page.locator(".live article.message.assistant").count() == 1
+        assert errors == []
+
+
+@pytest.mark.slow
+async def test_the_chinese_interface_switches_and_is_remembered(services, browser, admin_password):
+    async with open_page(PHONE, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, admin_password)
+        await page.select_option(".topbar .language-select", "zh")
+        assert await page.locator("button.send").inner_text() == "发送"
+        assert await page.get_attribute("textarea.input", "placeholder") == "给助手发消息…"
+        assert await page.get_attribute("html", "lang") == "zh-CN"
+        await page.reload()            # still signed in (the refresh cookie), still in Chinese
+        await page.wait_for_selector("#connection[data-state=open]")
+        assert await page.locator("button.send").inner_text() == "发送"
+        await page.click(".menu-button")
+        await page.wait_for_selector("body.drawer-open")
+        await screenshot(page, "web-chinese-phone")
+        assert errors == []

@@ -152,5 +152,6 @@ async def test_the_chinese_interface_switches_and_is_remembered(services, browse
         assert await page.locator("button.send").inner_text() == "发送"
         await page.click(".menu-button")
         await page.wait_for_selector("body.drawer-open")
+        await page.wait_for_timeout(300)   # the drawer slides in
         await screenshot(page, "web-chinese-phone")
         assert errors == []

@@ -39,7 +39,7 @@ export function mount(root, app) {
     older, empty, history, live);
   const fileInput = h("input", {type: "file", accept: "image/*", hidden: true, multiple: true});
   const attach = h("button", {type: "button", class: "icon attach", "data-i18n-label": "chat.attach",
-    "aria-label": t("chat.attach"), title: t("chat.attach")}, "📎");
+    "aria-label": t("chat.attach"), title: t("chat.attach")});
   const tray = h("div", {class: "attachments", hidden: true});
   const input = h("textarea", {rows: "1", class: "input", "data-i18n-placeholder": "chat.placeholder",
     placeholder: t("chat.placeholder"), "data-i18n-label": "chat.input_label", "aria-label": t("chat.input_label")});
@@ -113,12 +113,23 @@ export function mount(root, app) {
     }
     if (state.current !== id) return;
     const shown = 100;
+    // A reply is stored as one message per review part: consecutive parts share one bubble.
     const render = (items) => {
       const fragment = document.createDocumentFragment();
+      let previous = null;
       for (const message of items) {
         if (state.shownIds.has(message.id)) continue;
         state.shownIds.add(message.id);
-        fragment.append(storedBubble(message));
+        const reply = message.role === "assistant" || message.role === "action";
+        if (reply && previous) {
+          previous.querySelector("time.stamp").before(renderPart(message.role === "action" ? "action" : message.msg_type,
+            message.content, message.metadata || {}, t));
+          continue;
+        }
+        const element = storedBubble(message);
+        previous = reply ? element : null;
+        if (reply) element.classList.replace("action", "assistant");
+        fragment.append(element);
       }
       return fragment;
     };
@@ -256,8 +267,13 @@ export function mount(root, app) {
       }
       case "stream_start": {
         turnOf(frame);
-        const [first] = [...state.pending.values()].filter((item) => item.queued);
-        if (first && first.queued) { first.queued.remove(); first.queued = null; }
+        // The turn that starts is the oldest message still waiting: it is not queued any more.
+        const [first] = state.pending.values();
+        if (first) {
+          first.element.classList.remove("pending");
+          if (first.queued) { first.queued.remove(); first.queued = null; }
+          state.pending.delete([...state.pending.keys()][0]);
+        }
         scrollDown();
         break;
       }
@@ -328,7 +344,6 @@ export function mount(root, app) {
         if (frame.finish_reason === "error") turn.element.append(h("p", {class: "stopped"}, t("chat.stopped")));
         for (const id of frame.stored_message_ids || []) state.shownIds.add(Number(id));
         turn.element.append(h("time", {class: "stamp"}, formatTime(frame.timestamp || Date.now(), app.language)));
-        for (const [id, item] of state.pending) if (!item.queued) state.pending.delete(id);
         touch(state.current);
         scrollDown();
         break;

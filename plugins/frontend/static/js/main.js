@@ -9,6 +9,10 @@ import {h} from "./dom.js";
 export const PANES = [
   {name: "chat", label: "nav.chat", load: () => import("./panes/chat.js")},
   {name: "inbox", label: "nav.inbox", load: () => import("./panes/inbox.js")},
+  {name: "reminders", label: "nav.reminders", load: () => import("./panes/reminders.js")},
+  {name: "devices", label: "nav.devices", load: () => import("./panes/devices.js")},
+  {name: "memories", label: "nav.memories", load: () => import("./panes/memories.js")},
+  {name: "knowledge", label: "nav.knowledge", load: () => import("./panes/knowledge.js")},
 ];
 
 const api = new ApiClient();

@@ -3,6 +3,7 @@
 import {ApiError} from "../api.js";
 import {append, clear, formatTime, h} from "../dom.js";
 import {codeBlock, renderMarkdown, renderPart, renderStreaming} from "../render.js";
+import {attachVoice} from "../voice.js";
 
 const HISTORY_PAGE = 500;
 const HISTORY_PAGES = 10;
@@ -49,6 +50,9 @@ export function mount(root, app) {
     h("header", {class: "conversation-header"}, title, h("div", {class: "session-actions"}, rename, exportSelect, remove)),
     messages, composer);
   append(root, [drawer, conversation]);
+  // Hold-to-talk and spoken replies (js/voice.js); recognised text shows as the person's message.
+  const voice = attachVoice({app, row: composer.querySelector(".composer-row"), before: send,
+    showUser: (text) => { live.append(bubble("user", userBody(text))); updateEmpty(); scrollDown(true); }});
 
   const closeDrawer = () => {
     document.body.classList.remove("drawer-open");
@@ -534,7 +538,7 @@ export function mount(root, app) {
 
   return {
     show() { input.focus(); },
-    unmount() { unsubscribe(); unlanguage(); },
+    unmount() { unsubscribe(); unlanguage(); voice.detach(); },
     // For tests and other panes: the open session.
     get sessionId() { return state.current; },
   };

@@ -40,6 +40,8 @@ const app = {
   openPane: (name) => showPane(name),
   get profile() { return api.profile; },
   panes: PANES,
+  // A mounted pane's handle (what its mount returned), e.g. for a pane that drives another.
+  pane: (name) => (mounted.get(name) || {}).handle || null,
 };
 window.assistantApp = app;   // for the browser tests and the curious; nothing secret on it
 

@@ -20,6 +20,7 @@ from plugins.chat import plugin as chat_plugin
 from plugins.files import files_plugin
 from plugins.frontend import plugin as frontend_plugin
 from plugins.notifications import plugin as notifications_plugin
+from plugins.reminders import plugin as reminders_plugin
 from plugins.sessions import plugin as sessions_plugin
 from plugins.voice.gateway import plugin as voice_plugin
 from tests.conftest import TEST_ADMIN_PASSWORD
@@ -134,7 +135,8 @@ async def services(postgres_server, tmp_path_factory):
                                                   # Every test signs in afresh, all from 127.0.0.1.
                                                   "plugins.auth": {"rate_limit_per_minute": 1000}}),
                              plugins=[tokens_plugin, auth_plugin, sessions_plugin, files_plugin,
-                                      notifications_plugin, ai_core_client_plugin, chat_plugin, voice_plugin])
+                                      notifications_plugin, reminders_plugin, ai_core_client_plugin, chat_plugin,
+                                      voice_plugin])
         runner, _ = await start(gateway, gateway_port)
         runners.append(runner)
         runner, frontend_port = await start(create_app("frontend", config(), plugins=[frontend_plugin]))

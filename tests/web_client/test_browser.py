@@ -188,3 +188,23 @@ async def test_hold_to_talk_streams_the_voice_and_the_reply_is_spoken(services, 
         assert played and all(path.startswith("/api/v1/voice/audio/") for path in played)
         await screenshot(page, "web-voice")
         assert errors == []
+
+
+@pytest.mark.slow
+async def test_reminders_are_created_completed_and_filtered_in_their_pane(services, browser, admin_password):
+    async with open_page(DESKTOP, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, admin_password)
+        await page.click("#nav button[data-pane=reminders]")
+        await page.fill(".pane-reminders input[name=title]", "Water the tomatoes")
+        await page.fill(".pane-reminders input[name=remind_at]", "2031-05-01T09:30")
+        await page.select_option(".pane-reminders select[name=repeat_type]", "weekly")
+        await page.click(".pane-reminders form.row-form button[type=submit]")
+        item = page.locator(".pane-reminders .reminder.pending").filter(has_text="Water the tomatoes")
+        await item.wait_for(timeout=10000)
+        assert "Weekly" in await item.inner_text()
+        await screenshot(page, "web-reminders")
+        await item.get_by_role("button", name="Done").click()
+        await item.wait_for(state="detached", timeout=10000)
+        await page.select_option(".pane-reminders .page-header select", "completed")
+        await page.locator(".pane-reminders .reminder.completed").filter(has_text="Water the tomatoes").wait_for(timeout=10000)
+        assert errors == []

@@ -9,6 +9,10 @@ import {h} from "./dom.js";
 export const PANES = [
   {name: "chat", label: "nav.chat", load: () => import("./panes/chat.js")},
   {name: "inbox", label: "nav.inbox", load: () => import("./panes/inbox.js")},
+  {name: "reminders", label: "nav.reminders", load: () => import("./panes/reminders.js")},
+  {name: "memories", label: "nav.memories", load: () => import("./panes/memories.js")},
+  {name: "knowledge", label: "nav.knowledge", load: () => import("./panes/knowledge.js")},
+  {name: "devices", label: "nav.devices", load: () => import("./panes/devices.js")},
 ];
 
 const api = new ApiClient();
@@ -69,6 +73,18 @@ async function showPane(name) {
   record.root.hidden = false;
   record.handle && record.handle.show && record.handle.show();
   document.body.dataset.pane = entry.name;
+}
+
+// A pane that marks its text with data-i18n is translated in place (the chat keeps its state);
+// any other is built again in the new language the next time it shows.
+function relabelPanes() {
+  for (const [name, {root, handle}] of [...mounted]) {
+    if (handle && handle.translatesItself) continue;
+    handle && handle.unmount && handle.unmount();
+    root.remove();
+    mounted.delete(name);
+  }
+  if (currentPane && !mounted.has(currentPane)) showPane(currentPane);
 }
 
 function buildNav() {
@@ -163,6 +179,7 @@ async function start() {
   wireLogin();
   socket.on("state", showConnection);
   onLanguage(() => showConnection(socket.state));
+  onLanguage(relabelPanes);
   document.querySelector('[data-action="signout"]').addEventListener("click", () => api.logout());
   document.querySelector('[data-action="toggle-drawer"]').addEventListener("click", (event) => {
     const open = document.body.classList.toggle("drawer-open");

@@ -593,6 +593,7 @@ export function mount(root, app) {
     show() { input.focus(); },
     unmount() { unsubscribe(); unlanguage(); recorder.stop(); speaker.stopAll(); },
     speaker, recorder,
+    translatesItself: true,
     // For tests and other panes: the open session.
     get sessionId() { return state.current; },
   };

@@ -19,6 +19,8 @@ from plugins.auth import auth_plugin, tokens_plugin
 from plugins.chat import plugin as chat_plugin
 from plugins.files import files_plugin
 from plugins.frontend import plugin as frontend_plugin
+from plugins.iot.gateway import plugin as devices_plugin
+from plugins.iot.service import plugin as iot_plugin
 from plugins.notifications import plugin as notifications_plugin
 from plugins.reminders import plugin as reminders_plugin
 from plugins.sessions import plugin as sessions_plugin
@@ -122,6 +124,10 @@ async def services(postgres_server, tmp_path_factory):
         voice = AnyAudioVoiceService()
         runner, voice_port = await start(voice.app)
         runners.append(runner)
+        iot = create_app("iot-debug-service", config(**{"plugins.iot": {"tick_seconds": 3600.0}}),
+                         plugins=[tokens_plugin, iot_plugin])
+        runner, iot_port = await start(iot)
+        runners.append(runner)
         ai_core = create_app("ai-core", config(**{"plugins.ai_core": {"timezone": "UTC"}}),
                              plugins=[tokens_plugin, ai_core_plugin])
         runner, ai_core_port = await start(ai_core)
@@ -131,12 +137,13 @@ async def services(postgres_server, tmp_path_factory):
                              {"Authorization": f"Bearer {SERVICE_TOKEN}"}, purposes=("chat", "vision"))
         gateway = create_app("gateway", config(**{"peers.ai_core_url": ai_core_url,
                                                   "peers.voice_service_url": f"http://127.0.0.1:{voice_port}",
+                                                  "peers.iot_service_url": f"http://127.0.0.1:{iot_port}",
                                                   "plugins.chat": {"sweep_interval": 0.5, "stop_timeout": 2},
                                                   # Every test signs in afresh, all from 127.0.0.1.
                                                   "plugins.auth": {"rate_limit_per_minute": 1000}}),
                              plugins=[tokens_plugin, auth_plugin, sessions_plugin, files_plugin,
                                       notifications_plugin, reminders_plugin, ai_core_client_plugin, chat_plugin,
-                                      voice_plugin])
+                                      voice_plugin, devices_plugin])
         runner, _ = await start(gateway, gateway_port)
         runners.append(runner)
         runner, frontend_port = await start(create_app("frontend", config(), plugins=[frontend_plugin]))

@@ -208,3 +208,23 @@ async def test_reminders_are_created_completed_and_filtered_in_their_pane(servic
         await page.select_option(".pane-reminders .page-header select", "completed")
         await page.locator(".pane-reminders .reminder.completed").filter(has_text="Water the tomatoes").wait_for(timeout=10000)
         assert errors == []
+
+
+@pytest.mark.slow
+async def test_devices_are_shown_and_operated_in_their_pane(services, browser, admin_password):
+    async with open_page(DESKTOP, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, admin_password)
+        await page.click("#nav button[data-pane=devices]")
+        light = page.locator(".pane-devices .device").filter(has_text="Living room light")
+        await light.wait_for(timeout=10000)
+        switch = light.get_by_role("switch")
+        before = await switch.is_checked()
+        await switch.click()
+        await page.locator(".pane-devices .device").filter(has_text="Living room light").get_by_role(
+            "switch", checked=not before).wait_for(timeout=10000)
+        await page.click("#nav button[data-pane=chat]")
+        await page.click("#nav button[data-pane=devices]")      # read again from the service
+        await page.locator(".pane-devices .device").filter(has_text="Living room light").get_by_role(
+            "switch", checked=not before).wait_for(timeout=10000)
+        await screenshot(page, "web-devices")
+        assert errors == []

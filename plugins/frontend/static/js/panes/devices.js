@@ -19,7 +19,7 @@ export function mount(root, app) {
 
   function control(device, key, spec) {
     const value = (device.state || {})[key];
-    const label = `${key}${spec.unit ? ` (${spec.unit})` : ""}`;
+    const label = `${key.replace(/_/g, " ")}${spec.unit ? ` (${spec.unit})` : ""}`;
     if (!spec.writable || !device.online) return h("div", {class: "reading"}, h("span", {}, label), h("strong", {}, value === null || value === undefined ? "—" : String(value)));
     if (spec.type === "bool") {
       const box = h("input", {type: "checkbox", role: "switch", checked: Boolean(value), "aria-label": `${localName(device.names, device.name)} ${key}`});

@@ -228,3 +228,43 @@ async def test_devices_are_shown_and_operated_in_their_pane(services, browser, a
             "switch", checked=not before).wait_for(timeout=10000)
         await screenshot(page, "web-devices")
         assert errors == []
+
+
+@pytest.mark.slow
+async def test_memories_are_added_searched_and_deleted_in_their_pane(services, browser, admin_password):
+    async with open_page(DESKTOP, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, admin_password)
+        await page.click("#nav button[data-pane=memories]")
+        for text in ("My daughter is called Lily", "I am allergic to peanuts"):
+            await page.fill(".pane-memories form.row-form input", text)
+            await page.click(".pane-memories form.row-form button[type=submit]")
+            await page.locator(".pane-memories .item").filter(has_text=text).wait_for(timeout=10000)
+        await page.fill(".pane-memories input[type=search]", "peanuts")
+        found = page.locator(".pane-memories .item").first
+        await found.filter(has_text="allergic to peanuts").wait_for(timeout=10000)
+        await screenshot(page, "web-memories")
+        await found.get_by_role("button", name="Delete").click()
+        await page.fill(".pane-memories input[type=search]", "")
+        await page.locator(".pane-memories .item").filter(has_text="peanuts").wait_for(state="detached", timeout=10000)
+        assert await page.locator(".pane-memories .item").filter(has_text="Lily").count() == 1
+        assert errors == []
+
+
+@pytest.mark.slow
+async def test_a_knowledge_base_gets_a_document_and_finds_it(services, browser, admin_password):
+    async with open_page(DESKTOP, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, admin_password)
+        await page.click("#nav button[data-pane=knowledge]")
+        await page.fill(".pane-knowledge .page > form.row-form input", "Garden")
+        await page.click(".pane-knowledge .page > form.row-form button[type=submit]")
+        detail = page.locator(".pane-knowledge .kb-detail")
+        await detail.locator("h3", has_text="Garden").wait_for(timeout=10000)
+        await detail.get_by_role("textbox", name="Document title").fill("Tomatoes")
+        await detail.locator("form.wrap textarea").fill("Tomatoes need six hours of sun and deep watering twice a week.")
+        await detail.locator("form.wrap button[type=submit]").click()
+        await detail.locator(".item").filter(has_text="Tomatoes").wait_for(timeout=15000)
+        await detail.locator("input[type=search]").fill("how much sun do tomatoes need")
+        await detail.locator("form[role=search] button").click()
+        await detail.locator(".item p").filter(has_text="six hours of sun").first.wait_for(timeout=15000)
+        await screenshot(page, "web-knowledge")
+        assert errors == []

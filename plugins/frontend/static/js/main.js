@@ -169,6 +169,9 @@ function showSignedIn(signedIn) {
     mounted.clear();
     currentPane = null;
     $("#login-form input").focus();
+    // The chat and its Markdown libraries are not needed to paint the sign-in form; fetch them
+    // while the person types, so the chat opens at once after signing in.
+    (window.requestIdleCallback || setTimeout)(() => import("./panes/chat.js").catch(() => {}));
   }
 }
 

@@ -268,3 +268,23 @@ async def test_a_knowledge_base_gets_a_document_and_finds_it(services, browser, 
         await detail.locator(".item p").filter(has_text="six hours of sun").first.wait_for(timeout=15000)
         await screenshot(page, "web-knowledge")
         assert errors == []
+
+
+@pytest.mark.slow
+async def test_a_refused_token_is_renewed_once_and_signing_out_ends_the_login(services, browser, admin_password):
+    async with open_page(PHONE, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, admin_password)
+        await page.wait_for_selector(".session[aria-current=true]", state="attached")
+        sessions = await page.locator(".session-list .session").count()
+        # As if the access token had expired: the next call gets 401, renews from the cookie, retries.
+        await page.evaluate("window.assistantApp.api.token = 'expired.' + window.assistantApp.api.token")
+        await page.click("button.menu-button")
+        await page.click(".drawer-actions button")
+        await page.locator(".session-list .session").nth(sessions).wait_for(state="attached", timeout=10000)
+        assert [error for error in errors if "401" not in error] == []
+        assert len(errors) == 1   # the refused call, which the browser reports; nothing else failed
+        await page.click("[data-action=signout]")
+        await page.wait_for_selector("#login-form", state="visible")
+        await page.reload()
+        await page.wait_for_selector("#login-form", state="visible")   # the refresh cookie is gone
+        assert await page.evaluate("localStorage.getItem('assistant.signed_in')") is None

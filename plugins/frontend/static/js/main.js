@@ -188,6 +188,14 @@ async function start() {
     const open = document.body.classList.toggle("drawer-open");
     event.currentTarget.setAttribute("aria-expanded", String(open));
   });
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && document.body.classList.contains("drawer-open")) {
+      document.body.classList.remove("drawer-open");
+      const toggle = document.querySelector('[data-action="toggle-drawer"]');
+      toggle.setAttribute("aria-expanded", "false");
+      toggle.focus();
+    }
+  });
   api.onChange(showSignedIn);
   import("./panes/inbox.js").then((inbox) => inbox.startToasts(app));
   if (!(await api.restore())) showSignedIn(false);

@@ -292,13 +292,20 @@ async def serve(app: web.Application, host: str, port: int, *, shutdown_timeout:
         await runner.cleanup()
 
 
+def listen_host(config: Config, service_id: str, host: str | None = None) -> str:
+    """Where a service listens: `--host`, else `[core] listen_hosts.<service id>`, else loopback
+    only (a phone on the network reaches the web client once `frontend = "0.0.0.0"` is set)."""
+    configured = config.get("core.listen_hosts") or {}
+    return host or str(configured.get(service_id) or "127.0.0.1")
+
+
 def run(service_id: str, host: str | None = None, port: int | None = None, config: Config | None = None) -> None:
     config = config or Config.load()
     spec = get_service(service_id)
     loop = new_event_loop(config)
     asyncio.set_event_loop(loop)
     app = create_app(service_id, config, spec=spec)
-    host = host or "127.0.0.1"
+    host = listen_host(config, service_id, host)
     main = loop.create_task(serve(
         app, host, port or spec.port, shutdown_timeout=float(config.get("core.shutdown_timeout") or 10),
         on_listening=lambda bound: log.info("%s listening on %s:%s (event loop: %s)", service_id, host, bound,

@@ -75,40 +75,16 @@ async def static(request: web.Request) -> web.StreamResponse:
     return static_file(request.match_info["name"])
 
 
-PROXY_DOC = dict(auth="optional", produces="application/octet-stream", errors=(403, 413, 502), tags=("frontend",),
-                 path={"tail": {"type": "string"}},
-                 description="Carried to the gateway's same path (its answer passed back unchanged). Login, "
-                             "register and refresh answers have the refresh token moved into an HttpOnly cookie.")
-
-
-@routes.get("/api/v1/{tail:.+}", name="frontend_proxy_get")
-@api_doc("Any gateway API call, read", **PROXY_DOC)  # type: ignore[arg-type]
-async def proxy_get(request: web.Request) -> web.StreamResponse:
+@api_doc("Any gateway API call, carried to the gateway", auth="optional", produces="application/octet-stream",
+         errors=(403, 413, 502), tags=("frontend",), body_required=False, path={"tail": {"type": "string"}},
+         description="Carried to the gateway's same path (its answer passed back unchanged). Login, register and "
+                     "refresh answers have the refresh token moved into an HttpOnly cookie.")
+async def proxy(request: web.Request) -> web.StreamResponse:
     return await proxy_api(request.app[PROXY], request)
 
 
-@routes.post("/api/v1/{tail:.+}", name="frontend_proxy_post")
-@api_doc("Any gateway API call, create", body_required=False, **PROXY_DOC)  # type: ignore[arg-type]
-async def proxy_post(request: web.Request) -> web.StreamResponse:
-    return await proxy_api(request.app[PROXY], request)
-
-
-@routes.put("/api/v1/{tail:.+}", name="frontend_proxy_put")
-@api_doc("Any gateway API call, replace", body_required=False, **PROXY_DOC)  # type: ignore[arg-type]
-async def proxy_put(request: web.Request) -> web.StreamResponse:
-    return await proxy_api(request.app[PROXY], request)
-
-
-@routes.patch("/api/v1/{tail:.+}", name="frontend_proxy_patch")
-@api_doc("Any gateway API call, change", body_required=False, **PROXY_DOC)  # type: ignore[arg-type]
-async def proxy_patch(request: web.Request) -> web.StreamResponse:
-    return await proxy_api(request.app[PROXY], request)
-
-
-@routes.delete("/api/v1/{tail:.+}", name="frontend_proxy_delete")
-@api_doc("Any gateway API call, delete", **PROXY_DOC)  # type: ignore[arg-type]
-async def proxy_delete(request: web.Request) -> web.StreamResponse:
-    return await proxy_api(request.app[PROXY], request)
+for _method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+    routes.route(_method, "/api/v1/{tail:.+}", name=f"frontend_proxy_{_method.lower()}")(proxy)
 
 
 @routes.get("/ws/chat", name="frontend_chat_socket")

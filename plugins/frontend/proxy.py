@@ -223,6 +223,17 @@ async def proxy_api(state: ProxyState, request: web.Request) -> web.StreamRespon
     return await pass_through(state, request, tail)
 
 
+async def _pump(source, target, default_close: int) -> None:
+    """Frames from one side to the other until the source closes; then the other side closes
+    with the source's code."""
+    async for message in source:
+        if message.type == aiohttp.WSMsgType.TEXT:
+            await target.send_str(message.data)
+        elif message.type == aiohttp.WSMsgType.BINARY:
+            await target.send_bytes(message.data)
+    await target.close(code=source.close_code or default_close)
+
+
 async def proxy_chat_socket(state: ProxyState, request: web.Request) -> web.StreamResponse:
     """`/ws/chat` both ways: the gateway's handshake answer (401, 403) is passed back as it is;
     once open, text and binary frames and the closing code cross unchanged."""
@@ -231,7 +242,6 @@ async def proxy_chat_socket(state: ProxyState, request: web.Request) -> web.Stre
     query = request.query_string
     url = f"{state.gateway_url}/ws/chat" + (f"?{query}" if query else "")
     headers = forwarded_headers(request)
-    headers.pop("Authorization", None) if "token=" in query else None
     try:
         upstream = await state.http.ws_connect(url, headers=headers, max_msg_size=state.max_frame_bytes,
                                                autoping=True, heartbeat=None)
@@ -244,23 +254,8 @@ async def proxy_chat_socket(state: ProxyState, request: web.Request) -> web.Stre
     try:
         await browser.prepare(request)
 
-        async def to_gateway() -> None:
-            async for message in browser:
-                if message.type == aiohttp.WSMsgType.TEXT:
-                    await upstream.send_str(message.data)
-                elif message.type == aiohttp.WSMsgType.BINARY:
-                    await upstream.send_bytes(message.data)
-            await upstream.close(code=browser.close_code or aiohttp.WSCloseCode.OK)
-
-        async def to_browser() -> None:
-            async for message in upstream:
-                if message.type == aiohttp.WSMsgType.TEXT:
-                    await browser.send_str(message.data)
-                elif message.type == aiohttp.WSMsgType.BINARY:
-                    await browser.send_bytes(message.data)
-            await browser.close(code=upstream.close_code or aiohttp.WSCloseCode.GOING_AWAY)
-
-        tasks = [asyncio.create_task(to_gateway()), asyncio.create_task(to_browser())]
+        tasks = [asyncio.create_task(_pump(browser, upstream, aiohttp.WSCloseCode.OK)),
+                 asyncio.create_task(_pump(upstream, browser, aiohttp.WSCloseCode.GOING_AWAY))]
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:

@@ -10,8 +10,8 @@ import pytest
 import pytest_asyncio
 from PIL import Image
 
-from tests.support.browser import needs_browser, open_browser, open_page, screenshot
-from tests.web_client.conftest import SLOW_WORDS
+from tests.support.browser import CHROMIUM_ARGS, chromium_path, needs_browser, open_page, screenshot
+from tests.web_client.conftest import SLOW_WORDS, SPOKEN_TEXT
 
 pytestmark = [needs_browser, pytest.mark.asyncio(loop_scope="module")]
 
@@ -21,8 +21,19 @@ PHONE = (390, 780)
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def browser():
-    async with open_browser() as chromium:
-        yield chromium
+    """tests.support.browser's Chromium, with a fake microphone that needs no permission prompt
+    and audio that may play without a gesture (for the voice test)."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as driver:
+        chromium = await driver.chromium.launch(
+            executable_path=chromium_path(), headless=True,
+            args=[*CHROMIUM_ARGS, "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
+                  "--autoplay-policy=no-user-gesture-required"])
+        try:
+            yield chromium
+        finally:
+            await chromium.close()
 
 
 async def sign_in(page, url: str, password: str) -> None:
@@ -155,3 +166,45 @@ async def test_the_chinese_interface_switches_and_is_remembered(services, browse
         await page.wait_for_timeout(300)   # the drawer slides in
         await screenshot(page, "web-chinese-phone")
         assert errors == []
+
+
+@pytest.mark.slow
+async def test_hold_to_talk_streams_the_voice_and_the_reply_is_spoken(services, browser, admin_password):
+    async with open_page(DESKTOP, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, admin_password)
+        await page.click("button.speak")
+        assert await page.get_attribute("button.speak", "aria-pressed") == "true"
+        await page.focus("button.talk")
+        await page.keyboard.down("Space")
+        interim = page.locator(".voice-interim").filter(has_text=SPOKEN_TEXT[:7])
+        await interim.wait_for(timeout=10000)
+        await page.keyboard.up("Space")
+        spoken = page.locator(".live article.message.user.spoken").filter(has_text=SPOKEN_TEXT)
+        await spoken.wait_for(timeout=10000)
+        reply = page.locator(".live article.message.assistant:not(.streaming)").last
+        await reply.wait_for(timeout=15000)
+        assert "Hello there, friend." in await reply.inner_text()
+        played = await page.evaluate("window.assistantApp.pane('chat').speaker.played")
+        assert played and all(path.startswith("/api/v1/voice/audio/") for path in played)
+        await screenshot(page, "web-voice")
+        assert errors == []
+
+
+@pytest.mark.slow
+async def test_a_refused_token_is_renewed_once_and_signing_out_ends_the_login(services, browser, admin_password):
+    async with open_page(PHONE, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, admin_password)
+        await page.wait_for_selector(".session[aria-current=true]", state="attached")
+        sessions = await page.locator(".session-list .session").count()
+        # As if the access token had expired: the next call gets 401, renews from the cookie, retries.
+        await page.evaluate("window.assistantApp.api.token = 'expired.' + window.assistantApp.api.token")
+        await page.click("button.menu-button")
+        await page.click(".drawer-actions button")
+        await page.locator(".session-list .session").nth(sessions).wait_for(state="attached", timeout=10000)
+        assert [error for error in errors if "401" not in error] == []
+        assert len(errors) == 1   # the refused call, which the browser reports; nothing else failed
+        await page.click("[data-action=signout]")
+        await page.wait_for_selector("#login-form", state="visible")
+        await page.reload()
+        await page.wait_for_selector("#login-form", state="visible")   # the refresh cookie is gone
+        assert await page.evaluate("localStorage.getItem('assistant.signed_in')") is None

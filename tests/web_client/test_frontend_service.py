@@ -121,3 +121,13 @@ async def test_chat_upload_and_rename_go_through_the_proxy(services):
             kinds.append((await ws.receive_json(timeout=10))["type"])
         assert kinds[0] == "stream_start" and "stream_chunk" in kinds
         await ws.close()
+
+
+async def test_a_service_listens_on_loopback_unless_configured_otherwise(make_config):
+    from gateway.app import listen_host
+
+    assert listen_host(make_config(), "frontend") == "127.0.0.1"
+    opened = make_config({"core.listen_hosts": {"frontend": "0.0.0.0"}})
+    assert listen_host(opened, "frontend") == "0.0.0.0"
+    assert listen_host(opened, "gateway") == "127.0.0.1"
+    assert listen_host(opened, "frontend", "192.168.1.5") == "192.168.1.5"

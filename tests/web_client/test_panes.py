@@ -284,17 +284,18 @@ async def test_hold_to_talk_streams_the_recording_and_the_spoken_reply_plays(ser
         audio_requests: list[str] = []
         page.on("request", lambda request: "/voice/audio/" in request.url and audio_requests.append(request.url))
         await sign_in(page, services.frontend_url)
+        await page.click("button.speak")          # spoken replies on: the recording asks for voice_msg
         talk = page.get_by_role("button", name="Hold to talk")
         await talk.wait_for()
         box = await talk.bounding_box()
         await page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
         await page.mouse.down()
-        await page.locator(".talk.recording").wait_for()
+        await page.locator(".talk[aria-pressed=true]").wait_for()
         await page.wait_for_timeout(2600)     # half a second of silence, the words, a second of silence
         await screenshot(page, "web-voice-recording")
         await page.wait_for_timeout(600)
         await page.mouse.up()
-        user = page.locator(".live article.message.user").last
+        user = page.locator(".live article.message.user.spoken").last
         await user.wait_for(timeout=30000)
         assert "hello world" in (await user.inner_text()).lower()
         reply = page.locator(".live article.message.assistant:not(.streaming)").last
@@ -304,7 +305,8 @@ async def test_hold_to_talk_streams_the_recording_and_the_spoken_reply_plays(ser
             if audio_requests:
                 break
             await page.wait_for_timeout(100)
-        await screenshot(page, "web-voice")
+        played = await page.evaluate("window.assistantApp.pane('chat').speaker.played")
+        await screenshot(page, "web-voice-whisper")
 
         kinds = [frame.get("type") for frame in sent]
         assert kinds.count("voice_stream_start") == 1 and kinds.count("voice_stream_end") == 1
@@ -316,6 +318,8 @@ async def test_hold_to_talk_streams_the_recording_and_the_spoken_reply_plays(ser
         assert len(finals) == 1 and "hello world" in finals[0]["text"].lower()
         segments = [segment for frame in received if frame.get("type") == "stream_segments" for segment in frame["segments"]]
         assert segments and all(segment["audio_url"] for segment in segments)
+        assert played and all(path.startswith("/api/v1/voice/audio/") for path in played)
+        assert [frame["mode"] for frame in sent if frame["type"] == "voice_stream_start"] == ["voice_msg"]
         assert audio_requests, "the spoken reply's first sentence was fetched for playing"
         assert await page.locator(".notice.error").count() == 0
         assert errors == []

@@ -31,6 +31,8 @@ const STRINGS = {
     "chat.you": "You", "chat.assistant": "Assistant", "chat.from_other_device": "from {device}",
     "chat.error": "Error: {error}", "chat.retry": "Retry", "chat.stopped": "The reply stopped early.",
     "chat.not_allowed": "This account may not use the chat channel.",
+    "chat.talk": "Hold to talk", "chat.speak": "Read replies aloud", "chat.listening": "Listening…",
+    "chat.no_speech": "No speech was recognised.", "chat.mic_denied": "The microphone is not available: {error}",
     "code.copy": "Copy", "code.copied": "Copied", "code.selected": "Selected — press Ctrl+C",
     "code.plain": "text", "code.copy_label": "Copy the {language} code",
     "tool.started": "started", "tool.running": "running", "tool.completed": "done", "tool.failed": "failed",
@@ -82,9 +84,6 @@ const STRINGS = {
     "knowledge.status_failed": "Failed", "knowledge.size": "{chars} characters, {chunks} chunks",
     "knowledge.added_ready": "Added and searchable: {title}", "knowledge.added_pending": "Added; indexing {title}…",
     "knowledge.search": "Search this knowledge base", "knowledge.search_button": "Search", "knowledge.no_hits": "Nothing found.",
-    "voice.hold": "Hold to talk", "voice.speak_replies": "Read spoken replies aloud", "voice.listening": "Listening…",
-    "voice.recognising": "Recognising…", "voice.nothing_heard": "No speech was recognised.",
-    "voice.no_microphone": "The microphone is not available: {error}", "voice.failed": "Voice input failed: {error}",
   },
   zh: {
     "app.title": "助手",
@@ -114,6 +113,8 @@ const STRINGS = {
     "chat.you": "我", "chat.assistant": "助手", "chat.from_other_device": "来自 {device}",
     "chat.error": "错误：{error}", "chat.retry": "重试", "chat.stopped": "回复提前结束了。",
     "chat.not_allowed": "此账号不能使用聊天通道。",
+    "chat.talk": "按住说话", "chat.speak": "朗读回复", "chat.listening": "正在听…",
+    "chat.no_speech": "没有识别到语音。", "chat.mic_denied": "无法使用麦克风：{error}",
     "code.copy": "复制", "code.copied": "已复制", "code.selected": "已选中，请按 Ctrl+C",
     "code.plain": "文本", "code.copy_label": "复制 {language} 代码",
     "tool.started": "已开始", "tool.running": "进行中", "tool.completed": "完成", "tool.failed": "失败",
@@ -165,9 +166,6 @@ const STRINGS = {
     "knowledge.status_failed": "失败", "knowledge.size": "{chars} 字符，{chunks} 段",
     "knowledge.added_ready": "已添加，可检索：{title}", "knowledge.added_pending": "已添加，正在索引 {title}…",
     "knowledge.search": "搜索此知识库", "knowledge.search_button": "搜索", "knowledge.no_hits": "没有找到。",
-    "voice.hold": "按住说话", "voice.speak_replies": "朗读语音回复", "voice.listening": "正在听…",
-    "voice.recognising": "正在识别…", "voice.nothing_heard": "没有识别到语音。",
-    "voice.no_microphone": "无法使用麦克风：{error}", "voice.failed": "语音输入失败：{error}",
   },
 };
 

@@ -10,9 +10,9 @@ export const PANES = [
   {name: "chat", label: "nav.chat", load: () => import("./panes/chat.js")},
   {name: "inbox", label: "nav.inbox", load: () => import("./panes/inbox.js")},
   {name: "reminders", label: "nav.reminders", load: () => import("./panes/reminders.js")},
-  {name: "devices", label: "nav.devices", load: () => import("./panes/devices.js")},
   {name: "memories", label: "nav.memories", load: () => import("./panes/memories.js")},
   {name: "knowledge", label: "nav.knowledge", load: () => import("./panes/knowledge.js")},
+  {name: "devices", label: "nav.devices", load: () => import("./panes/devices.js")},
 ];
 
 const api = new ApiClient();
@@ -44,6 +44,8 @@ const app = {
   openPane: (name) => showPane(name),
   get profile() { return api.profile; },
   panes: PANES,
+  // A mounted pane's handle (what its mount returned), e.g. for a pane that drives another.
+  pane: (name) => (mounted.get(name) || {}).handle || null,
 };
 window.assistantApp = app;   // for the browser tests and the curious; nothing secret on it
 
@@ -71,6 +73,18 @@ async function showPane(name) {
   record.root.hidden = false;
   record.handle && record.handle.show && record.handle.show();
   document.body.dataset.pane = entry.name;
+}
+
+// A pane that marks its text with data-i18n is translated in place (the chat keeps its state);
+// any other is built again in the new language the next time it shows.
+function relabelPanes() {
+  for (const [name, {root, handle}] of [...mounted]) {
+    if (handle && handle.translatesItself) continue;
+    handle && handle.unmount && handle.unmount();
+    root.remove();
+    mounted.delete(name);
+  }
+  if (currentPane && !mounted.has(currentPane)) showPane(currentPane);
 }
 
 function buildNav() {
@@ -155,6 +169,9 @@ function showSignedIn(signedIn) {
     mounted.clear();
     currentPane = null;
     $("#login-form input").focus();
+    // The chat and its Markdown libraries are not needed to paint the sign-in form; fetch them
+    // while the person types, so the chat opens at once after signing in.
+    (window.requestIdleCallback || setTimeout)(() => import("./panes/chat.js").catch(() => {}));
   }
 }
 
@@ -165,10 +182,19 @@ async function start() {
   wireLogin();
   socket.on("state", showConnection);
   onLanguage(() => showConnection(socket.state));
+  onLanguage(relabelPanes);
   document.querySelector('[data-action="signout"]').addEventListener("click", () => api.logout());
   document.querySelector('[data-action="toggle-drawer"]').addEventListener("click", (event) => {
     const open = document.body.classList.toggle("drawer-open");
     event.currentTarget.setAttribute("aria-expanded", String(open));
+  });
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && document.body.classList.contains("drawer-open")) {
+      document.body.classList.remove("drawer-open");
+      const toggle = document.querySelector('[data-action="toggle-drawer"]');
+      toggle.setAttribute("aria-expanded", "false");
+      toggle.focus();
+    }
   });
   api.onChange(showSignedIn);
   import("./panes/inbox.js").then((inbox) => inbox.startToasts(app));

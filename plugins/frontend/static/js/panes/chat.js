@@ -3,7 +3,7 @@
 import {ApiError} from "../api.js";
 import {append, clear, formatTime, h} from "../dom.js";
 import {codeBlock, renderMarkdown, renderPart, renderStreaming} from "../render.js";
-import {attachVoice} from "../voice.js";
+import {ReplySpeaker, VoiceRecorder, voiceSupported} from "../voice.js";
 
 const HISTORY_PAGE = 500;
 const HISTORY_PAGES = 10;
@@ -45,14 +45,19 @@ export function mount(root, app) {
   const input = h("textarea", {rows: "1", class: "input", "data-i18n-placeholder": "chat.placeholder",
     placeholder: t("chat.placeholder"), "data-i18n-label": "chat.input_label", "aria-label": t("chat.input_label")});
   const send = h("button", {type: "submit", class: "primary send", "data-i18n": "chat.send"}, t("chat.send"));
-  const composer = h("form", {class: "composer"}, tray, h("div", {class: "composer-row"}, attach, fileInput, input, send));
+  const speaker = new ReplySpeaker(api);
+  const recorder = new VoiceRecorder(app, () => (speaker.enabled ? "voice_msg" : "text"));
+  const talk = h("button", {type: "button", class: "icon talk", "data-i18n-label": "chat.talk", "aria-label": t("chat.talk"),
+    title: t("chat.talk"), "aria-pressed": "false", hidden: !voiceSupported()});
+  const speak = h("button", {type: "button", class: "icon speak", "data-i18n-label": "chat.speak", "aria-label": t("chat.speak"),
+    title: t("chat.speak"), "aria-pressed": String(speaker.enabled)});
+  const interim = h("p", {class: "voice-interim", role: "status", hidden: true});
+  const composer = h("form", {class: "composer"}, tray, interim,
+    h("div", {class: "composer-row"}, attach, fileInput, talk, input, speak, send));
   const conversation = h("div", {class: "conversation"},
     h("header", {class: "conversation-header"}, title, h("div", {class: "session-actions"}, rename, exportSelect, remove)),
     messages, composer);
   append(root, [drawer, conversation]);
-  // Hold-to-talk and spoken replies (js/voice.js); recognised text shows as the person's message.
-  const voice = attachVoice({app, row: composer.querySelector(".composer-row"), before: send,
-    showUser: (text) => { live.append(bubble("user", userBody(text))); updateEmpty(); scrollDown(true); }});
 
   const closeDrawer = () => {
     document.body.classList.remove("drawer-open");
@@ -333,8 +338,28 @@ export function mount(root, app) {
         break;
       }
       case "stream_segments":
-        turnOf(frame).segments = frame.segments || [];
+        speaker.add(frame.segments);
         break;
+      case "voice_interim":
+        if (recorder.recording || frame.text) {
+          interim.hidden = false;
+          interim.textContent = frame.text || t("chat.listening");
+        }
+        break;
+      case "voice_final":
+      case "voice_transcript": {
+        interim.hidden = true;
+        interim.textContent = "";
+        const text = (frame.text || "").trim();
+        if (!text) { app.toast(t("chat.no_speech")); break; }
+        const element = bubble("user", userBody(text, []));
+        element.classList.add("pending", "spoken");
+        live.append(element);
+        state.pending.set(frame.message_id || frame.client_msg_id || `voice-${Date.now()}`, {element, queued: null});
+        updateEmpty();
+        scrollDown(true);
+        break;
+      }
       case "stream_end": {
         const turn = turnOf(frame);
         turn.done = true;
@@ -388,7 +413,7 @@ export function mount(root, app) {
     state.lastSent = {content: text, attachments};
     updateEmpty();
     scrollDown(true);
-    app.socket.send({type: "message", mode: "text", content: text, client_msg_id: clientMsgId,
+    app.socket.send({type: "message", mode: speaker.enabled ? "voice_msg" : "text", content: text, client_msg_id: clientMsgId,
       attachments: attachments.map(({preview, ...rest}) => rest)});
     touch(state.current);
   }
@@ -454,6 +479,34 @@ export function mount(root, app) {
     const files = [...(event.clipboardData?.files || [])].filter((file) => file.type.startsWith("image/"));
     if (files.length) { event.preventDefault(); addFiles(files); }
   });
+
+  // ------------------------------------------------------------------ voice
+  async function startTalking() {
+    if (recorder.recording) return;
+    talk.setAttribute("aria-pressed", "true");
+    interim.hidden = false;
+    interim.textContent = t("chat.listening");
+    try {
+      await recorder.start();
+    } catch (error) {
+      talk.setAttribute("aria-pressed", "false");
+      interim.hidden = true;
+      app.toast(t("chat.mic_denied", {error: error.message || error.name}), {level: "error"});
+    }
+  }
+  function stopTalking() {
+    if (!recorder.recording) return;
+    talk.setAttribute("aria-pressed", "false");
+    recorder.stop();
+  }
+  talk.addEventListener("pointerdown", (event) => { event.preventDefault(); talk.setPointerCapture?.(event.pointerId); startTalking(); });
+  for (const name of ["pointerup", "pointercancel", "lostpointercapture"]) talk.addEventListener(name, stopTalking);
+  talk.addEventListener("keydown", (event) => {
+    if ((event.key === " " || event.key === "Enter") && !event.repeat) { event.preventDefault(); startTalking(); }
+  });
+  talk.addEventListener("keyup", (event) => { if (event.key === " " || event.key === "Enter") stopTalking(); });
+  talk.addEventListener("contextmenu", (event) => event.preventDefault());
+  speak.addEventListener("click", () => speak.setAttribute("aria-pressed", String(speaker.toggle())));
 
   // ------------------------------------------------------------------ session actions
   newButton.addEventListener("click", () => createSession().catch((error) => app.toast(error.message, {level: "error"})));
@@ -538,7 +591,9 @@ export function mount(root, app) {
 
   return {
     show() { input.focus(); },
-    unmount() { unsubscribe(); unlanguage(); voice.detach(); },
+    unmount() { unsubscribe(); unlanguage(); recorder.stop(); speaker.stopAll(); },
+    speaker, recorder,
+    translatesItself: true,
     // For tests and other panes: the open session.
     get sessionId() { return state.current; },
   };

@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+import aiohttp
 import numpy as np
 import pytest
 import pytest_asyncio
+from aiohttp import web
 
 from gateway.app import create_app
 from gateway.config import Config
@@ -58,8 +60,6 @@ class PaneServices:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def services(postgres_server, tmp_path_factory):
     """Every service the panes reach, each a real server on a loopback port."""
-    from aiohttp import web
-
     database = postgres_server.create_database()
     data = tmp_path_factory.mktemp("web-panes")
     gateway_url = f"http://127.0.0.1:{free_port()}"
@@ -88,7 +88,10 @@ async def services(postgres_server, tmp_path_factory):
                              purposes=("chat", "vision"))
         iot_url = await serve(create_app("iot-debug-service", config(**{"plugins.iot": {"tick_seconds": 3600.0}}),
                                          plugins=[tokens_plugin, iot_plugin]))
-        memory_url = await serve(create_app("memory-service", config(), plugins=[tokens_plugin, memory_plugin]))
+        # Its own data directory: its vector index is a store of its own, as in a deployment.
+        memory_data = str(tmp_path_factory.mktemp("memory"))
+        memory_url = await serve(create_app("memory-service", config(**{"core.data_dir": memory_data}),
+                                            plugins=[tokens_plugin, memory_plugin]))
         voice_url = await serve(create_app("voice-service", config(**{"plugins.voice_engines": {
             "stt_engines": ["whisper"], "tts_engines": ["piper", "espeak"]}}),
             plugins=[tokens_plugin, voice_engines_plugin]))
@@ -198,7 +201,6 @@ async def test_a_device_is_operated_and_its_card_follows_the_state(services, bro
 
         # A change made elsewhere (the API, as the assistant or another device would) arrives live.
         token = await page.evaluate("window.assistantApp.api.token")
-        import aiohttp
         async with aiohttp.ClientSession() as http:
             async with http.post(f"{services.gateway_url}/api/v1/devices/living_room_curtain/operate",
                                  json={"action": "set", "property": "position", "value": 60},

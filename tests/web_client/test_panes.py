@@ -188,7 +188,8 @@ async def test_a_device_is_operated_and_its_card_follows_the_state(services, bro
         await card.wait_for(timeout=10000)
         power = card.get_by_role("switch")
         assert await power.get_attribute("aria-checked") == "false"
-        await power.click()
+        await power.focus()
+        await page.keyboard.press("Space")      # a real button: the keyboard works it
         await card.locator("[role=switch][aria-checked=true]").wait_for()
         brightness = card.locator("input[type=range][data-property=brightness]")
         assert await brightness.get_attribute("max") == "100"

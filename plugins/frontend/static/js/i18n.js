@@ -74,7 +74,7 @@ const STRINGS = {
     "knowledge.base_name": "Name", "knowledge.base_description": "Description", "knowledge.create": "Create knowledge base",
     "knowledge.choose": "Create a knowledge base, then add documents the assistant can search.",
     "knowledge.delete_base": "Delete base", "knowledge.delete_base_confirm": "Delete “{name}” and all its documents?",
-    "knowledge.doc_count": "{count} documents", "knowledge.documents": "Documents", "knowledge.no_documents": "No documents yet.",
+    "knowledge.doc_count": "documents: {count}", "knowledge.documents": "Documents", "knowledge.no_documents": "No documents yet.",
     "knowledge.add_document": "Add document", "knowledge.source": "Source", "knowledge.source_text": "Text",
     "knowledge.source_file": "File", "knowledge.source_url": "Web page", "knowledge.doc_title": "Title",
     "knowledge.content": "Text", "knowledge.file": "File (text, Markdown, PDF, Word)", "knowledge.url": "Address",

@@ -2,6 +2,7 @@
 // with their indexing state (polled while any is still pending or indexing), a document added
 // from text, an uploaded file or a web address, and a search of the base.
 import {clear, formatTime, h} from "../dom.js";
+import {renderMarkdown} from "../render.js";
 import {busy, button, field, heading, ownId, statusLine} from "../ui.js";
 
 const SOURCES = ["text", "file", "url"];
@@ -211,7 +212,7 @@ export function mount(root, app) {
         if (path[0] === chunk.document_title) path.shift();
         results.append(h("li", {class: "tile hit"}, h("div", {class: "card-main"},
           h("strong", {class: "card-title"}, [chunk.document_title, ...path].join(" › ")),
-          h("p", {class: "hit-text"}, chunk.text),
+          h("div", {class: "hit-text markdown"}, renderMarkdown(chunk.text, t)),   // sanitised (render.js)
           chunk.kb_name ? h("p", {class: "meta"}, chunk.kb_name) : null)));
       }
     });

@@ -288,3 +288,41 @@ async def test_a_refused_token_is_renewed_once_and_signing_out_ends_the_login(se
         await page.reload()
         await page.wait_for_selector("#login-form", state="visible")   # the refresh cookie is gone
         assert await page.evaluate("localStorage.getItem('assistant.signed_in')") is None
+
+
+@pytest.mark.slow
+async def test_thinking_is_collapsible_and_a_tool_shows_its_progress(services, browser, admin_password):
+    async with open_page(DESKTOP, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, admin_password)
+        await send(page, "what time is it?")
+        reply = page.locator(".live article.message.assistant:not(.streaming)").last
+        await reply.filter(has_text="The clock says").wait_for(timeout=15000)
+        thinking = reply.locator("details.thinking")
+        assert await thinking.get_attribute("open") is None           # collapsed until opened
+        await thinking.locator("summary").click()
+        assert "Let me think. The clock will know." in await thinking.inner_text()
+        tool = reply.locator(".tool")
+        assert await tool.get_attribute("data-status") == "completed"
+        assert "get_current_time" in await tool.inner_text()
+        assert await tool.locator("progress").get_attribute("value") == "100"
+        await screenshot(page, "web-thinking-tool")
+        assert errors == []
+
+
+@pytest.mark.slow
+async def test_a_message_sent_during_a_reply_is_queued_then_answered(services, browser, admin_password):
+    async with open_page(DESKTOP, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, admin_password)
+        await page.click(".drawer-actions button")            # a fresh conversation
+        await page.wait_for_selector(".messages .empty:not([hidden])")
+        await send(page, "something slow please")
+        await page.locator(".live article.message.assistant.streaming").wait_for(timeout=10000)
+        await send(page, "and then hello")
+        queued = page.locator(".live article.message.user .queued")
+        await queued.wait_for(timeout=10000)
+        assert "Queued" in await queued.inner_text()
+        await queued.wait_for(state="detached", timeout=20000)  # its turn started
+        await page.locator(".live article.message.assistant:not(.streaming)").nth(1).wait_for(timeout=15000)
+        texts = await page.locator(".live article.message.assistant .body").all_inner_texts()
+        assert texts[0].split() == SLOW_WORDS and "How can I help?" in texts[1]
+        assert errors == []

@@ -5,6 +5,7 @@ One browser and one set of services for the module; the tests run in order and s
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -325,4 +326,33 @@ async def test_a_message_sent_during_a_reply_is_queued_then_answered(services, b
         await page.locator(".live article.message.assistant:not(.streaming)").nth(1).wait_for(timeout=15000)
         texts = await page.locator(".live article.message.assistant .body").all_inner_texts()
         assert texts[0].split() == SLOW_WORDS and "How can I help?" in texts[1]
+        assert errors == []
+
+
+@pytest.mark.slow
+async def test_search_opens_the_conversation_of_a_hit_and_export_downloads_each_format(services, browser,
+                                                                                       admin_password):
+    async with open_page(DESKTOP, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, admin_password)
+        await page.click(".drawer-actions button")
+        await page.wait_for_selector(".messages .empty:not([hidden])")
+        await send(page, "Remember the zebra crossing")
+        await page.locator(".live article.message.assistant:not(.streaming)").wait_for(timeout=10000)
+        page.on("dialog", lambda dialog: dialog.accept("Zebra notes"))
+        await page.click(".conversation-header button:has-text('Rename')")
+        await page.locator(".session-title", has_text="Zebra notes").wait_for()
+        await page.click(".drawer-actions button")           # somewhere else, then find it again
+        await page.fill("input.search", "zebra cross")
+        hit = page.locator(".search-results .session.hit").first
+        await hit.wait_for(timeout=10000)
+        assert "Zebra notes" in await hit.inner_text()
+        await hit.click()
+        await page.locator(".history article.message.user", has_text="Remember the zebra crossing").wait_for()
+        for value, suffix, marker in (("json", ".json", '"messages"'), ("markdown", ".md", "# Zebra notes"),
+                                      ("txt", ".txt", "User:")):
+            async with page.expect_download() as started:
+                await page.select_option(".session-actions select", value)
+            download = await started.value
+            assert download.suggested_filename.endswith(suffix)
+            assert marker in Path(await download.path()).read_text(encoding="utf-8")
         assert errors == []

@@ -356,3 +356,28 @@ async def test_search_opens_the_conversation_of_a_hit_and_export_downloads_each_
             assert download.suggested_filename.endswith(suffix)
             assert marker in Path(await download.path()).read_text(encoding="utf-8")
         assert errors == []
+
+
+@pytest.mark.slow
+async def test_a_pushed_notification_is_a_toast_and_stays_in_the_inbox(services, browser, admin_password):
+    import aiohttp
+
+    from tests.web_client.conftest import SERVICE_TOKEN
+
+    async with open_page(DESKTOP, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, admin_password)
+        async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {SERVICE_TOKEN}"}) as http:
+            async with http.post(f"{services.gateway_url}/api/v1/notifications/push",
+                                 json={"user_id": "admin", "type": "reminder", "title": "Tea",
+                                       "body": "The tea is ready"}) as pushed:
+                assert pushed.status == 200 and (await pushed.json())["notification"]["delivered"] is True
+        toast = page.locator(".toast", has_text="The tea is ready")
+        await toast.wait_for(timeout=10000)
+        assert "Tea" in await toast.inner_text()
+        await page.click("#nav button[data-pane=inbox]")
+        item = page.locator(".inbox-item.unread", has_text="The tea is ready")
+        await item.wait_for(timeout=10000)
+        await item.click()
+        await page.locator(".inbox-item:not(.unread)", has_text="The tea is ready").wait_for(timeout=10000)
+        await screenshot(page, "web-inbox")
+        assert errors == []

@@ -48,7 +48,7 @@ const STRINGS = {
     "kb.kind_file": "File", "kb.doc_title": "Document title", "kb.text": "Text of the document", "kb.url": "https://…",
     "kb.search": "Search this knowledge base", "kb.search_button": "Search", "kb.chunks": "{count} chunks",
     "dev.empty": "No devices.",
-    "inbox.title": "Notifications", "inbox.empty": "No notifications.", "inbox.read_all": "Mark all read",
+    "inbox.title": "Notifications", "inbox.empty": "No notifications.", "inbox.read_all": "Mark all read", "inbox.mark_read": "mark as read",
     "toast.close": "Dismiss",
   },
   zh: {
@@ -96,7 +96,7 @@ const STRINGS = {
     "kb.kind_file": "文件", "kb.doc_title": "文档标题", "kb.text": "文档内容", "kb.url": "https://…",
     "kb.search": "在此知识库中搜索", "kb.search_button": "搜索", "kb.chunks": "{count} 个片段",
     "dev.empty": "没有设备。",
-    "inbox.title": "通知", "inbox.empty": "没有通知。", "inbox.read_all": "全部标为已读",
+    "inbox.title": "通知", "inbox.empty": "没有通知。", "inbox.read_all": "全部标为已读", "inbox.mark_read": "标为已读",
     "toast.close": "关闭",
   },
 };

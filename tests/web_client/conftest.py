@@ -61,11 +61,31 @@ def reply_for(messages: list[dict]) -> tuple[list[str], float]:
     return ["Hello ", "there, ", "friend. ", "How can I help?"], 0.08
 
 
+async def think_and_call_a_tool(response: web.StreamResponse) -> None:
+    """Reasoning first, then a call of the AI core's `get_current_time` tool (its arguments in
+    fragments, as real providers send them)."""
+    await response.write(sse({"role": "assistant", "reasoning_content": "Let me think. "}))
+    await response.write(sse({"reasoning_content": "The clock will know."}))
+    await response.write(sse({"content": None, "tool_calls": [
+        {"index": 0, "id": "call_time", "type": "function", "function": {"name": "get_current_time", "arguments": ""}}]}))
+    for fragment in ['{"timez', 'one": "UTC"}']:
+        await response.write(sse({"tool_calls": [{"index": 0, "function": {"arguments": fragment}}]}))
+    await response.write(sse({}, "tool_calls"))
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+
+
 async def completions(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     pieces, pause = reply_for(body["messages"])
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await response.prepare(request)
+    last = body["messages"][-1]
+    if last.get("role") == "user" and "what time" in str(last.get("content")):
+        await think_and_call_a_tool(response)
+        return response
+    if last.get("role") == "tool":
+        pieces = ["The clock says ", json.loads(last["content"]).get("time", "?"), "."]
     await response.write(sse({"role": "assistant", "content": ""}))
     for piece in pieces:
         await asyncio.sleep(pause)

@@ -5,6 +5,7 @@ One browser and one set of services for the module; the tests run in order and s
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -208,3 +209,95 @@ async def test_a_refused_token_is_renewed_once_and_signing_out_ends_the_login(se
         await page.reload()
         await page.wait_for_selector("#login-form", state="visible")   # the refresh cookie is gone
         assert await page.evaluate("localStorage.getItem('assistant.signed_in')") is None
+
+
+@pytest.mark.slow
+async def test_thinking_is_collapsible_and_a_tool_shows_its_progress(services, browser, admin_password):
+    async with open_page(DESKTOP, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, admin_password)
+        await send(page, "what time is it?")
+        reply = page.locator(".live article.message.assistant:not(.streaming)").last
+        await reply.filter(has_text="The clock says").wait_for(timeout=15000)
+        thinking = reply.locator("details.thinking")
+        assert await thinking.get_attribute("open") is None           # collapsed until opened
+        await thinking.locator("summary").click()
+        assert "Let me think. The clock will know." in await thinking.inner_text()
+        tool = reply.locator(".tool")
+        assert await tool.get_attribute("data-status") == "completed"
+        assert "get_current_time" in await tool.inner_text()
+        assert await tool.locator("progress").get_attribute("value") == "100"
+        await screenshot(page, "web-thinking-tool")
+        assert errors == []
+
+
+@pytest.mark.slow
+async def test_a_message_sent_during_a_reply_is_queued_then_answered(services, browser, admin_password):
+    async with open_page(DESKTOP, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, admin_password)
+        await page.click(".drawer-actions button")            # a fresh conversation
+        await page.wait_for_selector(".messages .empty:not([hidden])")
+        await send(page, "something slow please")
+        await page.locator(".live article.message.assistant.streaming").wait_for(timeout=10000)
+        await send(page, "and then hello")
+        queued = page.locator(".live article.message.user .queued")
+        await queued.wait_for(timeout=10000)
+        assert "Queued" in await queued.inner_text()
+        await queued.wait_for(state="detached", timeout=20000)  # its turn started
+        await page.locator(".live article.message.assistant:not(.streaming)").nth(1).wait_for(timeout=15000)
+        texts = await page.locator(".live article.message.assistant .body").all_inner_texts()
+        assert texts[0].split() == SLOW_WORDS and "How can I help?" in texts[1]
+        assert errors == []
+
+
+@pytest.mark.slow
+async def test_search_opens_the_conversation_of_a_hit_and_export_downloads_each_format(services, browser,
+                                                                                       admin_password):
+    async with open_page(DESKTOP, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, admin_password)
+        await page.click(".drawer-actions button")
+        await page.wait_for_selector(".messages .empty:not([hidden])")
+        await send(page, "Remember the zebra crossing")
+        await page.locator(".live article.message.assistant:not(.streaming)").wait_for(timeout=10000)
+        page.on("dialog", lambda dialog: dialog.accept("Zebra notes"))
+        await page.click(".conversation-header button:has-text('Rename')")
+        await page.locator(".session-title", has_text="Zebra notes").wait_for()
+        await page.click(".drawer-actions button")           # somewhere else, then find it again
+        await page.fill("input.search", "zebra cross")
+        hit = page.locator(".search-results .session.hit").first
+        await hit.wait_for(timeout=10000)
+        assert "Zebra notes" in await hit.inner_text()
+        await hit.click()
+        await page.locator(".history article.message.user", has_text="Remember the zebra crossing").wait_for()
+        for value, suffix, marker in (("json", ".json", '"messages"'), ("markdown", ".md", "# Zebra notes"),
+                                      ("txt", ".txt", "User:")):
+            async with page.expect_download() as started:
+                await page.select_option(".session-actions select", value)
+            download = await started.value
+            assert download.suggested_filename.endswith(suffix)
+            assert marker in Path(await download.path()).read_text(encoding="utf-8")
+        assert errors == []
+
+
+@pytest.mark.slow
+async def test_a_pushed_notification_is_a_toast_and_stays_in_the_inbox(services, browser, admin_password):
+    import aiohttp
+
+    from tests.web_client.conftest import SERVICE_TOKEN
+
+    async with open_page(DESKTOP, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, admin_password)
+        async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {SERVICE_TOKEN}"}) as http:
+            async with http.post(f"{services.gateway_url}/api/v1/notifications/push",
+                                 json={"user_id": "admin", "type": "reminder", "title": "Tea",
+                                       "body": "The tea is ready"}) as pushed:
+                assert pushed.status == 200 and (await pushed.json())["notification"]["delivered"] is True
+        toast = page.locator(".toast", has_text="The tea is ready")
+        await toast.wait_for(timeout=10000)
+        assert "Tea" in await toast.inner_text()
+        await page.click("#nav button[data-pane=inbox]")
+        item = page.locator(".inbox-item.unread", has_text="The tea is ready")
+        await item.wait_for(timeout=10000)
+        await item.click()
+        await page.locator(".inbox-item:not(.unread)", has_text="The tea is ready").wait_for(timeout=10000)
+        await screenshot(page, "web-inbox")
+        assert errors == []

@@ -36,7 +36,7 @@ const STRINGS = {
     "code.copy": "Copy", "code.copied": "Copied", "code.selected": "Selected — press Ctrl+C",
     "code.plain": "text", "code.copy_label": "Copy the {language} code",
     "tool.started": "started", "tool.running": "running", "tool.completed": "done", "tool.failed": "failed",
-    "inbox.title": "Notifications", "inbox.empty": "No notifications.", "inbox.read_all": "Mark all read",
+    "inbox.title": "Notifications", "inbox.empty": "No notifications.", "inbox.read_all": "Mark all read", "inbox.mark_read": "mark as read",
     "toast.close": "Dismiss",
     // Feature panes (reminders, devices, memories, knowledge) and voice.
     "nav.reminders": "Reminders", "nav.devices": "Devices", "nav.memories": "Memories", "nav.knowledge": "Knowledge",
@@ -118,7 +118,7 @@ const STRINGS = {
     "code.copy": "复制", "code.copied": "已复制", "code.selected": "已选中，请按 Ctrl+C",
     "code.plain": "文本", "code.copy_label": "复制 {language} 代码",
     "tool.started": "已开始", "tool.running": "进行中", "tool.completed": "完成", "tool.failed": "失败",
-    "inbox.title": "通知", "inbox.empty": "没有通知。", "inbox.read_all": "全部标为已读",
+    "inbox.title": "通知", "inbox.empty": "没有通知。", "inbox.read_all": "全部标为已读", "inbox.mark_read": "标为已读",
     "toast.close": "关闭",
     // Feature panes (reminders, devices, memories, knowledge) and voice.
     "nav.reminders": "提醒", "nav.devices": "设备", "nav.memories": "记忆", "nav.knowledge": "知识库",

@@ -364,6 +364,7 @@ export function mount(root, app) {
         const turn = turnOf(frame);
         turn.done = true;
         turn.element.classList.remove("streaming");
+        if (turn.thinking) turn.thinking.summary.textContent = t("chat.thinking_done");
         if (!turn.reviewed) {
           turn.text = frame.text ?? turn.text;
           if (turn.frame) cancelAnimationFrame(turn.frame);

@@ -21,10 +21,19 @@ export function mount(root, app) {
           h("strong", {}, item.title || item.type), h("time", {class: "stamp"}, formatTime(Date.parse(item.timestamp), app.language)),
           item.body ? h("p", {}, item.body) : null);
         if (!item.read) {
-          element.addEventListener("click", async () => {
+          // Unread: a control that marks it read, by click or by keyboard.
+          element.setAttribute("role", "button");
+          element.setAttribute("tabindex", "0");
+          element.setAttribute("aria-label", `${item.title || item.type}: ${t("inbox.mark_read")}`);
+          const markRead = async () => {
             await api.request("POST", `/notifications/${encodeURIComponent(item.id)}/read`).catch(() => {});
             element.classList.remove("unread");
-          });
+            element.removeAttribute("role");
+            element.removeAttribute("tabindex");
+            element.removeAttribute("aria-label");
+          };
+          element.addEventListener("click", markRead, {once: true});
+          element.addEventListener("keydown", (event) => { if (event.key === "Enter" || event.key === " ") { event.preventDefault(); markRead(); } });
         }
         list.append(element);
       }

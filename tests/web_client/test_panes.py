@@ -172,8 +172,17 @@ async def test_a_reminder_is_set_fires_live_and_is_completed(services, browser):
         await dismiss_toasts(page)
         await screenshot(page, "web-reminders")
 
+        later = page.locator(".reminder", has_text="Call mom")
+        before = await later.locator("time").get_attribute("datetime")
+        await later.locator("[data-action=snooze]").select_option(label="1 hour")   # an hour from now, not 2031
+        await later.locator(f'time:not([datetime="{before}"])').wait_for()
+        moved = await later.locator("time").get_attribute("datetime")
+        assert moved.startswith(str(datetime.now().year)) or moved.startswith(str(datetime.now().year + 1))
+
         await item.locator("[data-action=complete]").click()
         await item.wait_for(state="detached")
+        await later.locator("[data-action=delete]").click()       # asks first; the dialog is accepted
+        await later.wait_for(state="detached")
         await page.click("button[role=tab][data-view=completed]")
         await page.locator(".reminder", has_text="Water the plants").wait_for()
         assert await page.locator(".reminder", has_text="Call mom").count() == 0
@@ -268,6 +277,7 @@ async def test_a_knowledge_base_gets_a_text_document_found_by_search(services, b
         hit = page.locator(".search-hits .hit").first
         await hit.wait_for(timeout=20000)
         assert "Aphids" in await hit.inner_text() and "Pests" in await hit.inner_text()
+        assert await page.locator(".search-hits h2").count() == 1     # the passage's Markdown, rendered
         await dismiss_toasts(page)
         await page.set_viewport_size({"width": 1280, "height": 1100})
         await screenshot(page, "web-knowledge")
@@ -341,6 +351,12 @@ async def test_the_panes_on_a_phone_in_chinese(services, browser):
         await screenshot(page, "web-devices-phone-zh")
         await page.click("#nav button[data-pane=reminders]")
         await page.locator(".pane-reminders h2", has_text="提醒").wait_for()
-        await page.locator(".reminder", has_text="Call mom").wait_for(timeout=10000)
+        await page.get_by_label("内容").fill("给妈妈打电话")
+        await page.get_by_label("时间").fill("2031-05-01T09:30")
+        await page.get_by_label("重复").select_option("weekly")
+        await page.click(".reminder-form button[type=submit]")
+        await page.locator(".reminder", has_text="给妈妈打电话").wait_for(timeout=10000)
+        assert "每周" in await page.locator(".reminder", has_text="给妈妈打电话").inner_text()
+        await dismiss_toasts(page)
         await screenshot(page, "web-reminders-phone-zh")
         assert errors == []

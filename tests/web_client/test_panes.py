@@ -48,13 +48,22 @@ pytestmark = [needs_browser, pytest.mark.asyncio(loop_scope="module")]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 DESKTOP = (1280, 860)
 PHONE = (390, 820)
+COMPOST_PAGE = ("<html><head><title>Compost</title></head><body><nav>Home | Shop</nav><article><h1>Compost</h1>"
+                "<p>Turn the compost heap every fortnight so that air reaches the middle of it; a heap left "
+                "alone goes sour and smells.</p><p>Mix green kitchen scraps with brown leaves and cardboard "
+                "in equal parts.</p></article><footer>Cookies</footer></body></html>")
 HELLO = Path(__file__).resolve().parents[2] / "bench" / "voice" / "recordings" / "audioeval-en-hello_world.wav"
+
+
+async def compost_page(request: web.Request) -> web.Response:
+    return web.Response(text=COMPOST_PAGE, content_type="text/html")
 
 
 @dataclass
 class PaneServices:
     frontend_url: str
     gateway_url: str
+    page_url: str       # a web page a knowledge document can be made from
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -81,6 +90,7 @@ async def services(postgres_server, tmp_path_factory):
     try:
         model = web.Application()
         model.router.add_post("/v1/chat/completions", completions)
+        model.router.add_get("/compost.html", compost_page)
         model_url = await serve(model)
         ai_core_url = await serve(create_app("ai-core", config(**{"plugins.ai_core": {"timezone": "UTC"}}),
                                              plugins=[tokens_plugin, ai_core_plugin]))
@@ -97,7 +107,7 @@ async def services(postgres_server, tmp_path_factory):
             plugins=[tokens_plugin, voice_engines_plugin]))
         gateway = create_app("gateway", config(**{
             "peers.ai_core_url": ai_core_url, "peers.iot_service_url": iot_url, "peers.memory_service_url": memory_url,
-            "peers.voice_service_url": voice_url,
+            "peers.voice_service_url": voice_url, "fetch.allow_hosts": [model_url.split("//", 1)[1]],
             "plugins.chat": {"sweep_interval": 0.5, "stop_timeout": 2},
             "plugins.auth": {"rate_limit_per_minute": 1000}}),
             plugins=[tokens_plugin, auth_plugin, sessions_plugin, files_plugin, notifications_plugin,
@@ -105,7 +115,7 @@ async def services(postgres_server, tmp_path_factory):
                      knowledge_plugin, voice_plugin])
         await serve(gateway, int(gateway_url.rsplit(":", 1)[1]))
         frontend_url = await serve(create_app("frontend", config(), plugins=[frontend_plugin]))
-        yield PaneServices(frontend_url=frontend_url, gateway_url=gateway_url)
+        yield PaneServices(frontend_url=frontend_url, gateway_url=gateway_url, page_url=f"{model_url}/compost.html")
     finally:
         for runner in reversed(runners):
             await runner.cleanup()
@@ -281,6 +291,26 @@ async def test_a_knowledge_base_gets_a_text_document_found_by_search(services, b
         await dismiss_toasts(page)
         await page.set_viewport_size({"width": 1280, "height": 1100})
         await screenshot(page, "web-knowledge")
+
+        # A file (uploaded, then added by its id) and a web page (fetched by the gateway).
+        await page.click(".doc-form [role=tab][data-source=file]")
+        await page.set_input_files(".doc-form input[type=file]", files=[{
+            "name": "seeds.md", "mimeType": "text/markdown",
+            "buffer": "# Seeds\n\nSow the beans in April, two fingers deep.".encode()}])
+        assert await pane.get_by_label("Title", exact=True).input_value() == "seeds"
+        await page.click(".doc-form button[type=submit]")
+        await page.locator(".document", has_text="seeds").locator(".badge.status-ready").wait_for(timeout=30000)
+        await page.click(".doc-form [role=tab][data-source=url]")
+        await pane.get_by_label("Title", exact=True).fill("Compost")
+        await pane.get_by_label("Address", exact=True).fill(services.page_url)
+        await page.click(".doc-form button[type=submit]")
+        page_document = page.locator(".document", has_text="Compost")
+        await page_document.locator(".badge.status-ready").wait_for(timeout=30000)
+        assert services.page_url in await page_document.inner_text()
+        await page.get_by_role("searchbox").fill("how often should the heap be turned")
+        await page.keyboard.press("Enter")
+        await page.locator(".search-hits .hit").first.filter(has_text="fortnight").wait_for(timeout=20000)
+        assert "Cookies" not in await page.locator(".search-hits").inner_text()   # the page's article only
         assert errors == []
 
 

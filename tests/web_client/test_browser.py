@@ -80,6 +80,7 @@ async def test_chat_streams_and_a_second_device_sees_the_echo_and_the_reply(serv
         phone_reply = phone.locator(".live article.message.assistant:not(.streaming)")
         await phone_reply.wait_for(timeout=10000)
         assert "How can I help?" in await phone_reply.inner_text()
+        assert await phone.evaluate("document.documentElement.scrollWidth") <= PHONE[0]   # nothing off-screen
         await screenshot(desktop, "web-chat-desktop")
         await screenshot(phone, "web-chat-phone")
         assert desktop_errors == [] and phone_errors == []

@@ -65,7 +65,13 @@ export function mount(root, app) {
   };
 
   // ------------------------------------------------------------------ sessions
-  function sessionTitle(session) { return (session && session.title) || t("sessions.untitled"); }
+  // The gateway titles a session it was not given a title for "新对话" (docs/sessions.md): shown
+  // in the interface's language, like a session with no title.
+  const SERVER_DEFAULT_TITLE = "新对话";
+  function sessionTitle(session) {
+    const title = session && session.title;
+    return title && title !== SERVER_DEFAULT_TITLE ? title : t("sessions.untitled");
+  }
 
   function renderList() {
     clear(list);
@@ -89,7 +95,7 @@ export function mount(root, app) {
   }
 
   async function createSession() {
-    const session = await api.send("POST", "/sessions", {title: t("sessions.untitled")});
+    const session = await api.send("POST", "/sessions", {});
     state.sessions.unshift(session);
     await select(session.id);
     input.focus();

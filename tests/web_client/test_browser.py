@@ -4,6 +4,7 @@ must not run), an image upload, a reconnect in the middle of a reply, the Chines
 One browser and one set of services for the module; the tests run in order and share them."""
 from __future__ import annotations
 
+import contextlib
 import io
 from pathlib import Path
 
@@ -43,6 +44,16 @@ async def sign_in(page, url: str, password: str) -> None:
     await page.fill("input[name=password]", password)
     await page.click("#login-form button[type=submit]")
     await page.wait_for_selector("#connection[data-state=open]", timeout=10000)
+
+
+@contextlib.asynccontextmanager
+async def signed_in(services, browser, password: str, viewport: tuple[int, int] = DESKTOP):
+    """A page of a fresh browser context, signed in as the administrator; it must end without a
+    console error or an uncaught exception."""
+    async with open_page(viewport, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, password)
+        yield page
+        assert errors == []
 
 
 async def send(page, text: str) -> None:
@@ -88,8 +99,7 @@ async def test_chat_streams_and_a_second_device_sees_the_echo_and_the_reply(serv
 
 @pytest.mark.slow
 async def test_markdown_and_code_render_and_a_script_in_a_reply_does_not_run(services, browser, admin_password):
-    async with open_page(DESKTOP, browser=browser) as (page, errors):
-        await sign_in(page, services.frontend_url, admin_password)
+    async with signed_in(services, browser, admin_password) as page:
         await send(page, "show me markdown please")
         block = page.locator(".live .code-block")
         await block.wait_for(timeout=10000)
@@ -105,7 +115,6 @@ async def test_markdown_and_code_render_and_a_script_in_a_reply_does_not_run(ser
         assert await page.locator(".messages script").count() == 0
         assert await page.locator(".messages [onerror]").count() == 0
         await screenshot(page, "web-markdown-code")
-        assert errors == []
 
 
 def photo_png() -> bytes:
@@ -117,8 +126,7 @@ def photo_png() -> bytes:
 
 @pytest.mark.slow
 async def test_an_uploaded_image_shows_its_thumbnail_and_is_sent_with_its_file_id(services, browser, admin_password):
-    async with open_page(DESKTOP, browser=browser) as (page, errors):
-        await sign_in(page, services.frontend_url, admin_password)
+    async with signed_in(services, browser, admin_password) as page:
         await page.set_input_files(".composer input[type=file]",
                                    files=[{"name": "meadow.png", "mimeType": "image/png", "buffer": photo_png()}])
         tray = page.locator(".attachments .attachment:not(.uploading) img.thumb")
@@ -131,13 +139,11 @@ async def test_an_uploaded_image_shows_its_thumbnail_and_is_sent_with_its_file_i
         await reply.wait_for(timeout=15000)
         assert "I see 1 image and you asked: What is in this photo?" in await reply.inner_text()
         await screenshot(page, "web-image-upload")
-        assert errors == []
 
 
 @pytest.mark.slow
 async def test_a_reply_interrupted_by_a_dropped_connection_completes_once(services, browser, admin_password):
-    async with open_page(DESKTOP, browser=browser) as (page, errors):
-        await sign_in(page, services.frontend_url, admin_password)
+    async with signed_in(services, browser, admin_password) as page:
         await send(page, "tell me something slow")
         streaming = page.locator(".live article.message.assistant.streaming")
         await streaming.wait_for(timeout=10000)
@@ -149,13 +155,11 @@ async def test_a_reply_interrupted_by_a_dropped_connection_completes_once(servic
         text = await reply.locator(".body").inner_text()
         assert text.split() == SLOW_WORDS
         assert await page.locator(".live article.message.assistant").count() == 1
-        assert errors == []
 
 
 @pytest.mark.slow
 async def test_the_chinese_interface_switches_and_is_remembered(services, browser, admin_password):
-    async with open_page(PHONE, browser=browser) as (page, errors):
-        await sign_in(page, services.frontend_url, admin_password)
+    async with signed_in(services, browser, admin_password, PHONE) as page:
         await page.select_option(".topbar .language-select", "zh")
         assert await page.locator("button.send").inner_text() == "发送"
         assert await page.get_attribute("textarea.input", "placeholder") == "给助手发消息…"
@@ -167,13 +171,11 @@ async def test_the_chinese_interface_switches_and_is_remembered(services, browse
         await page.wait_for_selector("body.drawer-open")
         await page.wait_for_timeout(300)   # the drawer slides in
         await screenshot(page, "web-chinese-phone")
-        assert errors == []
 
 
 @pytest.mark.slow
 async def test_hold_to_talk_streams_the_voice_and_the_reply_is_spoken(services, browser, admin_password):
-    async with open_page(DESKTOP, browser=browser) as (page, errors):
-        await sign_in(page, services.frontend_url, admin_password)
+    async with signed_in(services, browser, admin_password) as page:
         await page.click("button.speak")
         assert await page.get_attribute("button.speak", "aria-pressed") == "true"
         await page.focus("button.talk")
@@ -189,7 +191,6 @@ async def test_hold_to_talk_streams_the_voice_and_the_reply_is_spoken(services, 
         played = await page.evaluate("window.assistantApp.pane('chat').speaker.played")
         assert played and all(path.startswith("/api/v1/voice/audio/") for path in played)
         await screenshot(page, "web-voice")
-        assert errors == []
 
 
 @pytest.mark.slow
@@ -214,8 +215,7 @@ async def test_a_refused_token_is_renewed_once_and_signing_out_ends_the_login(se
 
 @pytest.mark.slow
 async def test_thinking_is_collapsible_and_a_tool_shows_its_progress(services, browser, admin_password):
-    async with open_page(DESKTOP, browser=browser) as (page, errors):
-        await sign_in(page, services.frontend_url, admin_password)
+    async with signed_in(services, browser, admin_password) as page:
         await send(page, "what time is it?")
         reply = page.locator(".live article.message.assistant:not(.streaming)").last
         await reply.filter(has_text="The clock says").wait_for(timeout=15000)
@@ -228,13 +228,11 @@ async def test_thinking_is_collapsible_and_a_tool_shows_its_progress(services, b
         assert "get_current_time" in await tool.inner_text()
         assert await tool.locator("progress").get_attribute("value") == "100"
         await screenshot(page, "web-thinking-tool")
-        assert errors == []
 
 
 @pytest.mark.slow
 async def test_a_message_sent_during_a_reply_is_queued_then_answered(services, browser, admin_password):
-    async with open_page(DESKTOP, browser=browser) as (page, errors):
-        await sign_in(page, services.frontend_url, admin_password)
+    async with signed_in(services, browser, admin_password) as page:
         await page.click(".drawer-actions button")            # a fresh conversation
         await page.wait_for_selector(".messages .empty:not([hidden])")
         await send(page, "something slow please")
@@ -247,14 +245,12 @@ async def test_a_message_sent_during_a_reply_is_queued_then_answered(services, b
         await page.locator(".live article.message.assistant:not(.streaming)").nth(1).wait_for(timeout=15000)
         texts = await page.locator(".live article.message.assistant .body").all_inner_texts()
         assert texts[0].split() == SLOW_WORDS and "How can I help?" in texts[1]
-        assert errors == []
 
 
 @pytest.mark.slow
 async def test_search_opens_the_conversation_of_a_hit_and_export_downloads_each_format(services, browser,
                                                                                        admin_password):
-    async with open_page(DESKTOP, browser=browser) as (page, errors):
-        await sign_in(page, services.frontend_url, admin_password)
+    async with signed_in(services, browser, admin_password) as page:
         await page.click(".drawer-actions button")
         await page.wait_for_selector(".messages .empty:not([hidden])")
         await send(page, "Remember the zebra crossing")
@@ -276,7 +272,6 @@ async def test_search_opens_the_conversation_of_a_hit_and_export_downloads_each_
             download = await started.value
             assert download.suggested_filename.endswith(suffix)
             assert marker in Path(await download.path()).read_text(encoding="utf-8")
-        assert errors == []
 
 
 @pytest.mark.slow
@@ -285,8 +280,7 @@ async def test_a_pushed_notification_is_a_toast_and_stays_in_the_inbox(services,
 
     from tests.web_client.conftest import SERVICE_TOKEN
 
-    async with open_page(DESKTOP, browser=browser) as (page, errors):
-        await sign_in(page, services.frontend_url, admin_password)
+    async with signed_in(services, browser, admin_password) as page:
         async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {SERVICE_TOKEN}"}) as http:
             async with http.post(f"{services.gateway_url}/api/v1/notifications/push",
                                  json={"user_id": "admin", "type": "reminder", "title": "Tea",
@@ -301,4 +295,3 @@ async def test_a_pushed_notification_is_a_toast_and_stays_in_the_inbox(services,
         await item.click()
         await page.locator(".inbox-item:not(.unread)", has_text="The tea is ready").wait_for(timeout=10000)
         await screenshot(page, "web-inbox")
-        assert errors == []

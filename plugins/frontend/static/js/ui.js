@@ -15,12 +15,6 @@ export function button(t, key, attributes = {}) {
   return h("button", {type: "button", class: "quiet", "data-i18n": key, ...attributes}, t(key));
 }
 
-// An icon-like button whose text is not words: labelled through aria-label and title.
-export function labelledButton(t, key, text, attributes = {}) {
-  return h("button", {type: "button", class: "quiet", "data-i18n-label": key, "aria-label": t(key), title: t(key),
-    ...attributes}, text);
-}
-
 // Runs `action` with `control` disabled; shows a failure as a toast. Resolves with the action's
 // result, or undefined when it failed.
 export async function busy(app, control, action) {

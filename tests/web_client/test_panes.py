@@ -389,4 +389,8 @@ async def test_the_panes_on_a_phone_in_chinese(services, browser):
         assert "每周" in await page.locator(".reminder", has_text="给妈妈打电话").inner_text()
         await dismiss_toasts(page)
         await screenshot(page, "web-reminders-phone-zh")
+        await page.click("#nav button[data-pane=knowledge]")
+        await page.locator(".pane-knowledge .kb-title", has_text="Garden").wait_for(timeout=10000)
+        await page.locator(".pane-knowledge .document .badge", has_text="就绪").first.wait_for()
+        await screenshot(page, "web-knowledge-phone-zh")
         assert errors == []

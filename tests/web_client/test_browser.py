@@ -208,7 +208,8 @@ async def test_reminders_are_created_completed_and_filtered_in_their_pane(servic
         await item.get_by_role("button", name="Done").click()
         await item.wait_for(state="detached", timeout=10000)
         await page.select_option(".pane-reminders .page-header select", "completed")
-        await page.locator(".pane-reminders .reminder.completed").filter(has_text="Water the tomatoes").wait_for(timeout=10000)
+        completed = page.locator(".pane-reminders .reminder.completed").filter(has_text="Water the tomatoes")
+        await completed.wait_for(timeout=10000)
 
 
 @pytest.mark.slow

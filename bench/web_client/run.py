@@ -77,7 +77,8 @@ def main() -> None:
     paint = statistics.median(result[0] for result in results)
     usable = statistics.median(result[1] for result in results)
     size = results[0][2]
-    print(f"web client, {arguments.runs} cold loads, CPU slowdown {arguments.cpu_slowdown:g}x, {size / 1024:.0f} KB transferred by then (the chat modules prefetched while idle included)")
+    print(f"web client, {arguments.runs} cold loads, CPU slowdown {arguments.cpu_slowdown:g}x, "
+          f"{size / 1024:.0f} KB transferred by then (the chat modules prefetched while idle included)")
     print(f"| first contentful paint (median) | {paint:.0f} ms | < 1000 ms |")
     print(f"| sign-in form shown (median)     | {usable:.0f} ms | < 1000 ms |")
 

@@ -295,3 +295,17 @@ async def test_a_pushed_notification_is_a_toast_and_stays_in_the_inbox(services,
         await item.click()
         await page.locator(".inbox-item:not(.unread)", has_text="The tea is ready").wait_for(timeout=10000)
         await screenshot(page, "web-inbox")
+
+
+@pytest.mark.slow
+async def test_registration_says_so_when_the_server_does_not_allow_it(services, browser):
+    async with open_page(PHONE, browser=browser) as (page, errors):
+        await page.goto(services.frontend_url)
+        await page.click("[data-action=to-register]")
+        form = page.locator("#register-form")
+        for name, value in (("username", "newperson"), ("nickname", "New"), ("email", "new@example.com"),
+                            ("password", "secret-enough"), ("verify_code", "ABC123")):
+            await form.locator(f"input[name={name}]").fill(value)
+        await form.locator("button[type=submit]").click()
+        await form.locator(".form-error", has_text="Registration is not open").wait_for(timeout=10000)
+        assert [error for error in errors if "403" not in error] == []

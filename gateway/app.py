@@ -323,6 +323,13 @@ async def serve(app: web.Application, host: str, port: int, *, shutdown_timeout:
         await runner.cleanup()
 
 
+def listen_host(config: Config, service_id: str, host: str | None = None) -> str:
+    """Where a service listens: `--host`, else `[core] listen_hosts.<service id>`, else loopback
+    only (a phone on the network reaches the web client once `frontend = "0.0.0.0"` is set)."""
+    configured = config.get("core.listen_hosts") or {}
+    return host or str(configured.get(service_id) or "127.0.0.1")
+
+
 def run(service_id: str, host: str | None = None, port: int | None = None, config: Config | None = None,
         worker_index: int | None = None) -> None:
     """Serve `service_id` in this process; `worker_index`: as one of `gateway serve --workers N`'s
@@ -338,7 +345,7 @@ def run(service_id: str, host: str | None = None, port: int | None = None, confi
         app[WORKER_INDEX] = worker_index
         app.on_response_prepare.append(_name_worker)
         watch_parent(loop)
-    host = host or "127.0.0.1"
+    host = listen_host(config, service_id, host)
     who = service_id if worker_index is None else f"{service_id} worker {worker_index} (pid {os.getpid()})"
     main = loop.create_task(serve(
         app, host, port or spec.port, shutdown_timeout=float(config.get("core.shutdown_timeout") or 10),

@@ -1,58 +1,122 @@
-"""The `frontend` service (port 5173). The web chat client is not built yet; until it is,
-this plugin answers `/` with a page that says so and links to the gateway's health, so the
-console's eighth service runs and tells the truth about itself."""
+"""The `frontend` service (port 5173): the web chat client, plain ES modules from `static/`
+served under a strict Content-Security-Policy, and a proxy that carries `/api/v1/*` and
+`/ws/chat` to the gateway on this origin (docs/web-client.md)."""
 from __future__ import annotations
 
-import html
+import mimetypes
+from pathlib import Path
+from typing import AsyncIterator
 
+import aiohttp
+import marshmallow
 from aiohttp import web
 
-from gateway.context import get_context
+from gateway.context import Context
+from gateway.errors import NotFound
 from gateway.openapi import api_doc
-from gateway.plugins import Plugin, Registrar
+from gateway.plugins import Plugin, PluginSettings, Registrar
+
+from .proxy import ProxyState, proxy_api, proxy_chat_socket
+
+STATIC = Path(__file__).parent / "static"
+PROXY: web.AppKey[ProxyState] = web.AppKey("frontend_proxy", ProxyState)
+
+# What the page may do: its own scripts, styles, images (thumbnails come through the proxy as
+# same-origin URLs; pasted images are blob: URLs), and connections to this origin only.
+CONTENT_SECURITY_POLICY = "; ".join([
+    "default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src 'self' blob: data:",
+    "media-src 'self' blob:", "connect-src 'self'", "font-src 'self'", "manifest-src 'self'",
+    "base-uri 'none'", "form-action 'self'", "frame-ancestors 'none'",
+])
+PAGE_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Permissions-Policy": "camera=(), geolocation=(), microphone=(self)",
+}
+CONTENT_TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css",
+                 ".svg": "image/svg+xml", ".json": "application/json", ".png": "image/png",
+                 ".webmanifest": "application/manifest+json", ".html": "text/html"}
 
 routes = web.RouteTableDef()
 
-PAGE = """<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Assistant: web client not built yet</title>
-<style>
-  body {{ font-family: system-ui, sans-serif; max-width: 40rem; margin: 4rem auto; padding: 0 1rem;
-         line-height: 1.5; color: #222; }}
-  code {{ background: #f2f2f2; padding: 0 .25rem; }}
-</style>
-</head>
-<body>
-<h1>The web client is not built yet</h1>
-<p>This is the <code>frontend</code> service. The web chat client it will serve has not been
-written yet, so there is nothing to chat with here for now.</p>
-<p>The backend is running: see the <a href="{health}">gateway health</a>
-(<code>{health}</code>). Phone, desktop and chat-platform clients talk to the gateway's API.</p>
-</body>
-</html>
-"""
+
+class FrontendSettings(PluginSettings):
+    max_body_bytes = marshmallow.fields.Integer(load_default=25 * 1024 * 1024, validate=marshmallow.validate.Range(
+        min=1024), metadata={"description": "Largest request body the proxy carries to the gateway (uploads are "
+                                             "20 MB at the gateway)."})
+    read_timeout = marshmallow.fields.Float(load_default=300.0, validate=marshmallow.validate.Range(min=1), metadata={
+        "description": "Seconds a proxied answer may stay silent before the proxy gives up on it."})
+    max_frame_bytes = marshmallow.fields.Integer(load_default=16 * 1024 * 1024, validate=marshmallow.validate.Range(
+        min=1024), metadata={"description": "Largest WebSocket frame carried either way on /ws/chat."})
 
 
-@routes.get("/", name="frontend_placeholder")
-@api_doc("The web client's page (a placeholder until it is built)", auth="none", produces="text/html")
-async def placeholder(request: web.Request) -> web.Response:
-    config = get_context(request).config
-    gateway_url = (config.get("peers.gateway_url") or "http://127.0.0.1:8080").rstrip("/")
-    page = PAGE.format(health=html.escape(gateway_url + "/api/v1/health", quote=True))
-    return web.Response(text=page, content_type="text/html",
-                        headers={"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
-                                 "X-Content-Type-Options": "nosniff"})
+def static_file(name: str) -> web.FileResponse:
+    path = (STATIC / name).resolve()
+    if not path.is_relative_to(STATIC.resolve()) or not path.is_file():
+        raise NotFound("No such file", "not_found")
+    content_type = CONTENT_TYPES.get(path.suffix) or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    response = web.FileResponse(path, headers={**PAGE_HEADERS, "Content-Type": content_type,
+                                               "Cache-Control": "no-cache"})
+    return response
+
+
+@routes.get("/", name="frontend_index")
+@api_doc("The web client's page", auth="none", produces="text/html", tags=("frontend",))
+async def index(request: web.Request) -> web.StreamResponse:
+    return static_file("index.html")
+
+
+@routes.get("/static/{name:.+}", name="frontend_static")
+@api_doc("The web client's scripts, styles and vendored libraries", auth="none", produces="application/octet-stream",
+         errors=(404,), tags=("frontend",), path={"name": {"type": "string"}})
+async def static(request: web.Request) -> web.StreamResponse:
+    return static_file(request.match_info["name"])
+
+
+@api_doc("Any gateway API call, carried to the gateway", auth="optional", produces="application/octet-stream",
+         errors=(403, 413, 502), tags=("frontend",), body_required=False, path={"tail": {"type": "string"}},
+         description="Carried to the gateway's same path (its answer passed back unchanged). Login, register and "
+                     "refresh answers have the refresh token moved into an HttpOnly cookie.")
+async def proxy(request: web.Request) -> web.StreamResponse:
+    return await proxy_api(request.app[PROXY], request)
+
+
+for _method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+    routes.route(_method, "/api/v1/{tail:.+}", name=f"frontend_proxy_{_method.lower()}")(proxy)
+
+
+@routes.get("/ws/chat", name="frontend_chat_socket")
+@api_doc("The gateway's chat WebSocket, carried both ways", auth="optional", produces="application/octet-stream",
+         responses={101: None}, errors=(401, 403, 502), tags=("frontend",))
+async def chat_socket(request: web.Request) -> web.StreamResponse:
+    return await proxy_chat_socket(request.app[PROXY], request)
 
 
 class FrontendPlugin(Plugin):
     name = "frontend"
-    description = "Placeholder page until the web chat client is built"
+    description = "The web chat client, and its proxy to the gateway on the same origin"
+    settings_schema = FrontendSettings
 
     def setup(self, registrar: Registrar) -> None:
+        settings = registrar.settings
+        gateway_url = (registrar.config.get("peers.gateway_url") or "http://127.0.0.1:8080").rstrip("/")
+        state = ProxyState(gateway_url=gateway_url, max_body_bytes=settings["max_body_bytes"],
+                           read_timeout=settings["read_timeout"], max_frame_bytes=settings["max_frame_bytes"])
+        registrar.app_state(PROXY, state)
         registrar.routes(routes)
+
+        async def client_session(context: Context) -> AsyncIterator[None]:
+            # Its own session: bodies pass byte for byte (no decompression), no total timeout.
+            state.http = aiohttp.ClientSession(auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
+                                               timeout=aiohttp.ClientTimeout(total=None, connect=10))
+            try:
+                yield
+            finally:
+                await state.http.close()
+
+        registrar.lifespan(client_session)
 
 
 plugin = FrontendPlugin()

@@ -33,6 +33,11 @@ class CreateSessionBody(marshmallow.Schema):
     is_main = fields.Boolean(load_default=False)
 
 
+class RenameSessionBody(marshmallow.Schema):
+    title = fields.String(required=True, validate=[validate.Length(min=1, max=200),
+                                                   validate.Regexp(r"\s*\S", error="must not be blank")])
+
+
 class OwnerQuery(marshmallow.Schema):
     user_id = fields.String(load_default=None)
 
@@ -112,6 +117,20 @@ async def delete_all_sessions(request: web.Request) -> web.Response:
 async def get_session(request: web.Request) -> web.Response:
     user = await require_user(request)
     return web.json_response(await visible_session(request, user))
+
+
+@routes.patch("/api/v1/sessions/{session_id}", name="sessions.rename")
+@api_doc("Rename a session (the web client's rename; not in the spec)", body=RenameSessionBody,
+         responses={200: Session}, errors=(404, 503))
+async def rename_session(request: web.Request) -> web.Response:
+    user = await require_user(request)
+    body = await parse_body(request, RenameSessionBody())
+    title = body["title"].strip()
+    session = await visible_session(request, user)
+    renamed = await conversations_of(request).rename_session(session["user_id"], session["id"], title)
+    if renamed is None:
+        raise session_not_found(session["id"])
+    return web.json_response(renamed)
 
 
 @routes.delete("/api/v1/sessions/{session_id}", name="sessions.delete")

@@ -229,6 +229,12 @@ class Conversations:
                                f"SELECT {SESSION_COLUMNS} FROM chat_sessions WHERE user_id = %s "
                                f"ORDER BY chat_sessions.updated_at DESC, id", (user_id,))
 
+    async def rename_session(self, user_id: str, session_id: str, title: str) -> dict | None:
+        """The session with its new title, or None when the user has none with that id. The
+        title is not activity: `updated_at` (the list's order) stays."""
+        return await fetch_one(self.db, f"UPDATE chat_sessions SET title = %s WHERE user_id = %s AND id = %s "
+                                        f"RETURNING {SESSION_COLUMNS}", (title, user_id, session_id))
+
     async def delete_session(self, user_id: str, session_id: str) -> bool:
         deleted = await execute(self.db, "DELETE FROM chat_sessions WHERE user_id = %s AND id = %s",
                                 (user_id, session_id)) > 0

@@ -64,6 +64,23 @@ async def test_list_get_and_the_administrator_acting_for_a_user(sessions_app):
     assert (await missing.json())["error"].replace("nope", "b1") == (await foreign.json())["error"]
 
 
+async def test_rename_changes_the_title_only_for_the_owner(sessions_app):
+    client, conversations, headers = sessions_app
+    created = await conversations.create_session("user_alice", "a1")
+    await conversations.create_session("user_bob", "b1")
+    response = await client.patch(f"{API}/sessions/a1", json={"title": "  周末计划 "}, headers=headers["alice"])
+    renamed = await response.json()
+    assert response.status == 200 and renamed["title"] == "周末计划"
+    assert renamed["updated_at"] == created["updated_at"]      # a new title is not activity
+    foreign = await client.patch(f"{API}/sessions/b1", json={"title": "mine"}, headers=headers["alice"])
+    assert foreign.status == 404 and (await foreign.json())["errorType"] == "session_not_found"
+    for bad in ({"title": "   "}, {"title": "x" * 201}, {}):
+        assert (await client.patch(f"{API}/sessions/a1", json=bad, headers=headers["alice"])).status == 400
+    by_admin = await client.patch(f"{API}/sessions/b1?user_id=user_bob", json={"title": "Bob's"},
+                                  headers=headers["admin"])
+    assert by_admin.status == 200 and (await conversations.get_session("user_bob", "b1"))["title"] == "Bob's"
+
+
 async def test_delete_one_and_all(sessions_app):
     client, conversations, headers = sessions_app
     for session_id in ("a1", "a2"):

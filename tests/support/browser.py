@@ -15,7 +15,7 @@ import contextlib
 import os
 import shutil
 from pathlib import Path
-from typing import AsyncIterator
+from typing import AsyncIterator, Sequence
 
 import pytest
 
@@ -54,11 +54,14 @@ needs_browser = pytest.mark.skipif(MISSING is not None, reason=f"browser tests s
 
 
 @contextlib.asynccontextmanager
-async def open_browser() -> AsyncIterator["playwright.async_api.Browser"]:  # type: ignore[name-defined]  # noqa: F821
+async def open_browser(args: Sequence[str] = ()) -> AsyncIterator["playwright.async_api.Browser"]:  # type: ignore[name-defined]  # noqa: F821
+    """`args`: Chromium flags besides the usual ones (a fake microphone, say:
+    `--use-fake-device-for-media-stream`, `--use-fake-ui-for-media-stream`)."""
     from playwright.async_api import async_playwright
 
     async with async_playwright() as driver:
-        browser = await driver.chromium.launch(executable_path=chromium_path(), headless=True, args=CHROMIUM_ARGS)
+        browser = await driver.chromium.launch(executable_path=chromium_path(), headless=True,
+                                               args=[*CHROMIUM_ARGS, *args])
         try:
             yield browser
         finally:
@@ -66,13 +69,15 @@ async def open_browser() -> AsyncIterator["playwright.async_api.Browser"]:  # ty
 
 
 @contextlib.asynccontextmanager
-async def open_page(viewport: tuple[int, int] = (1280, 800), *, browser=None, locale: str = "en-US"):
+async def open_page(viewport: tuple[int, int] = (1280, 800), *, browser=None, locale: str = "en-US",
+                    args: Sequence[str] = ()):
     """A fresh context and page; yields (page, errors) where errors collects console errors and
     uncaught exceptions, so a test can assert the page ran cleanly. Pass `browser` to share one
-    Chromium between several contexts (two devices of one person, say)."""
+    Chromium between several contexts (two devices of one person, say); `args` are extra
+    Chromium flags for the browser it starts when none is passed."""
     async with contextlib.AsyncExitStack() as stack:
         if browser is None:
-            browser = await stack.enter_async_context(open_browser())
+            browser = await stack.enter_async_context(open_browser(args))
         context = await browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, locale=locale)
         stack.push_async_callback(context.close)
         page = await context.new_page()

@@ -1,0 +1,609 @@
+// The chat pane: the session list (new, rename, delete, search, export) and the conversation,
+// streamed over /ws/chat. Frames of other sessions mark those sessions as updated.
+import {ApiError} from "../api.js";
+import {append, clear, formatTime, h} from "../dom.js";
+import {codeBlock, renderMarkdown, renderPart, renderStreaming} from "../render.js";
+import {ReplySpeaker, VoiceRecorder, voiceSupported} from "../voice.js";
+
+const HISTORY_PAGE = 500;
+const HISTORY_PAGES = 10;
+
+export function mount(root, app) {
+  const {api, t} = app;
+  const state = {
+    sessions: [], current: null, turns: new Map(), pending: new Map(), shownIds: new Set(),
+    unread: new Set(), attachments: [], searching: false,
+  };
+
+  // ------------------------------------------------------------------ layout
+  const newButton = h("button", {type: "button", class: "primary", "data-i18n": "sessions.new"}, t("sessions.new"));
+  const search = h("input", {type: "search", class: "search", "data-i18n-placeholder": "sessions.search",
+    placeholder: t("sessions.search"), "data-i18n-label": "sessions.search_label", "aria-label": t("sessions.search_label")});
+  const list = h("ul", {class: "session-list", "aria-label": t("sessions.label")});
+  const results = h("div", {class: "search-results", hidden: true});
+  const drawer = h("aside", {id: "drawer", class: "drawer", "aria-label": t("sessions.label")},
+    h("div", {class: "drawer-actions"}, newButton), h("form", {role: "search", class: "search-form"}, search),
+    results, list);
+  const title = h("h2", {class: "session-title"});
+  const rename = h("button", {type: "button", class: "quiet", "data-i18n": "chat.rename"}, t("chat.rename"));
+  const remove = h("button", {type: "button", class: "quiet danger", "data-i18n": "chat.delete"}, t("chat.delete"));
+  const exportSelect = h("select", {class: "quiet", "data-i18n-label": "chat.export_label", "aria-label": t("chat.export_label")},
+    h("option", {value: "", "data-i18n": "chat.export"}, t("chat.export")),
+    h("option", {value: "json", "data-i18n": "chat.export_json"}, t("chat.export_json")),
+    h("option", {value: "markdown", "data-i18n": "chat.export_markdown"}, t("chat.export_markdown")),
+    h("option", {value: "txt", "data-i18n": "chat.export_txt"}, t("chat.export_txt")));
+  const history = h("div", {class: "history"});
+  const live = h("div", {class: "live"});
+  const older = h("button", {type: "button", class: "quiet older", hidden: true, "data-i18n": "chat.older"}, t("chat.older"));
+  const empty = h("p", {class: "empty", "data-i18n": "chat.empty"}, t("chat.empty"));
+  const messages = h("div", {class: "messages", role: "log", "aria-live": "polite", tabindex: "0"},
+    older, empty, history, live);
+  const fileInput = h("input", {type: "file", accept: "image/*", hidden: true, multiple: true});
+  const attach = h("button", {type: "button", class: "icon attach", "data-i18n-label": "chat.attach",
+    "aria-label": t("chat.attach"), title: t("chat.attach")});
+  const tray = h("div", {class: "attachments", hidden: true});
+  const input = h("textarea", {rows: "1", class: "input", "data-i18n-placeholder": "chat.placeholder",
+    placeholder: t("chat.placeholder"), "data-i18n-label": "chat.input_label", "aria-label": t("chat.input_label")});
+  const send = h("button", {type: "submit", class: "primary send", "data-i18n": "chat.send"}, t("chat.send"));
+  const speaker = new ReplySpeaker(api);
+  const recorder = new VoiceRecorder(app, () => (speaker.enabled ? "voice_msg" : "text"));
+  const talk = h("button", {type: "button", class: "icon talk", "data-i18n-label": "chat.talk", "aria-label": t("chat.talk"),
+    title: t("chat.talk"), "aria-pressed": "false", hidden: !voiceSupported()});
+  const speak = h("button", {type: "button", class: "icon speak", "data-i18n-label": "chat.speak", "aria-label": t("chat.speak"),
+    title: t("chat.speak"), "aria-pressed": String(speaker.enabled)});
+  const interim = h("p", {class: "voice-interim", role: "status", hidden: true});
+  const composer = h("form", {class: "composer"}, tray, interim,
+    h("div", {class: "composer-row"}, attach, fileInput, talk, input, speak, send));
+  const conversation = h("div", {class: "conversation"},
+    h("header", {class: "conversation-header"}, title, h("div", {class: "session-actions"}, rename, exportSelect, remove)),
+    messages, composer);
+  append(root, [drawer, conversation]);
+
+  const closeDrawer = () => {
+    document.body.classList.remove("drawer-open");
+    document.querySelector('[data-action="toggle-drawer"]')?.setAttribute("aria-expanded", "false");
+  };
+
+  // ------------------------------------------------------------------ sessions
+  // The gateway titles a session it was not given a title for "新对话" (docs/sessions.md): shown
+  // in the interface's language, like a session with no title.
+  const SERVER_DEFAULT_TITLE = "新对话";
+  function sessionTitle(session) {
+    const title = session && session.title;
+    return title && title !== SERVER_DEFAULT_TITLE ? title : t("sessions.untitled");
+  }
+
+  function renderList() {
+    clear(list);
+    if (!state.sessions.length) list.append(h("li", {class: "muted"}, t("sessions.empty")));
+    for (const session of state.sessions) {
+      const button = h("button", {type: "button", class: "session", "aria-current": session.id === state.current ? "true" : "false",
+        onclick: () => { select(session.id); closeDrawer(); }},
+        h("span", {class: "session-name"}, sessionTitle(session)),
+        state.unread.has(session.id) ? h("span", {class: "dot", "aria-label": "new"}, "●") : null,
+        h("time", {class: "session-time"}, formatTime(session.updated_at, app.language)));
+      list.append(h("li", {}, button));
+    }
+    const session = state.sessions.find((item) => item.id === state.current);
+    title.textContent = sessionTitle(session);
+  }
+
+  async function loadSessions() {
+    const answer = await api.get("/sessions");
+    state.sessions = answer.sessions || [];
+    renderList();
+  }
+
+  async function createSession() {
+    const session = await api.send("POST", "/sessions", {});
+    state.sessions.unshift(session);
+    await select(session.id);
+    input.focus();
+  }
+
+  async function select(id) {
+    state.current = id;
+    state.unread.delete(id);
+    localStorage.setItem("assistant.session", id);
+    state.turns.clear();
+    state.pending.clear();
+    clear(history);
+    clear(live);
+    renderList();
+    app.socket.open(id);
+    await loadHistory(id);
+  }
+
+  async function loadHistory(id) {
+    let all = [];
+    try {
+      for (let page = 0; page < HISTORY_PAGES; page++) {
+        const answer = await api.get(`/sessions/${encodeURIComponent(id)}/messages`,
+          {limit: HISTORY_PAGE, offset: page * HISTORY_PAGE});
+        all = all.concat(answer.messages || []);
+        if ((answer.messages || []).length < HISTORY_PAGE) break;
+      }
+    } catch (error) {
+      if (!(error instanceof ApiError && error.status === 404)) app.toast(error.message, {level: "error"});
+    }
+    if (state.current !== id) return;
+    const shown = 100;
+    // A reply is stored as one message per review part: consecutive parts share one bubble.
+    const render = (items) => {
+      const fragment = document.createDocumentFragment();
+      let previous = null;
+      for (const message of items) {
+        if (state.shownIds.has(message.id)) continue;
+        state.shownIds.add(message.id);
+        const reply = message.role === "assistant" || message.role === "action";
+        if (reply && previous) {
+          previous.querySelector("time.stamp").before(renderPart(message.role === "action" ? "action" : message.msg_type,
+            message.content, message.metadata || {}, t));
+          continue;
+        }
+        const element = storedBubble(message);
+        previous = reply ? element : null;
+        if (reply) element.classList.replace("action", "assistant");
+        fragment.append(element);
+      }
+      return fragment;
+    };
+    history.append(render(all.slice(-shown)));
+    const earlier = all.slice(0, -shown);
+    older.hidden = earlier.length === 0;
+    older.onclick = () => { history.prepend(render(earlier.splice(-shown))); older.hidden = earlier.length === 0; };
+    updateEmpty();
+    scrollDown(true);
+  }
+
+  function updateEmpty() { empty.hidden = Boolean(history.firstChild || live.firstChild); }
+
+  function touch(sessionId) {
+    const session = state.sessions.find((item) => item.id === sessionId);
+    if (session) {
+      session.updated_at = Date.now();
+      state.sessions = [session, ...state.sessions.filter((item) => item !== session)];
+    } else {
+      loadSessions().catch(() => {});
+    }
+    renderList();
+  }
+
+  // ------------------------------------------------------------------ bubbles
+  function scrollDown(force = false) {
+    const near = messages.scrollHeight - messages.scrollTop - messages.clientHeight < 160;
+    if (force || near) requestAnimationFrame(() => { messages.scrollTop = messages.scrollHeight; });
+  }
+
+  function bubble(role, ...children) {
+    const label = role === "user" ? t("chat.you") : role === "assistant" || role === "action" ? t("chat.assistant") : "";
+    return h("article", {class: `message ${role}`, "aria-label": label}, ...children);
+  }
+
+  function storedBubble(message) {
+    if (message.role === "system") return h("p", {class: "notice info"}, message.content);
+    const role = message.role === "user" ? "user" : message.role === "action" ? "action" : "assistant";
+    const type = message.role === "action" ? "action" : message.msg_type;
+    const body = role === "user" ? userBody(message.content, (message.metadata || {}).attachments)
+      : renderPart(type, message.content, message.metadata || {}, t);
+    return bubble(role, body, h("time", {class: "stamp"}, formatTime(message.created_at, app.language)));
+  }
+
+  function userBody(text, attachments) {
+    const body = h("div", {class: "part chat"}, text || "");
+    const pictures = (attachments || []).filter((item) => item && (item.thumbnail_url || item.preview));
+    if (!pictures.length) return body;
+    const strip = h("div", {class: "thumbs"});
+    for (const item of pictures) {
+      const image = h("img", {class: "thumb", alt: item.filename || "image"});
+      if (item.preview) image.src = item.preview;
+      else api.blobUrl(item.thumbnail_url).then((url) => { image.src = url; }).catch(() => {});
+      strip.append(image);
+    }
+    return h("div", {}, strip, text ? body : null);
+  }
+
+  function notice(level, text, action) {
+    const element = h("p", {class: `notice ${level}`, role: level === "error" ? "alert" : "status"}, text);
+    if (action === "retry" && state.lastSent) {
+      element.append(" ", h("button", {type: "button", class: "link", onclick: () => sendText(state.lastSent.content, state.lastSent.attachments)},
+        t("chat.retry")));
+    }
+    live.append(element);
+    updateEmpty();
+    scrollDown();
+  }
+
+  // ------------------------------------------------------------------ a reply
+  function turnOf(frame) {
+    const key = frame.turn_id || frame.message_id || "current";
+    let turn = state.turns.get(key);
+    if (!turn) {
+      const body = h("div", {class: "body"});
+      const extras = h("div", {class: "extras"});
+      const element = bubble("assistant", extras, body);
+      element.classList.add("streaming");
+      element.dataset.turn = key;
+      turn = {key, element, body, extras, text: "", tools: new Map(), thinking: null, done: false, frame: 0};
+      state.turns.set(key, turn);
+      live.append(element);
+      updateEmpty();
+    }
+    return turn;
+  }
+
+  function paint(turn) {
+    if (turn.frame) return;
+    turn.frame = requestAnimationFrame(() => {
+      turn.frame = 0;
+      if (turn.reviewed) return;
+      clear(turn.body).append(renderStreaming(turn.text, t));
+      scrollDown();
+    });
+  }
+
+  function thinkingOf(turn) {
+    if (!turn.thinking) {
+      const text = h("div", {class: "thinking-text"});
+      const summary = h("summary", {}, t("chat.thinking"));
+      const details = h("details", {class: "thinking"}, summary, text);
+      turn.extras.append(details);
+      turn.thinking = {details, summary, text};
+    }
+    return turn.thinking;
+  }
+
+  function onFrame(frame) {
+    if (frame.session_id && frame.session_id !== state.current) {
+      if (["stream_end", "response", "multi_message"].includes(frame.type)) {
+        state.unread.add(frame.session_id);
+        touch(frame.session_id);
+      }
+      return;
+    }
+    switch (frame.type) {
+      case "response": {
+        if (frame.message_id && state.shownIds.has(Number(frame.message_id))) return;
+        if (frame.message_id) state.shownIds.add(Number(frame.message_id));
+        if (frame.role === "user") {
+          const device = frame.client_info && frame.client_info.device_name;
+          const element = bubble("user", userBody(frame.content || frame.text, frame.attachments));
+          if (device) element.append(h("span", {class: "stamp"}, t("chat.from_other_device", {device})));
+          live.append(element);
+        } else {
+          const type = frame.role === "action" ? "action" : frame.msg_type;
+          live.append(bubble(frame.role === "action" ? "action" : "assistant",
+            renderPart(type, frame.content || frame.text, frame.metadata || {}, t)));
+        }
+        updateEmpty();
+        scrollDown();
+        touch(state.current);
+        break;
+      }
+      case "stream_start": {
+        turnOf(frame);
+        // The turn that starts is the oldest message still waiting: it is not queued any more.
+        const [first] = state.pending.values();
+        if (first) {
+          first.element.classList.remove("pending");
+          if (first.queued) { first.queued.remove(); first.queued = null; }
+          state.pending.delete([...state.pending.keys()][0]);
+        }
+        scrollDown();
+        break;
+      }
+      case "stream_chunk": {
+        const turn = turnOf(frame);
+        turn.text += frame.content || "";
+        paint(turn);
+        break;
+      }
+      case "thinking":
+      case "background_thinking": {
+        if (frame.type === "background_thinking" && !frame.turn_id) return;
+        const turn = turnOf(frame);
+        const thinking = thinkingOf(turn);
+        const more = frame.thinking_content ?? frame.content ?? "";
+        if (more) thinking.text.textContent += more;
+        if (frame.thinking_status === "done" || frame.thinking_status === "completed") thinking.summary.textContent = t("chat.thinking_done");
+        break;
+      }
+      case "tool_progress": {
+        const turn = turnOf(frame);
+        const progress = frame.tool_progress || {};
+        const name = progress.tool_name || "tool";
+        let row = turn.tools.get(name);
+        if (!row) {
+          const bar = h("progress", {max: "100", "aria-label": name});
+          const label = h("span", {class: "tool-label"});
+          row = {bar, label, element: h("div", {class: "tool"}, label, bar)};
+          turn.tools.set(name, row);
+          turn.extras.append(row.element);
+        }
+        const status = progress.status || "running";
+        row.element.dataset.status = status;
+        const percent = typeof progress.progress === "number" ? (progress.progress <= 1 ? progress.progress * 100 : progress.progress) : null;
+        if (status === "completed") row.bar.value = 100;
+        else if (percent !== null) row.bar.value = percent;
+        else row.bar.removeAttribute("value");
+        row.label.textContent = `${name} · ${t(`tool.${status}`)}${progress.message ? ` — ${progress.message}` : ""}`;
+        break;
+      }
+      case "system_info": {
+        const info = frame.system_info || {};
+        notice(info.level || "info", info.message || frame.content || "", info.action);
+        break;
+      }
+      case "review": {
+        const turn = turnOf(frame);
+        turn.reviewed = true;
+        const parts = frame.review_messages || [];
+        clear(turn.body);
+        for (const part of parts) turn.body.append(renderPart(part.type, part.content, part.metadata || {}, t));
+        scrollDown();
+        break;
+      }
+      case "stream_segments":
+        speaker.add(frame.segments);
+        break;
+      case "voice_interim":
+        if (recorder.recording || frame.text) {
+          interim.hidden = false;
+          interim.textContent = frame.text || t("chat.listening");
+        }
+        break;
+      case "voice_final":
+      case "voice_transcript": {
+        interim.hidden = true;
+        interim.textContent = "";
+        const text = (frame.text || "").trim();
+        if (!text) { app.toast(t("chat.no_speech")); break; }
+        const element = bubble("user", userBody(text, []));
+        element.classList.add("pending", "spoken");
+        live.append(element);
+        state.pending.set(frame.message_id || frame.client_msg_id || `voice-${Date.now()}`, {element, queued: null});
+        updateEmpty();
+        scrollDown(true);
+        break;
+      }
+      case "stream_end": {
+        const turn = turnOf(frame);
+        turn.done = true;
+        turn.element.classList.remove("streaming");
+        if (turn.thinking) turn.thinking.summary.textContent = t("chat.thinking_done");
+        if (!turn.reviewed) {
+          turn.text = frame.text ?? turn.text;
+          if (turn.frame) cancelAnimationFrame(turn.frame);
+          turn.frame = 0;
+          clear(turn.body).append(turn.text ? renderMarkdown(turn.text, t) : "");
+        }
+        if (frame.finish_reason === "error") turn.element.append(h("p", {class: "stopped"}, t("chat.stopped")));
+        for (const id of frame.stored_message_ids || []) state.shownIds.add(Number(id));
+        turn.element.append(h("time", {class: "stamp"}, formatTime(frame.timestamp || Date.now(), app.language)));
+        touch(state.current);
+        scrollDown();
+        break;
+      }
+      case "multi_message": {
+        for (const item of (frame.multi_message || {}).messages || []) {
+          if (item.msg_type === "system_info") notice("info", item.content);
+          else live.append(bubble(item.msg_type === "action" ? "action" : "assistant", renderPart(item.msg_type, item.content, {}, t)));
+        }
+        updateEmpty();
+        scrollDown();
+        break;
+      }
+      case "queued": {
+        const item = state.pending.get(frame.client_msg_id);
+        if (item) {
+          item.queued = h("span", {class: "queued"}, t("chat.queued", {position: frame.position ?? "?"}));
+          item.element.append(item.queued);
+        }
+        break;
+      }
+      case "error":
+        if (frame.errorType === "admin_only") notice("error", t("chat.not_allowed"));
+        else notice("error", t("chat.error", {error: frame.error || "?"}), frame.errorType ? "retry" : undefined);
+        break;
+      default:
+        break;
+    }
+  }
+
+  // ------------------------------------------------------------------ sending
+  function sendText(text, attachments) {
+    const clientMsgId = crypto.randomUUID ? crypto.randomUUID() : `m-${Date.now()}-${Math.random().toString(36).slice(2)}`;
+    const element = bubble("user", userBody(text, attachments));
+    element.classList.add("pending");
+    live.append(element);
+    state.pending.set(clientMsgId, {element, queued: null});
+    state.lastSent = {content: text, attachments};
+    updateEmpty();
+    scrollDown(true);
+    app.socket.send({type: "message", mode: speaker.enabled ? "voice_msg" : "text", content: text, client_msg_id: clientMsgId,
+      attachments: attachments.map(({preview, ...rest}) => rest)});
+    touch(state.current);
+  }
+
+  composer.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const text = input.value.trim();
+    const ready = state.attachments.filter((item) => item.file_id);
+    if (!text && !ready.length) return;
+    if (state.attachments.some((item) => !item.file_id)) return;   // still uploading
+    sendText(text, ready.map((item) => ({...item})));
+    input.value = "";
+    state.attachments = [];
+    renderTray();
+    autosize();
+  });
+
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      composer.requestSubmit();
+    }
+  });
+  const autosize = () => { input.style.height = "auto"; input.style.height = `${Math.min(input.scrollHeight, 200)}px`; };
+  input.addEventListener("input", autosize);
+
+  // ------------------------------------------------------------------ attachments
+  function renderTray() {
+    clear(tray);
+    tray.hidden = state.attachments.length === 0;
+    for (const item of state.attachments) {
+      const image = h("img", {class: "thumb", alt: item.filename, src: item.preview});
+      const removeButton = h("button", {type: "button", class: "icon remove", "aria-label": t("chat.remove_attachment"),
+        onclick: () => { state.attachments = state.attachments.filter((other) => other !== item); renderTray(); }}, "×");
+      tray.append(h("figure", {class: `attachment${item.file_id ? "" : " uploading"}`}, image, removeButton,
+        item.file_id ? null : h("figcaption", {}, t("chat.uploading"))));
+    }
+  }
+
+  async function addFiles(files) {
+    for (const file of files) {
+      if (!file.type.startsWith("image/")) continue;
+      const item = {type: "image", filename: file.name || "image.png", size: file.size, preview: URL.createObjectURL(file)};
+      state.attachments.push(item);
+      renderTray();
+      try {
+        const stored = await api.upload(file);
+        Object.assign(item, {file_id: stored.id, filename: stored.filename, thumbnail_url: stored.thumbnail_url});
+        if (stored.thumbnail_url) {
+          try { item.preview = await api.blobUrl(stored.thumbnail_url); } catch (error) { /* keep the local one */ }
+        }
+      } catch (error) {
+        state.attachments = state.attachments.filter((other) => other !== item);
+        app.toast(t("chat.upload_failed", {error: error.message}), {level: "error"});
+      }
+      renderTray();
+    }
+  }
+
+  attach.addEventListener("click", () => fileInput.click());
+  fileInput.addEventListener("change", () => { addFiles([...fileInput.files]); fileInput.value = ""; });
+  input.addEventListener("paste", (event) => {
+    const files = [...(event.clipboardData?.files || [])].filter((file) => file.type.startsWith("image/"));
+    if (files.length) { event.preventDefault(); addFiles(files); }
+  });
+
+  // ------------------------------------------------------------------ voice
+  async function startTalking() {
+    if (recorder.recording) return;
+    talk.setAttribute("aria-pressed", "true");
+    interim.hidden = false;
+    interim.textContent = t("chat.listening");
+    try {
+      await recorder.start();
+    } catch (error) {
+      talk.setAttribute("aria-pressed", "false");
+      interim.hidden = true;
+      app.toast(t("chat.mic_denied", {error: error.message || error.name}), {level: "error"});
+    }
+  }
+  function stopTalking() {
+    if (!recorder.recording) return;
+    talk.setAttribute("aria-pressed", "false");
+    recorder.stop();
+  }
+  talk.addEventListener("pointerdown", (event) => { event.preventDefault(); talk.setPointerCapture?.(event.pointerId); startTalking(); });
+  for (const name of ["pointerup", "pointercancel", "lostpointercapture"]) talk.addEventListener(name, stopTalking);
+  talk.addEventListener("keydown", (event) => {
+    if ((event.key === " " || event.key === "Enter") && !event.repeat) { event.preventDefault(); startTalking(); }
+  });
+  talk.addEventListener("keyup", (event) => { if (event.key === " " || event.key === "Enter") stopTalking(); });
+  talk.addEventListener("contextmenu", (event) => event.preventDefault());
+  speak.addEventListener("click", () => speak.setAttribute("aria-pressed", String(speaker.toggle())));
+
+  // ------------------------------------------------------------------ session actions
+  newButton.addEventListener("click", () => createSession().catch((error) => app.toast(error.message, {level: "error"})));
+  rename.addEventListener("click", async () => {
+    const session = state.sessions.find((item) => item.id === state.current);
+    const next = prompt(t("chat.rename_prompt"), sessionTitle(session));
+    if (!next || !next.trim()) return;
+    try {
+      const updated = await api.send("PATCH", `/sessions/${encodeURIComponent(state.current)}`, {title: next.trim()});
+      Object.assign(session, updated);
+      renderList();
+    } catch (error) { app.toast(error.message, {level: "error"}); }
+  });
+  remove.addEventListener("click", async () => {
+    if (!confirm(t("chat.delete_confirm"))) return;
+    try {
+      await api.request("DELETE", `/sessions/${encodeURIComponent(state.current)}`);
+      state.sessions = state.sessions.filter((item) => item.id !== state.current);
+      if (state.sessions.length) await select(state.sessions[0].id); else await createSession();
+    } catch (error) { app.toast(error.message, {level: "error"}); }
+  });
+  exportSelect.addEventListener("change", async () => {
+    const format = exportSelect.value;
+    exportSelect.value = "";
+    if (!format) return;
+    try {
+      const response = await api.request("GET", `/sessions/${encodeURIComponent(state.current)}/export`, {query: {format}, raw: true});
+      const disposition = response.headers.get("Content-Disposition") || "";
+      const name = decodeURIComponent((disposition.match(/filename\*=UTF-8''([^;]+)/) || [])[1] || "")
+        || `${state.current}.${format === "markdown" ? "md" : format}`;
+      const url = URL.createObjectURL(await response.blob());
+      const link = h("a", {href: url, download: name, hidden: true});
+      document.body.append(link);
+      link.click();
+      link.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10000);
+    } catch (error) { app.toast(error.message, {level: "error"}); }
+  });
+
+  let searchTimer = 0;
+  search.addEventListener("input", () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(runSearch, 250);
+  });
+  search.form.addEventListener("submit", (event) => { event.preventDefault(); runSearch(); });
+
+  async function runSearch() {
+    const query = search.value.trim();
+    clear(results);
+    results.hidden = !query;
+    list.hidden = Boolean(query);
+    if (!query) return;
+    try {
+      const answer = await api.get("/messages/search", {q: query, limit: 50});
+      if (search.value.trim() !== query) return;
+      results.append(h("p", {class: "muted"}, answer.total ? t("sessions.results", {count: answer.total}) : t("sessions.no_results")));
+      const items = h("ul", {class: "session-list"});
+      for (const hit of answer.results || []) {
+        const snippet = hit.content.length > 140 ? `${hit.content.slice(0, 140)}…` : hit.content;
+        items.append(h("li", {}, h("button", {type: "button", class: "session hit", onclick: () => {
+          search.value = ""; results.hidden = true; list.hidden = false; select(hit.session_id); closeDrawer();
+        }}, h("span", {class: "session-name"}, hit.session_title || t("sessions.untitled")),
+        h("span", {class: "snippet"}, snippet))));
+      }
+      results.append(items);
+    } catch (error) { app.toast(error.message, {level: "error"}); }
+  }
+
+  // ------------------------------------------------------------------ start
+  const unsubscribe = app.socket.on("*", onFrame);
+  const unlanguage = app.onLanguage(() => renderList());
+  (async () => {
+    try {
+      await loadSessions();
+      const saved = localStorage.getItem("assistant.session");
+      const start = state.sessions.find((item) => item.id === saved) || state.sessions[0];
+      if (start) await select(start.id); else await createSession();
+    } catch (error) {
+      app.toast(error.message, {level: "error"});
+    }
+  })();
+
+  return {
+    show() { input.focus(); },
+    unmount() { unsubscribe(); unlanguage(); recorder.stop(); speaker.stopAll(); },
+    speaker, recorder,
+    translatesItself: true,
+    // For tests and other panes: the open session.
+    get sessionId() { return state.current; },
+  };
+}
+
+export {codeBlock};

@@ -1,0 +1,311 @@
+"""The web client in a real headless Chromium against the real frontend, gateway and AI core:
+sign in, streaming, a second device of the same person, Markdown and code (and a script that
+must not run), an image upload, a reconnect in the middle of a reply, the Chinese interface.
+One browser and one set of services for the module; the tests run in order and share them."""
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from PIL import Image
+
+from tests.support.browser import CHROMIUM_ARGS, chromium_path, needs_browser, open_page, screenshot
+from tests.web_client.conftest import SLOW_WORDS, SPOKEN_TEXT
+
+pytestmark = [needs_browser, pytest.mark.asyncio(loop_scope="module")]
+
+DESKTOP = (1280, 800)
+PHONE = (390, 780)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def browser():
+    """tests.support.browser's Chromium, with a fake microphone that needs no permission prompt
+    and audio that may play without a gesture (for the voice test)."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as driver:
+        chromium = await driver.chromium.launch(
+            executable_path=chromium_path(), headless=True,
+            args=[*CHROMIUM_ARGS, "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
+                  "--autoplay-policy=no-user-gesture-required"])
+        try:
+            yield chromium
+        finally:
+            await chromium.close()
+
+
+async def sign_in(page, url: str, password: str) -> None:
+    await page.goto(url)
+    await page.fill("input[name=username]", "admin")
+    await page.fill("input[name=password]", password)
+    await page.click("#login-form button[type=submit]")
+    await page.wait_for_selector("#connection[data-state=open]", timeout=10000)
+
+
+@contextlib.asynccontextmanager
+async def signed_in(services, browser, password: str, viewport: tuple[int, int] = DESKTOP):
+    """A page of a fresh browser context, signed in as the administrator; it must end without a
+    console error or an uncaught exception."""
+    async with open_page(viewport, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, password)
+        yield page
+        assert errors == []
+
+
+async def send(page, text: str) -> None:
+    await page.fill("textarea.input", text)
+    await page.keyboard.press("Enter")
+
+
+async def last_reply(page):
+    return page.locator(".live article.message.assistant").last
+
+
+@pytest.mark.slow
+async def test_chat_streams_and_a_second_device_sees_the_echo_and_the_reply(services, browser, admin_password):
+    async with open_page(DESKTOP, browser=browser) as (desktop, desktop_errors), \
+            open_page(PHONE, browser=browser) as (phone, phone_errors):
+        response = await desktop.goto(services.frontend_url)
+        policy = response.headers["content-security-policy"]
+        assert "script-src 'self'" in policy and "connect-src 'self'" in policy and "unsafe-inline" not in policy
+        await screenshot(desktop, "web-sign-in")
+        await sign_in(desktop, services.frontend_url, admin_password)
+        await desktop.wait_for_selector(".session[aria-current=true]")
+        await sign_in(phone, services.frontend_url, admin_password)
+        await phone.wait_for_selector(".session-title")
+
+        await send(desktop, "Hi there")
+        streaming = desktop.locator(".live article.message.assistant.streaming")
+        await streaming.wait_for(timeout=10000)       # seen while it is still being written
+        reply = desktop.locator(".live article.message.assistant:not(.streaming)")
+        await reply.wait_for(timeout=10000)
+        assert "Hello there, friend. How can I help?" in await reply.inner_text()
+
+        echo = phone.locator(".live article.message.user")
+        await echo.wait_for(timeout=10000)
+        assert "Hi there" in await echo.inner_text()
+        phone_reply = phone.locator(".live article.message.assistant:not(.streaming)")
+        await phone_reply.wait_for(timeout=10000)
+        assert "How can I help?" in await phone_reply.inner_text()
+        assert await phone.evaluate("document.documentElement.scrollWidth") <= PHONE[0]   # nothing off-screen
+        await screenshot(desktop, "web-chat-desktop")
+        await screenshot(phone, "web-chat-phone")
+        assert desktop_errors == [] and phone_errors == []
+
+
+@pytest.mark.slow
+async def test_markdown_and_code_render_and_a_script_in_a_reply_does_not_run(services, browser, admin_password):
+    async with signed_in(services, browser, admin_password) as page:
+        await send(page, "show me markdown please")
+        block = page.locator(".live .code-block")
+        await block.wait_for(timeout=10000)
+        await page.locator(".live article.message.assistant:not(.streaming)").last.wait_for()
+        assert await block.locator(".language").inner_text() == "python"
+        assert await block.locator(".tok-keyword").first.inner_text() == "def"
+        assert await block.locator("button.copy").is_visible()
+        reply = await last_reply(page)
+        assert await reply.locator("h1").inner_text() == "Plan"
+        assert await reply.locator("strong").first.inner_text() == "bold"
+        assert await reply.locator(".part.action").inner_text() == "waves goodbye"
+        assert await page.evaluate("window.__pwned") is None
+        assert await page.locator(".messages script").count() == 0
+        assert await page.locator(".messages [onerror]").count() == 0
+        await screenshot(page, "web-markdown-code")
+
+
+def photo_png() -> bytes:
+    image = Image.new("RGB", (64, 48), (40, 160, 90))
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+@pytest.mark.slow
+async def test_an_uploaded_image_shows_its_thumbnail_and_is_sent_with_its_file_id(services, browser, admin_password):
+    async with signed_in(services, browser, admin_password) as page:
+        await page.set_input_files(".composer input[type=file]",
+                                   files=[{"name": "meadow.png", "mimeType": "image/png", "buffer": photo_png()}])
+        tray = page.locator(".attachments .attachment:not(.uploading) img.thumb")
+        await tray.wait_for(timeout=10000)
+        assert (await tray.get_attribute("src")).startswith("blob:")
+        await send(page, "What is in this photo?")
+        sent = page.locator(".live article.message.user img.thumb")
+        await sent.wait_for(timeout=10000)
+        reply = page.locator(".live article.message.assistant:not(.streaming)").last
+        await reply.wait_for(timeout=15000)
+        assert "I see 1 image and you asked: What is in this photo?" in await reply.inner_text()
+        await screenshot(page, "web-image-upload")
+
+
+@pytest.mark.slow
+async def test_a_reply_interrupted_by_a_dropped_connection_completes_once(services, browser, admin_password):
+    async with signed_in(services, browser, admin_password) as page:
+        await send(page, "tell me something slow")
+        streaming = page.locator(".live article.message.assistant.streaming")
+        await streaming.wait_for(timeout=10000)
+        await streaming.filter(has_text="word2").wait_for(timeout=10000)
+        await page.evaluate("window.assistantApp.socket.interrupt()")
+        await page.wait_for_selector("#connection[data-state=waiting], #connection[data-state=connecting]")
+        reply = page.locator(".live article.message.assistant:not(.streaming)").last
+        await reply.wait_for(timeout=20000)
+        text = await reply.locator(".body").inner_text()
+        assert text.split() == SLOW_WORDS
+        assert await page.locator(".live article.message.assistant").count() == 1
+
+
+@pytest.mark.slow
+async def test_the_chinese_interface_switches_and_is_remembered(services, browser, admin_password):
+    async with signed_in(services, browser, admin_password, PHONE) as page:
+        await page.select_option(".topbar .language-select", "zh")
+        assert await page.locator("button.send").inner_text() == "发送"
+        assert await page.get_attribute("textarea.input", "placeholder") == "给助手发消息…"
+        assert await page.get_attribute("html", "lang") == "zh-CN"
+        await page.reload()            # still signed in (the refresh cookie), still in Chinese
+        await page.wait_for_selector("#connection[data-state=open]")
+        assert await page.locator("button.send").inner_text() == "发送"
+        await page.click(".menu-button")
+        await page.wait_for_selector("body.drawer-open")
+        await page.wait_for_timeout(300)   # the drawer slides in
+        await screenshot(page, "web-chinese-phone")
+
+
+@pytest.mark.slow
+async def test_hold_to_talk_streams_the_voice_and_the_reply_is_spoken(services, browser, admin_password):
+    async with signed_in(services, browser, admin_password) as page:
+        await page.click("button.speak")
+        assert await page.get_attribute("button.speak", "aria-pressed") == "true"
+        await page.focus("button.talk")
+        await page.keyboard.down("Space")
+        interim = page.locator(".voice-interim").filter(has_text=SPOKEN_TEXT[:7])
+        await interim.wait_for(timeout=10000)
+        await page.keyboard.up("Space")
+        spoken = page.locator(".live article.message.user.spoken").filter(has_text=SPOKEN_TEXT)
+        await spoken.wait_for(timeout=10000)
+        reply = page.locator(".live article.message.assistant:not(.streaming)").last
+        await reply.wait_for(timeout=15000)
+        assert "Hello there, friend." in await reply.inner_text()
+        played = await page.evaluate("window.assistantApp.pane('chat').speaker.played")
+        assert played and all(path.startswith("/api/v1/voice/audio/") for path in played)
+        await screenshot(page, "web-voice")
+
+
+@pytest.mark.slow
+async def test_a_refused_token_is_renewed_once_and_signing_out_ends_the_login(services, browser, admin_password):
+    async with open_page(PHONE, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, admin_password)
+        await page.wait_for_selector(".session[aria-current=true]", state="attached")
+        sessions = await page.locator(".session-list .session").count()
+        # As if the access token had expired: the next call gets 401, renews from the cookie, retries.
+        await page.evaluate("window.assistantApp.api.token = 'expired.' + window.assistantApp.api.token")
+        await page.click("button.menu-button")
+        await page.click(".drawer-actions button")
+        await page.locator(".session-list .session").nth(sessions).wait_for(state="attached", timeout=10000)
+        assert [error for error in errors if "401" not in error] == []
+        assert len(errors) == 1   # the refused call, which the browser reports; nothing else failed
+        await page.click("[data-action=signout]")
+        await page.wait_for_selector("#login-form", state="visible")
+        await page.reload()
+        await page.wait_for_selector("#login-form", state="visible")   # the refresh cookie is gone
+        assert await page.evaluate("localStorage.getItem('assistant.signed_in')") is None
+
+
+@pytest.mark.slow
+async def test_thinking_is_collapsible_and_a_tool_shows_its_progress(services, browser, admin_password):
+    async with signed_in(services, browser, admin_password) as page:
+        await send(page, "what time is it?")
+        reply = page.locator(".live article.message.assistant:not(.streaming)").last
+        await reply.filter(has_text="The clock says").wait_for(timeout=15000)
+        thinking = reply.locator("details.thinking")
+        assert await thinking.get_attribute("open") is None           # collapsed until opened
+        await thinking.locator("summary").click()
+        assert "Let me think. The clock will know." in await thinking.inner_text()
+        tool = reply.locator(".tool")
+        assert await tool.get_attribute("data-status") == "completed"
+        assert "get_current_time" in await tool.inner_text()
+        assert await tool.locator("progress").get_attribute("value") == "100"
+        await screenshot(page, "web-thinking-tool")
+
+
+@pytest.mark.slow
+async def test_a_message_sent_during_a_reply_is_queued_then_answered(services, browser, admin_password):
+    async with signed_in(services, browser, admin_password) as page:
+        await page.click(".drawer-actions button")            # a fresh conversation
+        await page.wait_for_selector(".messages .empty:not([hidden])")
+        await send(page, "something slow please")
+        await page.locator(".live article.message.assistant.streaming").wait_for(timeout=10000)
+        await send(page, "and then hello")
+        queued = page.locator(".live article.message.user .queued")
+        await queued.wait_for(timeout=10000)
+        assert "Queued" in await queued.inner_text()
+        await queued.wait_for(state="detached", timeout=20000)  # its turn started
+        await page.locator(".live article.message.assistant:not(.streaming)").nth(1).wait_for(timeout=15000)
+        texts = await page.locator(".live article.message.assistant .body").all_inner_texts()
+        assert texts[0].split() == SLOW_WORDS and "How can I help?" in texts[1]
+
+
+@pytest.mark.slow
+async def test_search_opens_the_conversation_of_a_hit_and_export_downloads_each_format(services, browser,
+                                                                                       admin_password):
+    async with signed_in(services, browser, admin_password) as page:
+        await page.click(".drawer-actions button")
+        await page.wait_for_selector(".messages .empty:not([hidden])")
+        await send(page, "Remember the zebra crossing")
+        await page.locator(".live article.message.assistant:not(.streaming)").wait_for(timeout=10000)
+        page.on("dialog", lambda dialog: dialog.accept("Zebra notes"))
+        await page.click(".conversation-header button:has-text('Rename')")
+        await page.locator(".session-title", has_text="Zebra notes").wait_for()
+        await page.click(".drawer-actions button")           # somewhere else, then find it again
+        await page.fill("input.search", "zebra cross")
+        hit = page.locator(".search-results .session.hit").first
+        await hit.wait_for(timeout=10000)
+        assert "Zebra notes" in await hit.inner_text()
+        await hit.click()
+        await page.locator(".history article.message.user", has_text="Remember the zebra crossing").wait_for()
+        for value, suffix, marker in (("json", ".json", '"messages"'), ("markdown", ".md", "# Zebra notes"),
+                                      ("txt", ".txt", "User:")):
+            async with page.expect_download() as started:
+                await page.select_option(".session-actions select", value)
+            download = await started.value
+            assert download.suggested_filename.endswith(suffix)
+            assert marker in Path(await download.path()).read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+async def test_a_pushed_notification_is_a_toast_and_stays_in_the_inbox(services, browser, admin_password):
+    import aiohttp
+
+    from tests.web_client.conftest import SERVICE_TOKEN
+
+    async with signed_in(services, browser, admin_password) as page:
+        async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {SERVICE_TOKEN}"}) as http:
+            async with http.post(f"{services.gateway_url}/api/v1/notifications/push",
+                                 json={"user_id": "admin", "type": "reminder", "title": "Tea",
+                                       "body": "The tea is ready"}) as pushed:
+                assert pushed.status == 200 and (await pushed.json())["notification"]["delivered"] is True
+        toast = page.locator(".toast", has_text="The tea is ready")
+        await toast.wait_for(timeout=10000)
+        assert "Tea" in await toast.inner_text()
+        await page.click("#nav button[data-pane=inbox]")
+        item = page.locator(".inbox-item.unread", has_text="The tea is ready")
+        await item.wait_for(timeout=10000)
+        await item.click()
+        await page.locator(".inbox-item:not(.unread)", has_text="The tea is ready").wait_for(timeout=10000)
+        await screenshot(page, "web-inbox")
+
+
+@pytest.mark.slow
+async def test_registration_says_so_when_the_server_does_not_allow_it(services, browser):
+    async with open_page(PHONE, browser=browser) as (page, errors):
+        await page.goto(services.frontend_url)
+        await page.click("[data-action=to-register]")
+        form = page.locator("#register-form")
+        for name, value in (("username", "newperson"), ("nickname", "New"), ("email", "new@example.com"),
+                            ("password", "secret-enough"), ("verify_code", "ABC123")):
+            await form.locator(f"input[name={name}]").fill(value)
+        await form.locator("button[type=submit]").click()
+        await form.locator(".form-error", has_text="Registration is not open").wait_for(timeout=10000)
+        assert [error for error in errors if "403" not in error] == []

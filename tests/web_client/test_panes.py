@@ -1,0 +1,396 @@
+"""The feature panes of the web client in a real headless Chromium, against real services: the
+gateway with reminders, devices, memory, knowledge and voice in front of the real IoT service,
+memory service, voice service (Whisper, Piper) and AI core, and the OpenAI-compatible local model
+of conftest.py. One set of services and one browser (with a fake microphone that plays a real
+recording of "Hello world") for the module; the tests run in order and share them."""
+from __future__ import annotations
+
+import json
+import os
+import wave
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import aiohttp
+import numpy as np
+import pytest
+import pytest_asyncio
+from aiohttp import web
+
+from gateway.app import create_app
+from gateway.config import Config
+from plugins.ai_core import client_plugin as ai_core_client_plugin
+from plugins.ai_core import plugin as ai_core_plugin
+from plugins.auth import auth_plugin, tokens_plugin
+from plugins.chat import plugin as chat_plugin
+from plugins.files import files_plugin
+from plugins.frontend import plugin as frontend_plugin
+from plugins.iot.gateway import plugin as devices_plugin
+from plugins.iot.service import plugin as iot_plugin
+from plugins.knowledge import plugin as knowledge_plugin
+from plugins.memory import plugin as memory_plugin
+from plugins.memory import proxy_plugin as memory_proxy_plugin
+from plugins.notifications import plugin as notifications_plugin
+from plugins.reminders import plugin as reminders_plugin
+from plugins.sessions import plugin as sessions_plugin
+from plugins.voice import audio
+from plugins.voice.gateway import plugin as voice_plugin
+from plugins.voice.service import plugin as voice_engines_plugin
+from tests.conftest import TEST_ADMIN_PASSWORD
+from tests.support.browser import needs_browser, open_browser, open_page, screenshot
+from tests.support.fake_openai import route_to_model
+from tests.support.servers import free_port
+from tests.web_client.conftest import SERVICE_TOKEN, completions, start
+
+pytestmark = [needs_browser, pytest.mark.asyncio(loop_scope="module")]
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+DESKTOP = (1280, 860)
+PHONE = (390, 820)
+COMPOST_PAGE = ("<html><head><title>Compost</title></head><body><nav>Home | Shop</nav><article><h1>Compost</h1>"
+                "<p>Turn the compost heap every fortnight so that air reaches the middle of it; a heap left "
+                "alone goes sour and smells.</p><p>Mix green kitchen scraps with brown leaves and cardboard "
+                "in equal parts.</p></article><footer>Cookies</footer></body></html>")
+HELLO = Path(__file__).resolve().parents[2] / "bench" / "voice" / "recordings" / "audioeval-en-hello_world.wav"
+
+
+async def compost_page(request: web.Request) -> web.Response:
+    return web.Response(text=COMPOST_PAGE, content_type="text/html")
+
+
+@dataclass
+class PaneServices:
+    frontend_url: str
+    gateway_url: str
+    page_url: str       # a web page a knowledge document can be made from
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def services(postgres_server, tmp_path_factory):
+    """Every service the panes reach, each a real server on a loopback port."""
+    database = postgres_server.create_database()
+    data = tmp_path_factory.mktemp("web-panes")
+    gateway_url = f"http://127.0.0.1:{free_port()}"
+
+    def config(**overrides) -> Config:
+        return Config.load(overrides={
+            "core.data_dir": str(data), "auth.admin_username": "admin", "auth.admin_password": TEST_ADMIN_PASSWORD,
+            "auth.jwt_secret": "test-jwt-secret-" + "x" * 32, "auth.service_token": SERVICE_TOKEN,
+            "database.url": postgres_server.database_url(database), "fetch.model_hosts": ["127.0.0.1"],
+            "peers.gateway_url": gateway_url, **overrides}, environ={})
+
+    runners = []
+
+    async def serve(app: web.Application, port: int = 0) -> str:
+        runner, bound = await start(app, port)
+        runners.append(runner)
+        return f"http://127.0.0.1:{bound}"
+
+    try:
+        model = web.Application()
+        model.router.add_post("/v1/chat/completions", completions)
+        model.router.add_get("/compost.html", compost_page)
+        model_url = await serve(model)
+        ai_core_url = await serve(create_app("ai-core", config(**{"plugins.ai_core": {"timezone": "UTC"}}),
+                                             plugins=[tokens_plugin, ai_core_plugin]))
+        await route_to_model(ai_core_url, f"{model_url}/v1", {"Authorization": f"Bearer {SERVICE_TOKEN}"},
+                             purposes=("chat", "vision"))
+        iot_url = await serve(create_app("iot-debug-service", config(**{"plugins.iot": {"tick_seconds": 3600.0}}),
+                                         plugins=[tokens_plugin, iot_plugin]))
+        # Its own data directory: its vector index is a store of its own, as in a deployment.
+        memory_data = str(tmp_path_factory.mktemp("memory"))
+        memory_url = await serve(create_app("memory-service", config(**{"core.data_dir": memory_data}),
+                                            plugins=[tokens_plugin, memory_plugin]))
+        voice_url = await serve(create_app("voice-service", config(**{"plugins.voice_engines": {
+            "stt_engines": ["whisper"], "tts_engines": ["piper", "espeak"]}}),
+            plugins=[tokens_plugin, voice_engines_plugin]))
+        gateway = create_app("gateway", config(**{
+            "peers.ai_core_url": ai_core_url, "peers.iot_service_url": iot_url, "peers.memory_service_url": memory_url,
+            "peers.voice_service_url": voice_url, "fetch.allow_hosts": [model_url.split("//", 1)[1]],
+            "plugins.chat": {"sweep_interval": 0.5, "stop_timeout": 2},
+            "plugins.auth": {"rate_limit_per_minute": 1000}}),
+            plugins=[tokens_plugin, auth_plugin, sessions_plugin, files_plugin, notifications_plugin,
+                     ai_core_client_plugin, chat_plugin, reminders_plugin, devices_plugin, memory_proxy_plugin,
+                     knowledge_plugin, voice_plugin])
+        await serve(gateway, int(gateway_url.rsplit(":", 1)[1]))
+        frontend_url = await serve(create_app("frontend", config(), plugins=[frontend_plugin]))
+        yield PaneServices(frontend_url=frontend_url, gateway_url=gateway_url, page_url=f"{model_url}/compost.html")
+    finally:
+        for runner in reversed(runners):
+            await runner.cleanup()
+        postgres_server.drop_database(database)
+
+
+@pytest.fixture(scope="module")
+def spoken_wav(tmp_path_factory) -> Path:
+    """The recording as 16-bit PCM WAV with a second of silence after it, which Chromium's fake
+    microphone plays in a loop."""
+    samples = audio.decode(HELLO.read_bytes())
+    padded = np.concatenate([np.zeros(8000, dtype=np.float32), samples, np.zeros(16000, dtype=np.float32)])
+    path = tmp_path_factory.mktemp("voice") / "hello.wav"
+    with wave.open(str(path), "wb") as output:
+        output.setnchannels(1)
+        output.setsampwidth(2)
+        output.setframerate(16000)
+        output.writeframes((np.clip(padded, -1, 1) * 32767).astype("<i2").tobytes())
+    return path
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def browser(spoken_wav):
+    async with open_browser(["--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
+                             f"--use-file-for-fake-audio-capture={spoken_wav}",
+                             "--autoplay-policy=no-user-gesture-required"]) as chromium:
+        yield chromium
+
+
+async def sign_in(page, url: str, pane: str | None = None) -> None:
+    await page.goto(url)
+    await page.fill("input[name=username]", "admin")
+    await page.fill("input[name=password]", TEST_ADMIN_PASSWORD)
+    await page.click("#login-form button[type=submit]")
+    await page.wait_for_selector("#connection[data-state=open]", timeout=15000)
+    if pane:
+        await page.click(f"#nav button[data-pane={pane}]")
+        await page.wait_for_selector(f".pane-{pane}:not([hidden])")
+
+
+async def dismiss_toasts(page) -> None:
+    while await page.locator(".toast").count():
+        await page.locator(".toast button").first.click()
+
+
+@pytest.mark.slow
+async def test_a_reminder_is_set_fires_live_and_is_completed(services, browser):
+    async with open_page(DESKTOP, browser=browser) as (page, errors):
+        page.on("dialog", lambda dialog: dialog.accept())
+        await sign_in(page, services.frontend_url, "reminders")
+        await page.get_by_label("What").fill("Water the plants")
+        # This very minute: due at once, so the scheduler fires it while the page watches.
+        await page.get_by_label("When").fill(datetime.now().strftime("%Y-%m-%dT%H:%M"))
+        await page.click(".reminder-form button[type=submit]")
+        item = page.locator(".reminder", has_text="Water the plants")
+        await item.wait_for(timeout=10000)
+        await page.locator(".toast", has_text="Water the plants").first.wait_for(timeout=10000)
+        await page.locator(".reminder.fired", has_text="Water the plants").wait_for(timeout=10000)   # live
+        await page.get_by_label("What").fill("Call mom")
+        await page.get_by_label("When").fill("2031-05-01T09:30")
+        await page.get_by_label("Repeat").select_option("weekly")
+        await page.click(".reminder-form button[type=submit]")
+        await page.locator(".reminder", has_text="Call mom").wait_for()
+        await dismiss_toasts(page)
+        await screenshot(page, "web-reminders")
+
+        later = page.locator(".reminder", has_text="Call mom")
+        before = await later.locator("time").get_attribute("datetime")
+        await later.locator("[data-action=snooze]").select_option(label="1 hour")   # an hour from now, not 2031
+        await later.locator(f'time:not([datetime="{before}"])').wait_for()
+        moved = await later.locator("time").get_attribute("datetime")
+        assert moved.startswith(str(datetime.now().year)) or moved.startswith(str(datetime.now().year + 1))
+
+        await item.locator("[data-action=complete]").click()
+        await item.wait_for(state="detached")
+        await later.locator("[data-action=delete]").click()       # asks first; the dialog is accepted
+        await later.wait_for(state="detached")
+        await page.click("button[role=tab][data-view=completed]")
+        await page.locator(".reminder", has_text="Water the plants").wait_for()
+        assert await page.locator(".reminder", has_text="Call mom").count() == 0
+        assert errors == []
+
+
+@pytest.mark.slow
+async def test_a_device_is_operated_and_its_card_follows_the_state(services, browser):
+    async with open_page(DESKTOP, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, "devices")
+        card = page.locator(".device[data-id=living_room_light]")
+        await card.wait_for(timeout=10000)
+        power = card.get_by_role("switch")
+        assert await power.get_attribute("aria-checked") == "false"
+        await power.focus()
+        await page.keyboard.press("Space")      # a real button: the keyboard works it
+        await card.locator("[role=switch][aria-checked=true]").wait_for()
+        brightness = card.locator("input[type=range][data-property=brightness]")
+        assert await brightness.get_attribute("max") == "100"
+        await brightness.fill("35")          # sets the value and fires input and change
+        await card.locator("output", has_text="35 %").wait_for()
+        lock = page.locator(".device[data-id=front_door_lock] [data-action=lock]")
+        assert await lock.inner_text() == "Unlock"
+        await lock.click()
+        await page.locator(".device[data-id=front_door_lock] [data-action=lock]", has_text="Lock").wait_for()
+
+        # A change made elsewhere (the API, as the assistant or another device would) arrives live.
+        token = await page.evaluate("window.assistantApp.api.token")
+        async with aiohttp.ClientSession() as http:
+            async with http.post(f"{services.gateway_url}/api/v1/devices/living_room_curtain/operate",
+                                 json={"action": "set", "property": "position", "value": 60},
+                                 headers={"Authorization": f"Bearer {token}"}) as response:
+                assert response.status == 200, await response.text()
+        await page.locator(".device[data-id=living_room_curtain] output", has_text="60 %").wait_for(timeout=10000)
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{services.gateway_url}/api/v1/devices/living_room_light",
+                                headers={"Authorization": f"Bearer {token}"}) as response:
+                state = (await response.json())["device"]["state"]
+        assert state["on"] is True and state["brightness"] == 35
+        await page.set_viewport_size({"width": 1280, "height": 1240})
+        await screenshot(page, "web-devices")
+        assert errors == []
+
+
+@pytest.mark.slow
+async def test_memories_are_added_searched_and_deleted(services, browser):
+    async with open_page(DESKTOP, browser=browser) as (page, errors):
+        page.on("dialog", lambda dialog: dialog.accept())
+        await sign_in(page, services.frontend_url, "memories")
+        for fact, category in (("I am allergic to peanuts", "health"),
+                               ("My sister Anna lives in Lyon", "relationship"),
+                               ("I prefer short answers", "preference")):
+            await page.get_by_label("Something to remember").fill(fact)
+            await page.get_by_label("Category").select_option(category)
+            await page.click(".pane-memories button[type=submit].primary")
+            await page.locator(".memory", has_text=fact).wait_for(timeout=20000)
+        await page.get_by_role("searchbox").fill("what food should I avoid")
+        await page.keyboard.press("Enter")
+        await page.locator(".pane-status", has_text="found for").wait_for(timeout=20000)
+        first = page.locator(".memory").first
+        assert "peanuts" in await first.inner_text()
+        await dismiss_toasts(page)
+        await screenshot(page, "web-memories")
+        await first.locator("[data-action=delete]").click()
+        await page.locator(".memory", has_text="peanuts").wait_for(state="detached")
+        await page.get_by_role("searchbox").fill("")
+        await page.keyboard.press("Enter")
+        await page.locator(".memory", has_text="Lyon").wait_for()
+        assert await page.locator(".memory", has_text="peanuts").count() == 0
+        assert errors == []
+
+
+@pytest.mark.slow
+async def test_a_knowledge_base_gets_a_text_document_found_by_search(services, browser):
+    async with open_page(DESKTOP, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, "knowledge")
+        pane = page.locator(".pane-knowledge")
+        await pane.get_by_label("Name", exact=True).fill("Garden")
+        await pane.get_by_label("Description", exact=True).fill("Notes on the allotment")
+        await page.click(".base-form button[type=submit]")
+        await page.locator(".kb-title", has_text="Garden").wait_for(timeout=10000)
+        await pane.get_by_label("Title", exact=True).fill("Tomatoes")
+        await page.locator(".doc-form textarea").fill(
+            "# Tomatoes\n\nWater the tomato plants every second morning.\n\n"
+            "## Pests\n\nAphids on the leaves are washed off with soapy water.")
+        await page.click(".doc-form button[type=submit]")
+        document = page.locator(".document", has_text="Tomatoes")
+        await document.wait_for(timeout=30000)
+        await document.locator(".badge.status-ready").wait_for(timeout=30000)
+        await page.get_by_role("searchbox").fill("how do I get rid of insects")
+        await page.keyboard.press("Enter")
+        hit = page.locator(".search-hits .hit").first
+        await hit.wait_for(timeout=20000)
+        assert "Aphids" in await hit.inner_text() and "Pests" in await hit.inner_text()
+        assert await page.locator(".search-hits h2").count() == 1     # the passage's Markdown, rendered
+        await dismiss_toasts(page)
+        await page.set_viewport_size({"width": 1280, "height": 1100})
+        await screenshot(page, "web-knowledge")
+
+        # A file (uploaded, then added by its id) and a web page (fetched by the gateway).
+        await page.click(".doc-form [role=tab][data-source=file]")
+        await page.set_input_files(".doc-form input[type=file]", files=[{
+            "name": "seeds.md", "mimeType": "text/markdown",
+            "buffer": "# Seeds\n\nSow the beans in April, two fingers deep.".encode()}])
+        assert await pane.get_by_label("Title", exact=True).input_value() == "seeds"
+        await page.click(".doc-form button[type=submit]")
+        await page.locator(".document", has_text="seeds").locator(".badge.status-ready").wait_for(timeout=30000)
+        await page.click(".doc-form [role=tab][data-source=url]")
+        await pane.get_by_label("Title", exact=True).fill("Compost")
+        await pane.get_by_label("Address", exact=True).fill(services.page_url)
+        await page.click(".doc-form button[type=submit]")
+        page_document = page.locator(".document", has_text="Compost")
+        await page_document.locator(".badge.status-ready").wait_for(timeout=30000)
+        assert services.page_url in await page_document.inner_text()
+        await page.get_by_role("searchbox").fill("how often should the heap be turned")
+        await page.keyboard.press("Enter")
+        await page.locator(".search-hits .hit").first.filter(has_text="fortnight").wait_for(timeout=20000)
+        assert "Cookies" not in await page.locator(".search-hits").inner_text()   # the page's article only
+        assert errors == []
+
+
+@pytest.mark.slow
+async def test_hold_to_talk_streams_the_recording_and_the_spoken_reply_plays(services, browser):
+    async with open_page(DESKTOP, browser=browser) as (page, errors):
+        sent: list[dict] = []
+        received: list[dict] = []
+
+        def watch(socket) -> None:
+            socket.on("framesent", lambda payload: sent.append(json.loads(payload)))
+            socket.on("framereceived", lambda payload: received.append(json.loads(payload)))
+        page.on("websocket", watch)
+        audio_requests: list[str] = []
+        page.on("request", lambda request: "/voice/audio/" in request.url and audio_requests.append(request.url))
+        await sign_in(page, services.frontend_url)
+        await page.click("button.speak")          # spoken replies on: the recording asks for voice_msg
+        talk = page.get_by_role("button", name="Hold to talk")
+        await talk.wait_for()
+        box = await talk.bounding_box()
+        await page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        await page.mouse.down()
+        await page.locator(".talk[aria-pressed=true]").wait_for()
+        await page.wait_for_timeout(2600)     # half a second of silence, the words, a second of silence
+        await screenshot(page, "web-voice-recording")
+        await page.wait_for_timeout(600)
+        await page.mouse.up()
+        user = page.locator(".live article.message.user.spoken").last
+        await user.wait_for(timeout=30000)
+        assert "hello world" in (await user.inner_text()).lower()
+        reply = page.locator(".live article.message.assistant:not(.streaming)").last
+        await reply.wait_for(timeout=30000)
+        assert "How can I help?" in await reply.inner_text()
+        for _ in range(100):
+            if audio_requests:
+                break
+            await page.wait_for_timeout(100)
+        played = await page.evaluate("window.assistantApp.pane('chat').speaker.played")
+        await screenshot(page, "web-voice-whisper")
+
+        kinds = [frame.get("type") for frame in sent]
+        assert kinds.count("voice_stream_start") == 1 and kinds.count("voice_stream_end") == 1
+        last_chunk = max(index for index, kind in enumerate(kinds) if kind == "voice_stream_chunk")
+        assert kinds.index("voice_stream_start") < kinds.index("voice_stream_chunk") < last_chunk < kinds.index("voice_stream_end")
+        chunks = [frame for frame in sent if frame["type"] == "voice_stream_chunk"]
+        assert len(chunks) >= 3 and [chunk["sequence"] for chunk in chunks] == list(range(len(chunks)))
+        finals = [frame for frame in received if frame.get("type") == "voice_final"]
+        assert len(finals) == 1 and "hello world" in finals[0]["text"].lower()
+        segments = [segment for frame in received if frame.get("type") == "stream_segments" for segment in frame["segments"]]
+        assert segments and all(segment["audio_url"] for segment in segments)
+        assert played and all(path.startswith("/api/v1/voice/audio/") for path in played)
+        assert [frame["mode"] for frame in sent if frame["type"] == "voice_stream_start"] == ["voice_msg"]
+        assert audio_requests, "the spoken reply's first sentence was fetched for playing"
+        assert await page.locator(".notice.error").count() == 0
+        assert errors == []
+
+
+@pytest.mark.slow
+async def test_the_panes_on_a_phone_in_chinese(services, browser):
+    async with open_page(PHONE, browser=browser, locale="zh-CN") as (page, errors):
+        await sign_in(page, services.frontend_url, "devices")
+        assert await page.locator("#nav button[data-pane=devices]").inner_text() == "设备"
+        await page.locator(".room[data-room=bedroom] h3", has_text="卧室").wait_for(timeout=10000)
+        light = page.locator(".device[data-id=bedroom_light]")
+        assert "卧室灯" in await light.inner_text()
+        await light.get_by_role("switch").click()
+        await light.locator("[role=switch][aria-checked=true]").wait_for()
+        await screenshot(page, "web-devices-phone-zh")
+        await page.click("#nav button[data-pane=reminders]")
+        await page.locator(".pane-reminders h2", has_text="提醒").wait_for()
+        await page.get_by_label("内容").fill("给妈妈打电话")
+        await page.get_by_label("时间").fill("2031-05-01T09:30")
+        await page.get_by_label("重复").select_option("weekly")
+        await page.click(".reminder-form button[type=submit]")
+        await page.locator(".reminder", has_text="给妈妈打电话").wait_for(timeout=10000)
+        assert "每周" in await page.locator(".reminder", has_text="给妈妈打电话").inner_text()
+        await dismiss_toasts(page)
+        await screenshot(page, "web-reminders-phone-zh")
+        await page.click("#nav button[data-pane=knowledge]")
+        await page.locator(".pane-knowledge .kb-title", has_text="Garden").wait_for(timeout=10000)
+        await page.locator(".pane-knowledge .document .badge", has_text="就绪").first.wait_for()
+        await screenshot(page, "web-knowledge-phone-zh")
+        assert errors == []

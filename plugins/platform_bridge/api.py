@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hmac
 
+import marshmallow
 from aiohttp import web
 
 from gateway.errors import BadRequest, Forbidden, NotFound, Unauthorized
@@ -51,7 +52,16 @@ def endpoints_of(bot: dict) -> dict:
 
 
 def platform_config(platform: str, config: dict) -> dict:
-    return load(CONFIG_SCHEMAS[platform](), config, "config")
+    """The platform's fields, validated; a wrong one is named `config.<field>` in `fields`."""
+    try:
+        return CONFIG_SCHEMAS[platform]().load(config)
+    except marshmallow.ValidationError as error:
+        messages = error.messages if isinstance(error.messages, dict) else {"_schema": error.messages}
+        fields = {f"config.{name}": problem for name, problem in messages.items()}
+        details = "; ".join(f"{name}: {' '.join(map(str, problem)) if isinstance(problem, list) else problem}"
+                            for name, problem in fields.items())
+        raise BadRequest(f"Invalid body: {details}", error_type="validation_error",
+                         hint="Fix the named fields and send the request again.", extra={"fields": fields}) from None
 
 
 @routes.get("/api/v1/bots", name="platform_bridge.list_bots")

@@ -62,7 +62,7 @@ async def test_platform_fields_are_validated(aiohttp_client, config):
                                      json={"name": "x", "platform": platform, "config": config_body})
         body = await response.json()
         assert response.status == 400, (platform, field)
-        assert body["errorType"] == "validation_error" and field in body["error"], body
+        assert body["errorType"] == "validation_error" and f"config.{field}" in body["fields"], body
     response = await client.post("/api/v1/bots", headers=SERVICE, json={"name": "x", "platform": "irc", "config": {}})
     assert response.status == 400
 

@@ -13,7 +13,7 @@ its workers (`gateway.shared_vectors`). With one worker nothing of this exists: 
 in the process itself, on the in-process bus, as before.
 
 Which services may run several workers is the service table's `workers` (conf/services.toml):
-"auto" (the machine's cores, at most `MAX_AUTO_WORKERS`) or a number; a service without it keeps
+"auto" (`auto_workers`) or a number; a service without it keeps
 state in its process that other processes cannot see, and runs one."""
 from __future__ import annotations
 
@@ -59,11 +59,19 @@ def machine_cores() -> int:
         return os.cpu_count() or 1
 
 
+def auto_workers(cores: int) -> int:
+    """Half the cores, at most `MAX_AUTO_WORKERS`: the gateway shares the machine with the AI core,
+    PostgreSQL, the bus and the other services, and a worker's turn costs more than a single
+    process's (every frame crosses the bus). On 2 cores two workers served 0.63x the turns per
+    second of one (bench/README.md, "Workers"), so a small machine keeps one."""
+    return max(1, min(cores // 2, MAX_AUTO_WORKERS))
+
+
 def worker_count(spec: ServiceSpec, requested: int | None) -> int:
     """How many workers `spec` runs: `requested` (`--workers`), else the service table's."""
     allowed = spec.extra.get("workers", 1)
     if allowed == "auto":
-        default = min(machine_cores(), MAX_AUTO_WORKERS)
+        default = auto_workers(machine_cores())
     elif isinstance(allowed, int) and not isinstance(allowed, bool) and allowed >= 1:
         default = allowed
     else:

@@ -24,7 +24,7 @@ from gateway.app import WORKER_HEADER
 from gateway.config import PROJECT_ROOT
 from gateway.services import ServiceSpec
 from gateway.settings_reference import toml_value
-from gateway.workers import MAX_AUTO_WORKERS, worker_count
+from gateway.workers import MAX_AUTO_WORKERS, auto_workers, worker_count
 from tests.chat.conftest import ADMIN, eventually, receive_until, token_for
 from tests.chat.test_failover import stored_messages
 from tests.support.servers import free_port
@@ -287,6 +287,7 @@ async def test_a_killed_worker_is_replaced_its_turn_ended_and_sigterm_drains_eve
 def test_the_service_table_decides_who_runs_several_workers():
     gateway = ServiceSpec(id="gateway", name="Gateway", port=1, extra={"workers": "auto"})
     assert 1 <= worker_count(gateway, None) <= MAX_AUTO_WORKERS
+    assert [auto_workers(cores) for cores in (1, 2, 3, 4, 16, 64)] == [1, 1, 1, 2, 8, MAX_AUTO_WORKERS]
     assert worker_count(gateway, 3) == 3
     memory = ServiceSpec(id="memory-service", name="memory", port=2)
     assert worker_count(memory, None) == 1

@@ -9,6 +9,7 @@ the batcher, so a quiet service sees no delay."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Awaitable, Callable, Generic, TypeVar
 
 Item = TypeVar("Item")
@@ -36,6 +37,18 @@ class Batcher(Generic[Item, Result]):
         if self._writer is None:
             self._writer = asyncio.create_task(self._write(), name="batched-writes")
         return future
+
+    async def close(self, drain: float = 2.0) -> None:
+        """Lets the batch under way finish (for at most `drain` seconds), then cancels what is
+        left, so nothing writes (and opens a connection) after its owner has closed."""
+        writer = self._writer
+        if writer is None:
+            return
+        await asyncio.wait({writer}, timeout=drain)
+        if not writer.done():
+            writer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await writer
 
     async def _write(self) -> None:
         try:

@@ -59,6 +59,7 @@ class Bus(abc.ABC):
         self._handlers: dict[str, list[Subscription]] = {}
         self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         self._dispatcher: asyncio.Task | None = None
+        self._closed = False
 
     # -- pub/sub
     @abc.abstractmethod
@@ -67,6 +68,8 @@ class Bus(abc.ABC):
 
     async def subscribe(self, channel: str, handler: Handler) -> Subscription:
         subscription = Subscription(self, channel, handler)
+        if self._closed:  # a connection arriving while the service stops: nothing more to receive
+            return subscription
         first = channel not in self._handlers
         self._handlers.setdefault(channel, []).append(subscription)
         if self._dispatcher is None:
@@ -168,6 +171,7 @@ class Bus(abc.ABC):
         finished. Otherwise [] (the old entries are not read)."""
 
     async def close(self) -> None:
+        self._closed = True
         if self._dispatcher is not None:
             self._dispatcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -481,6 +485,8 @@ class RedisBus(Bus):
         return [dict(zip(values[::2], values[1::2])) for _, values in entries or ()]
 
     async def close(self) -> None:
+        self._closed = True  # before any await: no subscription may open a connection after this
+        await self._writes.close()
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -239,6 +239,7 @@ class WebSocketHub:
         # user has a connection here.
         self._listening: dict[str, Subscription] = {}
         self._following = asyncio.Lock()
+        self._leaving: set[asyncio.Future] = set()
         self._renewer: asyncio.Task | None = None
         self._connect_listeners: list[ConnectionListener] = []
         self._disconnect_listeners: list[ConnectionListener] = []
@@ -277,6 +278,10 @@ class WebSocketHub:
                              return_exceptions=True)
         for connection in connections:
             await connection.stop()
+        # Connections that closed by themselves may still be leaving the bus (their handlers
+        # cancelled): let them finish while the bus is open.
+        if self._leaving:
+            await asyncio.wait(set(self._leaving), timeout=5)
         listening, self._listening = self._listening, {}
         for subscription in listening.values():
             await subscription.close()
@@ -328,11 +333,20 @@ class WebSocketHub:
         if self._shared:
             # Finished even when the handler is cancelled meanwhile (its client went away):
             # neither the presence mark nor the user's channel may outlive the connection.
-            await asyncio.shield(self._leave(connection))
+            # Kept until done, so that close_all waits for it before the bus closes.
+            leaving = asyncio.ensure_future(self._leave(connection))
+            self._leaving.add(leaving)
+            leaving.add_done_callback(self._leaving.discard)
+            await asyncio.shield(leaving)
 
     async def _leave(self, connection: Connection) -> None:
-        await self._follow(connection.user_id)
-        await self.context.bus.unmark(self._presence_prefix + connection.user_id, self._member(connection))
+        # Shielded: nobody may be left to read its failure (the bus away), so it says so itself;
+        # the presence mark then expires by itself (PRESENCE_TTL).
+        try:
+            await self._follow(connection.user_id)
+            await self.context.bus.unmark(self._presence_prefix + connection.user_id, self._member(connection))
+        except Exception as error:
+            log.warning("leaving the bus for a closed connection of user %s failed: %s", connection.user_id, error)
 
     # -- presence across instances
     @property

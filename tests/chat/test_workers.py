@@ -2,13 +2,17 @@
 embedded defaults: no REDIS_URL, so the parent starts the embedded bus and every worker shares it.
 What tests/chat/test_instances.py proves for two instances holds for two workers: a reply reaches
 the user's devices on either worker, turns of a session queue across workers, a device resumes
-on the other worker, the rate limit counts over both. Each device is placed on the worker a test
-wants by the handshake's `Gateway-Worker` header (the kernel spreads connections: try again until
-it lands there). A worker killed mid-turn is replaced and its turn ended for the other devices;
+on the other worker, the rate limit counts over both; and what tests/chat/test_waiting.py and
+tests/chat/test_failover.py prove across instances: a turn handed in over HTTP (the platform
+bridge's route) waits for the other worker's turn and gets its own reply, and a turn queued
+behind a worker that is killed runs once its lock expires. Each device is placed on the worker
+a test wants by the handshake's `Gateway-Worker` header (the kernel spreads connections: try
+again until it lands there). A worker killed mid-turn is replaced and its turn ended for the other devices;
 SIGTERM drains every worker and leaves nothing running."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -26,20 +30,23 @@ from gateway.services import ServiceSpec
 from gateway.settings_reference import toml_value
 from gateway.workers import MAX_AUTO_WORKERS, auto_workers, worker_count
 from tests.chat.conftest import ADMIN, eventually, receive_until, token_for
-from tests.chat.test_failover import stored_messages
+from tests.chat.test_failover import FAST_FAILOVER, frames_of_turn, queue_rows, stored_messages
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.slow
 
-# The gateway of conf/services.toml with the chat channel's plugins (tests/chat's set).
+# The gateway of conf/services.toml with the chat channel's plugins (tests/chat's set) and the
+# webhooks, whose routes hand turns in over HTTP.
 SERVICES = """
 [[service]]
 id = "gateway"
 name = "Gateway"
 port = {port}
-plugins = ["auth_tokens", "sessions", "files", "ai_core_client", "chat"]
+plugins = ["auth_tokens", "sessions", "files", "ai_core_client", "chat", "webhooks"]
 workers = "auto"
 """
+# The service credential of tests/conftest.py's configuration (the platform bridge's).
+SERVICE = {"Authorization": "Bearer test-service-token"}
 
 
 def toml_document(values: dict) -> str:
@@ -70,6 +77,12 @@ class WorkersGateway:
                 found[int(command[command.index("--worker-index") + 1])] = child
         return found
 
+    async def replaced(self, index: int, dead: psutil.Process) -> bool:
+        """Whether a new worker `index` (not `dead`) listens."""
+        worker = self.workers().get(index)
+        return worker is not None and worker.pid != dead.pid and any(
+            connection.status == psutil.CONN_LISTEN for connection in worker.net_connections("tcp"))
+
     def descendants(self) -> list[psutil.Process]:
         return psutil.Process(self.process.pid).children(recursive=True)
 
@@ -90,6 +103,23 @@ class WorkersGateway:
             for ws in misplaced:
                 await ws.close()
 
+    async def client_on(self, worker: int) -> aiohttp.ClientSession:
+        """A client whose one kept-alive connection worker `worker` serves: the requests sent
+        through it run there. Close it when done."""
+        misplaced = []
+        try:
+            for _ in range(40):
+                http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1))
+                async with http.get(self.base_url + "/api/v1/health") as answer:
+                    await answer.read()
+                    if answer.headers.get(WORKER_HEADER) == str(worker):
+                        return http
+                misplaced.append(http)
+            raise AssertionError(f"no connection landed on worker {worker}")
+        finally:
+            for http in misplaced:
+                await http.close()
+
 
 def devices() -> aiohttp.ClientSession:
     """A client session that records each answer's `Gateway-Worker` header in `landed`."""
@@ -103,6 +133,14 @@ def devices() -> aiohttp.ClientSession:
     session = aiohttp.ClientSession(trace_configs=[tracing])
     session.landed = landed  # type: ignore[attr-defined]
     return session
+
+
+@pytest.fixture
+async def bystander(make_gateway):
+    """An in-process gateway on the workers' database: their JWT secret, and a reader of what
+    they stored. Its sweeper never runs: on its own (in-process) bus every session's lock is
+    free, so it would take the workers' queued turns from the shared database and run them."""
+    return await make_gateway(settings={"sweep_interval": 3600})
 
 
 @pytest.fixture
@@ -158,9 +196,9 @@ async def start_workers(make_config, database_url, ai_core_url, chat_settings, t
                 process.kill()
 
 
-async def test_devices_on_two_workers_share_replies_queue_resume_and_the_rate_limit(start_workers, make_gateway,
+async def test_devices_on_two_workers_share_replies_queue_resume_and_the_rate_limit(start_workers, bystander,
                                                                                     provider):
-    token = token_for(await make_gateway(), ADMIN)  # same JWT secret as the workers'
+    token = token_for(bystander, ADMIN)  # same JWT secret as the workers'
     gateway = await start_workers(settings={"max_messages_per_minute": 4})
     bus_socket = gateway.data_dir / "run" / "gateway-bus.sock"
     assert bus_socket.exists() and "redis-server" in [p.name() for p in gateway.descendants()]
@@ -211,9 +249,9 @@ async def test_devices_on_two_workers_share_replies_queue_resume_and_the_rate_li
         await laptop.close()
 
 
-async def test_a_killed_worker_is_replaced_its_turn_ended_and_sigterm_drains_every_worker(start_workers, make_gateway,
+async def test_a_killed_worker_is_replaced_its_turn_ended_and_sigterm_drains_every_worker(start_workers, bystander,
                                                                                          provider):
-    stored_in = await make_gateway()
+    stored_in = bystander
     token = token_for(stored_in, ADMIN)
     gateway = await start_workers(settings={"lock_ttl": 1.5, "sweep_interval": 0.2})
     async with devices() as http:
@@ -230,11 +268,7 @@ async def test_a_killed_worker_is_replaced_its_turn_ended_and_sigterm_drains_eve
         end = (await receive_until(laptop, "stream_end", timeout=10))[-1]
         assert end["finish_reason"] == "error"
 
-        async def replaced() -> bool:
-            worker = gateway.workers().get(0)
-            return worker is not None and worker.pid != doomed.pid and any(
-                connection.status == psutil.CONN_LISTEN for connection in worker.net_connections("tcp"))
-        await eventually(replaced, timeout=20)
+        await eventually(lambda: gateway.replaced(0, doomed), timeout=20)
         phone = await gateway.connect(http, token, 0, session_id="doomed")  # the new worker 0 serves
         await phone.send_json({"type": "message", "content": "after"})
         assert (await receive_until(phone, "stream_end"))[-1]["text"] == provider.reply
@@ -282,6 +316,156 @@ async def test_a_killed_worker_is_replaced_its_turn_ended_and_sigterm_drains_eve
             and not process.name().startswith("postgres")]
     assert left == [], left
     assert not (gateway.data_dir / "run" / "gateway-bus.sock").exists()
+
+
+OWN_REPLY = "The bridge's own reply, not the phone's."
+
+
+async def events_of(response: aiohttp.ClientResponse) -> list[dict]:
+    """The server-sent events of the bridge's answer, to its end."""
+    return [json.loads(line[len(b"data: "):]) async for line in response.content if line.startswith(b"data: ")]
+
+
+async def hand_in_behind_the_phone(gateway: WorkersGateway, token: str, bystander,
+                                   provider) -> tuple[list[dict], list[dict]]:
+    """The phone on worker 0 starts a turn of session `handed` (the model holds it mid-reply);
+    the platform bridge's route (`CHAT_TURNS.submit_and_wait`), served by worker 1, hands in a
+    turn of the same session, which must wait in the shared queue; then the model answers both,
+    the second with OWN_REPLY. The bridge's events and the phone's frames."""
+    async with devices() as http:
+        phone = await gateway.connect(http, token, 0, session_id="handed")
+        provider.gate.clear()
+        await phone.send_json({"type": "message", "content": "from the phone"})
+        await receive_until(phone, "stream_chunk")  # worker 0 runs the turn; the model holds it
+        provider.reply = OWN_REPLY  # for the next request: the held one has its pieces already
+        bridge = await gateway.client_on(1)
+        try:
+            response = await bridge.post(gateway.base_url + "/api/v1/bridge/turns", headers=SERVICE, json={
+                "user_id": "admin", "session_id": "handed", "text": "from the bridge", "platform": "bridge"})
+            assert response.status == 200 and response.headers[WORKER_HEADER] == "1"
+
+            async def waits() -> bool:
+                return await queue_rows(bystander, "handed") == [("from the phone", "running"),
+                                                                 ("from the bridge", "queued")]
+            await eventually(waits)
+            assert len(provider.requests) == 1
+            provider.gate.set()
+            events = await asyncio.wait_for(events_of(response), 15)
+        finally:
+            await bridge.close()
+        frames = await receive_until(phone, "stream_end")
+        frames += await receive_until(phone, "stream_end")
+        await phone.close()
+    return events, frames
+
+
+async def test_a_turn_handed_in_on_one_worker_waits_for_the_other_workers_turn_and_gets_its_own_reply(
+        start_workers, bystander, provider):
+    """test_waiting.py's reply from the instance that ran the turn, for workers: a turn handed in
+    over HTTP on worker 1 while worker 0 runs the session's turn waits for it, not beside it,
+    and its caller gets its own reply (not the running turn's) from whichever worker ran it:
+    the reply the phone sees and the one stored."""
+    first_reply = provider.reply
+    events, frames = await hand_in_behind_the_phone(await start_workers(), token_for(bystander, ADMIN), bystander,
+                                                    provider)
+    done = events[-1]
+    assert done["type"] == "done" and done["text"] == OWN_REPLY and done["session_id"] == "handed", events
+    ends = [frame for frame in frames if frame["type"] == "stream_end"]
+    assert [(end["finish_reason"], end["text"]) for end in ends] == [("stop", first_reply), ("stop", OWN_REPLY)]
+    assert ends[-1]["stored_message_ids"] == done["message_ids"]
+    assert [frame["content"] for frame in frames if frame["type"] == "response"] == ["from the bridge"]
+    assert provider.max_active == 1
+    assert [request["messages"][-1]["content"] for request in provider.requests] == ["from the phone",
+                                                                                     "from the bridge"]
+    assert await stored_messages(bystander, "handed") == [
+        ("user", "from the phone"), ("assistant", first_reply), ("user", "from the bridge"), ("assistant", OWN_REPLY)]
+    assert await queue_rows(bystander, "handed") == [("from the phone", "done"), ("from the bridge", "done")]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "plugins/webhooks/bridge.py takes the reply's pieces from a reply tap in the process that "
+    "serves the request; the queued turn runs on worker 0 (the lock holder drains the queue), "
+    "so worker 1's tap gets nothing and the bridge answers `done` with no `delta`"))
+async def test_a_turn_handed_in_over_the_bridge_streams_though_another_worker_runs_it(start_workers, bystander,
+                                                                                    provider):
+    """docs/platform-bridge.md: the bridge's route answers `delta` events as the reply streams
+    (the bridge edits a Telegram message as it grows), also for a turn that waited behind a
+    turn of another worker."""
+    events, _ = await hand_in_behind_the_phone(await start_workers(), token_for(bystander, ADMIN), bystander,
+                                               provider)
+    assert events[-1]["type"] == "done"
+    assert "".join(event["content"] for event in events if event["type"] == "delta") == OWN_REPLY
+
+
+@pytest.mark.parametrize("queued_from", ["surviving worker", "dying worker"])
+async def test_a_turn_queued_behind_a_killed_worker_runs_and_reaches_the_surviving_device(
+        queued_from, start_workers, bystander, provider):
+    """test_failover.py's turn queued behind an instance that dies, for workers: worker 0 runs
+    a turn (the model holds it mid-reply) and a second message waits behind it, sent by the
+    laptop on worker 1 or by the phone on worker 0; then worker 0 is killed with SIGKILL, so
+    the session's lock stays on the shared bus until it expires and the turn's row stays
+    `running`. The parent starts a new worker 0; once the lock expires, a worker (either) ends
+    the dead turn for the laptop (stream_end, `finish_reason: "error"`) and runs the queued one,
+    whose reply reaches the laptop; the dead turn is not run again, nothing is stored twice."""
+    session = "failover"
+    token = token_for(bystander, ADMIN)
+    gateway = await start_workers(settings=FAST_FAILOVER)
+    async with devices() as http:
+        phone = await gateway.connect(http, token, 0, session_id=session)
+        laptop = await gateway.connect(http, token, 1, session_id=session)
+        provider.gate.clear()
+        await phone.send_json({"type": "message", "content": "first", "client_msg_id": "first"})
+        await receive_until(phone, "stream_chunk")  # worker 0 relays the reply; the model then holds it
+
+        async def first_turn_recorded() -> bool:
+            return (await queue_rows(bystander, session) == [("first", "running")]
+                    and await stored_messages(bystander, session) == [("user", "first")])
+        await eventually(first_turn_recorded)
+        sender = laptop if queued_from == "surviving worker" else phone
+        await sender.send_json({"type": "message", "content": "second", "client_msg_id": "second"})
+        before_death = await receive_until(sender, "queued")
+        queued = before_death[-1]
+        assert queued["client_msg_id"] == "second"
+        seen = before_death if sender is laptop else []
+
+        doomed = gateway.workers()[0]
+        doomed.kill()
+        await asyncio.to_thread(doomed.wait, 10)
+        # Worker 0 died rather than stopped: it let go of nothing.
+        assert await queue_rows(bystander, session) == [("first", "running"), ("second", "queued")]
+        provider.gate.set()  # the model would answer the next turn at once
+        try:
+            seen += await receive_until(laptop, "stream_end", timeout=FAST_FAILOVER["lock_ttl"] + 10)
+            seen += await receive_until(laptop, "stream_end")
+        except asyncio.TimeoutError:
+            raise AssertionError(f"no reply reached the laptop after worker 0 died; queue: "
+                                 f"{await queue_rows(bystander, session)}\n{gateway.output()}") from None
+        await eventually(lambda: gateway.replaced(0, doomed), timeout=20)
+        await laptop.close()
+
+    recovered = frames_of_turn(seen, queued["turn_id"])
+    assert recovered, f"the queued turn never ran:\n{gateway.output()}"
+    assert seen[-1] is recovered[-1]
+    assert [frame["type"] for frame in recovered][0] == "stream_start"
+    assert [frame["seq"] for frame in recovered] == list(range(len(recovered)))
+    assert recovered[-1]["finish_reason"] == "stop" and recovered[-1]["text"] == provider.reply
+    assert not [frame for frame in seen if frame["type"] == "error"]
+    # The dead turn is ended for the laptop before the next one starts: stream_end after its
+    # last seq, `finish_reason: "error"`, the text that had arrived.
+    cut_off = [frame for frame in seen if "seq" in frame and frame["turn_id"] != queued["turn_id"]]
+    assert [frame["type"] for frame in cut_off] == ["stream_start", "stream_chunk", "stream_chunk", "stream_end"]
+    assert [frame["seq"] for frame in cut_off] == [0, 1, 2, 3]
+    assert cut_off[-1]["finish_reason"] == "error"
+    assert cut_off[-1]["text"] == "".join(frame["content"] for frame in cut_off[1:-1])
+    assert seen.index(cut_off[-1]) < seen.index(recovered[0])
+    echoes = [frame["content"] for frame in seen if frame["type"] == "response"]
+    assert echoes == (["first"] if queued_from == "surviving worker" else ["first", "second"])
+
+    assert await queue_rows(bystander, session) == [("first", "abandoned"), ("second", "done")]
+    assert [request["messages"][-1]["content"] for request in provider.requests] == ["first", "second"]
+    assert [m["content"] for m in provider.requests[-1]["messages"] if m["role"] == "user"] == ["first", "second"]
+    assert await stored_messages(bystander, session) == [("user", "first"), ("user", "second"),
+                                                          ("assistant", provider.reply)]
 
 
 def test_the_service_table_decides_who_runs_several_workers():

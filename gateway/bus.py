@@ -15,7 +15,7 @@ import contextlib
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, cast
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, cast
 
 from .batching import Batcher
 
@@ -30,6 +30,23 @@ Handler = Callable[[dict], Awaitable[None]]
 RESUBSCRIBE_FIRST_DELAY = 0.1
 RESUBSCRIBE_MAX_DELAY = 2.0
 Entry = dict[str, str]
+# An entry to append to a stream: (key, entry, max_len), see `Bus.stream_append`.
+Record = tuple[str, Entry, "int | None"]
+
+
+# The batched write that is a call of the fan-out script (the others are redis-py method names).
+_FAN_OUT = object()
+
+
+def _log_listener_failure(task: "asyncio.Task") -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("a listener of the bus's return failed: %r", task.exception())
+
+
+def redis_exceptions():
+    import redis.exceptions
+
+    return redis.exceptions
 
 
 def unavailable(error: BaseException) -> bool:
@@ -60,6 +77,8 @@ class Bus(abc.ABC):
         self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         self._dispatcher: asyncio.Task | None = None
         self._closed = False
+        self._restored_listeners: list[Callable[[], Coroutine[Any, Any, None]]] = []
+        self._restoring: builtins.set[asyncio.Task] = builtins.set()
 
     # -- pub/sub
     @abc.abstractmethod
@@ -85,6 +104,21 @@ class Bus(abc.ABC):
         if not handlers and subscription.channel in self._handlers:
             del self._handlers[subscription.channel]
             await self._unlisten(subscription.channel)
+
+    def on_restored(self, listener: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """`await listener()` each time the bus answers again after it could not be reached: what
+        it kept may be gone (a Redis restarted without its data), so marks are made again."""
+        self._restored_listeners.append(listener)
+
+    def _restored(self) -> None:
+        for listener in self._restored_listeners:
+            task = asyncio.create_task(listener(), name="bus-restored")
+            self._restoring.add(task)
+            task.add_done_callback(self._restoring.discard)
+            task.add_done_callback(_log_listener_failure)
+
+    async def ensure_listening(self) -> None:
+        """Return once the subscriptions are live again if the bus was away (see RedisBus)."""
 
     async def _listen(self, channel: str) -> None:
         pass
@@ -170,8 +204,20 @@ class Bus(abc.ABC):
         (field, value), the mark its writer appends at the end: that writer stopped before it
         finished. Otherwise [] (the old entries are not read)."""
 
+    # -- delivery to the instances holding something (a user's devices)
+    @abc.abstractmethod
+    async def fan_out(self, holders: str, channel_prefix: str, origin: str, message: dict, *,
+                      record: "Record | None" = None) -> None:
+        """Publish `message` on `channel_prefix + holder` for every member of the expiring set
+        `holders` (see `mark`) but `origin`; with `record` (stream key, entry, max_len), append
+        the entry to that stream first, in the same step. One step: an instance that marks
+        itself a holder and then reads the stream either finds the entry there or is sent the
+        message. Instances that hold nothing are sent nothing, and neither is `origin` itself."""
+
     async def close(self) -> None:
         self._closed = True
+        for task in list(self._restoring):
+            task.cancel()
         if self._dispatcher is not None:
             self._dispatcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -290,6 +336,15 @@ class InProcessBus(Bus):
         return list(old.entries)
 
 
+    async def fan_out(self, holders: str, channel_prefix: str, origin: str, message: dict, *,
+                      record: Record | None = None) -> None:
+        if record is not None:
+            await self.stream_append(record[0], record[1], max_len=record[2])
+        for holder in await self.members(holders):
+            if holder != origin:
+                await self.publish(channel_prefix + holder, message)
+
+
 class _Stream:
     __slots__ = ("entries", "expires")
 
@@ -333,6 +388,27 @@ return previous
 """
 
 
+# KEYS[1]: the holders (a sorted set scored by expiry), KEYS[2] (optional): the stream to append to.
+# ARGV: now, origin, channel prefix, message, max_len ('' for none), then the entry's fields.
+_FAN_OUT_SCRIPT = """
+if #KEYS > 1 then
+  if ARGV[5] == '' then
+    redis.call('XADD', KEYS[2], '*', unpack(ARGV, 6))
+  else
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', unpack(ARGV, 6))
+  end
+end
+local sent = 0
+for _, holder in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '+inf')) do
+  if holder ~= ARGV[2] then
+    redis.call('PUBLISH', ARGV[3] .. holder, ARGV[4])
+    sent = sent + 1
+  end
+end
+return sent
+"""
+
+
 class RedisBus(Bus):
     """Shared by every instance that points at the same Redis."""
 
@@ -355,10 +431,13 @@ class RedisBus(Bus):
         self._writes: Batcher[tuple, Any] = Batcher(self._write_one, self._write_many, max_batch=256)
         self._pubsub: PubSub | None = None
         self._reader: asyncio.Task | None = None
+        self._subscriptions_lost = False  # the reader is waiting to reconnect
+        self._reconnected = asyncio.Event()  # ensure_listening did: the reader reads on at once
         self._incr = self.client.register_script(_INCR_SCRIPT)
         self._delete_if = self.client.register_script(_DELETE_IF_SCRIPT)
         self._renew_if = self.client.register_script(_RENEW_IF_SCRIPT)
         self._stream_restart = self.client.register_script(_STREAM_RESTART_SCRIPT)
+        self._fan_out = self.client.register_script(_FAN_OUT_SCRIPT)
 
     async def ping(self) -> None:
         await self.client.ping()
@@ -366,15 +445,43 @@ class RedisBus(Bus):
     async def publish(self, channel: str, message: dict) -> None:
         await self._writes.submit(("publish", (self.prefix + channel, json.dumps(message)), {}))
 
+    async def fan_out(self, holders: str, channel_prefix: str, origin: str, message: dict, *,
+                      record: Record | None = None) -> None:
+        keys, args = [self.prefix + holders], [time.time(), origin, self.prefix + channel_prefix, json.dumps(message)]
+        if record is None:
+            args.append("")
+        else:
+            key, entry, max_len = record
+            keys.append(self.prefix + key)
+            args.append("" if max_len is None else max_len)
+            args += [item for pair in entry.items() for item in pair]
+        await self._writes.submit((_FAN_OUT, (keys, args), {}))
+
     async def _write_one(self, command: tuple) -> Any:
         name, args, options = command
+        if name is _FAN_OUT:
+            keys, script_args = args
+            return await self._fan_out(keys=keys, args=script_args)  # loads the script when Redis lacks it
         return await getattr(self.client, name)(*args, **options)
 
     async def _write_many(self, commands: list[tuple]) -> list[Any]:
         async with self.client.pipeline(transaction=False) as pipe:
             for name, args, options in commands:
-                getattr(pipe, name)(*args, **options)
-            return await pipe.execute(raise_on_error=False)
+                if name is _FAN_OUT:
+                    keys, script_args = args
+                    pipe.evalsha(self._fan_out.sha, len(keys), *keys, *script_args)
+                else:
+                    getattr(pipe, name)(*args, **options)
+            results = await pipe.execute(raise_on_error=False)
+        # A Redis that restarted has forgotten the script: those commands again, one by one,
+        # which loads it.
+        for index, result in enumerate(results):
+            if isinstance(result, redis_exceptions().NoScriptError):
+                try:
+                    results[index] = await self._write_one(commands[index])
+                except Exception as error:
+                    results[index] = error
+        return results
 
     async def _listen(self, channel: str) -> None:
         if self._pubsub is None:
@@ -382,6 +489,17 @@ class RedisBus(Bus):
         await self._pubsub.subscribe(self.prefix + channel)
         if self._reader is None:
             self._reader = asyncio.create_task(self._read(), name="bus-redis-reader")
+
+    async def ensure_listening(self) -> None:
+        """While Redis was away the reader tries again only every so often (up to
+        RESUBSCRIBE_MAX_DELAY): reconnect now, which subscribes again to every channel. An
+        instance about to say "send me these" (a hub's holder mark) must be listening first."""
+        if self._pubsub is not None and self._subscriptions_lost:
+            await self._pubsub.ping()
+            self._reconnected.set()
+            if self._subscriptions_lost:
+                self._subscriptions_lost = False
+                self._restored()
 
     async def _unlisten(self, channel: str) -> None:
         if self._pubsub is not None:
@@ -401,14 +519,20 @@ class RedisBus(Bus):
             except asyncio.CancelledError:
                 raise
             except Exception as error:
+                self._subscriptions_lost = True
                 if not retry_delay:
                     log.warning("lost the Redis subscription (%s); reconnecting", error)
                 retry_delay = min(max(retry_delay * 2, RESUBSCRIBE_FIRST_DELAY), RESUBSCRIBE_MAX_DELAY)
-                await asyncio.sleep(retry_delay)
+                self._reconnected.clear()
+                with contextlib.suppress(asyncio.TimeoutError):  # ensure_listening may reconnect sooner
+                    await asyncio.wait_for(self._reconnected.wait(), retry_delay)
                 continue
             if retry_delay:
                 log.warning("Redis subscription restored")
                 retry_delay = 0.0
+                if self._subscriptions_lost:  # not already reconnected by ensure_listening
+                    self._subscriptions_lost = False
+                    self._restored()
             if message and message.get("type") == "message":
                 self._deliver(message["channel"][skip:], message["data"])
 

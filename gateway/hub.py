@@ -2,10 +2,11 @@
 
 Each connection has a bounded send queue drained by its own writer task: a client that stops
 reading is disconnected once the queue is full, instead of growing the server's memory (as
-Home Assistant's websocket_api does). With a shared bus (Redis), a message for a user is also
-published once, on that user's channel, so that other instances deliver it to that user's devices
-connected there; an instance listens on the channels of the users it holds connections of only,
-so a reply's frames cost the instances (workers) without that user's devices nothing.
+Home Assistant's websocket_api does). With a shared bus (Redis), each instance marks itself on the
+bus as a holder of every user it holds connections of, and a message for a user is also sent to
+the other holders of that user only (`Bus.fan_out`, one script call that also appends a reply's
+frame to its replay stream): a frame for a user whose devices are all on this instance (a worker)
+costs no publish, and instances without that user's devices hear nothing of it.
 
 `send_to_user` is the one way to send to a user's devices. Frames of a numbered run (one chat
 reply: `turn_id`, `seq` from 0) carry both in the delivery's envelope, so a connection that is
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from aiohttp import WSCloseCode, web
 
 if TYPE_CHECKING:
-    from .bus import Subscription
+    from .bus import Record, Subscription
     from .context import Context
     from .identity import Identity
 
@@ -33,7 +34,8 @@ log = logging.getLogger("gateway.hub")
 
 # Deliveries and presence are per service: services sharing one Redis (the gateway, the IoT
 # service) each have their own connections, and one's frames for a user are not another's.
-DELIVERY_CHANNEL = "hub.deliver"
+DELIVERY_CHANNEL = "hub.deliver"  # + service + instance: the deliveries other instances send one instance
+HOLDERS = "hub.holders"  # + service + user: the instances holding a connection of the user
 DEFAULT_MAX_PENDING = 512
 # Presence entries expire unless renewed, so a crashed instance's connections drop out by themselves.
 PRESENCE_TTL = 60.0
@@ -231,14 +233,16 @@ class WebSocketHub:
         self.context = context
         self.instance_id = uuid.uuid4().hex
         scope = context.service_id
-        self._delivery_channel = f"{DELIVERY_CHANNEL}:{scope}"
+        self._delivery_prefix = f"{DELIVERY_CHANNEL}:{scope}:"
+        self._holders_prefix = f"{HOLDERS}:{scope}:"
         self._presence_prefix = f"presence:{scope}:"
         self._online_users = f"{ONLINE_USERS}:{scope}"
         self._by_user: dict[str, dict[str, Connection]] = {}
-        # With a shared bus: the subscription to each user's delivery channel, held while the
-        # user has a connection here.
-        self._listening: dict[str, Subscription] = {}
-        self._following = asyncio.Lock()
+        # With a shared bus: the users this instance is marked a holder of (those it holds a
+        # connection of), and its subscription to the deliveries other instances send it.
+        self._holding: set[str] = set()
+        self._holding_changes = asyncio.Lock()
+        self._inbox: Subscription | None = None
         self._leaving: set[asyncio.Future] = set()
         self._renewer: asyncio.Task | None = None
         self._connect_listeners: list[ConnectionListener] = []
@@ -265,6 +269,10 @@ class WebSocketHub:
 
     # -- lifecycle (called by the core)
     async def start(self) -> None:
+        # Listening from start-up, long before any connection makes this instance a holder.
+        if self._shared:
+            self._inbox = await self.context.bus.subscribe(self._delivery_prefix + self.instance_id, self._on_remote)
+            self.context.bus.on_restored(self._mark_all)
         self._renewer = asyncio.create_task(self._renew_presence(), name="hub-presence")
 
     async def close_all(self, code: int = WSCloseCode.GOING_AWAY, message: bytes = b"server shutting down") -> None:
@@ -282,29 +290,26 @@ class WebSocketHub:
         # cancelled): let them finish while the bus is open.
         if self._leaving:
             await asyncio.wait(set(self._leaving), timeout=5)
-        listening, self._listening = self._listening, {}
-        for subscription in listening.values():
-            await subscription.close()
+        inbox, self._inbox = self._inbox, None
+        if inbox is not None:
+            await inbox.close()
 
-    def _user_channel(self, user_id: str) -> str:
-        """Deliveries for one user: an instance hears those of the users it holds connections of
-        only, so a frame costs the instances (workers) without that user's devices nothing."""
-        return f"{self._delivery_channel}:{user_id}"
-
-    async def _follow(self, user_id: str) -> None:
-        """Listen on `user_id`'s channel while the user has a connection here, and only then.
-        One change at a time: a user's last connection leaving while a new one arrives must
-        not send the unsubscribe after the subscribe."""
+    async def _hold(self, user_id: str) -> None:
+        """Be marked a holder of `user_id` on the bus while the user has a connection here, and
+        only then. Marked before the connection reads what it missed (a replay): a frame sent
+        after the mark comes here, one sent before is in what it reads. One change at a time: a
+        user's last connection leaving while a new one arrives must not unmark after the mark."""
         if not self._shared:
             return
-        async with self._following:
-            subscription = self._listening.get(user_id)
-            if user_id in self._by_user and subscription is None:
-                self._listening[user_id] = await self.context.bus.subscribe(self._user_channel(user_id),
-                                                                            self._on_remote)
-            elif user_id not in self._by_user and subscription is not None:
-                del self._listening[user_id]
-                await subscription.close()
+        async with self._holding_changes:
+            if user_id in self._by_user:  # a connection arrives: the bus may have been away since the mark
+                await self.context.bus.ensure_listening()
+            if user_id in self._by_user and user_id not in self._holding:
+                await self.context.bus.mark(self._holders_prefix + user_id, self.instance_id, PRESENCE_TTL)
+                self._holding.add(user_id)
+            elif user_id not in self._by_user and user_id in self._holding:
+                self._holding.discard(user_id)
+                await self.context.bus.unmark(self._holders_prefix + user_id, self.instance_id)
 
     # -- membership
     async def register(self, ws: web.WebSocketResponse, user_id: str, *, identity: "Identity | None" = None,
@@ -318,7 +323,7 @@ class WebSocketHub:
         if hold:
             connection.hold()
         self._by_user.setdefault(user_id, {})[connection.id] = connection
-        await self._follow(user_id)
+        await self._hold(user_id)
         await self._mark(connection)
         await self._notify(self._connect_listeners, connection, "connect")
         return connection
@@ -343,7 +348,7 @@ class WebSocketHub:
         # Shielded: nobody may be left to read its failure (the bus away), so it says so itself;
         # the presence mark then expires by itself (PRESENCE_TTL).
         try:
-            await self._follow(connection.user_id)
+            await self._hold(connection.user_id)
             await self.context.bus.unmark(self._presence_prefix + connection.user_id, self._member(connection))
         except Exception as error:
             log.warning("leaving the bus for a closed connection of user %s failed: %s", connection.user_id, error)
@@ -371,13 +376,23 @@ class WebSocketHub:
     async def _renew_presence(self) -> None:
         while True:
             await asyncio.sleep(PRESENCE_TTL / 3)
-            if not self._shared:
-                continue
-            for connection in self.connections():
-                try:
-                    await self._mark(connection)
-                except Exception:
-                    log.exception("renewing WebSocket presence failed")
+            if self._shared:
+                await self._mark_all()
+
+    async def _mark_all(self) -> None:
+        """Every presence and holder mark of this instance, again: renewed before they expire,
+        and made again when the bus comes back (a restarted Redis lost them, and until then
+        other instances would send this one nothing)."""
+        for connection in self.connections():
+            try:
+                await self._mark(connection)
+            except Exception:
+                log.exception("renewing WebSocket presence failed")
+        for user_id in list(self._holding):
+            try:
+                await self.context.bus.mark(self._holders_prefix + user_id, self.instance_id, PRESENCE_TTL)
+            except Exception:
+                log.exception("renewing WebSocket presence failed")
 
     async def is_online(self, user_id: str) -> bool:
         """Whether `user_id` has a live connection on any instance sharing the bus."""
@@ -418,18 +433,34 @@ class WebSocketHub:
         return delivered
 
     async def send_to_user(self, user_id: str, message: dict | str, *, exclude: str | None = None,
-                           only: str | None = None, turn_id: str | None = None, seq: int = -1) -> int:
+                           only: str | None = None, turn_id: str | None = None, seq: int = -1,
+                           record: "Record | None" = None) -> int:
         """Send to every device of `user_id` on every instance, except connection `exclude`, or
         to connection `only` alone. `message` may be encoded already (a str). `turn_id`/`seq`:
         the frame is number `seq` of run `turn_id`, for connections being replayed that run.
-        Returns how many local devices it was queued for."""
+        `record`: a bus stream entry (a replay's) appended before any device is sent the frame,
+        in the same step as the other instances are. Returns how many local devices it was
+        queued for."""
         payload = message if isinstance(message, str) else json.dumps(message, ensure_ascii=False)
+        bus = self.context.bus
+        # Other instances are sent nothing when the one device meant is here.
+        elsewhere = self._shared and (only is None or only not in self._by_user.get(user_id, ()))
+        if record is not None:
+            if elsewhere:
+                await bus.fan_out(self._holders_prefix + user_id, self._delivery_prefix, self.instance_id,
+                                  self._envelope(user_id, payload, exclude, only, turn_id, seq), record=record)
+                return self._deliver_local(user_id, payload, exclude, only, turn_id, seq)
+            await bus.stream_append(record[0], record[1], max_len=record[2])
         delivered = self._deliver_local(user_id, payload, exclude, only, turn_id, seq)
-        if self._shared:
-            await self.context.bus.publish(self._user_channel(user_id), {
-                "origin": self.instance_id, "user_id": user_id, "payload": payload, "exclude": exclude,
-                "only": only, "turn_id": turn_id, "seq": seq})
+        if elsewhere:  # after this instance's devices: they get it even when the bus is down
+            await bus.fan_out(self._holders_prefix + user_id, self._delivery_prefix, self.instance_id,
+                              self._envelope(user_id, payload, exclude, only, turn_id, seq))
         return delivered
+
+    def _envelope(self, user_id: str, payload: str, exclude: str | None, only: str | None, turn_id: str | None,
+                  seq: int) -> dict:
+        return {"origin": self.instance_id, "user_id": user_id, "payload": payload, "exclude": exclude,
+                "only": only, "turn_id": turn_id, "seq": seq}
 
     async def _on_remote(self, envelope: dict) -> None:
         if envelope.get("origin") == self.instance_id:

@@ -94,7 +94,7 @@ class Relay:
         order: contextlib.AbstractAsyncContextManager = contextlib.nullcontext()
         locked = False
         taps: list[ReplyTap] = []
-        append, deliver = self.replay.append, self.hub.send_to_user
+        append, record, deliver = self.replay.append, self.replay.record, self.hub.send_to_user
 
         async def emit(message: dict) -> None:
             async with order:
@@ -105,12 +105,15 @@ class Relay:
         async def send(payload: str, content: str = "") -> None:
             """`content`: the reply's text the frame carries, counted once devices may see it."""
             nonlocal sequence
-            await append(session, turn_id, sequence, payload)
-            if content:
-                pieces.append(content)
             if gate.opened:  # the usual case once the user's message is stored: straight to the hub
-                await deliver(user_id, payload, turn_id=turn_id, seq=sequence)
+                await deliver(user_id, payload, turn_id=turn_id, seq=sequence,
+                              record=record(session, turn_id, sequence, payload))
+                if content:
+                    pieces.append(content)
             else:
+                await append(session, turn_id, sequence, payload)
+                if content:
+                    pieces.append(content)
                 await gate.send(payload, sequence)
             sequence += 1
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Awaitable
 from .keys import RUNNING_REPLAY_TTL, replay_key
 
 if TYPE_CHECKING:
-    from gateway.bus import Bus, Entry
+    from gateway.bus import Bus, Entry, Record
     from gateway.hub import Connection
 
 log = logging.getLogger("plugins.chat.replay")
@@ -47,8 +47,13 @@ class Replay:
     def append(self, session: str, turn_id: str, seq: int, payload: str) -> Awaitable[None]:
         """One frame of the running turn. (The bus's coroutine itself, not one wrapping it: this
         runs for every frame.)"""
-        return self.bus.stream_append(replay_key(session), {"turn": turn_id, "kind": "frame", "seq": str(seq),
-                                                               "payload": payload}, max_len=self.max_frames)
+        return self.bus.stream_append(*self.record(session, turn_id, seq, payload)[:2], max_len=self.max_frames)
+
+    def record(self, session: str, turn_id: str, seq: int, payload: str) -> "Record":
+        """The entry `append` adds, for the hub to append as it sends the frame (`send_to_user`'s
+        `record`: one step on a shared bus)."""
+        return replay_key(session), {"turn": turn_id, "kind": "frame", "seq": str(seq), "payload": payload}, \
+            self.max_frames
 
     async def finish(self, session: str, turn_id: str) -> None:
         """The turn ended; its frames expire `ttl` seconds from now."""

@@ -265,3 +265,53 @@ async def test_a_redis_that_goes_away_is_an_outage_and_subscriptions_resume_when
         assert received[1]["n"] == 2
     finally:
         await bus.close()
+
+
+async def test_fan_out_reaches_the_other_holders_only_after_appending_its_record(bus):
+    """Instances mark themselves holders (of a user's devices); a message fanned out goes to
+    every live holder's channel but the sender's, and its record is in the stream first."""
+    mine, _, _ = await collect(bus, "inbox:me")
+    theirs, _, _ = await collect(bus, "inbox:them")
+    gone, _, _ = await collect(bus, "inbox:gone")
+    await bus.mark("holders:u", "me", 10)
+    await bus.mark("holders:u", "them", 10)
+    await bus.mark("holders:u", "gone", 0.05)  # an instance that died: its mark expires
+    await asyncio.sleep(0.1)
+    await bus.fan_out("holders:u", "inbox:", "me", {"frame": 1}, record=("replay:u", {"seq": "1"}, 100))
+    await bus.fan_out("holders:u", "inbox:", "me", {"frame": 2})
+    await wait_for(lambda: len(theirs) == 2)
+    assert [message["frame"] for message in theirs] == [1, 2]
+    assert await bus.stream_read("replay:u") == [{"seq": "1"}]
+    await asyncio.sleep(0.1)
+    assert mine == [] and gone == []
+    # Nobody else holds the user: nothing is published, the record is still kept.
+    await bus.fan_out("holders:nobody", "inbox:", "me", {"frame": 3}, record=("replay:u", {"seq": "2"}, 100))
+    assert await bus.stream_read("replay:u") == [{"seq": "1"}, {"seq": "2"}]
+
+
+@pytest.mark.slow
+async def test_a_bus_that_returns_is_listened_to_at_once_when_asked_and_its_listeners_told(
+        restartable_redis, bus_prefix):
+    """A hub about to mark itself a holder asks the bus to listen again first (the reader alone
+    retries only every RESUBSCRIBE_MAX_DELAY); the marks Redis lost are made again by the
+    listeners of `on_restored`."""
+    bus, sender = RedisBus(restartable_redis.url, bus_prefix), RedisBus(restartable_redis.url, bus_prefix)
+    restored = asyncio.Event()
+
+    async def mark_again() -> None:
+        restored.set()
+
+    bus.on_restored(mark_again)
+    try:
+        received, _, _ = await collect(bus, "inbox:me")
+        restartable_redis.kill()
+        await asyncio.sleep(1.5)  # the reader finds Redis gone and backs off
+        await restartable_redis.start()
+        await bus.ensure_listening()
+        await asyncio.wait_for(restored.wait(), 1)
+        await bus.mark("holders:u", "me", 10)
+        await sender.fan_out("holders:u", "inbox:", "them", {"frame": 1})
+        await wait_for(lambda: len(received) == 1, timeout=1.0)  # well before the reader's next try
+    finally:
+        await bus.close()
+        await sender.close()

@@ -407,6 +407,12 @@ class WebSocketHub:
         candidates = await self.context.bus.members(self._online_users)
         return {user for user in candidates if await self.is_online(user)}
 
+    async def held_elsewhere(self, user_id: str) -> bool:
+        """Whether another instance sharing the bus holds a connection of `user_id` now."""
+        if not self._shared:
+            return False
+        return bool(await self.context.bus.members(self._holders_prefix + user_id) - {self.instance_id})
+
     def connections(self, user_id: str | None = None) -> list[Connection]:
         if user_id is not None:
             return list(self._by_user.get(user_id, {}).values())

@@ -347,12 +347,14 @@ class EchoGate:
     def opened(self) -> bool:
         return self._held is None
 
-    def _sender_alone(self) -> bool:
+    async def _sender_alone(self) -> bool:
         """Whether nobody but the sender could receive the echo and the held frames: no other
-        device of the user is connected here, and no other instance shares the bus."""
-        if self.sender is None or getattr(self.hub.context.bus, "shared", True):
+        device of the user is connected here, nor on another instance (a device that connects
+        after this is replayed the frames, as one that connects after the echo)."""
+        if self.sender is None or any(connection.id != self.sender
+                                      for connection in self.hub.connections(self.user_id)):
             return False
-        return all(connection.id == self.sender for connection in self.hub.connections(self.user_id))
+        return not await self.hub.held_elsewhere(self.user_id)
 
     async def send(self, payload: str, seq: int) -> None:
         if self._held is None:
@@ -368,7 +370,7 @@ class EchoGate:
         rest from this instance's devices; the failure is raised once all went."""
         if self._held is None:
             return
-        if self._sender_alone():  # the usual device on its own: nothing to send twice
+        if await self._sender_alone():  # the usual device on its own: nothing to send twice
             self._held = None
             return
         failure = None

@@ -84,7 +84,15 @@ class Relay:
             "message_id": turn.client_msg_id}
         events = self.ai.stream_chat(body)
         gate = EchoGate(self.hub, user_id, turn.sender, turn_id)
-        relayed = asyncio.get_running_loop().create_future()  # done once the first event went out
+        # Done once the first event went out, or `store_after` seconds passed, or at once without
+        # a sender (see _store_user_message). A timer rather than a wait with a timeout: a burst
+        # of turns starts hundreds of these on the way to their first tokens.
+        loop = asyncio.get_running_loop()
+        relayed = loop.create_future()
+        if turn.sender is None:
+            relayed.set_result(None)
+        else:
+            loop.call_later(self.store_after, _set_once, relayed)
         confirmed = asyncio.create_task(self._store_user_message(turn, gate, relayed))
         sequence = 0
         chunks = ChunkFrames(session_id, turn_id)
@@ -268,8 +276,7 @@ class Relay:
         When the sender sees the reply without waiting for this, the writes start once the
         AI core's first event was sent on (or `store_after` seconds passed): their work in this
         process and in PostgreSQL would otherwise compete with the first token for the CPU."""
-        if gate.sender is not None:
-            await asyncio.wait([relayed], timeout=self.store_after)
+        await relayed
         session_id = turn.session_id
         metadata: dict[str, Any] = dict(turn.metadata) if turn.metadata is not None else {"mode": turn.mode}
         if turn.attachments:

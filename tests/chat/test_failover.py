@@ -193,24 +193,10 @@ async def test_a_turn_queued_behind_an_instance_that_dies_runs_on_the_survivor(q
             raise AssertionError(f"no reply reached B's device after A died; queue: "
                                  f"{await queue_rows(survivor, DEAD_SESSION)}") from None
 
-    recovered = frames_of_turn(seen, queued["turn_id"])
-    assert recovered, f"the queued turn never ran on the survivor:\n{doomed.output()}"
-    assert seen[-1] is recovered[-1]
-    assert [frame["type"] for frame in recovered][0] == "stream_start"
-    assert [frame["seq"] for frame in recovered] == list(range(len(recovered)))
-    assert recovered[-1]["finish_reason"] == "stop" and recovered[-1]["text"] == provider.reply
-    assert not [frame for frame in seen if frame["type"] == "error"]
-    # A's turn is ended for the device before the next one starts: stream_end after its last seq,
-    # `finish_reason: "error"`, the text that had arrived.
-    cut_off = [frame for frame in seen if "seq" in frame and frame["turn_id"] != queued["turn_id"]]
-    assert [frame["type"] for frame in cut_off] == ["stream_start", "stream_chunk", "stream_chunk", "stream_end"]
-    assert [frame["seq"] for frame in cut_off] == [0, 1, 2, 3]
-    assert cut_off[-1]["finish_reason"] == "error"
-    assert cut_off[-1]["text"] == "".join(frame["content"] for frame in cut_off[1:-1])
-    assert seen.index(cut_off[-1]) < seen.index(recovered[0])
-    echoes = [frame["content"] for frame in seen if frame["type"] == "response"]
     # B's device saw the echo of A's message; of "second" only when another device sent it.
-    assert echoes == (["first"] if queued_from == "survivor" else ["first", "second"])
+    assert_dead_turn_ended_then_queued_turn_ran(seen, queued["turn_id"], provider.reply,
+                                                ["first"] if queued_from == "survivor" else ["first", "second"],
+                                                doomed.output())
 
     # The dead turn was abandoned, not run again; the queued one ran once, with the history A stored.
     assert await queue_rows(survivor, DEAD_SESSION) == [("first", "abandoned"), ("second", "done")]
@@ -224,6 +210,28 @@ async def test_a_turn_queued_behind_an_instance_that_dies_runs_on_the_survivor(q
         return await bus.get(lock_key(session_key("admin", DEAD_SESSION))) is None
 
     await eventually(lock_let_go)
+
+
+def assert_dead_turn_ended_then_queued_turn_ran(seen: list[dict], queued_turn_id: str, reply: str,
+                                                echoes: list[str], output: str) -> None:
+    """What a surviving device saw when the instance running a turn died with another queued:
+    the dead turn (two chunks had arrived) ended with `finish_reason: "error"` and the text that
+    had arrived, before the queued turn's frames, which run in full and in order; no error; the
+    echoes of the users' messages `echoes`."""
+    recovered = frames_of_turn(seen, queued_turn_id)
+    assert recovered, f"the queued turn never ran on the survivor:\n{output}"
+    assert seen[-1] is recovered[-1]
+    assert [frame["type"] for frame in recovered][0] == "stream_start"
+    assert [frame["seq"] for frame in recovered] == list(range(len(recovered)))
+    assert recovered[-1]["finish_reason"] == "stop" and recovered[-1]["text"] == reply
+    assert not [frame for frame in seen if frame["type"] == "error"]
+    cut_off = [frame for frame in seen if "seq" in frame and frame["turn_id"] != queued_turn_id]
+    assert [frame["type"] for frame in cut_off] == ["stream_start", "stream_chunk", "stream_chunk", "stream_end"]
+    assert [frame["seq"] for frame in cut_off] == [0, 1, 2, 3]
+    assert cut_off[-1]["finish_reason"] == "error"
+    assert cut_off[-1]["text"] == "".join(frame["content"] for frame in cut_off[1:-1])
+    assert seen.index(cut_off[-1]) < seen.index(recovered[0])
+    assert [frame["content"] for frame in seen if frame["type"] == "response"] == echoes
 
 
 async def test_a_reply_cut_off_by_a_dead_instance_is_ended_though_no_message_follows(two_instances, provider):

@@ -30,7 +30,8 @@ from gateway.services import ServiceSpec
 from gateway.settings_reference import toml_value
 from gateway.workers import MAX_AUTO_WORKERS, auto_workers, worker_count
 from tests.chat.conftest import ADMIN, eventually, receive_until, token_for
-from tests.chat.test_failover import FAST_FAILOVER, frames_of_turn, queue_rows, stored_messages
+from tests.chat.test_failover import (FAST_FAILOVER, assert_dead_turn_ended_then_queued_turn_ran,
+                                     queue_rows, stored_messages)
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.slow
@@ -443,23 +444,9 @@ async def test_a_turn_queued_behind_a_killed_worker_runs_and_reaches_the_survivi
         await eventually(lambda: gateway.replaced(0, doomed), timeout=20)
         await laptop.close()
 
-    recovered = frames_of_turn(seen, queued["turn_id"])
-    assert recovered, f"the queued turn never ran:\n{gateway.output()}"
-    assert seen[-1] is recovered[-1]
-    assert [frame["type"] for frame in recovered][0] == "stream_start"
-    assert [frame["seq"] for frame in recovered] == list(range(len(recovered)))
-    assert recovered[-1]["finish_reason"] == "stop" and recovered[-1]["text"] == provider.reply
-    assert not [frame for frame in seen if frame["type"] == "error"]
-    # The dead turn is ended for the laptop before the next one starts: stream_end after its
-    # last seq, `finish_reason: "error"`, the text that had arrived.
-    cut_off = [frame for frame in seen if "seq" in frame and frame["turn_id"] != queued["turn_id"]]
-    assert [frame["type"] for frame in cut_off] == ["stream_start", "stream_chunk", "stream_chunk", "stream_end"]
-    assert [frame["seq"] for frame in cut_off] == [0, 1, 2, 3]
-    assert cut_off[-1]["finish_reason"] == "error"
-    assert cut_off[-1]["text"] == "".join(frame["content"] for frame in cut_off[1:-1])
-    assert seen.index(cut_off[-1]) < seen.index(recovered[0])
-    echoes = [frame["content"] for frame in seen if frame["type"] == "response"]
-    assert echoes == (["first"] if queued_from == "surviving worker" else ["first", "second"])
+    assert_dead_turn_ended_then_queued_turn_ran(
+        seen, queued["turn_id"], provider.reply,
+        ["first"] if queued_from == "surviving worker" else ["first", "second"], gateway.output())
 
     assert await queue_rows(bystander, session) == [("first", "abandoned"), ("second", "done")]
     assert [request["messages"][-1]["content"] for request in provider.requests] == ["first", "second"]

@@ -21,6 +21,7 @@ from .batching import Batcher
 
 if TYPE_CHECKING:
     from redis.asyncio.client import PubSub
+    from redis.commands.core import AsyncScript
 
 log = logging.getLogger("gateway.bus")
 
@@ -32,10 +33,6 @@ RESUBSCRIBE_MAX_DELAY = 2.0
 Entry = dict[str, str]
 # An entry to append to a stream: (key, entry, max_len), see `Bus.stream_append`.
 Record = tuple[str, Entry, "int | None"]
-
-
-# The batched write that is a call of the fan-out script (the others are redis-py method names).
-_FAN_OUT = object()
 
 
 def _log_listener_failure(task: "asyncio.Task") -> None:
@@ -388,6 +385,22 @@ return previous
 """
 
 
+_MEMBERS_SCRIPT = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+return redis.call('ZRANGE', KEYS[1], 0, -1)
+"""
+
+# ARGV: max_len ('' for none), ttl in ms, then the entry's fields.
+_STREAM_APPEND_EXPIRING_SCRIPT = """
+if ARGV[1] == '' then
+  redis.call('XADD', KEYS[1], '*', unpack(ARGV, 3))
+else
+  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 3))
+end
+return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+"""
+
+
 # KEYS[1]: the holders (a sorted set scored by expiry), KEYS[2] (optional): the stream to append to.
 # ARGV: now, origin, channel prefix, message, max_len ('' for none), then the entry's fields.
 _FAN_OUT_SCRIPT = """
@@ -425,10 +438,11 @@ class RedisBus(Bus):
         pool = redis.BlockingConnectionPool.from_url(url, decode_responses=True, max_connections=max_connections,
                                                      timeout=10)
         self.client = redis.Redis.from_pool(pool)
-        # Publishes and stream appends of many tasks go out in one pipeline while one is in flight:
-        # every frame of a reply is one of each, and a burst of turns would otherwise cost a round
-        # trip (and its CPU, in this process and in Redis) per frame.
-        self._writes: Batcher[tuple, Any] = Batcher(self._write_one, self._write_many, max_batch=256)
+        # Every command (but subscriptions) of many tasks goes out in one pipeline while one is in
+        # flight: each frame of a reply is one, a turn adds some twenty more, and a burst of turns
+        # would otherwise cost a round trip (and its CPU, in this process and in Redis) each. Alone,
+        # a command goes out at once.
+        self._commands: Batcher[tuple, Any] = Batcher(self._run_one, self._run_many, max_batch=256)
         self._pubsub: PubSub | None = None
         self._reader: asyncio.Task | None = None
         self._subscriptions_lost = False  # the reader is waiting to reconnect
@@ -438,12 +452,21 @@ class RedisBus(Bus):
         self._renew_if = self.client.register_script(_RENEW_IF_SCRIPT)
         self._stream_restart = self.client.register_script(_STREAM_RESTART_SCRIPT)
         self._fan_out = self.client.register_script(_FAN_OUT_SCRIPT)
+        self._members = self.client.register_script(_MEMBERS_SCRIPT)
+        self._stream_append_expiring = self.client.register_script(_STREAM_APPEND_EXPIRING_SCRIPT)
 
     async def ping(self) -> None:
         await self.client.ping()
 
+    def _command(self, name: str, *args: Any, **options: Any) -> "asyncio.Future[Any]":
+        """A redis-py command, pipelined with the others in flight (see `_commands`)."""
+        return self._commands.submit((name, args, options))
+
+    def _script(self, script: "AsyncScript", keys: list, args: list) -> "asyncio.Future[Any]":
+        return self._commands.submit((script, (keys, args), {}))
+
     async def publish(self, channel: str, message: dict) -> None:
-        await self._writes.submit(("publish", (self.prefix + channel, json.dumps(message)), {}))
+        await self._command("publish", self.prefix + channel, json.dumps(message))
 
     async def fan_out(self, holders: str, channel_prefix: str, origin: str, message: dict, *,
                       record: Record | None = None) -> None:
@@ -455,21 +478,21 @@ class RedisBus(Bus):
             keys.append(self.prefix + key)
             args.append("" if max_len is None else max_len)
             args += [item for pair in entry.items() for item in pair]
-        await self._writes.submit((_FAN_OUT, (keys, args), {}))
+        await self._script(self._fan_out, keys, args)
 
-    async def _write_one(self, command: tuple) -> Any:
+    async def _run_one(self, command: tuple) -> Any:
         name, args, options = command
-        if name is _FAN_OUT:
+        if not isinstance(name, str):  # a script
             keys, script_args = args
-            return await self._fan_out(keys=keys, args=script_args)  # loads the script when Redis lacks it
+            return await name(keys=keys, args=script_args)  # loads the script when Redis lacks it
         return await getattr(self.client, name)(*args, **options)
 
-    async def _write_many(self, commands: list[tuple]) -> list[Any]:
+    async def _run_many(self, commands: list[tuple]) -> list[Any]:
         async with self.client.pipeline(transaction=False) as pipe:
             for name, args, options in commands:
-                if name is _FAN_OUT:
+                if not isinstance(name, str):
                     keys, script_args = args
-                    pipe.evalsha(self._fan_out.sha, len(keys), *keys, *script_args)
+                    pipe.evalsha(name.sha, len(keys), *keys, *script_args)
                 else:
                     getattr(pipe, name)(*args, **options)
             results = await pipe.execute(raise_on_error=False)
@@ -478,7 +501,7 @@ class RedisBus(Bus):
         for index, result in enumerate(results):
             if isinstance(result, redis_exceptions().NoScriptError):
                 try:
-                    results[index] = await self._write_one(commands[index])
+                    results[index] = await self._run_one(commands[index])
                 except Exception as error:
                     results[index] = error
         return results
@@ -537,49 +560,44 @@ class RedisBus(Bus):
                 self._deliver(message["channel"][skip:], message["data"])
 
     async def incr(self, key: str, ttl: float) -> tuple[int, float]:
-        count, remaining_ms = await self._incr(keys=[self.prefix + key], args=[max(1, int(ttl * 1000))])
+        count, remaining_ms = await self._script(self._incr, [self.prefix + key], [max(1, int(ttl * 1000))])
         return int(count), max(0.0, int(remaining_ms) / 1000)
 
     async def set(self, key: str, value: str, ttl: float | None = None, only_if_absent: bool = False) -> bool:
-        result = await self.client.set(self.prefix + key, value,
-                                       px=int(ttl * 1000) if ttl else None, nx=only_if_absent)
+        result = await self._command("set", self.prefix + key, value,
+                                     px=int(ttl * 1000) if ttl else None, nx=only_if_absent)
         return bool(result)
 
     # The client decodes replies (`decode_responses=True`): values are str, where redis-py's
     # types, which do not follow that setting, say `bytes | str`.
     async def get(self, key: str) -> str | None:
-        return cast("str | None", await self.client.get(self.prefix + key))
+        return cast("str | None", await self._command("get", self.prefix + key))
 
     async def get_many(self, keys: list[str]) -> list[str | None]:
         if not keys:
             return []
-        return cast("list[str | None]", await self.client.mget([self.prefix + key for key in keys]))
+        return cast("list[str | None]", await self._command("mget", [self.prefix + key for key in keys]))
 
     async def delete(self, key: str) -> None:
-        await self.client.delete(self.prefix + key)
+        await self._command("delete", self.prefix + key)
 
     async def delete_if(self, key: str, value: str) -> bool:
-        return bool(await self._delete_if(keys=[self.prefix + key], args=[value]))
+        return bool(await self._script(self._delete_if, [self.prefix + key], [value]))
 
     async def renew_if(self, key: str, value: str, ttl: float) -> bool:
-        return bool(await self._renew_if(keys=[self.prefix + key], args=[value, max(1, int(ttl * 1000))]))
+        return bool(await self._script(self._renew_if, [self.prefix + key], [value, max(1, int(ttl * 1000))]))
 
     # Expiring sets are sorted sets scored by each member's expiry time (Redis server clock via
     # TIME would cost a round trip; instances' clocks are assumed to agree within seconds).
     async def mark(self, key: str, member: str, ttl: float) -> None:
         expires = time.time() + ttl
-        await self.client.zadd(self.prefix + key, {member: expires})
+        await self._command("zadd", self.prefix + key, {member: expires})
 
     async def unmark(self, key: str, member: str) -> None:
-        await self.client.zrem(self.prefix + key, member)
+        await self._command("zrem", self.prefix + key, member)
 
     async def members(self, key: str) -> builtins.set[str]:
-        now = time.time()
-        async with self.client.pipeline(transaction=True) as pipe:
-            pipe.zremrangebyscore(self.prefix + key, "-inf", now)
-            pipe.zrange(self.prefix + key, 0, -1)
-            _, members = await pipe.execute()
-        return set(members)
+        return set(await self._script(self._members, [self.prefix + key], [time.time()]))
 
     # Streams are Redis Streams; entry ids are Redis's own and stay inside.
     async def stream_append(self, key: str, entry: Entry, *, max_len: int | None = None,
@@ -588,29 +606,28 @@ class RedisBus(Bus):
         # no `dict[str, str]` is, though xadd only reads it (a Mapping); a cast would cost a call
         # per frame.
         if ttl is None:
-            await self._writes.submit(("xadd", (self.prefix + key, entry), {"maxlen": max_len, "approximate": True}))
+            await self._command("xadd", self.prefix + key, entry, maxlen=max_len, approximate=True)
             return
-        async with self.client.pipeline(transaction=True) as pipe:
-            pipe.xadd(self.prefix + key, entry, maxlen=max_len, approximate=True)  # type: ignore[arg-type]
-            pipe.pexpire(self.prefix + key, max(1, int(ttl * 1000)))
-            await pipe.execute()
+        await self._script(self._stream_append_expiring, [self.prefix + key],
+                           ["" if max_len is None else max_len, max(1, int(ttl * 1000)),
+                            *[item for pair in entry.items() for item in pair]])
 
     async def stream_read(self, key: str) -> list[Entry]:
         # Decoded (see `get`), and XRANGE answers a list, empty for a missing key: redis-py's
         # `bytes | str` and `| None` are for other settings and commands.
-        entries = cast("list[tuple[str, Entry]]", await self.client.xrange(self.prefix + key))
+        entries = cast("list[tuple[str, Entry]]", await self._command("xrange", self.prefix + key))
         return [fields for _, fields in entries]
 
     async def stream_restart(self, key: str, entry: Entry, ttl: float, *,
                              finished: tuple[str, str]) -> list[Entry]:
         fields = [item for pair in entry.items() for item in pair]
-        entries = await self._stream_restart(keys=[self.prefix + key],
-                                             args=[max(1, int(ttl * 1000)), *finished, *fields])
+        entries = await self._script(self._stream_restart, [self.prefix + key],
+                                     [max(1, int(ttl * 1000)), *finished, *fields])
         return [dict(zip(values[::2], values[1::2])) for _, values in entries or ()]
 
     async def close(self) -> None:
         self._closed = True  # before any await: no subscription may open a connection after this
-        await self._writes.close()
+        await self._commands.close()
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):

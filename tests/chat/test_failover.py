@@ -164,19 +164,9 @@ async def test_a_turn_queued_behind_an_instance_that_dies_runs_on_the_survivor(q
     async with aiohttp.ClientSession() as http, \
             http.ws_connect(doomed.base_url + chat_query(token, DEAD_SESSION)) as phone_on_a, \
             survivor.ws_connect(chat_query(token, DEAD_SESSION)) as laptop_on_b:
-        await phone_on_a.send_json({"type": "message", "content": "first", "client_msg_id": "first"})
-        await receive_until(phone_on_a, "stream_chunk")  # A relays the reply; the model then holds it
-
-        async def first_turn_recorded() -> bool:
-            return (await queue_rows(survivor, DEAD_SESSION) == [("first", "running")]
-                    and await stored_messages(survivor, DEAD_SESSION) == [("user", "first")])
-
-        await eventually(first_turn_recorded)
         sender = laptop_on_b if queued_from == "survivor" else phone_on_a
-        await sender.send_json({"type": "message", "content": "second", "client_msg_id": "second"})
-        before_death = await receive_until(sender, "queued")
-        queued = before_death[-1]
-        assert queued["client_msg_id"] == "second"
+        # A relays the reply; the model then holds it
+        queued, before_death = await hold_a_turn_and_queue_another(phone_on_a, sender, survivor, DEAD_SESSION)
         seen = before_death if sender is laptop_on_b else []
 
         await doomed.kill()
@@ -210,6 +200,24 @@ async def test_a_turn_queued_behind_an_instance_that_dies_runs_on_the_survivor(q
         return await bus.get(lock_key(session_key("admin", DEAD_SESSION))) is None
 
     await eventually(lock_let_go)
+
+
+async def hold_a_turn_and_queue_another(runner, sender, reader, session: str) -> tuple[dict, list[dict]]:
+    """`runner` sends "first", whose reply the model holds after its first chunks (the turn's row
+    is `running` and its message stored, read through the gateway `reader`); then `sender` sends
+    "second", which waits. Returns its `queued` frame and all `sender` saw up to it."""
+    await runner.send_json({"type": "message", "content": "first", "client_msg_id": "first"})
+    await receive_until(runner, "stream_chunk")
+
+    async def first_turn_recorded() -> bool:
+        return (await queue_rows(reader, session) == [("first", "running")]
+                and await stored_messages(reader, session) == [("user", "first")])
+
+    await eventually(first_turn_recorded)
+    await sender.send_json({"type": "message", "content": "second", "client_msg_id": "second"})
+    before = await receive_until(sender, "queued")
+    assert before[-1]["client_msg_id"] == "second"
+    return before[-1], before
 
 
 def assert_dead_turn_ended_then_queued_turn_ran(seen: list[dict], queued_turn_id: str, reply: str,

@@ -31,7 +31,7 @@ from gateway.settings_reference import toml_value
 from gateway.workers import MAX_AUTO_WORKERS, auto_workers, worker_count
 from tests.chat.conftest import ADMIN, eventually, receive_until, token_for
 from tests.chat.test_failover import (FAST_FAILOVER, assert_dead_turn_ended_then_queued_turn_ran,
-                                     queue_rows, stored_messages)
+                                     hold_a_turn_and_queue_another, queue_rows, stored_messages)
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.slow
@@ -415,18 +415,9 @@ async def test_a_turn_queued_behind_a_killed_worker_runs_and_reaches_the_survivi
         phone = await gateway.connect(http, token, 0, session_id=session)
         laptop = await gateway.connect(http, token, 1, session_id=session)
         provider.gate.clear()
-        await phone.send_json({"type": "message", "content": "first", "client_msg_id": "first"})
-        await receive_until(phone, "stream_chunk")  # worker 0 relays the reply; the model then holds it
-
-        async def first_turn_recorded() -> bool:
-            return (await queue_rows(bystander, session) == [("first", "running")]
-                    and await stored_messages(bystander, session) == [("user", "first")])
-        await eventually(first_turn_recorded)
         sender = laptop if queued_from == "surviving worker" else phone
-        await sender.send_json({"type": "message", "content": "second", "client_msg_id": "second"})
-        before_death = await receive_until(sender, "queued")
-        queued = before_death[-1]
-        assert queued["client_msg_id"] == "second"
+        # Worker 0 relays the reply; the model then holds it.
+        queued, before_death = await hold_a_turn_and_queue_another(phone, sender, bystander, session)
         seen = before_death if sender is laptop else []
 
         doomed = gateway.workers()[0]

@@ -40,6 +40,17 @@ def _log_listener_failure(task: "asyncio.Task") -> None:
         log.error("a listener of the bus's return failed: %r", task.exception())
 
 
+def _fields(entry: Entry) -> list[str]:
+    """A stream entry as a script's arguments: field, value, field, value..."""
+    return [item for pair in entry.items() for item in pair]
+
+
+def _stream_args(entry: Entry, max_len: int | None) -> list:
+    """A stream entry as the appending scripts take it (`_APPEND_LUA`): max_len ('' for none),
+    then the entry's fields."""
+    return ["" if max_len is None else max_len, *_fields(entry)]
+
+
 def redis_exceptions():
     import redis.exceptions
 
@@ -49,9 +60,8 @@ def redis_exceptions():
 def unavailable(error: BaseException) -> bool:
     """Whether `error` says Redis cannot be reached now (down, restarting, the connection lost).
     The client reconnects at the next command, and subscriptions are made again (`RedisBus`)."""
-    import redis.exceptions
-
-    return isinstance(error, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError))
+    exceptions = redis_exceptions()
+    return isinstance(error, (exceptions.ConnectionError, exceptions.TimeoutError))
 
 
 class Subscription:
@@ -332,7 +342,6 @@ class InProcessBus(Bus):
             return []
         return list(old.entries)
 
-
     async def fan_out(self, holders: str, channel_prefix: str, origin: str, message: dict, *,
                       record: Record | None = None) -> None:
         if record is not None:
@@ -390,27 +399,29 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
 return redis.call('ZRANGE', KEYS[1], 0, -1)
 """
 
-# ARGV: max_len ('' for none), ttl in ms, then the entry's fields.
-_STREAM_APPEND_EXPIRING_SCRIPT = """
-if ARGV[1] == '' then
-  redis.call('XADD', KEYS[1], '*', unpack(ARGV, 3))
-else
-  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 3))
+# The append of the scripts that add a stream entry: ARGV[at] is max_len ('' for none), then the
+# entry's fields (`_stream_args`).
+_APPEND_LUA = """
+local function append(key, at)
+  if ARGV[at] == '' then
+    redis.call('XADD', key, '*', unpack(ARGV, at + 1))
+  else
+    redis.call('XADD', key, 'MAXLEN', '~', ARGV[at], '*', unpack(ARGV, at + 1))
+  end
 end
-return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+"""
+
+# ARGV: ttl in ms, then the entry (`_stream_args`).
+_STREAM_APPEND_EXPIRING_SCRIPT = _APPEND_LUA + """
+append(KEYS[1], 2)
+return redis.call('PEXPIRE', KEYS[1], ARGV[1])
 """
 
 
 # KEYS[1]: the holders (a sorted set scored by expiry), KEYS[2] (optional): the stream to append to.
-# ARGV: now, origin, channel prefix, message, max_len ('' for none), then the entry's fields.
-_FAN_OUT_SCRIPT = """
-if #KEYS > 1 then
-  if ARGV[5] == '' then
-    redis.call('XADD', KEYS[2], '*', unpack(ARGV, 6))
-  else
-    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', unpack(ARGV, 6))
-  end
-end
+# ARGV: now, origin, channel prefix, message, then with KEYS[2] the entry (`_stream_args`).
+_FAN_OUT_SCRIPT = _APPEND_LUA + """
+if #KEYS > 1 then append(KEYS[2], 5) end
 local sent = 0
 for _, holder in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '+inf')) do
   if holder ~= ARGV[2] then
@@ -471,13 +482,10 @@ class RedisBus(Bus):
     async def fan_out(self, holders: str, channel_prefix: str, origin: str, message: dict, *,
                       record: Record | None = None) -> None:
         keys, args = [self.prefix + holders], [time.time(), origin, self.prefix + channel_prefix, json.dumps(message)]
-        if record is None:
-            args.append("")
-        else:
+        if record is not None:
             key, entry, max_len = record
             keys.append(self.prefix + key)
-            args.append("" if max_len is None else max_len)
-            args += [item for pair in entry.items() for item in pair]
+            args += _stream_args(entry, max_len)
         await self._script(self._fan_out, keys, args)
 
     async def _run_one(self, command: tuple) -> Any:
@@ -602,15 +610,11 @@ class RedisBus(Bus):
     # Streams are Redis Streams; entry ids are Redis's own and stay inside.
     async def stream_append(self, key: str, entry: Entry, *, max_len: int | None = None,
                             ttl: float | None = None) -> None:
-        # The ignores: redis-py types `fields` as an invariant `Dict[FieldT, EncodableT]`, which
-        # no `dict[str, str]` is, though xadd only reads it (a Mapping); a cast would cost a call
-        # per frame.
         if ttl is None:
             await self._command("xadd", self.prefix + key, entry, maxlen=max_len, approximate=True)
             return
         await self._script(self._stream_append_expiring, [self.prefix + key],
-                           ["" if max_len is None else max_len, max(1, int(ttl * 1000)),
-                            *[item for pair in entry.items() for item in pair]])
+                           [max(1, int(ttl * 1000)), *_stream_args(entry, max_len)])
 
     async def stream_read(self, key: str) -> list[Entry]:
         # Decoded (see `get`), and XRANGE answers a list, empty for a missing key: redis-py's
@@ -620,9 +624,8 @@ class RedisBus(Bus):
 
     async def stream_restart(self, key: str, entry: Entry, ttl: float, *,
                              finished: tuple[str, str]) -> list[Entry]:
-        fields = [item for pair in entry.items() for item in pair]
         entries = await self._script(self._stream_restart, [self.prefix + key],
-                                     [max(1, int(ttl * 1000)), *finished, *fields])
+                                     [max(1, int(ttl * 1000)), *finished, *_fields(entry)])
         return [dict(zip(values[::2], values[1::2])) for _, values in entries or ()]
 
     async def close(self) -> None:

@@ -465,11 +465,10 @@ class WebSocketHub:
 
     def _envelope(self, user_id: str, payload: str, exclude: str | None, only: str | None, turn_id: str | None,
                   seq: int) -> dict:
-        return {"origin": self.instance_id, "user_id": user_id, "payload": payload, "exclude": exclude,
-                "only": only, "turn_id": turn_id, "seq": seq}
+        return {"user_id": user_id, "payload": payload, "exclude": exclude, "only": only, "turn_id": turn_id,
+                "seq": seq}
 
     async def _on_remote(self, envelope: dict) -> None:
-        if envelope.get("origin") == self.instance_id:
-            return
+        """A delivery another instance sent this one (`Bus.fan_out` never sends one its own)."""
         self._deliver_local(envelope["user_id"], envelope["payload"], envelope.get("exclude"), envelope.get("only"),
                             envelope.get("turn_id"), int(envelope.get("seq", -1)))

@@ -47,7 +47,8 @@ class Replay:
     def append(self, session: str, turn_id: str, seq: int, payload: str) -> Awaitable[None]:
         """One frame of the running turn. (The bus's coroutine itself, not one wrapping it: this
         runs for every frame.)"""
-        return self.bus.stream_append(*self.record(session, turn_id, seq, payload)[:2], max_len=self.max_frames)
+        key, entry, max_len = self.record(session, turn_id, seq, payload)
+        return self.bus.stream_append(key, entry, max_len=max_len)
 
     def record(self, session: str, turn_id: str, seq: int, payload: str) -> "Record":
         """The entry `append` adds, for the hub to append as it sends the frame (`send_to_user`'s

@@ -176,12 +176,8 @@ async def test_a_turn_queued_behind_an_instance_that_dies_runs_on_the_survivor(q
         provider.gate.set()  # the model would answer the next turn at once
 
         # What B's device gets: the end of A's reply, cut off where A died, then the queued turn.
-        try:
-            seen += await receive_until(laptop_on_b, "stream_end", timeout=FAST_FAILOVER["lock_ttl"] + 10)
-            seen += await receive_until(laptop_on_b, "stream_end")
-        except asyncio.TimeoutError:
-            raise AssertionError(f"no reply reached B's device after A died; queue: "
-                                 f"{await queue_rows(survivor, DEAD_SESSION)}") from None
+        seen += await receive_the_cut_off_end_and_the_queued_turn(laptop_on_b, survivor, DEAD_SESSION,
+                                                                  "B's device after A died")
 
     # B's device saw the echo of A's message; of "second" only when another device sent it.
     assert_dead_turn_ended_then_queued_turn_ran(seen, queued["turn_id"], provider.reply,
@@ -218,6 +214,19 @@ async def hold_a_turn_and_queue_another(runner, sender, reader, session: str) ->
     before = await receive_until(sender, "queued")
     assert before[-1]["client_msg_id"] == "second"
     return before[-1], before
+
+
+async def receive_the_cut_off_end_and_the_queued_turn(device, reader, session: str, who: str,
+                                                      output: str = "") -> list[dict]:
+    """What a surviving device gets once the dead instance's turn lock expires: up to the cut-off
+    turn's stream_end, then up to the queued turn's. A timeout says what the queue holds (read
+    through the gateway `reader`) and `output`."""
+    try:
+        return (await receive_until(device, "stream_end", timeout=FAST_FAILOVER["lock_ttl"] + 10)
+                + await receive_until(device, "stream_end"))
+    except asyncio.TimeoutError:
+        raise AssertionError(f"no reply reached {who}; queue: {await queue_rows(reader, session)}"
+                             + (f"\n{output}" if output else "")) from None
 
 
 def assert_dead_turn_ended_then_queued_turn_ran(seen: list[dict], queued_turn_id: str, reply: str,

@@ -31,7 +31,8 @@ from gateway.settings_reference import toml_value
 from gateway.workers import MAX_AUTO_WORKERS, auto_workers, worker_count
 from tests.chat.conftest import ADMIN, eventually, receive_until, token_for
 from tests.chat.test_failover import (FAST_FAILOVER, assert_dead_turn_ended_then_queued_turn_ran,
-                                     hold_a_turn_and_queue_another, queue_rows, stored_messages)
+                                     hold_a_turn_and_queue_another, queue_rows,
+                                     receive_the_cut_off_end_and_the_queued_turn, stored_messages)
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.slow
@@ -90,36 +91,40 @@ class WorkersGateway:
     async def connect(self, http: aiohttp.ClientSession, token: str, worker: int, **query):
         """A device on worker `worker` (`http` made by `devices`)."""
         params = "&".join(f"{key}={value}" for key, value in {"token": token, **query}.items())
-        # Misplaced connections stay open until one lands: a closed one's source port would be
-        # taken again, and the same address lands on the same worker.
-        misplaced = []
-        try:
-            for _ in range(40):
-                ws = await http.ws_connect(f"{self.base_url}/ws/chat?{params}")
-                if http.landed[-1] == str(worker):  # type: ignore[attr-defined]
-                    return ws
-                misplaced.append(ws)
-            raise AssertionError(f"no connection landed on worker {worker}")
-        finally:
-            for ws in misplaced:
-                await ws.close()
+
+        async def open_one():
+            ws = await http.ws_connect(f"{self.base_url}/ws/chat?{params}")
+            return ws, http.landed[-1]  # type: ignore[attr-defined]
+
+        return await landed_on(worker, open_one, lambda ws: ws.close())
 
     async def client_on(self, worker: int) -> aiohttp.ClientSession:
         """A client whose one kept-alive connection worker `worker` serves: the requests sent
         through it run there. Close it when done."""
-        misplaced = []
-        try:
-            for _ in range(40):
-                http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1))
-                async with http.get(self.base_url + "/api/v1/health") as answer:
-                    await answer.read()
-                    if answer.headers.get(WORKER_HEADER) == str(worker):
-                        return http
-                misplaced.append(http)
-            raise AssertionError(f"no connection landed on worker {worker}")
-        finally:
-            for http in misplaced:
-                await http.close()
+        async def open_one():
+            http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1))
+            async with http.get(self.base_url + "/api/v1/health") as answer:
+                await answer.read()
+                return http, answer.headers.get(WORKER_HEADER)
+
+        return await landed_on(worker, open_one, lambda http: http.close())
+
+
+async def landed_on(worker: int, open_one, close):
+    """What `open_one()` opens (it returns it and the `Gateway-Worker` that answered), opened
+    until one lands on worker `worker`. The misplaced stay open until then, then are closed: a
+    closed one's source port would be taken again, and the same address lands on the same worker."""
+    misplaced = []
+    try:
+        for _ in range(40):
+            opened, answered_by = await open_one()
+            if answered_by == str(worker):
+                return opened
+            misplaced.append(opened)
+        raise AssertionError(f"no connection landed on worker {worker}")
+    finally:
+        for opened in misplaced:
+            await close(opened)
 
 
 def devices() -> aiohttp.ClientSession:
@@ -426,12 +431,8 @@ async def test_a_turn_queued_behind_a_killed_worker_runs_and_reaches_the_survivi
         # Worker 0 died rather than stopped: it let go of nothing.
         assert await queue_rows(bystander, session) == [("first", "running"), ("second", "queued")]
         provider.gate.set()  # the model would answer the next turn at once
-        try:
-            seen += await receive_until(laptop, "stream_end", timeout=FAST_FAILOVER["lock_ttl"] + 10)
-            seen += await receive_until(laptop, "stream_end")
-        except asyncio.TimeoutError:
-            raise AssertionError(f"no reply reached the laptop after worker 0 died; queue: "
-                                 f"{await queue_rows(bystander, session)}\n{gateway.output()}") from None
+        seen += await receive_the_cut_off_end_and_the_queued_turn(laptop, bystander, session,
+                                                                  "the laptop after worker 0 died", gateway.output())
         await eventually(lambda: gateway.replaced(0, doomed), timeout=20)
         await laptop.close()
 

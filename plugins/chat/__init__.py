@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator, Callable
 
 from gateway.context import Context
 from gateway.plugins import Plugin, Registrar
@@ -79,9 +79,10 @@ class ChatChannel:
         return connection.data[SESSION_KEY]
 
     async def submit_and_wait(self, user_id: str, session_id: str, text: str, mode: str = "text", *,
-                              metadata: dict | None = None, timeout: float | None = None) -> TurnReply:
+                              metadata: dict | None = None, timeout: float | None = None,
+                              on_piece: Callable[[str], None] | None = None) -> TurnReply:
         turn = Turn(session_id=session_id, user_id=user_id, text=text or "", mode=mode, metadata=metadata)
-        return await self.turns.submit_and_wait(turn, timeout)
+        return await self.turns.submit_and_wait(turn, timeout, on_piece)
 
     async def post_message(self, user_id: str, session_id: str, text: str, *, metadata: dict | None = None,
                            title: str | None = None) -> dict:

@@ -48,10 +48,13 @@ class ChatTurns(Protocol):
         ...
 
     async def submit_and_wait(self, user_id: str, session_id: str, text: str, mode: str = "text", *,
-                              metadata: dict | None = None, timeout: float | None = None) -> TurnReply:
+                              metadata: dict | None = None, timeout: float | None = None,
+                              on_piece: Callable[[str], None] | None = None) -> TurnReply:
         """Run `text` as a turn of the session (queued behind a running one, under the same lock
         and de-duplication as a `message`) and wait for its end, on whichever instance runs it.
-        `metadata`: stored with the user's message instead of `{"mode": mode}`. Raises
+        `metadata`: stored with the user's message instead of `{"mode": mode}`. `on_piece`: called
+        with each piece of the reply's text as devices get it, in order, all before this returns
+        (from whichever instance or worker runs the turn; it must not block). Raises
         TurnFailed when the turn ends without a reply or `timeout` seconds pass (the turn goes
         on); ApiError for a bad request, TooManyRequests past the user's message rate or queue
         bound (as `submit_turn`)."""

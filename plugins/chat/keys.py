@@ -30,8 +30,9 @@ ACTIVITY_TTL = 86400.0
 # A running turn's replay stream outlives a crashed instance by at most this long.
 RUNNING_REPLAY_TTL = 3600.0
 
-# The end of a turn handed in without a device (a webhook's), for a waiter on any instance.
-TURN_ENDED = "chat.turn-ended"
+# The pieces and the end of a turn handed in without a device (a webhook's, the bridge's), for a
+# waiter on any instance: one channel, so the end arrives after the last piece.
+WAITED_TURNS = "chat.waited-turns"
 
 
 # Messages a user sent in the current minute (plugins.chat max_messages_per_minute).

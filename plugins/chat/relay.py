@@ -54,8 +54,9 @@ class Relay:
     def conversations(self):
         return self.context.contracts.require(CONVERSATIONS)
 
-    async def run(self, turn: Turn) -> tuple[str, TurnReply | TurnFailed]:
+    async def run(self, turn: Turn, watcher: ReplyTap | None = None) -> tuple[str, TurnReply | TurnFailed]:
         """One turn; its final status ("done", "failed", "duplicate") and its reply or failure.
+        `watcher`: a tap of the turn's own (its waiter's, see waiters.py) beside the plugins'.
         The AI core is called first; the turn's row (when the submitter did not write it yet)
         and the user's message are stored while it thinks. The sender sees the reply's frames
         as they come; the user's other devices see the echo of the message first (it carries the
@@ -151,6 +152,8 @@ class Relay:
                 await self.end_dead_turn(turn.session, unfinished)
             await emit(stream_start_frame(turn_id))
             taps = self.taps.open(ReplyStream(user_id, session_id, turn_id, turn.mode, reply_id(turn_id), emit))
+            if watcher is not None:
+                taps.append(watcher)
             if taps:
                 order, locked = asyncio.Lock(), True
 

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from gateway.errors import ServiceUnavailable, TooManyRequests
 from plugins.sessions.contract import CONVERSATIONS
@@ -101,8 +101,9 @@ class TurnMachine:
                                   error_type="queue_full",
                                   hint=f"At most {self.max_queued_turns} messages may wait for their turn.")
 
-    async def submit_and_wait(self, turn: Turn, timeout: float | None) -> TurnReply:
-        ended = self.waiters.expect(turn.turn_id)
+    async def submit_and_wait(self, turn: Turn, timeout: float | None,
+                              on_piece: Callable[[str], None] | None = None) -> TurnReply:
+        ended = self.waiters.expect(turn.turn_id, on_piece)
         try:
             if (await self.submit(turn))["status"] == "duplicate":
                 raise TurnFailed(f"this message was already received (client_msg_id {turn.client_msg_id})",
@@ -203,7 +204,9 @@ class TurnMachine:
     async def _run(self, turn: Turn) -> None:
         status, outcome = "failed", None
         try:
-            status, outcome = await self.relay.run(turn)
+            # A turn handed in without a device: its waiter, here or elsewhere, may want the pieces.
+            watcher = self.waiters.watch(turn.turn_id) if turn.sender is None else None
+            status, outcome = await self.relay.run(turn, watcher)
         except asyncio.CancelledError:
             status = "abandoned"
             raise

@@ -18,10 +18,8 @@ from gateway.plugins import Plugin, PluginError, Registrar
 
 from aiohttp import web
 
-from plugins.chat.contract import REPLY_TAPS
-
 from .api import WEBHOOKS, WebhookConfig, check_key, parse_discord_key, routes
-from .bridge import TAPPER, ReplyTapper, routes as bridge_routes
+from .bridge import routes as bridge_routes
 from .contract import WEBHOOK_KEY
 from .settings import WebhooksSettings
 
@@ -55,11 +53,7 @@ class WebhooksPlugin(Plugin):
                                                     discord_defer_after=registrar.settings["discord_defer_after"],
                                                     discord_api_url=registrar.settings["discord_api_url"]))
         registrar.routes(routes)
-        # The platform bridge's turns (bridge.py): their replies' pieces come from a reply tap.
-        tapper = ReplyTapper()
-        registrar.app_state(TAPPER, tapper)
-        registrar.context.contracts.require(REPLY_TAPS).add(["text"], tapper)
-        registrar.routes(bridge_routes)
+        registrar.routes(bridge_routes)  # the platform bridge's turns (bridge.py)
         registrar.provide(WEBHOOK_KEY, WebhookKeyCheck())
 
 

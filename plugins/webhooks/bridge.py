@@ -1,12 +1,11 @@
 """`POST /api/v1/bridge/turns`: the platform bridge (a separate service) runs a chat turn for a
-gateway user in that user's own session and reads the reply as it streams. The turn is the chat
-plugin's (`CHAT_TURNS.submit_and_wait`); the pieces come from a reply tap (`REPLY_TAPS`) on the
-turn's session, so nothing of the turn machine is repeated here."""
+gateway user in that user's own session and reads the reply as it streams. The turn and its
+pieces are the chat plugin's (`CHAT_TURNS.submit_and_wait` with `on_piece`), from whichever
+worker or instance runs it, so nothing of the turn machine is repeated here."""
 from __future__ import annotations
 
 import asyncio
 import json
-from collections import defaultdict, deque
 
 import marshmallow
 from aiohttp import web
@@ -17,7 +16,7 @@ from gateway.errors import ApiError, Forbidden
 from gateway.identity import require_user
 from gateway.openapi import api_doc
 from gateway.validation import parse_body
-from plugins.chat.contract import CHAT_TURNS, ReplyStream, TurnFailed
+from plugins.chat.contract import CHAT_TURNS, TurnFailed
 from plugins.sessions.contract import CONVERSATIONS
 
 from .api import WEBHOOKS
@@ -49,54 +48,6 @@ class BridgeTurnBody(marshmallow.Schema):
     title = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=200))
 
 
-class ReplyTapper:
-    """Hands each bridge request the pieces of its turn's reply. A request waits on its session
-    (user, session); turns of one session run one after another, so the first waiter of a
-    session takes the next reply that starts there."""
-
-    def __init__(self) -> None:
-        self.waiting: dict[tuple[str, str], deque[asyncio.Queue[str]]] = defaultdict(deque)
-
-    def wait(self, user_id: str, session_id: str) -> asyncio.Queue[str]:
-        queue: asyncio.Queue[str] = asyncio.Queue()
-        self.waiting[(user_id, session_id)].append(queue)
-        return queue
-
-    def forget(self, user_id: str, session_id: str, queue: asyncio.Queue[str]) -> None:
-        waiters = self.waiting.get((user_id, session_id))
-        if waiters is not None:
-            if queue in waiters:
-                waiters.remove(queue)
-            if not waiters:
-                del self.waiting[(user_id, session_id)]
-
-    def __call__(self, stream: ReplyStream) -> "QueueTap | None":
-        waiters = self.waiting.get((stream.user_id, stream.session_id))
-        if not waiters:
-            return None
-        queue = waiters.popleft()
-        if not waiters:
-            del self.waiting[(stream.user_id, stream.session_id)]
-        return QueueTap(queue)
-
-
-class QueueTap:
-    def __init__(self, queue: asyncio.Queue[str]):
-        self.queue = queue
-
-    def feed(self, text: str) -> None:
-        self.queue.put_nowait(text)
-
-    async def finish(self, text: str) -> dict:
-        return {}
-
-    async def abort(self) -> None:
-        return None
-
-
-TAPPER = web.AppKey("webhooks.bridge_tapper", ReplyTapper)
-
-
 def event(payload: dict) -> bytes:
     return f"event: {payload['type']}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n".encode("utf-8", "replace")
 
@@ -114,11 +65,10 @@ async def bridge_turn(request: web.Request) -> web.StreamResponse:
     context = get_context(request)
     user_id, session_id = body["user_id"], body["session_id"]
     await context.contracts.require(CONVERSATIONS).ensure_session(user_id, session_id, title=body["title"])
-    tapper = request.config_dict[TAPPER]
-    pieces = tapper.wait(user_id, session_id)
+    pieces: asyncio.Queue[str] = asyncio.Queue()
     turn = asyncio.ensure_future(context.contracts.require(CHAT_TURNS).submit_and_wait(
         user_id, session_id, body["text"], "text", metadata={"platform": body["platform"]},
-        timeout=request.config_dict[WEBHOOKS].ai_timeout))
+        timeout=request.config_dict[WEBHOOKS].ai_timeout, on_piece=pieces.put_nowait))
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
                                            "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     try:
@@ -144,7 +94,6 @@ async def bridge_turn(request: web.Request) -> web.StreamResponse:
                                         "message_ids": reply.message_ids}))
         await response.write_eof()
     finally:
-        tapper.forget(user_id, session_id, pieces)
         if not turn.done():  # the bridge hung up: the turn goes on and is stored
             turn.add_done_callback(lambda task: task.cancelled() or task.exception())
     return response

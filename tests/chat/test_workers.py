@@ -388,15 +388,12 @@ async def test_a_turn_handed_in_on_one_worker_waits_for_the_other_workers_turn_a
     assert await queue_rows(bystander, "handed") == [("from the phone", "done"), ("from the bridge", "done")]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "plugins/webhooks/bridge.py takes the reply's pieces from a reply tap in the process that "
-    "serves the request; the queued turn runs on worker 0 (the lock holder drains the queue), "
-    "so worker 1's tap gets nothing and the bridge answers `done` with no `delta`"))
 async def test_a_turn_handed_in_over_the_bridge_streams_though_another_worker_runs_it(start_workers, bystander,
                                                                                     provider):
     """docs/platform-bridge.md: the bridge's route answers `delta` events as the reply streams
     (the bridge edits a Telegram message as it grows), also for a turn that waited behind a
-    turn of another worker."""
+    turn of another worker: worker 0 runs it and publishes its pieces for worker 1's waiter, and
+    only the bridge's own reply's pieces come, all before `done`."""
     events, _ = await hand_in_behind_the_phone(await start_workers(), token_for(bystander, ADMIN), bystander,
                                                provider)
     assert events[-1]["type"] == "done"

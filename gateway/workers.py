@@ -60,11 +60,10 @@ def machine_cores() -> int:
 
 
 def auto_workers(cores: int) -> int:
-    """Half the cores, at most `MAX_AUTO_WORKERS`: the gateway shares the machine with the AI core,
-    PostgreSQL, the bus and the other services, and a worker's turn costs more than a single
-    process's (every frame crosses the bus). On 2 cores two workers served 0.63x the turns per
-    second of one (bench/README.md, "Workers"), so a small machine keeps one."""
-    return max(1, min(cores // 2, MAX_AUTO_WORKERS))
+    """Every core this process may run on, at most `MAX_AUTO_WORKERS`: a worker is a whole
+    instance of about 170 MB resident, and one person's devices do not keep more than eight
+    cores busy."""
+    return max(1, min(cores, MAX_AUTO_WORKERS))
 
 
 def worker_count(spec: ServiceSpec, requested: int | None) -> int:

@@ -46,8 +46,8 @@ def _fields(entry: Entry) -> list[str]:
 
 
 def _stream_args(entry: Entry, max_len: int | None) -> list:
-    """A stream entry as the appending scripts take it (`_APPEND_LUA`): max_len ('' for none),
-    then the entry's fields."""
+    """A stream entry as the appending scripts take it in ARGV (`_APPEND_LUA`): max_len ('' for
+    none), then the entry's fields."""
     return ["" if max_len is None else max_len, *_fields(entry)]
 
 
@@ -399,38 +399,93 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
 return redis.call('ZRANGE', KEYS[1], 0, -1)
 """
 
-# The append of the scripts that add a stream entry: ARGV[at] is max_len ('' for none), then the
-# entry's fields (`_stream_args`).
+# Lua functions the scripts below share. `append`: add the fields entry[first], entry[first + 1]...
+# to stream `key`, trimmed to about `max_len` entries ('' for no trimming); the entry's id.
 _APPEND_LUA = """
-local function append(key, at)
-  if ARGV[at] == '' then
-    redis.call('XADD', key, '*', unpack(ARGV, at + 1))
-  else
-    redis.call('XADD', key, 'MAXLEN', '~', ARGV[at], '*', unpack(ARGV, at + 1))
+local function append(key, max_len, entry, first)
+  if max_len == '' then
+    return redis.call('XADD', key, '*', unpack(entry, first))
   end
+  return redis.call('XADD', key, 'MAXLEN', '~', max_len, '*', unpack(entry, first))
+end
+"""
+
+# `fan_out`: publish `message` on `channel_prefix .. holder` for every holder of `holders` not
+# expired by `now` but `origin`; how many were sent.
+_FAN_OUT_LUA = """
+local function fan_out(holders, now, origin, channel_prefix, message)
+  local sent = 0
+  for _, holder in ipairs(redis.call('ZRANGEBYSCORE', holders, now, '+inf')) do
+    if holder ~= origin then
+      redis.call('PUBLISH', channel_prefix .. holder, message)
+      sent = sent + 1
+    end
+  end
+  return sent
 end
 """
 
 # ARGV: ttl in ms, then the entry (`_stream_args`).
 _STREAM_APPEND_EXPIRING_SCRIPT = _APPEND_LUA + """
-append(KEYS[1], 2)
+append(KEYS[1], ARGV[2], ARGV, 3)
 return redis.call('PEXPIRE', KEYS[1], ARGV[1])
 """
 
 
 # KEYS[1]: the holders (a sorted set scored by expiry), KEYS[2] (optional): the stream to append to.
 # ARGV: now, origin, channel prefix, message, then with KEYS[2] the entry (`_stream_args`).
-_FAN_OUT_SCRIPT = _APPEND_LUA + """
-if #KEYS > 1 then append(KEYS[2], 5) end
-local sent = 0
-for _, holder in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '+inf')) do
-  if holder ~= ARGV[2] then
-    redis.call('PUBLISH', ARGV[3] .. holder, ARGV[4])
-    sent = sent + 1
-  end
-end
-return sent
+_FAN_OUT_SCRIPT = _APPEND_LUA + _FAN_OUT_LUA + """
+if #KEYS > 1 then append(KEYS[2], ARGV[5], ARGV, 6) end
+return fan_out(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 """
+
+
+# Many frames (fan_outs and plain appends, `RedisBus._fold_frames`) in one call: one command to
+# pack and one reply to parse instead of one each, which was most of what a frame cost this
+# process. ARGV[1]: a JSON list of items, each naming its keys by their position in KEYS (every
+# key the call touches, once each):
+#   ["fan_out", holders, stream (0: none), now, origin, channel prefix, message[, max_len, fields]]
+#   ["append", stream, max_len, fields]
+# Each item runs on its own (pcall): one that fails (a key of the wrong type) answers its error
+# in its place among the results, and the others still run.
+_FRAMES_SCRIPT = _APPEND_LUA + _FAN_OUT_LUA + """
+local function run(item)
+  if item[1] == 'append' then return append(KEYS[item[2]], item[3], item[4], 1) end
+  if item[3] > 0 then append(KEYS[item[3]], item[8], item[9], 1) end
+  return fan_out(KEYS[item[2]], item[4], item[5], item[6], item[7])
+end
+local results = {}
+for i, item in ipairs(cjson.decode(ARGV[1])) do
+  local ok, result = pcall(run, item)
+  if not ok then  -- an error reply among the results: redis-py makes it that item's ResponseError
+    if type(result) == 'table' then result = result.err end
+    result = {err = tostring(result)}
+  end
+  results[i] = result
+end
+return results
+"""
+
+# The options of `RedisBus.stream_append`'s XADD (no ttl), which `_FRAMES_SCRIPT` can do.
+_FOLDABLE_XADD_OPTIONS = frozenset({"maxlen", "approximate"})
+
+
+class _FrameKeys:
+    """The KEYS of one `_FRAMES_SCRIPT` call: every key its items touch, once each."""
+
+    __slots__ = ("keys", "_positions")
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self._positions: dict[str, int] = {}
+
+    def position(self, key: str) -> int:
+        """Where `key` is in KEYS, counted from 1 as Lua does."""
+        number = self._positions.get(key)
+        if number is None:
+            self.keys.append(key)
+            number = self._positions[key] = len(self.keys)
+        return number
 
 
 class RedisBus(Bus):
@@ -463,6 +518,7 @@ class RedisBus(Bus):
         self._renew_if = self.client.register_script(_RENEW_IF_SCRIPT)
         self._stream_restart = self.client.register_script(_STREAM_RESTART_SCRIPT)
         self._fan_out = self.client.register_script(_FAN_OUT_SCRIPT)
+        self._frames = self.client.register_script(_FRAMES_SCRIPT)
         self._members = self.client.register_script(_MEMBERS_SCRIPT)
         self._stream_append_expiring = self.client.register_script(_STREAM_APPEND_EXPIRING_SCRIPT)
 
@@ -496,6 +552,63 @@ class RedisBus(Bus):
         return await getattr(self.client, name)(*args, **options)
 
     async def _run_many(self, commands: list[tuple]) -> list[Any]:
+        sent, folded = self._fold_frames(commands)
+        results: list[Any] = []
+        for result, count in zip(await self._pipeline(sent), folded):
+            if not count:
+                results.append(result)
+            elif isinstance(result, Exception):  # the whole call failed: so did each of its items
+                results.extend([result] * count)
+            else:
+                results.extend(result)
+        return results
+
+    def _fold_frames(self, commands: list[tuple]) -> tuple[list[tuple], list[int]]:
+        """`commands` with each run of two or more frames in a row (`_frame_item`) made one
+        `_FRAMES_SCRIPT` call: a burst of replies costs a command per batch, not per frame. Only
+        a run in a row is folded, so every command still reaches Redis in the order submitted.
+        Returns the commands to send and, for each, how many of `commands` it answers for: 0
+        for one sent as it was, else a list of that many results."""
+        sent: list[tuple] = []
+        folded: list[int] = []
+        keys, items = _FrameKeys(), []
+        index, total = 0, len(commands)
+        while index < total:
+            end = index
+            while end < total and (item := self._frame_item(commands[end], keys)) is not None:
+                items.append(item)
+                end += 1
+            if len(items) > 1:
+                payload = json.dumps(items, ensure_ascii=False, separators=(",", ":"))
+                sent.append((self._frames, (keys.keys, [payload]), {}))
+                folded.append(len(items))
+                index = end
+            else:  # not a frame, or a frame alone: sent as it is
+                sent.append(commands[index])
+                folded.append(0)
+                index += 1
+            if items:
+                keys, items = _FrameKeys(), []
+        return sent, folded
+
+    def _frame_item(self, command: tuple, keys: "_FrameKeys") -> list | None:
+        """`command` as an item of `_FRAMES_SCRIPT` (its keys named by their place in `keys`),
+        or None when it is not a frame: a `fan_out`, or a `stream_append` without a ttl."""
+        name, args, options = command
+        if name is self._fan_out:
+            script_keys, script_args = args
+            if len(script_keys) == 1:
+                return ["fan_out", keys.position(script_keys[0]), 0, *script_args]
+            return ["fan_out", keys.position(script_keys[0]), keys.position(script_keys[1]),
+                    *script_args[:5], script_args[5:]]
+        if name == "xadd" and options.keys() <= _FOLDABLE_XADD_OPTIONS and options.get("approximate", True):
+            key, entry = args
+            max_len = options.get("maxlen")
+            return ["append", keys.position(key), "" if max_len is None else max_len, _fields(entry)]
+        return None
+
+    async def _pipeline(self, commands: list[tuple]) -> list[Any]:
+        """`commands` in one round trip: a result per command, an Exception for one that failed."""
         async with self.client.pipeline(transaction=False) as pipe:
             for name, args, options in commands:
                 if not isinstance(name, str):
@@ -504,8 +617,8 @@ class RedisBus(Bus):
                 else:
                     getattr(pipe, name)(*args, **options)
             results = await pipe.execute(raise_on_error=False)
-        # A Redis that restarted has forgotten the script: those commands again, one by one,
-        # which loads it.
+        # A Redis that restarted has forgotten the scripts: those commands again, one by one,
+        # which loads them.
         for index, result in enumerate(results):
             if isinstance(result, redis_exceptions().NoScriptError):
                 try:

@@ -1,12 +1,13 @@
 """The same tests on both bus implementations, plus what only a shared bus can do."""
 import asyncio
+import json
 import shutil
 import subprocess
 import tempfile
 
 import pytest
 
-from gateway.bus import InProcessBus, RedisBus, unavailable
+from gateway.bus import InProcessBus, RedisBus, redis_exceptions, unavailable
 from tests.support.servers import free_port, redis_answers
 
 
@@ -315,3 +316,150 @@ async def test_a_bus_that_returns_is_listened_to_at_once_when_asked_and_its_list
     finally:
         await bus.close()
         await sender.close()
+
+
+class RecordingRedisBus(RedisBus):
+    """A RedisBus that keeps what it sent: each batch with its results, each pipeline, and
+    each command run alone (a batch of one, or again after Redis forgot its script)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.batches, self.pipelines, self.alone = [], [], []
+
+    async def _run_many(self, commands):
+        results = await super()._run_many(commands)
+        self.batches.append((list(commands), results))
+        return results
+
+    async def _pipeline(self, commands):
+        self.pipelines.append(list(commands))
+        return await super()._pipeline(commands)
+
+    async def _run_one(self, command):
+        self.alone.append(command)
+        return await super()._run_one(command)
+
+    def folds(self, pipeline):
+        """How many frames each folded call of `pipeline` carried."""
+        return [len(json.loads(args[1][0])) for name, args, _ in pipeline if name is self._frames]
+
+
+async def test_frames_of_many_tasks_are_folded_into_one_call_and_keep_their_order(redis_url, bus_prefix):
+    """Fan-outs and plain appends of many turns streaming at once go out as one script call
+    per batch; each turn's frames reach their channel and streams in order, and each
+    submitter is answered its own result (the fan-out's count, the entry's id)."""
+    bus, receiver = RecordingRedisBus(redis_url, bus_prefix), RedisBus(redis_url, bus_prefix)
+    tasks, frames = 12, 25
+    try:
+        inboxes = {}
+        for task in range(tasks):
+            # Task t's user is held by t % 3 other instances (and by the sender, not counted).
+            await bus.mark(f"holders:{task}", "me", 30)
+            for other in range(task % 3):
+                inboxes[task, other] = (await collect(receiver, f"inbox:{task}-{other}:"))[0]
+                await bus.mark(f"holders:{task}", f"{task}-{other}:", 30)
+
+        async def turn(task):
+            for frame in range(frames):
+                if frame % 3 == 2:
+                    await bus.fan_out(f"holders:{task}", "inbox:", "me", {"task": task, "frame": frame})
+                else:
+                    await bus.fan_out(f"holders:{task}", "inbox:", "me", {"task": task, "frame": frame},
+                                      record=(f"replay:{task}", {"frame": str(frame), "text": "你好 😀"}, 1000))
+                await bus.stream_append(f"log:{task}", {"frame": str(frame)})
+
+        await asyncio.gather(*(turn(task) for task in range(tasks)))
+
+        for task in range(tasks):
+            replayed = await bus.stream_read(f"replay:{task}")
+            assert replayed == [{"frame": str(f), "text": "你好 😀"} for f in range(frames) if f % 3 != 2]
+            assert await bus.stream_read(f"log:{task}") == [{"frame": str(f)} for f in range(frames)]
+        for (task, _), received in inboxes.items():
+            await wait_for(lambda: len(received) == frames)
+            assert received == [{"task": task, "frame": frame} for frame in range(frames)]
+
+        folds = [size for pipeline in bus.pipelines for size in bus.folds(pipeline)]
+        assert folds and max(folds) >= tasks  # a batch's frames went out as one call
+        # Every submitter got its own result: a fan-out the number of holders it reached, an
+        # append the id Redis gave its entry.
+        ids = {}
+        for task in range(tasks):
+            for entry_id, fields in await bus.client.xrange(f"{bus_prefix}log:{task}"):
+                ids[f"{bus_prefix}log:{task}", fields["frame"]] = entry_id
+        checked = 0
+        for commands, results in bus.batches:
+            assert len(results) == len(commands)
+            for (name, args, _), result in zip(commands, results):
+                if name is bus._fan_out:
+                    task = int(args[0][0].rsplit(":", 1)[1])
+                    assert result == task % 3
+                    checked += 1
+                elif name == "xadd":
+                    assert result == ids[args[0], args[1]["frame"]]
+                    checked += 1
+        assert checked > tasks * frames  # most frames went in batches, not alone
+    finally:
+        await bus.close()
+        await receiver.close()
+
+
+async def test_a_frame_that_fails_fails_alone_in_its_folded_call(redis_url, bus_prefix):
+    bus, receiver = RecordingRedisBus(redis_url, bus_prefix), RedisBus(redis_url, bus_prefix)
+    try:
+        received, _, _ = await collect(receiver, "inbox:them")
+        await bus.mark("holders:u", "them", 30)
+        await bus.set("not-a-stream", "a string")
+        bus.pipelines.clear()
+        results = await asyncio.gather(
+            bus.stream_append("log", {"n": "1"}),
+            bus.stream_append("not-a-stream", {"n": "2"}),
+            bus.fan_out("holders:u", "inbox:", "me", {"frame": 1}, record=("log", {"n": "3"}, 100)),
+            bus.fan_out("holders:u", "inbox:", "me", {"frame": 2}, record=("not-a-stream", {"n": "4"}, 100)),
+            bus.fan_out("holders:u", "inbox:", "me", {"frame": 3}),
+            bus.stream_append("log", {"n": "5"}, max_len=100),
+            return_exceptions=True)
+        assert [bus.folds(pipeline) for pipeline in bus.pipelines] == [[6]]  # one call for all six
+        assert results[0] is None and results[2] is None and results[4] is None and results[5] is None
+        for failed in (results[1], results[3]):
+            assert isinstance(failed, redis_exceptions().ResponseError) and "WRONGTYPE" in str(failed)
+        assert await bus.stream_read("log") == [{"n": "1"}, {"n": "3"}, {"n": "5"}]
+        # The fan-out whose record could not be kept published nothing, as it did alone.
+        await wait_for(lambda: len(received) == 2)
+        await asyncio.sleep(0.05)
+        assert received == [{"frame": 1}, {"frame": 3}]
+        assert await bus.get("not-a-stream") == "a string"
+    finally:
+        await bus.close()
+        await receiver.close()
+
+
+@pytest.mark.slow
+async def test_folded_frames_still_go_out_when_redis_forgets_the_script_mid_run(restartable_redis, bus_prefix):
+    """A Redis that restarted (here: SCRIPT FLUSH, on a server of the test's own) no longer
+    knows the script: the folded call is made again, which loads it, and nothing is lost or
+    reordered."""
+    bus = RecordingRedisBus(restartable_redis.url, bus_prefix)
+    tasks, frames = 8, 40
+    halfway = asyncio.Event()
+    try:
+        async def turn(task):
+            for frame in range(frames):
+                if task == 0 and frame == frames // 2:
+                    halfway.set()
+                await bus.fan_out(f"holders:{task}", "inbox:", "me", {"frame": frame},
+                                  record=(f"replay:{task}", {"frame": str(frame)}, None))
+                await bus.stream_append(f"log:{task}", {"frame": str(frame)})
+
+        async def forget() -> None:
+            await halfway.wait()
+            await bus.client.script_flush()  # not batched: it goes out between two batches
+
+        await asyncio.gather(forget(), *(turn(task) for task in range(tasks)))
+        expected = [{"frame": str(frame)} for frame in range(frames)]
+        for task in range(tasks):
+            assert await bus.stream_read(f"replay:{task}") == expected
+            assert await bus.stream_read(f"log:{task}") == expected
+        assert any(name is bus._frames for name, _, _ in bus.alone)  # a fold was made again
+        assert all(len(results) == len(commands) for commands, results in bus.batches)
+    finally:
+        await bus.close()

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import json
 import logging
 import time
 import uuid
@@ -24,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from aiohttp import WSCloseCode, web
+
+from .text import dumps_text
 
 if TYPE_CHECKING:
     from .bus import Record, Subscription
@@ -70,7 +71,7 @@ class Connection:
         """Queue a message without waiting; False (and the connection closes) when it is full."""
         if self.closing:
             return False
-        payload = message if isinstance(message, str) else json.dumps(message, ensure_ascii=False)
+        payload = message if isinstance(message, str) else dumps_text(message)
         if self._writer is None:
             return self._write_now(payload)
         pending = self._pending
@@ -447,7 +448,7 @@ class WebSocketHub:
         `record`: a bus stream entry (a replay's) appended before any device is sent the frame,
         in the same step as the other instances are. Returns how many local devices it was
         queued for."""
-        payload = message if isinstance(message, str) else json.dumps(message, ensure_ascii=False)
+        payload = message if isinstance(message, str) else dumps_text(message)
         bus = self.context.bus
         # Other instances are sent nothing when the one device meant is here.
         elsewhere = self._shared and (only is None or only not in self._by_user.get(user_id, ()))

@@ -30,6 +30,17 @@ def without_lone_surrogates(value: Any) -> Any:
     return value
 
 
+def dumps_text(value: Any) -> str:
+    """`json.dumps(value, ensure_ascii=False)`, compact: every frame of a reply and every stored
+    message is encoded, and orjson does it several times faster. Whatever orjson refuses (keys
+    that are not strings, an integer past 64 bits, half of a surrogate pair) json encodes, or
+    refuses, as before."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 # Deeper JSON than this is refused: nothing the services take nests nearly as deep, and every
 # recursive reader after the parser (schemas, encoders, PostgreSQL) would fail on a deep one.
 MAX_JSON_DEPTH = 64

@@ -14,6 +14,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Literal, cast
 
 from gateway.errors import unavailable_error
+from gateway.text import dumps_text
 from plugins.ai_core.contract import AiCore, AiCoreError, ChatEvent, ChatRequest, DoneEvent, HistoryItem
 from plugins.sessions.contract import CONVERSATIONS
 
@@ -109,7 +110,7 @@ class Relay:
             async with order:
                 message.update({"session_id": session_id, "turn_id": turn_id, "seq": sequence,
                                 "timestamp": now_ms()})
-                await send(json.dumps(message, ensure_ascii=False))
+                await send(dumps_text(message))
 
         async def send(payload: str, content: str = "") -> None:
             """`content`: the reply's text the frame carries, counted once devices may see it."""
@@ -132,7 +133,7 @@ class Relay:
             async with order:
                 message.update({"session_id": session_id, "turn_id": turn_id, "seq": sequence,
                                 "timestamp": now_ms()})
-                payload = json.dumps(message, ensure_ascii=False)
+                payload = dumps_text(message)
                 await _best_effort(self.replay.append(session, turn_id, sequence, payload),
                                    "recording the reply's end")
                 await _best_effort(gate.send(payload, sequence), "sending the reply's end")
@@ -325,8 +326,8 @@ class Relay:
         seq = max(seq for seq, _ in dead.frames) + 1
         user_id, session_id = session.user_id, session.session_id
         log.warning("turn %s of session %s never ended (its instance stopped); ending it", dead.turn_id, session_id)
-        payload = json.dumps(stream_end_frame(dead.turn_id, text, "error", session_id=session_id, seq=seq,
-                                              timestamp=now_ms()), ensure_ascii=False)
+        payload = dumps_text(stream_end_frame(dead.turn_id, text, "error", session_id=session_id, seq=seq,
+                                              timestamp=now_ms()))
         if latest:
             await self.replay.append(session.key, dead.turn_id, seq, payload)
         await self.hub.send_to_user(user_id, payload, turn_id=dead.turn_id, seq=seq)

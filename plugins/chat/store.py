@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import TYPE_CHECKING
 
 import aiopg
 
 from gateway.batching import Batcher
 from gateway.database import execute, fetch_all, fetch_one, fetch_value, transaction
+from gateway.text import dumps_text
 
 if TYPE_CHECKING:
     from gateway.context import Context
@@ -42,9 +42,9 @@ async def enqueue(db: aiopg.Pool, *, turn_id: str, session_id: str, user_id: str
     behind them. With `running` it is recorded as running whatever waits (the turn already
     started). Both mark turns left `running` by an instance that died as abandoned."""
     params = {"turn": turn_id, "session": session_id, "user": user_id, "text": text, "mode": mode,
-              "attachments": json.dumps(attachments, ensure_ascii=False), "client_msg_id": client_msg_id or None,
+              "attachments": dumps_text(attachments), "client_msg_id": client_msg_id or None,
               "sender": sender_connection,
-              "metadata": json.dumps(metadata, ensure_ascii=False) if metadata is not None else None}
+              "metadata": dumps_text(metadata) if metadata is not None else None}
     status, prologue = "'queued'", ""
     if start or running:
         prologue = ABANDON_RUNNING
@@ -91,9 +91,9 @@ class TurnRecords:
         for columns in batch:
             rows.append("(%s, %s, %s, %s, %s, %s, %s, %s, %s, 'running')")
             params += [columns["turn_id"], columns["session_id"], columns["user_id"], columns["text"], columns["mode"],
-                       json.dumps(columns["attachments"], ensure_ascii=False), columns["client_msg_id"] or None,
+                       dumps_text(columns["attachments"]), columns["client_msg_id"] or None,
                        columns["sender_connection"],
-                       json.dumps(columns["metadata"], ensure_ascii=False) if columns["metadata"] is not None else None]
+                       dumps_text(columns["metadata"]) if columns["metadata"] is not None else None]
         inserted = {row["turn_id"] for row in await fetch_all(
             self.context.db,
             f"{ASYNC_COMMIT}WITH abandoned AS (UPDATE chat_turn_queue SET status = 'abandoned', finished_at = now() "

@@ -4,7 +4,6 @@ the spec's shapes with integer epoch-millisecond timestamps."""
 from __future__ import annotations
 
 import collections
-import json
 import logging
 import secrets
 import string
@@ -17,6 +16,7 @@ from gateway.batching import Batcher
 from gateway.context import Context
 from gateway.database import execute, fetch_all, fetch_one, fetch_required, fetch_value, transaction
 from gateway.errors import Conflict, NotFound
+from gateway.text import dumps_text
 
 log = logging.getLogger("plugins.sessions.store")
 
@@ -259,7 +259,7 @@ class Conversations:
         try:
             row = await self._message_writes.submit(
                 {"session": session_id, "user": user_id, "role": role, "type": msg_type, "content": content or "",
-                 "metadata": json.dumps(metadata or {}, ensure_ascii=False), "client": client_msg_id or None})
+                 "metadata": dumps_text(metadata or {}), "client": client_msg_id or None})
         except psycopg2.errors.ForeignKeyViolation:
             raise session_not_found(session_id) from None
         if row is None:  # the same client_msg_id committed by someone else after this statement began

@@ -22,6 +22,11 @@
    once; turns / the batch's wall time) and CPU per turn over each side's whole process tree,
    interleaved rounds as in 1. How both scale with N is the point: the same command on a
    machine with more cores gives more N.
+4. Burst starts (`--only burst`). Batches of `--concurrency` simultaneous turns whose reply is
+   one delta, then 64, against the gateway and the bare relay: each side's user and system CPU
+   per turn (what a turn costs besides its deltas, and what a delta costs: the difference over
+   63), and when the batch's first and last requests reached the mock after the batch's first
+   message (what stands between a burst and its last first token).
 
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres .venv/bin/python -m bench.chat.run
 
@@ -85,12 +90,16 @@ def service_loop() -> asyncio.AbstractEventLoop:
 def serve_mock(port: int) -> None:
     from aiohttp import web
 
+    arrivals: list[float] = []  # perf_counter (CLOCK_MONOTONIC, one clock for every process) of each request
+    reply = {"deltas": DELTAS}  # the burst run changes it between its phases
+
     async def stream(request: web.Request) -> web.StreamResponse:
+        arrivals.append(time.perf_counter())
         await request.read()
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
         text = []
-        for index in range(DELTAS):
+        for index in range(reply["deltas"]):
             if index:
                 await asyncio.sleep(DELTA_GAP)
             piece = f"w{index} "
@@ -103,8 +112,19 @@ def serve_mock(port: int) -> None:
         await response.write_eof()
         return response
 
+    async def taken_arrivals(request: web.Request) -> web.Response:
+        taken = list(arrivals)
+        arrivals.clear()
+        return web.json_response(taken)
+
+    async def set_deltas(request: web.Request) -> web.Response:
+        reply["deltas"] = int(request.match_info["count"])
+        return web.Response(text="ok")
+
     app = web.Application()
     app.router.add_post("/api/v1/chat/stream", stream)
+    app.router.add_get("/arrivals", taken_arrivals)
+    app.router.add_post("/deltas/{count}", set_deltas)
     app.router.add_get("/health", lambda request: web.Response(text="ok"))
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=4096, loop=service_loop())
 
@@ -263,7 +283,8 @@ async def direct_turn(http: aiohttp.ClientSession, url: str) -> tuple[float, lis
     return stamps[0] - started, [b - a for a, b in zip(stamps, stamps[1:])]
 
 
-async def gateway_turn(ws: aiohttp.ClientWebSocketResponse, session_id: str) -> tuple[float, list[float]]:
+async def gateway_turn(ws: aiohttp.ClientWebSocketResponse, session_id: str, deltas: int = DELTAS
+                       ) -> tuple[float, list[float]]:
     """(seconds from the `message` frame to the first `stream_chunk`, gaps between chunks)."""
     stamps: list[float] = []
     started = time.perf_counter()
@@ -283,7 +304,7 @@ async def gateway_turn(ws: aiohttp.ClientWebSocketResponse, session_id: str) -> 
             break
         elif kind == "error":
             raise RuntimeError(f"turn of {session_id}: {frame}")
-    assert len(stamps) == DELTAS, len(stamps)
+    assert len(stamps) == deltas, len(stamps)
     return stamps[0] - started, [b - a for a, b in zip(stamps, stamps[1:])]
 
 
@@ -625,6 +646,82 @@ async def run_relay(args, processes: Processes, database_url: str, data_dir: Pat
         processes.stop(mock)
 
 
+async def burst(urls: dict[str, str], pids: dict[str, int], mock_url: str, concurrency: int, rounds: int,
+                deltas: int) -> dict:
+    """Per target, over `rounds` counted batches of `concurrency` simultaneous turns of `deltas`
+    deltas: user and system CPU per turn, and the median over batches of when the first and the
+    last request reached the mock after the batch began."""
+    import psutil
+
+    samples = {name: {"user": 0.0, "system": 0.0, "turns": 0, "first": [], "last": []} for name in urls}
+    run_id = uuid.uuid4().hex[:6]
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
+                                     timeout=aiohttp.ClientTimeout(total=300)) as http:
+        await (await http.post(f"{mock_url}/deltas/{deltas}")).read()
+        for name in random.sample(list(urls), len(urls)):
+            sockets = []
+            try:
+                for index in range(concurrency):
+                    session = f"b{deltas}_{run_id}_{index}"
+                    url = urls[name].format(token=access_token(f"user_{session}"), session=session)
+                    sockets.append((await http.ws_connect(url, max_msg_size=0), session))
+                for _ in range(2):  # uncounted, as in the relay run
+                    await asyncio.gather(*(gateway_turn(ws, sid, deltas) for ws, sid in sockets))
+                await (await http.get(f"{mock_url}/arrivals")).read()
+                process = psutil.Process(pids[name])
+                before = process.cpu_times()
+                for _ in range(rounds):
+                    began = time.perf_counter()
+                    await asyncio.gather(*(gateway_turn(ws, sid, deltas) for ws, sid in sockets))
+                    arrivals = await (await http.get(f"{mock_url}/arrivals")).json()
+                    samples[name]["first"].append((min(arrivals) - began) * 1000)
+                    samples[name]["last"].append((max(arrivals) - began) * 1000)
+                    await asyncio.sleep(0.2)  # the turns' writes after stream_end settle
+                after = process.cpu_times()
+                samples[name]["user"] += after.user - before.user
+                samples[name]["system"] += after.system - before.system
+                samples[name]["turns"] += rounds * concurrency
+            finally:
+                await asyncio.gather(*(ws.close() for ws, _ in sockets), return_exceptions=True)
+    return samples
+
+
+async def run_burst(args, processes: Processes, database_url: str, data_dir: Path) -> None:
+    mock_port, gateway_port, bare_port = free_port(), free_port(), free_port()
+    mock = processes.start("mock", "--port", str(mock_port))
+    wait_until_up(f"http://127.0.0.1:{mock_port}/health", mock, 30)
+    mock_url = f"http://127.0.0.1:{mock_port}"
+    bare = processes.start("bare-relay", "--port", str(bare_port), "--ai-core-url", mock_url)
+    wait_until_up(f"http://127.0.0.1:{bare_port}/bench-health", bare, 30)
+    gateway = processes.start("gateway", "--port", str(gateway_port), "--database-url", database_url,
+                              "--ai-core-url", mock_url, "--data-dir", str(data_dir / "burst"))
+    wait_until_up(f"http://127.0.0.1:{gateway_port}/bench-health", gateway, 120)
+    urls = {"bare relay": f"http://127.0.0.1:{bare_port}/ws",
+            "gateway": f"http://127.0.0.1:{gateway_port}/ws/chat?token={{token}}&session_id={{session}}"}
+    pids = {"bare relay": bare.pid, "gateway": gateway.pid}
+    try:
+        for concurrency in args.concurrency:
+            print(f"\nburst: {concurrency} turns at once, {args.rounds} counted batches per phase")
+            results = {deltas: await burst(urls, pids, mock_url, concurrency, args.rounds, deltas) for deltas in (1, DELTAS)}
+            print(f"  {'target':12} {'deltas':>6} {'user ms/turn':>13} {'system ms/turn':>15} "
+                  f"{'first request ms':>17} {'last request ms':>16}")
+            for deltas, samples in results.items():
+                for name, series in samples.items():
+                    print(f"  {name:12} {deltas:6d} {series['user'] / series['turns'] * 1000:13.3f} "
+                          f"{series['system'] / series['turns'] * 1000:15.3f} {percentile(series['first'], 50):17.1f} "
+                          f"{percentile(series['last'], 50):16.1f}")
+            for name in urls:
+                one, many = results[1][name], results[DELTAS][name]
+                per_delta = ((many["user"] + many["system"]) / many["turns"]
+                             - (one["user"] + one["system"]) / one["turns"]) / (DELTAS - 1) * 1e6
+                print(f"  {name}: a one-delta turn {(one['user'] + one['system']) / one['turns'] * 1000:.3f} ms of CPU, "
+                      f"each further delta {per_delta:.1f} µs")
+    finally:
+        processes.stop(gateway)
+        processes.stop(bare)
+        processes.stop(mock)
+
+
 async def run_idle(args, processes: Processes, database_url: str, data_dir: Path) -> None:
     count = args.connections
     print(f"\nidle connections: {count} WebSockets per server, heartbeat {HEARTBEAT:g} s on both")
@@ -665,7 +762,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=20, help="sequential turns per round at concurrency 1")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 200])
     parser.add_argument("--connections", type=int, default=10000)
-    parser.add_argument("--only", choices=["relay", "idle", "workers"])
+    parser.add_argument("--only", choices=["relay", "idle", "workers", "burst"])
     parser.add_argument("--workers", type=int, nargs="+", default=None,
                         help="worker counts of the workers run (default: 1 and every core)")
     parser.add_argument("--turns-per-round", type=int, default=3, help="counted batches per round, workers run")
@@ -705,6 +802,8 @@ def main() -> None:
             asyncio.run(run_relay(args, processes, database_url, data_dir))
         if args.only in (None, "idle"):
             asyncio.run(run_idle(args, processes, database_url, data_dir))
+        if args.only == "burst":  # a diagnosis of the relay's figures, not part of the full run
+            asyncio.run(run_burst(args, processes, database_url, data_dir))
         if args.only in (None, "workers"):
             args.workers = args.workers or sorted({1, min(os.cpu_count() or 1, 8)})
             asyncio.run(run_workers(args, processes, database_url, data_dir))

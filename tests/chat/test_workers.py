@@ -26,9 +26,9 @@ import pytest
 
 from gateway.app import WORKER_HEADER
 from gateway.config import PROJECT_ROOT
-from gateway.services import ServiceSpec
+from gateway.services import ServiceSpec, load_services
 from gateway.settings_reference import toml_value
-from gateway.workers import MAX_AUTO_WORKERS, auto_workers, worker_count
+from gateway.workers import MAX_AUTO_WORKERS, auto_workers, machine_cores, worker_count
 from tests.chat.conftest import ADMIN, eventually, receive_until, token_for
 from tests.chat.test_failover import (FAST_FAILOVER, assert_dead_turn_ended_then_queued_turn_ran,
                                      hold_a_turn_and_queue_another, queue_rows,
@@ -442,6 +442,14 @@ async def test_a_turn_queued_behind_a_killed_worker_runs_and_reaches_the_survivi
     assert [m["content"] for m in provider.requests[-1]["messages"] if m["role"] == "user"] == ["first", "second"]
     assert await stored_messages(bystander, session) == [("user", "first"), ("user", "second"),
                                                           ("assistant", provider.reply)]
+
+
+def test_the_shipped_gateway_runs_on_every_core_with_no_configuration():
+    """Issue 23: `bin/console.sh start --fresh` runs the gateway on every core (at most 8); only
+    the gateway runs several workers."""
+    services = {spec.id: spec for spec in load_services(PROJECT_ROOT / "conf" / "services.toml")}
+    assert worker_count(services["gateway"], None) == min(machine_cores(), MAX_AUTO_WORKERS)
+    assert [spec.id for spec in services.values() if spec.extra.get("workers", 1) != 1] == ["gateway"]
 
 
 def test_the_service_table_decides_who_runs_several_workers():

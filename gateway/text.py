@@ -34,7 +34,8 @@ def dumps_text(value: Any) -> str:
     """`json.dumps(value, ensure_ascii=False)`, compact: every frame of a reply and every stored
     message is encoded, and orjson does it several times faster. Whatever orjson refuses (keys
     that are not strings, an integer past 64 bits, half of a surrogate pair) json encodes, or
-    refuses, as before."""
+    refuses, as before. NaN and the infinities become null (json wrote `NaN`, which is not JSON
+    and which PostgreSQL's jsonb refuses)."""
     try:
         return orjson.dumps(value).decode()
     except TypeError:  # orjson.JSONEncodeError

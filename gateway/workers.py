@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import shutil
 import signal
@@ -51,12 +52,32 @@ def can_share_port() -> bool:
     return os.name == "posix" and hasattr(socket, "SO_REUSEPORT")
 
 
-def machine_cores() -> int:
-    """The cores this process may run on (affinity and cpusets included, where the OS says)."""
+def machine_cores(cgroup_root: Path = Path("/sys/fs/cgroup")) -> int:
+    """The cores this process may run on: its affinity and cpuset where the OS says, and no more
+    than a CPU quota allows (a container started with `--cpus 2` on a bigger host sees every
+    core of the host, but may keep only two busy)."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    quota = cpu_quota(cgroup_root)
+    return max(1, min(cores, math.ceil(quota))) if quota is not None else cores
+
+
+def cpu_quota(cgroup_root: Path) -> float | None:
+    """Cores' worth of CPU time the cgroup allows (cgroup v2 `cpu.max`, v1 `cpu.cfs_quota_us` over
+    `cpu.cfs_period_us`); None without a limit or where there is nothing to read."""
+    try:
+        if (cgroup_root / "cpu.max").exists():
+            quota, period = (cgroup_root / "cpu.max").read_text().split()[:2]
+        else:
+            quota = (cgroup_root / "cpu" / "cpu.cfs_quota_us").read_text().strip()
+            period = (cgroup_root / "cpu" / "cpu.cfs_period_us").read_text().strip()
+        if quota == "max" or int(quota) <= 0 or int(period) <= 0:
+            return None
+        return int(quota) / int(period)
+    except (OSError, ValueError):
+        return None
 
 
 def auto_workers(cores: int) -> int:

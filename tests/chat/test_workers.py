@@ -28,7 +28,7 @@ from gateway.app import WORKER_HEADER
 from gateway.config import PROJECT_ROOT
 from gateway.services import ServiceSpec, load_services
 from gateway.settings_reference import toml_value
-from gateway.workers import MAX_AUTO_WORKERS, auto_workers, machine_cores, worker_count
+from gateway.workers import MAX_AUTO_WORKERS, auto_workers, cpu_quota, machine_cores, worker_count
 from tests.chat.conftest import ADMIN, eventually, receive_until, token_for
 from tests.chat.test_failover import (FAST_FAILOVER, assert_dead_turn_ended_then_queued_turn_ran,
                                      hold_a_turn_and_queue_another, queue_rows,
@@ -450,6 +450,23 @@ def test_the_shipped_gateway_runs_on_every_core_with_no_configuration():
     services = {spec.id: spec for spec in load_services(PROJECT_ROOT / "conf" / "services.toml")}
     assert worker_count(services["gateway"], None) == min(machine_cores(), MAX_AUTO_WORKERS)
     assert [spec.id for spec in services.values() if spec.extra.get("workers", 1) != 1] == ["gateway"]
+
+
+def test_a_cpu_quota_caps_the_cores_counted(tmp_path):
+    """A container limited to 1.5 CPUs of a bigger host runs two workers, not one per host core."""
+    unlimited = machine_cores(tmp_path / "none")
+    v2, v1 = tmp_path / "v2", tmp_path / "v1"
+    v2.mkdir()
+    (v2 / "cpu.max").write_text("150000 100000\n")
+    (v1 / "cpu").mkdir(parents=True)
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("100000\n")
+    (v1 / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    assert cpu_quota(v2) == 1.5 and cpu_quota(v1) == 1.0
+    assert machine_cores(v2) == min(unlimited, 2) and machine_cores(v1) == 1
+    (v2 / "cpu.max").write_text("max 100000\n")
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
+    assert cpu_quota(v2) is None and cpu_quota(v1) is None
+    assert machine_cores(v2) == machine_cores(v1) == unlimited
 
 
 def test_the_service_table_decides_who_runs_several_workers():

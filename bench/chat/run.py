@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -48,7 +49,9 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import AsyncIterator, Iterator
 
 import aiohttp
 
@@ -537,6 +540,22 @@ def tree_cpu_seconds(pids: list[int]) -> float:
     return total
 
 
+@contextlib.asynccontextmanager
+async def open_sessions(http: aiohttp.ClientSession, url: str, count: int, prefix: str
+                        ) -> AsyncIterator[list[tuple[aiohttp.ClientWebSocketResponse, str]]]:
+    """`count` WebSockets to `url` (its `{token}` and `{session}` filled in), each of its own user
+    and session (`<prefix>_<n>`), as (socket, session id); closed on leaving."""
+    sockets: list[tuple[aiohttp.ClientWebSocketResponse, str]] = []
+    try:
+        for index in range(count):
+            session = f"{prefix}_{index}"
+            sockets.append((await http.ws_connect(url.format(token=access_token(f"user_{session}"), session=session),
+                                                  max_msg_size=0), session))
+        yield sockets
+    finally:
+        await asyncio.gather(*(ws.close() for ws, _ in sockets), return_exceptions=True)
+
+
 async def scaling(urls: dict[str, str], pids: dict[str, list[int]], concurrency: int, rounds: int,
                   turns: int) -> dict:
     """Per target: first-token latencies, counted turns, the batches' wall time and CPU time.
@@ -549,12 +568,7 @@ async def scaling(urls: dict[str, str], pids: dict[str, list[int]], concurrency:
             order = list(urls)
             random.shuffle(order)
             for name in order:
-                sockets = []
-                try:
-                    for index in range(concurrency):
-                        url = urls[name].format(token=access_token(f"user_w_{run_id}_{index}"),
-                                                session=f"w_{run_id}_{index}")
-                        sockets.append((await http.ws_connect(url, max_msg_size=0), f"w_{run_id}_{index}"))
+                async with open_sessions(http, urls[name], concurrency, f"w_{run_id}") as sockets:
                     await asyncio.gather(*(gateway_turn(ws, sid) for ws, sid in sockets))  # warm-up, uncounted
                     cpu_before = tree_cpu_seconds(pids[name])
                     for _ in range(turns):
@@ -564,8 +578,6 @@ async def scaling(urls: dict[str, str], pids: dict[str, list[int]], concurrency:
                         samples[name]["ttft"].extend(ttft for ttft, _ in results)
                         samples[name]["turns"] += len(results)
                     samples[name]["cpu"] += tree_cpu_seconds(pids[name]) - cpu_before
-                finally:
-                    await asyncio.gather(*(ws.close() for ws, _ in sockets), return_exceptions=True)
     return samples
 
 
@@ -622,28 +634,54 @@ async def run_workers(args, processes: Processes, database_url: str, data_dir: P
 
 # ---------------------------------------------------------------- main
 
-async def run_relay(args, processes: Processes, database_url: str, data_dir: Path) -> None:
-    mock_port, gateway_port, bare_port = free_port(), free_port(), free_port()
-    mock = processes.start("mock", "--port", str(mock_port))
-    wait_until_up(f"http://127.0.0.1:{mock_port}/health", mock, 30)
-    bare = processes.start("bare-relay", "--port", str(bare_port), "--ai-core-url", f"http://127.0.0.1:{mock_port}")
-    wait_until_up(f"http://127.0.0.1:{bare_port}/bench-health", bare, 30)
-    gateway = processes.start("gateway", "--port", str(gateway_port), "--database-url", database_url,
-                              "--ai-core-url", f"http://127.0.0.1:{mock_port}", "--data-dir", str(data_dir / "relay"))
-    wait_until_up(f"http://127.0.0.1:{gateway_port}/bench-health", gateway, 120)
-    print(f"relay: {DELTAS} deltas {DELTA_GAP * 1000:g} ms apart; rounds={args.rounds}")
-    results = {}
+@dataclass
+class Relays:
+    """The mock AI core and the two relays in front of it (the bare one and the gateway app)."""
+    mock_port: int
+    bare_port: int
+    gateway_port: int
+    processes: dict[str, subprocess.Popen]  # "mock", "bare relay", "gateway"
+
+    @property
+    def mock_url(self) -> str:
+        return f"http://127.0.0.1:{self.mock_port}"
+
+    @property
+    def pids(self) -> dict[str, int]:
+        """The relays' processes, by target."""
+        return {name: process.pid for name, process in self.processes.items() if name != "mock"}
+
+
+@contextlib.contextmanager
+def relays(processes: Processes, database_url: str, gateway_data: Path) -> Iterator[Relays]:
+    """The mock, the bare relay and the gateway app, each in its own process; stopped on leaving."""
+    mock_port, bare_port, gateway_port = free_port(), free_port(), free_port()
+    mock_url = f"http://127.0.0.1:{mock_port}"
+    started: dict[str, subprocess.Popen] = {}
     try:
+        started["mock"] = processes.start("mock", "--port", str(mock_port))
+        wait_until_up(f"{mock_url}/health", started["mock"], 30)
+        started["bare relay"] = processes.start("bare-relay", "--port", str(bare_port), "--ai-core-url", mock_url)
+        wait_until_up(f"http://127.0.0.1:{bare_port}/bench-health", started["bare relay"], 30)
+        started["gateway"] = processes.start("gateway", "--port", str(gateway_port), "--database-url", database_url,
+                                             "--ai-core-url", mock_url, "--data-dir", str(gateway_data))
+        wait_until_up(f"http://127.0.0.1:{gateway_port}/bench-health", started["gateway"], 120)
+        yield Relays(mock_port, bare_port, gateway_port, started)
+    finally:
+        for process in reversed(list(started.values())):
+            processes.stop(process)
+
+
+async def run_relay(args, processes: Processes, database_url: str, data_dir: Path) -> None:
+    with relays(processes, database_url, data_dir / "relay") as servers:
+        print(f"relay: {DELTAS} deltas {DELTA_GAP * 1000:g} ms apart; rounds={args.rounds}")
+        results = {}
         for concurrency in args.concurrency:
             turns = args.turns if concurrency == 1 else 1
-            samples = await relay(gateway_port, bare_port, mock_port, concurrency, args.rounds, turns,
-                                  {"bare relay": bare.pid, "gateway": gateway.pid})
+            samples = await relay(servers.gateway_port, servers.bare_port, servers.mock_port, concurrency,
+                                  args.rounds, turns, servers.pids)
             results[concurrency] = report_relay(concurrency, samples)
         report_per_turn(results)
-    finally:
-        processes.stop(gateway)
-        processes.stop(bare)
-        processes.stop(mock)
 
 
 async def burst(urls: dict[str, str], pids: dict[str, int], mock_url: str, concurrency: int, rounds: int,
@@ -659,12 +697,7 @@ async def burst(urls: dict[str, str], pids: dict[str, int], mock_url: str, concu
                                      timeout=aiohttp.ClientTimeout(total=300)) as http:
         await (await http.post(f"{mock_url}/deltas/{deltas}")).read()
         for name in random.sample(list(urls), len(urls)):
-            sockets = []
-            try:
-                for index in range(concurrency):
-                    session = f"b{deltas}_{run_id}_{index}"
-                    url = urls[name].format(token=access_token(f"user_{session}"), session=session)
-                    sockets.append((await http.ws_connect(url, max_msg_size=0), session))
+            async with open_sessions(http, urls[name], concurrency, f"b{deltas}_{run_id}") as sockets:
                 for _ in range(2):  # uncounted, as in the relay run
                     await asyncio.gather(*(gateway_turn(ws, sid, deltas) for ws, sid in sockets))
                 await (await http.get(f"{mock_url}/arrivals")).read()
@@ -681,28 +714,17 @@ async def burst(urls: dict[str, str], pids: dict[str, int], mock_url: str, concu
                 samples[name]["user"] += after.user - before.user
                 samples[name]["system"] += after.system - before.system
                 samples[name]["turns"] += rounds * concurrency
-            finally:
-                await asyncio.gather(*(ws.close() for ws, _ in sockets), return_exceptions=True)
     return samples
 
 
 async def run_burst(args, processes: Processes, database_url: str, data_dir: Path) -> None:
-    mock_port, gateway_port, bare_port = free_port(), free_port(), free_port()
-    mock = processes.start("mock", "--port", str(mock_port))
-    wait_until_up(f"http://127.0.0.1:{mock_port}/health", mock, 30)
-    mock_url = f"http://127.0.0.1:{mock_port}"
-    bare = processes.start("bare-relay", "--port", str(bare_port), "--ai-core-url", mock_url)
-    wait_until_up(f"http://127.0.0.1:{bare_port}/bench-health", bare, 30)
-    gateway = processes.start("gateway", "--port", str(gateway_port), "--database-url", database_url,
-                              "--ai-core-url", mock_url, "--data-dir", str(data_dir / "burst"))
-    wait_until_up(f"http://127.0.0.1:{gateway_port}/bench-health", gateway, 120)
-    urls = {"bare relay": f"http://127.0.0.1:{bare_port}/ws",
-            "gateway": f"http://127.0.0.1:{gateway_port}/ws/chat?token={{token}}&session_id={{session}}"}
-    pids = {"bare relay": bare.pid, "gateway": gateway.pid}
-    try:
+    with relays(processes, database_url, data_dir / "burst") as servers:
+        urls = {"bare relay": f"http://127.0.0.1:{servers.bare_port}/ws",
+                "gateway": f"http://127.0.0.1:{servers.gateway_port}/ws/chat?token={{token}}&session_id={{session}}"}
         for concurrency in args.concurrency:
             print(f"\nburst: {concurrency} turns at once, {args.rounds} counted batches per phase")
-            results = {deltas: await burst(urls, pids, mock_url, concurrency, args.rounds, deltas) for deltas in (1, DELTAS)}
+            results = {deltas: await burst(urls, servers.pids, servers.mock_url, concurrency, args.rounds, deltas)
+                       for deltas in (1, DELTAS)}
             print(f"  {'target':12} {'deltas':>6} {'user ms/turn':>13} {'system ms/turn':>15} "
                   f"{'first request ms':>17} {'last request ms':>16}")
             for deltas, samples in results.items():
@@ -716,10 +738,6 @@ async def run_burst(args, processes: Processes, database_url: str, data_dir: Pat
                              - (one["user"] + one["system"]) / one["turns"]) / (DELTAS - 1) * 1e6
                 print(f"  {name}: a one-delta turn {(one['user'] + one['system']) / one['turns'] * 1000:.3f} ms of CPU, "
                       f"each further delta {per_delta:.1f} µs")
-    finally:
-        processes.stop(gateway)
-        processes.stop(bare)
-        processes.stop(mock)
 
 
 async def run_idle(args, processes: Processes, database_url: str, data_dir: Path) -> None:

@@ -18,6 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, cast
 
 from .batching import Batcher
+from .text import dumps_text
 
 if TYPE_CHECKING:
     from redis.asyncio.client import PubSub
@@ -579,7 +580,7 @@ class RedisBus(Bus):
                 items.append(item)
                 end += 1
             if len(items) > 1:
-                payload = json.dumps(items, ensure_ascii=False, separators=(",", ":"))
+                payload = dumps_text(items)
                 sent.append((self._frames, (keys.keys, [payload]), {}))
                 folded.append(len(items))
                 index = end

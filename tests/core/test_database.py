@@ -4,6 +4,7 @@ import shutil
 import signal
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 import psycopg2
@@ -11,9 +12,9 @@ import pytest
 
 from gateway.app import create_app
 from gateway.context import get_context
-from gateway.database import (DatabaseError, apply_migrations, create_pool, embedded_status, execute, fetch_all,
-                              fetch_value,
-                              migration_files, restart_embedded, transaction, unavailable)
+from gateway.database import (DatabaseError, _connection, _put_back, _take_idle, apply_migrations, create_pool,
+                              embedded_status, execute, fetch_all, fetch_value, migration_files, restart_embedded,
+                              transaction, unavailable)
 from tests.core.sample_plugin import SamplePlugin
 
 
@@ -162,6 +163,48 @@ async def test_a_statement_that_fails_is_not_taken_for_an_outage(database_url):
     finally:
         pool.close()
         await pool.wait_closed()
+
+
+async def test_pooled_connections_are_handed_on_to_waiters_and_dropped_when_unusable(database_url):
+    """The helpers check a connection out and in directly when one is idle and nobody waits
+    (gateway.database._take_idle): a task waiting in aiopg's acquire must still get each one
+    back, a connection the server closed is replaced, and one left inside a transaction is dropped
+    rather than lent out again."""
+    pool = await create_pool(database_url, maxsize=2, timeout=5)
+    try:
+        # 20 statements through a pool of 2: most of them wait for a connection the others return.
+        started = asyncio.get_running_loop().time()
+        assert await asyncio.gather(*(fetch_value(pool, "SELECT %s::int FROM pg_sleep(0.02)", (n,))
+                                      for n in range(20))) == list(range(20))
+        assert asyncio.get_running_loop().time() - started < 4  # none waited out the pool's timeout
+        assert pool.size <= 2 and len(pool._used) == 0 and pool.freesize == pool.size
+
+        # A connection the server ended is noticed at checkout and another one is opened.
+        pid = await fetch_value(pool, "SELECT pg_backend_pid()")
+        await fetch_value(pool, "SELECT pg_terminate_backend(%s) FROM pg_stat_activity WHERE pid <> pg_backend_pid()"
+                                " AND pid = %s", (pid, pid))
+        await asyncio.sleep(0.2)
+        assert {await fetch_value(pool, "SELECT 1") for _ in range(3)} == {1}
+
+        # A connection that comes back in the middle of a transaction is closed, not lent out again.
+        with pytest.warns(ResourceWarning):  # aiopg's release says so
+            async with _connection(pool) as connection:
+                async with connection.cursor() as cursor:
+                    await cursor.execute("BEGIN")
+        assert connection.closed
+        assert await fetch_value(pool, "SELECT count(*) FROM pg_stat_activity WHERE state = 'idle in transaction' "
+                                       "AND datname = current_database()") == 0
+    finally:
+        pool.close()
+        await pool.wait_closed()
+
+
+def test_the_direct_checkout_leaves_a_pool_it_does_not_know_to_aiopg():
+    """Another aiopg (or asyncio) may keep the pool's state under other names: then every
+    checkout goes through aiopg's own acquire and release, none fails."""
+    unknown = SimpleNamespace(_free=[object()], _closing=False, _recycle=-1)  # no _cond
+    assert _take_idle(unknown) is None  # type: ignore[arg-type]
+    assert _put_back(unknown, SimpleNamespace(closed=False)) is False  # type: ignore[arg-type]
 
 
 @pytest.mark.slow

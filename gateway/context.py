@@ -29,10 +29,13 @@ T = TypeVar("T")
 
 
 class _Slot(Generic[T]):
-    """A context attribute that exists only once the service has started."""
+    """A context attribute that exists only once the service has started. Reading it before then
+    raises; once set it is an ordinary attribute of the instance (a descriptor without
+    `__set__` is asked only while the instance has no such attribute): `context.bus` and the
+    like are read several times for every frame a reply sends."""
 
     def __set_name__(self, owner: type, name: str) -> None:
-        self.name = "_" + name
+        self.name = name
 
     @overload
     def __get__(self, instance: None, owner: type | None = None) -> "_Slot[T]": ...
@@ -43,14 +46,8 @@ class _Slot(Generic[T]):
     def __get__(self, instance, owner=None):
         if instance is None:
             return self
-        value = instance.__dict__.get(self.name)
-        if value is None:
-            raise RuntimeError(f"context.{self.name[1:]} is not available: the service has not "
-                               f"started yet, or it was not configured")
-        return value
-
-    def __set__(self, instance: object, value: T) -> None:
-        instance.__dict__[self.name] = value
+        raise RuntimeError(f"context.{self.name} is not available: the service has not "
+                           f"started yet, or it was not configured")
 
 
 class Context:
@@ -91,7 +88,7 @@ class Context:
         self._clock_listeners.append(listener)
 
     def has(self, name: str) -> bool:
-        return self.__dict__.get("_" + name) is not None
+        return self.__dict__.get(name) is not None
 
     def peer_url(self, peer: str) -> str:
         """Where another service answers (`peers.<peer>_url`, e.g. "ai_core"), no trailing slash."""

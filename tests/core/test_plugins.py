@@ -213,3 +213,19 @@ def test_every_registrar_call_and_context_attribute_is_documented():
     undocumented = [name for name in registrar_calls + context_attributes if f"`{name}" not in documentation]
     assert undocumented == []
     assert all(hasattr(Context, name) or name in {"config", "hub", "contracts"} for name in context_attributes)
+
+
+def test_a_context_resource_is_refused_until_the_service_has_set_it():
+    """`context.bus` and its like raise a clear error before start-up, then read as plain
+    attributes (they are read for every frame of a reply)."""
+    from gateway.config import Config
+    from gateway.context import Context
+
+    context = Context("svc", Config.load(overrides={}, environ={}))
+    with pytest.raises(RuntimeError, match="context.bus is not available"):
+        context.bus
+    assert not context.has("bus")
+    marker = object()
+    context.bus = marker  # type: ignore[assignment]
+    assert context.bus is marker and context.has("bus")
+    assert "bus" in vars(context)  # no descriptor between: an attribute of the instance

@@ -200,6 +200,13 @@ class Bus(abc.ABC):
         are more (Redis trims approximately: at least `max_len` stay); `ttl`: the stream expires
         `ttl` seconds from now, set in the same step."""
 
+    def stream_append_nowait(self, key: str, entry: Entry, *, max_len: int | None = None) -> bool:
+        """`stream_append` done before returning, where the bus can do it without waiting (the
+        in-process bus always can); False, and nothing appended, where it cannot: call
+        `stream_append`. A relay appends every frame of a reply, and one coroutine less per
+        frame counts."""
+        return False
+
     @abc.abstractmethod
     async def stream_read(self, key: str) -> list[Entry]:
         """Every entry of stream `key`, oldest first; [] when there is none."""
@@ -320,6 +327,11 @@ class InProcessBus(Bus):
 
     async def stream_append(self, key: str, entry: Entry, *, max_len: int | None = None,
                             ttl: float | None = None) -> None:
+        self.stream_append_nowait(key, entry, max_len=max_len)
+        if ttl is not None:
+            self._streams[key].expires = time.monotonic() + ttl
+
+    def stream_append_nowait(self, key: str, entry: Entry, *, max_len: int | None = None) -> bool:
         stream = self._streams.get(key)  # runs per frame of a reply: _stream's checks inlined
         if stream is None or (stream.expires is not None and stream.expires <= time.monotonic()):
             stream = self._streams[key] = _Stream()
@@ -327,8 +339,7 @@ class InProcessBus(Bus):
         if max_len is not None:
             while len(stream.entries) > max_len:
                 stream.entries.popleft()
-        if ttl is not None:
-            stream.expires = time.monotonic() + ttl
+        return True
 
     async def stream_read(self, key: str) -> list[Entry]:
         stream = self._stream(key)

@@ -464,6 +464,19 @@ class WebSocketHub:
                               self._envelope(user_id, payload, exclude, only, turn_id, seq))
         return delivered
 
+    def send_to_user_now(self, user_id: str, payload: str, *, turn_id: str | None = None, seq: int = -1,
+                         record: "Record | None" = None) -> int | None:
+        """`send_to_user` to every device of the user, done before returning where nothing has
+        to wait (one instance, and a bus that appends `record` at once): how many local devices
+        it was queued for. None, and nothing done, otherwise: call `send_to_user`. For the
+        frames of a streamed reply, dozens a second per turn."""
+        if self._shared:
+            return None
+        if record is not None and not self.context.bus.stream_append_nowait(record[0], record[1],
+                                                                            max_len=record[2]):
+            return None
+        return self._deliver_local(user_id, payload, None, None, turn_id, seq)
+
     def _envelope(self, user_id: str, payload: str, exclude: str | None, only: str | None, turn_id: str | None,
                   seq: int) -> dict:
         return {"user_id": user_id, "payload": payload, "exclude": exclude, "only": only, "turn_id": turn_id,

@@ -105,6 +105,10 @@ class Relay:
         locked = False
         taps: list[ReplyTap] = []
         append, record, deliver = self.replay.append, self.replay.record, self.hub.send_to_user
+        deliver_now = self.hub.send_to_user_now
+        # One instance: the bus appends a frame without waiting, and the hub sends it without
+        # waiting, so a delta is sent with no coroutine between (send_now).
+        in_process = not self.context.bus.shared
 
         async def emit(message: dict) -> None:
             async with order:
@@ -126,6 +130,18 @@ class Relay:
                     pieces.append(content)
                 await gate.send(payload, sequence)
             sequence += 1
+
+        def send_now(payload: str, content: str) -> bool:
+            """`send` done before returning, where nothing has to wait; False, nothing sent,
+            otherwise: then `send` it."""
+            nonlocal sequence
+            if not (in_process and gate.opened) or deliver_now(
+                    user_id, payload, turn_id=turn_id, seq=sequence,
+                    record=record(session, turn_id, sequence, payload)) is None:
+                return False
+            pieces.append(content)
+            sequence += 1
+            return True
 
         async def emit_end(message: dict) -> None:
             """The frame that ends a failed reply: it reaches this instance's devices even when
@@ -194,8 +210,8 @@ class Relay:
                             async with order:
                                 await send(chunks.encode(sequence, content), content)
                             taps = feed_taps(taps, content)
-                        else:
-                            await send(chunks.encode(sequence, content), content)
+                        elif not send_now(payload := chunks.encode(sequence, content), content):
+                            await send(payload, content)
                     if cut:
                         break
                 elif kind == "error":

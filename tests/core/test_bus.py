@@ -169,6 +169,20 @@ async def test_streams_append_read_trim_and_expire(bus):
     assert await bus.stream_read("other") == []
 
 
+async def test_a_stream_entry_is_appended_without_waiting_only_where_the_bus_can(bus):
+    """The relay appends each frame with `stream_append_nowait` and falls back to the coroutine
+    when it says False: then nothing may have been appended."""
+    appended = [bus.stream_append_nowait("nowait", {"n": str(number)}, max_len=3) for number in range(5)]
+    if bus.shared:  # a Redis command is a round trip
+        assert appended == [False] * 5 and await bus.stream_read("nowait") == []
+    else:
+        assert appended == [True] * 5
+        assert [entry["n"] for entry in await bus.stream_read("nowait")] == ["2", "3", "4"]
+        await bus.stream_append("nowait", {"n": "last"}, ttl=0.2)  # the coroutine keeps its ttl
+        await asyncio.sleep(0.3)
+        assert await bus.stream_read("nowait") == []
+
+
 async def test_a_restarted_stream_returns_its_old_entries_only_when_unfinished(bus):
     finished = ("kind", "end")
     assert await bus.stream_restart("turn", {"kind": "begin", "turn": "t1"}, 60, finished=finished) == []

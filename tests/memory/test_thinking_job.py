@@ -31,6 +31,7 @@ from tests.memory.conftest import remember, url_of
 from tests.support.asyncapi import FrameChecker
 
 HOUR = 3600.0
+DAY = 24 * HOUR
 INTERVAL = HOUR
 THOUGHT = {"noticed": "Alice is vegetarian and her sister Lena visits on Friday.",
            "suggestion": "Offer a vegetarian dinner menu for Lena's visit."}
@@ -41,7 +42,11 @@ class ManualClock:
     job has run and sleeps again."""
 
     def __init__(self):
-        self.offset = 0.0
+        # It starts at noon (UTC) of today, whatever the real hour: the daily bound counts the
+        # entries of the clock's UTC day, and the memory service stamps entries with the real
+        # time, so a test run just before midnight would otherwise see a new day after an hour.
+        now = time.time()
+        self.offset = (now // DAY) * DAY + DAY / 2 - now
         self.sleeps = 0
         self._condition: asyncio.Condition | None = None
 

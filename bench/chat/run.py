@@ -27,6 +27,12 @@
    per turn (what a turn costs besides its deltas, and what a delta costs: the difference over
    63), and when the batch's first and last requests reached the mock after the batch's first
    message (what stands between a burst and its last first token).
+5. Two revisions side by side (`--only compare --base REV`). The gateway of the working tree and
+   the gateway of revision REV (checked out into a temporary git worktree) run beside the bare
+   relay, and the bursts of 4 run against all three interleaved, `--repeats` times: CPU per turn
+   of each, and each as a ratio of the bare relay's. This machine's speed drifts by a third
+   within an hour, and one change to a turn moves its cost by a few percent: two separate runs
+   cannot tell such a change from the drift, one paired run can.
 
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres .venv/bin/python -m bench.chat.run
 
@@ -226,13 +232,15 @@ class Processes:
         self.log_dir = log_dir
         self.running: list[subprocess.Popen] = []
 
-    def start(self, name: str, *args: str, log_name: str | None = None) -> subprocess.Popen:
-        return self.start_command(log_name or name, [sys.executable, "-m", "bench.chat.run", "--serve", name, *args])
+    def start(self, name: str, *args: str, log_name: str | None = None, root: Path = ROOT) -> subprocess.Popen:
+        """`root`: the checkout whose code the server runs (`--only compare` starts another's)."""
+        return self.start_command(log_name or name, [sys.executable, "-m", "bench.chat.run", "--serve", name, *args],
+                                  root=root)
 
-    def start_command(self, name: str, command: list[str], environment: dict[str, str] | None = None
-                      ) -> subprocess.Popen:
+    def start_command(self, name: str, command: list[str], environment: dict[str, str] | None = None,
+                      root: Path = ROOT) -> subprocess.Popen:
         log = open(self.log_dir / f"{name}.log", "w")
-        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=environment)
+        process = subprocess.Popen(command, cwd=root, stdout=log, stderr=subprocess.STDOUT, env=environment)
         process.log_path = self.log_dir / f"{name}.log"
         self.running.append(process)
         return process
@@ -652,6 +660,18 @@ class Relays:
         return {name: process.pid for name, process in self.processes.items() if name != "mock"}
 
 
+GATEWAY_WS_URL = "http://127.0.0.1:{port}/ws/chat?token={{token}}&session_id={{session}}"
+
+
+def start_gateway_app(processes: Processes, port: int, database_url: str, mock_url: str, data_dir: Path,
+                      root: Path = ROOT, log_name: str | None = None) -> subprocess.Popen:
+    """The gateway app of checkout `root` in its own process, once it answers."""
+    gateway = processes.start("gateway", "--port", str(port), "--database-url", database_url, "--ai-core-url",
+                              mock_url, "--data-dir", str(data_dir), log_name=log_name, root=root)
+    wait_until_up(f"http://127.0.0.1:{port}/bench-health", gateway, 120)
+    return gateway
+
+
 @contextlib.contextmanager
 def relays(processes: Processes, database_url: str, gateway_data: Path) -> Iterator[Relays]:
     """The mock, the bare relay and the gateway app, each in its own process; stopped on leaving."""
@@ -663,9 +683,7 @@ def relays(processes: Processes, database_url: str, gateway_data: Path) -> Itera
         wait_until_up(f"{mock_url}/health", started["mock"], 30)
         started["bare relay"] = processes.start("bare-relay", "--port", str(bare_port), "--ai-core-url", mock_url)
         wait_until_up(f"http://127.0.0.1:{bare_port}/bench-health", started["bare relay"], 30)
-        started["gateway"] = processes.start("gateway", "--port", str(gateway_port), "--database-url", database_url,
-                                             "--ai-core-url", mock_url, "--data-dir", str(gateway_data))
-        wait_until_up(f"http://127.0.0.1:{gateway_port}/bench-health", started["gateway"], 120)
+        started["gateway"] = start_gateway_app(processes, gateway_port, database_url, mock_url, gateway_data)
         yield Relays(mock_port, bare_port, gateway_port, started)
     finally:
         for process in reversed(list(started.values())):
@@ -717,10 +735,15 @@ async def burst(urls: dict[str, str], pids: dict[str, int], mock_url: str, concu
     return samples
 
 
+def burst_cpu(series: dict) -> float:
+    """Seconds of CPU (user and system) per turn of one target's burst samples."""
+    return (series["user"] + series["system"]) / series["turns"]
+
+
 async def run_burst(args, processes: Processes, database_url: str, data_dir: Path) -> None:
     with relays(processes, database_url, data_dir / "burst") as servers:
         urls = {"bare relay": f"http://127.0.0.1:{servers.bare_port}/ws",
-                "gateway": f"http://127.0.0.1:{servers.gateway_port}/ws/chat?token={{token}}&session_id={{session}}"}
+                "gateway": GATEWAY_WS_URL.format(port=servers.gateway_port)}
         for concurrency in args.concurrency:
             print(f"\nburst: {concurrency} turns at once, {args.rounds} counted batches per phase")
             results = {deltas: await burst(urls, servers.pids, servers.mock_url, concurrency, args.rounds, deltas)
@@ -734,10 +757,53 @@ async def run_burst(args, processes: Processes, database_url: str, data_dir: Pat
                           f"{percentile(series['last'], 50):16.1f}")
             for name in urls:
                 one, many = results[1][name], results[DELTAS][name]
-                per_delta = ((many["user"] + many["system"]) / many["turns"]
-                             - (one["user"] + one["system"]) / one["turns"]) / (DELTAS - 1) * 1e6
-                print(f"  {name}: a one-delta turn {(one['user'] + one['system']) / one['turns'] * 1000:.3f} ms of CPU, "
+                per_delta = (burst_cpu(many) - burst_cpu(one)) / (DELTAS - 1) * 1e6
+                print(f"  {name}: a one-delta turn {burst_cpu(one) * 1000:.3f} ms of CPU, "
                       f"each further delta {per_delta:.1f} µs")
+
+
+@contextlib.contextmanager
+def worktree(revision: str) -> Iterator[Path]:
+    """`revision` checked out into a temporary git worktree, removed on leaving."""
+    path = Path(tempfile.mkdtemp(prefix="bench-chat-base-")) / "tree"
+    subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(path), revision], cwd=ROOT, check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False)
+        shutil.rmtree(path.parent, ignore_errors=True)
+
+
+async def run_compare(args, processes: Processes, database_url: str, data_dir: Path) -> None:
+    """The bursts of `run_burst` against the bare relay, this checkout's gateway and revision
+    `--base`'s, interleaved: the figures of the two gateways are taken under the same drift."""
+    with worktree(args.base) as base_root, relays(processes, database_url, data_dir / "compare") as servers:
+        base_port = free_port()
+        base = start_gateway_app(processes, base_port, database_url, servers.mock_url, data_dir / "compare-base",
+                                 root=base_root, log_name="gateway-base")
+        urls = {"bare relay": f"http://127.0.0.1:{servers.bare_port}/ws",
+                "gateway": GATEWAY_WS_URL.format(port=servers.gateway_port),
+                f"gateway {args.base}": GATEWAY_WS_URL.format(port=base_port)}
+        pids = {**servers.pids, f"gateway {args.base}": base.pid}
+        for concurrency in args.concurrency:
+            print(f"\ncompare: {concurrency} turns at once, {args.rounds} counted batches per phase, "
+                  f"{args.repeats} repeats; CPU per turn (ms), each repeat and in all")
+            totals: dict[tuple[str, int], list[float]] = {}
+            for repeat in range(args.repeats):
+                for deltas in random.sample([1, DELTAS], 2):
+                    samples = await burst(urls, pids, servers.mock_url, concurrency, args.rounds, deltas)
+                    for name, series in samples.items():
+                        total = totals.setdefault((name, deltas), [0.0, 0])
+                        total[0] += series["user"] + series["system"]
+                        total[1] += series["turns"]
+                    print(f"  repeat {repeat + 1}, {deltas} deltas: " + ", ".join(
+                        f"{name} {burst_cpu(series) * 1000:.3f}"
+                        for name, series in samples.items()), flush=True)
+            for deltas in (1, DELTAS):
+                bare = totals[("bare relay", deltas)][0] / totals[("bare relay", deltas)][1]
+                print(f"  {deltas} deltas: " + ", ".join(  # a run too short for one CPU tick has no ratio
+                    f"{name} {cpu / turns * 1000:.3f} ms ({f'{cpu / turns / bare:.2f}x' if bare else 'no ratio'})"
+                    for (name, count), (cpu, turns) in totals.items() if count == deltas))
 
 
 async def run_idle(args, processes: Processes, database_url: str, data_dir: Path) -> None:
@@ -780,7 +846,9 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=20, help="sequential turns per round at concurrency 1")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 200])
     parser.add_argument("--connections", type=int, default=10000)
-    parser.add_argument("--only", choices=["relay", "idle", "workers", "burst"])
+    parser.add_argument("--only", choices=["relay", "idle", "workers", "burst", "compare"])
+    parser.add_argument("--base", default="HEAD", help="the revision the compare run sets beside the working tree")
+    parser.add_argument("--repeats", type=int, default=4, help="interleaved repeats of the compare run")
     parser.add_argument("--workers", type=int, nargs="+", default=None,
                         help="worker counts of the workers run (default: 1 and every core)")
     parser.add_argument("--turns-per-round", type=int, default=3, help="counted batches per round, workers run")
@@ -822,6 +890,8 @@ def main() -> None:
             asyncio.run(run_idle(args, processes, database_url, data_dir))
         if args.only == "burst":  # a diagnosis of the relay's figures, not part of the full run
             asyncio.run(run_burst(args, processes, database_url, data_dir))
+        if args.only == "compare":  # a change measured against another revision, not part of the full run
+            asyncio.run(run_compare(args, processes, database_url, data_dir))
         if args.only in (None, "workers"):
             args.workers = args.workers or sorted({1, min(os.cpu_count() or 1, 8)})
             asyncio.run(run_workers(args, processes, database_url, data_dir))

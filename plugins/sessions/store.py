@@ -206,9 +206,11 @@ class Conversations:
                                (user_id, session_id))
 
     async def find_sessions(self, session_id: str) -> list[dict]:
-        """Every user's session with this id, the most recently updated first (the administrator's view)."""
+        """Every user's session with this id, the most recently updated first (the administrator's view).
+        The order is the stored microseconds': `updated_at` alone would be the output's
+        milliseconds, where two sessions made in one millisecond tie."""
         return await fetch_all(self.db, f"SELECT {SESSION_COLUMNS} FROM chat_sessions WHERE id = %s "
-                                        f"ORDER BY updated_at DESC, user_id", (session_id,))
+                                        f"ORDER BY chat_sessions.updated_at DESC, user_id", (session_id,))
 
     async def ensure_session(self, user_id: str, session_id: str, title: str | None = None) -> dict:
         session = await fetch_one(

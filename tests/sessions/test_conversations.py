@@ -91,6 +91,33 @@ async def test_messages_stored_at_once_go_in_one_batch_each_with_its_own_outcome
     assert [item["content"] for item in history] == [message["content"] for message in listed]
 
 
+async def test_a_batch_of_messages_is_one_statement_with_each_outcome_in_order(sessions_app):
+    """The batched statement itself (the public path above also takes its fallback, one
+    statement a message, since one of its messages fails): rows in the batch's order with ids
+    drawn in that order, a re-sent id's earlier row, None for an id taken earlier in the batch,
+    and only sessions that got a message touched."""
+    _, conversations, _ = sessions_app
+    for session_id in ("b1", "b2", "quiet"):
+        await conversations.create_session("user_alice", session_id)
+    earlier = await conversations.add_message("b1", "user_alice", "user", "earlier", client_msg_id="known")
+    quiet_before = await conversations.get_session("user_alice", "quiet")
+
+    def message(session_id: str, content: str, client: str | None) -> dict:
+        return {"session": session_id, "user": "user_alice", "role": "user", "type": "chat", "content": content,
+                "metadata": '{"n": 1}', "client": client}
+
+    rows = await conversations._insert_messages([
+        message("b2", "first", "a"), message("b1", "second", None), message("b1", "re-sent", "known"),
+        message("b2", "third", "twice"), message("b2", "twice again", "twice")])
+    first, second, resent, third, taken = rows
+    assert [first["content"], second["content"], third["content"]] == ["first", "second", "third"]
+    assert first["id"] < second["id"] < third["id"] and not (first["duplicate"] or second["duplicate"])
+    assert first["metadata"] == {"n": 1} and isinstance(first["created_at"], int)
+    assert resent["duplicate"] is True and resent["id"] == earlier["id"] and resent["content"] == "earlier"
+    assert taken is None
+    assert await conversations.get_session("user_alice", "quiet") == quiet_before
+
+
 async def test_list_messages_pages_and_scrolls_back(sessions_app):
     _, conversations, _ = sessions_app
     await conversations.create_session("user_alice", "s1")

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from typing import TYPE_CHECKING, Any, Awaitable, Literal, cast
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, cast
 
 from gateway.errors import unavailable_error
 from gateway.text import dumps_text
@@ -55,9 +55,12 @@ class Relay:
     def conversations(self):
         return self.context.contracts.require(CONVERSATIONS)
 
-    async def run(self, turn: Turn, watcher: ReplyTap | None = None) -> tuple[str, TurnReply | TurnFailed]:
+    async def run(self, turn: Turn, watcher: ReplyTap | None = None,
+                  on_start: Callable[[], Awaitable[None]] | None = None) -> tuple[str, TurnReply | TurnFailed]:
         """One turn; its final status ("done", "failed", "duplicate") and its reply or failure.
         `watcher`: a tap of the turn's own (its waiter's, see waiters.py) beside the plugins'.
+        `on_start`: the caller's bookkeeping, run in the reply's set-up once the AI core's
+        request is out (a task of its own would cost every turn of a burst a step).
         The AI core is called first; the turn's row (when the submitter did not write it yet)
         and the user's message are stored while it thinks. The sender sees the reply's frames
         as they come; the user's other devices see the echo of the message first (it carries the
@@ -86,16 +89,22 @@ class Relay:
             "message_id": turn.client_msg_id}
         events = self.ai.stream_chat(body)
         gate = EchoGate(self.hub, user_id, turn.sender, turn_id)
-        # Done once the first event went out, or `store_after` seconds passed, or at once without
-        # a sender (see _store_user_message). A timer rather than a wait with a timeout: a burst
-        # of turns starts hundreds of these on the way to their first tokens.
-        loop = asyncio.get_running_loop()
-        relayed = loop.create_future()
+        # The writes start once the first event went out, or `store_after` seconds passed, or at
+        # once without a sender (see _store_user_message). Their task is made then, not made
+        # to wait: a burst of turns would step hundreds of waiting tasks on the way to their
+        # first tokens. A timer rather than a wait with a timeout, for the same reason.
+        writes: asyncio.Task | None = None
+
+        def start_writes() -> asyncio.Task:
+            nonlocal writes
+            if writes is None:
+                writes = asyncio.create_task(self._store_user_message(turn, gate))
+            return writes
+
         if turn.sender is None:
-            relayed.set_result(None)
+            start_writes()
         else:
-            loop.call_later(self.store_after, _set_once, relayed)
-        confirmed = asyncio.create_task(self._store_user_message(turn, gate, relayed))
+            asyncio.get_running_loop().call_later(self.store_after, start_writes)
         sequence = 0
         chunks = ChunkFrames(session_id, turn_id)
         pieces: list[str] = []  # the reply's text the devices were sent
@@ -156,14 +165,16 @@ class Relay:
 
         async def writes_finished() -> None:
             """The writes start now if no first event let them, and are waited for."""
-            _set_once(relayed)
-            if not confirmed.done():
-                await asyncio.wait([confirmed])
+            task = start_writes()
+            if not task.done():
+                await asyncio.wait([task])
 
         async def begin() -> None:
             """The reply's set-up, run while the AI core's request is out: the previous turn
             ended for the devices if its instance died mid-reply, `stream_start`, the taps."""
             nonlocal taps, order, locked
+            if on_start is not None:
+                await on_start()
             unfinished = await self.replay.begin(session, turn_id)
             if unfinished is not None and unfinished.frames:
                 await self.end_dead_turn(turn.session, unfinished)
@@ -197,8 +208,8 @@ class Relay:
                     set_up = None
                 if event is None:
                     break
-                if confirmed.done():
-                    _confirmation(confirmed)  # raises when the message could not be stored
+                if writes is not None and writes.done():
+                    _confirmation(writes)  # raises when the message could not be stored
                 kind = event.get("type")
                 if kind == "delta":
                     content = str(event.get("content") or "")
@@ -224,11 +235,12 @@ class Relay:
                     break
                 elif (frame := event_frame(event, turn_id)) is not None:
                     await emit(frame)
-                _set_once(relayed)
+                if writes is None:
+                    start_writes()
             if final is None and not cut:
                 raise TurnFailed(turn_error_text("ai_core_failed"), "ai_core_failed")
             await writes_finished()  # a reply that is only `done` relayed nothing first
-            _confirmation(confirmed)
+            _confirmation(start_writes())
         except Exception as error:
             failure = _as_failure(error, turn)
             if set_up is not None:  # a failure of the set-up itself
@@ -289,14 +301,14 @@ class Relay:
         await _best_effort(self.replay.finish(session, turn_id), "recording the reply's end")
         return "done", done
 
-    async def _store_user_message(self, turn: Turn, gate: "EchoGate", relayed: "asyncio.Future") -> dict:
+    async def _store_user_message(self, turn: Turn, gate: "EchoGate") -> dict:
         """Write the turn's queue row if the submitter did not, and the user's message; then
         echo it to the user's other devices and let the reply's frames follow.
 
         When the sender sees the reply without waiting for this, the writes start once the
         AI core's first event was sent on (or `store_after` seconds passed): their work in this
-        process and in PostgreSQL would otherwise compete with the first token for the CPU."""
-        await relayed
+        process and in PostgreSQL would otherwise compete with the first token for the CPU
+        (`run` starts this then)."""
         session_id = turn.session_id
         metadata: dict[str, Any] = dict(turn.metadata) if turn.metadata is not None else {"mode": turn.mode}
         if turn.attachments:
@@ -451,11 +463,6 @@ def _outcome_read(future: "asyncio.Future") -> None:
     """Read a future's outcome nobody waits for any more (asyncio logs an exception never read)."""
     if not future.cancelled():
         future.exception()
-
-
-def _set_once(future: "asyncio.Future") -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 def _confirmation(task: "asyncio.Task") -> dict:

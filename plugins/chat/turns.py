@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import math
 from typing import TYPE_CHECKING, Callable
@@ -151,8 +152,17 @@ class TurnMachine:
 
         After a turn the queue is read only when the bus says a message was queued meanwhile,
         and the lock is let go before anything else: the device that saw `stream_end` often
-        sends its next message at once, and it should find the session idle."""
-        renewer = asyncio.create_task(self._renew(session))
+        sends its next message at once, and it should find the session idle.
+
+        The lock is renewed from a third of its lifetime on (`_renew`); most turns end sooner,
+        and a task per turn beside the reply would cost every turn of a burst its steps."""
+        renewer: asyncio.Task | None = None
+
+        def start_renewing() -> None:
+            nonlocal renewer
+            renewer = asyncio.create_task(self._renew(session))
+
+        first_renewal = asyncio.get_running_loop().call_later(self.admission.lock_ttl / 3, start_renewing)
         released = False
         try:
             turn, look, claimed = first, first is None, False
@@ -188,11 +198,14 @@ class TurnMachine:
         except Exception:
             log.exception("draining the turn queue of session %s failed", session.session_id)
         finally:
-            renewer.cancel()
+            first_renewal.cancel()
+            if renewer is not None:
+                renewer.cancel()
             if not released:
                 await self._unlock(session)
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
+            if renewer is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await renewer
         # A message queued just as the lock was let go would otherwise wait for the sweeper.
         try:
             if not self._stopping and await self.context.bus.get(queued_key(session.key)) is not None \
@@ -206,7 +219,7 @@ class TurnMachine:
         try:
             # A turn handed in without a device: its waiter, here or elsewhere, may want the pieces.
             watcher = self.waiters.watch(turn.turn_id) if turn.sender is None else None
-            status, outcome = await self.relay.run(turn, watcher)
+            status, outcome = await self.relay.run(turn, watcher, on_start=functools.partial(self._mark, turn.session))
         except asyncio.CancelledError:
             status = "abandoned"
             raise
@@ -226,30 +239,36 @@ class TurnMachine:
         task.add_done_callback(self._bookkeeping.discard)
         task.add_done_callback(_log_failure)
 
+    async def _mark(self, session: SessionRef) -> None:
+        """Mark the session as running a turn (for the sweeper) and live; each turn does as it
+        starts, and the renewing while turns run. A failure to reach the bus once is logged:
+        it must not end the turn, nor the renewing (the lock would expire)."""
+        bus = self.context.bus
+        try:
+            await bus.mark(RUNNING_TURNS, session.key, RUNNING_TURNS_TTL)
+            await bus.mark(LIVE_SESSIONS, session.key, LIVE_TTL)
+        except Exception:
+            log.exception("marking session %s live failed", session.session_id)
+
     async def _renew(self, session: SessionRef) -> None:
-        """Keep the session's lock and marks while its turns run. A lock found lost (it expired
+        """Keep the session's lock and marks while its turns run, every third of the lock's
+        lifetime (the first a third after the lock was taken). A lock found lost (it expired
         while this instance could not renew it, or was taken) stops the turns: another instance
         may hold the session now, and its sweeper ends the reply for the devices."""
-        bus = self.context.bus
-        await asyncio.sleep(0)  # the turn's request to the AI core goes out first
         while True:
-            try:  # a failure to reach the bus once must not end the renewing (the lock would expire)
-                await bus.mark(RUNNING_TURNS, session.key, RUNNING_TURNS_TTL)
-                await bus.mark(LIVE_SESSIONS, session.key, LIVE_TTL)
-            except Exception:
-                log.exception("marking session %s live failed", session.session_id)
-            await asyncio.sleep(self.admission.lock_ttl / 3)
             try:
                 renewed = await self.admission.renew(session)
             except Exception:
                 log.exception("renewing the turn lock of session %s failed", session.session_id)
-                continue
+                renewed = True  # tried again a third of the lifetime later
             if not renewed:
                 log.warning("the turn lock of session %s was lost (expired or taken); its turn stops", session.session_id)
                 drain = self._draining.get(session)
                 if drain is not None:
                     drain.cancel()
                 return
+            await self._mark(session)
+            await asyncio.sleep(self.admission.lock_ttl / 3)
 
     async def sweep(self) -> None:
         """Drain queues whose lock holder went away, and end the replies it left unfinished."""

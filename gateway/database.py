@@ -30,6 +30,8 @@ import psutil
 import psycopg2
 import psycopg2.extras
 
+from .text import dumps_text
+
 log = logging.getLogger("gateway.database")
 
 EMBEDDED_DATABASE = "assistant"
@@ -328,6 +330,14 @@ def _closed_by_server(connection: Any) -> bool:
 # Rows become dicts from plain tuples and the column names: psycopg2's RealDictCursor fills
 # each row through a Python method per column, three times the cost (the chat turn's batched
 # writes return rows).
+def json_rows(rows: list[dict]) -> str:
+    """Many rows as one statement parameter, each with its place in the list as `batch_index`:
+    `FROM json_to_recordset(%s::json) AS given (batch_index int, <column> <type>, ...)`. psycopg2
+    quotes every parameter in this process, about 1.5 µs a value: a batch of 50 rows of ten
+    values cost a millisecond that way, one JSON string of them some tens of µs."""
+    return dumps_text([{**row, "batch_index": index} for index, row in enumerate(rows)])
+
+
 async def fetch_all(db: aiopg.Pool, sql: str, params: Sequence | dict = ()) -> list[dict]:
     async with _connection(db) as connection:
         async with connection.cursor() as cursor:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import aiopg
 
 from gateway.batching import Batcher
-from gateway.database import execute, fetch_all, fetch_one, fetch_value, transaction
+from gateway.database import execute, fetch_all, fetch_one, fetch_value, json_rows, transaction
 from gateway.text import dumps_text
 
 if TYPE_CHECKING:
@@ -61,6 +61,22 @@ async def enqueue(db: aiopg.Pool, *, turn_id: str, session_id: str, user_id: str
         params)
 
 
+# Rows of turns that already run, many at once (json_rows: one parameter for the batch), as
+# `enqueue` with `running` writes each.
+RECORD_RUNNING_SQL = (
+    f"{ASYNC_COMMIT}WITH given AS (SELECT * FROM json_to_recordset(%s::json) AS given (turn_id text, session_id text, "
+    f"  user_id text, text text, mode text, attachments jsonb, client_msg_id text, sender_connection text, "
+    f"  metadata jsonb)), "
+    f"abandoned AS (UPDATE chat_turn_queue SET status = 'abandoned', finished_at = now() "
+    f"  WHERE status = 'running' AND (user_id, session_id) IN (SELECT user_id, session_id FROM given)) "
+    f"INSERT INTO chat_turn_queue (turn_id, session_id, user_id, text, mode, attachments, client_msg_id, "
+    f"sender_connection, metadata, status) "
+    f"SELECT turn_id, session_id, user_id, text, mode, attachments, client_msg_id, sender_connection, metadata, "
+    f"'running' FROM given "
+    f"ON CONFLICT (user_id, session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING "
+    f"RETURNING turn_id")
+
+
 class TurnRecords:
     """The two rows every turn writes beside its reply, batched with other turns' (a burst of
     turns then costs a statement per batch, not per turn; gateway.batching): the row of a turn
@@ -84,36 +100,19 @@ class TurnRecords:
         return await enqueue(self.context.db, **columns, running=True) is not None
 
     async def _record_many(self, batch: list[dict]) -> list[bool]:
-        sessions, rows, params = [], [], []
-        for columns in batch:
-            sessions.append("(%s, %s)")
-            params += [columns["user_id"], columns["session_id"]]
-        for columns in batch:
-            rows.append("(%s, %s, %s, %s, %s, %s, %s, %s, %s, 'running')")
-            params += [columns["turn_id"], columns["session_id"], columns["user_id"], columns["text"], columns["mode"],
-                       dumps_text(columns["attachments"]), columns["client_msg_id"] or None,
-                       columns["sender_connection"],
-                       dumps_text(columns["metadata"]) if columns["metadata"] is not None else None]
-        inserted = {row["turn_id"] for row in await fetch_all(
-            self.context.db,
-            f"{ASYNC_COMMIT}WITH abandoned AS (UPDATE chat_turn_queue SET status = 'abandoned', finished_at = now() "
-            f"WHERE status = 'running' AND (user_id, session_id) IN (VALUES {', '.join(sessions)})) "
-            f"INSERT INTO chat_turn_queue (turn_id, session_id, user_id, text, mode, attachments, client_msg_id, "
-            f"sender_connection, metadata, status) VALUES {', '.join(rows)} "
-            f"ON CONFLICT (user_id, session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING "
-            f"RETURNING turn_id", params)}
+        rows = json_rows([{**columns, "client_msg_id": columns["client_msg_id"] or None} for columns in batch])
+        inserted = {row["turn_id"] for row in await fetch_all(self.context.db, RECORD_RUNNING_SQL, (rows,))}
         return [columns["turn_id"] in inserted for columns in batch]
 
     async def _finish_one(self, finished: tuple[str, str]) -> None:
         await finish(self.context.db, *finished)
 
     async def _finish_many(self, batch: list[tuple[str, str]]) -> list[None]:
-        values = ", ".join(["(%s, %s)"] * len(batch))
+        rows = json_rows([{"turn_id": turn_id, "status": status} for turn_id, status in batch])
         await execute(self.context.db,
                       f"{ASYNC_COMMIT}UPDATE chat_turn_queue AS queue SET status = finished.status, "
-                      f"finished_at = now() FROM (VALUES {values}) AS finished (turn_id, status) "
-                      f"WHERE queue.turn_id = finished.turn_id",
-                      [value for finished in batch for value in finished])
+                      f"finished_at = now() FROM json_to_recordset(%s::json) AS finished (turn_id text, status text) "
+                      f"WHERE queue.turn_id = finished.turn_id", (rows,))
         return [None] * len(batch)
 
 

@@ -14,7 +14,7 @@ import psycopg2.errors
 
 from gateway.batching import Batcher
 from gateway.context import Context
-from gateway.database import execute, fetch_all, fetch_one, fetch_required, fetch_value, transaction
+from gateway.database import execute, fetch_all, fetch_one, fetch_required, fetch_value, json_rows, transaction
 from gateway.errors import Conflict, NotFound
 from gateway.text import dumps_text
 
@@ -157,16 +157,18 @@ ADD_MESSAGE_SQL = (
     f"WHERE user_id = %(user)s AND session_id = %(session)s "
     f"AND client_msg_id = %(client)s AND NOT EXISTS (SELECT 1 FROM inserted)")
 
-# Many messages at once: the same outcome per message as ADD_MESSAGE_SQL, from one array per
-# column. One constant statement whatever the batch's size: a statement of two CTEs per message
-# cost PostgreSQL ~15 ms to plan and run for 50 messages, and this process 27 µs a message to
-# quote (bench/README.md). The ids are drawn in the batch's order, so the rows can be matched
-# to their messages (and messages stored together are numbered in the order they came).
+# Many messages at once: the same outcome per message as ADD_MESSAGE_SQL, from one JSON array
+# of them (gateway.database.json_rows). One constant statement whatever the batch's size: a
+# statement of two CTEs per message cost PostgreSQL ~15 ms to plan and run for 50 messages, and
+# this process 27 µs a message to quote (bench/README.md). The ids are drawn in the batch's
+# order, so the rows can be matched to their messages (and messages stored together are
+# numbered in the order they came).
 ADD_MESSAGES_SQL = f"""WITH given AS (
-  SELECT *, nextval('chat_messages_id_seq') AS new_id
-  FROM unnest(%(session)s::text[], %(user)s::text[], %(role)s::text[], %(type)s::text[], %(content)s::text[],
-              %(metadata)s::jsonb[], %(client)s::text[]) WITH ORDINALITY
-    AS given (session_id, user_id, role, msg_type, content, metadata, client_msg_id, batch_index)),
+  SELECT batch_index, session AS session_id, "user" AS user_id, role, type AS msg_type, content,
+         metadata::jsonb AS metadata, client AS client_msg_id, nextval('chat_messages_id_seq') AS new_id
+  FROM json_to_recordset(%s::json) AS given (batch_index int, session text, "user" text, role text, type text,
+                                              content text, metadata text, client text)
+  ORDER BY batch_index),
 inserted AS (
   INSERT INTO chat_messages (id, session_id, user_id, role, msg_type, content, metadata, client_msg_id)
   SELECT new_id, session_id, user_id, role, msg_type, content, metadata, client_msg_id FROM given ORDER BY batch_index
@@ -296,9 +298,8 @@ class Conversations:
         """Each message as `_insert_message` stores it, all in one statement. None for a
         message whose client_msg_id an earlier one of the batch took (add_message reads that one)."""
         rows: list[dict | None] = [None] * len(batch)
-        columns = {name: [one[name] for one in batch] for name in batch[0]}
-        for row in await fetch_all(self.db, ADD_MESSAGES_SQL, columns):
-            rows[row.pop("batch_index") - 1] = row  # WITH ORDINALITY counts from 1
+        for row in await fetch_all(self.db, ADD_MESSAGES_SQL, (json_rows(batch),)):
+            rows[row.pop("batch_index")] = row
         return rows
 
     async def has_client_message(self, user_id: str, session_id: str, client_msg_id: str) -> bool:

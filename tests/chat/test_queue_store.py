@@ -1,6 +1,5 @@
 """The turn queue's SQL on a real database: what a new lock holder finds after an instance died,
 and the statement that queues and claims an idle session's turn at once."""
-import asyncio
 import uuid
 
 import pytest
@@ -87,7 +86,8 @@ async def test_a_turn_started_before_its_row_is_recorded_as_running_whatever_wai
 async def test_rows_of_turns_running_at_once_are_recorded_and_finished_in_batches(aiohttp_client, config):
     """TurnRecords batches the running rows and final statuses of turns written at once: each
     row as `enqueue(running=True)` and `finish` write it, a dead holder's row abandoned, a
-    client_msg_id the queue already has refused for that turn alone."""
+    client_msg_id the queue already has refused for that turn alone. The batched statements are
+    called themselves: through the batcher, a failing one would be retried row by row and pass."""
     app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, ai_core_client_plugin, chat_plugin])
     await aiohttp_client(app)
     context = get_context(app)
@@ -98,12 +98,12 @@ async def test_rows_of_turns_running_at_once_are_recorded_and_finished_in_batche
     turns = [{"turn_id": f"batch-turn-{index}", "session_id": session, "text": f"turn {index}",
               "client_msg_id": "taken" if index == 1 else f"new-{index}", "metadata": {"index": index}, **COMMON}
              for index, session in enumerate(sessions)]
-    recorded = await asyncio.gather(*(records.running(turn) for turn in turns))
+    recorded = await records._record_many(turns)
     assert recorded == [index != 1 for index in range(6)]
     assert await statuses(db, sessions[0]) == [("crashed", "abandoned"), ("turn 0", "running")]
     assert await statuses(db, sessions[1]) == [("taken", "queued")]
-    await asyncio.gather(*(records.finish(turn["turn_id"], "done" if index % 2 else "failed")
-                           for index, turn in enumerate(turns)))
+    await records._finish_many([(turn["turn_id"], "done" if index % 2 else "failed")
+                                for index, turn in enumerate(turns)])
     for index, session in enumerate(sessions[2:], start=2):
         assert await statuses(db, session) == [(f"turn {index}", "done" if index % 2 else "failed")]
     row = (await fetch_all(db, "SELECT metadata, attachments FROM chat_turn_queue WHERE turn_id = 'batch-turn-4'"))[0]

@@ -13,8 +13,8 @@ import pytest
 from gateway.app import create_app
 from gateway.context import get_context
 from gateway.database import (DatabaseError, _connection, _put_back, _take_idle, apply_migrations, create_pool,
-                              embedded_status, execute, fetch_all, fetch_value, migration_files, restart_embedded,
-                              transaction, unavailable)
+                              embedded_status, execute, fetch_all, fetch_value, json_rows, migration_files,
+                              restart_embedded, transaction, unavailable)
 from tests.core.sample_plugin import SamplePlugin
 
 
@@ -67,6 +67,22 @@ async def test_transaction_rolls_back_on_error(database_url):
     finally:
         pool.close()
         await pool.wait_closed()
+
+
+async def test_json_rows_reach_the_database_as_sent_with_their_places(database_url):
+    """The one parameter of a batch: every text as it was (quotes, backslashes, a percent sign
+    psycopg2 would read as a placeholder in the statement, other scripts), nulls as NULL."""
+    texts = ["it's \\ \"quoted\"", "100% %s %(x)s", "会话 🙂", "line\nbreak", ""]
+    rows = [{"text": text, "note": None if index % 2 else {"n": index}} for index, text in enumerate(texts)]
+    pool = await create_pool(database_url)
+    try:
+        read = await fetch_all(pool, "SELECT batch_index, text, note FROM json_to_recordset(%s::json) "
+                                     "AS given (batch_index int, text text, note jsonb) ORDER BY batch_index",
+                               (json_rows(rows),))
+    finally:
+        pool.close()
+        await pool.wait_closed()
+    assert read == [{"batch_index": index, **row} for index, row in enumerate(rows)]
 
 
 async def test_unreachable_database_is_a_clear_error():

@@ -33,7 +33,7 @@ class Target(NamedTuple):
 class AiCoreClient:
     def __init__(self, context, settings: dict):
         self.context = context
-        self.chat_timeout = _timeout(settings["chat_read_timeout"])
+        self.chat_read_timeout = settings["chat_read_timeout"]
         self.vision_timeout = _timeout(settings["vision_timeout"])
         self.admin_read_timeout = settings["admin_timeout"]
         self._target: Target | None = None
@@ -51,23 +51,39 @@ class AiCoreClient:
     # ------------------------------------------------------------ the streaming chat call
 
     async def stream_chat(self, body: ChatRequest) -> AsyncGenerator[ChatEvent, None]:
+        """The AI core's events. `chat_read_timeout` bounds each silence: until the answer
+        starts, then between two reads of its body (a `SilenceWatch`, not aiohttp's read
+        timeout, which moves a timer for every piece of the body that arrives)."""
         try:
             target = self.target()
-            async with self.context.http.post(target.stream_url, data=encode_body(body),
-                                              headers=target.stream_headers, timeout=self.chat_timeout) as response:
+            loop = asyncio.get_running_loop()
+            async with asyncio.timeout(self.chat_read_timeout):  # the answer's start
+                response = await self.context.http.post(target.stream_url, data=encode_body(body),
+                                                        headers=target.stream_headers, timeout=CONNECT_ONLY)
+            async with response:
                 if response.status != 200:
                     raise answer_error(response.status, await response.text())
                 # The decoder fed here rather than through sse_data: one generator less per event
                 # (this runs per delta of every reply).
                 decoder = SseDecoder(errors="replace")
-                async for chunk in response.content.iter_any():
-                    for data in decoder.feed(chunk):
-                        try:
-                            event = loads_utf8_safe(data)
-                        except ValueError:
-                            raise AiCoreError("the AI core sent an unreadable event") from None
-                        if isinstance(event, dict):
-                            yield event  # type: ignore[misc]  # a dict as the AI core wrote it
+                content = response.content
+                silence = SilenceWatch(loop, self.chat_read_timeout, content)
+                try:
+                    while True:
+                        silence.waiting_since = loop.time()
+                        chunk = await content.readany()
+                        silence.waiting_since = None
+                        if not chunk:
+                            break
+                        for data in decoder.feed(chunk):
+                            try:
+                                event = loads_utf8_safe(data)
+                            except ValueError:
+                                raise AiCoreError("the AI core sent an unreadable event") from None
+                            if isinstance(event, dict):
+                                yield event  # type: ignore[misc]  # a dict as the AI core wrote it
+                finally:
+                    silence.stop()
         except (aiohttp.ClientError, asyncio.TimeoutError, RuntimeError) as error:  # RuntimeError: aiohttp's
             # "Connection closed." when the AI core closes the response while it is read
             raise self.unreachable(error) from None
@@ -187,3 +203,30 @@ def encode_body(body: Any) -> bytes:
 
 def _timeout(read: float) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT, sock_read=read)
+
+
+CONNECT_ONLY = aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT)
+
+
+class SilenceWatch:
+    """Ends a stream's read once it has waited `limit` seconds for the next piece: the read
+    raises aiohttp's `SocketTimeoutError`, as with aiohttp's own read timeout. The reader sets
+    `waiting_since` (the loop's time) before each read and None after it, and one timer looks
+    every `limit` seconds, where aiohttp's timeout moves a timer for every piece that arrives
+    (dozens a second for each streamed reply)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, limit: float, content: aiohttp.StreamReader):
+        self.loop, self.limit, self.content = loop, limit, content
+        self.waiting_since: float | None = None
+        self._timer = loop.call_later(limit, self._look)
+
+    def _look(self) -> None:
+        now = self.loop.time()
+        if self.waiting_since is not None and now - self.waiting_since >= self.limit:
+            self.content.set_exception(aiohttp.SocketTimeoutError("Timeout on reading data from socket"))
+            return
+        self._timer = self.loop.call_later(self.limit - (now - self.waiting_since if self.waiting_since is not None
+                                                         else 0.0), self._look)
+
+    def stop(self) -> None:
+        self._timer.cancel()

@@ -98,6 +98,42 @@ async def test_a_bad_event_or_stream_is_one_error(aiohttp_server, make_client):
         "the AI core answered 503: down for maintenance", "ai_core_failed", 502)
 
 
+async def test_a_silent_chat_stream_times_out_and_a_slow_one_does_not(aiohttp_server, make_client):
+    """`chat_read_timeout` is the longest the stream may stay silent, before its answer starts
+    or between two events; a stream whose events keep coming may last longer than that."""
+    import asyncio
+    import time
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        text = (await request.json())["text"]
+        if text == "late":  # nothing, not even the answer's start
+            await asyncio.sleep(5)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for index in range(6 if text == "slow" else 1):
+            await asyncio.sleep(0.15)
+            await response.write(b'data: {"type": "delta", "content": "%d"}\n\n' % index)
+        if text == "stalls":
+            await asyncio.sleep(5)
+        await response.write(b'data: {"type": "done", "text": "ok"}\n\n')
+        return response
+
+    app = web.Application()
+    app.router.add_post("/api/v1/chat/stream", stream)
+    server = await aiohttp_server(app)
+    client = await make_client(f"http://127.0.0.1:{server.port}", {"plugins.ai_core_client": {"chat_read_timeout": 0.5}})
+    slow = await collect(client, {"user_id": "u", "text": "slow"})  # 0.9 s in all, never 0.5 s silent
+    assert [event.get("content") for event in slow] == ["0", "1", "2", "3", "4", "5", None]
+    for text, events_before in (("late", []), ("stalls", [{"type": "delta", "content": "0"}])):
+        seen = []
+        started = time.monotonic()
+        with pytest.raises(AiCoreError) as raised:
+            async for event in client.stream_chat({"user_id": "u", "text": text}):
+                seen.append(event)
+        assert seen == events_before and 0.5 <= time.monotonic() - started < 2.5
+        assert raised.value.error_type == "ai_core_unreachable" and "TimeoutError" in raised.value.error
+
+
 async def test_image_descriptions_and_a_refused_credential(ai_core_url, make_client, provider):
     url, ai_core = ai_core_url
     client = await make_client(url)

@@ -705,11 +705,11 @@ async def run_relay(args, processes: Processes, database_url: str, data_dir: Pat
 async def burst(urls: dict[str, str], pids: dict[str, int], mock_url: str, concurrency: int, rounds: int,
                 deltas: int) -> dict:
     """Per target, over `rounds` counted batches of `concurrency` simultaneous turns of `deltas`
-    deltas: user and system CPU per turn, and the median over batches of when the first and the
-    last request reached the mock after the batch began."""
+    deltas: user and system CPU per turn, the median over batches of when the first and the
+    last request reached the mock after the batch began, and every counted turn's first token."""
     import psutil
 
-    samples = {name: {"user": 0.0, "system": 0.0, "turns": 0, "first": [], "last": []} for name in urls}
+    samples = {name: {"user": 0.0, "system": 0.0, "turns": 0, "first": [], "last": [], "ttft": []} for name in urls}
     run_id = uuid.uuid4().hex[:6]
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
                                      timeout=aiohttp.ClientTimeout(total=300)) as http:
@@ -723,7 +723,8 @@ async def burst(urls: dict[str, str], pids: dict[str, int], mock_url: str, concu
                 before = process.cpu_times()
                 for _ in range(rounds):
                     began = time.perf_counter()
-                    await asyncio.gather(*(gateway_turn(ws, sid, deltas) for ws, sid in sockets))
+                    turns = await asyncio.gather(*(gateway_turn(ws, sid, deltas) for ws, sid in sockets))
+                    samples[name]["ttft"].extend(ttft * 1000 for ttft, _ in turns)
                     arrivals = await (await http.get(f"{mock_url}/arrivals")).json()
                     samples[name]["first"].append((min(arrivals) - began) * 1000)
                     samples[name]["last"].append((max(arrivals) - began) * 1000)
@@ -789,6 +790,7 @@ async def run_compare(args, processes: Processes, database_url: str, data_dir: P
             print(f"\ncompare: {concurrency} turns at once, {args.rounds} counted batches per phase, "
                   f"{args.repeats} repeats; CPU per turn (ms), each repeat and in all")
             totals: dict[tuple[str, int], list[float]] = {}
+            first_tokens: dict[tuple[str, int], list[float]] = {}
             for repeat in range(args.repeats):
                 for deltas in random.sample([1, DELTAS], 2):
                     samples = await burst(urls, pids, servers.mock_url, concurrency, args.rounds, deltas)
@@ -796,6 +798,7 @@ async def run_compare(args, processes: Processes, database_url: str, data_dir: P
                         total = totals.setdefault((name, deltas), [0.0, 0])
                         total[0] += series["user"] + series["system"]
                         total[1] += series["turns"]
+                        first_tokens.setdefault((name, deltas), []).extend(series["ttft"])
                     print(f"  repeat {repeat + 1}, {deltas} deltas: " + ", ".join(
                         f"{name} {burst_cpu(series) * 1000:.3f}"
                         for name, series in samples.items()), flush=True)
@@ -804,6 +807,9 @@ async def run_compare(args, processes: Processes, database_url: str, data_dir: P
                 print(f"  {deltas} deltas: " + ", ".join(  # a run too short for one CPU tick has no ratio
                     f"{name} {cpu / turns * 1000:.3f} ms ({f'{cpu / turns / bare:.2f}x' if bare else 'no ratio'})"
                     for (name, count), (cpu, turns) in totals.items() if count == deltas))
+            print("  first token p50 (ms, from the message frame; the bare relay's is what any relay takes): " + "; ".join(
+                f"{deltas} deltas: " + ", ".join(f"{name} {percentile(first_tokens[(name, deltas)], 50):.1f}"
+                                                  for name in urls) for deltas in (1, DELTAS)))
 
 
 async def run_idle(args, processes: Processes, database_url: str, data_dir: Path) -> None:

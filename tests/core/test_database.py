@@ -215,6 +215,41 @@ async def test_pooled_connections_are_handed_on_to_waiters_and_dropped_when_unus
         await pool.wait_closed()
 
 
+async def test_statements_reuse_their_connections_cursor_and_leave_no_garbage_cycles(database_url):
+    """A pooled connection keeps one cursor for its statements (aiopg's cursor per statement was
+    a reference cycle for the garbage collector), but not after a failure, a cancelled
+    statement or a result of many rows; each time the next statement still runs."""
+    import gc
+
+    pool = await create_pool(database_url, maxsize=1)
+    try:
+        await fetch_value(pool, "SELECT 1")
+        gc.collect()
+        gc.disable()
+        try:
+            for n in range(50):
+                assert await fetch_value(pool, "SELECT %s::int", (n,)) == n
+                assert await fetch_all(pool, "SELECT %s::int AS n", (n,)) == [{"n": n}]
+                assert await execute(pool, "SELECT 1") == 1
+            assert gc.collect() < 10  # aiopg's cursors: six objects a statement, 900 here
+        finally:
+            gc.enable()
+        with pytest.raises(psycopg2.Error):
+            await fetch_value(pool, "SELECT 1 / 0")
+        assert await fetch_value(pool, "SELECT 2") == 2
+        statement = asyncio.create_task(fetch_value(pool, "SELECT pg_sleep(5)"))
+        await asyncio.sleep(0.2)
+        statement.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await statement
+        assert await fetch_value(pool, "SELECT 3") == 3
+        assert len(await fetch_all(pool, "SELECT generate_series(1, 1500) AS n")) == 1500
+        assert await fetch_all(pool, "SELECT 4 AS n") == [{"n": 4}]
+    finally:
+        pool.close()
+        await pool.wait_closed()
+
+
 def test_the_direct_checkout_leaves_a_pool_it_does_not_know_to_aiopg():
     """Another aiopg (or asyncio) may keep the pool's state under other names: then every
     checkout goes through aiopg's own acquire and release, none fails."""

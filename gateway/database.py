@@ -345,7 +345,7 @@ def json_rows(rows: list[dict]) -> str:
 # or the connection), nor after a result of many rows (psycopg2 holds the last result until the
 # next statement, and the connection may wait in the pool until then).
 KEPT_CURSOR = "gateway_kept_cursor"
-KEPT_CURSOR_MAX_ROWS = 1000
+KEPT_CURSOR_MAX_ROWS = 100  # a batch of writes returns at most 64
 
 
 async def _executed(connection: Any, sql: str, params: Sequence | dict) -> Any:

@@ -12,9 +12,9 @@ import pytest
 
 from gateway.app import create_app
 from gateway.context import get_context
-from gateway.database import (DatabaseError, _connection, _put_back, _take_idle, apply_migrations, create_pool,
-                              embedded_status, execute, fetch_all, fetch_value, json_rows, migration_files,
-                              restart_embedded, transaction, unavailable)
+from gateway.database import (KEPT_CURSOR, DatabaseError, _connection, _put_back, _take_idle, apply_migrations,
+                              create_pool, embedded_status, execute, fetch_all, fetch_value, json_rows,
+                              migration_files, restart_embedded, transaction, unavailable)
 from tests.core.sample_plugin import SamplePlugin
 
 
@@ -243,7 +243,11 @@ async def test_statements_reuse_their_connections_cursor_and_leave_no_garbage_cy
         with pytest.raises(asyncio.CancelledError):
             await statement
         assert await fetch_value(pool, "SELECT 3") == 3
-        assert len(await fetch_all(pool, "SELECT generate_series(1, 1500) AS n")) == 1500
+        async with _connection(pool) as connection:
+            assert KEPT_CURSOR in connection.__dict__
+        assert len(await fetch_all(pool, "SELECT generate_series(1, 150) AS n")) == 150
+        async with _connection(pool) as connection:  # its result is not held while the connection waits
+            assert KEPT_CURSOR not in connection.__dict__
         assert await fetch_all(pool, "SELECT 4 AS n") == [{"n": 4}]
     finally:
         pool.close()

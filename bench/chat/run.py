@@ -709,7 +709,8 @@ async def burst(urls: dict[str, str], pids: dict[str, int], mock_url: str, concu
     last request reached the mock after the batch began, and every counted turn's first token."""
     import psutil
 
-    samples = {name: {"user": 0.0, "system": 0.0, "turns": 0, "first": [], "last": [], "ttft": []} for name in urls}
+    samples = {name: {"user": 0.0, "system": 0.0, "turns": 0, "first": [], "last": [], "ttft": []}
+               for name in urls}
     run_id = uuid.uuid4().hex[:6]
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
                                      timeout=aiohttp.ClientTimeout(total=300)) as http:
@@ -807,9 +808,10 @@ async def run_compare(args, processes: Processes, database_url: str, data_dir: P
                 print(f"  {deltas} deltas: " + ", ".join(  # a run too short for one CPU tick has no ratio
                     f"{name} {cpu / turns * 1000:.3f} ms ({f'{cpu / turns / bare:.2f}x' if bare else 'no ratio'})"
                     for (name, count), (cpu, turns) in totals.items() if count == deltas))
-            print("  first token p50 (ms, from the message frame; the bare relay's is what any relay takes): " + "; ".join(
-                f"{deltas} deltas: " + ", ".join(f"{name} {percentile(first_tokens[(name, deltas)], 50):.1f}"
-                                                  for name in urls) for deltas in (1, DELTAS)))
+            print("  first token p50 (ms, from the message frame; the bare relay's is what any relay takes): "
+                  + "; ".join(f"{deltas} deltas: " + ", ".join(
+                      f"{name} {percentile(first_tokens[(name, deltas)], 50):.1f}" for name in urls)
+                              for deltas in (1, DELTAS)))
 
 
 async def run_idle(args, processes: Processes, database_url: str, data_dir: Path) -> None:

@@ -225,8 +225,8 @@ class SilenceWatch:
         if self.waiting_since is not None and now - self.waiting_since >= self.limit:
             self.content.set_exception(aiohttp.SocketTimeoutError("Timeout on reading data from socket"))
             return
-        self._timer = self.loop.call_later(self.limit - (now - self.waiting_since if self.waiting_since is not None
-                                                         else 0.0), self._look)
+        waited = now - self.waiting_since if self.waiting_since is not None else 0.0
+        self._timer = self.loop.call_later(self.limit - waited, self._look)
 
     def stop(self) -> None:
         self._timer.cancel()

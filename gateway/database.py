@@ -327,9 +327,6 @@ def _closed_by_server(connection: Any) -> bool:
     return bool(poller.poll(0))
 
 
-# Rows become dicts from plain tuples and the column names: psycopg2's RealDictCursor fills
-# each row through a Python method per column, three times the cost (the chat turn's batched
-# writes return rows).
 def json_rows(rows: list[dict]) -> str:
     """Many rows as one statement parameter, each with its place in the list as `batch_index`:
     `FROM json_to_recordset(%s::json) AS given (batch_index int, <column> <type>, ...)`. psycopg2
@@ -368,13 +365,21 @@ def _forget_cursor(connection: Any) -> None:
         cursor.close()
 
 
+def _fetched(connection: Any, cursor: Any) -> None:
+    """The statement's rows were read: a large result is not held on to."""
+    if cursor.rowcount > KEPT_CURSOR_MAX_ROWS:
+        _forget_cursor(connection)
+
+
+# Rows become dicts from plain tuples and the column names: psycopg2's RealDictCursor fills
+# each row through a Python method per column, three times the cost (the chat turn's batched
+# writes return rows).
 async def fetch_all(db: aiopg.Pool, sql: str, params: Sequence | dict = ()) -> list[dict]:
     async with _connection(db) as connection:
         cursor = await _executed(connection, sql, params)
         rows = await cursor.fetchall()
         names = [column.name for column in cursor.description]
-        if len(rows) > KEPT_CURSOR_MAX_ROWS:
-            _forget_cursor(connection)
+        _fetched(connection, cursor)
         return [dict(zip(names, row)) for row in rows]
 
 
@@ -382,9 +387,9 @@ async def fetch_one(db: aiopg.Pool, sql: str, params: Sequence | dict = ()) -> d
     async with _connection(db) as connection:
         cursor = await _executed(connection, sql, params)
         row = await cursor.fetchone()
-        if cursor.rowcount > KEPT_CURSOR_MAX_ROWS:
-            _forget_cursor(connection)
-        return dict(zip([column.name for column in cursor.description], row)) if row is not None else None
+        result = dict(zip([column.name for column in cursor.description], row)) if row is not None else None
+        _fetched(connection, cursor)  # it may close the cursor: read it before
+        return result
 
 
 async def fetch_required(db: aiopg.Pool, sql: str, params: Sequence | dict = ()) -> dict:
@@ -400,8 +405,7 @@ async def fetch_value(db: aiopg.Pool, sql: str, params: Sequence | dict = ()) ->
     async with _connection(db) as connection:
         cursor = await _executed(connection, sql, params)
         row = await cursor.fetchone()
-        if cursor.rowcount > KEPT_CURSOR_MAX_ROWS:
-            _forget_cursor(connection)
+        _fetched(connection, cursor)
         return row[0] if row is not None else None
 
 

@@ -221,11 +221,10 @@ class SilenceWatch:
         self._timer = loop.call_later(limit, self._look)
 
     def _look(self) -> None:
-        now = self.loop.time()
-        if self.waiting_since is not None and now - self.waiting_since >= self.limit:
+        waited = self.loop.time() - self.waiting_since if self.waiting_since is not None else 0.0
+        if waited >= self.limit:
             self.content.set_exception(aiohttp.SocketTimeoutError("Timeout on reading data from socket"))
             return
-        waited = now - self.waiting_since if self.waiting_since is not None else 0.0
         self._timer = self.loop.call_later(self.limit - waited, self._look)
 
     def stop(self) -> None:

@@ -171,7 +171,7 @@ ADD_MESSAGES_SQL = f"""WITH given AS (
   ORDER BY batch_index),
 inserted AS (
   INSERT INTO chat_messages (id, session_id, user_id, role, msg_type, content, metadata, client_msg_id)
-  SELECT new_id, session_id, user_id, role, msg_type, content, metadata, client_msg_id FROM given ORDER BY batch_index
+  SELECT new_id, session_id, user_id, role, msg_type, content, metadata, client_msg_id FROM given
   ON CONFLICT (user_id, session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING
   RETURNING *),
 touched AS (

@@ -49,7 +49,8 @@ class Conversations(Protocol):
     async def all_messages(self, user_id: str, session_id: str) -> list[dict]: ...
 
     async def recent_history(self, user_id: str, session_id: str, limit: int = 20) -> list[dict]:
-        """The last `limit` messages as `{"role", "content"}` for a model's context, oldest first."""
+        """The last `limit` messages as `{"role", "content"}` for a model's context, oldest first.
+        The dicts may be shared with the service's own copy of the history: read them only."""
         ...
 
     async def clear_messages(self, user_id: str, session_id: str) -> int: ...

@@ -64,31 +64,46 @@ def history_version_key(user_id: str, session_id: str) -> str:
     return f"sessions:history-version:{session_key(user_id, session_id)}"
 
 
+class CachedHistory:
+    """One session's copy: the last HISTORY_DEPTH history messages, their ids beside them."""
+
+    __slots__ = ("version", "ids", "items", "complete", "chars", "stored")
+
+    def __init__(self, version: int, rows: list[tuple[int, str, str]], complete: bool, stored: float):
+        rows = rows[-HISTORY_DEPTH:]
+        self.version, self.complete, self.stored = version, complete, stored
+        self.ids = [row[0] for row in rows]
+        self.items = [{"role": role, "content": content} for _, role, content in rows]
+        self.chars = sum(len(row[2]) for row in rows)
+
+
 class RecentHistoryCache:
-    """Per session: (version, the last HISTORY_DEPTH history messages as (id, role, content),
-    whether that is all of them, characters, when stored), least recently used dropped first,
-    bounded by sessions and by characters."""
+    """Per session a `CachedHistory` (whether it is all of the session's history, when it was
+    stored), least recently used dropped first, bounded by sessions and by characters.
+
+    A turn reads its session's copy and adds two messages to it: both are kept cheap (a slice of
+    items made once, an append), as every turn of a burst does them before its first token."""
 
     def __init__(self, max_sessions: int = HISTORY_CACHE_SESSIONS, max_chars: int = HISTORY_CACHE_CHARS):
         self.max_sessions, self.max_chars = max_sessions, max_chars
-        self._entries: collections.OrderedDict[str, tuple[int, list[tuple[int, str, str]], bool, int, float]] = \
-            collections.OrderedDict()
+        self._entries: collections.OrderedDict[str, CachedHistory] = collections.OrderedDict()
         self._chars = 0
 
     def get(self, session_id: str, version: int, limit: int) -> list[dict] | None:
+        """The last `limit` messages, oldest first. The dicts are the copy's own: read them only."""
         entry = self._entries.get(session_id)
         if entry is None:
             return None
-        cached_version, rows, complete, _, stored = entry
-        if cached_version != version or time.monotonic() - stored > HISTORY_CACHE_AGE or \
-                (limit > len(rows) and not complete):
+        items = entry.items
+        if entry.version != version or time.monotonic() - entry.stored > HISTORY_CACHE_AGE or \
+                (limit > len(items) and not entry.complete):
             return None
         self._entries.move_to_end(session_id)
-        return [{"role": role, "content": content} for _, role, content in rows[-limit:]]
+        return items[len(items) - limit:] if limit < len(items) else items[:]
 
     def put(self, session_id: str, version: int, rows: list[dict], complete: bool) -> None:
-        self._store(session_id, version, [(row["id"], row["role"], row["content"]) for row in rows],
-                    complete, time.monotonic())
+        self._store(session_id, CachedHistory(version, [(row["id"], row["role"], row["content"]) for row in rows],
+                                              complete, time.monotonic()))
 
     def appended(self, session_id: str, version: int, message: tuple[int, str, str]) -> None:
         """A message was written and the counter bumped to `version`. The copy follows when it
@@ -97,33 +112,40 @@ class RecentHistoryCache:
         entry = self._entries.get(session_id)
         if entry is None:
             return
-        cached_version, rows, complete, _, stored = entry
-        if cached_version != version - 1:
+        message_id, role, content = message
+        if entry.version != version - 1:
             self.drop(session_id)
-        elif not rows or message[0] > rows[-1][0]:
-            rows = rows + [message]
-            if len(rows) > HISTORY_DEPTH:
-                rows, complete = rows[-HISTORY_DEPTH:], False
-            self._store(session_id, version, rows, complete, stored)
-        elif any(row[0] == message[0] for row in rows):
-            self._store(session_id, version, rows, complete, stored)
+        elif not entry.ids or message_id > entry.ids[-1]:
+            entry.version = version
+            entry.ids.append(message_id)
+            entry.items.append({"role": role, "content": content})
+            grown = len(content)
+            if len(entry.ids) > HISTORY_DEPTH:
+                del entry.ids[0]
+                grown -= len(entry.items.pop(0)["content"])
+                entry.complete = False
+            entry.chars += grown
+            self._chars += grown
+            self._trim()
+        elif message_id in entry.ids:
+            entry.version = version
         else:  # an older id committed after a newer one was taken in: order unknown here
             self.drop(session_id)
 
-    def _store(self, session_id: str, version: int, rows: list[tuple[int, str, str]], complete: bool,
-               stored: float) -> None:
+    def _store(self, session_id: str, entry: CachedHistory) -> None:
         self.drop(session_id)
-        rows = rows[-HISTORY_DEPTH:]
-        chars = sum(len(row[2]) for row in rows)
-        self._entries[session_id] = (version, rows, complete, chars, stored)
-        self._chars += chars
+        self._entries[session_id] = entry
+        self._chars += entry.chars
+        self._trim()
+
+    def _trim(self) -> None:
         while self._entries and (len(self._entries) > self.max_sessions or self._chars > self.max_chars):
             self.drop(next(iter(self._entries)))
 
     def drop(self, session_id: str) -> None:
         entry = self._entries.pop(session_id, None)
         if entry is not None:
-            self._chars -= entry[3]
+            self._chars -= entry.chars
 
 
 def generate_session_id() -> str:
@@ -354,7 +376,7 @@ class Conversations:
         # The version was read before the rows: a write in between makes the copy look stale, never current.
         if version is not None and depth == HISTORY_DEPTH:
             self._history.put(key, version, rows, complete=len(rows) < depth)
-        return [{"role": row["role"], "content": row["content"]} for row in rows[-limit:]]
+        return [{"role": row["role"], "content": row["content"]} for row in rows[max(0, len(rows) - limit):]]
 
     async def _history_version(self, user_id: str, session_id: str) -> int | None:
         value = await self.context.bus.get(history_version_key(user_id, session_id))

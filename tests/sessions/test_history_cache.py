@@ -109,3 +109,16 @@ def test_the_copy_is_bounded_by_sessions_and_characters():
     assert cache.get("a", 1, 5) is None and cache.get("c", 1, 5) is not None
     cache.put("big", 1, [{"id": 1, "role": "user", "content": "x" * 11}], complete=True)
     assert cache.get("big", 1, 5) is None
+
+
+def test_the_copy_follows_appends_past_its_depth_and_counts_their_characters():
+    cache = RecentHistoryCache(max_chars=HISTORY_DEPTH * 3)  # as many as the copy holds of three characters
+    cache.put("s", 1, [{"id": 1, "role": "user", "content": "000"}], complete=True)
+    for index in range(1, HISTORY_DEPTH + 3):
+        cache.appended("s", index + 1, (index + 1, "user", f"{index:03d}"))
+    version = HISTORY_DEPTH + 3
+    assert contents(cache.get("s", version, HISTORY_DEPTH)) == [f"{index:03d}" for index in range(3, HISTORY_DEPTH + 3)]
+    assert cache.get("s", version, HISTORY_DEPTH + 1) is None  # older ones were let go: not all of it any more
+    assert cache.get("s", version, 0) == [] and contents(cache.get("s", version, 1)) == [f"{HISTORY_DEPTH + 2:03d}"]
+    cache.appended("s", version + 1, (version + 1, "user", "wxyz"))  # one character over the bound: dropped
+    assert cache.get("s", version + 1, 1) is None

@@ -50,6 +50,9 @@ class Relay:
         self.history_limit, self.store_after = history_limit, store_after
         self.max_reply_chars = max_reply_chars
         self.records = store.TurnRecords(context)
+        # Turns of this instance waiting for the AI core's first event: while any waits, a turn
+        # that got its own leaves its writes to the `store_after` timer (see run).
+        self.awaiting_first_event = 0
 
     @property
     def conversations(self):
@@ -89,10 +92,11 @@ class Relay:
             "message_id": turn.client_msg_id}
         events = self.ai.stream_chat(body)
         gate = EchoGate(self.hub, user_id, turn.sender, turn_id)
-        # The writes start once the first event went out, or `store_after` seconds passed, or at
-        # once without a sender (see _store_user_message). Their task is made then, not made
-        # to wait: a burst of turns would step hundreds of waiting tasks on the way to their
-        # first tokens. A timer rather than a wait with a timeout, for the same reason.
+        # The writes start once the first event went out and no other turn here still waits for
+        # its own, or `store_after` seconds passed, or at once without a sender (see
+        # _store_user_message). Their task is made then, not made to wait: a burst of turns
+        # would step hundreds of waiting tasks on the way to their first tokens. A timer rather
+        # than a wait with a timeout, for the same reason.
         writes: asyncio.Task | None = None
 
         def start_writes() -> asyncio.Task:
@@ -192,6 +196,15 @@ class Relay:
         # straight from the AI core's stream, with no generator between: this runs per delta.
         set_up: asyncio.Task | None = asyncio.create_task(begin())
         event: ChatEvent | None
+        self.awaiting_first_event += 1
+        awaiting = True
+
+        def first_event_came() -> None:
+            nonlocal awaiting
+            if awaiting:
+                awaiting = False
+                self.awaiting_first_event -= 1
+
         try:
             while True:
                 try:
@@ -199,11 +212,13 @@ class Relay:
                 except StopAsyncIteration:
                     event = None
                 except BaseException as error:
+                    first_event_came()
                     if set_up is not None:  # stream_start is out (or failed) before the failure's frames
                         await _wait_out(set_up, cancel=isinstance(error, asyncio.CancelledError))
                         set_up = None
                     raise
                 if set_up is not None:  # the first event: the set-up must have finished
+                    first_event_came()
                     await set_up
                     set_up = None
                 if event is None:
@@ -235,7 +250,9 @@ class Relay:
                     break
                 elif (frame := event_frame(event, turn_id)) is not None:
                     await emit(frame)
-                if writes is None:
+                if writes is None and not self.awaiting_first_event:
+                    # In a burst the writes (in this process and in PostgreSQL) would take the
+                    # CPU from the first tokens still to come: they wait for the timer.
                     start_writes()
             if final is None and not cut:
                 raise TurnFailed(turn_error_text("ai_core_failed"), "ai_core_failed")
@@ -254,6 +271,7 @@ class Relay:
             await abort_taps(taps)
             raise
         finally:
+            first_event_came()
             if set_up is not None:
                 await _wait_out(set_up, cancel=True)
             await events.aclose()

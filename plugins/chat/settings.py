@@ -37,8 +37,9 @@ class ChatSettings(PluginSettings):
         "description": "Seconds between housekeeping rounds (dead turns, presence)."})
     stop_timeout = fields.Float(load_default=10.0, validate=validate.Range(min=0), metadata={
         "description": "Seconds a stopping service lets running turns finish."})
-    store_after = fields.Float(load_default=0.05, validate=validate.Range(min=0), metadata={
-        "description": "Longest a turn's writes wait for the AI core's first event to be sent on."})
+    store_after = fields.Float(load_default=0.25, validate=validate.Range(min=0), metadata={
+        "description": "Longest a turn's writes (its queue row, the user's message) wait for the AI core's "
+                       "first event to be sent on, and for the other turns' first events in a burst."})
     max_reply_chars = fields.Integer(load_default=400_000, validate=validate.Range(min=1, max=MAX_LINE // 6), metadata={
         "description": "Longest reply in characters: a longer one is cut there, stored, and ended with "
                        "finish_reason `length` after an `error` frame `reply_too_large` (at most a sixth of "

@@ -36,7 +36,9 @@ def sse_chunk(delta: dict, finish_reason: str | None = None) -> bytes:
 
 class ScriptedProvider:
     """An OpenAI-compatible `/v1/chat/completions` that streams `reply` in `pieces`; when `gate`
-    is cleared it stops after the first `hold_after` pieces until the test sets it."""
+    is cleared it stops after the first `hold_after` pieces until the test sets it. A request
+    whose last message is a key of `holds` stops instead after that many pieces until the
+    event beside it is set."""
 
     def __init__(self):
         self.reply = "Hello there, friend."
@@ -44,6 +46,7 @@ class ScriptedProvider:
         self.hold_after = 2
         self.gate = asyncio.Event()
         self.gate.set()
+        self.holds: dict[str, tuple[int, asyncio.Event]] = {}
         self.requests: list[dict] = []
         self.received = asyncio.Event()  # set at each request; a test clears it
         self.active = 0
@@ -61,13 +64,14 @@ class ScriptedProvider:
         self.received.set()
         self.active += 1
         self.max_active = max(self.max_active, self.active)
+        hold_after, gate = self.holds.get(body["messages"][-1]["content"], (self.hold_after, self.gate))
         try:
             response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await response.prepare(request)
             await response.write(sse_chunk({"role": "assistant", "content": ""}))
             for index, piece in enumerate(self.split()):
-                if index == self.hold_after:
-                    await asyncio.wait_for(self.gate.wait(), 20)
+                if index == hold_after:
+                    await asyncio.wait_for(gate.wait(), 20)
                 await response.write(sse_chunk({"content": piece}))
             await response.write(sse_chunk({}, "stop"))
             await response.write(b"data: [DONE]\n\n")

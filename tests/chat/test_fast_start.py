@@ -60,6 +60,48 @@ async def test_an_idle_sessions_turn_calls_the_ai_core_before_writing_and_echoes
     assert [m["content"] for m in provider.requests[-1]["messages"] if m["role"] == "user"][-2:] == ["one", "two"]
 
 
+async def test_in_a_burst_a_turns_writes_wait_for_the_other_turns_first_events(make_gateway, provider):
+    """Turn A's model has not answered; turn B's has begun. B's writes (its row and message)
+    wait, so that they do not take the CPU from A's first token; B still ends, stored, and the
+    user's other device sees its echo before its frames."""
+    gateway = await make_gateway(settings={"store_after": 30})
+    first_token, rest_of_b = asyncio.Event(), asyncio.Event()
+    async with gateway.ws_connect(ws_path(gateway, session_id="slow")) as slow, \
+            gateway.ws_connect(ws_path(gateway, session_id="quick")) as quick:
+        for ws, text in ((slow, "warm slow"), (quick, "warm quick")):  # the bus admits the next ones
+            await ws.send_json({"type": "message", "content": text, "client_msg_id": text})
+            await receive_until(ws, "stream_end")
+            await receive_until(quick if ws is slow else slow, "stream_end")
+        provider.holds = {"wait for me": (0, first_token), "go on": (1, rest_of_b)}
+        provider.received.clear()
+        await slow.send_json({"type": "message", "content": "wait for me", "client_msg_id": "a"})
+        await asyncio.wait_for(provider.received.wait(), 10)
+        await quick.send_json({"type": "message", "content": "go on", "client_msg_id": "b"})
+        b_began = await receive_until(quick, "stream_chunk")
+        assert [frame["type"] for frame in b_began][-2:] == ["stream_start", "stream_chunk"]
+        await asyncio.sleep(0.3)
+        assert await stored_user_texts(gateway, "quick") == ["warm quick"]  # A still waits for its first token
+        first_token.set()
+        rest_of_b.set()
+        on_slow, on_quick = await both_replies(slow), b_began + await both_replies(quick)
+    assert await stored_user_texts(gateway, "quick") == ["warm quick", "go on"]
+    assert await stored_user_texts(gateway, "slow") == ["warm slow", "wait for me"]
+    turns = {frame["session_id"]: frame["turn_id"] for frame in on_slow + on_quick if frame["type"] == "stream_end"}
+    for sender, other, session in ((on_slow, on_quick, "slow"), (on_quick, on_slow, "quick")):
+        sent = [frame for frame in sender if frame.get("turn_id") == turns[session]]
+        seen = [frame for frame in other if frame.get("turn_id") == turns[session]
+                or (frame["type"] == "response" and frame["session_id"] == session)]
+        # The other device: the echo of the message (with its stored id), then the same frames in order.
+        assert seen[0]["type"] == "response" and seen[0]["session_id"] == session and seen[0]["message_id"]
+        assert [frame["seq"] for frame in seen[1:]] == [frame["seq"] for frame in sent] == list(range(len(sent)))
+
+
+async def both_replies(ws) -> list[dict]:
+    """Every frame up to the second `stream_end`."""
+    frames = await receive_until(ws, "stream_end")
+    return frames + await receive_until(ws, "stream_end")
+
+
 async def test_a_reply_with_no_text_is_stored_and_ended_without_waiting(make_gateway, provider):
     """The writes wait for the first event to be sent on; a reply that is only `done` has none."""
     gateway = await make_gateway(settings={"store_after": 30})

@@ -40,16 +40,16 @@ class Turn:
     metadata: dict | None = None  # stored with the user's message instead of {"mode": mode}
     turn_id: str = field(default_factory=lambda: secrets.token_hex(8))  # chosen here: frames carry it before the row exists
     recorded: bool = False  # its queue row is written (else the relay writes it beside the turn)
+    session: SessionRef = field(init=False, repr=False, compare=False)  # made once: a turn reads it often
+
+    def __post_init__(self) -> None:
+        self.session = SessionRef(self.user_id, self.session_id)
 
     @classmethod
     def from_row(cls, row: dict) -> "Turn":
         attachments, metadata = _decoded(row["attachments"]), _decoded(row.get("metadata"))
         return cls(row["session_id"], row["user_id"], row["text"], row["mode"], attachments, row["client_msg_id"],
                    row["sender_connection"], metadata, turn_id=row["turn_id"], recorded=True)
-
-    @property
-    def session(self) -> SessionRef:
-        return SessionRef(self.user_id, self.session_id)
 
     def columns(self) -> dict:
         """What `store.enqueue` writes."""

@@ -399,10 +399,7 @@ class EchoGate:
     def __init__(self, hub: "WebSocketHub", user_id: str, sender: str | None, turn_id: str):
         self.hub, self.user_id, self.sender, self.turn_id = hub, user_id, sender, turn_id
         self._held: list[tuple[str, int]] | None = []
-
-    @property
-    def opened(self) -> bool:
-        return self._held is None
+        self.opened = False  # every frame from now on goes to every device (read per frame)
 
     async def _sender_alone(self) -> bool:
         """Whether nobody but the sender could receive the echo and the held frames: no other
@@ -428,7 +425,7 @@ class EchoGate:
         if self._held is None:
             return
         if await self._sender_alone():  # the usual device on its own: nothing to send twice
-            self._held = None
+            self._held, self.opened = None, True
             return
         failure = None
         if echo is not None:
@@ -437,7 +434,7 @@ class EchoGate:
             payload, seq = self._held.pop(0)
             failure = await _best_effort(self.hub.send_to_user(
                 self.user_id, payload, exclude=self.sender, turn_id=self.turn_id, seq=seq), "a held frame") or failure
-        self._held = None
+        self._held, self.opened = None, True
         if failure is not None:
             raise failure
 

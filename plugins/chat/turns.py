@@ -24,6 +24,7 @@ from .attachments import resolve_attachments
 from .contract import TurnFailed, TurnReply
 from .keys import (LIVE_SESSIONS, LIVE_TTL, QUEUED_MARK_TTL, RATE_WINDOW, RUNNING_TURNS, RUNNING_TURNS_TTL, SessionRef,
                    lock_key, queued_key, rate_key)
+from .pacing import StartPacer
 from .relay import Relay
 from .waiters import TurnWaiters
 
@@ -47,6 +48,7 @@ class TurnMachine:
         self._draining: dict[SessionRef, asyncio.Task | None] = {}
         self._bookkeeping: set[asyncio.Task] = set()
         self._stopping = False
+        self.pacer = StartPacer()
 
     @property
     def conversations(self):
@@ -57,7 +59,8 @@ class TurnMachine:
     async def submit(self, turn: Turn, *, session_known: bool = False) -> dict:
         """Queue one turn (its attachments as sent); start it when the session is idle. Raises
         ApiError for a bad request. `session_known`: the caller already ensured this user's
-        session (the WebSocket did at connect)."""
+        session (the WebSocket did at connect). In a burst it waits its turn to start (pacing.py)."""
+        await self.pacer.start()
         await self._limit_rate(turn.user_id)
         if not session_known:
             await self.conversations.ensure_session(turn.user_id, turn.session_id)

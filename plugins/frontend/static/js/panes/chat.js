@@ -95,10 +95,13 @@ export function mount(root, app) {
   }
 
   async function createSession() {
+    // The message box gets the focus unless the person moved it meanwhile (into the search box,
+    // say): what they type there must stay there.
+    const focused = document.activeElement;
     const session = await api.send("POST", "/sessions", {});
     state.sessions.unshift(session);
     await select(session.id);
-    input.focus();
+    if (document.activeElement === focused || document.activeElement === document.body) input.focus();
   }
 
   async function select(id) {

@@ -30,9 +30,9 @@
 5. Two revisions side by side (`--only compare --base REV`). The gateway of the working tree and
    the gateway of revision REV (checked out into a temporary git worktree) run beside the bare
    relay, and the bursts of 4 run against all three interleaved, `--repeats` times: CPU per turn
-   of each, each as a ratio of the bare relay's, and each one's first token p50. This machine's speed drifts by a third
-   within an hour, and one change to a turn moves its cost by a few percent: two separate runs
-   cannot tell such a change from the drift, one paired run can.
+   of each, each as a ratio of the bare relay's, and each one's first token p50. This machine's
+   speed drifts by a third within an hour, and one change to a turn moves its cost by a few
+   percent: two separate runs cannot tell such a change from the drift, one paired run can.
 
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres .venv/bin/python -m bench.chat.run
 

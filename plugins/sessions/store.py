@@ -69,12 +69,13 @@ class CachedHistory:
 
     __slots__ = ("version", "ids", "items", "complete", "chars", "stored")
 
-    def __init__(self, version: int, rows: list[tuple[int, str, str]], complete: bool, stored: float):
+    def __init__(self, version: int, rows: list[dict], complete: bool, stored: float):
+        """`rows`: {id, role, content}, oldest first."""
         rows = rows[-HISTORY_DEPTH:]
         self.version, self.complete, self.stored = version, complete, stored
-        self.ids = [row[0] for row in rows]
-        self.items = [{"role": role, "content": content} for _, role, content in rows]
-        self.chars = sum(len(row[2]) for row in rows)
+        self.ids = [row["id"] for row in rows]
+        self.items = [{"role": row["role"], "content": row["content"]} for row in rows]
+        self.chars = sum(len(item["content"]) for item in self.items)
 
 
 class RecentHistoryCache:
@@ -99,11 +100,10 @@ class RecentHistoryCache:
                 (limit > len(items) and not entry.complete):
             return None
         self._entries.move_to_end(session_id)
-        return items[len(items) - limit:] if limit < len(items) else items[:]
+        return items[max(0, len(items) - limit):]
 
     def put(self, session_id: str, version: int, rows: list[dict], complete: bool) -> None:
-        self._store(session_id, CachedHistory(version, [(row["id"], row["role"], row["content"]) for row in rows],
-                                              complete, time.monotonic()))
+        self._store(session_id, CachedHistory(version, rows, complete, time.monotonic()))
 
     def appended(self, session_id: str, version: int, message: tuple[int, str, str]) -> None:
         """A message was written and the counter bumped to `version`. The copy follows when it

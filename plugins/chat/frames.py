@@ -7,6 +7,7 @@ import re
 import time
 from typing import TYPE_CHECKING
 
+from gateway.text import dumps_text
 from gateway.ws import error_frame as core_error_frame
 
 if TYPE_CHECKING:
@@ -88,12 +89,11 @@ class ChunkFrames:
     __slots__ = ("head",)
 
     def __init__(self, session_id: str, turn_id: str):
-        self.head = json.dumps({"type": "stream_chunk", "role": "assistant", "msg_type": "chat",
-                                "message_id": reply_id(turn_id), "session_id": session_id, "turn_id": turn_id},
-                               ensure_ascii=False)[:-1]
+        self.head = dumps_text({"type": "stream_chunk", "role": "assistant", "msg_type": "chat",
+                                "message_id": reply_id(turn_id), "session_id": session_id, "turn_id": turn_id})[:-1]
 
     def encode(self, seq: int, content: str) -> str:
-        return f'{self.head}, "seq": {seq}, "timestamp": {now_ms()}, "content": {_encode(content)}}}'
+        return f'{self.head},"seq":{seq},"timestamp":{now_ms()},"content":{_encode(content)}}}'
 
 
 def review_frame(turn_id: str, review: list[dict]) -> dict:

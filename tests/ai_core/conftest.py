@@ -18,11 +18,17 @@ SERVICE_TOKEN = "test-service-token"
 JWT_SECRET = "test-jwt-secret-" + "x" * 32
 
 
+# Modules make their tokens as they are imported, when pytest collects every test: they must
+# outlast the whole run (ten minutes did not, on a slow day: the voice tests, run last, were
+# refused with `token_expired`).
+TEST_TOKEN_LIFETIME = 6 * 3600
+
+
 def access_token(user_id: str = "user_alice", username: str = "alice", admin: bool = False,
                  typ: str = "access") -> str:
     now = int(time.time())
     return jwt.encode({"sub": user_id, "username": username, "nickname": username, "adm": admin,
-                       "typ": typ, "iat": now, "exp": now + 600, "jti": uuid.uuid4().hex},
+                       "typ": typ, "iat": now, "exp": now + TEST_TOKEN_LIFETIME, "jti": uuid.uuid4().hex},
                       JWT_SECRET, algorithm="HS256")
 
 

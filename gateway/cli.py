@@ -78,7 +78,7 @@ def serve(context: click.Context, service_id: str, host: str | None, port: int |
         count = worker_count(spec, workers,
                              bus_at_hand=bool(config.get("bus.redis_url")) or redis_server_binary() is not None)
         if count == 1:
-            run(service_id, host, port)
+            run(service_id, host, port, config)
         else:
             run_workers(service_id, host or "127.0.0.1", port or spec.port, count, config,
                         log_level=(context.obj or {}).get("log_level", "info"))

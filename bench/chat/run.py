@@ -339,7 +339,8 @@ def cpu_seconds(pid: int) -> float:
     over 45 turns a few percent of noise on each side of a ratio. psutil's figure where the
     clock cannot be had."""
     clock = ctypes.c_int()
-    if _LIBC.clock_getcpuclockid(pid, ctypes.byref(clock)) == 0:
+    clock_of = getattr(_LIBC, "clock_getcpuclockid", None)  # not in every libc (macOS)
+    if clock_of is not None and clock_of(pid, ctypes.byref(clock)) == 0:
         now = _Timespec()
         if _LIBC.clock_gettime(clock, ctypes.byref(now)) == 0:
             return now.tv_sec + now.tv_nsec / 1e9

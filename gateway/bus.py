@@ -658,8 +658,19 @@ class RedisBus(Bus):
                 self._restored()
 
     async def _unlisten(self, channel: str) -> None:
-        if self._pubsub is not None:
-            await self._pubsub.unsubscribe(self.prefix + channel)
+        if self._pubsub is None:
+            return
+        name = self.prefix + channel
+        try:
+            await self._pubsub.unsubscribe(name)
+        except Exception as error:  # Redis is away: its subscriptions went with the connection
+            log.warning("unsubscribing from %s while Redis is away (%s)", channel, error)
+        finally:
+            # Forgotten now, not when Redis confirms: a reconnect meanwhile (redis-py's on_connect)
+            # subscribes again to every channel it still lists, pending unsubscriptions included.
+            # The closing side (a hub at shutdown, a connection leaving) must not fail either way.
+            self._pubsub.channels.pop(name, None)
+            self._pubsub.channels.pop(name.encode(), None)
 
     async def _read(self) -> None:
         """Deliver what the subscribed channels receive. While Redis is away each read tries to

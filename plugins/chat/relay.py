@@ -172,6 +172,9 @@ class Relay:
             task = start_writes()
             if not task.done():
                 await asyncio.wait([task])
+            # Read here: a failed turn ends without asking for the stored message (the success
+            # path still raises it through _confirmation), and asyncio would log it as never read.
+            _outcome_read(task)
 
         async def begin() -> None:
             """The reply's set-up, run while the AI core's request is out: the previous turn

@@ -287,6 +287,31 @@ async def test_a_redis_that_goes_away_is_an_outage_and_subscriptions_resume_when
         await bus.close()
 
 
+@pytest.mark.slow
+async def test_a_subscription_closed_while_redis_is_away_closes_and_stays_closed(restartable_redis, bus_prefix):
+    """A hub closing at shutdown (or a connection leaving) while Redis is down must not fail
+    for it (a teardown that raised took a whole test run down), nor be subscribed again when
+    Redis returns."""
+    bus, sender = RedisBus(restartable_redis.url, bus_prefix), RedisBus(restartable_redis.url, bus_prefix)
+    try:
+        gone, _, subscription = await collect(bus, "inbox:gone")
+        kept, _, _ = await collect(bus, "inbox:kept")
+        restartable_redis.kill()
+        await subscription.close()
+        await restartable_redis.start()
+        await bus.ensure_listening()
+        await sender.publish("inbox:kept", {"n": 1})
+        await wait_for(lambda: len(kept) == 1)
+        assert bus.prefix + "inbox:gone" not in {
+            name if isinstance(name, str) else name.decode() for name in bus._pubsub.channels}
+        await sender.publish("inbox:gone", {"n": 1})
+        await asyncio.sleep(0.2)
+        assert gone == []
+    finally:
+        await bus.close()
+        await sender.close()
+
+
 async def test_fan_out_reaches_the_other_holders_only_after_appending_its_record(bus):
     """Instances mark themselves holders (of a user's devices); a message fanned out goes to
     every live holder's channel but the sender's, and its record is in the stream first."""

@@ -40,6 +40,8 @@ HOLDERS = "hub.holders"  # + service + user: the instances holding a connection 
 DEFAULT_MAX_PENDING = 512
 # Presence entries expire unless renewed, so a crashed instance's connections drop out by themselves.
 PRESENCE_TTL = 60.0
+# How long a shutdown waits for closed connections to leave the bus before giving up on them.
+LEAVING_BOUND = 5.0
 ONLINE_USERS = "presence:users"
 ConnectionListener = Callable[["Connection"], Awaitable[None]]
 
@@ -290,7 +292,15 @@ class WebSocketHub:
         # Connections that closed by themselves may still be leaving the bus (their handlers
         # cancelled): let them finish while the bus is open.
         if self._leaving:
-            await asyncio.wait(set(self._leaving), timeout=5)
+            _, late = await asyncio.wait(set(self._leaving), timeout=LEAVING_BOUND)
+            # A bus that does not answer (Redis killed or hung) must not hold the shutdown, nor
+            # leave a task running after it: the marks left expire by themselves (PRESENCE_TTL).
+            for leaving in late:
+                leaving.cancel()
+            if late:
+                await asyncio.wait(late)
+                log.warning("%d closed connections could not leave the bus within %s s; their "
+                            "presence marks expire by themselves", len(late), LEAVING_BOUND)
         inbox, self._inbox = self._inbox, None
         if inbox is not None:
             await inbox.close()

@@ -276,6 +276,42 @@ async def test_search_opens_the_conversation_of_a_hit_and_export_downloads_each_
             assert marker in Path(await download.path()).read_text(encoding="utf-8")
 
 
+async def chat_titled(page, title: str, text: str) -> None:
+    """A new conversation, one exchange in it, renamed `title`."""
+    await page.click(".drawer-actions button")
+    await page.wait_for_selector(".messages .empty:not([hidden])")
+    await send(page, text)
+    await page.locator(".live article.message.assistant:not(.streaming)").wait_for(timeout=10000)
+    page.once("dialog", lambda dialog: dialog.accept(title))
+    await page.click(".conversation-header button:has-text('Rename')")
+    await page.locator(".session-title", has_text=title).wait_for()
+
+
+async def assert_both_sides_shown(page, text: str) -> None:
+    await page.locator(".history article.message.user", has_text=text).wait_for(timeout=10000)
+    await page.locator(".history article.message.assistant").first.wait_for(timeout=10000)
+    assert await page.locator(".messages .empty").is_hidden()
+
+
+@pytest.mark.slow
+async def test_going_back_to_a_conversation_shows_both_sides_of_it(services, browser, admin_password):
+    """Each message shown once in the tab used to be skipped on the way back: a conversation
+    came back blank, or with only the person's side (the replies arrived live)."""
+    async with signed_in(services, browser, admin_password) as page:
+        await chat_titled(page, "Apples", "Tell me about apples")
+        await chat_titled(page, "Pears", "Tell me about pears")
+        for title, text in (("Apples", "Tell me about apples"), ("Pears", "Tell me about pears"),
+                            ("Apples", "Tell me about apples")):
+            await page.locator(".session", has_text=title).first.click()
+            await page.locator(".conversation-header", has_text=title).wait_for()
+            await assert_both_sides_shown(page, text)
+        await page.fill("input.search", "about pears")
+        hit = page.locator(".search-results .session.hit").first
+        await hit.wait_for(timeout=10000)
+        await hit.click()
+        await assert_both_sides_shown(page, "Tell me about pears")
+
+
 @pytest.mark.slow
 async def test_a_pushed_notification_is_a_toast_and_stays_in_the_inbox(services, browser, admin_password):
     import aiohttp

@@ -110,6 +110,8 @@ export function mount(root, app) {
     localStorage.setItem("assistant.session", id);
     state.turns.clear();
     state.pending.clear();
+    // What the page showed goes with it: a message shown before must be shown again here.
+    state.shownIds.clear();
     clear(history);
     clear(live);
     renderList();

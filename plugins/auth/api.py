@@ -388,7 +388,7 @@ async def update_profile(request: web.Request) -> web.Response:
             raise
         raise ServiceUnavailable("Saving the time zone needs the database, which is unavailable.",
                                  error_type="database_unavailable", hint="Try again shortly.") from None
-    return web.json_response({**answer, "timezone": zone})
+    return web.json_response({**answer, "timezone": zone, "timezone_chosen": True})
 
 
 async def _profile_of(request: web.Request, caller: Identity, user_id: str) -> dict:
@@ -397,15 +397,18 @@ async def _profile_of(request: web.Request, caller: Identity, user_id: str) -> d
     accounts = accounts_of(request)
     zones = request.config_dict[PERSON_ZONES_KEY]
     try:
-        zone = await zones.zone_of(user_id)
+        chosen = await zones.chosen_zone(user_id)
     except DATABASE_ERRORS as error:
         if not database_unavailable(error):
             raise
-        zone = zones.default_zone
+        chosen = None
+    # A client may set the person's zone from the device once when none was chosen (the web
+    # client does, on sign-in), never overriding a choice.
+    zone, zone_fields = chosen or zones.default_zone, {"timezone_chosen": chosen is not None}
     if user_id == caller.user_id and caller.kind == "service":
         return {"user_id": caller.user_id, "username": caller.username,
                 "nickname": caller.nickname or caller.username, "is_admin": caller.is_admin,
-                "created_at": None, "timezone": zone}
+                "created_at": None, "timezone": zone, **zone_fields}
     if user_id == ADMIN_USER_ID:
         admin = accounts.admin_identity()
         try:
@@ -416,7 +419,7 @@ async def _profile_of(request: web.Request, caller: Identity, user_id: str) -> d
             log.warning("profile without a database: %s", error)
             created_at = None
         return {"user_id": admin.user_id, "username": admin.username, "nickname": admin.nickname,
-                "is_admin": True, "created_at": rfc3339(created_at), "timezone": zone}
+                "is_admin": True, "created_at": rfc3339(created_at), "timezone": zone, **zone_fields}
     username = user_id[len(USER_ID_PREFIX):] if user_id.startswith(USER_ID_PREFIX) else ""
     try:
         row = await store.find_user(accounts.context.db, username) if username else None
@@ -426,9 +429,9 @@ async def _profile_of(request: web.Request, caller: Identity, user_id: str) -> d
         # The spec: the profile still answers, from the token, with created_at null.
         log.warning("profile without a database: %s", error)
         return {"user_id": caller.user_id, "username": caller.username, "nickname": caller.nickname,
-                "is_admin": False, "created_at": None, "timezone": zone}
+                "is_admin": False, "created_at": None, "timezone": zone, **zone_fields}
     if row is None or USER_ID_PREFIX + row["username"] != user_id:
         raise NotFound("The user does not exist.", error_type="user_not_found",
                        hint="The account may have been deleted; log in again.")
     return {"user_id": user_id, "username": row["username"], "nickname": row["nickname"], "is_admin": False,
-            "created_at": rfc3339(row["created_at"]), "timezone": zone}
+            "created_at": rfc3339(row["created_at"]), "timezone": zone, **zone_fields}

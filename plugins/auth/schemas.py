@@ -30,3 +30,6 @@ class Profile(marshmallow.Schema):
                                metadata={"description": "RFC 3339; null when the database is unavailable."})
     timezone = fields.String(required=True, metadata={
         "description": "IANA time zone: the person's choice (PUT /api/v1/profile), else the deployment's default."})
+    timezone_chosen = fields.Boolean(required=True, metadata={
+        "description": "Whether the person chose `timezone` (PUT /api/v1/profile); false: the deployment's "
+                       "default, which a client may replace once with the device's zone."})

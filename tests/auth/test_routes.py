@@ -268,12 +268,15 @@ async def test_each_person_chooses_their_time_zone_and_the_administrator_may_rea
     alice = await (await register(client)).json()
     admin = await (await login(client, "admin", TEST_ADMIN_PASSWORD)).json()
     zones = get_context(client.app).contracts.require(PERSON_ZONES)
-    default = (await (await client.get(f"{API}/profile", headers=bearer(alice["token"]))).json())["timezone"]
+    before = await (await client.get(f"{API}/profile", headers=bearer(alice["token"]))).json()
+    default = before["timezone"]
     assert default == await zones.zone_of("user_alice") and ZoneInfo(default)
+    assert before["timezone_chosen"] is False  # a client may set it from the device
 
     response = await client.put(f"{API}/profile", json={"timezone": "Asia/Shanghai"}, headers=bearer(alice["token"]))
     assert response.status == 200 and (await response.json())["timezone"] == "Asia/Shanghai"
-    assert (await (await client.get(f"{API}/profile", headers=bearer(alice["token"]))).json())["timezone"] == "Asia/Shanghai"
+    after = await (await client.get(f"{API}/profile", headers=bearer(alice["token"]))).json()
+    assert after["timezone"] == "Asia/Shanghai" and after["timezone_chosen"] is True
     assert await zones.zone_of("user_alice") == "Asia/Shanghai"
     assert await zones.zone_of("admin") == default  # one person's choice is theirs alone
 

@@ -96,7 +96,22 @@ export class ApiClient {
 
   async loadProfile() {
     this.profile = await this.request("GET", "/profile");
+    await this.adoptDeviceZone();
     return this.profile;
+  }
+
+  // "Tomorrow at 9" means 9 where the person is: a profile whose zone nobody chose takes this
+  // device's once (a choice, made here or in Settings, is never overridden).
+  async adoptDeviceZone() {
+    if (!this.profile || this.profile.timezone_chosen !== false) return;
+    let zone = "";
+    try { zone = Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (error) { return; }
+    if (!zone) return;
+    try {
+      this.profile = await this.request("PUT", "/profile", {json: {timezone: zone}});
+    } catch (error) {
+      // A zone the server does not know (an old tz database): its default stays.
+    }
   }
 
   forget() {

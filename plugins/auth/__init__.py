@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from gateway.forwarding import parse_trusted_proxies
 from gateway.identity import AUTHENTICATOR
 from gateway.plugins import Plugin, PluginError
 
 from . import store
-from .addresses import parse_trusted_proxies
 from .contract import PERSON_ZONES, TOKENS
 from .passwords import PasswordHasher
 from .settings import AuthSettings
@@ -53,11 +53,11 @@ class AuthPlugin(Plugin):
     settings_schema = AuthSettings
 
     def setup(self, registrar) -> None:
-        from .api import ACCOUNTS, PERSON_ZONES_KEY, Accounts, routes
+        from .api import ACCOUNTS, PERSON_ZONES_KEY, AccountLimits, Accounts, routes
 
         settings = registrar.settings
         try:
-            trusted = parse_trusted_proxies(settings["trusted_proxies"])
+            trusted = parse_trusted_proxies(settings["trusted_proxies"], "plugins.auth.trusted_proxies")
         except ValueError as error:
             raise PluginError(str(error)) from None
         tokens = registrar.context.contracts.require(TOKENS)
@@ -69,6 +69,9 @@ class AuthPlugin(Plugin):
             PasswordHasher(settings["bcrypt_rounds"]),
             trusted_proxies=trusted,
             rate_limit=settings["rate_limit_per_minute"],
+            account_limits=AccountLimits(free_failures=settings["account_free_failures"],
+                                         window=settings["account_window_seconds"],
+                                         max_delay=settings["account_max_delay_seconds"]),
             admin_nickname=settings["admin_nickname"])
         registrar.app_state(ACCOUNTS, accounts)
         if settings["default_timezone"] and not valid_zone(settings["default_timezone"]):

@@ -1,55 +1,52 @@
-"""The client's address, for rate limiting. `X-Forwarded-For` is believed only when the
-direct peer is one of the configured trusted proxies; otherwise anyone could pick a fresh
-address per request and never be limited."""
+"""The client's address, for rate limiting (docs/auth.md, "Login limits").
+
+In order: the address a peer service vouched for with the service credential (the frontend's
+proxy, `gateway.forwarding`); else `X-Forwarded-For` when the direct peer is one of the
+configured trusted proxies; else the direct peer. A caller that forges either header without
+being what it claims is judged by its own address, so it cannot pick a fresh address per request."""
 from __future__ import annotations
 
 import ipaddress
-from typing import Iterable
+import logging
+import time
 
 from aiohttp import web
 
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+from gateway.forwarding import (PROOF_LIFETIME_SECONDS, Network, forwarded_client, has_vouch, parse_address,
+                                vouched_client)
+
+log = logging.getLogger("plugins.auth")
+
+# One client in IPv6 is a /64: whoever holds one can use any of its 2**64 addresses.
+IPV6_CLIENT_PREFIX = 64
+_WARNING_INTERVAL = 60.0
+_last_warning = 0.0
 
 
-def parse_trusted_proxies(entries: Iterable[str] | str | None) -> list[Network]:
-    """Addresses and CIDR ranges from `plugins.auth.trusted_proxies`; a bad entry stops start-up."""
-    if not entries:
-        return []
-    if isinstance(entries, str):
-        entries = [part for part in entries.replace(",", " ").split() if part]
-    networks = []
-    for entry in entries:
-        try:
-            networks.append(ipaddress.ip_network(str(entry).strip(), strict=False))
-        except ValueError:
-            raise ValueError(f"plugins.auth.trusted_proxies: {entry!r} is not an address or CIDR range") from None
-    return networks
+def client_address(request: web.Request, trusted: list[Network], service_token: str) -> str:
+    vouched = vouched_client(request.headers, service_token)
+    if vouched is not None:
+        return vouched
+    if has_vouch(request.headers):
+        _warn_refused_vouch(request)
+    return forwarded_client(request, trusted)
 
 
-def _parse(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        parsed = ipaddress.ip_address(address.strip().strip("[]"))
-    except ValueError:
-        return None
-    if isinstance(parsed, ipaddress.IPv6Address) and parsed.ipv4_mapped is not None:
-        return parsed.ipv4_mapped
-    return parsed
+def limit_key(address: str) -> str:
+    """What one client's attempts are counted under: the address, an IPv6 one by its /64."""
+    parsed = parse_address(address)
+    if isinstance(parsed, ipaddress.IPv6Address):
+        return str(ipaddress.IPv6Network((parsed, IPV6_CLIENT_PREFIX), strict=False))
+    return str(parsed) if parsed is not None else address
 
 
-def _is_trusted(address, trusted: list[Network]) -> bool:
-    return address is not None and any(address in network for network in trusted)
-
-
-def client_address(request: web.Request, trusted: list[Network]) -> str:
-    """The direct peer, or, when that peer is a trusted proxy, the right-most address in
-    X-Forwarded-For that is not itself a trusted proxy (the one the outermost trusted proxy saw)."""
-    peer = request.remote or "unknown"
-    if not trusted or not _is_trusted(_parse(peer), trusted):
-        return peer
-    hops = [hop.strip() for header in request.headers.getall("X-Forwarded-For", [])
-            for hop in header.split(",") if hop.strip()]
-    for hop in reversed(hops):
-        parsed = _parse(hop)
-        if not _is_trusted(parsed, trusted):
-            return str(parsed) if parsed is not None else hop
-    return str(_parse(hops[0])) if hops else peer
+def _warn_refused_vouch(request: web.Request) -> None:
+    """A forged header, or a frontend whose SERVICE_TOKEN (or clock) differs: said at most once
+    a minute, since anyone can send such headers."""
+    global _last_warning
+    now = time.monotonic()
+    if now - _last_warning >= _WARNING_INTERVAL:
+        _last_warning = now
+        log.warning("a client address vouched for by %s was refused (bad or stale proof): its own address "
+                    "is used; a frontend must share this gateway's SERVICE_TOKEN and a clock within %ss",
+                    request.remote, PROOF_LIFETIME_SECONDS)

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import hmac
 import logging
 import math
+import time
 import uuid
+from dataclasses import dataclass
 from datetime import timezone
 from typing import Awaitable, Callable
 
@@ -17,12 +20,13 @@ from marshmallow import fields, validate
 from gateway.context import Context
 from gateway.database import DatabaseTimeout, unavailable as database_unavailable
 from gateway.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable, TooManyRequests, Unauthorized
+from gateway.forwarding import Network
 from gateway.identity import ADMIN_USER_ID, Identity, owner_for, require_user
 from gateway.openapi import api_doc
 from gateway.validation import load, parse_body, parse_query
 
 from . import store
-from .addresses import Network, client_address
+from .addresses import client_address, limit_key
 from .passwords import PasswordHasher
 from .schemas import LoggedOut, Profile, SignedIn, TokenPair
 from .tokens import JwtTokens, bearer_token, invalid_token
@@ -119,17 +123,38 @@ def needs_database(action: str) -> Callable[[Handler], Handler]:
     return decorate
 
 
+@dataclass(frozen=True)
+class AccountLimits:
+    """The per-account part of the login limit (docs/auth.md, "Login limits"): after
+    `free_failures` failed logins of one account within `window` seconds, an address that fails
+    on it must wait before its next attempt on it: 1 second, doubling with each further failure,
+    at most `max_delay`. Per address, never per account alone, so no stranger can lock the owner
+    out: the owner's own first attempt is never delayed, a retry at most `max_delay`."""
+    free_failures: int = 5
+    window: int = 900
+    max_delay: int = 120
+
+    def delay_after(self, failures: int) -> int:
+        """Seconds to wait after an account's `failures`-th failure in its window (0: none)."""
+        beyond = failures - self.free_failures
+        if beyond <= 0:
+            return 0
+        return min(self.max_delay, 2 ** min(beyond - 1, 20))
+
+
 class Accounts:
     """The steps the sign-in handlers share, bound to the plugin's settings, the tokens and the
     password hasher; stored on the application under `ACCOUNTS`."""
 
     def __init__(self, context: Context, tokens: JwtTokens, hasher: PasswordHasher,
-                 trusted_proxies: list[Network], rate_limit: int, admin_nickname: str):
+                 trusted_proxies: list[Network], rate_limit: int, admin_nickname: str,
+                 account_limits: AccountLimits = AccountLimits()):
         self.context = context
         self.tokens = tokens
         self.hasher = hasher
         self.trusted_proxies = trusted_proxies
         self.rate_limit = rate_limit
+        self.account_limits = account_limits
         self.admin_nickname = admin_nickname
 
     @property
@@ -145,16 +170,55 @@ class Accounts:
                         nickname=self.admin_nickname or self.admin_username)
 
     # -- shared steps
-    async def limit_rate(self, request: web.Request, action: str) -> None:
+    def client_of(self, request: web.Request) -> str:
+        """Whom attempts are counted against: the client address (vouched for by the frontend,
+        forwarded by a trusted proxy, or the peer), an IPv6 one by its /64."""
+        service_token = str(self.config.get("auth.service_token") or "")
+        return limit_key(client_address(request, self.trusted_proxies, service_token))
+
+    async def limit_rate(self, client: str, action: str) -> None:
         """About `rate_limit` attempts a minute per client address, counted on the bus so
         every gateway instance sharing Redis shares the count."""
-        address = client_address(request, self.trusted_proxies)
-        count, remaining = await self.context.bus.incr(f"auth:rate:{action}:{address}", RATE_WINDOW_SECONDS)
+        count, remaining = await self.context.bus.incr(f"auth:rate:{action}:{client}", RATE_WINDOW_SECONDS)
         if count > self.rate_limit:
             retry_after = max(1, math.ceil(remaining))
             raise TooManyRequests(f"Too many {action} attempts; try again in {retry_after} seconds.",
                                   error_type="rate_limited", headers={"Retry-After": str(retry_after)},
                                   hint=f"At most {self.rate_limit} {action} attempts a minute per address.")
+
+    @staticmethod
+    def _account_key(username: str) -> str:
+        """Usernames are one account regardless of case; hashed, so a key stays short whatever
+        was typed (unknown names are counted too, or delays would tell which names exist)."""
+        return hashlib.sha256(username.strip().lower().encode("utf-8")).hexdigest()[:32]
+
+    async def wait_for_account(self, username: str, client: str) -> None:
+        """429 while this client must still wait after its last failed login on this account."""
+        until = await self.context.bus.get(f"auth:login:wait:{self._account_key(username)}:{client}")
+        if until is None:
+            return
+        try:
+            remaining = float(until) - time.time()
+        except ValueError:
+            return
+        if remaining <= 0:
+            return
+        retry_after = max(1, math.ceil(remaining))
+        raise TooManyRequests(f"Too many failed logins for this account; try again in {retry_after} seconds.",
+                              error_type="rate_limited", headers={"Retry-After": str(retry_after)},
+                              hint=f"After repeated failures an account's logins are slowed (at most "
+                                   f"{self.account_limits.max_delay} seconds between attempts from one "
+                                   f"address).")
+
+    async def record_failure(self, username: str, client: str) -> None:
+        """Count a failed login against the account; beyond the free ones, this client waits."""
+        account = self._account_key(username)
+        failures, _ = await self.context.bus.incr(f"auth:login:failures:{account}",
+                                                  self.account_limits.window)
+        delay = self.account_limits.delay_after(failures)
+        if delay:
+            await self.context.bus.set(f"auth:login:wait:{account}:{client}", f"{time.time() + delay:.3f}",
+                                       ttl=delay)
 
     async def issue_pair(self, identity: Identity, *, record: bool = True, family: str | None = None) -> dict:
         """A refresh token and an access token in `family`: a login's family, or a fresh one for a
@@ -230,7 +294,7 @@ def accounts_of(request: web.Request) -> Accounts:
 @needs_database("Registration")
 async def register(request: web.Request) -> web.Response:
     accounts = accounts_of(request)
-    await accounts.limit_rate(request, "register")
+    await accounts.limit_rate(accounts.client_of(request), "register")
     if not accounts.config.get("auth.registration_enabled"):
         raise Forbidden("Registration is not open.", error_type="registration_closed",
                         hint="The operator enables it with REGISTRATION_ENABLED=true.")
@@ -258,32 +322,44 @@ async def register(request: web.Request) -> web.Response:
 @needs_database("Logging in")
 async def login(request: web.Request) -> web.Response:
     accounts = accounts_of(request)
-    await accounts.limit_rate(request, "login")
+    client = accounts.client_of(request)
+    await accounts.limit_rate(client, "login")
     body = await parse_body(request, LoginSchema())
     username, password = body["username"], body["password"]
+    await accounts.wait_for_account(username, client)
+    try:
+        identity = await _check_credentials(accounts, username, password)
+    except Unauthorized:
+        await accounts.record_failure(username, client)
+        raise
+    if identity.user_id != ADMIN_USER_ID:
+        pair = await accounts.issue_pair(identity)
+        return web.json_response({"user_id": identity.user_id, "nickname": identity.nickname, **pair})
+    try:
+        pair = await accounts.issue_pair(identity)
+    except DATABASE_ERRORS as error:
+        if not database_unavailable(error):
+            raise
+        # The administrator can log in during a database outage to see what is wrong;
+        # the refresh token cannot be recorded, so it will not be honoured later.
+        log.warning("administrator login without a database (%s); refresh token not recorded", error)
+        pair = await accounts.issue_pair(identity, record=False)
+    return web.json_response({"user_id": identity.user_id, "nickname": identity.nickname, **pair})
+
+
+async def _check_credentials(accounts: Accounts, username: str, password: str) -> Identity:
+    """The identity whose password this is; 401 `invalid_credentials` otherwise."""
     if _same(username, accounts.admin_username):
         if not _same(password, str(accounts.config.get("auth.admin_password") or "")):
             raise wrong_credentials()
-        identity = accounts.admin_identity()
-        try:
-            pair = await accounts.issue_pair(identity)
-        except DATABASE_ERRORS as error:
-            if not database_unavailable(error):
-                raise
-            # The administrator can log in during a database outage to see what is wrong;
-            # the refresh token cannot be recorded, so it will not be honoured later.
-            log.warning("administrator login without a database (%s); refresh token not recorded", error)
-            pair = await accounts.issue_pair(identity, record=False)
-        return web.json_response({"user_id": identity.user_id, "nickname": identity.nickname, **pair})
+        return accounts.admin_identity()
     load(UsernameSchema(), {"username": username})
     row = await store.find_user(accounts.context.db, username)
     # The hash is checked even for an unknown user, so timing does not tell which names exist.
     if not await accounts.hasher.check(password, row["password_hash"] if row else None) or row is None:
         raise wrong_credentials()
-    identity = Identity(user_id=USER_ID_PREFIX + row["username"], username=row["username"],
-                        nickname=row["nickname"])
-    pair = await accounts.issue_pair(identity)
-    return web.json_response({"user_id": identity.user_id, "nickname": identity.nickname, **pair})
+    return Identity(user_id=USER_ID_PREFIX + row["username"], username=row["username"],
+                    nickname=row["nickname"])
 
 
 @routes.post("/api/v1/auth/refresh", name="auth_refresh")

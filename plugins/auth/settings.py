@@ -5,6 +5,8 @@ from gateway.plugins import PluginSettings
 
 from .passwords import DEFAULT_ROUNDS
 
+ONE_SECOND_TO_AN_HOUR = validate.Range(min=1, max=3600)
+
 
 class AuthSettings(PluginSettings):
     trusted_proxies = fields.List(fields.String(), load_default=list, metadata={
@@ -13,6 +15,14 @@ class AuthSettings(PluginSettings):
         "description": "bcrypt cost of stored passwords."})
     rate_limit_per_minute = fields.Integer(load_default=5, validate=validate.Range(min=1), metadata={
         "description": "Sign-in and registration attempts per client address per minute."})
+    account_free_failures = fields.Integer(load_default=5, validate=validate.Range(min=1), metadata={
+        "description": "Failed logins one account may have (from anywhere) within account_window_seconds "
+                       "before each address must wait between its attempts on that account."})
+    account_window_seconds = fields.Integer(load_default=900, validate=validate.Range(min=60), metadata={
+        "description": "How long an account's failed logins are counted, from the first of them."})
+    account_max_delay_seconds = fields.Integer(load_default=120, validate=ONE_SECOND_TO_AN_HOUR, metadata={
+        "description": "Longest wait between an address's attempts on an account with many failed logins "
+                       "(the wait doubles from 1 second with each failure beyond account_free_failures)."})
     admin_nickname = fields.String(load_default="Administrator", metadata={
         "description": "The administrator's nickname."})
     default_timezone = fields.String(load_default="", metadata={

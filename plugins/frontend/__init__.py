@@ -13,8 +13,9 @@ from aiohttp import web
 
 from gateway.context import Context
 from gateway.errors import NotFound
+from gateway.forwarding import parse_trusted_proxies
 from gateway.openapi import api_doc
-from gateway.plugins import Plugin, PluginSettings, Registrar
+from gateway.plugins import Plugin, PluginError, PluginSettings, Registrar
 
 from .proxy import ProxyState, proxy_api, proxy_chat_socket
 
@@ -50,6 +51,9 @@ class FrontendSettings(PluginSettings):
         "description": "Seconds a proxied answer may stay silent before the proxy gives up on it."})
     max_frame_bytes = marshmallow.fields.Integer(load_default=16 * 1024 * 1024, validate=marshmallow.validate.Range(
         min=1024), metadata={"description": "Largest WebSocket frame carried either way on /ws/chat."})
+    trusted_proxies = marshmallow.fields.List(marshmallow.fields.String(), load_default=list, metadata={
+        "description": "Reverse proxies in front of the frontend (addresses or CIDR ranges) whose "
+                       "X-Forwarded-For names the client the frontend vouches for to the gateway."})
 
 
 def static_file(name: str) -> web.FileResponse:
@@ -102,8 +106,14 @@ class FrontendPlugin(Plugin):
     def setup(self, registrar: Registrar) -> None:
         settings = registrar.settings
         gateway_url = (registrar.config.get("peers.gateway_url") or "http://127.0.0.1:8080").rstrip("/")
+        try:
+            trusted = parse_trusted_proxies(settings["trusted_proxies"], "plugins.frontend.trusted_proxies")
+        except ValueError as error:
+            raise PluginError(str(error)) from None
         state = ProxyState(gateway_url=gateway_url, max_body_bytes=settings["max_body_bytes"],
-                           read_timeout=settings["read_timeout"], max_frame_bytes=settings["max_frame_bytes"])
+                           read_timeout=settings["read_timeout"], max_frame_bytes=settings["max_frame_bytes"],
+                           service_token=str(registrar.config.get("auth.service_token") or ""),
+                           trusted_proxies=trusted)
         registrar.app_state(PROXY, state)
         registrar.routes(routes)
 

@@ -20,6 +20,7 @@ import aiohttp
 from aiohttp import web
 
 from gateway.errors import ApiError, BadGateway, Forbidden
+from gateway.forwarding import Network, forwarded_client, vouch_headers
 
 REFRESH_COOKIE = "assistant_refresh"
 COOKIE_PATH = "/api/v1/auth/"
@@ -44,6 +45,8 @@ class ProxyState:
     max_body_bytes: int
     read_timeout: float
     max_frame_bytes: int
+    service_token: str = ""
+    trusted_proxies: list[Network] = field(default_factory=list)
     http: aiohttp.ClientSession | None = None
     refreshes: dict[str, tuple[float, asyncio.Future]] = field(default_factory=dict)
 
@@ -64,13 +67,17 @@ def refuse_cross_site(request: web.Request) -> None:
                         "Open the web client itself at this address")
 
 
-def forwarded_headers(request: web.Request) -> dict[str, str]:
+def forwarded_headers(state: ProxyState, request: web.Request) -> dict[str, str]:
+    """What the gateway gets besides the browser's allowed headers: who the client is, vouched
+    for with the service credential (the gateway's login limits count per client, and believe
+    no address merely because this proxy calls from loopback), and the usual X-Forwarded-*."""
     headers = {name: request.headers[name] for name in FORWARDED_REQUEST_HEADERS if name in request.headers}
     peer = request.remote or ""
     previous = request.headers.get("X-Forwarded-For")
     headers["X-Forwarded-For"] = f"{previous}, {peer}" if previous else peer
     headers["X-Forwarded-Proto"] = request.scheme
     headers["X-Forwarded-Host"] = request.host
+    headers.update(vouch_headers(forwarded_client(request, state.trusted_proxies), state.service_token))
     return headers
 
 
@@ -108,7 +115,7 @@ async def _call_gateway(state: ProxyState, request: web.Request, tail: str,
     url = f"{state.gateway_url}/api/v1/{tail}"
     try:
         async with state.http.request(request.method, url, params=request.rel_url.query,
-                                      headers=forwarded_headers(request), data=body,
+                                      headers=forwarded_headers(state, request), data=body,
                                       allow_redirects=False) as answer:
             content = await answer.read()
             headers = {name: value for name, value in answer.headers.items()
@@ -194,7 +201,7 @@ async def pass_through(state: ProxyState, request: web.Request, tail: str) -> we
     response: web.StreamResponse | None = None
     try:
         async with state.http.request(request.method, url, params=request.rel_url.query,
-                                      headers=forwarded_headers(request), data=body, allow_redirects=False,
+                                      headers=forwarded_headers(state, request), data=body, allow_redirects=False,
                                       timeout=aiohttp.ClientTimeout(total=None, connect=10,
                                                                     sock_read=state.read_timeout)) as answer:
             response = web.StreamResponse(status=answer.status)
@@ -241,7 +248,7 @@ async def proxy_chat_socket(state: ProxyState, request: web.Request) -> web.Stre
     refuse_cross_site(request)
     query = request.query_string
     url = f"{state.gateway_url}/ws/chat" + (f"?{query}" if query else "")
-    headers = forwarded_headers(request)
+    headers = forwarded_headers(state, request)
     try:
         upstream = await state.http.ws_connect(url, headers=headers, max_msg_size=state.max_frame_bytes,
                                                autoping=True, heartbeat=None)

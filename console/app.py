@@ -64,7 +64,7 @@ def _known(request: web.Request) -> str:
 
 
 def _failure(error: SupervisorError, supervisor: Supervisor) -> ApiError:
-    status = 409 if error.error_type == "port_in_use" else 502
+    status = error.status or (409 if error.error_type == "port_in_use" else 502)
     return ApiError(str(error), error_type=error.error_type, status=status,
                     hint=f"Read its log: GET /api/logs/{error.service}",
                     extra={"service": error.service, "services": supervisor.statuses()})
@@ -133,7 +133,8 @@ def _service_action(name: str):
 
 
 ACTION_SUMMARIES = {"start": "Start a service", "stop": "Stop a service", "restart": "Stop, then start a service",
-                    "build": "Run a service's build step, then restart it on the result"}
+                    "build": "Build a service (its steps: install, compile, assets...), then restart it on the "
+                             "result; a failed build leaves it as it was and keeps it from being started"}
 for _action, _summary in ACTION_SUMMARIES.items():
     routes.post(f"/api/services/{{id}}/{_action}", name=f"service_{_action}")(
         api_doc(_summary, responses={200: ServiceStatus}, errors=(404, 409, 502), auth="console")(

@@ -5,6 +5,7 @@ its own output goes to DATA_DIR/console/console.log. Commands that change servic
 console's REST API, so the console stays the one owner of the child processes."""
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -23,8 +24,9 @@ from gateway.services import ServiceSpec, load_services
 
 from . import containers
 from .app import console_credential, is_loopback, resolve_port, run_console
+from .build import CONSOLE_ASSETS, BuildEnvironment, BuildRecords, StepReport, check_assets, run_build
 from .logstore import LogStore
-from .supervisor import SupervisorSettings, find_orphans, terminate_orphans
+from .supervisor import SupervisorSettings, build_records_path, find_orphans, terminate_orphans
 
 CONSOLE_START_TIMEOUT = 30.0
 
@@ -123,6 +125,33 @@ def _print_services(services: list[dict]) -> None:
                       else ""))
 
 
+def _print_build(service_id: str, record: dict | None) -> None:
+    """Each step of a service's last build, as the console reported it."""
+    for step in (record or {}).get("steps", ()):
+        click.echo(f"{service_id}: " + StepReport(step["step"], step["ok"], step["detail"], step["skipped"]).line())
+
+
+def _check_console_assets() -> None:
+    """The console's own pages need these; `build` and `start --build` check them first."""
+    report = check_assets(PROJECT_ROOT, CONSOLE_ASSETS)
+    click.echo("console: " + report.line())
+    if not report.ok:
+        raise click.ClickException(f"the console's own files are incomplete: {report.detail}")
+
+
+def _build_through_console(handle: "ConsoleHandle", service_id: str) -> dict:
+    """POST /api/services/:id/build, printing each step; the service's record once it runs again."""
+    status_code, body = handle.request("POST", f"/api/services/{service_id}/build", timeout=None)
+    if status_code != 200:
+        failed = next((row for row in body.get("services", ()) if row.get("id") == body.get("service")), None)
+        if failed is not None and body.get("errorType") == "build_failed":
+            _print_build(failed["id"], failed.get("build"))
+        _fail_with(body)
+    _print_build(service_id, body.get("build"))
+    click.echo(f"{service_id}: built and {body['status']}")
+    return body
+
+
 def _fail_with(body: dict) -> None:
     if body.get("services"):
         _print_services(body["services"])
@@ -183,6 +212,8 @@ def main(ctx: click.Context, port: int | None) -> None:
 def start(port: int | None, fresh: bool, build: bool) -> None:
     """Start the console in the background, then all services in order; print its address."""
     config = _load_config(generate_secrets=True)  # on a first start, shows the admin password
+    if build:
+        _check_console_assets()
     handle = ConsoleHandle(config, port)
     if handle.running():
         click.echo(f"console already running at {handle.url} (pid {handle.pid()})")
@@ -193,14 +224,16 @@ def start(port: int | None, fresh: bool, build: bool) -> None:
     else:
         pid = _spawn_console(handle)
         click.echo(f"console started at {handle.url} (pid {pid}; log {handle.log_file})")
-    steps = [("POST", "/api/services/start-all-fresh" if fresh else "/api/services/start-all")]
-    if build:  # each build restarts its service on the result, in table order
-        steps = (steps if fresh else []) + [("POST", f"/api/services/{spec.id}/build") for spec in _specs()]
-    click.echo("starting services " + ("(fresh) " if fresh else "") + "in order...")
-    for method, path in steps:
-        status, body = handle.request(method, path, timeout=None)
+    click.echo("starting services " + ("(fresh) " if fresh else "") + ("with a build of each " if build else "")
+               + "in order...")
+    if fresh or not build:
+        status, body = handle.request("POST", "/api/services/start-all-fresh" if fresh else "/api/services/start-all",
+                                      timeout=None)
         if status != 200:
             _fail_with(body)
+    if build:  # each build restarts its service on the result, in table order; a failed one ends it
+        for spec in _specs():
+            _build_through_console(handle, spec.id)
     _, body = handle.request("GET", "/api/services")
     _print_services(body["services"])
     click.echo(f"console: {handle.url}")
@@ -280,30 +313,46 @@ def logs(service_id: str, lines: int, offset: int) -> None:
 @click.argument("service_id", required=False)
 @port_option
 def build(service_id: str | None, port: int | None) -> None:
-    """Build one service, or all when omitted. With the console running, each is restarted on
-    the result; without it, only the build step runs."""
+    """Build one service, or all when omitted, reporting each step. With the console running,
+    each is restarted on the result; without it, only the build steps run. A failed build keeps
+    its service from being started until a build succeeds."""
     config = _load_config()
     specs = _specs()
     if service_id is not None:
         specs = [spec for spec in specs if spec.id == service_id]
         if not specs:
             raise click.ClickException(f"unknown service {service_id!r}")
+    else:
+        _check_console_assets()
     handle = ConsoleHandle(config, port)
     if handle.running():
         for spec in specs:
-            status_code, body = handle.request("POST", f"/api/services/{spec.id}/build", timeout=None)
-            if status_code != 200:
-                _fail_with(body)
-            click.echo(f"{spec.id}: built and {body['status']}")
+            _build_through_console(handle, spec.id)
         return
+    records = BuildRecords(build_records_path(config.data_dir))
+    timeout = SupervisorSettings.from_config(config).build_timeout
     for spec in specs:
         if not spec.build:
             click.echo(f"{spec.id}: no build step (runs from source)")
             continue
-        click.echo(f"{spec.id}: {' '.join(spec.build)}")
-        completed = subprocess.run(list(spec.build), cwd=str(PROJECT_ROOT))
-        if completed.returncode != 0:
-            raise click.ClickException(f"build of {spec.id} failed with exit code {completed.returncode}")
+        report = asyncio.run(_build_here(spec, timeout))
+        records.save(report)
+        if not report.ok:
+            raise click.ClickException(f"{report.error}; {spec.id} is not started until a build succeeds")
+        click.echo(f"{spec.id}: built")
+
+
+async def _build_here(spec: ServiceSpec, timeout: float):
+    """A build without the console: each step printed as it finishes, commands' output passed on."""
+    async def notify(step: StepReport) -> None:
+        click.echo(f"{spec.id}: {step.line()}")
+
+    async def output(data: bytes) -> None:
+        if data:
+            click.echo(data.decode("utf-8", "replace").rstrip("\n"))
+
+    return await run_build(spec, BuildEnvironment(), environ=dict(os.environ), timeout=timeout,
+                           notify=notify, output=output)
 
 
 def _docker(action) -> containers.CommandResult:

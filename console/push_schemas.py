@@ -13,6 +13,23 @@ from .supervisor import BUILDING, FAILED, RUNNING, STARTING, STOPPED, STOPPING
 PUSH_PATH = "/ws"
 
 
+class BuildStep(marshmallow.Schema):
+    step = fields.String(required=True, validate=validate.OneOf(("install", "compile", "assets", "command")))
+    ok = fields.Boolean(required=True)
+    skipped = fields.Boolean(required=True, metadata={"description": "Nothing needed doing (the install is "
+                                                                    "up to date)."})
+    detail = fields.String(required=True, metadata={"description": "What it did, or why it failed."})
+
+
+class BuildRecord(marshmallow.Schema):
+    """A service's last build (console/build.py), kept across restarts of the console."""
+    ok = fields.Boolean(required=True)
+    at = fields.String(required=True, metadata={"description": "ISO 8601, when it finished."})
+    steps = fields.List(fields.Nested(BuildStep), required=True,
+                        metadata={"description": "In order, up to the one that failed."})
+    error = fields.String(required=True, allow_none=True)
+
+
 class ServiceRecord(marshmallow.Schema):
     """A supervised service, as `GET /api/services/:id` answers it."""
 
@@ -31,6 +48,8 @@ class ServiceRecord(marshmallow.Schema):
     restarts = fields.Integer(required=True)
     depends = fields.List(fields.String(), required=True)
     healthUrl = fields.String(required=True)
+    build = fields.Nested(BuildRecord, required=True, allow_none=True, metadata={
+        "description": "The last build; null when never built. While it failed the service is not started."})
 
 
 class LogPush(marshmallow.Schema):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import marshmallow
 from marshmallow import fields, validate
 
+from .push_schemas import BuildRecord
 from .supervisor import BUILDING, FAILED, RUNNING, STARTING, STOPPED, STOPPING
 
 STATES = (STOPPED, STARTING, RUNNING, STOPPING, BUILDING, FAILED)
@@ -30,6 +31,8 @@ class ServiceStatus(marshmallow.Schema):
     restarts = fields.Integer(required=True)
     depends = fields.List(fields.String(), required=True)
     healthUrl = fields.String(required=True)
+    build = fields.Nested(BuildRecord, required=True, allow_none=True, metadata={
+        "description": "The last build; null when never built. While it failed the service is not started."})
 
 
 class ServiceStatuses(marshmallow.Schema):

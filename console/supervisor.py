@@ -26,6 +26,7 @@ import psutil
 from gateway.config import PROJECT_ROOT
 from gateway.services import ServiceSpec
 
+from .build import BuildEnvironment, BuildRecords, BuildReport, StepReport, run_build
 from .logstore import LogStore
 from .push import PushHub
 
@@ -51,10 +52,11 @@ WITHHELD_VARIABLES = ("CONSOLE_TOKEN",)
 class SupervisorError(Exception):
     """A transition that did not happen; `service` names the service, the message says why."""
 
-    def __init__(self, service: str, message: str, error_type: str = "start_failed"):
+    def __init__(self, service: str, message: str, error_type: str = "start_failed", status: int | None = None):
         super().__init__(message)
         self.service = service
         self.error_type = error_type
+        self.status = status  # the HTTP status, where not the usual one of its error type
 
 
 class UnknownService(KeyError):
@@ -95,6 +97,7 @@ class ManagedService:
     reader_task: asyncio.Task | None = None
     monitor_task: asyncio.Task | None = None
     restart_task: asyncio.Task | None = None
+    last_build: BuildReport | None = None
 
     @property
     def alive(self) -> bool:
@@ -112,6 +115,11 @@ def _iso(timestamp: float | None) -> str | None:
     return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="seconds")
 
 
+def build_records_path(data_dir: Path) -> Path:
+    """Where each service's last build is kept (the console's and the CLI's builds alike)."""
+    return data_dir / "console" / "builds.json"
+
+
 def service_command(spec: ServiceSpec) -> list[str]:
     return [sys.executable, "-m", "gateway", "serve", "--service", spec.id]
 
@@ -119,7 +127,8 @@ def service_command(spec: ServiceSpec) -> list[str]:
 class Supervisor:
     def __init__(self, specs: list[ServiceSpec], data_dir: Path, logs: LogStore, hub: PushHub,
                  settings: SupervisorSettings | None = None, host: str = "127.0.0.1",
-                 line_listener: Callable[[str, str], object] | None = None):
+                 line_listener: Callable[[str, str], object] | None = None,
+                 build_environment: BuildEnvironment | None = None):
         self.specs = list(specs)
         # Called with (service id, line) for each line a service writes: the STT log reads its
         # entries from the voice service's output this way.
@@ -129,6 +138,8 @@ class Supervisor:
         self.hub = hub
         self.settings = settings or SupervisorSettings()
         self.host = host
+        self.build_environment = build_environment or BuildEnvironment()
+        self.build_records = BuildRecords(build_records_path(data_dir))
         self._services = {spec.id: ManagedService(spec) for spec in self.specs}
         self._all_lock = asyncio.Lock()
         self._http: aiohttp.ClientSession | None = None
@@ -137,6 +148,10 @@ class Supervisor:
 
     async def open(self) -> None:
         self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2))
+        records = await asyncio.get_running_loop().run_in_executor(None, self.build_records.load)
+        for service_id, report in records.items():
+            if service_id in self._services:
+                self._services[service_id].last_build = report
 
     async def close(self) -> None:
         """Stop every service: the console never leaves children behind when it stops."""
@@ -166,6 +181,7 @@ class Supervisor:
             "uptime": service.uptime(), "startedAt": _iso(service.started_at) if service.alive else None,
             "exitCode": service.exit_code, "lastError": service.last_error, "restarts": service.restarts,
             "depends": list(spec.depends), "healthUrl": self.health_url(spec),
+            "build": service.last_build.public() if service.last_build is not None else None,
         }
 
     def statuses(self) -> list[dict[str, Any]]:
@@ -184,6 +200,7 @@ class Supervisor:
     async def start(self, service_id: str) -> dict:
         service = self.service(service_id)
         async with service.lock:
+            self._refuse_failed_build(service)
             await self._start_locked(service)
         return self.status(service_id)
 
@@ -197,6 +214,7 @@ class Supervisor:
     async def restart(self, service_id: str) -> dict:
         service = self.service(service_id)
         async with service.lock:
+            self._refuse_failed_build(service)
             self._cancel_restart(service)
             await self._stop_locked(service)
             await self._start_locked(service)
@@ -429,6 +447,9 @@ class Supervisor:
             service.restart_task = None  # from here on, a stop waits for the lock instead of cancelling
             if service.state != FAILED:
                 return
+            if service.last_build is not None and not service.last_build.ok:
+                await self._note(service, "not restarted: its last build failed")
+                return
             try:
                 await self._start_locked(service)
             except SupervisorError:
@@ -443,6 +464,17 @@ class Supervisor:
             service.restart_task.cancel()
         service.restart_task = None
 
+    def _refuse_failed_build(self, service: ManagedService) -> None:
+        """A service whose last build failed would start on what failed to build: refused until
+        a build succeeds (a stop is always allowed)."""
+        report = service.last_build
+        if report is None or report.ok:
+            return
+        raise SupervisorError(service.spec.id, f"{service.spec.id} is not started: its last build ({report.at}) "
+                                               f"failed: {report.error}. Fix the cause, then build it again "
+                                               f"(console.sh build {service.spec.id}, or POST "
+                                               f"/api/services/{service.spec.id}/build).", "build_failed", status=409)
+
     async def _build_locked(self, service: ManagedService) -> None:
         spec = service.spec
         if not spec.build:
@@ -450,23 +482,19 @@ class Supervisor:
             return
         previous = service.state
         self._set_state(service, BUILDING)
-        await self._note(service, "building: " + " ".join(spec.build))
-        process = await asyncio.create_subprocess_exec(
-            *spec.build, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, cwd=str(PROJECT_ROOT), env=self.child_environment())
+        await self._note(service, "building: " + ", ".join(item if isinstance(item, str) else " ".join(item)
+                                                          for item in spec.build))
         service_log = self.logs.get(spec.id)
-        try:
-            output = await asyncio.wait_for(process.stdout.read(), self.settings.build_timeout)
-            code = await process.wait()
-        except asyncio.TimeoutError:
-            process.kill()
-            await process.wait()
-            output, code = b"", None
-        await service_log.append(output)
-        if code != 0:
-            reason = (f"build of {spec.id} failed with exit code {code}" if code is not None
-                      else f"build of {spec.id} did not finish within {self.settings.build_timeout:g}s")
-            await self._note(service, reason)
+
+        async def notify(step: StepReport) -> None:
+            await self._note(service, "build " + step.line())
+
+        report = await run_build(spec, self.build_environment, environ=self.child_environment(),
+                                 timeout=self.settings.build_timeout, notify=notify, output=service_log.append)
+        service.last_build = report
+        await asyncio.get_running_loop().run_in_executor(None, self.build_records.save, report)
+        if not report.ok:
+            reason = report.error or f"build of {spec.id} failed"
             self._set_state(service, previous if service.alive else FAILED, reason)
             raise SupervisorError(spec.id, reason, "build_failed")
         await self._note(service, "build finished")

@@ -13,6 +13,11 @@ from pathlib import Path
 
 from .config import ConfigError, conf_dir
 
+# The console's built-in build steps (console/build.py, docs/console.md "Build"); any other item
+# of a row's `build` is a command, a list of arguments.
+BUILD_STEPS = ("install", "compile", "assets")
+BuildItem = str | tuple[str, ...]
+
 
 @dataclass(frozen=True)
 class ServiceSpec:
@@ -22,7 +27,10 @@ class ServiceSpec:
     plugins: tuple[str, ...] = ()
     health: str = "/api/v1/health"
     depends: tuple[str, ...] = ()
-    build: tuple[str, ...] = ()
+    # What `build` does, in order: built-in step names and commands (argument lists).
+    build: tuple[BuildItem, ...] = ()
+    # Paths (from the project root) the `assets` step checks: a file exists, a folder is not empty.
+    assets: tuple[str, ...] = ()
     # The names in `plugins` that the table announces as planned: skipped, not an error, while
     # no installed distribution publishes them.
     planned: tuple[str, ...] = ()
@@ -55,9 +63,12 @@ def load_services(path: Path | None = None, *, data_dir: Path | None = None) -> 
                 id=row["id"], name=row.get("name", row["id"]), port=int(row["port"]),
                 plugins=plugins, health=row.get("health", "/api/v1/health"),
                 planned=tuple(name for name in plugins if name in planned),
-                depends=tuple(row.get("depends", ())), build=tuple(row.get("build", ())),
+                depends=tuple(row.get("depends", ())), build=build_items(row.get("build", [])),
+                assets=string_list(row.get("assets", []), "assets"),
                 extra={k: v for k, v in row.items() if k not in {"id", "name", "port", "plugins", "health",
-                                                                   "depends", "build"}})
+                                                                   "depends", "build", "assets"}})
+        except RowError as error:
+            raise ConfigError(f"{path}: service {row.get('id')!r}: {error}") from None
         except (KeyError, TypeError, ValueError) as error:
             raise ConfigError(f"{path}: a [[service]] entry is incomplete or malformed ({error!r})") from None
         if spec.id in known:
@@ -68,6 +79,35 @@ def load_services(path: Path | None = None, *, data_dir: Path | None = None) -> 
         known.add(spec.id)
         services.append(spec)
     return services
+
+
+class RowError(Exception):
+    """A value of a service row that is not what the table takes; the message says what is."""
+
+
+def string_list(value, key: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise RowError(f"`{key}` must be a list of non-empty strings")
+    return tuple(value)
+
+
+def build_items(value) -> tuple[BuildItem, ...]:
+    """A row's `build`: each item a built-in step's name or a command (a non-empty list of
+    arguments, run without a shell)."""
+    if not isinstance(value, list):
+        raise RowError("`build` must be a list of steps")
+    items: list[BuildItem] = []
+    for item in value:
+        if isinstance(item, str):
+            if item not in BUILD_STEPS:
+                raise RowError(f"unknown build step {item!r}; the built-in steps are {', '.join(BUILD_STEPS)}, "
+                                 f"and a command is a list of arguments, e.g. [\"make\", \"all\"]")
+            items.append(item)
+        elif isinstance(item, list) and item:
+            items.append(string_list(item, "build"))
+        else:
+            raise RowError(f"a `build` item must be a step name or a non-empty list of arguments, not {item!r}")
+    return tuple(items)
 
 
 def get_service(service_id: str, path: Path | None = None, *, data_dir: Path | None = None) -> ServiceSpec:

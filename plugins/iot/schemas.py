@@ -9,8 +9,8 @@ from marshmallow import fields, validate
 from gateway.validation import MAX_OFFSET
 
 USER_ID = fields.String(load_default=None, validate=validate.Length(min=1, max=128), metadata={
-    "description": "Whose devices (the service credential must name one; the administrator may; a person "
-                   "may name only themself)."})
+    "description": "Whose devices (the service credential and the administrator may name anyone, and without "
+                   "it act on the administrator's home; a person may name only themself)."})
 
 
 class OwnerQuery(marshmallow.Schema):

@@ -4,6 +4,7 @@ not depend on any feature plugin. The table lives in a temporary conf directory 
 GATEWAY_CONF_DIR, which the child processes inherit."""
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -21,8 +22,8 @@ def write_service_table(directory: Path, rows: list[dict]) -> None:
         for key, value in row.items():
             if isinstance(value, str):
                 lines.append(f'{key} = "{value}"')
-            elif isinstance(value, (list, tuple)):
-                lines.append(f"{key} = [" + ", ".join(f'"{item}"' for item in value) + "]")
+            elif isinstance(value, (list, tuple)):  # JSON's arrays of strings are TOML's too
+                lines.append(f"{key} = {json.dumps(value)}")
             else:
                 lines.append(f"{key} = {value}")
         lines.append("")

@@ -63,7 +63,7 @@ def test_build_without_a_console_runs_only_the_build_steps(runner, service_table
     marker = tmp_path / "built"
     service_table([{"id": "alpha", "name": "Alpha"},
                    {"id": "beta", "name": "Beta",
-                    "build": [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]}])
+                    "build": [[sys.executable, "-c", f"open({str(marker)!r}, 'w')"]]}])
     result = runner.invoke(main, ["build"])
     assert result.exit_code == 0, result.output
     assert "alpha: no build step (runs from source)" in result.output and marker.exists()

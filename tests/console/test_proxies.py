@@ -205,6 +205,24 @@ async def test_service_rows_use_the_service_credential(stack):
     assert health.status == 200 and (await health.json())["service"] == "memory-service"
 
 
+async def test_the_bare_iot_call_shows_the_administrators_eight_simulated_devices(stack):
+    """spec/console.md: `GET /api/iot/devices`, as written, lists the simulation's eight devices."""
+    await stack.serve("iot-debug-service", [tokens_plugin, iot_plugin], **{"plugins.iot": {"tick_seconds": 3600}})
+    console = await stack.console()
+
+    devices = await console.get("/api/iot/devices")
+    assert devices.status == 200, await devices.text()
+    listed = (await devices.json())["devices"]
+    assert len(listed) == 8 and {device["adapter"] for device in listed} == {"simulation"}
+    operated = await console.post("/api/iot/devices/front_door_lock/operate", json={"action": "switch", "value": False})
+    assert operated.status == 200, await operated.text()
+    assert (await operated.json())["operation"]["user_id"] == "admin"
+    mine = await (await console.get("/api/iot/devices/front_door_lock?user_id=admin")).json()
+    assert mine["device"]["state"] == {"locked": False}
+    alices = await (await console.get("/api/iot/devices/front_door_lock?user_id=user_alice")).json()
+    assert alices["device"]["state"] == {"locked": True}
+
+
 async def test_an_upload_streams_through_to_the_voice_service(stack, aiohttp_server):
     import aiohttp
 

@@ -165,8 +165,8 @@ async def test_build_runs_the_build_step_then_starts_and_a_failed_build_keeps_th
     marker = tmp_path / "built.txt"
     specs = service_table([
         {"id": "alpha", "name": "Alpha",
-         "build": [sys.executable, "-c", f"open({str(marker)!r}, 'w').write('ok'); print('compiled alpha')"]},
-        {"id": "beta", "name": "Beta", "build": [sys.executable, "-c", "import sys; sys.exit(3)"]},
+         "build": [[sys.executable, "-c", f"open({str(marker)!r}, 'w').write('ok'); print('compiled alpha')"]]},
+        {"id": "beta", "name": "Beta", "build": [[sys.executable, "-c", "import sys; sys.exit(3)"]]},
     ])
     supervisor, _ = make_supervisor(specs, tmp_path)
     await supervisor.open()

@@ -96,11 +96,33 @@ async def test_who_may_call(iot_service):
     response = await iot_service.get("/api/v1/devices/bedroom_light/history", headers=BOB,
                                      params={"user_id": "user_alice"})
     assert response.status == 403
-    response = await iot_service.get("/api/v1/devices", headers=SERVICE)
-    assert response.status == 400 and "user_id" in (await response.json())["error"]
     response = await iot_service.get("/api/v1/devices", headers=ALICE, params={"user_id": "user_alice"})
     assert response.status == 200
     assert (await device(iot_service, "bedroom_light", ALICE))["state"]["on"] is False  # nobody touched it
+
+
+async def test_the_service_credential_without_user_id_acts_on_the_administrators_home(iot_service):
+    """The console's IoT panel calls the service bare (spec/console.md: one set of eight devices)."""
+    response = await iot_service.get("/api/v1/devices", headers=SERVICE)
+    body = await response.json()
+    assert response.status == 200, body
+    assert [d["id"] for d in body["devices"]] == SIMULATED and body["count"] == 8
+    answer = await operate(iot_service, "living_room_light", {"action": "switch", "value": True}, SERVICE)
+    assert answer["operation"]["user_id"] == "admin"
+    assert (await device(iot_service, "living_room_light", SERVICE))["state"]["on"] is True
+    assert (await device(iot_service, "living_room_light", ADMIN))["state"]["on"] is True
+    page = await (await iot_service.get("/api/v1/devices/living_room_light/history", headers=SERVICE)).json()
+    assert page["total"] == 1 and page["operations"][0]["user_id"] == "admin"
+
+    # Naming someone still acts for them; a person still sees only their own home.
+    assert (await device(iot_service, "living_room_light", SERVICE, user_id="user_alice"))["state"]["on"] is False
+    await operate(iot_service, "bedroom_light", {"action": "switch", "value": True}, SERVICE, user_id="user_alice")
+    alices = await (await iot_service.get("/api/v1/devices", headers=ALICE)).json()
+    assert {d["id"]: d["state"].get("on") for d in alices["devices"]}["living_room_light"] is False
+    assert {d["id"]: d["state"].get("on") for d in alices["devices"]}["bedroom_light"] is True
+    assert (await device(iot_service, "bedroom_light", SERVICE))["state"]["on"] is False  # the admin's untouched
+    response = await iot_service.get("/api/v1/devices", headers=ALICE, params={"user_id": "admin"})
+    assert response.status == 403
 
 
 async def invalid(client, device_id: str, body: dict, *needles: str) -> str:

@@ -171,7 +171,8 @@ ADD_MESSAGE_SQL = (
     f"  VALUES (%(session)s, %(user)s, %(role)s, %(type)s, %(content)s, %(metadata)s, %(client)s)"
     f"  ON CONFLICT (user_id, session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING"
     f"  RETURNING {MESSAGE_COLUMNS}), "
-    f"touched AS (UPDATE chat_sessions SET updated_at = now() "
+    f"touched AS (UPDATE chat_sessions SET updated_at = now(), "
+    f"  title = CASE WHEN title = '{DEFAULT_TITLE}' AND %(title)s::text IS NOT NULL THEN %(title)s ELSE title END "
     f"  WHERE user_id = %(user)s AND id = %(session)s AND EXISTS (SELECT 1 FROM inserted)) "
     f"SELECT *, false AS duplicate FROM inserted "
     f"UNION ALL "
@@ -187,9 +188,9 @@ ADD_MESSAGE_SQL = (
 # numbered in the order they came).
 ADD_MESSAGES_SQL = f"""WITH given AS (
   SELECT batch_index, session AS session_id, "user" AS user_id, role, type AS msg_type, content,
-         metadata::jsonb AS metadata, client AS client_msg_id, nextval('chat_messages_id_seq') AS new_id
+         metadata::jsonb AS metadata, client AS client_msg_id, title, nextval('chat_messages_id_seq') AS new_id
   FROM json_to_recordset(%s::json) AS given (batch_index int, session text, "user" text, role text, type text,
-                                              content text, metadata text, client text)
+                                              content text, metadata text, client text, title text)
   ORDER BY batch_index),
 inserted AS (
   INSERT INTO chat_messages (id, session_id, user_id, role, msg_type, content, metadata, client_msg_id)
@@ -197,7 +198,12 @@ inserted AS (
   ON CONFLICT (user_id, session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING
   RETURNING *),
 touched AS (
-  UPDATE chat_sessions SET updated_at = now() FROM (SELECT DISTINCT user_id, session_id FROM inserted) AS changed
+  UPDATE chat_sessions SET updated_at = now(),
+    title = CASE WHEN chat_sessions.title = '{DEFAULT_TITLE}' AND changed.title IS NOT NULL
+                 THEN changed.title ELSE chat_sessions.title END
+  FROM (SELECT DISTINCT ON (inserted.user_id, inserted.session_id) inserted.user_id, inserted.session_id, given.title
+        FROM inserted JOIN given ON given.new_id = inserted.id
+        ORDER BY inserted.user_id, inserted.session_id, given.title IS NULL, inserted.id) AS changed
   WHERE chat_sessions.user_id = changed.user_id AND chat_sessions.id = changed.session_id),
 outcome AS (
   SELECT given.batch_index, inserted.*, false AS duplicate FROM given JOIN inserted ON inserted.id = given.new_id
@@ -207,6 +213,23 @@ outcome AS (
     AND stored.client_msg_id = given.client_msg_id
   WHERE NOT EXISTS (SELECT 1 FROM inserted WHERE inserted.id = given.new_id))
 SELECT batch_index, {MESSAGE_COLUMNS}, duplicate FROM outcome"""
+
+
+TITLE_CHARS = 60
+
+
+def title_from(text: str | None) -> str | None:
+    """A session's title from its first message, until one is given (a rename, or a better one
+    the assistant makes): its first line of words, cut at a word near TITLE_CHARS. None for a
+    message with no words (an image alone), which leaves the title for the next."""
+    line = next((" ".join(line.split()) for line in (text or "").splitlines() if line.strip()), "")
+    if not line:
+        return None
+    if len(line) <= TITLE_CHARS:
+        return line
+    cut = line[:TITLE_CHARS]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > TITLE_CHARS // 2 else cut).rstrip(" ,.;:!?，。；：！？") + "…"
 
 
 def _message(row: dict) -> dict:
@@ -302,7 +325,8 @@ class Conversations:
         try:
             row = await self._message_writes.submit(
                 {"session": session_id, "user": user_id, "role": role, "type": msg_type, "content": content or "",
-                 "metadata": dumps_text(metadata or {}), "client": client_msg_id or None})
+                 "metadata": dumps_text(metadata or {}), "client": client_msg_id or None,
+                 "title": title_from(content) if role == "user" else None})
         except psycopg2.errors.ForeignKeyViolation:
             raise session_not_found(session_id) from None
         if row is None:  # the same client_msg_id committed by someone else after this statement began

@@ -144,3 +144,42 @@ async def test_recent_history_is_the_latest_user_and_assistant_turns(sessions_ap
         {"role": "user", "content": "q4"}, {"role": "assistant", "content": "a4"}]
     assert len(await conversations.recent_history("user_alice", "s1")) == 10
     assert await conversations.recent_history("user_alice", "empty") == []
+
+
+async def test_the_first_message_titles_a_session_with_no_title(sessions_app):
+    """Five conversations in a morning must not all read "New chat": the person's first words
+    title it at once, until someone renames it."""
+    _, conversations, _ = sessions_app
+    await conversations.create_session("user_alice", "s1")
+    await conversations.add_message("s1", "user_alice", "assistant", "Hello! How can I help?")
+    assert (await conversations.get_session("user_alice", "s1"))["title"] == DEFAULT_TITLE
+    await conversations.add_message("s1", "user_alice", "user", "\n  Plan a   trip to Kyoto\nin April, please")
+    await conversations.add_message("s1", "user_alice", "user", "And book a hotel")
+    assert (await conversations.get_session("user_alice", "s1"))["title"] == "Plan a trip to Kyoto"
+
+    await conversations.create_session("user_alice", "s2", "My own title")
+    await conversations.add_message("s2", "user_alice", "user", "something else")
+    assert (await conversations.get_session("user_alice", "s2"))["title"] == "My own title"
+
+    await conversations.create_session("user_alice", "s3")
+    long = "word " * 40 + "end"
+    await conversations.add_message("s3", "user_alice", "user", long)
+    title = (await conversations.get_session("user_alice", "s3"))["title"]
+    assert title.endswith("…") and len(title) <= 61 and title.startswith("word word")
+
+    # Many sessions' first messages stored together (one batched statement) each title their own.
+    ids = [f"b{number}" for number in range(8)]
+    for session_id in ids:
+        await conversations.create_session("user_bob", session_id)
+    await asyncio.gather(*(conversations.add_message(session_id, "user_bob", "user", f"topic {session_id}")
+                           for session_id in ids for _ in range(2)))
+    for session_id in ids:
+        assert (await conversations.get_session("user_bob", session_id))["title"] == f"topic {session_id}"
+
+
+def test_a_title_from_chinese_words_is_cut_without_a_space():
+    from plugins.sessions.store import title_from
+
+    assert title_from("帮我写一封邮件给房东，说明下个月的房租会晚三天到账，因为工资发放推迟了，请他谅解，谢谢。还有其他事情需要讨论一下，比如说暖气的问题和楼道灯的问题") \
+        .endswith("…")
+    assert title_from("   \n  ") is None and title_from("") is None

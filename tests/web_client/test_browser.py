@@ -282,6 +282,7 @@ async def chat_titled(page, title: str, text: str) -> None:
     await page.wait_for_selector(".messages .empty:not([hidden])")
     await send(page, text)
     await page.locator(".live article.message.assistant:not(.streaming)").wait_for(timeout=10000)
+    await page.locator(".session-title", has_text=text).wait_for()  # titled from its first message
     page.once("dialog", lambda dialog: dialog.accept(title))
     await page.click(".conversation-header button:has-text('Rename')")
     await page.locator(".session-title", has_text=title).wait_for()

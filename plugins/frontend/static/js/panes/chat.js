@@ -168,9 +168,9 @@ export function mount(root, app) {
     if (session) {
       session.updated_at = Date.now();
       state.sessions = [session, ...state.sessions.filter((item) => item !== session)];
-    } else {
-      loadSessions().catch(() => {});
     }
+    // Unknown here, or not titled yet: the gateway titles a session from its first message.
+    if (!session || !session.title || session.title === SERVER_DEFAULT_TITLE) loadSessions().catch(() => {});
     renderList();
   }
 

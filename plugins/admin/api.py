@@ -70,7 +70,10 @@ def same_as_path(in_path: str, in_body: str | None, field_name: str) -> None:
 # ---------------------------------------------------------------- schemas
 
 def _http_url(value: str) -> None:
-    parts = urlsplit(value)
+    try:
+        parts = urlsplit(value)
+    except ValueError as error:  # an unclosed `[` of an IPv6 host: `http://[::1/`
+        raise marshmallow.ValidationError(f"is not a URL: {error}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise marshmallow.ValidationError("must be an http:// or https:// URL with a host")
     if parts.username or parts.password:
@@ -153,7 +156,7 @@ class HealthCheckBody(StrictSchema):
 
 
 class FetchModelsQuery(StrictSchema):
-    url = fields.String(load_default=None, validate=validate.Length(min=1, max=2000))
+    url = fields.String(load_default=None, validate=[validate.Length(min=1, max=2000), _http_url])
 
 
 # ---------------------------------------------------------------- helpers for provider answers
@@ -513,11 +516,6 @@ async def fetch_models(request: web.Request) -> web.Response:
     await require_admin(request)
     name = path_key(request, "name", "provider name")
     query = parse_query(request, FetchModelsQuery())
-    if query["url"] is not None:
-        parts = urlsplit(query["url"])
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise BadRequest("Invalid query: url: must be an http:// or https:// URL with a host.",
-                             error_type="validation_error", extra={"fields": {"url": ["not http(s)"]}})
     probe = await ai_core_of(request).probe(name, url=query["url"],
                                             timeout=request.config_dict[TIMEOUTS].fetch_models)
     if probe["error_kind"] == "refused":

@@ -5,7 +5,6 @@ The handlers reach the AI core and presence through the context's contracts and 
 under `TIMEOUTS`."""
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +18,7 @@ from gateway.context import get_context
 from gateway.errors import BadGateway, BadRequest, Conflict, NotFound, ServiceUnavailable
 from gateway.identity import require_admin
 from gateway.openapi import api_doc
-from gateway.validation import MAX_OFFSET, parse_body, parse_query
+from gateway.validation import MAX_OFFSET, finite_number, parse_body, parse_query
 from plugins.ai_core.contract import AI_CORE, AiCore
 from plugins.chat.contract import PRESENCE, Presence
 from plugins.sessions.contract import CONVERSATIONS, Conversations
@@ -106,7 +105,7 @@ def _params(value: dict) -> None:
         if name not in value or value[name] is None:
             continue
         number = value[name]
-        if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number):
+        if not finite_number(number):
             raise marshmallow.ValidationError(f"{name} must be a number")
         if whole and not isinstance(number, int):
             raise marshmallow.ValidationError(f"{name} must be a whole number")

@@ -15,6 +15,9 @@ from .blobs import BlobNotFound, BlobStore
 from .errors import ApiError
 
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+# A byte position past every stored size; a longer one is read as this, never given to int() (past
+# 4,300 digits int() raises ValueError, and reading any long one costs time for nothing).
+BEYOND_ANY_SIZE = 10**18
 
 
 class LinkSigner:
@@ -47,9 +50,18 @@ class LinkSigner:
         return expires >= time.time() and hmac.compare_digest(expected.encode(), signature)
 
 
+def _position(digits: str) -> int:
+    """A range's decimal position, as RFC 9110 reads it: any length, leading zeros allowed; one
+    of more than 18 significant digits is `BEYOND_ANY_SIZE` (the same answer: past the end)."""
+    significant = digits.lstrip("0")
+    return int(significant or "0") if len(significant) <= 18 else BEYOND_ANY_SIZE
+
+
 def parse_range(header: str, size: int) -> tuple[int, int] | None:
     """(start, end exclusive) of a single byte range; None to send everything (no header, or
-    several ranges, which HTTP lets a server answer whole). Unsatisfiable ranges raise 416."""
+    several ranges, which HTTP lets a server answer whole). Unsatisfiable ranges raise 416.
+    Positions of any length are read (RFC 9110 14.1.2): a last position past the end means the
+    end (`bytes=0-<5,000 digits>` is the whole file, 206), a first one past it is a 416."""
     match = _RANGE.match(header.strip()) if header else None
     if match is None:
         return None
@@ -57,14 +69,14 @@ def parse_range(header: str, size: int) -> tuple[int, int] | None:
     if not first and not last:
         return None
     if not first:
-        length = int(last)
+        length = _position(last)
         start, end = max(0, size - length), size
         if length == 0:
             start = size
     else:
-        start = int(first)
-        end = min(size, int(last) + 1) if last else size
-        if last and int(last) < start:
+        start = _position(first)
+        end = min(size, _position(last) + 1) if last else size
+        if last and _position(last) < start:
             return None
     if start >= size or start >= end:
         raise ApiError(f"The range {header!r} is outside the file's {size} bytes.",

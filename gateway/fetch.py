@@ -15,8 +15,11 @@ What it guarantees, hop by hop:
   addresses are refused always; loopback and private ranges only when the operator allowed
   them (`[fetch] allow_private = true`, or per host, `host:port`, or network in
   `[fetch] allow_hosts`; for one purpose only in `[fetch] <purpose>_hosts`, e.g. `model_hosts`);
-- redirects are followed by hand, each new address checked again, the `Authorization` header
-  dropped when the redirect leaves the original origin;
+- redirects are followed by hand, each new address checked again; when a redirect leaves the
+  original origin (scheme, host or port) only the headers of `CROSS_ORIGIN_HEADERS` go on, so a
+  credential the caller set (`Authorization`, `Cookie`, an `X-Api-Key`, a signature) is never
+  sent to another origin;
+- a URL that cannot be parsed (`http://[::1/`), given or redirected to, is refused like any other;
 - the whole exchange is bounded in time and the body in bytes.
 
     fetcher = GuardedFetcher.from_config(context.config)
@@ -31,7 +34,7 @@ import json
 import socket
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import SplitResult, urljoin, urlsplit
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -51,6 +54,11 @@ DEFAULT_MAX_REDIRECTS = 5
 # then resolve through it (the policy still checks every address it answers).
 RESOLVER: ContractKey[AbstractResolver] = ContractKey("core.fetch_resolver", "name resolution for guarded fetches")
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+# The caller's headers that follow a redirect to another origin: none of them can carry a
+# credential. Every other header (Authorization, Cookie, Proxy-Authorization, X-Api-Key, a
+# webhook's signature...) stays with the origin the caller meant it for.
+CROSS_ORIGIN_HEADERS = frozenset({"accept", "accept-encoding", "accept-language", "content-language",
+                                  "content-type", "user-agent"})
 
 # Instance metadata services that do not sit in 169.254.0.0/16 (which is refused as a whole).
 METADATA_ADDRESSES: frozenset[IpAddress] = frozenset(ipaddress.ip_address(a) for a in (
@@ -180,8 +188,8 @@ def _host_key(host: str) -> str:
 def endpoint_entry(url: str) -> str | None:
     """The `host:port` allow-list entry of an http(s) URL (None when it has no host), for an
     address the operator configured themself."""
-    parts = urlsplit(url)
     try:
+        parts = urlsplit(url)
         host, port = parts.hostname, parts.port
     except ValueError:
         return None
@@ -300,9 +308,25 @@ class FetchResult:
             raise FetchError(f"{self.url} did not answer JSON: {error}") from None
 
 
+def _split(url: str) -> SplitResult:
+    """`urlsplit`, with its ValueError (an unclosed `[` of an IPv6 host) a refusal."""
+    try:
+        return urlsplit(url)
+    except ValueError as error:
+        raise FetchRefused(f"the URL is malformed: {error}") from None
+
+
 def _origin(url: str) -> tuple[str, str, int | None]:
+    """Of a URL `check_url` accepted."""
     parts = urlsplit(url)
     return parts.scheme, (parts.hostname or "").lower(), parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def _redirect_target(url: str, location: str) -> str:
+    try:
+        return urljoin(url, location)
+    except ValueError as error:
+        raise FetchRefused(f"the redirect's Location is malformed: {error}") from None
 
 
 class GuardedFetcher:
@@ -346,7 +370,7 @@ class GuardedFetcher:
 
     def check_url(self, url: str) -> None:
         """Refuse a URL before any network use: its scheme, and its host when that is an address."""
-        parts = urlsplit(url)
+        parts = _split(url)
         if parts.scheme not in ("http", "https"):
             raise FetchRefused(f"only http and https URLs are fetched, not {parts.scheme or 'a relative URL'!r}")
         try:
@@ -386,13 +410,16 @@ class GuardedFetcher:
                             if response.status in REDIRECT_STATUSES and location:
                                 if len(redirects) >= self.max_redirects:
                                     raise FetchError(f"more than {self.max_redirects} redirects")
-                                url = urljoin(url, location)
+                                url = _redirect_target(url, location)
                                 self.check_url(url)  # before anything parses it: a malformed target is refused
                                 redirects.append(url)
                                 if response.status == 303 or (response.status in (301, 302) and method == "POST"):
                                     method, json_body, data = "GET", None, None
+                                    request_headers.popall("Content-Type", None)
                                 if _origin(url) != first_origin:
-                                    request_headers.popall("Authorization", None)
+                                    request_headers = CIMultiDict(
+                                        (name, value) for name, value in request_headers.items()
+                                        if name.lower() in CROSS_ORIGIN_HEADERS)
                                 continue
                             body = await _read_bounded(response, max_bytes)
                             return FetchResult(str(response.url), response.status, response.headers, body,

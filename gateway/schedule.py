@@ -33,6 +33,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("gateway.schedule")
 
 UTC = timezone.utc
+# The instants the scheduler takes, 1970-01-01T00:00:00Z to 9998-12-31T23:59:59Z: each can be
+# shown on the clocks of every zone (a year-1 or year-9999 one cannot: OverflowError) and its
+# lateness, in seconds, fits the 32-bit columns that record it until 2038 (`MAX_LATE_SECONDS`).
+EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_INSTANT = datetime(9998, 12, 31, 23, 59, 59, tzinfo=UTC)
+MAX_LATE_SECONDS = 2**31 - 1
 
 
 # ---------------------------------------------------------------- clocks
@@ -116,10 +122,26 @@ def zone_named(name: str) -> ZoneInfo:
                          f"or America/New_York") from None
 
 
+def check_instant(instant: datetime) -> datetime:
+    """`instant` when the scheduler takes it (`EARLIEST_INSTANT` to `LATEST_INSTANT`); a
+    ValueError saying the range otherwise."""
+    if not EARLIEST_INSTANT <= instant <= LATEST_INSTANT:
+        raise ValueError("the time is outside the years 1970 to 9998 (UTC) that can be scheduled")
+    return instant
+
+
 def localize(wall: datetime, zone: ZoneInfo) -> datetime:
     """The UTC instant at which the clocks of `zone` show the naive `wall` time. A time the
     clocks skip (the spring gap) becomes the first instant after the gap; a time they show
-    twice (the autumn overlap) its first passing."""
+    twice (the autumn overlap) its first passing. ValueError for a wall time whose instant is
+    outside what a datetime holds (year 1 east of UTC, year 9999 west of it)."""
+    try:
+        return _localize(wall, zone)
+    except OverflowError:
+        raise ValueError("the time is outside the years 1970 to 9998 (UTC) that can be scheduled") from None
+
+
+def _localize(wall: datetime, zone: ZoneInfo) -> datetime:
     first = wall.replace(tzinfo=zone, fold=0)
     instant = first.astimezone(UTC)
     if instant.astimezone(zone).replace(tzinfo=None) == wall:
@@ -276,7 +298,8 @@ class Lateness:
 
     @property
     def late_by_seconds(self) -> int:
-        return int(self.late_by.total_seconds())
+        """At most `MAX_LATE_SECONDS`, so it always fits a 32-bit column."""
+        return min(int(self.late_by.total_seconds()), MAX_LATE_SECONDS)
 
 
 DEFAULT_PUNCTUAL = timedelta(seconds=60)

@@ -3,6 +3,8 @@ becomes a 400 with the spec's error body, never a 500."""
 from __future__ import annotations
 
 import json
+import math
+import sys
 from typing import Any, Awaitable, Callable, Mapping, TypeVar
 
 import marshmallow
@@ -10,6 +12,25 @@ from aiohttp import BodyPartReader, web
 
 from .errors import BadRequest
 from .text import loads_utf8_safe
+
+def finite_number(value: Any) -> bool:
+    """A JSON number (not true/false) that a float holds, finite. JSON reads `1e309` as inf and a
+    310-digit integer as an int past any float: `math.isfinite` of that int raises OverflowError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if isinstance(value, int):
+        return -sys.float_info.max <= value <= sys.float_info.max  # exact: no conversion to float
+    return math.isfinite(value)
+
+
+def finite_numbers_only(value: Any) -> None:
+    """A marshmallow validator of a `Raw` field or a dict's values: any number in it must be
+    `finite_number`."""
+    for item in (value.values() if isinstance(value, Mapping) else (value,)):
+        if isinstance(item, (int, float)) and not isinstance(item, bool) and not finite_number(item):
+            raise marshmallow.ValidationError("numbers must be finite and within the range of a "
+                                              "64-bit float (about ±1.8e308)")
+
 
 # The most rows a listing may skip (its offset, or the rows of the pages before the one asked
 # for): more than any table here holds, and far inside PostgreSQL's bigint, OFFSET's type.

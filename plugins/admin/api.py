@@ -5,7 +5,6 @@ The handlers reach the AI core and presence through the context's contracts and 
 under `TIMEOUTS`."""
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +18,7 @@ from gateway.context import get_context
 from gateway.errors import BadGateway, BadRequest, Conflict, NotFound, ServiceUnavailable
 from gateway.identity import require_admin
 from gateway.openapi import api_doc
-from gateway.validation import MAX_OFFSET, parse_body, parse_query
+from gateway.validation import MAX_OFFSET, finite_number, parse_body, parse_query
 from plugins.ai_core.contract import AI_CORE, AiCore
 from plugins.chat.contract import PRESENCE, Presence
 from plugins.sessions.contract import CONVERSATIONS, Conversations
@@ -70,7 +69,10 @@ def same_as_path(in_path: str, in_body: str | None, field_name: str) -> None:
 # ---------------------------------------------------------------- schemas
 
 def _http_url(value: str) -> None:
-    parts = urlsplit(value)
+    try:
+        parts = urlsplit(value)
+    except ValueError as error:  # an unclosed `[` of an IPv6 host: `http://[::1/`
+        raise marshmallow.ValidationError(f"is not a URL: {error}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise marshmallow.ValidationError("must be an http:// or https:// URL with a host")
     if parts.username or parts.password:
@@ -103,7 +105,7 @@ def _params(value: dict) -> None:
         if name not in value or value[name] is None:
             continue
         number = value[name]
-        if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number):
+        if not finite_number(number):
             raise marshmallow.ValidationError(f"{name} must be a number")
         if whole and not isinstance(number, int):
             raise marshmallow.ValidationError(f"{name} must be a whole number")
@@ -153,7 +155,7 @@ class HealthCheckBody(StrictSchema):
 
 
 class FetchModelsQuery(StrictSchema):
-    url = fields.String(load_default=None, validate=validate.Length(min=1, max=2000))
+    url = fields.String(load_default=None, validate=[validate.Length(min=1, max=2000), _http_url])
 
 
 # ---------------------------------------------------------------- helpers for provider answers
@@ -513,11 +515,6 @@ async def fetch_models(request: web.Request) -> web.Response:
     await require_admin(request)
     name = path_key(request, "name", "provider name")
     query = parse_query(request, FetchModelsQuery())
-    if query["url"] is not None:
-        parts = urlsplit(query["url"])
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise BadRequest("Invalid query: url: must be an http:// or https:// URL with a host.",
-                             error_type="validation_error", extra={"fields": {"url": ["not http(s)"]}})
     probe = await ai_core_of(request).probe(name, url=query["url"],
                                             timeout=request.config_dict[TIMEOUTS].fetch_models)
     if probe["error_kind"] == "refused":

@@ -42,9 +42,9 @@ def _encode(content_type: str, raw: bytes) -> str:
 
 
 def origin(url: str) -> tuple[str, int] | None:
-    parts = urlsplit(url)
     try:
-        port = parts.port  # raises ValueError for a port that is not a number
+        parts = urlsplit(url)  # raises ValueError for an unclosed `[` (`http://[::1/`)
+        port = parts.port  # and for a port that is not a number
     except ValueError:
         return None
     if parts.scheme not in ("http", "https") or not parts.hostname:

@@ -39,8 +39,12 @@ class ProbeBody(marshmallow.Schema):
     timeout = fields.Float(load_default=10.0, validate=validate.Range(min=0.1, max=60))
 
 
-def _origin(url: str) -> tuple[str, str, int]:
-    parts = urlsplit(url)
+def _origin(url: str) -> tuple[str, str, int] | None:
+    """None for a URL that does not parse (the guarded fetcher refuses it)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
     try:
         port = parts.port
     except ValueError:
@@ -64,7 +68,8 @@ async def provider_probe(request: web.Request) -> web.Response:
         url = provider.base_url.rstrip("/") + "/models"
     headers = {"Accept": "application/json"}
     # The key goes to the provider's own origin only.
-    api_key = provider.api_key if provider is not None and _origin(url) == _origin(provider.base_url) else ""
+    own_origin = provider is not None and _origin(url) is not None and _origin(url) == _origin(provider.base_url)
+    api_key = provider.api_key if own_origin and provider is not None else ""
     key_sent = bool(api_key)
     if key_sent:
         headers["Authorization"] = f"Bearer {api_key}"

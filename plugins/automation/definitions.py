@@ -11,7 +11,7 @@ import marshmallow
 from marshmallow import fields, validate, validates_schema
 
 from gateway.errors import BadRequest
-from gateway.validation import load
+from gateway.validation import finite_numbers_only, load
 
 from .timing import check_zone, parse_clock, parse_cron, parse_instant
 
@@ -57,7 +57,7 @@ class Comparison(Strict):
     property = fields.String(required=True, validate=validate.Length(min=1, max=64))
     above = fields.Float(allow_nan=False, load_default=None)
     below = fields.Float(allow_nan=False, load_default=None)
-    equals = fields.Raw(load_default=None)
+    equals = fields.Raw(load_default=None, validate=finite_numbers_only)
 
     @validates_schema
     def one_comparison(self, data: dict, **_: Any) -> None:
@@ -159,8 +159,9 @@ class DeviceAction(Strict):
     device_id = fields.String(required=True, validate=validate.Length(min=1, max=128))
     action = fields.String(required=True, validate=validate.OneOf(DEVICE_ACTIONS))
     property = fields.String(load_default=None, validate=validate.Length(min=1, max=64))
-    properties = fields.Dict(keys=fields.String(), load_default=None, validate=validate.Length(min=1, max=20))
-    value = fields.Raw(load_default=None)
+    properties = fields.Dict(keys=fields.String(), load_default=None,
+                             validate=[validate.Length(min=1, max=20), finite_numbers_only])
+    value = fields.Raw(load_default=None, validate=finite_numbers_only)
 
     @validates_schema
     def operation_shape(self, data: dict, **_: Any) -> None:

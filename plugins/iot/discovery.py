@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from gateway.validation import finite_number
+
 from .simulation import DEVICE_IDS
 
 COMPONENTS = ("light", "switch", "sensor", "binary_sensor", "cover", "lock", "climate")
@@ -166,7 +168,7 @@ def _filter(name: str, value: Any, template: str) -> Any:
             return str(value).upper()
         if function in ("string", "trim"):
             return str(value).strip()
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: `int` of an infinite float
         return None
     raise DiscoveryError(f"value template {template!r} uses the filter {function!r}")
 
@@ -184,7 +186,7 @@ def number(value: Any) -> float | None:
         return None
     try:
         result = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer past any float
         return None
     return result if math.isfinite(result) else None
 
@@ -245,7 +247,7 @@ class Entity:
                 continue
             kind = ("bool" if isinstance(value, bool) else "number" if isinstance(value, (int, float))
                     else "string" if isinstance(value, str) else None)
-            if kind is None or (kind == "number" and not math.isfinite(value)):
+            if kind is None or (kind == "number" and not finite_number(value)):
                 continue
             if name not in self.properties and name not in new:
                 if len(self.attribute_names) + len(new) >= MAX_ATTRIBUTES:

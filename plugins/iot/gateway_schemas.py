@@ -5,7 +5,7 @@ from __future__ import annotations
 import marshmallow
 from marshmallow import fields, validate
 
-from gateway.validation import MAX_OFFSET
+from gateway.validation import MAX_OFFSET, finite_numbers_only
 
 from .schemas import Change, DeviceOut
 
@@ -41,11 +41,12 @@ class OperateBody(marshmallow.Schema):
     checks each property and value against the device and names what is wrong."""
     action = fields.String(required=True, validate=validate.OneOf(OPERATE_ACTIONS), metadata={
         "description": "`switch` (on/off; for a lock: locked) or `set` (one property, or several at once)."})
-    value = fields.Raw(allow_none=True, metadata={
+    value = fields.Raw(allow_none=True, validate=finite_numbers_only, metadata={
         "description": "`switch`: true or false; `set` with `property`: the new value."})
     property = fields.String(validate=validate.Length(min=1, max=64), metadata={
         "description": "`set`: the property to change, e.g. `brightness`."})
-    properties = fields.Dict(keys=fields.String(validate=validate.Length(min=1, max=64)), metadata={
+    properties = fields.Dict(keys=fields.String(validate=validate.Length(min=1, max=64)),
+                             validate=finite_numbers_only, metadata={
         "description": "`set`: several properties to change together, e.g. "
                        "`{\"mode\": \"cool\", \"target_temperature\": 24}`."})
     source = fields.String(validate=validate.Length(min=1, max=MAX_SOURCE_CHARS), metadata={

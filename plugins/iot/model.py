@@ -4,12 +4,12 @@ alike — a 400 `invalid_operation` that names the property and its range or opt
 adapter the device comes from."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from gateway.errors import ApiError, BadRequest, NotFound, ServiceUnavailable
+from gateway.validation import finite_number
 
 SWITCH_PROPERTIES = ("on", "locked", "open")  # what `switch` sets, the first a device has
 
@@ -139,7 +139,7 @@ def check_value(device: Device, name: str, value: Any) -> Any:
             raise wrong
         return value
     # int / number
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not finite_number(value):
         raise wrong
     if kind == "int":
         if value != int(value):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import marshmallow
 from marshmallow import fields, validate
 
-from gateway.validation import MAX_OFFSET
+from gateway.validation import MAX_OFFSET, finite_numbers_only
 
 USER_ID = fields.String(load_default=None, validate=validate.Length(min=1, max=128), metadata={
     "description": "Whose devices (the service credential and the administrator may name anyone, and without "
@@ -42,10 +42,11 @@ class WatchQuery(marshmallow.Schema):
 class OperateBody(marshmallow.Schema):
     action = fields.String(required=True, metadata={
         "description": "`switch` (value true/false: on/off, for a lock locked/unlocked) or `set`."})
-    value = fields.Raw(allow_none=True, metadata={"description": "The switch's value, or the value of `property`."})
+    value = fields.Raw(allow_none=True, validate=finite_numbers_only,
+                       metadata={"description": "The switch's value, or the value of `property`."})
     property = fields.String(metadata={"description": "The property a `set` changes (with `value`)."})
-    properties = fields.Dict(keys=fields.String(), values=fields.Raw(allow_none=True), metadata={
-        "description": "Several properties a `set` changes, all or none."})
+    properties = fields.Dict(keys=fields.String(), values=fields.Raw(allow_none=True), validate=finite_numbers_only,
+                             metadata={"description": "Several properties a `set` changes, all or none."})
     source = fields.String(load_default="api", validate=validate.Length(min=1, max=100), metadata={
         "description": "Who asked: api, assistant, console, automation:<rule id>..."})
 

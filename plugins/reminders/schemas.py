@@ -8,7 +8,10 @@ from gateway.plugins import PluginSettings
 from gateway.schedule import REPEAT_KINDS
 from gateway.validation import MAX_OFFSET
 
-STATUSES = ("pending", "completed", "cancelled")
+SETTABLE_STATUSES = ("pending", "completed", "cancelled")
+# `failed`: set by the scheduler only, on a reminder whose occurrence could not be fired
+# (docs/reminders.md "When a reminder cannot fire").
+STATUSES = (*SETTABLE_STATUSES, "failed")
 MAX_PAGE = 200
 TITLE = validate.Length(min=1, max=200)
 DESCRIPTION = validate.Length(max=2000)
@@ -51,8 +54,8 @@ class ReminderUpdate(marshmallow.Schema):
     repeat_rule = fields.String(validate=validate.Length(max=100))
     session_id = fields.String(validate=validate.Length(max=128))
     timezone = fields.String(validate=validate.Length(min=1, max=64))
-    status = fields.String(validate=validate.OneOf(STATUSES), metadata={
-        "description": "completed or cancelled writes completed_at; pending reopens it."})
+    status = fields.String(validate=validate.OneOf(SETTABLE_STATUSES), metadata={
+        "description": "completed or cancelled writes completed_at; pending reopens it (a failed one too)."})
     snooze = fields.Boolean(load_default=False, metadata={
         "description": "With remind_at on a repeating reminder: move this occurrence only; the series keeps its "
                        "day and time."})
@@ -76,7 +79,8 @@ class Reminder(marshmallow.Schema):
     description = fields.String(required=True)
     remind_at = fields.String(required=True, metadata={
         "description": "ISO 8601 with the offset of the reminder's zone: its next (or last) occurrence."})
-    status = fields.String(required=True, validate=validate.OneOf(STATUSES))
+    status = fields.String(required=True, validate=validate.OneOf(STATUSES), metadata={
+        "description": "pending, completed, cancelled; extension: failed (the scheduler could not fire it)."})
     repeat_type = fields.String(required=True, validate=validate.OneOf(REPEAT_KINDS))
     repeat_rule = fields.String(required=True)
     timezone = fields.String(required=True)

@@ -21,8 +21,8 @@ from gateway import bus, database
 from gateway.context import Context
 from gateway.database import execute, fetch_all, fetch_one, fetch_value, transaction
 from gateway.errors import BadRequest, Conflict, NotFound
-from gateway.schedule import (DueLoop, Repeat, judge_lateness, localize, next_occurrence, rfc3339,
-                              zone_named)
+from gateway.schedule import (DueLoop, Repeat, check_instant, judge_lateness, localize, next_occurrence,
+                              rfc3339, zone_named)
 from plugins.auth.contract import PERSON_ZONES
 from plugins.notifications.contract import NOTIFICATIONS
 
@@ -35,6 +35,8 @@ _OCCURRENCE_NAMESPACE = uuid.UUID("0f6f3f4e-5d0b-4c7e-9a53-3c1f1d7d6a10")
 _HEX = set("0123456789abcdef")
 FALLBACK_ZONE = "UTC"
 POISON_RETRY = timedelta(minutes=5)
+# Tries at one occurrence that raises (its stored data broken) before the reminder is `failed`.
+MAX_FIRE_ATTEMPTS = 3
 _CJK = re.compile(r"[\u3400-\u9fff]")
 
 
@@ -51,12 +53,9 @@ def parse_remind_at(text: str, zone: ZoneInfo) -> datetime:
         raise _bad_time(text, "a date and a time are needed")
     try:
         moment = datetime.fromisoformat(stripped.replace("z", "Z"))
-    except ValueError as error:
-        raise _bad_time(text, str(error)) from None
-    if moment.tzinfo is None:
-        return localize(moment, zone)
-    try:
-        return moment.astimezone(ZoneInfo("UTC"))
+        if moment.tzinfo is None:
+            return check_instant(localize(moment, zone))
+        return check_instant(moment.astimezone(ZoneInfo("UTC")))
     except (OverflowError, ValueError) as error:
         raise _bad_time(text, str(error)) from None
 
@@ -83,7 +82,10 @@ def _not_found(reminder_id: str) -> NotFound:
 
 
 def _wall(instant: datetime, zone_name: str) -> str:
-    return instant.astimezone(ZoneInfo(zone_name)).isoformat(timespec="seconds")
+    try:
+        return instant.astimezone(ZoneInfo(zone_name)).isoformat(timespec="seconds")
+    except OverflowError:  # a year-9999 row stored before times were bounded: shown in UTC
+        return instant.astimezone(ZoneInfo("UTC")).isoformat(timespec="seconds")
 
 
 def _optional(instant: datetime | None) -> str | None:
@@ -106,7 +108,7 @@ class Reminders:
         self.context = context
         self.grace = timedelta(seconds=settings["grace_seconds"])
         self.max_pending = settings["max_pending"]
-        self._claimed: str | None = None  # the row being fired, for the log when it fails
+        self._claimed: tuple[str, datetime] | None = None  # the row being fired and its due time
         self.loop = DueLoop(context, "reminders", self.claim_and_fire, max_sleep=settings["check_interval"])
 
     @property
@@ -201,6 +203,8 @@ class Reminders:
             if "remind_at" in changes:
                 row["remind_at"] = parse_remind_at(changes["remind_at"], zone)
                 row["notified"] = False  # a snooze, or a new time: this occurrence is to fire again
+                if row["status"] == "failed":
+                    row["status"] = "pending"  # a new time is a new try
                 if not (changes.get("snooze") and row["repeat_type"] != "none"):
                     row["repeat_anchor"] = row["remind_at"]
             if "status" in changes:  # completed or cancelled (from any state) writes completed_at
@@ -258,12 +262,7 @@ class Reminders:
             except Exception as error:
                 if self._claimed is None or database.unavailable(error) or bus.unavailable(error):
                     raise  # the stores are away: the loop tries the whole round again
-                # One row that cannot be fired (its stored data broken) must not hold up the
-                # rows due after it: it is tried again later, the others go on now.
-                log.exception("reminder %s could not be fired; trying it again in %ds", self._claimed,
-                              int(POISON_RETRY.total_seconds()))
-                await execute(self.db, "UPDATE reminders SET next_run_at = %s WHERE id = %s",
-                              (self.now() + POISON_RETRY, self._claimed))
+                await self._record_failure(*self._claimed)
         return await fetch_value(self.db, "SELECT min(next_run_at) FROM reminders WHERE next_run_at IS NOT NULL")
 
     async def _fire_one(self) -> bool:
@@ -276,8 +275,8 @@ class Reminders:
             if found is None:
                 return False
             row = dict(found)
-            self._claimed = row["id"]
             due = row["next_run_at"]
+            self._claimed = row["id"], due
             lateness = judge_lateness(due, now, self.grace)
             notification_id = None
             if lateness.fires:
@@ -310,6 +309,31 @@ class Reminders:
                         last_fired_at = coalesce(%s, last_fired_at), updated_at = %s WHERE id = %s""",
                                      (lateness.fires, now if lateness.fires else None, now, row["id"]))
         return True
+
+    async def _record_failure(self, reminder_id: str, due: datetime) -> None:
+        """One row that cannot be fired must not hold up the rows due after it: it is tried again
+        `POISON_RETRY` later, each try recorded as a `failed` occurrence; after `MAX_FIRE_ATTEMPTS`
+        tries in a row it is `failed` and never tried again (until a PUT gives it a new time
+        or sets it pending)."""
+        now = self.now()
+        async with transaction(self.db) as cursor:
+            await cursor.execute("""
+                INSERT INTO reminder_occurrences (reminder_id, due_at, handled_at, outcome, late_by_seconds)
+                VALUES (%s, %s, %s, 'failed', 0)""", (reminder_id, due, now))
+            # The tries since the row last changed (a firing or a PUT writes updated_at; a failed try does not).
+            await cursor.execute("""
+                SELECT count(*) AS tries FROM reminder_occurrences o JOIN reminders r ON r.id = o.reminder_id
+                WHERE o.reminder_id = %s AND o.outcome = 'failed' AND o.handled_at >= r.updated_at""", (reminder_id,))
+            tries = (await cursor.fetchone())["tries"]
+            if tries < MAX_FIRE_ATTEMPTS:
+                log.exception("reminder %s could not be fired (try %d of %d); trying it again in %ds", reminder_id,
+                              tries, MAX_FIRE_ATTEMPTS, int(POISON_RETRY.total_seconds()))
+                await cursor.execute("UPDATE reminders SET next_run_at = %s WHERE id = %s",
+                                     (now + POISON_RETRY, reminder_id))
+            else:
+                log.exception("reminder %s could not be fired %d times; it is marked failed", reminder_id, tries)
+                await cursor.execute("UPDATE reminders SET status = 'failed', next_run_at = NULL, updated_at = %s "
+                                     "WHERE id = %s", (now, reminder_id))
 
     async def _notify(self, row: dict, due: datetime, late: bool, late_by: int, notification_id: str) -> None:
         body = row["description"] or row["title"]

@@ -125,6 +125,7 @@ async def test_models_are_saved_validated_and_seen_by_the_ai_core(gateway):
     ({"tags": [""]}, "tags"),
     ({"params": {"temperature": 3}}, "temperature"),
     ({"params": {"temperature": "hot"}}, "temperature"),
+    ({"params": {"temperature": 10**309}}, "temperature"),  # math.isfinite raised OverflowError: a 500
     ({"params": {"top_p": -0.1}}, "top_p"),
     ({"params": {"max_tokens": 0}}, "max_tokens"),
     ({"params": {"max_tokens": 10.5}}, "max_tokens"),

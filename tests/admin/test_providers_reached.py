@@ -106,6 +106,11 @@ async def test_fetch_models_errors(make_gateway, listing_provider):
                                      params={"url": f"{listing_provider.url}/ollama/api/tags"}), 400, "url_not_allowed")
     await error_of(await gateway.get(f"{ADMIN_PREFIX}/fetch-models/x", headers=gateway.admin,
                                      params={"url": "file:///etc/passwd"}), 400, "validation_error")
+    # An unclosed IPv6 bracket made urlsplit raise: a 500, here and in a provider's base_url.
+    await error_of(await gateway.get(f"{ADMIN_PREFIX}/fetch-models/x", headers=gateway.admin,
+                                     params={"url": "http://[::1/"}), 400, "validation_error")
+    await error_of(await gateway.post(f"{ADMIN_PREFIX}/providers/bracket", headers=gateway.admin,
+                                      json={"name": "bracket", "base_url": "http://[::1/"}), 400, "validation_error")
     await error_of(await gateway.get(f"{ADMIN_PREFIX}/fetch-models/x", headers=gateway.admin), 404, "provider_not_found")
     allowed = await make_gateway(allow_private=True)
     await error_of(await allowed.get(f"{ADMIN_PREFIX}/fetch-models/x", headers=allowed.admin,

@@ -192,7 +192,8 @@ async def test_the_operators_own_openai_base_url_on_loopback_is_allowed(make_ai_
 
 async def test_the_probe_follows_the_same_policy(make_ai_core, provider, recorder):
     ai_core = await make_ai_core(overrides=NOT_ALLOWED)
-    for url in (f"http://127.0.0.1:{recorder.port}/v1/models", "http://169.254.169.254/latest/meta-data/"):
+    for url in ("http://[::1/",  # urlsplit's ValueError was a 500
+                f"http://127.0.0.1:{recorder.port}/v1/models", "http://169.254.169.254/latest/meta-data/"):
         response = await ai_core.post("/api/v1/models/providers/x/probe", headers=SERVICE, json={"url": url})
         answer = await response.json()
         assert answer["error_kind"] == "refused", answer

@@ -121,6 +121,11 @@ async def test_malformed_configs_of_each_type_are_refused(make_gateway):
         rule_body(actions=[{"type": "device", "device_id": "living_room_ac", "action": "switch", "value": "on"}]),
         rule_body(actions=[{"type": "device", "device_id": "living_room_ac", "action": "set"}]),
         rule_body(actions=[{"type": "device", "device_id": "living_room_ac", "action": "explode"}]),
+        rule_body(actions=[{"type": "device", "device_id": "living_room_ac", "action": "set",
+                            "property": "target_temperature", "value": 10**309}]),
+        rule_body(actions=[{"type": "device", "device_id": "living_room_ac", "action": "set",
+                            "properties": {"target_temperature": 10**309}}]),
+        rule_body(trigger_type="device_state", trigger_config={"device_id": "x", "property": "t", "equals": 10**309}),
         rule_body(actions=[{"type": "message"}]),
         rule_body(actions=[{"type": "message", "text": "hi", "session_id": "bad id"}]),
         rule_body(actions=[{"type": "scene", "scene_id": "not-a-scene"}]),
@@ -140,6 +145,20 @@ async def test_malformed_configs_of_each_type_are_refused(make_gateway):
         assert response.status == 400, (body, answer)
         assert answer["error"].startswith("Invalid") and answer["errorType"] and answer["hint"], (body, answer)
     assert (await (await gateway.client.get(f"{API}/rules", headers=gateway.alice)).json())["count"] == 0
+
+
+async def test_time_triggers_outside_the_years_that_can_be_scheduled_are_refused(make_gateway):
+    """Localising these raised OverflowError in the scheduler: a 500."""
+    gateway = await make_gateway()
+    for config in ({"at": "0001-01-01T00:00:00", "timezone": "Asia/Shanghai"},
+                   {"at": "9999-12-31T23:59:59", "timezone": "America/Los_Angeles"},
+                   {"at": "9999-12-31T23:59:59"}, {"at": "0001-01-01T00:00:00+08:00"},
+                   {"at": "9999-12-31T23:59:59-08:00"}):
+        response = await gateway.client.post(f"{API}/rules", headers=gateway.alice,
+                                             json=rule_body(trigger_type="time", trigger_config=config))
+        answer = await response.json()
+        assert response.status == 400, (config, answer)
+        assert answer["errorType"] == "validation_error" and "1970 to 9998" in answer["error"], (config, answer)
 
 
 async def test_every_type_saves_and_comes_back_as_sent(make_gateway):

@@ -109,7 +109,8 @@ async def test_metadata_and_link_local_are_refused_even_when_private_is_allowed(
 
 
 @pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://example.com/x", "gopher://x/", "/relative",
-                                 "http://user:secret@127.0.0.1/", "http:///nohost", "http://127.0.0.1:notaport/"])
+                                 "http://user:secret@127.0.0.1/", "http:///nohost", "http://127.0.0.1:notaport/",
+                                 "http://[::1/"])
 async def test_only_plain_http_urls_are_fetched(url):
     with pytest.raises(FetchRefused):
         await fetcher(allow_private=True).fetch(url)
@@ -137,7 +138,7 @@ async def test_loopback_is_fetched_when_the_operator_allows_it(origin):
 
 async def test_a_redirect_to_metadata_is_refused(origin):
     for target in ("http://169.254.169.254/latest/meta-data/", "http://metadata.test/latest/meta-data/",
-                   "file:///etc/passwd", "http://a:not-a-port/"):
+                   "file:///etc/passwd", "http://a:not-a-port/", "http://[::1/"):
         with pytest.raises(FetchRefused):
             await fetcher(allow_private=True).fetch(f"{origin.base}/redirect?to={target}")
 
@@ -158,6 +159,46 @@ async def test_redirects_are_followed_and_credentials_stay_on_their_origin(origi
     assert [hit["authorization"] for hit in origin.seen] == ["Bearer k", None]
     with pytest.raises(FetchError, match="redirects"):
         await allowed.fetch(f"{origin.base}/loop")
+
+
+CALLER_HEADERS = {"Authorization": "Bearer k", "Cookie": "session=s", "Proxy-Authorization": "Basic p",
+                  "X-Api-Key": "key", "X-Signature": "sha256=abc", "Accept": "application/json",
+                  "Accept-Language": "en", "User-Agent": "assistant-test"}
+
+
+@pytest.fixture
+async def recorder(aiohttp_server):
+    """A second loopback server, on another port (another origin), that records the headers it got."""
+    got: list[dict[str, str]] = []
+
+    async def record(request):
+        got.append(dict(request.headers))
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_route("*", "/record", record)
+    server = await aiohttp_server(app)
+    server.got = got
+    server.url = f"http://127.0.0.1:{server.port}/record"
+    return server
+
+
+async def test_a_redirect_to_another_origin_carries_no_credential_of_the_caller(origin, recorder):
+    """Only `Authorization` was dropped: an `X-Api-Key`, a cookie or a signature followed the
+    redirect to whatever origin the first server named."""
+    await fetcher(allow_private=True).fetch(f"{origin.base}/redirect?to={recorder.url}", headers=CALLER_HEADERS)
+    got = {name.lower(): value for name, value in recorder.got[-1].items()}
+    for name in ("Authorization", "Cookie", "Proxy-Authorization", "X-Api-Key", "X-Signature"):
+        assert name.lower() not in got, name
+    assert got["accept"] == "application/json" and got["accept-language"] == "en"
+    assert got["user-agent"] == "assistant-test"
+
+
+async def test_a_request_to_its_own_origin_keeps_the_callers_headers(recorder):
+    """The same headers, sent to the recorder directly, all arrive: the test above is no accident."""
+    await fetcher(allow_private=True).fetch(recorder.url, headers=CALLER_HEADERS)
+    got = {name.lower(): value for name, value in recorder.got[-1].items()}
+    assert {name.lower(): value for name, value in CALLER_HEADERS.items()}.items() <= got.items()
 
 
 async def test_size_and_time_are_bounded(origin):

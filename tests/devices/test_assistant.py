@@ -244,6 +244,10 @@ async def test_a_model_lists_operates_and_reads_devices_through_the_tools(assist
     refused = json.loads(reply_of(await ask(gateway, ALICE, "make it very bright")))
     assert refused["status"] == "refused" and refused["error_type"] == "invalid_operation"
     assert "brightness" in refused["error"]
+    handy_model.arguments = {**handy_model.arguments, "value": 10**309}  # the IoT service answered 500
+    refused = json.loads(reply_of(await ask(gateway, ALICE, "make it infinitely bright")))
+    assert refused["status"] == "refused" and refused["error_type"] == "validation_error", refused
+    assert "finite" in refused["error"]
 
     handy_model.tool, handy_model.arguments = "read_device", {"room": "bedroom", "property": "temperature"}
     reading = json.loads(reply_of(await ask(gateway, ALICE, "how warm is the bedroom?")))
@@ -255,6 +259,6 @@ async def test_a_model_lists_operates_and_reads_devices_through_the_tools(assist
     assert missing["status"] == "not_found" and len(missing["devices"]) == 8
 
     calls = await tool_calls(assistant_home.ai_core_url, "user_alice", "operate_device")
-    assert [call["model"] for call in calls] == ["handy-model", "handy-model"]
+    assert [call["model"] for call in calls] == ["handy-model"] * 3
     history = await (await gateway.get("/api/v1/devices/bedroom_ac/history", headers=ALICE)).json()
     assert history["operations"][0]["source"] == "assistant"

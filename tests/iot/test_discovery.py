@@ -28,6 +28,7 @@ def test_topics_are_parsed_with_and_without_a_node_id():
     ("{{ value_json.missing }}", '{"temperature": 1}', None),
     ("{{ value_json.temperature }}", "not json", None),
     ("{{ value | float }}", "n/a", None),
+    ("{{ value | int }}", "1e309", None),  # int(inf): OverflowError
 ])
 def test_simple_value_templates(template, payload, value):
     assert render_value(template, payload) == value

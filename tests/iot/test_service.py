@@ -3,6 +3,8 @@ whom, operations and every kind of invalid one, the lock refused by the configur
 operation history, paged and kept across a restart of the service."""
 from __future__ import annotations
 
+import pytest
+
 from tests.iot.conftest import ADMIN, ALICE, BOB, SERVICE, device, operate
 
 SIMULATED = ["bedroom_light", "bedroom_ac", "bedroom_temperature", "bedroom_humidity", "living_room_light",
@@ -186,6 +188,24 @@ async def test_every_invalid_operation_is_a_400_naming_the_property_and_its_rang
     response = await iot_service.post("/api/v1/devices/no_such/operate", headers=ALICE,
                                       json={"action": "switch", "value": True})
     assert response.status == 404 and (await response.json())["errorType"] == "device_not_found"
+
+
+HUGE = "1" + "0" * 309  # 10**309 written out: JSON reads it as an int no float holds
+
+
+@pytest.mark.parametrize("body", [
+    f'{{"action": "set", "property": "brightness", "value": {HUGE}}}',
+    f'{{"action": "set", "properties": {{"brightness": {HUGE}}}}}',
+    '{"action": "set", "property": "brightness", "value": 1e309}',
+    '{"action": "set", "property": "brightness", "value": -1e309}',
+])
+async def test_a_number_no_float_holds_is_a_400(iot_service, body):
+    """`math.isfinite` of the 310-digit integer raised OverflowError: a 500."""
+    response = await iot_service.post("/api/v1/devices/living_room_light/operate", data=body,
+                                      headers={**ALICE, "Content-Type": "application/json"})
+    answer = await response.json()
+    assert response.status == 400 and answer["errorType"] == "validation_error", answer
+    assert "finite" in answer["error"]
 
 
 async def test_unlocking_refused_by_the_configuration_is_a_403_recorded_as_failed(make_iot_service):

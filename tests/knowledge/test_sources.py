@@ -107,6 +107,7 @@ async def test_refused_addresses_say_why(make_knowledge_app, web_server):
         "http://10.1.2.3/intranet": "loopback or private",
         "ftp://example.com/file.txt": "only http and https",
         "http://user:secret@example.com/": "credentials",
+        "http://[::1/": "malformed",  # urlsplit raised ValueError: a 500
     }
     for url, reason in cases.items():
         body = await knowledge.error("POST", path, 400, "url_refused",

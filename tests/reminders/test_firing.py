@@ -187,3 +187,49 @@ async def test_a_row_that_cannot_be_fired_does_not_hold_up_the_others(gateway):
     row = await fetch_all(get_context(gateway.app).db, "SELECT next_run_at FROM reminders WHERE id = %s",
                           (broken["id"],))
     assert row[0]["next_run_at"] == START + timedelta(seconds=30) + timedelta(minutes=5)  # tried again later
+
+
+async def test_a_stored_year_one_reminder_is_skipped_once_not_retried_forever(gateway):
+    """Stored before times were bounded: its lateness (2025 years in seconds) overflowed the
+    occurrence's integer column, and the row was retried every 300 s with a traceback, forever."""
+    reminder = await gateway.create(title="Ancient", remind_at="2026-11-24T14:00:10+08:00")
+    await execute(get_context(gateway.app).db, "UPDATE reminders SET remind_at = %s, repeat_anchor = %s, "
+                  "next_run_at = %s WHERE id = %s", (datetime(1, 1, 1, tzinfo=UTC),) * 3 + (reminder["id"],))
+    gateway.clock.advance(1)
+    done = await gateway.until_reminder(reminder["id"], lambda r: r["next_run_at"] is None)
+    assert done["status"] == "pending" and not done["notified"]
+    [skipped] = await occurrences(gateway, reminder["id"])
+    assert skipped["outcome"] == "skipped" and skipped["late_by_seconds"] == 2**31 - 1
+
+
+async def test_a_reminder_that_keeps_failing_is_marked_failed(gateway):
+    """Tried three times, five minutes apart, then `failed` and left alone; a new time revives it."""
+    broken = await gateway.create(title="Broken", remind_at="2026-11-24T14:00:10+08:00")
+    db = get_context(gateway.app).db
+    await execute(db, "UPDATE reminders SET timezone = 'Mars/Olympus' WHERE id = %s", (broken["id"],))
+
+    async def state():
+        [row] = await fetch_all(db, "SELECT status, next_run_at FROM reminders WHERE id = %s", (broken["id"],))
+        return row
+    gateway.clock.advance(10)
+    await until(lambda: _is(state(), next_run_at=START + timedelta(seconds=10, minutes=5)))
+    gateway.clock.advance(timedelta(minutes=5))
+    await until(lambda: _is(state(), next_run_at=START + timedelta(seconds=10, minutes=10)))
+    gateway.clock.advance(timedelta(minutes=5))
+    await until(lambda: _is(state(), status="failed", next_run_at=None))
+    outcomes = await fetch_all(db, "SELECT outcome FROM reminder_occurrences WHERE reminder_id = %s", (broken["id"],))
+    assert [o["outcome"] for o in outcomes] == ["failed"] * 3
+    gateway.clock.advance(timedelta(hours=1))
+    await until(lambda: _is(state(), status="failed", next_run_at=None))
+    # Its zone repaired, it is listed as failed; a new time makes it pending again.
+    await execute(db, "UPDATE reminders SET timezone = 'Asia/Shanghai' WHERE id = %s", (broken["id"],))
+    assert (await gateway.call("GET", "/reminders", params={"status": "failed"}))["total"] == 1
+    revived = (await gateway.call("PUT", f"/reminders/{broken['id']}",
+                                  json={"remind_at": "2026-11-24T16:00:00+08:00"}))["reminder"]
+    assert revived["status"] == "pending" and revived["next_run_at"] == "2026-11-24T08:00:00.000Z"
+    assert (await gateway.call("GET", "/reminders", params={"status": "failed"}))["total"] == 0
+
+
+async def _is(row, **expected) -> bool:
+    found = await row
+    return all(found[key] == value for key, value in expected.items())

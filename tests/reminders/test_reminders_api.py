@@ -146,3 +146,27 @@ async def test_too_many_pending_is_a_conflict(make_gateway):
     await gateway.create()
     await gateway.error("POST", "/reminders", 409, "too_many_reminders",
                         json={"title": "third", "remind_at": "2026-11-25T09:00"})
+
+
+OUT_OF_RANGE_TIMES = [
+    {"remind_at": "0001-01-01T00:00:00", "timezone": "Asia/Shanghai"},        # OverflowError localising it
+    {"remind_at": "9999-12-31T23:59:59", "timezone": "America/Los_Angeles"},  # OverflowError localising it
+    {"remind_at": "0001-01-01T00:00:00Z"},       # stored, then its lateness overflowed the column
+    {"remind_at": "9999-12-31T23:59:59+00:00"},  # stored, then shown in Asia/Shanghai: OverflowError
+    {"remind_at": "1969-12-31T23:59:59Z"},
+]
+
+
+async def test_times_outside_the_years_that_can_be_scheduled_are_400(gateway):
+    """Each was a 500 (the last two after storing the row, so the list answered 500 from then on)."""
+    for fields in OUT_OF_RANGE_TIMES:
+        body = await gateway.error("POST", "/reminders", 400, "invalid_remind_at", json={"title": "x", **fields})
+        assert "1970 to 9998" in body["error"], body
+    assert (await gateway.call("GET", "/reminders"))["total"] == 0
+    reminder = await gateway.create()
+    for fields in OUT_OF_RANGE_TIMES:
+        await gateway.error("PUT", f"/reminders/{reminder['id']}", 400, "invalid_remind_at", json=fields)
+    assert (await gateway.reminder(reminder["id"]))["remind_at"] == reminder["remind_at"]
+    # The edges of the range are taken.
+    await gateway.create(remind_at="1970-01-01T00:00:00Z")
+    await gateway.create(remind_at="9998-12-31T23:59:59Z")

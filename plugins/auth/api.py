@@ -84,6 +84,8 @@ class RefreshSchema(_Lenient):
 class LogoutSchema(_Lenient):
     refresh_token = fields.String(load_default=None, allow_none=True)
     all = fields.Boolean(load_default=False)
+    others = fields.Boolean(load_default=False, metadata={
+        "description": "Revoke every other login of the user and keep this one (the access token's)."})
 
 
 def rfc3339(moment) -> str | None:
@@ -386,7 +388,7 @@ async def refresh(request: web.Request) -> web.Response:
 
 
 @routes.post("/api/v1/auth/logout", name="auth_logout")
-@api_doc("Revoke this login (or with `all`, every login of the user)", body=LogoutSchema, body_required=False,
+@api_doc("Revoke this login (with `all`, every login of the user; with `others`, every other one)", body=LogoutSchema, body_required=False,
          responses={200: LoggedOut}, errors=(403, 503), auth="optional")
 async def logout(request: web.Request) -> web.Response:
     """Revoke the login's refresh-token family (or, with `all`, every login of the user) and
@@ -394,13 +396,15 @@ async def logout(request: web.Request) -> web.Response:
     accounts = accounts_of(request)
     body = await parse_body(request, LogoutSchema(), allow_empty=True)
     user_id, families, revoked = None, set(), 0
+    keep_this_login = body["others"] and not body["all"]
     access_token = bearer_token(request)
     try:
         if access_token and not accounts.tokens.is_service_token(access_token):
             claims = accounts.tokens.decode_access_for_refresh(access_token)
             user_id = claims["sub"]
-            await store.spend_access(accounts.context.db, claims["jti"], user_id,
-                                     claims["iat"] + accounts.tokens.refresh_lifetime)
+            if not keep_this_login:
+                await store.spend_access(accounts.context.db, claims["jti"], user_id,
+                                         claims["iat"] + accounts.tokens.refresh_lifetime)
             if claims.get("fam"):
                 families.add(claims["fam"])
         if body["refresh_token"]:
@@ -413,6 +417,13 @@ async def logout(request: web.Request) -> web.Response:
             raise Unauthorized("No credential was supplied.", error_type="unauthorized",
                                hint="Send your access token as Authorization: Bearer, or "
                                     "refresh_token in the body.")
+        if keep_this_login:
+            if not families:
+                raise BadRequest("Signing out the other devices needs this device's own login.",
+                                 error_type="validation_error",
+                                 hint="Send the access token of this login as Authorization: Bearer.")
+            revoked = await store.revoke_user_except(accounts.context.db, user_id, families)
+            return web.json_response({"status": "logged_out", "revoked": revoked})
         if body["all"]:
             revoked = await store.revoke_user(accounts.context.db, user_id)
         else:

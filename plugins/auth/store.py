@@ -92,6 +92,12 @@ async def revoke_user(db, user_id: str) -> int:
                              " WHERE user_id = %s AND revoked_at IS NULL", (user_id,))
 
 
+async def revoke_user_except(db, user_id: str, kept_families: set[str]) -> int:
+    return await execute(db, "UPDATE auth_refresh_tokens SET revoked_at = now()"
+                             " WHERE user_id = %s AND revoked_at IS NULL AND NOT family_id = ANY(%s)",
+                         (user_id, sorted(kept_families)))
+
+
 async def spend_access(db, jti: str, user_id: str, expires: float) -> bool:
     """Mark an access token as spent; False when it already was."""
     inserted = await execute(

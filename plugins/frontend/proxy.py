@@ -132,11 +132,13 @@ async def token_call(state: ProxyState, request: web.Request, tail: str) -> web.
     if len(raw) > 64 * 1024:
         raise ApiError("The request body is too large", "request_too_large", status=413)
     cookie = request.cookies.get(REFRESH_COOKIE)
+    keeps_this_login = False  # a logout of the other devices only: this one's cookie stays
     if tail in ("auth/refresh", "auth/logout") and cookie:
         try:
             payload = json.loads(raw) if raw.strip() else {}
         except ValueError:
             payload = None
+        keeps_this_login = isinstance(payload, dict) and payload.get("others") is True and not payload.get("all")
         if isinstance(payload, dict) and not payload.get("refresh_token"):
             payload["refresh_token"] = cookie
             raw = json.dumps(payload).encode()
@@ -157,7 +159,8 @@ async def token_call(state: ProxyState, request: web.Request, tail: str) -> web.
     response.headers["Cache-Control"] = "no-store"
     if new_token:
         set_refresh_cookie(response, request, new_token)
-    elif tail == "auth/logout" or (tail == "auth/refresh" and status == 401):
+    elif (tail == "auth/logout" and not (keeps_this_login and status < 300)) or \
+            (tail == "auth/refresh" and status == 401):
         set_refresh_cookie(response, request, None)
     return response
 

@@ -231,6 +231,21 @@ async def test_logout_revokes_the_login(client):
     await expect_error(await refresh(client, third["refresh_token"]), 401)
 
 
+async def test_signing_out_the_other_devices_keeps_this_one(client):
+    phone = await (await login(client, "admin", TEST_ADMIN_PASSWORD)).json()
+    laptop = await (await login(client, "admin", TEST_ADMIN_PASSWORD)).json()
+    here = await (await login(client, "admin", TEST_ADMIN_PASSWORD)).json()
+    response = await client.post(f"{API}/auth/logout", json={"others": True}, headers=bearer(here["token"]))
+    assert response.status == 200 and (await response.json())["revoked"] == 2
+    for gone in (phone, laptop):
+        await expect_error(await refresh(client, gone["refresh_token"]), 401, "token_revoked")
+    assert (await client.get(f"{API}/profile", headers=bearer(here["token"]))).status == 200  # not spent
+    assert (await refresh(client, here["refresh_token"])).status == 200
+    # Only a login can keep itself: with its refresh token alone it is the same.
+    await expect_error(await client.post(f"{API}/auth/logout", json={"others": True},
+                                         headers=bearer("test-service-token")), 401)
+
+
 async def test_tokens_renewed_from_an_access_token_end_with_their_login(client):
     """A leaked access token traded at /auth/refresh must not outlive the victim's logout."""
     login_pair = await (await login(client, "admin", TEST_ADMIN_PASSWORD)).json()

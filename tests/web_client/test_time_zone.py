@@ -23,7 +23,7 @@ from plugins.reminders import plugin as reminders_plugin
 from plugins.reminders.assistant import tools_plugin as reminder_tools_plugin
 from plugins.sessions import plugin as sessions_plugin
 from tests.conftest import TEST_ADMIN_PASSWORD
-from tests.support.browser import needs_browser, open_browser
+from tests.support.browser import needs_browser, open_browser, screenshot
 from tests.support.servers import free_port
 from tests.web_client.conftest import SERVICE_TOKEN, Services, start
 
@@ -132,3 +132,67 @@ async def test_a_zone_the_person_chose_is_not_replaced_by_another_device(service
             await context.close()
     profile, _ = await profile_and_reminders(services.gateway_url)
     assert profile["timezone"] == NEW_YORK
+
+
+async def signed_in_page(context, url: str):
+    page = await context.new_page()
+    await page.goto(url)
+    await page.fill("input[name=username]", "admin")
+    await page.fill("input[name=password]", TEST_ADMIN_PASSWORD)
+    await page.click("#login-form button[type=submit]")
+    await page.wait_for_selector("#connection[data-state=open]", timeout=15000)
+    return page
+
+
+@pytest.mark.slow
+async def test_settings_change_the_zone_the_language_the_spoken_replies_and_sign_out_other_devices(services):
+    async with open_browser() as chromium:
+        phone_context = await chromium.new_context(viewport={"width": 390, "height": 844})
+        laptop_context = await chromium.new_context(viewport={"width": 1280, "height": 800}, locale="en-US",
+                                                    timezone_id=NEW_YORK)
+        try:
+            page = await signed_in_page(laptop_context, services.frontend_url)
+            phone = await signed_in_page(phone_context, services.frontend_url)
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.on("dialog", lambda dialog: dialog.accept())
+
+            await page.click("#nav button[data-pane=settings]")
+            await page.wait_for_selector(".pane-settings:not([hidden])")
+            assert await page.locator(".pane-settings select[name=timezone]").input_value() == NEW_YORK
+            await page.select_option(".pane-settings select[name=timezone]", "Asia/Tokyo")
+            await page.click(".pane-settings .settings-zone button[type=submit]")
+            await page.locator(".pane-settings .pane-status", has_text="Asia/Tokyo").wait_for()
+            profile, _ = await profile_and_reminders(services.gateway_url)
+            assert profile["timezone"] == "Asia/Tokyo"
+            await page.click(".pane-settings [data-action=device-zone]")
+            await page.locator(".pane-settings .pane-status", has_text=NEW_YORK).wait_for()
+            await screenshot(page, "web-settings")
+
+            # Spoken replies: the chat's speaker button follows.
+            await page.check(".pane-settings input[name=speak]")
+            await page.click("#nav button[data-pane=chat]")
+            assert await page.get_attribute("button.speak", "aria-pressed") == "true"
+            await page.click("#nav button[data-pane=settings]")
+            await page.uncheck(".pane-settings input[name=speak]")
+            await page.click("#nav button[data-pane=chat]")
+            assert await page.get_attribute("button.speak", "aria-pressed") == "false"
+
+            # Every other device signed out: the phone cannot renew and shows the sign-in form on reload.
+            await page.click("#nav button[data-pane=settings]")
+            await page.click(".pane-settings [data-action=sign-out-others]")
+            await page.locator(".pane-settings .pane-status", has_text="other logins").wait_for()
+            await phone.reload()
+            await phone.wait_for_selector("#login:not([hidden])", timeout=15000)
+            await page.reload()
+            await page.wait_for_selector("#connection[data-state=open]", timeout=15000)  # this one stays
+
+            # The language: the whole interface switches, and the pane with it.
+            await page.click("#nav button[data-pane=settings]")
+            await page.select_option(".pane-settings select[name=language]", "zh")
+            await page.locator("#nav button[data-pane=settings]", has_text="设置").wait_for()
+            await page.locator(".pane-settings h2", has_text="设置").wait_for()
+            assert errors == []
+        finally:
+            await phone_context.close()
+            await laptop_context.close()

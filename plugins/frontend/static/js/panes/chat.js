@@ -602,7 +602,10 @@ export function mount(root, app) {
   })();
 
   return {
-    show() { input.focus(); },
+    show() {
+      speak.setAttribute("aria-pressed", String(speaker.enabled));  // Settings may have switched it
+      input.focus();
+    },
     unmount() { unsubscribe(); unlanguage(); recorder.stop(); speaker.stopAll(); },
     speaker, recorder,
     translatesItself: true,

@@ -27,6 +27,10 @@ REFUSAL = ("Sorry, I only talk to people I know. If you have an account, ask for
            "and send /link <code>.")
 GREETING = "Hello! Send me a message and I will answer. /new starts a new conversation."
 FAILED = "Sorry, I could not answer that just now. Please try again in a moment."
+CHAT_NOT_ENABLED = ("Sorry, chatting with the assistant is not enabled for your account. "
+                    "Ask the operator if you need it.")
+# The gateway's answer for a person the rule of who may chat refuses (docs/chat.md).
+CHAT_REFUSED_ERROR = "admin_only"
 VOICE_UNAVAILABLE = "Sorry, I cannot understand voice notes right now. Please type your message."
 NO_SPEECH = "Sorry, I could not make out any words in that voice note."
 
@@ -347,6 +351,11 @@ class Bridge:
                 await streamer.add(piece)
             await streamer.finish(outcome.text)
         except GatewayFailed as failure:
+            if failure.error_type == CHAT_REFUSED_ERROR:  # a short plain answer, no turn
+                await self._answer_plainly(bot, incoming.chat_id, incoming.platform_user_id, replier,
+                                           CHAT_NOT_ENABLED, incoming.received, user_id=user_id,
+                                           session_id=session_id, error="chat_not_allowed")
+                return
             error = failure.error_type
             log.warning("bot %s: the turn failed (%s)", bot["id"], failure.error_type)
             with contextlib.suppress(Exception):

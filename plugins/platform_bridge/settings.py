@@ -33,6 +33,10 @@ class BridgeSettings(PluginSettings):
     link_failures_per_code = fields.Integer(load_default=20, validate=validate.Range(min=1, max=10000), metadata={
         "description": "Wrong `/link` codes sent to a bot, by anyone, while one of its codes lives, "
                        "before that code is burnt (its person asks for a new one)."})
+    webhook_max_age = fields.Integer(load_default=300, validate=validate.Range(min=10, max=3600), metadata={
+        "description": "Seconds a generic webhook message's signed X-Bridge-Timestamp is accepted, "
+                       "either way of the bridge's clock; its message_id and signature are remembered "
+                       "for twice that, and a repeat is not answered again."})
     max_voice_bytes = fields.Integer(load_default=10 * 1024 * 1024, validate=POSITIVE, metadata={
         "description": "Largest voice note downloaded for transcription."})
     stop_timeout = fields.Float(load_default=5.0, validate=validate.Range(min=0), metadata={

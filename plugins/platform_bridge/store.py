@@ -154,6 +154,25 @@ async def redeem_link_code(db, bot_id: str, code: str, platform_user_id: str, ma
         return str(row["user_id"])
 
 
+# ---------------------------------------------------------------- the generic webhook's messages
+
+async def first_delivery(db, bot_id: str, keys: list[str], keep_seconds: float) -> bool:
+    """Record the keys of an incoming message (its message_id, its signature) for
+    `keep_seconds`; False when any of them was recorded before and has not expired: a replay,
+    or a client sending the same message again."""
+    async with transaction(db) as cursor:
+        await cursor.execute("DELETE FROM bridge_webhook_messages WHERE bot_id = %s AND expires_at <= now()",
+                             (bot_id,))
+        fresh = True
+        for key in keys:
+            await cursor.execute(
+                "INSERT INTO bridge_webhook_messages (bot_id, key, expires_at) "
+                "VALUES (%s, %s, now() + %s * interval '1 second') ON CONFLICT DO NOTHING",
+                (bot_id, key, keep_seconds))
+            fresh = fresh and cursor.rowcount == 1
+        return fresh
+
+
 # ---------------------------------------------------------------- chats and their sessions
 
 def session_id_for(bot_id: str, chat_id: str, generation: int) -> str:

@@ -4,6 +4,7 @@ while it lives). The right code still links a sender not over the limit."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 from tests.platform_bridge.conftest import SERVICE
 
@@ -55,3 +56,35 @@ async def test_a_code_guessed_at_too_often_is_burnt(make_bridge, telegram):
     assert "not valid" in (await telegram.wait_for_texts(603, 1))[0]  # burnt: bob asks again
     telegram.say(603, f"/link {await new_code(bridge, bot['id'], 'bob')}")
     assert (await telegram.wait_for_texts(603, 2))[-1] == LINKED_BOB
+
+
+async def test_the_sender_limit_holds_across_instances(make_bridge, aiohttp_server, redis_url, bus_prefix):
+    """Two bridge processes on one database and one Redis: a sender's wrong codes count together
+    whichever of them answers (the generic webhook, so each message picks its instance)."""
+    from tests.platform_bridge.test_discord_and_webhook import SECRET, signed, signed_receiver
+
+    server, received, _ = await signed_receiver(aiohttp_server)
+    shared = {"fetch.allow_hosts": [f"127.0.0.1:{server.port}"], "bus.redis_url": redis_url,
+              "bus.prefix": bus_prefix}
+    first, second = await make_bridge(shared), await make_bridge(shared)
+    bot = await first.add_bot(platform="webhook", config={"outgoing_url": str(server.make_url("/replies")),
+                                                          "signing_secret": SECRET})
+    code = await new_code(first, bot["id"], "bob")
+    sent = 0
+
+    async def say(bridge, text: str) -> str:
+        nonlocal sent
+        sent += 1
+        raw, headers = signed({"user_id": "crm-9", "text": text, "message_id": f"m{sent}"})
+        response = await bridge.client.post(bot["endpoints"]["incoming"], data=raw, headers=headers)
+        assert response.status == 202, await response.text()
+        async with asyncio.timeout(10):
+            while len(received) < sent:
+                await asyncio.sleep(0.02)
+        return json.loads(received[-1][0])["text"]
+
+    guesses = wrong_codes(code, 6)
+    for index, guess in enumerate(guesses[:5]):
+        assert "not valid" in await say((first, second)[index % 2], f"/link {guess}")
+    assert (await say(second, f"/link {guesses[5]}")).startswith("Too many wrong link codes.")
+    assert (await say(first, f"/link {code}")).startswith("Too many wrong link codes.")

@@ -122,7 +122,7 @@ async def list_rules(request: web.Request) -> web.Response:
 
 @routes.post("/api/v1/automation/rules", name="automation.create_rule")
 @api_doc("Create an automation rule", body=RuleCreate, query=OwnerQuery, responses={201: RuleSaved},
-         errors=(503,), description="The trigger, the conditions and every action are checked against their "
+         errors=(403, 503), description="The trigger, the conditions and every action are checked against their "
                                     "type's fields (docs/automation.md); an unknown type is a 400 naming the known ones.")
 async def create_rule(request: web.Request) -> web.Response:
     user = await require_user(request)
@@ -147,7 +147,7 @@ async def get_rule(request: web.Request) -> web.Response:
 
 @routes.put("/api/v1/automation/rules/{rule_id}", name="automation.update_rule")
 @api_doc("Change some of a rule's fields; the others stay", body=RuleUpdate, query=OwnerQuery,
-         responses={200: RuleSaved}, errors=(404, 503), path={"rule_id": ID_PATH})
+         responses={200: RuleSaved}, errors=(403, 404, 503), path={"rule_id": ID_PATH})
 async def update_rule(request: web.Request) -> web.Response:
     user = await require_user(request)
     body = await parse_body(request, RuleUpdate())
@@ -225,7 +225,7 @@ async def list_scenes(request: web.Request) -> web.Response:
 
 @routes.post("/api/v1/automation/scenes", name="automation.create_scene")
 @api_doc("Create a scene: a name, an icon, some of the caller's rules and its own actions", body=SceneCreate,
-         query=OwnerQuery, responses={201: SceneSaved}, errors=(503,))
+         query=OwnerQuery, responses={201: SceneSaved}, errors=(403, 503))
 async def create_scene(request: web.Request) -> web.Response:
     user = await require_user(request)
     body = await parse_body(request, SceneCreate())
@@ -245,7 +245,7 @@ async def get_scene(request: web.Request) -> web.Response:
 
 @routes.put("/api/v1/automation/scenes/{scene_id}", name="automation.update_scene")
 @api_doc("Change some of a scene's fields; the others stay", body=SceneUpdate, query=OwnerQuery,
-         responses={200: SceneSaved}, errors=(404, 503), path={"scene_id": ID_PATH})
+         responses={200: SceneSaved}, errors=(403, 404, 503), path={"scene_id": ID_PATH})
 async def update_scene(request: web.Request) -> web.Response:
     user = await require_user(request)
     body = await parse_body(request, SceneUpdate())

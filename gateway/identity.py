@@ -1,7 +1,8 @@
-"""Who is calling. The core defines only the shape of an identity and the three questions
-every plugin asks; the auth plugin answers them by providing the `AUTHENTICATOR` contract.
+"""Who is calling. The core defines only the shape of an identity and the questions every
+plugin asks; the auth plugin answers them by providing the `AUTHENTICATOR` contract. (Who may
+talk to the assistant is the chat plugin's rule: `plugins.chat.contract.may_chat`.)
 
-    from gateway.identity import require_user, require_admin, require_chat_user, owner_for
+    from gateway.identity import require_user, require_admin, owner_for
 
     async def handler(request):
         user = await require_user(request)           # 401 without a valid token
@@ -72,24 +73,6 @@ def ensure_admin(identity: Identity) -> Identity:
     if not identity.is_admin:
         raise Forbidden("This operation is limited to the administrator.", error_type="admin_only",
                         hint="Log in with the administrator account.")
-    return identity
-
-
-def chat_for_all_users(config) -> bool:
-    """`[auth] chat_for_all_users` (`CHAT_FOR_ALL_USERS`): a core setting, so that every service
-    with a door to a model (the gateway's chat channel, the AI core) reads the same one."""
-    return config.get("auth.chat_for_all_users") is True
-
-
-async def require_chat_user(request: web.Request) -> Identity:
-    """Who may talk to the assistant, by whichever door (the chat channel, the AI core's chat
-    call and its OpenAI-compatible door): the administrator and services, and every user when
-    `chat_for_all_users` is on. One rule, so a reachable port does not widen it."""
-    identity = await require_user(request)
-    if not identity.is_admin and not chat_for_all_users(get_context(request).config):
-        raise Forbidden("Chatting with the assistant is limited to the administrator.", error_type="admin_only",
-                        hint="Log in as the administrator, or set [auth] chat_for_all_users = true "
-                             "(CHAT_FOR_ALL_USERS).")
     return identity
 
 

@@ -1,7 +1,8 @@
 """The AI core's HTTP endpoints: the SSE chat call, the OpenAI-compatible door, image
 descriptions, tool records and statistics, and the model tables for the administrator.
 Every endpoint requires a credential (a user's access token or the service credential); the
-endpoints that talk to the models follow the chat channel's rule (`require_chat_user`)."""
+endpoints that talk to the models ask the one rule of who may chat (the chat plugin's
+`require_chat_user`, a pure function of the configuration: this service runs no chat plugin)."""
 from __future__ import annotations
 
 import json
@@ -15,9 +16,10 @@ from marshmallow import fields, validate
 from gateway.context import get_context
 from gateway.contracts import ContractKey
 from gateway.errors import BadGateway, BadRequest, NotFound
-from gateway.identity import Identity, owner_for, require_admin, require_chat_user, require_user
+from gateway.identity import Identity, owner_for, require_admin, require_user
 from gateway.openapi import api_doc
 from gateway.validation import MAX_OFFSET, parse_body, parse_query
+from plugins.chat.contract import require_chat_user
 
 from . import store
 from .agent import AGENT_MODEL

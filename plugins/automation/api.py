@@ -10,10 +10,11 @@ from typing import Any
 from aiohttp import web
 
 from gateway.context import get_context
-from gateway.errors import BadRequest
+from gateway.errors import BadRequest, Forbidden
 from gateway.identity import Identity, current_identity, owner_for, require_user
 from gateway.openapi import api_doc
 from gateway.validation import load, parse_body, parse_query, read_json
+from plugins.chat.contract import chat_refused, may_chat
 from plugins.webhooks.contract import WEBHOOK_KEY
 
 from . import store
@@ -64,12 +65,24 @@ async def check_owned_scenes(request: web.Request, owner: str, actions: list[dic
                          hint="List your scenes with GET /api/v1/automation/scenes.")
 
 
+def check_assistant_allowed(request: web.Request, owner: str, actions: list[dict]) -> None:
+    """An `assistant` action runs a chat turn as the owner: only for a person who may chat (the
+    chat plugin's one rule), else 403, as at the chat channel's door."""
+    if any(action["type"] == "assistant" for action in actions) \
+            and not may_chat(get_context(request).config, owner):
+        raise Forbidden(f"Invalid actions: an assistant action talks to the assistant as {owner}, and chatting "
+                        "with the assistant is limited to the administrator.", error_type=chat_refused().error_type,
+                        hint="Use a notify or message action instead, or have the operator set "
+                             "[auth] chat_for_all_users = true (CHAT_FOR_ALL_USERS).")
+
+
 async def checked_rule(request: web.Request, owner: str, rule: dict, previous: dict | None = None) -> Any:
     """The rule's definition checked whole; and when a time trigger is next due (unchanged by
     an update that leaves the trigger and `enabled` alone, so renaming a rule does not move it)."""
     trigger = check_trigger(rule["trigger_type"], rule["trigger_config"])
     check_conditions(rule["conditions"])
     actions = check_actions(rule["actions"])
+    check_assistant_allowed(request, owner, actions)
     await check_owned_scenes(request, owner, actions)
     if rule["trigger_type"] != "time" or not rule["enabled"]:
         return None
@@ -109,7 +122,7 @@ async def list_rules(request: web.Request) -> web.Response:
 
 @routes.post("/api/v1/automation/rules", name="automation.create_rule")
 @api_doc("Create an automation rule", body=RuleCreate, query=OwnerQuery, responses={201: RuleSaved},
-         errors=(503,), description="The trigger, the conditions and every action are checked against their "
+         errors=(403, 503), description="The trigger, the conditions and every action are checked against their "
                                     "type's fields (docs/automation.md); an unknown type is a 400 naming the known ones.")
 async def create_rule(request: web.Request) -> web.Response:
     user = await require_user(request)
@@ -134,7 +147,7 @@ async def get_rule(request: web.Request) -> web.Response:
 
 @routes.put("/api/v1/automation/rules/{rule_id}", name="automation.update_rule")
 @api_doc("Change some of a rule's fields; the others stay", body=RuleUpdate, query=OwnerQuery,
-         responses={200: RuleSaved}, errors=(404, 503), path={"rule_id": ID_PATH})
+         responses={200: RuleSaved}, errors=(403, 404, 503), path={"rule_id": ID_PATH})
 async def update_rule(request: web.Request) -> web.Response:
     user = await require_user(request)
     body = await parse_body(request, RuleUpdate())
@@ -190,6 +203,7 @@ async def rule_runs(request: web.Request) -> web.Response:
 
 async def checked_scene(request: web.Request, owner: str, scene: dict) -> dict:
     actions = check_actions(scene["actions"], allow_empty=True)
+    check_assistant_allowed(request, owner, actions)
     await check_owned_scenes(request, owner, actions)
     rule_ids = list(dict.fromkeys(scene["rule_ids"]))
     owned = await store.owned_rule_ids(get_context(request).db, owner, rule_ids)
@@ -211,7 +225,7 @@ async def list_scenes(request: web.Request) -> web.Response:
 
 @routes.post("/api/v1/automation/scenes", name="automation.create_scene")
 @api_doc("Create a scene: a name, an icon, some of the caller's rules and its own actions", body=SceneCreate,
-         query=OwnerQuery, responses={201: SceneSaved}, errors=(503,))
+         query=OwnerQuery, responses={201: SceneSaved}, errors=(403, 503))
 async def create_scene(request: web.Request) -> web.Response:
     user = await require_user(request)
     body = await parse_body(request, SceneCreate())
@@ -231,7 +245,7 @@ async def get_scene(request: web.Request) -> web.Response:
 
 @routes.put("/api/v1/automation/scenes/{scene_id}", name="automation.update_scene")
 @api_doc("Change some of a scene's fields; the others stay", body=SceneUpdate, query=OwnerQuery,
-         responses={200: SceneSaved}, errors=(404, 503), path={"scene_id": ID_PATH})
+         responses={200: SceneSaved}, errors=(403, 404, 503), path={"scene_id": ID_PATH})
 async def update_scene(request: web.Request) -> web.Response:
     user = await require_user(request)
     body = await parse_body(request, SceneUpdate())

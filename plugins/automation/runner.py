@@ -22,7 +22,7 @@ from gateway.errors import ApiError, NotFound
 from gateway.fetch import FetchError, FetchPolicy, GuardedFetcher
 from gateway.schedule import DueLoop, judge_lateness, rfc3339
 from plugins.auth.contract import PERSON_ZONES
-from plugins.chat.contract import CHAT_TURNS, TurnFailed
+from plugins.chat.contract import CHAT_TURNS, TurnFailed, may_chat
 from plugins.iot.contract import DEVICES, DeviceChange
 from plugins.notifications.contract import NOTIFICATIONS
 from plugins.sessions.contract import CONVERSATIONS
@@ -324,6 +324,9 @@ class Runner:
         chat = self.context.contracts.get(CHAT_TURNS)
         if chat is None:
             raise ActionFailed("this gateway has no chat feature")
+        if not may_chat(self.context.config, user_id):  # a rule saved before, or a scene's action
+            raise ActionFailed(f"{user_id} may not chat with the assistant (limited to the administrator "
+                               "unless [auth] chat_for_all_users is on)")
         session_id = action.get("session_id") or DEFAULT_SESSION
         conversations = self.context.contracts.require(CONVERSATIONS)
         await conversations.ensure_session(user_id, session_id,

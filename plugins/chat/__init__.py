@@ -18,7 +18,7 @@ from plugins.sessions.contract import CONVERSATIONS
 from . import store
 from .admission import Admission, Turn
 from .channel import CHAT_CHANNEL, register_frames, routes
-from .contract import CHAT_TURNS, PRESENCE, REPLY_TAPS, TurnReply
+from .contract import CHAT_TURNS, PRESENCE, REPLY_TAPS, TurnReply, chat_refused, may_chat
 from .frame_schemas import register_frame_schemas
 from .frames import echo_frame
 from .presence import SESSION_KEY, Presence
@@ -71,16 +71,25 @@ class ChatChannel:
         """The one way other plugins (voice) hand text in as a turn; queued like a `message`.
         `exclude_connection_id` is the device the text came from: it gets no echo, and it alone
         gets `queued` and errors."""
+        self._check_may_chat(user_id)
         return await self.turns.submit(Turn(session_id=session_id, user_id=user_id, text=text or "", mode=mode,
                                             attachments=list(attachments or []), sender=exclude_connection_id,
                                             client_msg_id=client_msg_id))
+
+    def _check_may_chat(self, user_id: str) -> None:
+        """The rule the chat channel's handshake asks, asked again for every turn another plugin
+        hands in (voice, automation, the bridge): no door of theirs can widen it."""
+        if not may_chat(self.context.config, user_id):
+            raise chat_refused()
 
     def session_of(self, connection: "Connection") -> str:
         return connection.data[SESSION_KEY]
 
     async def submit_and_wait(self, user_id: str, session_id: str, text: str, mode: str = "text", *,
                               metadata: dict | None = None, timeout: float | None = None,
-                              on_piece: Callable[[str], None] | None = None) -> TurnReply:
+                              on_piece: Callable[[str], None] | None = None, external: bool = False) -> TurnReply:
+        if not external:
+            self._check_may_chat(user_id)
         turn = Turn(session_id=session_id, user_id=user_id, text=text or "", mode=mode, metadata=metadata)
         return await self.turns.submit_and_wait(turn, timeout, on_piece)
 

@@ -14,12 +14,12 @@ from marshmallow import fields, validate
 from gateway.asyncapi import websocket_endpoint
 from gateway.context import get_context
 from gateway.errors import ApiError, Forbidden
-from gateway.identity import require_chat_user
 from gateway.openapi import api_doc
 from gateway.validation import parse_query
 from gateway.ws import dispatch_frame, require_identity
 
 from .admission import Turn
+from .contract import require_chat_user
 from .frames import ERROR_FIELDS, error_frame, now_ms
 from .keys import session_key
 from .presence import SESSION_KEY

@@ -1,14 +1,55 @@
-"""What the chat plugin offers other plugins: handing text in as a chat turn (and waiting for
-its reply), who is connected to which session, and taps on the replies as they stream."""
+"""What the chat plugin offers other plugins: the one rule of who may talk to the assistant,
+handing text in as a chat turn (and waiting for its reply), who is connected to which session,
+and taps on the replies as they stream."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Awaitable, Callable, Collection, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Collection, Protocol
 
+from aiohttp import web
+
+from gateway.context import get_context
 from gateway.contracts import ContractKey
+from gateway.errors import Forbidden
+from gateway.identity import ADMIN_USER_ID, Identity, require_user
 
 if TYPE_CHECKING:
     from gateway.hub import Connection
+
+
+# ---------------------------------------------------------------- who may chat
+
+CHAT_FOR_ALL_USERS = "auth.chat_for_all_users"  # env CHAT_FOR_ALL_USERS; read by every service with a door
+
+
+def may_chat(config: Any, user_id: str) -> bool:
+    """The one rule of who may talk to the assistant (docs/chat.md, "Who may chat"): the
+    administrator always, every other account only while `[auth] chat_for_all_users`
+    (`CHAT_FOR_ALL_USERS`) is on. Every way a person starts a turn asks it: the chat channel,
+    the AI core's doors, the turns handed in through `CHAT_TURNS` (voice, automation, the
+    platform bridge), so a second door cannot widen the first. Pure: a service without the
+    chat plugin (the AI core) asks it too, from the same configuration."""
+    return user_id == ADMIN_USER_ID or config.get(CHAT_FOR_ALL_USERS) is True
+
+
+def chat_refused() -> Forbidden:
+    """The answer of every door to a person `may_chat` refuses (403, the spec's `admin_only`)."""
+    return Forbidden("Chatting with the assistant is limited to the administrator.", error_type="admin_only",
+                     hint="Log in as the administrator, or have the operator set [auth] chat_for_all_users = "
+                          "true (CHAT_FOR_ALL_USERS).")
+
+
+async def require_chat_user(request: web.Request) -> Identity:
+    """The caller of a door to the assistant, when `may_chat` lets them in (else 403); a service
+    always, since it names the person it acts for and the turn it hands in asks for them."""
+    identity = await require_user(request)
+    if not (identity.kind == "service" or identity.is_admin
+            or may_chat(get_context(request).config, identity.user_id)):
+        raise chat_refused()
+    return identity
+
+
+# ---------------------------------------------------------------- turns
 
 
 @dataclass(frozen=True)
@@ -30,6 +71,11 @@ class TurnFailed(Exception):
 
 
 class ChatTurns(Protocol):
+    """Every turn handed in here asks `may_chat` for its user first and is refused with
+    `chat_refused()` (Forbidden, `admin_only`) for a person who may not chat. `external=True`
+    only for a sender who is no gateway account at all (the webhooks' `ext_` users), let in by
+    the operator's own credential (WEBHOOK_KEY): the rule is about accounts."""
+
     async def submit_turn(self, user_id: str, session_id: str, text: str, mode: str = "text",
                           attachments: list[dict] | None = None,
                           exclude_connection_id: str | None = None, client_msg_id: str | None = None) -> dict:
@@ -37,9 +83,9 @@ class ChatTurns(Protocol):
         speech in this way). `exclude_connection_id`: the device it came from gets no echo, and
         it alone gets `queued` and errors. `client_msg_id`: de-duplicates a re-sent message as
         for a `message` frame. Returns {"status": "started" | "queued" | "duplicate", "turn_id",
-        ...}. Raises ApiError for a bad request, and TooManyRequests (`rate_limited`,
-        `queue_full`) past the user's message rate or queue bound ([plugins.chat], the same as
-        for a device)."""
+        ...}. Raises Forbidden for a person who may not chat, ApiError for a bad request, and
+        TooManyRequests (`rate_limited`, `queue_full`) past the user's message rate or queue
+        bound ([plugins.chat], the same as for a device)."""
         ...
 
     def session_of(self, connection: "Connection") -> str:
@@ -49,15 +95,15 @@ class ChatTurns(Protocol):
 
     async def submit_and_wait(self, user_id: str, session_id: str, text: str, mode: str = "text", *,
                               metadata: dict | None = None, timeout: float | None = None,
-                              on_piece: Callable[[str], None] | None = None) -> TurnReply:
+                              on_piece: Callable[[str], None] | None = None, external: bool = False) -> TurnReply:
         """Run `text` as a turn of the session (queued behind a running one, under the same lock
         and de-duplication as a `message`) and wait for its end, on whichever instance runs it.
         `metadata`: stored with the user's message instead of `{"mode": mode}`. `on_piece`: called
         with each piece of the reply's text as devices get it, in order, all before this returns
         (from whichever instance or worker runs the turn; it must not block). Raises
         TurnFailed when the turn ends without a reply or `timeout` seconds pass (the turn goes
-        on); ApiError for a bad request, TooManyRequests past the user's message rate or queue
-        bound (as `submit_turn`)."""
+        on); Forbidden for a person who may not chat (unless `external`); ApiError for a bad
+        request, TooManyRequests past the user's message rate or queue bound (as `submit_turn`)."""
         ...
 
     async def post_message(self, user_id: str, session_id: str, text: str, *, metadata: dict | None = None,

@@ -4,6 +4,8 @@ webhook's incoming messages), authenticated by the bot's own secret."""
 from __future__ import annotations
 
 import hmac
+import re
+import time
 
 import marshmallow
 from aiohttp import web
@@ -15,13 +17,14 @@ from gateway.validation import load, parse_body, parse_query, read_json
 
 from . import discord, store
 from .keys import BRIDGE
-from .outgoing import SIGNATURE_HEADER, signature_matches
+from .outgoing import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature_matches, signed_content
 from .schemas import (CONFIG_SCHEMAS, SECRET_FIELDS, Accepted, Bot, BotCreate, BotList, BotPatch, IncomingWebhook,
                       LinkCode, LinkCodeBody, MessagePage, MessagesQuery)
 
 routes = web.RouteTableDef()
 BOT_PATH = {"id": {"type": "string", "description": "The bot's id (`bot_` and 10 characters)."}}
 TELEGRAM_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+UNIX_SECONDS = re.compile(r"[0-9]{1,12}")
 
 
 def iso(value) -> str:
@@ -213,18 +216,38 @@ async def telegram_webhook(request: web.Request) -> web.Response:
 
 
 @routes.post("/api/v1/platforms/webhook/{id}/messages", name="platform_bridge.incoming_webhook")
-@api_doc("A message for a generic webhook bot, signed with its signing secret; the reply is posted to its "
-         "outgoing_url", body=IncomingWebhook, responses={202: Accepted}, errors=(401, 404), auth="none",
-         path=BOT_PATH, headers={SIGNATURE_HEADER: "sha256=<hex HMAC-SHA256 of the raw body with the signing secret>"})
+@api_doc("A message for a generic webhook bot, signed with its signing secret over a timestamp and the body; "
+         "the reply is posted to its outgoing_url. A message already taken (the same message_id, or the same "
+         "signed request) is answered `duplicate` and not answered again", body=IncomingWebhook,
+         responses={202: Accepted}, errors=(401, 404), auth="none", path=BOT_PATH,
+         headers={TIMESTAMP_HEADER: "The Unix time (seconds) the message was signed at; accepted for "
+                                    "[plugins.platform_bridge] webhook_max_age seconds (300) either way",
+                  SIGNATURE_HEADER: "sha256=<hex HMAC-SHA256 of `<timestamp>.` followed by the raw body, "
+                                    "with the signing secret>"})
 async def incoming_webhook(request: web.Request) -> web.Response:
     bot = await enabled_bot(request, "webhook")
+    bridge = request.config_dict[BRIDGE]
     raw = await request.read()
-    if not signature_matches(str(bot["config"]["signing_secret"]), raw, request.headers.get(SIGNATURE_HEADER, "")):
+    timestamp = request.headers.get(TIMESTAMP_HEADER, "").strip()
+    signature = request.headers.get(SIGNATURE_HEADER, "").strip()
+    if not UNIX_SECONDS.fullmatch(timestamp) or not signature_matches(
+            str(bot["config"]["signing_secret"]), signed_content(timestamp, raw), signature):
         raise Unauthorized("Missing or wrong signature.", error_type="invalid_signature",
-                           hint=f"Send {SIGNATURE_HEADER}: sha256=<hex HMAC-SHA256 of the body with the "
-                                f"bot's signing secret>.")
+                           hint=f"Send {TIMESTAMP_HEADER}: <Unix time in seconds> and {SIGNATURE_HEADER}: "
+                                f"sha256=<hex HMAC-SHA256 of '<timestamp>.' followed by the body, with the "
+                                f"bot's signing secret> (docs/platform-bridge.md).")
+    max_age = bridge.settings["webhook_max_age"]
+    if abs(time.time() - int(timestamp)) > max_age:  # a captured message sent again later
+        raise Unauthorized("The request signature is too old.", error_type="stale_signature",
+                           hint=f"Sign each message at the time it is sent; {TIMESTAMP_HEADER} is accepted for "
+                                f"{max_age} seconds either way of the bridge's clock.")
     message = load(IncomingWebhook(), await read_json(request), "body")
-    await request.config_dict[BRIDGE].webhook_message(bot, message)
+    # Within that window, a replay of the very request, or the same message_id sent again (a
+    # client's retry), is taken once; both are remembered for as long as a timestamp could pass.
+    keys = [f"sig:{signature}"] + ([f"id:{message['message_id']}"] if message["message_id"] else [])
+    if not await store.first_delivery(bridge.db, bot["id"], keys, 2 * max_age):
+        return web.json_response({"accepted": True, "duplicate": True}, status=202)
+    await bridge.webhook_message(bot, message)
     return web.json_response({"accepted": True}, status=202)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from dataclasses import dataclass
 from typing import AsyncIterator, Awaitable, Callable, Protocol
@@ -27,6 +28,10 @@ REFUSAL = ("Sorry, I only talk to people I know. If you have an account, ask for
            "and send /link <code>.")
 GREETING = "Hello! Send me a message and I will answer. /new starts a new conversation."
 FAILED = "Sorry, I could not answer that just now. Please try again in a moment."
+CHAT_NOT_ENABLED = ("Sorry, chatting with the assistant is not enabled for your account. "
+                    "Ask the operator if you need it.")
+# The gateway's answer for a person the rule of who may chat refuses (docs/chat.md).
+CHAT_REFUSED_ERROR = "admin_only"
 VOICE_UNAVAILABLE = "Sorry, I cannot understand voice notes right now. Please type your message."
 NO_SPEECH = "Sorry, I could not make out any words in that voice note."
 
@@ -347,6 +352,11 @@ class Bridge:
                 await streamer.add(piece)
             await streamer.finish(outcome.text)
         except GatewayFailed as failure:
+            if failure.error_type == CHAT_REFUSED_ERROR:  # a short plain answer, no turn
+                await self._answer_plainly(bot, incoming.chat_id, incoming.platform_user_id, replier,
+                                           CHAT_NOT_ENABLED, incoming.received, user_id=user_id,
+                                           session_id=session_id, error="chat_not_allowed")
+                return
             error = failure.error_type
             log.warning("bot %s: the turn failed (%s)", bot["id"], failure.error_type)
             with contextlib.suppress(Exception):
@@ -367,15 +377,33 @@ class Bridge:
         await self._log(bot, "out", chat_id, platform_user_id, text, user_id, session_id, latency=received, error=error)
 
     async def _link(self, incoming: Incoming, replier: Replier, code: str) -> None:
+        """A code is six digits: guessing is held off per sender (`link_failures_per_sender` a
+        window, counted on the bus so every worker and instance counts together) and per code
+        (burnt after `link_failures_per_code` wrong codes sent to the bot in its life)."""
         bot = incoming.bot
         user_id = None
-        if bot["allow_linking"] and code.isdigit() and len(code) == 6:
-            user_id = await store.redeem_link_code(self.db, bot["id"], code, incoming.platform_user_id)
-        if user_id is None:
-            answer, error = ("That code is not valid (codes work once, for a short time). Ask for a new one.",
-                             "invalid_link_code") if bot["allow_linking"] else (REFUSAL, "linking_disabled")
+        if not bot["allow_linking"]:
+            answer, error = REFUSAL, "linking_disabled"
         else:
-            answer, error = f"Linked: you are talking to the assistant as {user_id}.", None
+            # Counted before the check, so concurrent attempts cannot slip past the limit; a
+            # right code clears the count.
+            attempts_key = f"platform_bridge:link_attempts:{bot['id']}:{incoming.platform_user_id}"
+            attempts, retry_after = await self.context.bus.incr(attempts_key, self.settings["link_failure_window"])
+            if attempts > self.settings["link_failures_per_sender"]:
+                minutes = max(1, math.ceil(retry_after / 60))
+                answer = (f"Too many wrong link codes. Try again in {minutes} minute{'s' if minutes != 1 else ''} "
+                          "(ask for a new code if yours has expired).")
+                error = "link_rate_limited"
+            else:
+                if code.isdigit() and len(code) == 6:
+                    user_id = await store.redeem_link_code(self.db, bot["id"], code, incoming.platform_user_id,
+                                                           self.settings["link_failures_per_code"])
+                if user_id is None:
+                    answer, error = ("That code is not valid (codes work once, for a short time). Ask for a new one.",
+                                     "invalid_link_code")
+                else:
+                    await self.context.bus.delete(attempts_key)
+                    answer, error = f"Linked: you are talking to the assistant as {user_id}.", None
         await self._answer_plainly(bot, incoming.chat_id, incoming.platform_user_id, replier, answer,
                                    incoming.received, user_id=user_id, error=error)
 

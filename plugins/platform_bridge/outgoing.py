@@ -1,5 +1,6 @@
 """The generic webhook platform: replies posted to the bot's `outgoing_url` through the guarded
-fetcher, and incoming messages, both signed with HMAC-SHA256 of the raw body."""
+fetcher, signed with HMAC-SHA256 of the raw body, and incoming messages, signed with
+HMAC-SHA256 of their timestamp and raw body (so an old one cannot be sent again)."""
 from __future__ import annotations
 
 import hashlib
@@ -9,10 +10,16 @@ import json
 from gateway.fetch import FetchError, GuardedFetcher
 
 SIGNATURE_HEADER = "X-Bridge-Signature"
+TIMESTAMP_HEADER = "X-Bridge-Timestamp"
 
 
 def sign(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+
+
+def signed_content(timestamp: str, body: bytes) -> bytes:
+    """What an incoming message's signature covers: `<timestamp>.<raw body>`."""
+    return timestamp.encode("utf-8") + b"." + body
 
 
 def signature_matches(secret: str, body: bytes, given: str) -> bool:

@@ -154,3 +154,6 @@ class IncomingWebhook(marshmallow.Schema):
 
 class Accepted(marshmallow.Schema):
     accepted = fields.Boolean(required=True)
+    duplicate = fields.Boolean(metadata={
+        "description": "A generic webhook message taken before (the same message_id, or the same signed "
+                       "request): not answered again."})

@@ -23,6 +23,20 @@ class BridgeSettings(PluginSettings):
         "description": "Message-log entries kept per bot; older ones are deleted."})
     link_code_ttl = fields.Integer(load_default=600, validate=validate.Range(min=30, max=86400), metadata={
         "description": "Seconds a one-time link code stays valid."})
+    link_failures_per_sender = fields.Integer(load_default=5, validate=validate.Range(min=1, max=1000), metadata={
+        "description": "`/link` attempts a platform user may get wrong per link_failure_window (per bot); "
+                       "past it every `/link` of theirs is refused unchecked until the window ends. "
+                       "A right code clears the count."})
+    link_failure_window = fields.Integer(load_default=900, validate=validate.Range(min=10, max=86400), metadata={
+        "description": "Seconds over which a platform user's wrong `/link` attempts are counted "
+                       "(from the first; counted on the bus, so across workers and instances)."})
+    link_failures_per_code = fields.Integer(load_default=20, validate=validate.Range(min=1, max=10000), metadata={
+        "description": "Wrong `/link` codes sent to a bot, by anyone, while one of its codes lives, "
+                       "before that code is burnt (its person asks for a new one)."})
+    webhook_max_age = fields.Integer(load_default=300, validate=validate.Range(min=10, max=3600), metadata={
+        "description": "Seconds a generic webhook message's signed X-Bridge-Timestamp is accepted, "
+                       "either way of the bridge's clock; its message_id and signature are remembered "
+                       "for twice that, and a repeat is not answered again."})
     max_voice_bytes = fields.Integer(load_default=10 * 1024 * 1024, validate=POSITIVE, metadata={
         "description": "Largest voice note downloaded for transcription."})
     stop_timeout = fields.Float(load_default=5.0, validate=validate.Range(min=0), metadata={

@@ -133,20 +133,44 @@ async def new_link_code(db, bot_id: str, user_id: str, ttl_seconds: int) -> dict
                 return dict(row)
 
 
-async def redeem_link_code(db, bot_id: str, code: str, platform_user_id: str) -> str | None:
+async def redeem_link_code(db, bot_id: str, code: str, platform_user_id: str, max_failures: int) -> str | None:
     """The gateway user the code was issued for, now linked to the sender; None for a wrong or
-    expired code (used once either way)."""
+    expired code (used once either way). A wrong code counts against every live code of the
+    bot, since it could have been a guess at any of them; a code reaching `max_failures` is
+    burnt, so no code can be guessed at more often than that in its life."""
     async with transaction(db) as cursor:
         await cursor.execute("DELETE FROM bridge_link_codes WHERE bot_id = %s AND code = %s AND expires_at > now() "
                              "RETURNING user_id", (bot_id, code))
         row = await cursor.fetchone()
         if row is None:
+            await cursor.execute("UPDATE bridge_link_codes SET failures = failures + 1 WHERE bot_id = %s", (bot_id,))
+            await cursor.execute("DELETE FROM bridge_link_codes WHERE bot_id = %s AND (failures >= %s "
+                                 "OR expires_at <= now())", (bot_id, max_failures))
             return None
         await cursor.execute(
             "INSERT INTO bridge_users (bot_id, platform_user_id, user_id, linked_by) VALUES (%s, %s, %s, 'code') "
             "ON CONFLICT (bot_id, platform_user_id) DO UPDATE SET user_id = EXCLUDED.user_id, linked_by = 'code'",
             (bot_id, platform_user_id, row["user_id"]))
         return str(row["user_id"])
+
+
+# ---------------------------------------------------------------- the generic webhook's messages
+
+async def first_delivery(db, bot_id: str, keys: list[str], keep_seconds: float) -> bool:
+    """Record the keys of an incoming message (its message_id, its signature) for
+    `keep_seconds`; False when any of them was recorded before and has not expired: a replay,
+    or a client sending the same message again."""
+    async with transaction(db) as cursor:
+        await cursor.execute("DELETE FROM bridge_webhook_messages WHERE bot_id = %s AND expires_at <= now()",
+                             (bot_id,))
+        fresh = True
+        for key in keys:
+            await cursor.execute(
+                "INSERT INTO bridge_webhook_messages (bot_id, key, expires_at) "
+                "VALUES (%s, %s, now() + %s * interval '1 second') ON CONFLICT DO NOTHING",
+                (bot_id, key, keep_seconds))
+            fresh = fresh and cursor.rowcount == 1
+        return fresh
 
 
 # ---------------------------------------------------------------- chats and their sessions

@@ -123,8 +123,11 @@ async def converse_in(context: Context, config: WebhookConfig, user_id: str, ses
     contracts = context.contracts
     await contracts.require(CONVERSATIONS).ensure_session(user_id, session_id, title=f"{platform} webhook")
     try:
+        # `ext_` senders are no gateway accounts: the operator's webhook key lets them in, and the
+        # rule of who may chat (about accounts) is not theirs to ask.
         reply = await contracts.require(CHAT_TURNS).submit_and_wait(
-            user_id, session_id, text, mode, metadata={"platform": platform}, timeout=config.ai_timeout)
+            user_id, session_id, text, mode, metadata={"platform": platform}, timeout=config.ai_timeout,
+            external=True)
     except TurnFailed as failure:
         raise ai_unavailable(failure.error) from None
     return reply.text, str(reply.message_ids[0]) if reply.message_ids else ""

@@ -16,7 +16,7 @@ from gateway.errors import ApiError, Forbidden
 from gateway.identity import require_user
 from gateway.openapi import api_doc
 from gateway.validation import parse_body
-from plugins.chat.contract import CHAT_TURNS, TurnFailed
+from plugins.chat.contract import CHAT_TURNS, TurnFailed, chat_refused, may_chat
 from plugins.sessions.contract import CONVERSATIONS
 
 from .api import WEBHOOKS
@@ -55,7 +55,9 @@ def event(payload: dict) -> bytes:
 @routes.post("/api/v1/bridge/turns", name="webhooks.bridge_turn")
 @api_doc("A chat turn for a gateway user, run by the platform bridge, answered as server-sent events",
          body=BridgeTurnBody, responses={200: {"text/event-stream": BRIDGE_EVENTS}}, auth="peer",
-         description="The service credential only: the bridge names the user it relays for (docs/platform-bridge.md).")
+         description="The service credential only: the bridge names the user it relays for "
+                     "(docs/platform-bridge.md); 403 `admin_only` when that user may not chat "
+                     "(docs/chat.md, \"Who may chat\").")
 async def bridge_turn(request: web.Request) -> web.StreamResponse:
     identity = await require_user(request)
     if identity.kind != "service":
@@ -64,6 +66,8 @@ async def bridge_turn(request: web.Request) -> web.StreamResponse:
     body = await parse_body(request, BridgeTurnBody())
     context = get_context(request)
     user_id, session_id = body["user_id"], body["session_id"]
+    if not may_chat(context.config, user_id):  # before the stream: a plain 403 the bridge can tell apart
+        raise chat_refused()
     await context.contracts.require(CONVERSATIONS).ensure_session(user_id, session_id, title=body["title"])
     pieces: asyncio.Queue[str] = asyncio.Queue()
     turn = asyncio.ensure_future(context.contracts.require(CHAT_TURNS).submit_and_wait(

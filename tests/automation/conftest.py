@@ -56,8 +56,9 @@ class Gateway:
 @pytest.fixture
 def make_gateway(aiohttp_client, make_config, database_url):
     async def build(*plugins, clock=None, **overrides) -> Gateway:
-        """`clock`: the scheduler core's clock from the very start (before the due loop's first look)."""
-        config = make_config({"database.url": database_url, **overrides})
+        """`clock`: the scheduler core's clock from the very start (before the due loop's first look).
+        Every user may chat (an `assistant` action needs it) unless `auth.chat_for_all_users` says not."""
+        config = make_config({"database.url": database_url, "auth.chat_for_all_users": True, **overrides})
         app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, notifications_plugin,
                                                      *plugins, automation_plugin])
         if clock is not None:

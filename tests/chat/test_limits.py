@@ -101,7 +101,7 @@ async def test_an_event_longer_than_the_stream_reads_ends_the_turn(make_gateway,
 # ---------------------------------------------------------------- message rate and queue
 
 async def test_messages_past_the_users_rate_are_refused_on_every_way_in(make_gateway, provider):
-    gateway = await make_gateway(settings={"max_messages_per_minute": 3})
+    gateway = await make_gateway(settings={"max_messages_per_minute": 3}, overrides={"auth.chat_for_all_users": True})
     turns = context_of(gateway).contracts.require(CHAT_TURNS)
     async with gateway.ws_connect(ws_path(gateway, session_id="rate")) as ws:
         for index in range(3):

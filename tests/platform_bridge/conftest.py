@@ -48,9 +48,17 @@ async def ai_core_url(postgres_server, provider, make_config, aiohttp_server):
 
 
 @pytest.fixture
-async def gateway(database_url, ai_core_url, discord, make_config, aiohttp_server):
+def chat_for_all_users() -> bool:
+    """The gateway's `[auth] chat_for_all_users`: the bridge's people are users, so on; a module
+    that tests the rule overrides this fixture."""
+    return True
+
+
+@pytest.fixture
+async def gateway(database_url, ai_core_url, discord, make_config, aiohttp_server, chat_for_all_users):
     """The gateway with the webhooks plugin (the bridge's turn route) and what it stands on."""
     config = make_config({"database.url": database_url, "peers.ai_core_url": ai_core_url,
+                          "auth.chat_for_all_users": chat_for_all_users,
                           "plugins.webhooks": {"discord_api_url": discord.url, "discord_defer_after": 0.2}})
     app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, ai_core_client_plugin,
                                                  chat_plugin, webhooks_plugin])

@@ -35,16 +35,17 @@ log = logging.getLogger("plugins.automation")
 
 DEFAULT_SESSION = "automation"
 SESSION_TITLE = "Automation"
-
-
-def _message_session(action: dict) -> str:
-    return action.get("session_id") or DEFAULT_SESSION
 MAX_SCENE_DEPTH = 3           # a scene may run a scene that runs a scene; no deeper, and never itself again
 HTTP_DETAIL_CHARS = 300
 REPLY_DETAIL_CHARS = 300
 CLAIM_BATCH = 50
 PRUNE_EVERY_ROUNDS = 100
 WEEKDAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+def _message_session(action: dict) -> str:
+    """The session a `message` action speaks into."""
+    return action.get("session_id") or DEFAULT_SESSION
 
 
 class ActionFailed(Exception):

@@ -43,6 +43,11 @@ PRUNE_EVERY_ROUNDS = 100
 WEEKDAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 
+def _message_session(action: dict) -> str:
+    """The session a `message` action speaks into."""
+    return action.get("session_id") or DEFAULT_SESSION
+
+
 class ActionFailed(Exception):
     """An action that could not do its work; the message goes into the run's results."""
 
@@ -219,18 +224,36 @@ class Runner:
 
     async def run_actions(self, user_id: str, actions: list[dict], *, source: str,
                           scenes_seen: tuple[str, ...], values: dict | None = None) -> list[dict]:
-        results = []
+        results: list[dict] = []
+        # Consecutive `message` actions into one session are said together: posted at once, the
+        # person's devices get them as one `multi_message` (CHAT_TURNS.post_messages).
+        messages: list[dict] = []
+
+        async def post_messages() -> None:
+            if messages:
+                results.extend(await self._messages(user_id, messages, source))
+                messages.clear()
+
         for raw in actions:
             action = {"type": str(raw.get("type")) if isinstance(raw, dict) else "unknown"}
             try:
                 action = filled(loaded_action(raw), values or {})  # defaults and {{placeholders}} filled in
+                if action["type"] == "message":
+                    if messages and _message_session(messages[0]) != _message_session(action):
+                        await post_messages()
+                    messages.append(action)
+                    continue
+                await post_messages()
                 outcome = await self._act(user_id, action, source, scenes_seen)
                 results.append({"type": action["type"], "ok": True, **outcome})
             except ActionFailed as failure:
+                await post_messages()
                 results.append({"type": action["type"], "ok": False, "error": str(failure)})
             except Exception as error:  # an action's bug must not lose the run log or the next actions
                 log.exception("automation action %s of %s failed", action["type"], source)
+                await post_messages()
                 results.append({"type": action["type"], "ok": False, "error": f"unexpected failure: {error}"})
+        await post_messages()
         return results
 
     async def _act(self, user_id: str, action: dict, source: str, scenes_seen: tuple[str, ...]) -> dict:
@@ -275,17 +298,32 @@ class Runner:
                 "operation_id": str((answer.get("operation") or {}).get("id") or "")}
 
     async def _message(self, user_id: str, action: dict, source: str) -> dict:
-        chat = self.context.contracts.get(CHAT_TURNS)
-        if chat is None:
-            raise ActionFailed("this gateway has no chat feature")
-        session_id = action.get("session_id") or DEFAULT_SESSION
+        result = (await self._messages(user_id, [action], source))[0]
+        if not result["ok"]:
+            raise ActionFailed(result["error"])
+        return {key: value for key, value in result.items() if key not in ("type", "ok")}
+
+    async def _messages(self, user_id: str, actions: list[dict], source: str) -> list[dict]:
+        """The results of `message` actions into one session, posted together; never raises.
+        When storing fails part-way, those before were posted, yet all are reported failed."""
+        session_id = _message_session(actions[0])
         try:
-            stored = await chat.post_message(user_id, session_id, action["text"],
-                                             metadata={"source": f"automation:{source}"},
-                                             title=SESSION_TITLE if session_id == DEFAULT_SESSION else None)
-        except ApiError as error:
-            raise ActionFailed(error.error) from None
-        return {"detail": f"posted into session {session_id}", "message_id": str(stored["id"])}
+            chat = self.context.contracts.get(CHAT_TURNS)
+            if chat is None:
+                raise ActionFailed("this gateway has no chat feature")
+            try:
+                stored = await chat.post_messages(user_id, session_id, [action["text"] for action in actions],
+                                                  metadata={"source": f"automation:{source}"},
+                                                  title=SESSION_TITLE if session_id == DEFAULT_SESSION else None)
+            except ApiError as error:
+                raise ActionFailed(error.error) from None
+        except ActionFailed as failure:
+            return [{"type": "message", "ok": False, "error": str(failure)} for _ in actions]
+        except Exception as error:
+            log.exception("automation messages of %s failed", source)
+            return [{"type": "message", "ok": False, "error": f"unexpected failure: {error}"} for _ in actions]
+        return [{"type": "message", "ok": True, "detail": f"posted into session {session_id}",
+                 "message_id": str(message["id"])} for message in stored]
 
     async def _scene(self, user_id: str, action: dict, scenes_seen: tuple[str, ...]) -> dict:
         scene_id = action["scene_id"]

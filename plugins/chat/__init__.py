@@ -20,7 +20,7 @@ from .admission import Admission, Turn
 from .channel import CHAT_CHANNEL, register_frames, routes
 from .contract import CHAT_TURNS, PRESENCE, REPLY_TAPS, TurnReply, chat_refused, may_chat
 from .frame_schemas import register_frame_schemas
-from .frames import echo_frame
+from .frames import client_info, echo_frame, multi_message_frame
 from .presence import SESSION_KEY, Presence
 from .relay import Relay
 from .replay import Replay
@@ -70,11 +70,14 @@ class ChatChannel:
                           client_msg_id: str | None = None) -> dict:
         """The one way other plugins (voice) hand text in as a turn; queued like a `message`.
         `exclude_connection_id` is the device the text came from: it gets no echo, and it alone
-        gets `queued` and errors."""
+        gets `queued` and errors, and its echo names it (`client_info`)."""
         self._check_may_chat(user_id)
+        sender = next((connection for connection in self.context.hub.connections(user_id)
+                       if connection.id == exclude_connection_id), None) if exclude_connection_id else None
+        client = client_info(sender.client_id, sender.device_name, sender.user_agent) if sender is not None else None
         return await self.turns.submit(Turn(session_id=session_id, user_id=user_id, text=text or "", mode=mode,
                                             attachments=list(attachments or []), sender=exclude_connection_id,
-                                            client_msg_id=client_msg_id))
+                                            client_msg_id=client_msg_id, client=client))
 
     def _check_may_chat(self, user_id: str) -> None:
         """The rule the chat channel's handshake asks, asked again for every turn another plugin
@@ -100,6 +103,26 @@ class ChatChannel:
         stored = await conversations.add_message(session_id, user_id, "assistant", text, metadata=metadata)
         await self.context.hub.send_to_user(user_id, {**echo_frame(session_id, stored, text, [], None),
                                                       "role": "assistant"})
+        return stored
+
+    async def post_messages(self, user_id: str, session_id: str, texts: list[str], *, metadata: dict | None = None,
+                            title: str | None = None) -> list[dict]:
+        if len(texts) < 2:
+            return [await self.post_message(user_id, session_id, text, metadata=metadata, title=title)
+                    for text in texts]
+        conversations = self.conversations
+        await conversations.ensure_session(user_id, session_id, title=title)
+        stored: list[dict] = []
+        try:
+            for text in texts:
+                stored.append(await conversations.add_message(session_id, user_id, "assistant", text,
+                                                              metadata=metadata))
+        finally:  # the devices see what was stored, also when a later message could not be
+            if len(stored) == 1:
+                await self.context.hub.send_to_user(user_id, {**echo_frame(session_id, stored[0], texts[0], [], None),
+                                                              "role": "assistant"})
+            elif stored:
+                await self.context.hub.send_to_user(user_id, multi_message_frame(session_id, stored))
         return stored
 
     async def lifespan(self, context: Context) -> AsyncIterator[None]:

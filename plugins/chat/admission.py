@@ -38,6 +38,7 @@ class Turn:
     client_msg_id: str | None = None
     sender: str | None = None  # the connection it came from: no echo there; it alone gets `queued` and errors
     metadata: dict | None = None  # stored with the user's message instead of {"mode": mode}
+    client: dict | None = None  # the device it came from, as its echo's `client_info` (frames.client_info)
     turn_id: str = field(default_factory=lambda: secrets.token_hex(8))  # chosen here: frames carry it before the row exists
     recorded: bool = False  # its queue row is written (else the relay writes it beside the turn)
     session: SessionRef = field(init=False, repr=False, compare=False)  # made once: a turn reads it often
@@ -49,13 +50,14 @@ class Turn:
     def from_row(cls, row: dict) -> "Turn":
         attachments, metadata = _decoded(row["attachments"]), _decoded(row.get("metadata"))
         return cls(row["session_id"], row["user_id"], row["text"], row["mode"], attachments, row["client_msg_id"],
-                   row["sender_connection"], metadata, turn_id=row["turn_id"], recorded=True)
+                   row["sender_connection"], metadata, _decoded(row.get("client_info")), turn_id=row["turn_id"],
+                   recorded=True)
 
     def columns(self) -> dict:
         """What `store.enqueue` writes."""
         return {"turn_id": self.turn_id, "session_id": self.session_id, "user_id": self.user_id, "text": self.text,
                 "mode": self.mode, "attachments": self.attachments, "client_msg_id": self.client_msg_id,
-                "sender_connection": self.sender, "metadata": self.metadata}
+                "sender_connection": self.sender, "metadata": self.metadata, "client_info": self.client}
 
 
 def _decoded(value: Any) -> Any:

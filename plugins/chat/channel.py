@@ -4,7 +4,7 @@ handler reaches the app's `ChatChannel` under `CHAT_CHANNEL`."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import marshmallow
@@ -20,7 +20,7 @@ from gateway.ws import dispatch_frame, require_identity
 
 from .admission import Turn
 from .contract import require_chat_user
-from .frames import ERROR_FIELDS, error_frame, now_ms
+from .frames import ERROR_FIELDS, client_info, error_frame, now_ms
 from .keys import session_key
 from .presence import SESSION_KEY
 
@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_\-.:]{1,128}\Z")  # \Z: `$` would let a trailing newline through
 MODES = ("text", "voice_msg", "voice_assistant")
+# The longest device fields, in the handshake's query and in a message (a User-Agent is cut there).
+MAX_CLIENT_ID, MAX_DEVICE_NAME, MAX_USER_AGENT = 128, 128, 256
+# A message's own device fields (spec: ClientMessage), each overriding the connection's.
+CLIENT_FIELDS = (("client_id", MAX_CLIENT_ID), ("device_name", MAX_DEVICE_NAME), ("user_agent", MAX_USER_AGENT))
 
 CHAT_CHANNEL: web.AppKey[ChatChannel] = web.AppKey("chat.channel")
 
@@ -42,8 +46,8 @@ class ConnectQuery(marshmallow.Schema):
         unknown = marshmallow.EXCLUDE
 
     session_id = fields.String(load_default=None, validate=validate.Regexp(SESSION_ID))
-    client_id = fields.String(load_default="", validate=validate.Length(max=128))
-    device_name = fields.String(load_default="", validate=validate.Length(max=128))
+    client_id = fields.String(load_default="", validate=validate.Length(max=MAX_CLIENT_ID))
+    device_name = fields.String(load_default="", validate=validate.Length(max=MAX_DEVICE_NAME))
     resume = fields.Boolean(load_default=True)
     after = fields.String(load_default=None, validate=validate.Regexp(r"^[^:]{1,64}:-?\d{1,9}\Z"))
 
@@ -78,6 +82,13 @@ class MessageFrame(marshmallow.Schema):
                               validate=validate.Length(max=10))
     timestamp = fields.Integer(load_default=None, allow_none=True)
     client_msg_id = fields.String(load_default=None, allow_none=True, validate=validate.Length(min=1, max=128))
+    # The sending device, when it names itself per message; otherwise the connection's (handshake).
+    client_id = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=MAX_CLIENT_ID),
+                              metadata={"description": "The sending device; default: the handshake's `client_id`."})
+    device_name = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=MAX_DEVICE_NAME),
+                                metadata={"description": "Default: the handshake's `device_name`."})
+    user_agent = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=MAX_USER_AGENT),
+                               metadata={"description": "Default: the handshake's User-Agent header."})
 
     def load(self, data, *, many=None, partial=None, unknown=None):
         """Most frames are plain text: those are read without marshmallow's machinery, which
@@ -108,8 +119,14 @@ def plain_message_frame(data) -> dict | None:
             or (session_id is not None and not (type(session_id) is str and SESSION_ID.match(session_id))) \
             or type(mode) is not str or mode not in MODES or data.get("attachments", []) != []:
         return None
-    return {"session_id": session_id, "mode": mode, "content": content, "attachments": [],
-            "timestamp": timestamp, "client_msg_id": client_msg_id}
+    frame: dict[str, Any] = {"session_id": session_id, "mode": mode, "content": content, "attachments": [],
+                             "timestamp": timestamp, "client_msg_id": client_msg_id}
+    for name, longest in CLIENT_FIELDS:
+        value = data.get(name)
+        if value is not None and not (type(value) is str and len(value) <= longest):
+            return None
+        frame[name] = value
+    return frame
 
 
 class HistoryFrame(marshmallow.Schema):
@@ -169,7 +186,7 @@ async def handle_connect(request: web.Request) -> web.StreamResponse:
     resume, client_id, device_name = query["resume"], query["client_id"], query["device_name"]
     del query  # locals live as long as the connection: keep only what is used
 
-    user_agent = request.headers.get("User-Agent", "")[:256]
+    user_agent = request.headers.get("User-Agent", "")[:MAX_USER_AGENT]
     await chat.presence.arriving(identity.user_id, client_id, device_name, user_agent)
     ws = web.WebSocketResponse(heartbeat=chat.heartbeat, max_msg_size=chat.max_frame_bytes, compress=chat.compress)
     try:
@@ -211,9 +228,12 @@ def register_frames(registrar, chat: "ChatChannel") -> None:
             connection.send(error_frame("a message needs content or an attachment",
                                         client_msg_id=frame["client_msg_id"]))
             return
+        client_id, device_name, user_agent = frame["client_id"], frame["device_name"], frame["user_agent"]
         try:
             turn = Turn(session_id=session_id, user_id=identity.user_id, text=content, mode=frame["mode"],
-                        attachments=frame["attachments"], client_msg_id=frame["client_msg_id"], sender=connection.id)
+                        attachments=frame["attachments"], client_msg_id=frame["client_msg_id"], sender=connection.id,
+                        client=client_info(client_id or connection.client_id, device_name or connection.device_name,
+                                           user_agent or connection.user_agent))
             await chat.turns.submit(turn, session_known=session_id == connection.data[SESSION_KEY])
         except ApiError as error:
             hint = {"hint": error.hint} if error.hint else {}

@@ -114,6 +114,15 @@ class ChatTurns(Protocol):
         runs. Returns the stored message."""
         ...
 
+    async def post_messages(self, user_id: str, session_id: str, texts: list[str], *, metadata: dict | None = None,
+                            title: str | None = None) -> list[dict]:
+        """`post_message` for several texts said together (an automation run's consecutive
+        messages): each stored in order, and all sent as one `multi_message` frame to every
+        device of the user (one text: a `response`, as `post_message`). When storing one fails
+        the devices are sent those stored before it, and the failure is raised. Returns the
+        stored messages."""
+        ...
+
 
 class Presence(Protocol):
     async def known_clients(self, user_id: str | None = None) -> list[dict]: ...

@@ -15,6 +15,16 @@ ROLES = ("user", "assistant", "action", "system")
 REVIEW_TYPES = ("action", "chat", "markdown", "code", "search_result")
 TOOL_STATUSES = ("started", "running", "completed", "failed")
 LEVELS = ("info", "warning", "error")
+RESPONSE_MODES = ("text", "voice_msg", "voice_assistant")
+MULTI_MESSAGE_TYPES = ("chat", "action", "system_info")
+
+
+def response_mode(**options) -> fields.String:
+    """The mode of the turn a frame belongs to (spec: ServerMessage.response_mode): `text`, or a
+    spoken reply's `voice_msg` / `voice_assistant`."""
+    return fields.String(validate=validate.OneOf(RESPONSE_MODES), **options,
+                         metadata={"description": "The mode of the message this reply answers: `text`, "
+                                                  "`voice_msg` or `voice_assistant`."})
 
 
 def _msg_type(**options) -> fields.String:
@@ -32,6 +42,7 @@ class TurnFrame(marshmallow.Schema):
     session_id = fields.String(required=True)
     turn_id = fields.String(required=True)
     seq = fields.Integer(required=True, metadata={"description": "The frame's number within its turn."})
+    response_mode = response_mode(required=True)
     timestamp = fields.Integer(required=True, metadata={"description": "Milliseconds since the epoch."})
 
 
@@ -51,6 +62,7 @@ class ThinkingFrame(TurnFrame):
     session_id = fields.String()
     turn_id = fields.String()
     seq = fields.Integer(metadata={"description": "The frame's number within its turn."})
+    response_mode = response_mode()
     thinking_status = fields.String(required=True)
     thinking_content = fields.String(required=True)
 
@@ -120,6 +132,15 @@ class EchoAttachment(marshmallow.Schema):
     description = fields.String()
 
 
+class ClientInfo(marshmallow.Schema):
+    """The device a message came from: its own values when the message named them, else those of
+    its connection's handshake (`client_id`, `device_name` query parameters; the User-Agent header)."""
+
+    client_id = fields.String(required=True)
+    device_name = fields.String(required=True)
+    user_agent = fields.String(required=True)
+
+
 class EchoFrame(marshmallow.Schema):
     role = fields.String(required=True, validate=validate.OneOf(("user", "assistant")), metadata={
         "description": "`user`: the user's message; `assistant`: a message the assistant posted unasked "
@@ -132,6 +153,28 @@ class EchoFrame(marshmallow.Schema):
     attachments = fields.List(fields.Nested(EchoAttachment), required=True)
     client_msg_id = fields.String(required=True, allow_none=True)
     timestamp = fields.Integer(required=True)
+    client_info = fields.Nested(ClientInfo, metadata={
+        "description": "The user's message only: the device it was sent from (a client shows \"from <device_name>\"); "
+                       "absent when it came from no device (a webhook, an automation rule)."})
+
+
+class MultiMessageItem(marshmallow.Schema):
+    index = fields.Integer(required=True, metadata={"description": "Its place among the messages, from 0."})
+    content = fields.String(required=True)
+    msg_type = fields.String(required=True, validate=validate.OneOf(MULTI_MESSAGE_TYPES))
+    message_id = fields.String(required=True, metadata={"description": "The stored message's id."})
+
+
+class MultiMessage(marshmallow.Schema):
+    messages = fields.List(fields.Nested(MultiMessageItem), required=True)
+
+
+class MultiMessageFrame(marshmallow.Schema):
+    role = fields.String(required=True, validate=validate.Equal("assistant"))
+    msg_type = _msg_type(required=True)
+    session_id = fields.String(required=True)
+    timestamp = fields.Integer(required=True)
+    multi_message = fields.Nested(MultiMessage, required=True)
 
 
 class QueuedFrame(marshmallow.Schema):
@@ -148,6 +191,9 @@ class ChatErrorFrame(ErrorFrame):
     session_id = fields.String()
     turn_id = fields.String()
     client_msg_id = fields.String(allow_none=True, metadata={"description": "The message it answers, when one."})
+    hint = fields.String(metadata={"description": "What to do about it, when there is something."})
+    seq = fields.Integer(metadata={"description": "An error within a reply (`reply_too_large`): its place in it."})
+    response_mode = response_mode()
     timestamp = fields.Integer()
 
 
@@ -191,6 +237,8 @@ SERVER_FRAMES: dict[str, tuple[type[marshmallow.Schema], str]] = {
     "stream_end": (StreamEndFrame, "The reply ended, whichever way: its full text and finish reason."),
     "response": (EchoFrame, "The user's message, once stored, to the user's other devices; or an assistant "
                             "message posted without a turn (an automation rule), to every device."),
+    "multi_message": (MultiMessageFrame, "Several assistant messages posted together without a turn (an automation "
+                                         "run's consecutive `message` actions into one session), to every device."),
     "queued": (QueuedFrame, "The session is busy: the message waits its turn (to its sender)."),
     "error": (ChatErrorFrame, "A frame that could not be taken, or a turn that failed (to its sender)."),
     "pong": (PongFrame, "The answer to `ping`."),

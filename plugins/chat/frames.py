@@ -63,6 +63,12 @@ def stream_start_frame(turn_id: str) -> dict:
     return {"type": "stream_start", "role": "assistant", "msg_type": "chat", "message_id": reply_id(turn_id)}
 
 
+def client_info(client_id: str, device_name: str, user_agent: str) -> dict:
+    """The device a person's message came from (spec: ServerMessage.client_info), as its echo
+    carries it to the person's other devices."""
+    return {"client_id": client_id, "device_name": device_name, "user_agent": user_agent}
+
+
 def event_frame(event: "ChatEvent", turn_id: str) -> dict | None:
     """The frame for an AI core event other than `delta`, `error` and `done`; None for a kind
     that has none."""
@@ -88,9 +94,10 @@ class ChunkFrames:
 
     __slots__ = ("head",)
 
-    def __init__(self, session_id: str, turn_id: str):
+    def __init__(self, session_id: str, turn_id: str, response_mode: str):
         self.head = dumps_text({"type": "stream_chunk", "role": "assistant", "msg_type": "chat",
-                                "message_id": reply_id(turn_id), "session_id": session_id, "turn_id": turn_id})[:-1]
+                                "message_id": reply_id(turn_id), "session_id": session_id, "turn_id": turn_id,
+                                "response_mode": response_mode})[:-1]
 
     def encode(self, seq: int, content: str) -> str:
         return f'{self.head},"seq":{seq},"timestamp":{now_ms()},"content":{_encode(content)}}}'
@@ -107,11 +114,26 @@ def stream_end_frame(turn_id: str, text: str, finish_reason: str, **extra) -> di
             "turn_id": turn_id, "text": text, "content": text, "finish_reason": finish_reason, **extra}
 
 
-def echo_frame(session_id: str, stored: dict, text: str, attachments: list[dict], client_msg_id: str | None) -> dict:
-    """The user's message, as the user's other devices see it once it is stored."""
-    return {"type": "response", "role": "user", "msg_type": "chat", "session_id": session_id,
-            "message_id": str(stored["id"]), "content": text, "text": text, "attachments": attachments,
-            "client_msg_id": client_msg_id, "timestamp": stored.get("created_at") or now_ms()}
+def echo_frame(session_id: str, stored: dict, text: str, attachments: list[dict], client_msg_id: str | None,
+               client: dict | None = None) -> dict:
+    """The user's message, as the user's other devices see it once it is stored; `client`: the
+    device it came from (`client_info`), None for a message handed in without one."""
+    frame = {"type": "response", "role": "user", "msg_type": "chat", "session_id": session_id,
+             "message_id": str(stored["id"]), "content": text, "text": text, "attachments": attachments,
+             "client_msg_id": client_msg_id, "timestamp": stored.get("created_at") or now_ms()}
+    if client is not None:
+        frame["client_info"] = client
+    return frame
+
+
+def multi_message_frame(session_id: str, stored: list[dict], msg_type: str = "chat") -> dict:
+    """Several assistant messages delivered together (spec: `multi_message`), one item each, in
+    order; each item names its stored message."""
+    return {"type": "multi_message", "role": "assistant", "msg_type": msg_type, "session_id": session_id,
+            "timestamp": max((message.get("created_at") or 0 for message in stored), default=0) or now_ms(),
+            "multi_message": {"messages": [
+                {"index": index, "content": message["content"], "msg_type": msg_type,
+                 "message_id": str(message["id"])} for index, message in enumerate(stored)]}}
 
 
 def queued_frame(session_id: str, client_msg_id: str | None, turn_id: str, position: int) -> dict:
@@ -119,14 +141,14 @@ def queued_frame(session_id: str, client_msg_id: str | None, turn_id: str, posit
             "position": position, "msg_type": "system_info", "timestamp": now_ms()}
 
 
-def failure_frames(session_id: str, turn_id: str, error: str, error_type: str) -> list[dict]:
+def failure_frames(session_id: str, turn_id: str, error: str, error_type: str, response_mode: str) -> list[dict]:
     """What the sender of a failed turn is told: the error, and (unless sending again cannot
     help) a notice offering to retry."""
     frames = [error_frame(error, errorType=error_type, session_id=session_id, turn_id=turn_id,
-                          timestamp=now_ms())]
+                          response_mode=response_mode, timestamp=now_ms())]
     if error_type != "duplicate_message":
         frames.append({"type": "system_info", "role": "system", "msg_type": "system_info", "session_id": session_id,
-                       "turn_id": turn_id, "timestamp": now_ms(),
+                       "turn_id": turn_id, "response_mode": response_mode, "timestamp": now_ms(),
                        "system_info": {"level": "error", "action": "retry",
                                        "message": "The assistant could not answer this message. Please try again."}})
     return frames

@@ -80,7 +80,7 @@ class Relay:
             if turn.sender is not None:
                 await self.hub.send_to_user(user_id, error_frame(
                     failure.error, errorType=failure.error_type, session_id=session_id, turn_id=turn_id,
-                    client_msg_id=turn.client_msg_id), only=turn.sender)
+                    response_mode=turn.mode, client_msg_id=turn.client_msg_id), only=turn.sender)
             return "failed", failure
         # The casts: the sessions contract types its history as plain dicts (they are {role,
         # content}); a turn's mode was checked where it came in, or the AI core refuses it.
@@ -110,7 +110,8 @@ class Relay:
         else:
             asyncio.get_running_loop().call_later(self.store_after, start_writes)
         sequence = 0
-        chunks = ChunkFrames(session_id, turn_id)
+        mode = turn.mode
+        chunks = ChunkFrames(session_id, turn_id, mode)
         pieces: list[str] = []  # the reply's text the devices were sent
         # Frames are numbered and sent one at a time. Only a tap's own task can emit beside the
         # reply's, so a reply with taps takes a lock per frame and one without (text) does not.
@@ -126,7 +127,7 @@ class Relay:
         async def emit(message: dict) -> None:
             async with order:
                 message.update({"session_id": session_id, "turn_id": turn_id, "seq": sequence,
-                                "timestamp": now_ms()})
+                                "response_mode": mode, "timestamp": now_ms()})
                 await send(dumps_text(message))
 
         async def send(payload: str, content: str = "") -> None:
@@ -161,7 +162,7 @@ class Relay:
             the replay cannot record it or other instances cannot be told (the bus is down)."""
             async with order:
                 message.update({"session_id": session_id, "turn_id": turn_id, "seq": sequence,
-                                "timestamp": now_ms()})
+                                "response_mode": mode, "timestamp": now_ms()})
                 payload = dumps_text(message)
                 await _best_effort(self.replay.append(session, turn_id, sequence, payload),
                                    "recording the reply's end")
@@ -360,7 +361,7 @@ class Relay:
                 await self.admission.forget_message_id(turn)
             raise
         await gate.open(echo_frame(session_id, stored, turn.text, metadata.get("attachments", []),
-                                   turn.client_msg_id))
+                                   turn.client_msg_id, turn.client))
         await self.context.bus.set(activity_key(turn.session.key), str(now_ms()), ttl=ACTIVITY_TTL)
         return stored
 
@@ -375,8 +376,10 @@ class Relay:
         seq = max(seq for seq, _ in dead.frames) + 1
         user_id, session_id = session.user_id, session.session_id
         log.warning("turn %s of session %s never ended (its instance stopped); ending it", dead.turn_id, session_id)
+        # The dead turn's mode, as its frames carried it.
+        mode = str(frames[0].get("response_mode") or "text")
         payload = dumps_text(stream_end_frame(dead.turn_id, text, "error", session_id=session_id, seq=seq,
-                                              timestamp=now_ms()))
+                                              response_mode=mode, timestamp=now_ms()))
         if latest:
             await self.replay.append(session.key, dead.turn_id, seq, payload)
         await self.hub.send_to_user(user_id, payload, turn_id=dead.turn_id, seq=seq)
@@ -386,7 +389,7 @@ class Relay:
         this instance's devices does."""
         log.warning("chat turn %s of session %s failed: %s", turn.turn_id, turn.session_id, failure.error)
         await _best_effort(gate.open(None), "releasing the reply's frames")
-        for frame in failure_frames(turn.session_id, turn.turn_id, failure.error, failure.error_type):
+        for frame in failure_frames(turn.session_id, turn.turn_id, failure.error, failure.error_type, turn.mode):
             await _best_effort(self.hub.send_to_user(turn.user_id, frame, only=turn.sender or None),
                                "sending the failure")
         # Every device saw stream_start: end the stream for all of them.

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from gateway.context import Context
 
 QUEUE_COLUMNS = ("id, turn_id, session_id, user_id, text, mode, attachments, client_msg_id, "
-                 "sender_connection, metadata, status")
+                 "sender_connection, metadata, client_info, status")
 CLIENT_COLUMNS = ("client_id, user_id, device_name, user_agent, note, "
                   "(extract(epoch FROM last_seen) * 1000)::bigint AS last_seen, online")
 # Finished queue rows are kept this long so a late re-send of a client_msg_id is still recognised.
@@ -35,7 +35,8 @@ ABANDON_RUNNING = ("WITH abandoned AS (UPDATE chat_turn_queue SET status = 'aban
 
 async def enqueue(db: aiopg.Pool, *, turn_id: str, session_id: str, user_id: str, text: str, mode: str,
                   attachments: list[dict], client_msg_id: str | None, sender_connection: str | None,
-                  metadata: dict | None = None, start: bool = False, running: bool = False) -> dict | None:
+                  metadata: dict | None = None, client_info: dict | None = None, start: bool = False,
+                  running: bool = False) -> dict | None:
     """The new row (status `queued`); None when this client_msg_id was already received for the
     session. With `start` (the caller holds the session's turn lock) the row is claimed in the
     same statement, status `running`, unless older turns are waiting — then it stays `queued`
@@ -44,7 +45,8 @@ async def enqueue(db: aiopg.Pool, *, turn_id: str, session_id: str, user_id: str
     params = {"turn": turn_id, "session": session_id, "user": user_id, "text": text, "mode": mode,
               "attachments": dumps_text(attachments), "client_msg_id": client_msg_id or None,
               "sender": sender_connection,
-              "metadata": dumps_text(metadata) if metadata is not None else None}
+              "metadata": dumps_text(metadata) if metadata is not None else None,
+              "client_info": dumps_text(client_info) if client_info is not None else None}
     status, prologue = "'queued'", ""
     if start or running:
         prologue = ABANDON_RUNNING
@@ -54,8 +56,9 @@ async def enqueue(db: aiopg.Pool, *, turn_id: str, session_id: str, user_id: str
     return await fetch_one(
         db,
         f"{ASYNC_COMMIT if running else ''}{prologue}INSERT INTO chat_turn_queue (turn_id, session_id, user_id, text, mode, "
-        f"attachments, client_msg_id, sender_connection, metadata, status) VALUES (%(turn)s, %(session)s, "
-        f"%(user)s, %(text)s, %(mode)s, %(attachments)s, %(client_msg_id)s, %(sender)s, %(metadata)s, {status}) "
+        f"attachments, client_msg_id, sender_connection, metadata, client_info, status) VALUES (%(turn)s, "
+        f"%(session)s, %(user)s, %(text)s, %(mode)s, %(attachments)s, %(client_msg_id)s, %(sender)s, %(metadata)s, "
+        f"%(client_info)s, {status}) "
         f"ON CONFLICT (user_id, session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING "
         f"RETURNING {QUEUE_COLUMNS}",
         params)
@@ -66,13 +69,13 @@ async def enqueue(db: aiopg.Pool, *, turn_id: str, session_id: str, user_id: str
 RECORD_RUNNING_SQL = (
     f"{ASYNC_COMMIT}WITH given AS (SELECT * FROM json_to_recordset(%s::json) AS given ("
     f"  turn_id text, session_id text, user_id text, text text, mode text, attachments jsonb, "
-    f"  client_msg_id text, sender_connection text, metadata jsonb)), "
+    f"  client_msg_id text, sender_connection text, metadata jsonb, client_info jsonb)), "
     f"abandoned AS (UPDATE chat_turn_queue SET status = 'abandoned', finished_at = now() "
     f"  WHERE status = 'running' AND (user_id, session_id) IN (SELECT user_id, session_id FROM given)) "
     f"INSERT INTO chat_turn_queue (turn_id, session_id, user_id, text, mode, attachments, client_msg_id, "
-    f"sender_connection, metadata, status) "
+    f"sender_connection, metadata, client_info, status) "
     f"SELECT turn_id, session_id, user_id, text, mode, attachments, client_msg_id, sender_connection, metadata, "
-    f"'running' FROM given "
+    f"client_info, 'running' FROM given "
     f"ON CONFLICT (user_id, session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING "
     f"RETURNING turn_id")
 

@@ -191,6 +191,8 @@ class StreamSegmentsFrame(marshmallow.Schema):
     session_id = fields.String(required=True)
     turn_id = fields.String(required=True)
     seq = fields.Integer(required=True)
+    response_mode = fields.String(required=True, validate=validate.OneOf(("voice_msg", "voice_assistant")),
+                                  metadata={"description": "The turn's mode, as on every frame of the reply."})
     timestamp = fields.Integer(required=True)
     segments = fields.List(fields.Nested(Segment), required=True, metadata={"description": "One sentence a frame."})
 

@@ -184,3 +184,42 @@ async def test_scenes_run_scenes_and_an_assistant_reply_can_stay_in_its_session(
     assert ends and ends[-1]["text"] == answer["results"][2]["reply"]
     history = await (await client.get("/api/v1/sessions/evening/messages", headers=gateway.alice)).json()
     assert [message["role"] for message in history["messages"]][-2:] == ["user", "assistant"]
+
+
+async def test_consecutive_messages_into_one_session_arrive_together_as_one_multi_message(make_stack):
+    """Said together: the person's devices get one `multi_message`; a message into another
+    session, or after another action, is a `response` of its own."""
+    stack = await make_stack()
+    gateway = stack.gateway
+    client = gateway.client
+    rule = await gateway.create_rule(gateway.alice, name="Good night", trigger_type="manual", actions=[
+        {"type": "message", "text": "Good night!"},
+        {"type": "message", "text": "The doors are locked."},
+        {"type": "message", "text": "Elsewhere.", "session_id": "other"},
+        {"type": "notify", "title": "Night mode", "body": "on"},
+        {"type": "message", "text": "Sleep well."}])
+    token = token_of(gateway.alice)
+    async with client.ws_connect(f"/ws/chat?token={token}&session_id=phone&client_id=phone") as phone, \
+            client.ws_connect(f"/ws/chat?token={token}&session_id=phone&client_id=laptop") as laptop:
+        answer = await (await client.post(f"{API}/rules/{rule['id']}/trigger", headers=gateway.alice)).json()
+        received = [await frames_until(device, "notification") for device in (phone, laptop)]
+        for device, frames in zip((phone, laptop), received):
+            frames += await frames_until(device, "response")
+    checker = FrameChecker(await (await client.get("/api/v1/asyncapi.json")).json())
+    results = answer["results"]
+    assert [result["ok"] for result in results] == [True] * 5, results
+    for frames in received:
+        for frame in frames:
+            checker.check(frame)
+        assert [frame["type"] for frame in frames] == ["multi_message", "response", "notification", "response"]
+        together = frames[0]
+        assert together["session_id"] == "automation" and together["role"] == "assistant"
+        assert together["multi_message"]["messages"] == [
+            {"index": 0, "content": "Good night!", "msg_type": "chat", "message_id": results[0]["message_id"]},
+            {"index": 1, "content": "The doors are locked.", "msg_type": "chat",
+             "message_id": results[1]["message_id"]}]
+        assert (frames[1]["session_id"], frames[1]["content"]) == ("other", "Elsewhere.")
+        assert (frames[3]["session_id"], frames[3]["content"]) == ("automation", "Sleep well.")
+    history = await (await client.get("/api/v1/sessions/automation/messages", headers=gateway.alice)).json()
+    assert [message["content"] for message in history["messages"]] == ["Good night!", "The doors are locked.",
+                                                                       "Sleep well."]

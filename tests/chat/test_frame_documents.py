@@ -12,7 +12,9 @@ import pytest
 from gateway.app import create_app
 from plugins.ai_core import client_plugin as ai_core_client_plugin
 from plugins.auth import tokens_plugin
+from gateway.typedefs import CONTEXT
 from plugins.chat import plugin as chat_plugin
+from plugins.chat.contract import CHAT_TURNS
 from plugins.files import files_plugin
 from plugins.notifications import plugin as notifications_plugin
 from plugins.sessions import plugin as sessions_plugin
@@ -90,10 +92,13 @@ async def test_every_frame_of_real_turns_fits_the_documented_schema(gateway, ai_
         await sender.ws.send_json({"type": "no_such_frame"})
         assert (await sender.until("error"))[-1]["msg_type"] == "system_info"
 
-        # A reply on the scripted provider: the sender sees it; the other device the echo first.
+        # A reply on the scripted provider: the sender sees it; the other device the echo first,
+        # naming the device it came from.
         frames = await sender.turn("Hello?", "m1")
         assert [f["type"] for f in frames][:2] == ["stream_start", "stream_chunk"] and frames[-2]["type"] == "review"
-        assert (await other.until("stream_end"))[0]["type"] == "response"
+        assert all(f["response_mode"] == "text" for f in frames)
+        echo = (await other.until("stream_end"))[0]
+        assert echo["type"] == "response" and echo["client_info"]["client_id"] == "phone"
 
         # A second message while the first is held: it is queued, then answered.
         provider.gate.clear()
@@ -124,6 +129,12 @@ async def test_every_frame_of_real_turns_fits_the_documented_schema(gateway, ai_
         assert pushed.status == 200, await pushed.text()
         await sender.until("notification")
         await other.until("notification")
+
+        # Several messages said together (an automation run's): one multi_message on every device.
+        chat = gateway.server.app[CONTEXT].contracts.require(CHAT_TURNS)
+        await chat.post_messages("admin", SESSION, ["The heating is on.", "The door is locked."])
+        await sender.until("multi_message")
+        await other.until("multi_message")
     finally:
         await sender_ws.close()
         await other_ws.close()

@@ -14,6 +14,9 @@ VALUES = {
     "session_id": ["session_abcdef123456", "a.b:c-d_e", "", "has space", "x" * 129, "s\n", None, 3, "é"],
     "mode": ["text", "voice_msg", "voice_assistant", "TEXT", "", None, 1],
     "attachments": [[], None, [{"type": "image", "url": "data:image/png;base64,AA=="}], "x", {}, ()],
+    "client_id": ["phone-1", "", "x" * 128, "x" * 129, None, 3],
+    "device_name": ["Kitchen tablet", "", "x" * 129, None, ["d"]],
+    "user_agent": ["Mozilla/5.0", "x" * 256, "x" * 257, None, 1.5],
     "extra": ["ignored", None, {"nested": True}],
 }
 
@@ -56,6 +59,7 @@ def test_the_quick_reading_gives_what_the_schema_gives_or_leaves_the_frame_to_it
     {"type": "message", "content": "hello", "client_msg_id": "0123456789abcdef"},
     {"type": "message", "content": "hello"},
     {"type": "message", "content": "hi", "timestamp": 1732200000000, "mode": "voice_msg", "session_id": "s_1"},
+    {"type": "message", "content": "hi", "client_id": "tablet-7", "device_name": "Tablet", "user_agent": "UA/1"},
 ])
 def test_plain_text_frames_are_read_the_quick_way(frame):
     assert plain_message_frame(frame) is not None

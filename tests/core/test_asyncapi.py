@@ -132,7 +132,27 @@ async def test_the_gateway_serves_its_document_with_every_client_type_and_its_sc
     assert {"message", "ping", "history"} <= set(registry.ws_types)
     server_types = {key.removeprefix("server.") for key in channel["messages"] if key.startswith("server.")}
     assert server_types == set(registry.ws_server_types)
-    assert {"stream_start", "stream_chunk", "stream_end", "error", "notification"} <= server_types
+    assert {"stream_start", "stream_chunk", "stream_end", "error", "notification", "multi_message"} <= server_types
+    # The spec's ServerMessage fields: the device an echo came from, several messages together,
+    # and the turn's mode on the reply's frames; and a message's own device fields (ClientMessage).
+    messages = document["components"]["messages"]
+    schemas = document["components"]["schemas"]
+
+    def properties(payload: dict) -> dict:
+        return schemas[payload["$ref"].rsplit("/", 1)[-1]]["properties"] if "$ref" in payload else payload["properties"]
+
+    echo = messages["server.response"]["payload"]["properties"]["client_info"]
+    assert set(properties(echo)) == {"client_id", "device_name", "user_agent"}
+    multi = properties(messages["server.multi_message"]["payload"]["properties"]["multi_message"])
+    item = properties(multi["messages"]["items"])
+    assert {"index", "content", "msg_type"} <= set(item)
+    assert item["msg_type"]["enum"] == ["chat", "action", "system_info"]
+    for kind in ("stream_start", "stream_chunk", "thinking", "tool_progress", "review", "stream_end"):
+        payload = messages[f"server.{kind}"]["payload"]
+        assert payload["properties"]["response_mode"]["enum"] == ["text", "voice_msg", "voice_assistant"], kind
+    for kind in ("stream_start", "stream_chunk", "review", "stream_end"):
+        assert "response_mode" in messages[f"server.{kind}"]["payload"]["required"], kind
+    assert {"client_id", "device_name", "user_agent"} <= set(messages["client.message"]["payload"]["properties"])
     # Linked from the docs page, and itself in the OpenAPI document.
     openapi = await (await client.get("/api/v1/openapi.json")).json()
     assert "x-undocumented" not in openapi["paths"]["/api/v1/asyncapi.json"]["get"]

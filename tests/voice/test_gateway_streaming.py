@@ -198,6 +198,8 @@ async def test_voice_reaches_the_users_other_devices_as_a_typed_message_does(voi
         assert "response" not in [f["type"] for f in phone_reply]  # the sender saw voice_final instead
         echo = next(f for f in desk_frames if f["type"] == "response")
         assert echo["role"] == "user" and echo["content"] == "Turn it up."
+        assert echo["client_info"]["client_id"] == "phone"  # the device that spoke, as for a typed message
+        assert {f["response_mode"] for f in desk_frames if f.get("turn_id")} == {"text"}
         assert [f["type"] for f in desk_frames].index("response") < [f["type"] for f in desk_frames].index("stream_start")
         assert not any(f["type"].startswith("voice_") for f in desk_frames)  # recognition is the sender's
         assert desk_frames[-1]["text"] == phone_reply[-1]["text"] == provider.reply

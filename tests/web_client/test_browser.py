@@ -88,6 +88,9 @@ async def test_chat_streams_and_a_second_device_sees_the_echo_and_the_reply(serv
         echo = phone.locator(".live article.message.user")
         await echo.wait_for(timeout=10000)
         assert "Hi there" in await echo.inner_text()
+        # The echo's client_info names the sending page (its handshake's device_name).
+        sender = await desktop.evaluate("import('/static/js/socket.js').then(module => module.deviceName())")
+        assert sender and await echo.locator(".stamp").inner_text() == f"from {sender}"
         phone_reply = phone.locator(".live article.message.assistant:not(.streaming)")
         await phone_reply.wait_for(timeout=10000)
         assert "How can I help?" in await phone_reply.inner_text()

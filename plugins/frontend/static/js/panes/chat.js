@@ -391,11 +391,14 @@ export function mount(root, app) {
       }
       case "multi_message": {
         for (const item of (frame.multi_message || {}).messages || []) {
+          if (item.message_id && state.shownIds.has(Number(item.message_id))) continue;
+          if (item.message_id) state.shownIds.add(Number(item.message_id));
           if (item.msg_type === "system_info") notice("info", item.content);
           else live.append(bubble(item.msg_type === "action" ? "action" : "assistant", renderPart(item.msg_type, item.content, {}, t)));
         }
         updateEmpty();
         scrollDown();
+        touch(state.current);
         break;
       }
       case "queued": {

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, AsyncIterator, Callable
 
 from gateway.context import Context
 from gateway.plugins import Plugin, Registrar
-from plugins.ai_core.contract import AI_CORE
+from plugins.ai_core.contract import AI_CORE, message_too_long
 from plugins.sessions.contract import CONVERSATIONS
 
 from . import store
@@ -71,6 +71,7 @@ class ChatChannel:
         """The one way other plugins (voice) hand text in as a turn; queued like a `message`.
         `exclude_connection_id` is the device the text came from: it gets no echo, and it alone
         gets `queued` and errors."""
+        self.check_length(text or "")
         return await self.turns.submit(Turn(session_id=session_id, user_id=user_id, text=text or "", mode=mode,
                                             attachments=list(attachments or []), sender=exclude_connection_id,
                                             client_msg_id=client_msg_id))
@@ -81,8 +82,14 @@ class ChatChannel:
     async def submit_and_wait(self, user_id: str, session_id: str, text: str, mode: str = "text", *,
                               metadata: dict | None = None, timeout: float | None = None,
                               on_piece: Callable[[str], None] | None = None) -> TurnReply:
+        self.check_length(text or "")
         turn = Turn(session_id=session_id, user_id=user_id, text=text or "", mode=mode, metadata=metadata)
         return await self.turns.submit_and_wait(turn, timeout, on_piece)
+
+    def check_length(self, text: str) -> None:
+        """Every way in (a device, voice, webhooks, the bridge, automation) has the same bound."""
+        if len(text) > self.max_message_chars:
+            raise message_too_long(len(text), self.max_message_chars, "[plugins.chat] max_message_chars")
 
     async def post_message(self, user_id: str, session_id: str, text: str, *, metadata: dict | None = None,
                            title: str | None = None) -> dict:

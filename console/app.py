@@ -199,12 +199,16 @@ def is_loopback(host: str) -> bool:
 
 
 def console_credential(config: Config, host: str) -> str:
-    """The credential a console on `host` asks for: none on loopback; otherwise CONSOLE_TOKEN
-    (config `console.token`), or the administrator password when no token is set."""
+    """The credential a console on `host` asks for: CONSOLE_TOKEN (config `console.token`) when
+    one is set, whatever the address, so that other local users' processes cannot drive a
+    loopback console either (docs/console.md, "Access"); without one, none on loopback and the
+    administrator password elsewhere."""
+    token = os.environ.get("CONSOLE_TOKEN") or config.get("console.token")
+    if token:
+        return str(token)
     if is_loopback(host):
         return ""
-    credential = (os.environ.get("CONSOLE_TOKEN") or config.get("console.token")
-                  or config.get("auth.admin_password"))
+    credential = config.get("auth.admin_password")
     if not credential:
         raise ConfigError(f"the console is bound to {host}, which is not a loopback address: set "
                           f"CONSOLE_TOKEN (or ADMIN_PASSWORD) so that it can require a credential")

@@ -69,8 +69,10 @@ class ConsoleHandle:
 
     def request(self, method: str, path: str, timeout: float | None = 10.0) -> tuple[int, dict]:
         request = urllib.request.Request(self.url + path, method=method)
-        # Off loopback the credential may be the generated admin password: load it only then.
-        credential = "" if is_loopback(self.host) else console_credential(Config.load(), self.host)
+        # The configured CONSOLE_TOKEN (any address), or off loopback the administrator password,
+        # which may be the generated one: load the secrets only then.
+        config = self.config if is_loopback(self.host) else Config.load()
+        credential = console_credential(config, self.host)
         if credential:
             request.add_header("Authorization", f"Bearer {credential}")
         try:

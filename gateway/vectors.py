@@ -62,6 +62,9 @@ class IndexItem:
     id: str                      # a UUID string: the point's id
     text: str                    # embedded (dense) and tokenised (lexical)
     payload: dict[str, Any] = field(default_factory=dict)  # returned with hits; filter on top-level keys
+    # The passage vector of `text` when the caller already has it (`embeddings.embed_passages`):
+    # not embedded again.
+    dense: list[float] | None = None
 
 
 @dataclass(frozen=True)
@@ -645,8 +648,11 @@ class VectorIndex:
         for start in range(0, len(items), UPSERT_BATCH):
             batch = items[start:start + UPSERT_BATCH]
             texts = [item.text for item in batch]
-            dense, sparse = await asyncio.gather(self.embedder.embed_passages(texts),
-                                                 self._lexical(self._documents, texts))
+            missing = [item.text for item in batch if item.dense is None]
+            embedded, sparse = await asyncio.gather(self.embedder.embed_passages(missing),
+                                                    self._lexical(self._documents, texts))
+            fresh = iter(embedded)
+            dense = [item.dense if item.dense is not None else next(fresh) for item in batch]
             await self.engine.upsert(name, [StoredPoint(item.id, vector, terms, dict(item.payload))
                                             for item, vector, terms in zip(batch, dense, sparse)])
 
@@ -689,6 +695,15 @@ class VectorIndex:
         if self.fusion == "rrf":
             return fuse(rankings, weights, self.rrf_k, limit)
         return fuse_scores(rankings, weights, limit, method="dbsf" if self.fusion == "dbsf" else "convex")
+
+    async def nearest(self, collection: str, vector: list[float], *, where: Where, limit: int) -> list[IndexHit]:
+        """The best `limit` points matching `where` by cosine similarity to `vector` (one the
+        caller embedded: a passage's, to compare documents with documents), best first."""
+        name = await self._existing(collection)
+        if name is None:
+            return []
+        rankings = await self.engine.query(name, vector, None, where, max(1, int(limit)), local_idf=self.local_idf)
+        return rankings[0]
 
     async def count(self, collection: str, where: Where | None = None) -> int:
         name = await self._existing(collection)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from typing import Any
 
 import marshmallow
 from aiohttp import web
@@ -23,7 +24,7 @@ from plugins.chat.contract import require_chat_user
 
 from . import store
 from .agent import AGENT_MODEL
-from .contract import ChatEvent, DoneEvent
+from .contract import ChatEvent, DoneEvent, message_too_long
 from .engine import Engine, Turn, TurnFailed
 from .images import ImageError, bad_image, origin
 from .providers import ProviderError
@@ -98,6 +99,9 @@ async def chat_stream(request: web.Request) -> web.StreamResponse:
     identity = await require_chat_user(request)
     body = await parse_body(request, ChatStreamBody())
     user_id = acting_user(identity, body["user_id"])
+    limit = engine_of(request).settings["max_message_chars"]
+    if len(body["text"]) > limit:
+        raise message_too_long(len(body["text"]), limit, "[plugins.ai_core] max_message_chars", "The text")
     if not body["text"].strip() and not body["attachments"]:
         raise BadRequest("Send text, an image, or both.", error_type="validation_error")
     turn = Turn(user_id=user_id, session_id=body["session_id"], text=body["text"],
@@ -141,10 +145,31 @@ class OpenAiBody(marshmallow.Schema):
     user = fields.String(load_default=None, allow_none=True)
 
 
-def _check_messages(messages: list[dict]) -> None:
+def _check_messages(messages: list[dict], max_message_chars: int, max_chars: int) -> None:
+    """Known roles; each person's message within the bound of the chat call's `text`, and all
+    of them together within `max_conversation_chars`."""
+    total = 0
     for index, message in enumerate(messages):
         if message.get("role") not in ("system", "user", "assistant", "tool", "developer"):
             raise BadRequest(f"messages[{index}].role is missing or unknown.", error_type="validation_error")
+        length = content_chars(message.get("content"))
+        if message["role"] == "user" and length > max_message_chars:
+            raise message_too_long(length, max_message_chars, "[plugins.ai_core] max_message_chars",
+                                   f"messages[{index}]")
+        total += length
+    if total > max_chars:
+        raise message_too_long(total, max_chars, "[plugins.ai_core] max_conversation_chars",
+                               "The messages' content")
+
+
+def content_chars(content: Any) -> int:
+    """Characters of a message's content: a string, or the text of its parts."""
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        return sum(len(part["text"]) for part in content
+                   if isinstance(part, dict) and isinstance(part.get("text"), str))
+    return 0
 
 
 @routes.post("/v1/chat/completions", name="ai_core.openai_chat")
@@ -154,8 +179,8 @@ def _check_messages(messages: list[dict]) -> None:
 async def openai_chat(request: web.Request) -> web.StreamResponse:
     identity = await require_chat_user(request)
     body = await parse_body(request, OpenAiBody())
-    _check_messages(body["messages"])
     engine = engine_of(request)
+    _check_messages(body["messages"], engine.settings["max_message_chars"], engine.settings["max_conversation_chars"])
     user_id = identity.user_id if identity.kind != "service" else (body["user"] or identity.user_id)
     preferred = None if body["model"] in (ROUTING_ALIAS, AGENT_MODEL, "") else body["model"]
     if preferred:

@@ -21,6 +21,22 @@ from gateway.contracts import ContractKey
 from gateway.errors import ApiError
 
 
+# ---------------------------------------------------------------- a message's length
+
+# The longest message a person may send (characters), at every door that takes one: the chat
+# (`[plugins.chat] max_message_chars`), the AI core (`[plugins.ai_core] max_message_chars`), the
+# webhooks (`[plugins.webhooks] max_message_chars`). Past it: 413 `message_too_long`.
+DEFAULT_MAX_MESSAGE_CHARS = 32_000
+MESSAGE_TOO_LONG = "message_too_long"
+
+
+def message_too_long(length: int, limit: int, setting: str, what: str = "The message") -> ApiError:
+    """The 413 answer for a message of `length` characters, past `limit` (named by `setting`)."""
+    return ApiError(f"{what} is {length} characters long; at most {limit} are accepted.",
+                    error_type=MESSAGE_TOO_LONG, status=413,
+                    hint=f"Send a shorter message, or split it. Operators: {setting}.")
+
+
 # ---------------------------------------------------------------- tools (ai-core service)
 
 class ToolFailed(Exception):

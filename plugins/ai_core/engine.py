@@ -97,7 +97,7 @@ class Engine:
         self.registry = registry
         self.settings = settings
         self.runner = ToolRunner(registry, context, settings["tool_timeout"], gateway)
-        self.agent = OfflineAgent(registry, self.runner)
+        self.agent = OfflineAgent(registry, self.runner, settings["max_message_chars"])
         self.turn_context = TurnContextProviders(settings["turn_context_timeout"], settings["turn_context_max_chars"])
         self.turn_finished = TurnFinishedListeners(context)
 

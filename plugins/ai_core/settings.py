@@ -4,6 +4,8 @@ from marshmallow import fields, validate
 
 from gateway.plugins import PluginSettings
 
+from .contract import DEFAULT_MAX_MESSAGE_CHARS
+
 POSITIVE = validate.Range(min=0, min_inclusive=False)
 
 
@@ -30,6 +32,12 @@ class AiCoreSettings(PluginSettings):
     turn_context_timeout = fields.Float(load_default=3.0, validate=POSITIVE, metadata={
         "description": "Seconds each turn context provider (e.g. memory recall) may take before a chat "
                        "turn; a late one is skipped for that turn."})
+    max_message_chars = fields.Integer(load_default=DEFAULT_MAX_MESSAGE_CHARS, validate=POSITIVE, metadata={
+        "description": "Longest `text` of the streaming chat call, and of each `user` message at the OpenAI "
+                       "door (413 message_too_long past it); the offline agent matches no longer text."})
+    max_conversation_chars = fields.Integer(load_default=400_000, validate=POSITIVE, metadata={
+        "description": "Most characters of content, all messages together, of one OpenAI-compatible "
+                       "`/v1/chat/completions` request (413 message_too_long past it)."})
     turn_context_max_chars = fields.Integer(load_default=4000, validate=validate.Range(min=0), metadata={
         "description": "Most characters the turn context providers add to the system message, in whole "
                        "lines (0: none)."})

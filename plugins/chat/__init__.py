@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, AsyncIterator, Callable
 
 from gateway.context import Context
 from gateway.plugins import Plugin, Registrar
-from plugins.ai_core.contract import AI_CORE
+from plugins.ai_core.contract import AI_CORE, message_too_long
 from plugins.sessions.contract import CONVERSATIONS
 
 from . import store
@@ -72,6 +72,7 @@ class ChatChannel:
         `exclude_connection_id` is the device the text came from: it gets no echo, and it alone
         gets `queued` and errors, and its echo names it (`client_info`)."""
         self._check_may_chat(user_id)
+        self.check_length(text or "")
         sender = next((connection for connection in self.context.hub.connections(user_id)
                        if connection.id == exclude_connection_id), None) if exclude_connection_id else None
         client = client_info(sender.client_id, sender.device_name, sender.user_agent) if sender is not None else None
@@ -93,8 +94,14 @@ class ChatChannel:
                               on_piece: Callable[[str], None] | None = None, external: bool = False) -> TurnReply:
         if not external:
             self._check_may_chat(user_id)
+        self.check_length(text or "")
         turn = Turn(session_id=session_id, user_id=user_id, text=text or "", mode=mode, metadata=metadata)
         return await self.turns.submit_and_wait(turn, timeout, on_piece)
+
+    def check_length(self, text: str) -> None:
+        """Every way in (a device, voice, webhooks, the bridge, automation) has the same bound."""
+        if len(text) > self.max_message_chars:
+            raise message_too_long(len(text), self.max_message_chars, "[plugins.chat] max_message_chars")
 
     async def post_message(self, user_id: str, session_id: str, text: str, *, metadata: dict | None = None,
                            title: str | None = None) -> dict:

@@ -17,6 +17,7 @@ from gateway.errors import ApiError, Forbidden
 from gateway.openapi import api_doc
 from gateway.validation import parse_query
 from gateway.ws import dispatch_frame, require_identity
+from plugins.ai_core.contract import MESSAGE_TOO_LONG
 
 from .admission import Turn
 from .contract import require_chat_user
@@ -222,7 +223,7 @@ def register_frames(registrar, chat: "ChatChannel") -> None:
         content = frame["content"] or ""
         if len(content) > chat.max_message_chars:
             connection.send(error_frame(f"content is longer than {chat.max_message_chars} characters",
-                                        client_msg_id=frame["client_msg_id"]))
+                                        errorType=MESSAGE_TOO_LONG, client_msg_id=frame["client_msg_id"]))
             return
         if not content.strip() and not frame["attachments"]:
             connection.send(error_frame("a message needs content or an attachment",

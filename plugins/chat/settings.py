@@ -4,6 +4,7 @@ from marshmallow import fields, validate
 from gateway.hub import DEFAULT_MAX_PENDING
 from gateway.sse import MAX_LINE
 from gateway.plugins import PluginSettings
+from plugins.ai_core.contract import DEFAULT_MAX_MESSAGE_CHARS
 
 POSITIVE = validate.Range(min=0, min_inclusive=False)
 
@@ -21,8 +22,10 @@ class ChatSettings(PluginSettings):
     compress = fields.Boolean(load_default=True, metadata={
         "description": "Accept permessage-deflate when the client offers it (less traffic, more "
                        "memory per connection and CPU per frame)."})
-    max_message_chars = fields.Integer(load_default=32000, validate=POSITIVE, metadata={
-        "description": "Longest `content` of a message."})
+    max_message_chars = fields.Integer(load_default=DEFAULT_MAX_MESSAGE_CHARS, validate=POSITIVE, metadata={
+        "description": "Longest `content` of a message (an `error` frame `message_too_long`), and of any text "
+                       "handed in as a turn (voice, webhooks, the platform bridge, automation: 413 "
+                       "message_too_long)."})
     history_limit = fields.Integer(load_default=20, validate=validate.Range(min=0), metadata={
         "description": "Past messages sent to the AI core with a turn."})
     lock_ttl = fields.Float(load_default=30.0, validate=POSITIVE, metadata={

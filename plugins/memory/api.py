@@ -13,8 +13,9 @@ from gateway.openapi import api_doc
 from gateway.validation import parse_body, parse_query
 from gateway.vectors import VectorStoreUnavailable
 
-from .schemas import (Memory, MemoryCreate, MemoryDeleted, MemoryListQuery, MemoryOwnerQuery, MemoryPage,
-                      MemorySearchQuery, MemorySearchResults, MemoryUpdate, MemoryWritten)
+from .schemas import (IDEMPOTENCY_HEADERS, REPLAYED, REPLAYED_HEADERS, Memory, MemoryCreate, MemoryDeleted,
+                      MemoryListQuery, MemoryOwnerQuery, MemoryPage, MemorySearchQuery, MemorySearchResults,
+                      MemoryUpdate, MemoryWritten, idempotency_key)
 from .store import MemoryStore
 
 routes = web.RouteTableDef()
@@ -79,16 +80,22 @@ async def list_memories(request: web.Request) -> web.Response:
 @routes.post("/api/v1/memories", name="memory.create")
 @api_doc("Remember something: stored, merged into a near-duplicate, or superseding what it contradicts",
          body=MemoryCreate, responses={201: MemoryWritten, 200: MemoryWritten}, errors=(403, 409) + UNAVAILABLE,
-         description="201 with action `created`; 200 with `merged` or `superseded` (docs/memory.md).")
+         headers=IDEMPOTENCY_HEADERS, response_headers=REPLAYED_HEADERS,
+         description="201 with action `created`; 200 with `merged` or `superseded` (docs/memory.md). A retry "
+                     "with the same Idempotency-Key gets the first write's answer (409 `idempotency_key_reused` "
+                     "when the key was used for another memory).")
 async def create_memory(request: web.Request) -> web.Response:
     identity = await require_user(request)
+    client_key = idempotency_key(request.headers)
     body = await parse_body(request, MemoryCreate())
     who = required_owner(identity, body["user_id"])
     written = await request.config_dict[STORE].create(
         who, body["content"], category=body["category"], priority=body["priority"], source=body["source"],
-        source_session_id=body["source_session_id"], source_message_id=body["source_message_id"])
+        source_session_id=body["source_session_id"], source_message_id=body["source_message_id"],
+        client_key=client_key)
     return web.json_response({"action": written.action, "memory": written.memory, "replaced": written.replaced},
-                             status=201 if written.action == "created" else 200)
+                             status=201 if written.action == "created" else 200,
+                             headers={REPLAYED: "true"} if written.replayed else None)
 
 
 @routes.get("/api/v1/memories/search", name="memory.search")

@@ -16,6 +16,7 @@ import aiohttp
 from gateway.text import loads_utf8_safe
 
 from .contract import MemoryServiceError, MemoryUnavailable, SearchMode, Source
+from .schemas import IDEMPOTENCY_KEY, REPLAYED
 
 PEER = "memory_service"
 MEMORIES = "/api/v1/memories"
@@ -25,6 +26,7 @@ class Answer(NamedTuple):
     status: int
     body: dict
     retry_after: str | None
+    replayed: bool = False    # the answer to an earlier write with the same Idempotency-Key
 
 
 class MemoryTransport:
@@ -36,21 +38,24 @@ class MemoryTransport:
         return self.context.peer_url(PEER)
 
     async def call(self, method: str, path: str, *, params: dict | None = None,
-                   body: dict | None = None) -> Answer:
+                   body: dict | None = None, client_key: str | None = None) -> Answer:
         """The memory service's answer to `method path` (any status); MemoryUnavailable when
-        there is none to use."""
+        there is none to use. `client_key`: a create's Idempotency-Key, passed on."""
         params = {key: str(value) for key, value in (params or {}).items() if value is not None}
         base_url = self.base_url()
         if not base_url:
             raise MemoryUnavailable("no address is configured for the memory service",
                                     error_type="memory_service_unreachable")
+        headers = self.context.peer_headers()
+        if client_key is not None:
+            headers = {**headers, IDEMPOTENCY_KEY: client_key}
         try:
             async with self.context.http.request(method, base_url + path, params=params, json=body,
-                                                 headers=self.context.peer_headers(),
-                                                 timeout=self.timeout) as response:
+                                                 headers=headers, timeout=self.timeout) as response:
                 raw = await response.read()
                 status = response.status
                 retry_after = response.headers.get("Retry-After")
+                replayed = response.headers.get(REPLAYED) == "true"
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as error:  # ValueError: a bad URL
             detail = str(error)
             raise MemoryUnavailable(f"the memory service cannot be reached or did not answer in time "
@@ -68,7 +73,7 @@ class MemoryTransport:
             raise MemoryUnavailable(f"the memory service refused this service ({status}: "
                                     f"{answer.get('error') or '?'}); SERVICE_TOKEN must be the same for both",
                                     status=status, error_type="memory_service_unreachable")
-        return Answer(status, answer, retry_after)
+        return Answer(status, answer, retry_after, replayed)
 
 
 def _failure(answer: Answer) -> MemoryServiceError:
@@ -86,8 +91,8 @@ class MemoryClient:
         self.transport = transport
 
     async def _ok(self, method: str, path: str, *, params: dict | None = None, body: dict | None = None,
-                  missing_is_none: bool = False) -> dict | None:
-        answer = await self.transport.call(method, path, params=params, body=body)
+                  missing_is_none: bool = False, client_key: str | None = None) -> dict | None:
+        answer = await self.transport.call(method, path, params=params, body=body, client_key=client_key)
         if answer.status == 404 and missing_is_none:
             return None
         if answer.status >= 400:
@@ -108,10 +113,11 @@ class MemoryClient:
 
     async def create(self, user_id: str, content: str, category: str = "other", priority: int = 5,
                      source: Source = "api", session_id: str | None = None,
-                     message_id: str | None = None) -> dict:
+                     message_id: str | None = None, client_key: str | None = None) -> dict:
         answer = await self._ok("POST", MEMORIES, body={
             "user_id": user_id, "content": content, "category": category, "priority": priority,
-            "source": source, "source_session_id": session_id, "source_message_id": message_id})
+            "source": source, "source_session_id": session_id, "source_message_id": message_id},
+            client_key=client_key)
         assert answer is not None
         return answer
 

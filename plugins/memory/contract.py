@@ -49,9 +49,10 @@ class MemoryStore(Protocol):
 
     async def create(self, user_id: str, content: str, category: str = "other", priority: int = 5,
                      source: Source = "api", session_id: str | None = None,
-                     message_id: str | None = None) -> dict:
+                     message_id: str | None = None, client_key: str | None = None) -> dict:
         """`{action: created|merged|superseded, memory, replaced}` (the service merges a
-        near-duplicate and supersedes a contradicted memory)."""
+        near-duplicate and supersedes a contradicted memory). `client_key`: the write's
+        idempotency key; a retry with it answers the first write instead of storing twice."""
         ...
 
     async def get(self, user_id: str, memory_id: str) -> dict | None:

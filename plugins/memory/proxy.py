@@ -20,8 +20,9 @@ from gateway.vectors import SEARCH_MODES
 
 from .client import PEER, MemoryTransport
 from .contract import MemoryUnavailable
-from .schemas import (DEFAULT_CATEGORY, DEFAULT_PRIORITY, MAX_LIST_LIMIT, MAX_QUERY_CHARS, MAX_SEARCH_LIMIT,
-                      Category, MemoryDeleted, MemoryPage, MemorySearchResults, MemoryWritten, Priority)
+from .schemas import (DEFAULT_CATEGORY, DEFAULT_PRIORITY, IDEMPOTENCY_HEADERS, MAX_LIST_LIMIT, MAX_QUERY_CHARS,
+                      MAX_SEARCH_LIMIT, REPLAYED, REPLAYED_HEADERS, Category, MemoryDeleted, MemoryPage,
+                      MemorySearchResults, MemoryWritten, Priority, idempotency_key)
 
 routes = web.RouteTableDef()
 TRANSPORT = web.AppKey("memory_proxy.transport", MemoryTransport)
@@ -76,10 +77,11 @@ def unreachable(request: web.Request, error: MemoryUnavailable) -> BadGateway:
 
 
 async def ask(request: web.Request, method: str, path: str, *, params: dict | None = None,
-              body: dict | None = None) -> web.Response:
+              body: dict | None = None, client_key: str | None = None) -> web.Response:
     """The memory service's answer to `method path`, passed on with its status."""
     try:
-        answer = await request.config_dict[TRANSPORT].call(method, path, params=params, body=body)
+        answer = await request.config_dict[TRANSPORT].call(method, path, params=params, body=body,
+                                                           client_key=client_key)
     except MemoryUnavailable as error:
         raise unreachable(request, error) from None
     if answer.status >= 400:
@@ -87,7 +89,7 @@ async def ask(request: web.Request, method: str, path: str, *, params: dict | No
                        error_type=str(answer.body.get("errorType") or "memory_service_failed"),
                        hint=answer.body.get("hint"), status=answer.status,
                        headers={"Retry-After": answer.retry_after} if answer.retry_after else None)
-    return web.json_response(answer.body, status=answer.status)
+    return web.json_response(answer.body, status=answer.status, headers={REPLAYED: "true"} if answer.replayed else None)
 
 
 @routes.get("/api/v1/memory/search", name="memory_proxy.search")
@@ -114,13 +116,17 @@ async def list_memories(request: web.Request) -> web.Response:
 
 @routes.post("/api/v1/memory", name="memory_proxy.create")
 @api_doc("Remember something (merged into a near-duplicate, or superseding what it contradicts)",
-         body=CreateBody, responses={201: MemoryWritten, 200: MemoryWritten}, errors=(409,) + ERRORS)
+         body=CreateBody, responses={201: MemoryWritten, 200: MemoryWritten}, errors=(409,) + ERRORS,
+         headers=IDEMPOTENCY_HEADERS, response_headers=REPLAYED_HEADERS,
+         description="A retry with the same Idempotency-Key (after a 502, say) gets the first write's answer "
+                     "instead of storing the memory twice.")
 async def create(request: web.Request) -> web.Response:
     identity = await require_user(request)
+    client_key = idempotency_key(request.headers)
     body = await parse_body(request, CreateBody())
     return await ask(request, "POST", "/api/v1/memories", body={
         "user_id": scope(identity, body["user_id"]), "content": body["content"], "category": body["category"],
-        "priority": body["priority"], "source": "api"})
+        "priority": body["priority"], "source": "api"}, client_key=client_key)
 
 
 @routes.delete("/api/v1/memory", name="memory_proxy.delete")

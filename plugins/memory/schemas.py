@@ -5,6 +5,7 @@ from __future__ import annotations
 import marshmallow
 from marshmallow import fields, validate
 
+from gateway.errors import BadRequest
 from gateway.vectors import SEARCH_MODES
 
 # The categories a memory may have (docs/memory.md, "Categories").
@@ -19,6 +20,15 @@ MAX_LIST_LIMIT = 200
 MAX_SEARCH_LIMIT = 50
 MAX_QUERY_CHARS = 1000
 LIST_ORDERS = ("updated", "priority")
+# A create's client key (docs/memory.md, "Retrying a create"): a retry with the same key answers
+# the earlier write instead of storing the memory twice; the answer then says it was replayed.
+IDEMPOTENCY_KEY = "Idempotency-Key"
+REPLAYED = "Idempotent-Replayed"
+MAX_IDEMPOTENCY_KEY_CHARS = 128
+IDEMPOTENCY_HEADERS = {IDEMPOTENCY_KEY: f"Optional; up to {MAX_IDEMPOTENCY_KEY_CHARS} printable ASCII characters, "
+                                        "new for each memory: a retry with the same key answers the first "
+                                        "write's memory instead of storing it again."}
+REPLAYED_HEADERS = {REPLAYED: "`true` when the answer is that of an earlier write with the same Idempotency-Key."}
 
 USER_ID = fields.String(load_default=None, validate=validate.Length(min=1, max=128), metadata={
     "description": "Whose memories. A person's own token acts for them; the service credential and the "
@@ -39,6 +49,18 @@ class Priority(fields.Integer):
 
 
 # ---------------------------------------------------------------- requests
+
+def idempotency_key(headers) -> str | None:
+    """A create's Idempotency-Key header, checked; None without one."""
+    key = headers.get(IDEMPOTENCY_KEY)
+    if key is None:
+        return None
+    if not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY_CHARS or not all("\x21" <= char <= "\x7e" for char in key):
+        raise BadRequest(f"{IDEMPOTENCY_KEY} must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} printable ASCII characters "
+                         "without spaces.", error_type="validation_error",
+                         hint="Send a fresh UUID for each new memory, and the same one when retrying it.")
+    return key
+
 
 class MemoryCreate(marshmallow.Schema):
     """The memory service's create body; the gateway's takes content, category and priority."""

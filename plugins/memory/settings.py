@@ -19,6 +19,9 @@ class MemorySettings(PluginSettings):
         "description": "Longest memory text accepted."})
     max_per_user = fields.Integer(load_default=10000, validate=validate.Range(min=1), metadata={
         "description": "Most memories one person keeps; a create beyond it answers 409."})
+    idempotency_hours = fields.Float(load_default=24.0, validate=validate.Range(min=0.0, min_inclusive=False), metadata={
+        "description": "Hours a create's Idempotency-Key is remembered: a retry with the same key within them "
+                       "answers the memory the first write made instead of storing it again (docs/memory.md)."})
 
 
 class MemoryProxySettings(PluginSettings):

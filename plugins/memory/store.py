@@ -10,6 +10,8 @@ by owner again, so a point left behind by a crash returns nothing."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import uuid
 from dataclasses import dataclass
@@ -41,6 +43,7 @@ class Written:
     action: str               # created, merged, superseded
     memory: dict
     replaced: str | None      # the existing memory's content before a merge or supersede
+    replayed: bool = False    # the answer to an earlier write with the same client key
 
 
 class MemoryStore:
@@ -50,6 +53,7 @@ class MemoryStore:
         self.duplicate_candidates = int(settings["duplicate_candidates"])
         self.max_content_chars = int(settings["max_content_chars"])
         self.max_per_user = int(settings["max_per_user"])
+        self.idempotency_hours = float(settings["idempotency_hours"])
         self._collection_ready = False
         self._ensuring = asyncio.Lock()
         self.reindexing: asyncio.Task | None = None
@@ -142,86 +146,133 @@ class MemoryStore:
 
     async def create(self, owner: str, content: str, *, category: str = DEFAULT_CATEGORY,
                      priority: int = 5, source: str = "api", source_session_id: str | None = None,
-                     source_message_id: str | None = None) -> Written:
+                     source_message_id: str | None = None, client_key: str | None = None) -> Written:
         """Store a memory, or merge it into a near-duplicate, or let it supersede the memory it
-        contradicts (docs/memory.md, "Merging and superseding")."""
+        contradicts (docs/memory.md, "Merging and superseding"). With a `client_key`, a write
+        already made with that key is answered again instead (`Written.replayed`)."""
         content = self.checked_content(content)
+        request_hash = fingerprint(content, category, priority, source)
         collection = await self.collection()
+        if client_key is not None:
+            earlier = await self.replay(owner, client_key, request_hash)
+            if earlier is not None:
+                return earlier
+        # Embedded once, before the person's lock: the nearest-memory search, the duplicate
+        # check and the index all use this vector (each used to embed the text again). The rules
+        # read texts of up to max_content_chars, tens of milliseconds: a thread, not the loop.
+        vectors, reading = await asyncio.gather(self.context.embeddings.embed_passages([content]),
+                                                asyncio.to_thread(read_slots, content))
+        vector = vectors[0]
         async with transaction(self.context.db) as cursor:
             await cursor.execute("SELECT pg_advisory_xact_lock(hashtext('memories'), hashtext(%s))", (owner,))
-            existing = await self.counterpart(cursor, owner, content)
-            if existing is not None:
-                action, row = existing
-                # A duplicate keeps the longer text (the newer when equal); a contradiction the new one.
-                keep_new = action == "superseded" or len(content) >= len(row["content"])
-                new_content = content if keep_new else row["content"]
+            if client_key is not None:
+                # A retry that came while the first write was still running waited for the lock.
+                earlier = await self.replay(owner, client_key, request_hash, cursor)
+                if earlier is not None:
+                    return earlier
+            written = await self.write(cursor, collection, owner, content, vector, reading, category=category,
+                                       priority=priority, source=source, source_session_id=source_session_id,
+                                       source_message_id=source_message_id)
+            if client_key is not None:
                 await cursor.execute(
-                    f"UPDATE memories SET content = %(content)s, slot = %(slot)s, "
-                    "priority = GREATEST(priority, %(priority)s), "
-                    "category = CASE WHEN %(category)s = 'other' THEN category ELSE %(category)s END, "
-                    "previous_content = CASE WHEN %(superseded)s THEN content ELSE previous_content END, "
-                    "source = CASE WHEN %(superseded)s THEN %(source)s ELSE source END, "
-                    "source_session_id = CASE WHEN %(superseded)s THEN %(session)s ELSE source_session_id END, "
-                    "source_message_id = CASE WHEN %(superseded)s THEN %(message)s ELSE source_message_id END, "
-                    f"updated_at = clock_timestamp() WHERE id = %(id)s RETURNING {COLUMNS}",
-                    {"content": new_content, "slot": slot_of(new_content), "priority": priority,
-                     "category": category, "superseded": action == "superseded", "source": source,
-                     "session": source_session_id, "message": source_message_id, "id": row["id"]})
-                memory = dict(await cursor.fetchone())
-                if new_content != row["content"] or memory["category"] != row["category"]:
-                    await self.context.vectors.upsert(collection, [item(memory)])
-                return Written(action, memory, row["content"])
-            await cursor.execute("SELECT count(*) AS n FROM memories WHERE user_id = %s", (owner,))
-            if (await cursor.fetchone())["n"] >= self.max_per_user:
-                raise Conflict(f"This person keeps {self.max_per_user} memories, the most allowed.",
-                               error_type="too_many_memories", hint="Delete some memories first.")
-            await cursor.execute(
-                f"INSERT INTO memories (id, user_id, content, category, priority, source, source_session_id, "
-                "source_message_id, slot, created_at, updated_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp(), clock_timestamp()) "
-                f"RETURNING {COLUMNS}",
-                (str(uuid.uuid4()), owner, content, category, priority, source, source_session_id,
-                 source_message_id, slot_of(content)))
-            memory = dict(await cursor.fetchone())
-            await self.context.vectors.upsert(collection, [item(memory)])
-            return Written("created", memory, None)
+                    "DELETE FROM memory_writes WHERE user_id = %s AND created_at < now() - interval '1 hour' * %s",
+                    (owner, self.idempotency_hours))
+                await cursor.execute(
+                    "INSERT INTO memory_writes (user_id, client_key, request_hash, memory_id, action, replaced) "
+                    "VALUES (%s, %s, %s, %s, %s, %s)",
+                    (owner, client_key, request_hash, written.memory["id"], written.action, written.replaced))
+            return written
 
-    async def counterpart(self, cursor, owner: str, content: str) -> tuple[str, dict] | None:
-        """The existing memory a new text merges into ("merged") or replaces ("superseded"), if any."""
+    async def replay(self, owner: str, client_key: str, request_hash: str, cursor=None) -> Written | None:
+        """The answer to an earlier write with this key, its memory as it is now; None when
+        there was none (or it expired, or its memory was deleted)."""
+        sql = (f"SELECT w.request_hash, w.action, w.replaced, m.* FROM memory_writes w, "
+               f"LATERAL (SELECT {COLUMNS} FROM memories WHERE memories.id = w.memory_id) m "
+               "WHERE w.user_id = %s AND w.client_key = %s AND w.created_at >= now() - interval '1 hour' * %s")
+        params = (owner, client_key, self.idempotency_hours)
+        row: dict | None
+        if cursor is None:
+            row = await fetch_one(self.context.db, sql, params)
+        else:
+            await cursor.execute(sql, params)
+            found = await cursor.fetchone()
+            row = dict(found) if found is not None else None
+        if row is None:
+            return None
+        if row.pop("request_hash") != request_hash:
+            raise Conflict("This Idempotency-Key was already used for a different memory.",
+                           error_type="idempotency_key_reused",
+                           hint="Send a new key for each new memory; reuse a key only to retry the same write.")
+        action, replaced = row.pop("action"), row.pop("replaced")
+        return Written(action, row, replaced, replayed=True)
+
+    async def write(self, cursor, collection: str, owner: str, content: str, vector: list[float],
+                    reading: SlotReading, *, category: str, priority: int, source: str,
+                    source_session_id: str | None, source_message_id: str | None) -> Written:
+        """Decide and apply a create under the person's lock (held by the caller's transaction)."""
+        existing = await self.counterpart(cursor, owner, content, vector, reading)
+        if existing is not None:
+            action, row = existing
+            # A duplicate keeps the longer text (the newer when equal); a contradiction the new one.
+            keep_new = action == "superseded" or len(content) >= len(row["content"])
+            new_content = content if keep_new else row["content"]
+            new_slot = reading.slot if keep_new else row["slot"]
+            await cursor.execute(
+                f"UPDATE memories SET content = %(content)s, slot = %(slot)s, "
+                "priority = GREATEST(priority, %(priority)s), "
+                "category = CASE WHEN %(category)s = 'other' THEN category ELSE %(category)s END, "
+                "previous_content = CASE WHEN %(superseded)s THEN content ELSE previous_content END, "
+                "source = CASE WHEN %(superseded)s THEN %(source)s ELSE source END, "
+                "source_session_id = CASE WHEN %(superseded)s THEN %(session)s ELSE source_session_id END, "
+                "source_message_id = CASE WHEN %(superseded)s THEN %(message)s ELSE source_message_id END, "
+                f"updated_at = clock_timestamp() WHERE id = %(id)s RETURNING {COLUMNS}",
+                {"content": new_content, "slot": new_slot, "priority": priority,
+                 "category": category, "superseded": action == "superseded", "source": source,
+                 "session": source_session_id, "message": source_message_id, "id": row["id"]})
+            memory = dict(await cursor.fetchone())
+            if new_content != row["content"] or memory["category"] != row["category"]:
+                await self.context.vectors.upsert(collection, [item(memory, vector if keep_new else None)])
+            return Written(action, memory, row["content"])
+        await cursor.execute("SELECT count(*) AS n FROM memories WHERE user_id = %s", (owner,))
+        if (await cursor.fetchone())["n"] >= self.max_per_user:
+            raise Conflict(f"This person keeps {self.max_per_user} memories, the most allowed.",
+                           error_type="too_many_memories", hint="Delete some memories first.")
+        await cursor.execute(
+            f"INSERT INTO memories (id, user_id, content, category, priority, source, source_session_id, "
+            "source_message_id, slot, created_at, updated_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp(), clock_timestamp()) "
+            f"RETURNING {COLUMNS}",
+            (str(uuid.uuid4()), owner, content, category, priority, source, source_session_id,
+             source_message_id, reading.slot))
+        memory = dict(await cursor.fetchone())
+        await self.context.vectors.upsert(collection, [item(memory, vector)])
+        return Written("created", memory, None)
+
+    async def counterpart(self, cursor, owner: str, content: str, vector: list[float],
+                          reading: SlotReading) -> tuple[str, dict] | None:
+        """The existing memory a new text (`vector`: its passage embedding) merges into
+        ("merged") or replaces ("superseded"), if any."""
         async def rows(sql: str, params: Sequence) -> list[dict]:
             await cursor.execute(f"SELECT id::text AS id, content, category, slot FROM memories WHERE {sql}", params)
             return [dict(row) for row in await cursor.fetchall()]
 
         # 1. The same slot: same value, a duplicate; another value, a contradiction.
-        new_slots = rules.slots(content)
-        if len(new_slots) == 1:
-            slot = new_slots[0]
+        if len(reading.slots) == 1:
+            slot = reading.slots[0]
             for row in await rows("user_id = %s AND slot = %s ORDER BY updated_at DESC LIMIT 1", (owner, slot.key)):
-                old = rules.slot_statement(row["content"])
+                old = await asyncio.to_thread(rules.slot_statement, row["content"])
                 same = old is not None and old.value == slot.value
                 return ("merged" if same else "superseded"), row
-        # 2. The nearest memories by meaning: a negation flip supersedes, a near-duplicate merges.
-        hits = await self.context.vectors.search(COLLECTION, content, where={"user_id": owner},
-                                                 limit=self.duplicate_candidates, mode="dense")
+        # 2. The nearest memories by meaning, passage against passage (both sides as stored): the
+        # scores are the similarities `duplicate_similarity` is measured in.
+        hits = await self.context.vectors.nearest(COLLECTION, vector, where={"user_id": owner},
+                                                  limit=self.duplicate_candidates)
         if not hits:
             return None
-        candidates = await rows("user_id = %s AND id = ANY(%s::uuid[])", (owner, [hit.id for hit in hits]))
-        for row in candidates:
-            if rules.same_words(row["content"], content):
-                return "merged", row
-        for row in candidates:
-            if rules.negation_flip(row["content"], content):
-                return "superseded", row
-        mergeable = [row for row in candidates if rules.may_merge(row["content"], content)]
-        if not mergeable:
-            return None
-        # Passage against passage (both sides as stored), not the query embedding search used.
-        new, *olds = await self.context.embeddings.embed_passages([content] + [row["content"] for row in mergeable])
-        similarities = [sum(a * b for a, b in zip(new, old)) for old in olds]
-        best = max(range(len(similarities)), key=similarities.__getitem__)
-        if similarities[best] >= self.duplicate_similarity:
-            return "merged", mergeable[best]
-        return None
+        similarity = {hit.id: hit.score for hit in hits}
+        candidates = await rows("user_id = %s AND id = ANY(%s::uuid[])", (owner, list(similarity)))
+        return await asyncio.to_thread(nearest_counterpart, content, candidates, similarity,
+                                       self.duplicate_similarity)
 
     async def update(self, memory_id: str, owner: str | None, changes: dict) -> dict:
         """Edit a memory as asked (no merging: an edit says exactly what the memory should be)."""
@@ -240,7 +291,7 @@ class MemoryStore:
                 return current
             fields = {key: changes[key] for key in ("content", "category", "priority") if key in changes}
             if "content" in fields:
-                fields["slot"] = slot_of(fields["content"])
+                fields["slot"] = await asyncio.to_thread(slot_of, fields["content"])
             assignments = ", ".join(f"{key} = %({key})s" for key in fields)
             await cursor.execute(f"UPDATE memories SET {assignments}, updated_at = clock_timestamp() "
                                  f"WHERE id = %(id)s RETURNING {COLUMNS}", {**fields, "id": current["id"]})
@@ -271,8 +322,41 @@ class MemoryStore:
         return content
 
 
-def item(row: dict) -> IndexItem:
-    return IndexItem(row["id"], row["content"], {"user_id": row["user_id"], "category": row["category"]})
+def item(row: dict, vector: list[float] | None = None) -> IndexItem:
+    """A memory's index entry; `vector`: its content's passage embedding when already made."""
+    return IndexItem(row["id"], row["content"], {"user_id": row["user_id"], "category": row["category"]}, vector)
+
+
+def fingerprint(content: str, category: str, priority: int, source: str) -> str:
+    """What a write asked for, to tell a retry (the same) from a reused key (another write)."""
+    return hashlib.sha256(json.dumps([content, category, priority, source]).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class SlotReading:
+    slots: list[rules.Slot]   # every slot the text states
+    slot: str | None          # the one slot it states and nothing else (the memory's `slot`)
+
+
+def read_slots(content: str) -> SlotReading:
+    return SlotReading(rules.slots(content), slot_of(content))
+
+
+def nearest_counterpart(content: str, candidates: list[dict], similarity: dict[str, float],
+                        threshold: float) -> tuple[str, dict] | None:
+    """Among the nearest memories (`similarity`: passage against passage): the same words merge,
+    a negation flip supersedes, else the most similar one the guards let merge, from `threshold`."""
+    for row in candidates:
+        if rules.same_words(row["content"], content):
+            return "merged", row
+    for row in candidates:
+        if rules.negation_flip(row["content"], content):
+            return "superseded", row
+    mergeable = [row for row in candidates if rules.may_merge(row["content"], content)]
+    if not mergeable:
+        return None
+    best = max(mergeable, key=lambda row: similarity[row["id"]])
+    return ("merged", best) if similarity[best["id"]] >= threshold else None
 
 
 def slot_of(content: str) -> str | None:

@@ -51,7 +51,8 @@ class WebhooksPlugin(Plugin):
                                                     discord_key=discord_key,
                                                     ai_timeout=registrar.settings["ai_timeout"],
                                                     discord_defer_after=registrar.settings["discord_defer_after"],
-                                                    discord_api_url=registrar.settings["discord_api_url"]))
+                                                    discord_api_url=registrar.settings["discord_api_url"],
+                                                    max_message_chars=registrar.settings["max_message_chars"]))
         registrar.routes(routes)
         registrar.routes(bridge_routes)  # the platform bridge's turns (bridge.py)
         registrar.provide(WEBHOOK_KEY, WebhookKeyCheck())

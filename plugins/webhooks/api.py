@@ -22,6 +22,7 @@ from gateway.context import Context, get_context
 from gateway.errors import BadGateway, BadRequest, Unauthorized
 from gateway.openapi import api_doc
 from gateway.validation import load, parse_body, read_json
+from plugins.ai_core.contract import DEFAULT_MAX_MESSAGE_CHARS, message_too_long
 from plugins.chat.contract import CHAT_TURNS, TurnFailed
 from plugins.sessions.contract import CONVERSATIONS
 
@@ -67,6 +68,11 @@ class WebhookConfig:
     ai_timeout: float
     discord_defer_after: float = 2.5  # Discord waits 3 s for the first answer
     discord_api_url: str = "https://discord.com/api/v10"
+    max_message_chars: int = DEFAULT_MAX_MESSAGE_CHARS
+
+    def check_length(self, text: str) -> None:
+        if len(text) > self.max_message_chars:
+            raise message_too_long(len(text), self.max_message_chars, "[plugins.webhooks] max_message_chars")
 
 
 WEBHOOKS = web.AppKey("webhooks.config", WebhookConfig)
@@ -137,11 +143,12 @@ async def converse_in(context: Context, config: WebhookConfig, user_id: str, ses
 
 @routes.post("/api/v1/webhook/generic", name="webhooks.generic")
 @api_doc("One message in, the assistant's whole reply out", body=GenericBody, responses={200: GenericReply},
-         errors=(404, 429, 502, 503), auth="webhook")
+         errors=(404, 413, 429, 502, 503), auth="webhook")
 async def generic(request: web.Request) -> web.Response:
     check_key(request)
     body = await parse_body(request, GenericBody())
     text = body["message"].strip()
+    request.config_dict[WEBHOOKS].check_length(text)
     if not text:
         raise BadRequest("The message is empty.", error_type="empty_message",
                          hint="Send the text for the assistant in the message field.")
@@ -154,7 +161,7 @@ async def generic(request: web.Request) -> web.Response:
 
 @routes.post("/api/v1/webhook/discord", name="webhooks.discord")
 @api_doc("Discord's interactions endpoint: PING, and the chat command with a `message` option",
-         body=DiscordInteraction, responses={200: DiscordAnswer}, errors=(404, 429, 502, 503), auth="discord",
+         body=DiscordInteraction, responses={200: DiscordAnswer}, errors=(404, 413, 429, 502, 503), auth="discord",
          headers=DISCORD_HEADERS)
 async def discord(request: web.Request) -> web.Response:
     raw = await request.read()
@@ -176,6 +183,7 @@ async def discord(request: web.Request) -> web.Response:
                               "`message` option.")
     text, user, channel = discord_command(interaction)
     config = request.config_dict[WEBHOOKS]
+    config.check_length(text)
     context = get_context(request)
     # One session per person per channel: several people share a channel, a session has one owner.
     exchange = asyncio.ensure_future(converse_in(context, config, external_user(f"discord_{user}"),

@@ -2,9 +2,13 @@
 from marshmallow import fields, validate
 
 from gateway.plugins import PluginSettings
+from plugins.ai_core.contract import DEFAULT_MAX_MESSAGE_CHARS
 
 
 class WebhooksSettings(PluginSettings):
+    max_message_chars = fields.Integer(load_default=DEFAULT_MAX_MESSAGE_CHARS, validate=validate.Range(min=1), metadata={
+        "description": "Longest message of a webhook (generic `message`, Discord's `message` option); past it "
+                       "413 message_too_long, before any session or turn."})
     ai_timeout = fields.Float(load_default=120.0, validate=validate.Range(min=0, min_inclusive=False), metadata={
         "description": "Seconds to wait for the whole reply to a webhook message."})
     discord_defer_after = fields.Float(load_default=2.5, validate=validate.Range(min=0, max=2.9), metadata={

@@ -1,9 +1,15 @@
 """The offline default agent, in English and Chinese: greetings, the time and date, help, tools
-that plugins registered with example phrases, and a plain notice when it cannot help."""
+that plugins registered with example phrases, and a plain notice when it cannot help; its
+matching (linear, off the event loop) and the AI core's bound on a message's length."""
+import random
 import re
+import threading
 
 import pytest
 
+from gateway.plugins import Plugin
+from plugins.ai_core.agent import coverage
+from plugins.ai_core.contract import TOOLS
 from tests.ai_core.conftest import ALICE, read_events, text_of
 from tests.ai_core.tool_plugin import LampToolsPlugin
 
@@ -71,3 +77,79 @@ async def test_what_it_cannot_do_it_says_plainly(ai_core, text, language_marker)
     assert language_marker in notice["message"] and "OPENAI_BASE_URL" in notice["message"]
     assert events[-1]["finish_reason"] == "no_model"
     assert text not in events[-1]["text"]  # not an echo
+
+
+def longest_common_subsequence(a: list[str], b: list[str]) -> int:
+    """The plain dynamic-programming table, for comparison."""
+    previous = [0] * (len(b) + 1)
+    for x in a:
+        current = [0]
+        for index, y in enumerate(b):
+            current.append(previous[index] + 1 if x == y else max(previous[index + 1], current[-1]))
+        previous = current
+    return previous[-1]
+
+
+def test_the_phrase_matcher_is_the_longest_common_subsequence():
+    """The bit-parallel matcher (linear in the message, a C-speed pass per phrase word) agrees
+    with the quadratic table it replaced."""
+    chance = random.Random(7)
+    for _ in range(2000):
+        example = [chance.choice("abcd") for _ in range(chance.randint(1, 8))]
+        text = [chance.choice("abcde") for _ in range(chance.randint(0, 40))]
+        assert coverage(example, text) == pytest.approx(longest_common_subsequence(example, text) / len(example))
+    assert coverage(["打", "开", "灯"], list("请打开卧室的灯")) == 1.0
+    assert coverage("what is it".split(), "is it what".split()) == pytest.approx(2 / 3)
+
+
+async def test_matching_a_message_runs_off_the_event_loop(make_ai_core):
+    """The phrases are compared with the message, and its arguments read, on a worker thread:
+    a long message never stalls the AI core's other requests."""
+    threads: list[int] = []
+
+    class RecordingExamples(dict):
+        def values(self):
+            threads.append(threading.get_ident())
+            return super().values()
+
+    class WatchedTools(Plugin):
+        name = "watched_tools"
+        depends = ("ai_core",)
+
+        def setup(self, registrar):
+            async def water(arguments, call):
+                return "watered"
+
+            def parse(text):
+                threads.append(threading.get_ident())
+                return {}
+
+            registrar.context.contracts.require(TOOLS).add(
+                "water_plants", "Water the plants", {"type": "object", "properties": {}}, water,
+                owner=self.name, parse_arguments=parse, examples=RecordingExamples(en=["water the plants"]))
+
+    client = await make_ai_core(WatchedTools())
+    long_message = "Here is my long diary of the week. " * 800 + "Now please water the plants."
+    events = await ask(client, long_message)
+    assert events[-1]["text"] == "watered"
+    assert len(threads) == 2 and threading.get_ident() not in threads
+
+
+async def test_a_message_past_the_limit_is_413_message_too_long_at_both_doors(ai_core):
+    long_text = "x" * 100_000
+    response = await ai_core.post("/api/v1/chat/stream", headers=ALICE, json={"text": long_text})
+    body = await response.json()
+    assert response.status == 413 and body["errorType"] == "message_too_long"
+    assert "32000" in body["error"] and "max_message_chars" in body["hint"]
+
+    for messages in ([{"role": "user", "content": long_text}],
+                     [{"role": "user", "content": [{"type": "text", "text": long_text}]}],
+                     [{"role": "system", "content": "y" * 30_000}] +
+                     [{"role": "assistant" if i % 2 else "user", "content": "z" * 30_000} for i in range(13)]):
+        response = await ai_core.post("/v1/chat/completions", headers=ALICE, json={"messages": messages})
+        body = await response.json()
+        assert response.status == 413 and body["errorType"] == "message_too_long", body
+    # Just under: answered (by the offline agent here).
+    response = await ai_core.post("/v1/chat/completions", headers=ALICE,
+                                  json={"messages": [{"role": "user", "content": "hello " * 5000}]})
+    assert response.status == 200

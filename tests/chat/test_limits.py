@@ -1,5 +1,5 @@
 """The chat channel's bounds, and what a client is told when one is reached or a turn fails:
-the longest reply, the per-user message rate and queue, and error frames that carry a fixed
+the longest message and reply, the per-user message rate and queue, and error frames that carry a fixed
 sentence per errorType, never a host, a port or an exception's text."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import re
 import pytest
 from aiohttp import web
 
-from gateway.errors import TooManyRequests
+from gateway.errors import ApiError, TooManyRequests
 from plugins.chat.contract import CHAT_TURNS
 from plugins.chat.frames import TURN_ERRORS
 from plugins.sessions.contract import CONVERSATIONS
@@ -35,6 +35,21 @@ def assert_no_internals(frames: list[dict]) -> None:
 async def stored_reply(client, session_id: str) -> str:
     messages = await context_of(client).contracts.require(CONVERSATIONS).list_messages("admin", session_id)
     return "".join(m["content"] for m in messages if m["role"] == "assistant")
+
+
+# ---------------------------------------------------------------- the longest message
+
+async def test_a_message_past_the_limit_is_an_error_frame_message_too_long(make_gateway, provider):
+    gateway = await make_gateway()
+    async with gateway.ws_connect(ws_path(gateway, session_id="long-message")) as ws:
+        await ws.send_json({"type": "message", "content": "x" * 100_000, "client_msg_id": "m1"})
+        frames = await receive_until(ws, "error")
+    assert frames[-1]["errorType"] == "message_too_long" and frames[-1]["client_msg_id"] == "m1"
+    assert "32000" in frames[-1]["error"] and provider.requests == []
+    # Every other way in (voice, webhooks, the bridge, automation) meets the same bound.
+    with pytest.raises(ApiError) as refused:
+        await context_of(gateway).contracts.require(CHAT_TURNS).submit_turn("admin", "long-message", "x" * 32_001)
+    assert refused.value.status == 413 and refused.value.error_type == "message_too_long"
 
 
 # ---------------------------------------------------------------- the longest reply

@@ -123,11 +123,35 @@ async def test_a_console_on_another_address_requires_a_credential(aiohttp_client
     assert (await client.get("/api/services", headers={"Authorization": f"Basic {wrong}"})).status == 401
 
 
-async def test_loopback_console_asks_no_credential(aiohttp_client, service_table, make_config):
+async def test_loopback_console_without_a_token_asks_no_credential(aiohttp_client, service_table, make_config,
+                                                                   monkeypatch):
+    monkeypatch.delenv("CONSOLE_TOKEN", raising=False)
     specs = service_table([{"id": "alpha", "name": "Alpha"}])
-    client = await aiohttp_client(create_console_app(make_config({"console.token": "t"}), host="127.0.0.1",
-                                                     specs=specs))
+    client = await aiohttp_client(create_console_app(make_config(), host="127.0.0.1", specs=specs))
     assert (await client.get("/api/services")).status == 200
+
+
+async def test_a_configured_token_is_required_on_loopback_too(aiohttp_client, service_table, make_config,
+                                                               monkeypatch):
+    """Another user's process on the machine cannot restart services of a console that has a
+    CONSOLE_TOKEN, though it reaches the loopback address; the console's pages get the browser's
+    Basic login, the command line sends the token itself."""
+    monkeypatch.delenv("CONSOLE_TOKEN", raising=False)
+    specs = service_table([{"id": "alpha", "name": "Alpha"}])
+    client = await aiohttp_client(create_console_app(make_config({"console.token": "operator-token"}),
+                                                     host="127.0.0.1", specs=specs))
+    assert (await client.get("/api/health")).status == 200
+    for method, path in (("POST", "/api/services/alpha/restart"), ("POST", "/api/services/start-all"),
+                         ("GET", "/api/services"), ("GET", "/")):
+        refused = await client.request(method, path)
+        assert refused.status == 401, path
+        assert (await refused.json())["errorType"] == "unauthorized"
+        assert refused.headers["WWW-Authenticate"] == 'Basic realm="console"'
+    with pytest.raises(aiohttp.WSServerHandshakeError):
+        await client.ws_connect("/ws")
+    assert (await client.get("/api/services", headers={"Authorization": "Bearer operator-token"})).status == 200
+    basic = base64.b64encode(b"admin:operator-token").decode()
+    assert (await client.get("/", headers={"Authorization": f"Basic {basic}"})).status == 200
 
 
 async def test_other_web_origins_and_rebound_host_names_cannot_drive_the_console(aiohttp_client, service_table,

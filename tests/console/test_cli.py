@@ -109,3 +109,23 @@ def test_console_sh_start_status_stop_round_trip(service_table, tmp_path):
     assert f"console stopped (pid {state['pid']})" in stopped.stdout
     assert not psutil.pid_exists(state["pid"]) and not psutil.pid_exists(service_pid)
     assert "[console] stopped (exit code 0)" in (tmp_path / "data" / "logs" / "alpha.log").read_text()
+
+
+async def test_the_command_line_sends_the_configured_token_on_loopback(service_table, aiohttp_server, monkeypatch):
+    """A console with a CONSOLE_TOKEN asks every caller for it, loopback included; the command
+    line (`bin/console.sh status`, `restart` ...) sends it."""
+    import asyncio
+
+    from console.app import create_console_app
+    from console.cli import ConsoleHandle
+    from gateway.config import Config
+
+    specs = service_table([{"id": "alpha", "name": "Alpha"}])
+    monkeypatch.setenv("CONSOLE_TOKEN", "operator-token")
+    server = await aiohttp_server(create_console_app(Config.load(), host="127.0.0.1", specs=specs), host="127.0.0.1")
+    handle = ConsoleHandle(Config.load(generate_secrets=False), server.port)
+    status, body = await asyncio.to_thread(handle.request, "GET", "/api/services")
+    assert status == 200 and [row["id"] for row in body["services"]] == ["alpha"]
+    monkeypatch.delenv("CONSOLE_TOKEN")
+    status, body = await asyncio.to_thread(handle.request, "GET", "/api/services")
+    assert status == 401 and body["errorType"] == "unauthorized"

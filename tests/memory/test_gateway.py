@@ -142,3 +142,39 @@ async def test_an_outage_behind_the_service_is_passed_on_as_its_503(make_memory_
     body = await response.json()
     assert response.status == 503 and body["errorType"] == "vector_store_unavailable"
     assert response.headers["Retry-After"] == "5"
+
+
+async def test_a_retried_create_with_the_same_idempotency_key_answers_the_first_write(memory_service, make_gateway):
+    """A client that got no answer (a 502 at the gateway's timeout while the memory service went
+    on storing) retries with the same key: the first write's answer, one memory; a late retry
+    never undoes what was written since."""
+    gateway = await make_gateway(url_of(memory_service))
+
+    async def create(content: str, key: str | None) -> tuple[int, dict, str | None]:
+        headers = {**ALICE, **({"Idempotency-Key": key} if key else {})}
+        response = await gateway.post("/api/v1/memory", headers=headers, json={"content": content})
+        return response.status, await response.json(), response.headers.get("Idempotent-Replayed")
+
+    first = await create("I like green tea.", "key-1")
+    retry = await create("I like green tea.", "key-1")
+    assert first[0] == 201 and first[1]["action"] == "created" and first[2] is None
+    assert retry[0] == 201 and retry[1]["action"] == "created" and retry[2] == "true"
+    assert retry[1]["memory"]["id"] == first[1]["memory"]["id"]
+
+    changed = await create("I don't like green tea.", "key-2")
+    assert changed[1]["action"] == "superseded"
+    late = await create("I like green tea.", "key-1")
+    assert late[2] == "true" and late[1]["memory"]["content"] == "I don't like green tea."
+    listed = await (await gateway.get("/api/v1/memory", headers=ALICE)).json()
+    assert [m["content"] for m in listed["memories"]] == ["I don't like green tea."]
+
+    status, body, _ = await create("I like coffee.", "key-1")
+    assert status == 409 and body["errorType"] == "idempotency_key_reused" and body["hint"]
+    for bad in ("with space", "k" * 129):
+        status, body, _ = await create("I like coffee.", bad)
+        assert status == 400 and body["errorType"] == "validation_error" and "Idempotency-Key" in body["error"]
+    # Keys are per person: Bob's key-1 is his own first write.
+    response = await gateway.post("/api/v1/memory", headers={**BOB, "Idempotency-Key": "key-1"},
+                                  json={"content": "I like green tea."})
+    assert response.status == 201 and "Idempotent-Replayed" not in response.headers
+

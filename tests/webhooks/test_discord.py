@@ -108,6 +108,13 @@ async def test_other_interactions_and_commands_without_a_message(make_gateway, a
         assert (await response.json())["hint"]
 
 
+async def test_a_command_past_the_message_limit_is_413(make_gateway, ai_core_url, signing_key):
+    client, _ = await make_gateway(ai_core_url, **{"auth.discord_public_key": public_hex(signing_key)})
+    body, headers = signed(signing_key, command("x" * 100_000))
+    response = await client.post(URL, data=body, headers=headers)
+    assert response.status == 413 and (await response.json())["errorType"] == "message_too_long"
+
+
 async def test_a_discord_command_while_the_ai_core_is_down_is_502(make_gateway, closed_port_url, signing_key):
     client, _ = await make_gateway(closed_port_url, **{"auth.discord_public_key": public_hex(signing_key)})
     body, headers = signed(signing_key, command("hi"))

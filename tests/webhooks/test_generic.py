@@ -62,3 +62,18 @@ async def test_502_when_the_ai_core_is_down(make_gateway, closed_port_url):
     assert response.status == 502
     body = await response.json()
     assert body["errorType"] == "ai_service_unavailable" and "AI_CORE_URL" in body["hint"]
+
+
+async def test_a_message_past_the_limit_is_413_before_any_session_or_turn(make_gateway, ai_core_url, provider):
+    client, conversations = await make_gateway(ai_core_url)
+    response = await client.post(URL, headers=KEY, json={"message": "x" * 100_000, "session_id": "long-1"})
+    body = await response.json()
+    assert response.status == 413 and body["errorType"] == "message_too_long" and "webhooks" in body["hint"]
+    assert await conversations.get_session("ext_webhook_generic", "long-1") is None and provider.seen == []
+
+    # The chat's own bound holds for every text handed in as a turn, whatever the door allows.
+    client, _ = await make_gateway(ai_core_url, **{"plugins.webhooks": {"max_message_chars": 200_000}})
+    response = await client.post(URL, headers=KEY, json={"message": "x" * 100_000, "session_id": "long-2"})
+    body = await response.json()
+    assert response.status == 413 and body["errorType"] == "message_too_long" and "plugins.chat" in body["hint"]
+    assert provider.seen == []

@@ -204,12 +204,18 @@ def _pdf_pages_text(reader: Any, limits: Limits) -> list[str]:
     for page in reader.pages:
         contents = page.get("/Contents")
         key = None if contents is None else _pdf_object_key(contents)
-        pages.append((page, key, (key, _pdf_object_key(page.get("/Resources")))))
         if key is not None and key not in streams:
-            streams[key] = ContentStream(contents.get_object(), reader, "bytes")
-            content_bytes += len(streams[key].get_data())
-            if content_bytes > limits.max_pdf_content_bytes:
-                raise DocumentTooComplex(f"its pages hold more than {limits.max_pdf_content_bytes} bytes of content")
+            try:
+                stream = ContentStream(contents.get_object(), reader, "bytes")
+            except (AttributeError, KeyError, TypeError):  # not a stream: a page without text, as pypdf reads it
+                key = None
+            else:
+                streams[key] = stream
+                content_bytes += len(stream.get_data())
+                if content_bytes > limits.max_pdf_content_bytes:
+                    raise DocumentTooComplex(f"its pages hold more than {limits.max_pdf_content_bytes} bytes "
+                                             "of content")
+        pages.append((page, key, (key, _pdf_object_key(page.get("/Resources")))))
     texts: dict[Any, str] = {}
     result = []
     for page, contents_key, text_key in pages:

@@ -95,3 +95,9 @@ def test_a_content_stream_shared_by_pages_is_parsed_once():
     copies = samples.shared_stream_pdf(pages=15, filler_bytes=500_000, shared=False)
     with pytest.raises(extraction.DocumentTooComplex, match="bytes of content"):
         extraction.extract(copies, extraction.PDF, limits=limits)
+
+
+def test_a_page_whose_contents_is_no_stream_has_no_text_and_the_others_are_read():
+    pdf = samples.shared_stream_pdf(pages=2, filler_bytes=100, shared=False)
+    pdf = pdf.replace(b"/Contents 4 0 R", b"/Contents 3 0 R", 1)  # the font's dictionary
+    assert extraction.extract(pdf, extraction.PDF).text == "Only this sentence is text on every page."

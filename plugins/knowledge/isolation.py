@@ -94,13 +94,28 @@ def _child(connection: Connection, data: bytes, content_type: str, charset: str 
     except extraction.UnsupportedDocumentType as error:
         outcome = ("unsupported", str(error))
     except extraction.UnreadableDocument as error:
-        outcome = ("unreadable", str(error))
+        # A parser that runs out of memory may say so as its own error (lxml: "unknown error").
+        outcome = (("too_complex", f"reading it needed more than {_mib(memory_bytes)} MiB of memory")
+                   if _near_memory_limit() else ("unreadable", str(error)))
     except extraction.DocumentTooComplex as error:
         outcome = ("too_complex", str(error))
     except MemoryError:
         outcome = ("too_complex", f"reading it needed more than {_mib(memory_bytes)} MiB of memory")
     connection.send(outcome)
     connection.close()
+
+
+def _near_memory_limit() -> bool:
+    """Whether this process's address space came within a tenth of its limit."""
+    limit, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if limit == resource.RLIM_INFINITY:
+        return False
+    try:
+        with open("/proc/self/status") as status:
+            peak = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmPeak:"))
+    except (OSError, StopIteration, ValueError):
+        return False
+    return peak >= limit * 0.9
 
 
 def _limit(cpu_seconds: float, memory_bytes: int) -> None:

@@ -1,8 +1,11 @@
 """Cutting a document's text into passages that an answer can cite.
 
 Each chunk is an exact span of the document's `raw_content` (`text == raw[start:end]`), so a
-client can highlight it. Cuts follow the text's structure, coarsest first: Markdown headings
-(every chunk keeps the path of headings above it; a chunk never spans two sections), then
+client can highlight it. The text is kept as sent; cuts are found in a normalised copy of the
+same length (`normalised`: line ends and control characters as white space). Cuts follow the
+text's structure, coarsest first: Markdown headings (every chunk keeps the path of headings
+above it; small sections in a row share a chunk until it holds `min_units`, under the headings
+they have in common, so a page of one-line sections is not a chunk per line), then
 paragraphs (blank lines), then sentences (`.!?` before a space, `。！？；` with no space, as
 Chinese writes them) and line ends, and only for one over-long sentence a hard cut (at a space
 when there is one). When a paragraph is cut between two chunks, the second repeats up to
@@ -33,6 +36,8 @@ _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n\s*")
 _SENTENCE_END = re.compile(
     r"[.!?…]+[\"'”’)\]]*[ \t]+|[。！？；…]+[”’」』）\]]*[ \t]*|\n")
 _SPACE = re.compile(r"\s")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_LONE_CR = re.compile(r"\r(?!\n)")
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,14 @@ def looks_like_markdown(text: str) -> bool:
     return False
 
 
+def normalised(text: str) -> str:
+    """`text` with the same length, as the chunker reads it: a line end of `\r\n` as ` \n`, a
+    lone `\r` as `\n`, control characters as spaces."""
+    if "\r" in text:
+        text = _LONE_CR.sub("\n", text.replace("\r\n", " \n"))
+    return _CONTROL.sub(" ", text)
+
+
 def chunk_text(text: str, *, markdown: bool = True, max_units: int = DEFAULT_MAX_UNITS,
                min_units: int = DEFAULT_MIN_UNITS, overlap_units: int = DEFAULT_OVERLAP_UNITS) -> list[Chunk]:
     """The chunks of `text`, in order. With `markdown`, ATX headings (`# Title`) outside code
@@ -75,11 +88,47 @@ def chunk_text(text: str, *, markdown: bool = True, max_units: int = DEFAULT_MAX
         raise ValueError("max_units must be at least 50")
     min_units = min(min_units, max_units)
     overlap_units = max(0, min(overlap_units, max_units // 2))
+    view = normalised(text)
     chunks: list[Chunk] = []
-    for path, start, end in _sections(text, markdown):
-        pieces = _pieces(text, start, end, max_units)
-        chunks.extend(_pack(text, pieces, path, max_units, min_units, overlap_units))
+    for group in _grouped(view, _sections(view, markdown), max_units, min_units):
+        if len(group) > 1:
+            chunk = _chunk(text, view, group[0][1], group[-1][2], _common_prefix([path for path, _, _ in group]))
+            if chunk.text:
+                chunks.append(chunk)
+            continue
+        path, start, end = group[0]
+        pieces = _pieces(view, start, end, max_units)
+        chunks.extend(_pack(text, view, pieces, path, max_units, min_units, overlap_units))
     return chunks
+
+
+_Section = tuple[tuple[str, ...], int, int]
+
+
+def _grouped(view: str, sections: list[_Section], max_units: int, min_units: int) -> list[list[_Section]]:
+    """Sections in runs that share a chunk: a section smaller than min_units takes the sections
+    after it while the run stays below min_units and all of it fits in one chunk."""
+    groups: list[list[_Section]] = []
+    size = 0
+    for section in sections:
+        section_units = units(view[section[1]:section[2]])
+        if groups and size < min_units and size + section_units <= max_units:
+            groups[-1].append(section)
+            size += section_units
+        else:
+            groups.append([section])
+            size = section_units
+    return groups
+
+
+def _common_prefix(paths: list[tuple[str, ...]]) -> tuple[str, ...]:
+    prefix = paths[0]
+    for path in paths[1:]:
+        length = 0
+        while length < min(len(prefix), len(path)) and prefix[length] == path[length]:
+            length += 1
+        prefix = prefix[:length]
+    return prefix
 
 
 def _sections(text: str, markdown: bool) -> list[tuple[tuple[str, ...], int, int]]:
@@ -173,7 +222,7 @@ def _hard_cut(text: str, start: int, end: int, max_units: int) -> int:
     return position
 
 
-def _pack(text: str, pieces: list[_Piece], path: tuple[str, ...], max_units: int, min_units: int,
+def _pack(text: str, view: str, pieces: list[_Piece], path: tuple[str, ...], max_units: int, min_units: int,
           overlap_units: int) -> list[Chunk]:
     """Pieces joined into chunks of at most max_units, ending at a paragraph's end once a chunk
     holds min_units; a chunk that cuts a paragraph is followed by one starting with its last
@@ -189,7 +238,7 @@ def _pack(text: str, pieces: list[_Piece], path: tuple[str, ...], max_units: int
                 break
             size += piece.units
             index += 1
-        chunks.append(_chunk(text, pieces[first].start, pieces[index - 1].end, path))
+        chunks.append(_chunk(text, view, pieces[first].start, pieces[index - 1].end, path))
         fresh = index
         # When a paragraph was cut, the next chunk opens with whole sentences of this one's end,
         # as long as the sentence after them still fits beside them.
@@ -205,8 +254,10 @@ def _pack(text: str, pieces: list[_Piece], path: tuple[str, ...], max_units: int
     return [chunk for chunk in chunks if chunk.text]
 
 
-def _chunk(text: str, start: int, end: int, path: tuple[str, ...]) -> Chunk:
-    raw = text[start:end]
-    stripped_start = len(raw) - len(raw.lstrip())
-    stripped_end = len(raw.rstrip())
-    return Chunk(raw[stripped_start:stripped_end], start + stripped_start, start + stripped_end, path)
+def _chunk(text: str, view: str, start: int, end: int, path: tuple[str, ...]) -> Chunk:
+    """The span without the white space at its ends (as the normalised copy has it), cut from
+    the text as sent."""
+    seen = view[start:end]
+    stripped_start = start + len(seen) - len(seen.lstrip())
+    stripped_end = start + len(seen.rstrip())
+    return Chunk(text[stripped_start:stripped_end], stripped_start, stripped_end, path)

@@ -3,7 +3,9 @@ from marshmallow import fields, validate
 
 from gateway.plugins import PluginSettings
 
-from . import chunking
+from . import chunking, extraction
+
+_LIMITS = extraction.Limits()
 
 
 class KnowledgeSettings(PluginSettings):
@@ -22,7 +24,32 @@ class KnowledgeSettings(PluginSettings):
                                                               "counts three)."})
     chunk_min_units = fields.Integer(load_default=chunking.DEFAULT_MIN_UNITS, validate=validate.Range(min=0),
                                      metadata={"description": "A chunk ends at a paragraph's end once it holds this "
-                                                              "many units."})
+                                                              "many units; smaller Markdown sections in a row "
+                                                              "share a chunk until it does (0: never)."})
+    max_chunks_per_document = fields.Integer(load_default=10_000, validate=validate.Range(min=1), metadata={
+        "description": "Most chunks one document may be cut into; a document that needs more is refused (400 "
+                       "`too_many_chunks`). Two million characters of prose make about 3,000 (English) to 8,500 "
+                       "(Chinese)."})
+    extract_cpu_seconds = fields.Float(load_default=60.0, validate=validate.Range(min=1), metadata={
+        "description": "CPU seconds that reading one PDF, Word file or web page may take (it runs in a child "
+                       "process; beyond: 400 `document_too_complex`)."})
+    extract_memory_bytes = fields.Integer(load_default=1024 * 1024 * 1024,
+                                          validate=validate.Range(min=32 * 1024 * 1024), metadata={
+        "description": "Memory, in bytes, that reading one PDF, Word file or web page may take beyond the "
+                       "reader's own (beyond: 400 `document_too_complex`)."})
+    extract_max_part_bytes = fields.Integer(load_default=_LIMITS.max_part_bytes, validate=validate.Range(min=1024),
+                                            metadata={"description": "Most bytes one part of a Word file (a ZIP "
+                                                                     "archive) may unpack to."})
+    extract_max_unpacked_bytes = fields.Integer(load_default=_LIMITS.max_unpacked_bytes,
+                                                validate=validate.Range(min=1024),
+                                                metadata={"description": "Most bytes all parts of a Word file may "
+                                                                         "unpack to together."})
+    extract_max_ratio = fields.Integer(load_default=_LIMITS.max_ratio, validate=validate.Range(min=10), metadata={
+        "description": "Most times its packed size that a part of a Word file of 1 MiB or more may unpack to."})
+    extract_max_pdf_content_bytes = fields.Integer(load_default=_LIMITS.max_pdf_content_bytes,
+                                                   validate=validate.Range(min=1024), metadata={
+        "description": "Most bytes of page content (decoded content streams, a stream shared by pages counted "
+                       "once) a PDF may hold."})
     chunk_overlap_units = fields.Integer(load_default=chunking.DEFAULT_OVERLAP_UNITS, validate=validate.Range(min=0),
                                          metadata={"description": "Whole sentences, up to this many units, that a "
                                                                   "chunk repeats from the one before when a "

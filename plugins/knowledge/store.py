@@ -2,7 +2,8 @@
 vector index, collection `knowledge`), and the indexer that moves chunks from one to the other.
 
 A document's text is read and chunked while its create call waits (extraction and chunking in
-this plugin's executor); its chunks' rows are written at once. Indexing (embedding and storing
+this plugin's executor; PDF, Word and HTML in a child process with CPU-time and memory limits,
+isolation.py); its chunks' rows are written at once. Indexing (embedding and storing
 vectors) happens inline for short documents (`inline_index_chars`), so they answer `ready`, and
 in the background for longer ones, which answer `pending`: one indexer per service claims the
 oldest unindexed document (`FOR UPDATE SKIP LOCKED`, so instances sharing the database never
@@ -15,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
-import dataclasses
 import json
 import logging
 import time
@@ -33,7 +33,7 @@ from gateway.identity import Identity, owner_for
 from gateway.vectors import IndexItem, VectorStoreUnavailable
 from plugins.files.contract import FILES
 
-from . import chunking, extraction
+from . import chunking, extraction, isolation
 
 log = logging.getLogger("plugins.knowledge")
 
@@ -86,6 +86,12 @@ def vector_store_unavailable(error: BaseException) -> ServiceUnavailable:
         f"The vector store or the embedding model is unavailable: {error}", error_type="vector_store_unavailable",
         hint="Try again in a few seconds. Operators: check QDRANT_URL's server (or DATA_DIR's embedded index) and "
              "the embeddings provider; see docs/knowledge.md.", headers={"Retry-After": RETRY_AFTER_SECONDS})
+
+
+def document_too_complex(error: Exception) -> BadRequest:
+    return BadRequest(f"The document is too complex to read: {error}.", error_type="document_too_complex",
+                      hint="Send its text, or a simpler file (saved again, or as plain text or Markdown); see "
+                           "docs/knowledge.md for the limits.")
 
 
 def unsupported_document_type(content_type: str) -> BadRequest:
@@ -255,10 +261,14 @@ class KnowledgeStore:
             raise BadRequest(f"The document holds {len(text)} characters of text, more than the "
                              f"{self.settings['max_content_chars']} allowed.", error_type="document_too_large",
                              hint="Split it into several documents.")
-        if not text.strip():
+        if not chunking.normalised(text).strip():
             raise BadRequest("The document holds no text.", error_type="empty_document",
                              hint="A scanned PDF or an image has no text to read; send its text instead.")
         chunks = await self.in_executor(self._chunk, text, extracted.markdown)
+        if len(chunks) > self.settings["max_chunks_per_document"]:
+            raise BadRequest(f"The document would be cut into {len(chunks)} chunks, more than the "
+                             f"{self.settings['max_chunks_per_document']} one document may have.",
+                             error_type="too_many_chunks", hint="Split it into several documents.")
         inline = len(text) <= self.settings["inline_index_chars"]
         document_id = await self._insert_document(base, body["title"].strip(), source_type, source_ref,
                                                   extracted.content_type, text, chunks, inline)
@@ -284,14 +294,15 @@ class KnowledgeStore:
                                    overlap_units=self.settings["chunk_overlap_units"])
 
     async def _from_text(self, body: dict) -> extraction.Extracted:
+        """The text as sent, exactly (`raw_content`); only the chunker's copy is normalised. (The
+        core reads a NUL or half a surrogate pair escaped in JSON as U+FFFD: PostgreSQL stores neither.)"""
         content = body["content"]
         if content is None or not content.strip():
             raise BadRequest("A text document needs its `content`.", error_type="validation_error",
                              hint="Send the text in `content`, or choose source_type `file` or `url`.")
-        extracted = await self.in_executor(extraction.extract, content.encode("utf-8", "replace"), "text/plain")
-        if extracted.markdown:  # a note written in Markdown is stored as such
-            extracted = dataclasses.replace(extracted, content_type="text/markdown")
-        return extracted
+        markdown = await self.in_executor(chunking.looks_like_markdown, content)
+        # A note written in Markdown is stored as such.
+        return extraction.Extracted(content, "text/markdown" if markdown else "text/plain", markdown)
 
     async def _from_file(self, identity: Identity, base: dict, body: dict) -> tuple[extraction.Extracted, str]:
         file_id = body["file_id"]
@@ -353,13 +364,25 @@ class KnowledgeStore:
         return await self._extract(result.body, content_type, charset), result.url
 
     async def _extract(self, data: bytes, content_type: str, charset: str | None = None) -> extraction.Extracted:
+        """PDF, Word and HTML are read in a child process with CPU-time and memory limits
+        (isolation.py); text types, a linear decode, here."""
+        settings = self.settings
+        limits = extraction.Limits(max_part_bytes=settings["extract_max_part_bytes"],
+                                   max_unpacked_bytes=settings["extract_max_unpacked_bytes"],
+                                   max_ratio=settings["extract_max_ratio"],
+                                   max_pdf_content_bytes=settings["extract_max_pdf_content_bytes"])
         try:
+            if extraction.needs_isolation(content_type):
+                return await self.in_executor(isolation.extract_isolated, data, content_type, charset, limits,
+                                              settings["extract_cpu_seconds"], settings["extract_memory_bytes"])
             return await self.in_executor(lambda: extraction.extract(data, content_type, charset=charset))
         except extraction.UnsupportedDocumentType:
             raise unsupported_document_type(content_type) from None
         except extraction.UnreadableDocument as error:
             raise BadRequest(f"The document cannot be read: {error}.", error_type="unreadable_document",
                              hint="Check that the file opens, and is not protected by a password.") from None
+        except extraction.DocumentTooComplex as error:
+            raise document_too_complex(error) from None
 
     async def _insert_document(self, base: dict, title: str, source_type: str, source_ref: str,
                                content_type: str, text: str, chunks: list[chunking.Chunk], inline: bool) -> str:

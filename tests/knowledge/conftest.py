@@ -105,6 +105,10 @@ async def web_server(aiohttp_server):
     async def report(request: web.Request) -> web.Response:
         return web.Response(body=samples.pdf_bytes(), content_type="application/pdf")
 
+    @routes.get("/bomb.docx")
+    async def bomb(request: web.Request) -> web.Response:
+        return web.Response(body=samples.docx_bomb(), content_type=samples.DOCX)
+
     @routes.get("/photo.png")
     async def photo(request: web.Request) -> web.Response:
         return web.Response(body=samples.PNG, content_type="image/png")

@@ -116,3 +116,45 @@ def test_a_megabyte_is_chunked_quickly():
 def test_refuses_tiny_limits():
     with pytest.raises(ValueError):
         chunk_text("text", max_units=10)
+
+
+def test_tiny_sections_share_chunks_as_prose_does():
+    """200 KB of one-line sections made 28,571 chunks (prose of that size makes about 300)."""
+    text = "# h\nx\n\n" * (200_000 // 7)
+    chunks = chunk_text(text)
+    check_offsets(text, chunks)
+    prose = ("A sentence of ordinary prose about nothing much at all. " * 8 + "\n\n") * (200_000 // 450)
+    assert len(chunks) < 1.5 * len(chunk_text(prose))
+    assert all(chunk.heading_path == ("h",) for chunk in chunks)
+    assert all(units(chunk.text) <= 800 for chunk in chunks)
+
+
+def test_small_sections_in_a_row_share_a_chunk_under_their_common_headings():
+    text = ("# Bicycle\n\nPump the tyres.\n\n## Chain\n\nOil it monthly.\n\n## Brakes\n\nCheck the pads.\n\n"
+            "# Car\n\nWash it.")
+    chunks = chunk_text(text)
+    check_offsets(text, chunks)
+    assert [chunk.text for chunk in chunks] == [text]
+    assert chunks[0].heading_path == ()
+    bicycle = text[:text.index("# Car")]
+    assert chunk_text(bicycle)[0].heading_path == ("Bicycle",)
+    # min_units 0: no chunk spans two sections, however small (nor two paragraphs).
+    assert list(dict.fromkeys(chunk.heading_path for chunk in chunk_text(text, min_units=0))) == [
+        ("Bicycle",), ("Bicycle", "Chain"), ("Bicycle", "Brakes"), ("Car",)]
+    # A section as large as a chunk stays alone; small ones beside it share.
+    large = "## Long\n\n" + "A sentence that fills the section. " * 30
+    text = "# Top\n\nintro\n\n" + large + "\n\n## A\n\na\n\n## B\n\nb"
+    chunks = chunk_text(text)
+    check_offsets(text, chunks)
+    assert chunks[0].text == "# Top\n\nintro" and chunks[0].heading_path == ("Top",)
+    assert len(chunks) > 3 and all(chunk.heading_path == ("Top", "Long") for chunk in chunks[1:-1])
+    assert chunks[-1].text == "## A\n\na\n\n## B\n\nb" and chunks[-1].heading_path == ("Top",)
+
+
+def test_line_ends_and_control_characters_are_read_as_white_space_and_kept():
+    text = "# Title\r\n\r\nFirst\x07 line.\r\nSecond line.\r\n\r\n\r\n## Next\rAnother\x0c paragraph.\r\n"
+    chunks = chunk_text(text, min_units=0)
+    check_offsets(text, chunks)
+    assert [(chunk.text, chunk.heading_path) for chunk in chunks] == [
+        ("# Title", ("Title",)), ("First\x07 line.\r\nSecond line.", ("Title",)),
+        ("## Next\rAnother\x0c paragraph.", ("Title", "Next"))]

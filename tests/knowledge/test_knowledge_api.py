@@ -45,7 +45,7 @@ async def test_document_lifecycle(knowledge):
     assert document["content_type"] == "text/markdown" and document["raw_content"] == content
     assert document["content_length"] == len(content)
     assert document["index_status"] == "ready" and document["index_error"] is None
-    assert document["chunk_count"] == 2
+    assert document["chunk_count"] == 1  # two small sections share a chunk (docs/knowledge.md, Chunking)
 
     listed = await knowledge.call("GET", f"/knowledge/bases/{kb_id}/documents")
     assert listed["total"] == 1 and "raw_content" not in listed["documents"][0]
@@ -55,8 +55,8 @@ async def test_document_lifecycle(knowledge):
     detail = await knowledge.call("GET", f"/knowledge/documents/{document['id']}")
     assert detail["document"] == document
     chunks = detail["chunks"]
-    assert [chunk["position"] for chunk in chunks] == [0, 1]
-    assert chunks[0]["heading_path"] == ["Bicycle"] and chunks[1]["heading_path"] == ["Bicycle", "Chain"]
+    assert [chunk["position"] for chunk in chunks] == [0]
+    assert chunks[0]["heading_path"] == ["Bicycle"] and chunks[0]["text"] == content
     for chunk in chunks:
         assert chunk["document_id"] == document["id"] and chunk["kb_id"] == kb_id
         assert chunk["document_title"] == "Bike care"
@@ -203,3 +203,36 @@ async def test_user_id_may_come_in_the_body(knowledge):
     assert found["chunks"][0]["document_id"] == document["id"] and found["chunks"][0]["kb_name"] == "Via body"
     await knowledge.error("POST", "/knowledge/search", 403, "forbidden", json={"query": "boat", "user_id": "user_bob"})
     await knowledge.error("POST", "/knowledge/bases", 403, "forbidden", json={"name": "x", "user_id": "user_bob"})
+
+
+async def test_raw_content_is_the_text_exactly_as_sent(knowledge):
+    """Trailing white space, a final newline, CRLF line ends and runs of blank lines come back as
+    they were sent; only the chunker's copy is normalised, and offsets point into the text as sent."""
+    kb_id = (await knowledge.base())["id"]
+    content = "  Shopping list:  \r\n\r\n\r\n\r\n- oat milk\t\n- lemons   \n\n"
+    document = await knowledge.note(kb_id, "Shopping", content)
+    assert document["raw_content"] == content and document["content_length"] == len(content)
+    detail = await knowledge.call("GET", f"/knowledge/documents/{document['id']}")
+    assert detail["document"]["raw_content"] == content
+    assert detail["chunks"] and all(content[chunk["start_offset"]:chunk["end_offset"]] == chunk["text"]
+                                    for chunk in detail["chunks"])
+    assert detail["chunks"][0]["text"].startswith("Shopping list:")
+    listed = await knowledge.call("GET", f"/knowledge/bases/{kb_id}/documents?include_content=true")
+    assert listed["documents"][0]["raw_content"] == content
+
+
+async def test_a_note_of_white_space_and_control_characters_holds_no_text(knowledge):
+    kb_id = (await knowledge.base())["id"]
+    path = f"/knowledge/bases/{kb_id}/documents"
+    await knowledge.error("POST", path, 400, "empty_document", json={"title": "t", "content": "\u0007 \r\n\u0001"})
+    assert (await knowledge.call("GET", path))["total"] == 0
+
+
+async def test_a_document_cut_into_more_chunks_than_allowed_is_refused(make_knowledge_app):
+    knowledge = await make_knowledge_app({"max_chunks_per_document": 3})
+    kb_id = (await knowledge.base())["id"]
+    paragraph = "A sentence of ordinary prose about nothing much at all. " * 10
+    body = await knowledge.error("POST", f"/knowledge/bases/{kb_id}/documents", 400, "too_many_chunks",
+                                 json={"title": "Long", "content": "\n\n".join([paragraph] * 4)})
+    assert "4 chunks" in body["error"] and "3" in body["error"]
+    await knowledge.note(kb_id, "Short", "\n\n".join([paragraph] * 3))

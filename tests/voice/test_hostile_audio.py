@@ -15,6 +15,9 @@ import psutil
 import pytest
 
 from plugins.voice import audio
+from tests.support.voice_gateway import (ai_core_url, chat_settings, gateway_port, make_voice_gateway,  # noqa: F401
+                                         provider, token_for)
+from tests.support.voice_gateway import ALICE as GATEWAY_ALICE
 from tests.voice.conftest import ALICE
 
 STREAM = "/api/v1/transcribe/stream"
@@ -124,6 +127,20 @@ async def test_an_81_byte_flac_declaring_8_hz_is_refused_before_resampling(light
     assert body["success"] is False and body["errorType"] == "sample_rate_unsupported"
     assert "8 Hz" in body["error"] and "4000" in body["hint"]
     assert memory.growth < MEMORY_BOUND, f"grew {memory.growth / 2**20:.0f} MiB"
+
+
+async def test_through_the_gateway_as_any_signed_in_person(light_service, make_voice_gateway):
+    gateway = await make_voice_gateway(str(light_service.make_url("")).rstrip("/"))
+    body = aiohttp.FormData()
+    body.add_field("audio", flac(8), filename="tiny.flac", content_type="audio/flac")
+    body.add_field("language", "en")
+    with PeakMemory() as memory:
+        response = await gateway.post("/api/v1/voice/transcribe", data=body,
+                                      headers={"Authorization": f"Bearer {token_for(gateway, GATEWAY_ALICE)}"})
+        answer = await response.json()
+    assert response.status == 400 and answer["errorType"] == "sample_rate_unsupported", answer
+    assert answer["success"] is False
+    assert memory.growth < MEMORY_BOUND
 
 
 async def test_a_rate_out_of_range_in_a_later_frame_is_refused_too(light_service):

@@ -28,6 +28,15 @@ CONTAINERS = {"webm": "matroska", "wav": "wav", "opus": "ogg", "ogg": "ogg", "mp
               "m4a": "mp4", "mp4": "mp4", "aac": "aac"}
 STREAM_FORMATS = ("webm", "wav", "pcm", "opus", "ogg")
 ENCODINGS = {"wav": "audio/wav", "mp3": "audio/mpeg", "ogg": "audio/ogg"}
+# Sample rates taken from a header or a caller. Resampling to 16 kHz makes SAMPLE_RATE / rate
+# output samples of each input one: a header declaring 8 Hz turns an 81-byte FLAC into gigabytes.
+# Speech below 4 kHz is not worth recognising, and nothing records above 192 kHz.
+MIN_SAMPLE_RATE, MAX_SAMPLE_RATE = 4000, 192000
+# More channels than any speech recording has (9.1.6 and third-order ambisonics have 16).
+MAX_CHANNELS = 32
+# Codecs whose declared length is exact (a count of samples or bytes), not FFmpeg's estimate
+# from the bit rate (an MP3 without a Xing header): trusted to refuse a file before decoding it.
+EXACT_LENGTH_CODECS = ("flac", "pcm_")
 
 
 class AudioError(Exception):
@@ -36,6 +45,28 @@ class AudioError(Exception):
     def __init__(self, message: str, error_type: str, hint: str = "", status: int = 400):
         super().__init__(message)
         self.message, self.error_type, self.hint, self.status = message, error_type, hint, status
+
+
+def check_rate(rate: int, what: str = "The audio") -> None:
+    if not MIN_SAMPLE_RATE <= rate <= MAX_SAMPLE_RATE:
+        raise AudioError(f"{what} declares a sample rate of {rate} Hz.", "sample_rate_unsupported",
+                         f"Send audio sampled at {MIN_SAMPLE_RATE} to {MAX_SAMPLE_RATE} Hz (16000 is best).")
+
+
+def check_channels(channels: int, what: str = "The audio") -> None:
+    if channels > MAX_CHANNELS:
+        raise AudioError(f"{what} declares {channels} channels.", "audio_undecodable",
+                         f"Send mono or stereo audio (at most {MAX_CHANNELS} channels).")
+
+
+def too_long(max_seconds: float, what: str = "The audio") -> AudioError:
+    return AudioError(f"{what} is longer than {max_seconds:g} seconds.", "audio_too_long",
+                      "Send a shorter recording.", status=413)
+
+
+def resampled_length(samples: int, rate: int) -> int:
+    """How many 16 kHz samples `samples` at `rate` become: known before any is allocated."""
+    return -(-samples * SAMPLE_RATE // rate)
 
 
 def _resampler() -> Any:
@@ -72,12 +103,15 @@ def decode(data: bytes, format_hint: str | None = None, sample_rate: int | None 
     if not data:
         raise AudioError("The audio is empty.", "audio_empty", "Send a recording with speech in it.")
     if format_hint == "pcm":
-        samples = pcm_to_samples(data, sample_rate or SAMPLE_RATE)
+        rate = sample_rate or SAMPLE_RATE
+        check_rate(rate)
+        if resampled_length(len(data) // 2, rate) > max_seconds * SAMPLE_RATE:
+            raise too_long(max_seconds)
+        samples = pcm_to_samples(data, rate)
     else:
         samples = _decode_container(data, format_hint, max_seconds)
     if len(samples) > max_seconds * SAMPLE_RATE:
-        raise AudioError(f"The audio is longer than {max_seconds:g} seconds.", "audio_too_long",
-                         "Send a shorter recording.", status=413)
+        raise too_long(max_seconds)
     if not len(samples):
         raise AudioError("The audio holds no samples.", "audio_empty", "Send a recording with speech in it.")
     return samples
@@ -96,13 +130,13 @@ def _decode_container(data: bytes, format_hint: str | None, max_seconds: float) 
                 if not container.streams.audio:
                     raise AudioError("The file holds no audio track.", "audio_undecodable",
                                      "Send WAV, MP3, OGG/Opus, FLAC, WebM or raw pcm.")
+                stream = container.streams.audio[0]
+                _check_declared(stream, max_seconds)
                 resampler, parts, total = _resampler(), [], 0
-                for frame in container.decode(audio=0):
-                    for samples in _frames_to_samples(resampler.resample(frame)):
+                for frame in container.decode(stream):
+                    for samples in _resample_within(resampler, frame, total, max_seconds):
                         parts.append(samples)
                         total += len(samples)
-                    if total > max_seconds * SAMPLE_RATE:
-                        break
                 parts.extend(_frames_to_samples(resampler.resample(None)))
                 return np.concatenate(parts) if parts else np.zeros(0, np.float32)
         except AudioError:
@@ -112,6 +146,28 @@ def _decode_container(data: bytes, format_hint: str | None, max_seconds: float) 
     raise AudioError(f"The audio cannot be decoded ({type(last_error).__name__}: {last_error}).",
                      "audio_undecodable", "Send WAV, MP3, OGG/Opus, FLAC, WebM, or raw pcm (16 kHz mono "
                                           "s16le, or name its sample_rate).")
+
+
+def _check_declared(stream: Any, max_seconds: float | None, what: str = "The audio") -> None:
+    """Refuse from the header alone: a rate or channel count out of range, or (where the codec
+    states it exactly) a length over `max_seconds`. Headers can lie: frames are checked too."""
+    codec = stream.codec_context
+    if codec.sample_rate:   # 0: not known before decoding
+        check_rate(codec.sample_rate, what)
+    check_channels(codec.channels, what)
+    if (max_seconds is not None and stream.duration and stream.time_base
+            and codec.name.startswith(EXACT_LENGTH_CODECS) and stream.duration * stream.time_base > max_seconds):
+        raise too_long(max_seconds, what)
+
+
+def _resample_within(resampler: Any, frame: Any, total: int, max_seconds: float,
+                     what: str = "The audio") -> list[np.ndarray]:
+    """One decoded frame at 16 kHz, refused before resampling when its own rate is out of range
+    or its output would take the audio past `max_seconds` (`total`: the samples so far)."""
+    check_rate(frame.sample_rate, what)
+    if total + resampled_length(frame.samples, frame.sample_rate) > max_seconds * SAMPLE_RATE:
+        raise too_long(max_seconds, what)
+    return _frames_to_samples(resampler.resample(frame))
 
 
 def is_silent(samples: np.ndarray) -> bool:
@@ -225,16 +281,21 @@ class _Pipe(io.RawIOBase):
 
 
 class StreamDecoder:
-    """Chunks of one recording in, 16 kHz float32 samples out as they decode. `feed` never
-    blocks (the event loop calls it); `samples()` is what was decoded so far; `finish()` waits
-    (call it in an executor) until every fed byte is decoded; `close()` frees the thread."""
+    """Chunks of one recording in, 16 kHz float32 samples out as they decode. `feed` converts
+    a WAV or pcm chunk itself (CPU work: call it in an executor) and hands a WebM or OGG chunk to
+    the decoding thread; `samples()` is what was decoded so far; `finish()` waits (call it in an
+    executor) until every fed byte is decoded; `close()` frees the thread. Decoding stops with
+    an AudioError (in `error`, and raised by `feed` and `finish`) at a sample rate out of range or
+    once the audio would pass `max_seconds`, checked before anything is resampled."""
 
-    def __init__(self, audio_format: str, sample_rate: int | None = None):
+    def __init__(self, audio_format: str, sample_rate: int | None = None, max_seconds: float = 600.0):
         if audio_format not in STREAM_FORMATS:
             raise AudioError(f"Unknown stream format {audio_format!r}.", "unsupported_format",
                              f"Use one of {', '.join(STREAM_FORMATS)}.")
         self.audio_format = audio_format
         self.pcm_rate = sample_rate or SAMPLE_RATE
+        check_rate(self.pcm_rate, "The stream")
+        self.max_seconds = max_seconds
         self._parts: list[np.ndarray] = []
         self._count = 0
         self._lock = threading.Lock()
@@ -262,6 +323,8 @@ class StreamDecoder:
                 self._count += len(samples)
 
     def feed(self, chunk: bytes) -> None:
+        if self.error is not None and self.error.error_type != "audio_undecodable":
+            raise self.error
         if self._pipe is not None:
             self._pipe.write_chunk(chunk)
             return
@@ -281,6 +344,9 @@ class StreamDecoder:
             samples /= 32768.0
         if self._channels > 1:
             samples = samples.reshape(-1, self._channels).mean(axis=1)
+        if self._count + resampled_length(len(samples), self.pcm_rate) > self.max_seconds * SAMPLE_RATE:
+            self.error = too_long(self.max_seconds, "The stream")
+            raise self.error
         if self.pcm_rate != SAMPLE_RATE and len(samples):
             samples = self._resample(samples)
         self._append(samples)
@@ -322,6 +388,13 @@ class StreamDecoder:
                     self.error = AudioError("The wav stream is not 16-bit PCM or 32-bit float.",
                                             "audio_undecodable", "Stream 16-bit PCM WAV, or use format=webm.")
                     raise self.error
+                try:
+                    check_rate(rate, "The wav stream")
+                    check_channels(channels, "The wav stream")
+                except AudioError as error:
+                    self._wav_header = None
+                    self.error = error
+                    raise
                 self._channels, self.pcm_rate = channels, rate
                 self._sample_type = "<f4" if tag == 3 else "<i2"
             elif position + 8 + size > len(header):
@@ -356,7 +429,8 @@ class StreamDecoder:
             self._append(np.concatenate(_frames_to_samples(self._stream_resampler.resample(None)) or
                                         [np.zeros(0, np.float32)]))
             self._stream_resampler = None
-        if self.error is not None and not self._count:
+        # Undecodable bytes after some audio leave that audio; a limit refuses the stream.
+        if self.error is not None and (not self._count or self.error.error_type != "audio_undecodable"):
             raise self.error
         return self.samples()
 
@@ -378,6 +452,7 @@ class StreamDecoder:
                          buffer_size=4096) as container:
                 if not container.streams.audio:
                     raise AudioError("The stream holds no audio track.", "audio_undecodable")
+                _check_declared(container.streams.audio[0], None, "The stream")
                 resampler = _resampler()
                 for packet in container.demux(audio=0):
                     if self._closed:
@@ -387,7 +462,8 @@ class StreamDecoder:
                     except av.FFmpegError:
                         continue   # one damaged packet is skipped, not the stream
                     for frame in frames:
-                        for samples in _frames_to_samples(resampler.resample(frame)):
+                        for samples in _resample_within(resampler, frame, self._count, self.max_seconds,
+                                                        "The stream"):
                             self._append(samples)
                 for samples in _frames_to_samples(resampler.resample(None)):
                     self._append(samples)

@@ -136,7 +136,9 @@ class VoiceStreamStartFrame(marshmallow.Schema):
 class VoiceStreamChunkFrame(marshmallow.Schema):
     audio_data = fields.String(required=True, metadata={"description": "The next piece of encoded audio, base64."})
     sequence = fields.Integer(load_default=None, allow_none=True, validate=validate.Range(min=0),
-                              metadata={"description": "0, 1, 2...: a chunk sent again is dropped."})
+                              metadata={"description": "0, 1, 2...: chunks are forwarded in this order (one that "
+                                                       "comes early is held, up to 16 past the one awaited); a "
+                                                       "chunk sent again is dropped."})
     timestamp = fields.Integer(load_default=None, allow_none=True)
 
 

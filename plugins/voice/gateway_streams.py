@@ -3,11 +3,11 @@
 table says, with the error rows of docs/voice.md ("In the gateway").
 
 One stream per connection at most, held here by connection id. A stream is a WebSocket to the
-voice service's recognizer: chunks go there as binary frames, its interim texts come back as
-`voice_interim` frames, and after `voice_stream_end` its final text is `voice_final` and then a
-chat turn through CHAT_TURNS (queue, lock, de-duplication by the stream's message_id, echo to the
-user's other devices). Whatever ends a stream (its end, an error, a limit, silence, the device
-going away) closes the recognizer and cancels its tasks."""
+voice service's recognizer: chunks go there as binary frames in their `sequence` order, its
+interim texts come back as `voice_interim` frames, and after `voice_stream_end` its final text is
+`voice_final` and then a chat turn through CHAT_TURNS (queue, lock, de-duplication by the
+stream's message_id, echo to the user's other devices). Whatever ends a stream (its end, an error,
+a limit, silence, the device going away) closes the recognizer and cancels its tasks."""
 from __future__ import annotations
 
 import asyncio
@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     from gateway.hub import Connection
 
 log = logging.getLogger("plugins.voice.streams")
+# Chunks that came early and are held while an earlier one is awaited; the next one past them
+# gives the awaited chunk up as missing (an `error` frame names it) and the stream goes on.
+REORDER_WINDOW = 16
 
 
 def now_ms() -> int:
@@ -75,7 +78,9 @@ class VoiceStream:
         self.message_id = "voice_" + secrets.token_hex(8)
         self.started = time.monotonic()
         self.received = 0
-        self.last_sequence = -1
+        # Chunks are forwarded in `sequence` order: the next one due, and those that came early.
+        self.next_sequence = 0
+        self.held: dict[int, bytes] = {}
         self.ending = False
         self.final: asyncio.Future = asyncio.get_running_loop().create_future()
         self.last_chunk = self.started
@@ -88,26 +93,59 @@ class VoiceStream:
                 "session_id": self.session_id, "text": text, "content": text, "timestamp": now_ms(), **extra}
 
     async def chunk(self, audio: bytes, sequence: int | None) -> None:
-        if sequence is not None:
-            if sequence <= self.last_sequence:
-                return  # a chunk sent twice: already forwarded
-            self.last_sequence = sequence
-        self.received += len(audio)
+        """Forward a chunk in `sequence` order: one that comes early is held (up to
+        REORDER_WINDOW numbers past the one awaited) until those before it came; one sent twice is
+        dropped; one without a sequence is forwarded as it comes."""
+        if sequence is not None and (sequence < self.next_sequence or sequence in self.held):
+            return  # a chunk sent twice: already forwarded or held
+        self.received += len(audio)   # held chunks count: the limit bounds what is held too
         if self.received > self.streams.max_bytes:
             await self.fail(f"The voice stream passed its limit of {self.streams.max_bytes} bytes of audio; "
                             f"it was closed.", "voice_stream_too_large")
             return
         self.last_chunk = time.monotonic()
-        try:
-            await self.ws.send_bytes(audio)
-        except (aiohttp.ClientError, ConnectionError, RuntimeError):
-            await self.fail("The voice service stopped taking the stream; it was closed.",
-                            "voice_service_unreachable")
+        if sequence is None:
+            await self._forward([audio])
+            return
+        self.held[sequence] = audio
+        await self._forward(self._due(give_up_before=sequence - REORDER_WINDOW))
+
+    def _due(self, give_up_before: int) -> list[bytes]:
+        """The held chunks that can go now, in order. A gap before `give_up_before` is given up:
+        named in an `error` frame and skipped."""
+        due: list[bytes] = []
+        while True:
+            while self.next_sequence in self.held:
+                due.append(self.held.pop(self.next_sequence))
+                self.next_sequence += 1
+            if not self.held or self.next_sequence >= give_up_before:
+                return due
+            first_held = min(self.held)
+            self._missing(self.next_sequence, first_held - 1)
+            self.next_sequence = first_held
+
+    def _missing(self, first: int, last: int) -> None:
+        """Tell the device that chunks `first`..`last` were given up (the stream stays open)."""
+        which = f"chunk with sequence {first}" if first == last else f"chunks with sequence {first} to {last}"
+        self.connection.send(error_frame(
+            f"The voice stream's {which} never came while later ones did; the stream goes on without "
+            f"{'it' if first == last else 'them'}.", "voice_chunk_missing", session_id=self.session_id))
+
+    async def _forward(self, pieces: list[bytes]) -> None:
+        for audio in pieces:
+            try:
+                await self.ws.send_bytes(audio)
+            except (aiohttp.ClientError, ConnectionError, RuntimeError):
+                await self.fail("The voice service stopped taking the stream; it was closed.",
+                                "voice_service_unreachable")
+                return
 
     async def end(self) -> dict:
         """Stop the recognizer and wait for its final text: {"text", "language", "duration_ms", ...}."""
         self.ending = True
         self._watcher.cancel()
+        # Chunks still held wait for ones that will not come now: the gaps are named, the rest sent.
+        await self._forward(self._due(give_up_before=max(self.held, default=self.next_sequence) + 1))
         try:
             await self.ws.send_str('{"type": "stop"}')
         except (aiohttp.ClientError, ConnectionError, RuntimeError):

@@ -170,8 +170,9 @@ async def status(request: web.Request) -> web.Response:
          body=TranscribeForm, content_type="multipart/form-data", responses={200: Transcription},
          errors=(400, 413, 422, 502, 503),
          description="Failures carry `success: false` with the error body: 400 `audio_empty`, "
-                     "`audio_undecodable`; 413 `audio_too_large` / `audio_too_long`; 422 `no_speech` (silence) "
-                     "and `language_unsupported` (naming the language); 502/503 an engine failing.")
+                     "`audio_undecodable`, `sample_rate_unsupported` (outside 4000-192000 Hz); 413 "
+                     "`audio_too_large` / `audio_too_long`; 422 `no_speech` (silence) and `language_unsupported` "
+                     "(naming the language); 502/503 an engine failing.")
 async def transcribe(request: web.Request) -> web.Response:
     identity = await require_user(request)
     service = request.config_dict[SERVICE]
@@ -307,7 +308,12 @@ class AudioStream:
         except ApiError as error:
             await self.fail(error.error, error.error_type or "language_unsupported")
             return
-        self.decoder = audio.StreamDecoder(parameters["format"], parameters.get("sample_rate"))
+        try:
+            self.decoder = audio.StreamDecoder(parameters["format"], parameters.get("sample_rate"),
+                                               self.settings["max_audio_seconds"])
+        except audio.AudioError as error:
+            await self.fail(error.message, error.error_type)
+            return
         await self.socket.send_json({"type": "ready", "language": language, "format": parameters["format"],
                                      "engine": engine.name, "sample_rate": audio.SAMPLE_RATE})
         try:
@@ -331,6 +337,8 @@ class AudioStream:
             try:
                 message = await self.socket.receive(timeout=min(POLL_SECONDS, idle))
             except asyncio.TimeoutError:
+                if self.decoder.error is not None:   # the decoding thread gave up or met a limit
+                    raise self.decoder.error from None
                 if time.monotonic() - last_frame >= idle:
                     raise StreamError(f"No audio for {idle:g} seconds: the stream is closed.",
                                       "stream_timeout") from None
@@ -342,7 +350,8 @@ class AudioStream:
                 if self.received > self.settings["max_audio_bytes"]:
                     raise StreamError(f"The stream sent more than {self.settings['max_audio_bytes']} bytes.",
                                       "audio_too_large")
-                self.decoder.feed(message.data)
+                # Converting and resampling a chunk is CPU work (up to max_audio_bytes of it).
+                await self.service.run(self.decoder.feed, message.data)
                 if self.decoder.error is not None:
                     raise self.decoder.error
                 if self.decoder.sample_count > self.settings["max_audio_seconds"] * audio.SAMPLE_RATE:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from plugins.sessions.contract import CONVERSATIONS
+from plugins.voice.gateway_streams import REORDER_WINDOW
+from tests.support.asyncapi import FrameChecker
 from tests.support.voice_gateway import (ADMIN, ai_core_url, b64, chat_settings, context_of,  # noqa: F401
                                          fake_voice, frames_until, gateway_port, make_voice_gateway,
                                          no_frame_within, provider, voice_gateway, ws_path)
@@ -222,3 +224,66 @@ async def test_voice_input_over_ten_megabytes_is_refused(voice_gateway, fake_voi
         await ws.send_json({"type": "ping"})  # the connection goes on
         await frames_until(ws, "pong")
     assert fake_voice.users == []
+
+
+def numbered(audio: bytes, size: int) -> list[tuple[int, bytes]]:
+    return [(sequence, audio[start:start + size]) for sequence, start in enumerate(range(0, len(audio), size))]
+
+
+async def send_chunks(ws, pieces: list[tuple[int, bytes]]) -> None:
+    for sequence, piece in pieces:
+        await ws.send_json({"type": "voice_stream_chunk", "audio_data": b64(piece), "sequence": sequence})
+
+
+async def test_chunks_out_of_order_are_forwarded_in_sequence_order(voice_gateway, fake_voice):
+    fake_voice.transcripts[SPOKEN] = ("In order.", "en")
+    pieces = numbered(SPOKEN, 100)   # 52 chunks
+    # Each run of four arrives backwards, and two early ones are sent again.
+    shuffled = [piece for start in range(0, len(pieces), 4) for piece in reversed(pieces[start:start + 4])]
+    shuffled[10:10] = [pieces[13], pieces[0]]
+    async with voice_gateway.ws_connect(ws_path(voice_gateway, session_id="voice-order")) as ws:
+        await ws.send_json({"type": "voice_stream_start", "language": "en", "mode": "text"})
+        await frames_until(ws, "voice_interim")
+        await send_chunks(ws, shuffled)
+        await ws.send_json({"type": "voice_stream_end"})
+        frames = await frames_until(ws, "voice_final")
+    assert frames[-1]["text"] == "In order."
+    assert "error" not in [frame["type"] for frame in frames], frames
+    assert fake_voice.stream_audio == [SPOKEN]
+
+
+async def test_a_chunk_that_never_comes_is_named_once_the_window_has_passed(voice_gateway, fake_voice):
+    document = await (await voice_gateway.get("/api/v1/asyncapi.json")).json()
+    checker = FrameChecker(document)
+    pieces = numbered(SPOKEN, 100)
+    lost = 3
+    async with voice_gateway.ws_connect(ws_path(voice_gateway, session_id="voice-gap")) as ws:
+        await ws.send_json({"type": "voice_stream_start", "language": "en", "mode": "text"})
+        await frames_until(ws, "voice_interim")
+        # Chunk 3 is awaited while the 16 after it are held: no word yet.
+        await send_chunks(ws, [piece for piece in pieces[:lost + 1 + REORDER_WINDOW] if piece[0] != lost])
+        await no_frame_within(ws, 0.3)
+        # The next one gives it up: named in an error frame, and the stream goes on.
+        await send_chunks(ws, pieces[lost + 1 + REORDER_WINDOW:])
+        error = (await frames_until(ws, "error"))[-1]
+        checker.check(error)
+        assert error["errorType"] == "voice_chunk_missing" and "sequence 3 " in error["error"], error
+        assert error["session_id"] == "voice-gap"
+        await ws.send_json({"type": "voice_stream_end"})
+        frames = await frames_until(ws, "voice_final")
+    assert "error" not in [frame["type"] for frame in frames]
+    assert fake_voice.stream_audio == [b"".join(piece for sequence, piece in pieces if sequence != lost)]
+
+
+async def test_chunks_still_missing_at_the_end_are_named_and_the_rest_forwarded(voice_gateway, fake_voice):
+    pieces = numbered(SPOKEN, 100)
+    async with voice_gateway.ws_connect(ws_path(voice_gateway, session_id="voice-end-gap")) as ws:
+        await ws.send_json({"type": "voice_stream_start", "language": "en", "mode": "text"})
+        await frames_until(ws, "voice_interim")
+        await send_chunks(ws, [pieces[0], pieces[4], pieces[1], pieces[7], pieces[4]])
+        await ws.send_json({"type": "voice_stream_end"})
+        frames = await frames_until(ws, "voice_final")
+    errors = [frame for frame in frames if frame["type"] == "error"]
+    assert [error["errorType"] for error in errors] == ["voice_chunk_missing"] * 2, errors
+    assert "sequence 2 to 3 " in errors[0]["error"] and "sequence 5 to 6 " in errors[1]["error"]
+    assert fake_voice.stream_audio == [pieces[0][1] + pieces[1][1] + pieces[4][1] + pieces[7][1]]

@@ -70,6 +70,9 @@ ROWS = (
              summary="Transcribe an upload (voice service `/api/v1/transcribe`; multipart streams through)"),
     ProxyRow("/api/v1/thinking", "memory-service", "/api/v1/thinking",
              summary="The autonomous-thinking log of the memory service (`/api/v1/thinking*`, docs/memory.md)"),
+    ProxyRow("/api/thinking-status", GATEWAY, "/api/v1/thinking-status", admin=True, methods=("GET",),
+             with_tail=False, summary="Whether the gateway's thinking job has a language model to think with "
+                                      "(`/api/v1/thinking-status`, docs/memory.md)"),
     ProxyRow("/api/memory-timeline", "memory-service", "/api/v1/timeline", methods=("GET",), with_tail=False,
              summary="Memories and thinking entries merged, newest first (memory service `/api/v1/timeline`)"),
     ProxyRow("/api/chat-platforms", "platform-bridge", "/api/v1", exact=False,

@@ -4,7 +4,8 @@ import { $, actionButton, api, badge, el, explain, guard, notify, userPagedList,
 const load = userPagedList({
   form: $("#thinking-filter"), path: "/api/v1/thinking", items: "entries", count: $("#thinking-count"),
   list: $("#thinking-list"), pagerBox: $("#thinking-pager"),
-  empty: "No thinking entries yet: the gateway's thinking job writes them after conversations.",
+  empty: "No thinking entries yet: the gateway's thinking job writes them about recently active people, "
+    + "every hour once a language model is connected.",
   columns: [
     { title: "When", value: (e) => when(e.created_at) },
     { title: "User", value: (e) => el("code", {}, e.user_id) },
@@ -20,4 +21,13 @@ const load = userPagedList({
   ],
 });
 
-guard(() => load().catch((error) => notify(explain(error), "error")));
+// Says so plainly when the job has no model to think with (it then never writes an entry).
+async function showModelState() {
+  const status = await api("GET", "/api/thinking-status");
+  $("#thinking-model").hidden = Boolean(status.model_configured);
+}
+
+guard(() => {
+  showModelState().catch(() => {});  // the gateway down: the services banner says so
+  return load().catch((error) => notify(explain(error), "error"));
+});

@@ -31,9 +31,12 @@ from typing import Any, Protocol
 
 import aiohttp
 import marshmallow
+from aiohttp import web
 from marshmallow import fields, validate
 
 from gateway.context import Context
+from gateway.identity import require_user
+from gateway.openapi import api_doc
 from gateway.plugins import Plugin, Registrar
 from plugins.ai_core.contract import AI_CORE, AiCore, AiCoreError
 from plugins.sessions.contract import CONVERSATIONS, Conversations
@@ -341,6 +344,33 @@ def millis() -> int:
     return int(time.time() * 1000)
 
 
+class ThinkingStatus(marshmallow.Schema):
+    model_configured = fields.Boolean(required=True, metadata={
+        "description": "Whether a language model answers the `thinking` purpose (its rule, models tagged "
+                       "`thinking`, else the chat chain). Without one no thought is ever written."})
+    interval_seconds = fields.Float(required=True, metadata={"description": "Seconds between two runs."})
+    message = fields.String(required=True, metadata={"description": "The state in plain words, for a person."})
+
+
+THINKER_KEY: web.AppKey["Thinker"] = web.AppKey("thinking.thinker")
+status_routes = web.RouteTableDef()
+
+
+@status_routes.get("/api/v1/thinking-status", name="thinking.status")
+@api_doc("Whether background thinking can run here (it needs a language model); any signed-in person may ask",
+         responses={200: ThinkingStatus})
+async def thinking_status(request: web.Request) -> web.Response:
+    await require_user(request)
+    thinker = request.config_dict[THINKER_KEY]
+    configured = await thinker.model_configured()
+    interval = float(thinker.settings["interval"])
+    message = (f"Background thinking runs every {interval / 60:g} minutes about recently active people."
+               if configured else
+               "Background thinking needs a language model, and none is configured for it: the assistant "
+               "does not reflect on conversations until one is connected in the console's Model Config.")
+    return web.json_response({"model_configured": configured, "interval_seconds": interval, "message": message})
+
+
 class ThinkingPlugin(Plugin):
     name = "thinking"
     depends = ("ai_core_client", "sessions")
@@ -358,6 +388,8 @@ class ThinkingPlugin(Plugin):
         # The finished thought goes out as a `thinking` frame, declared by chat (its ThinkingFrame,
         # the background form: no turn_id, seq or session_id).
         registrar.job("think", thinker.loop)
+        registrar.app_state(THINKER_KEY, thinker)
+        registrar.routes(status_routes)
 
 
 plugin = ThinkingPlugin()

@@ -245,6 +245,21 @@ async def test_no_thought_without_a_model(make_setup):
     await ws.close()
 
 
+@pytest.mark.parametrize("model", [False, True])
+async def test_the_status_says_plainly_whether_thinking_has_a_model(make_setup, model):
+    """The console's Thinking panel and any person may ask: with no model the job never writes,
+    and that must be said, not left to an empty list."""
+    setup = await make_setup(model=model)
+    token = access_token("user_alice", "alice")
+    response = await setup.gateway.get("/api/v1/thinking-status", headers={"Authorization": f"Bearer {token}"})
+    assert response.status == 200
+    status = await response.json()
+    assert status["model_configured"] is model and status["interval_seconds"] == INTERVAL
+    assert ("needs a language model" in status["message"]) is not model
+    assert "`" not in status["message"] and "OPENAI" not in status["message"]
+    assert (await setup.gateway.get("/api/v1/thinking-status")).status == 401
+
+
 async def test_thoughts_are_bounded_per_person_per_day(make_setup):
     setup = await make_setup(thinking={"max_per_user_per_day": 1, "lookback_hours": 48})
     ws = await setup.connect()

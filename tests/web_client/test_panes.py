@@ -390,7 +390,7 @@ async def test_automation_rules_are_switched_run_and_logged_and_a_scene_is_run(s
         # Each trigger in plain words.
         warm = pane.locator(".rule", has_text="Too warm")
         await warm.wait_for(timeout=10000)
-        assert "When living_room_ac temperature goes above 28" in await warm.inner_text()
+        assert "When Living room air conditioner temperature goes above 28" in await warm.inner_text()
         assert "Every Sat, Sun at 10:00" in await pane.locator(".rule", has_text="Weekend plants").inner_text()
         assert "Only when run by hand" in await pane.locator(".rule", has_text="Movie time").inner_text()
 
@@ -409,11 +409,12 @@ async def test_automation_rules_are_switched_run_and_logged_and_a_scene_is_run(s
         # Switched off, then on again: the API agrees each time.
         switch = warm.get_by_role("switch")
         assert await switch.get_attribute("aria-checked") == "true"
-        await switch.click()
+        await switch.focus()
+        await page.keyboard.press("Space")      # a real button: the keyboard works it
         await pane.locator(".rule.disabled", has_text="Too warm").get_by_role("switch", checked=False).wait_for()
         rule_id = await pane.locator(".rule", has_text="Too warm").get_attribute("data-id")
         assert (await call(page, services, "GET", f"/automation/rules/{rule_id}"))["rule"]["enabled"] is False
-        await pane.locator(".rule", has_text="Too warm").get_by_role("switch").click()
+        await page.keyboard.press("Space")      # the focus stayed on the switch
         await pane.locator(".rule:not(.disabled)", has_text="Too warm").get_by_role("switch", checked=True).wait_for()
         assert (await call(page, services, "GET", f"/automation/rules/{rule_id}"))["rule"]["enabled"] is True
 
@@ -534,6 +535,7 @@ async def test_the_panes_on_a_phone_in_chinese(services, browser):
         automation = page.locator(".pane-automation")
         await automation.locator("h2", has_text="自动化").wait_for()
         assert "仅手动或由场景运行" in await automation.locator(".rule", has_text="Movie time").inner_text()
+        assert "当 客厅空调 的 温度 高于 28" in await automation.locator(".rule", has_text="Too warm").inner_text()
         assert "每天 07:45" in await automation.locator(".rule", has_text="Vitamins").inner_text()
         await automation.locator(".rule", has_text="Movie time").locator("[data-action=log]").click()
         await automation.locator(".rule", has_text="Movie time").locator(".run-log h4", has_text="共运行 2 次").wait_for()

@@ -9,7 +9,7 @@ const RUN_LOG_LIMIT = 20;
 
 export function mount(root, app) {
   const {api, t} = app;
-  const state = {rules: [], scenes: [], openLogs: new Set()};
+  const state = {rules: [], scenes: [], devices: new Map(), openLogs: new Set()};
   const owner = () => ({user_id: ownId(app)});
 
   const nameInput = h("input", {name: "name", required: true, maxlength: "200", autocomplete: "off",
@@ -34,6 +34,17 @@ export function mount(root, app) {
     return (list || []).map((day) => t(`automation.day_${day}`)).join(t("automation.list_separator"));
   }
 
+  // A device by its name in the interface's language (from /devices), else by its id.
+  function deviceName(id) {
+    const device = state.devices.get(id);
+    return (device && ((device.names && (device.names[app.language] || device.names.en)) || device.name)) || id;
+  }
+
+  function propertyName(property) {
+    const key = `devices.prop_${property}`;
+    return t(key) === key ? property.replace(/_/g, " ") : t(key).toLowerCase();
+  }
+
   function comparison(config) {
     if ("above" in config) return t("automation.above", {value: config.above});
     if ("below" in config) return t("automation.below", {value: config.below});
@@ -56,7 +67,7 @@ export function mount(root, app) {
         if (config.repeat === "weekly") return t("automation.trigger_weekly", {time: config.time, days: days(config.weekdays)}) + zone;
         return t("automation.trigger_daily", {time: config.time}) + zone;
       case "device_state":
-        return t("automation.trigger_device", {device: config.device_id, property: config.property,
+        return t("automation.trigger_device", {device: deviceName(config.device_id), property: propertyName(config.property),
           comparison: comparison(config)});
       case "event":
         return t("automation.trigger_event", {event: config.event});
@@ -72,8 +83,9 @@ export function mount(root, app) {
     return list.map((action) => {
       const key = `automation.action_${action.type}`;
       const kind = t(key) === key ? action.type : t(key);
-      const what = action.title || action.text || action.prompt || action.device_id || action.url || "";
-      return what ? `${kind}: ${what}` : kind;
+      const what = action.title || action.text || action.prompt || (action.device_id && deviceName(action.device_id))
+        || action.url || "";
+      return what ? t("automation.action_what", {kind, what}) : kind;
     }).join(" · ");
   }
 
@@ -109,7 +121,9 @@ export function mount(root, app) {
     toggle.addEventListener("click", () => busy(app, toggle, async () => {
       const answer = await api.send("PUT", `/automation/rules/${rule.id}`, {enabled: !rule.enabled, ...owner()});
       Object.assign(rule, answer.rule);
-      item.replaceWith(ruleItem(rule));
+      const replacement = ruleItem(rule);
+      item.replaceWith(replacement);
+      replacement.querySelector("[data-action=enable]").focus();
     }));
     const log = h("div", {class: "run-log", hidden: !state.openLogs.has(rule.id)});
     const logButton = button(t, "automation.run_log", {"data-action": "log", "aria-expanded": String(state.openLogs.has(rule.id))});
@@ -186,7 +200,10 @@ export function mount(root, app) {
 
   async function load() {
     try {
-      const [rules, scenes] = await Promise.all([api.get("/automation/rules", owner()), api.get("/automation/scenes", owner())]);
+      // Device names are a nicety: without the devices feature the ids are shown.
+      const [rules, scenes, devices] = await Promise.all([api.get("/automation/rules", owner()),
+        api.get("/automation/scenes", owner()), api.get("/devices", owner()).catch(() => ({devices: []}))]);
+      state.devices = new Map((devices.devices || []).map((device) => [device.id, device]));
       state.rules = rules.rules || [];
       state.scenes = scenes.scenes || [];
       status.textContent = "";

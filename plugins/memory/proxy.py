@@ -12,7 +12,7 @@ from aiohttp import web
 from marshmallow import fields, validate
 
 from gateway.context import get_context
-from gateway.errors import ApiError, BadGateway
+from gateway.errors import ApiError, BadGateway, BadRequest
 from gateway.identity import Identity, require_user
 from gateway.openapi import api_doc
 from gateway.validation import parse_body, parse_query
@@ -21,7 +21,7 @@ from gateway.vectors import SEARCH_MODES
 from .client import PEER, MemoryTransport
 from .contract import MemoryUnavailable
 from .schemas import (DEFAULT_CATEGORY, DEFAULT_PRIORITY, IDEMPOTENCY_HEADERS, MAX_LIST_LIMIT, MAX_QUERY_CHARS,
-                      MAX_SEARCH_LIMIT, REPLAYED, REPLAYED_HEADERS, Category, MemoryDeleted, MemoryPage,
+                      MAX_SEARCH_LIMIT, REPLAYED, REPLAYED_HEADERS, Category, Memory, MemoryDeleted, MemoryPage,
                       MemorySearchResults, MemoryWritten, Priority, idempotency_key)
 
 routes = web.RouteTableDef()
@@ -138,3 +138,27 @@ async def delete(request: web.Request) -> web.Response:
     # A person deletes only their own; the administrator any memory, or only one person's if named.
     owner = query["user_id"] if identity.is_admin else identity.user_id
     return await ask(request, "DELETE", f"/api/v1/memories/{query['id']}", params={"user_id": owner})
+
+
+class UpdateBody(marshmallow.Schema):
+    content = fields.String(validate=validate.Length(min=1))
+    category = Category()
+    priority = Priority()
+
+
+@routes.put("/api/v1/memory", name="memory_proxy.update")
+@api_doc("Change one of your memories: its content (embedded again), category or priority, as given",
+         query=DeleteQuery, body=UpdateBody, responses={200: Memory}, errors=(404,) + ERRORS,
+         description="The fields sent change, the others stay; an edit says exactly what the memory should be "
+                     "(no merging with near-duplicates, unlike POST).")
+async def update(request: web.Request) -> web.Response:
+    identity = await require_user(request)
+    query = parse_query(request, DeleteQuery())
+    body = await parse_body(request, UpdateBody())
+    if not body:
+        raise BadRequest("Nothing to change: send content, category or priority.", error_type="validation_error",
+                         hint='For example {"content": "I am allergic to peanuts and cashews"}.')
+    # As for DELETE: a person edits only their own; the administrator any memory, or one person's if named.
+    owner = query["user_id"] if identity.is_admin else identity.user_id
+    named = {"user_id": owner} if owner else {}
+    return await ask(request, "PUT", f"/api/v1/memories/{query['id']}", body={**body, **named})

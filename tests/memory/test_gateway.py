@@ -81,6 +81,46 @@ async def test_a_person_is_scoped_to_their_own_memories_whatever_user_id_they_se
     assert response.status == 200
 
 
+
+async def test_a_memory_is_edited_through_the_gateway_and_found_by_its_new_meaning(memory_service, make_gateway):
+    gateway = await make_gateway(url_of(memory_service))
+    mine = (await remember(memory_service, "I drink my coffee black.", priority=5))["memory"]
+    bobs = (await remember(memory_service, "I collect vintage stamps.", user_id="user_bob"))["memory"]
+
+    response = await gateway.put("/api/v1/memory", headers=ALICE, params={"id": mine["id"]},
+                                 json={"content": "I am allergic to peanuts.", "category": "health", "priority": 9})
+    edited = await response.json()
+    assert response.status == 200, edited
+    assert (edited["id"], edited["content"], edited["category"], edited["priority"]) == (
+        mine["id"], "I am allergic to peanuts.", "health", 9)
+    page = await (await gateway.get("/api/v1/memory", headers=ALICE)).json()
+    assert [(m["id"], m["content"]) for m in page["memories"]] == [(mine["id"], "I am allergic to peanuts.")]
+    # The new content was embedded again: a question about it finds it by meaning.
+    found = await (await gateway.get("/api/v1/memory/search", headers=ALICE,
+                                     params={"q": "which foods are dangerous for me", "mode": "dense"})).json()
+    assert [m["id"] for m in found["memories"]][:1] == [mine["id"]]
+
+    # Only the fields sent change.
+    response = await gateway.put("/api/v1/memory", headers=ALICE, params={"id": mine["id"]}, json={"priority": 3})
+    assert (await response.json())["content"] == "I am allergic to peanuts." and response.status == 200
+
+    # Someone else's memory is not found, whatever user_id is sent; the administrator reaches it.
+    response = await gateway.put("/api/v1/memory", headers=ALICE, params={"id": bobs["id"], "user_id": "user_bob"},
+                                 json={"content": "Hacked"})
+    assert response.status == 404 and (await response.json())["errorType"] == "memory_not_found"
+    response = await gateway.put("/api/v1/memory", headers=ADMIN, params={"id": bobs["id"]},
+                                 json={"content": "I collect old stamps and coins."})
+    assert response.status == 200 and (await response.json())["user_id"] == "user_bob"
+
+    # Bad input: the spec's error body, 400.
+    for params, body in (({"id": mine["id"]}, {}), ({"id": mine["id"]}, {"content": ""}),
+                         ({"id": mine["id"]}, {"category": "gossip"}), ({"id": "../../x"}, {"content": "x"}),
+                         ({}, {"content": "x"})):
+        response = await gateway.put("/api/v1/memory", headers=ALICE, params=params, json=body)
+        error = await response.json()
+        assert response.status == 400 and {"error", "errorType", "hint"} <= set(error), (params, body, error)
+
+
 def assert_unreachable(response, body: dict) -> None:
     assert response.status == 502, body
     assert set(body) == {"error", "errorType", "hint"} and body["errorType"] == "memory_service_unreachable"
@@ -91,6 +131,8 @@ async def test_a_memory_service_that_is_down_is_a_502(make_gateway):
     for response in (await gateway.get("/api/v1/memory", headers=ALICE),
                      await gateway.get("/api/v1/memory/search", headers=ALICE, params={"q": "x"}),
                      await gateway.post("/api/v1/memory", headers=ALICE, json={"content": "x"}),
+                     await gateway.put("/api/v1/memory", headers=ALICE, json={"content": "x"},
+                                       params={"id": "0b9f1e0e-4c5c-4f55-9d43-6a3f2a3e0c11"}),
                      await gateway.delete("/api/v1/memory", headers=ALICE,
                                           params={"id": "0b9f1e0e-4c5c-4f55-9d43-6a3f2a3e0c11"})):
         body = await response.json()

@@ -1,5 +1,5 @@
 """The feature panes of the web client in a real headless Chromium, against real services: the
-gateway with reminders, devices, memory, knowledge and voice in front of the real IoT service,
+gateway with reminders, devices, memory, knowledge, voice and automation in front of the real IoT service,
 memory service, voice service (Whisper, Piper) and AI core, and the OpenAI-compatible local model
 of conftest.py. One set of services and one browser (with a fake microphone that plays a real
 recording of "Hello world") for the module; the tests run in order and share them."""
@@ -23,6 +23,7 @@ from gateway.config import Config
 from plugins.ai_core import client_plugin as ai_core_client_plugin
 from plugins.ai_core import plugin as ai_core_plugin
 from plugins.auth import auth_plugin, tokens_plugin
+from plugins.automation import plugin as automation_plugin
 from plugins.chat import plugin as chat_plugin
 from plugins.files import files_plugin
 from plugins.frontend import plugin as frontend_plugin
@@ -112,7 +113,7 @@ async def services(postgres_server, tmp_path_factory):
             "plugins.auth": {"rate_limit_per_minute": 1000}}),
             plugins=[tokens_plugin, auth_plugin, sessions_plugin, files_plugin, notifications_plugin,
                      ai_core_client_plugin, chat_plugin, reminders_plugin, devices_plugin, memory_proxy_plugin,
-                     knowledge_plugin, voice_plugin])
+                     knowledge_plugin, voice_plugin, automation_plugin])
         await serve(gateway, int(gateway_url.rsplit(":", 1)[1]))
         frontend_url = await serve(create_app("frontend", config(), plugins=[frontend_plugin]))
         yield PaneServices(frontend_url=frontend_url, gateway_url=gateway_url, page_url=f"{model_url}/compost.html")
@@ -156,6 +157,18 @@ async def sign_in(page, url: str, pane: str | None = None) -> None:
         await page.wait_for_selector(f".pane-{pane}:not([hidden])")
 
 
+async def call(page, services: PaneServices, method: str, path: str, **options) -> dict:
+    """The gateway's answer to a call made with the page's own access token, as the assistant or
+    another device of the person would make it."""
+    token = await page.evaluate("window.assistantApp.api.token")
+    async with aiohttp.ClientSession() as http:
+        async with http.request(method, f"{services.gateway_url}/api/v1{path}", **options,
+                                headers={"Authorization": f"Bearer {token}"}) as response:
+            body = await response.json()
+            assert response.status < 300, body
+            return body
+
+
 async def dismiss_toasts(page) -> None:
     while await page.locator(".toast").count():
         await page.locator(".toast button").first.click()
@@ -196,6 +209,19 @@ async def test_a_reminder_is_set_fires_live_and_is_completed(services, browser):
         await page.click("button[role=tab][data-view=completed]")
         await page.locator(".reminder", has_text="Water the plants").wait_for()
         assert await page.locator(".reminder", has_text="Call mom").count() == 0
+
+        # Its history: the occurrence that fired while the page watched, when it was due and handled.
+        done = page.locator(".reminder", has_text="Water the plants")
+        await done.locator("[data-action=history]").click()
+        occurrence = done.locator(".occurrence")
+        await occurrence.first.wait_for()
+        assert await occurrence.count() == 1
+        assert "Fired" in await occurrence.inner_text() and "due" in await occurrence.inner_text()
+        assert await done.locator("[data-action=history]").get_attribute("aria-expanded") == "true"
+        reminder_id = await done.get_attribute("data-id")
+        answer = await call(page, services, "GET", f"/reminders/{reminder_id}/occurrences")
+        assert [item["outcome"] for item in answer["occurrences"]] == ["fired"]
+        await screenshot(page, "web-reminder-history")
         assert errors == []
 
 
@@ -262,6 +288,29 @@ async def test_memories_are_added_searched_and_deleted(services, browser):
         await page.keyboard.press("Enter")
         await page.locator(".memory", has_text="Lyon").wait_for()
         assert await page.locator(".memory", has_text="peanuts").count() == 0
+
+        # Edited in place: the content, the category and the priority; the list and the API agree.
+        short = page.locator(".memory", has_text="I prefer short answers")
+        memory_id = await short.get_attribute("data-id")
+        await short.locator("[data-action=edit]").click()
+        editor = short.locator("form.memory-edit")
+        await editor.get_by_label("Something to remember").fill("I prefer short answers with one example")
+        await editor.get_by_label("Category").select_option("work")
+        await editor.get_by_label("Priority (0–10)").fill("8")
+        await dismiss_toasts(page)
+        await screenshot(page, "web-memory-edit")
+        await editor.locator("button[type=submit]").click()
+        edited = page.locator(f".memory[data-id='{memory_id}']", has_text="with one example")
+        await edited.wait_for(timeout=20000)
+        assert await page.locator("form.memory-edit").count() == 0
+        assert "Work" in await edited.inner_text() and "priority 8" in await edited.inner_text()
+        listed = {m["id"]: m for m in (await call(page, services, "GET", "/memory"))["memories"]}
+        assert (listed[memory_id]["content"], listed[memory_id]["category"], listed[memory_id]["priority"]) == (
+            "I prefer short answers with one example", "work", 8)
+        await edited.locator("[data-action=delete]").click()
+        await edited.wait_for(state="detached")
+        listed = (await call(page, services, "GET", "/memory"))["memories"]
+        assert memory_id not in [m["id"] for m in listed]
         assert errors == []
 
 
@@ -311,6 +360,95 @@ async def test_a_knowledge_base_gets_a_text_document_found_by_search(services, b
         await page.keyboard.press("Enter")
         await page.locator(".search-hits .hit").first.filter(has_text="fortnight").wait_for(timeout=20000)
         assert "Cookies" not in await page.locator(".search-hits").inner_text()   # the page's article only
+        assert errors == []
+
+
+@pytest.mark.slow
+async def test_automation_rules_are_switched_run_and_logged_and_a_scene_is_run(services, browser):
+    async with open_page(DESKTOP, browser=browser) as (page, errors):
+        page.on("dialog", lambda dialog: dialog.accept())
+        await sign_in(page, services.frontend_url)
+        # Rules and a scene as the assistant or the API makes them.
+        manual = (await call(page, services, "POST", "/automation/rules", json={
+            "name": "Movie time", "trigger_type": "manual",
+            "actions": [{"type": "notify", "title": "Movie time: lights down"}]}))["rule"]
+        await call(page, services, "POST", "/automation/rules", json={
+            "name": "Too warm", "trigger_type": "device_state",
+            "trigger_config": {"device_id": "living_room_ac", "property": "temperature", "above": 28},
+            "actions": [{"type": "notify", "title": "It is above 28 °C"}]})
+        await call(page, services, "POST", "/automation/rules", json={
+            "name": "Weekend plants", "trigger_type": "time",
+            "trigger_config": {"repeat": "weekly", "time": "10:00", "weekdays": ["sat", "sun"]},
+            "actions": [{"type": "notify", "title": "Water the plants"}]})
+        scene = (await call(page, services, "POST", "/automation/scenes", json={
+            "name": "Movie night", "rule_ids": [manual["id"]],
+            "actions": [{"type": "device", "device_id": "living_room_ac", "action": "switch", "value": True}]}))["scene"]
+        await page.click("#nav button[data-pane=automation]")
+        pane = page.locator(".pane-automation")
+        await pane.wait_for()
+
+        # Each trigger in plain words.
+        warm = pane.locator(".rule", has_text="Too warm")
+        await warm.wait_for(timeout=10000)
+        assert "When Living room air conditioner temperature goes above 28" in await warm.inner_text()
+        assert "Every Sat, Sun at 10:00" in await pane.locator(".rule", has_text="Weekend plants").inner_text()
+        assert "Only when run by hand" in await pane.locator(".rule", has_text="Movie time").inner_text()
+
+        # A daily notice made with the pane's form.
+        await pane.get_by_label("Name", exact=True).fill("Vitamins")
+        await pane.get_by_label("Every day at").fill("07:45")
+        await pane.get_by_label("Tell me").fill("Take your vitamins")
+        await page.click(".rule-form button[type=submit]")
+        vitamins = pane.locator(".rule", has_text="Vitamins")
+        await vitamins.wait_for()
+        assert "Every day at 07:45" in await vitamins.inner_text() and "next" in await vitamins.inner_text()
+        rules = {rule["name"]: rule for rule in (await call(page, services, "GET", "/automation/rules"))["rules"]}
+        assert rules["Vitamins"]["trigger_config"] == {"repeat": "daily", "time": "07:45"}
+        assert rules["Vitamins"]["actions"] == [{"type": "notify", "title": "Take your vitamins"}]
+
+        # Switched off, then on again: the API agrees each time.
+        switch = warm.get_by_role("switch")
+        assert await switch.get_attribute("aria-checked") == "true"
+        await switch.focus()
+        await page.keyboard.press("Space")      # a real button: the keyboard works it
+        await pane.locator(".rule.disabled", has_text="Too warm").get_by_role("switch", checked=False).wait_for()
+        rule_id = await pane.locator(".rule", has_text="Too warm").get_attribute("data-id")
+        assert (await call(page, services, "GET", f"/automation/rules/{rule_id}"))["rule"]["enabled"] is False
+        await page.keyboard.press("Space")      # the focus stayed on the switch
+        await pane.locator(".rule:not(.disabled)", has_text="Too warm").get_by_role("switch", checked=True).wait_for()
+        assert (await call(page, services, "GET", f"/automation/rules/{rule_id}"))["rule"]["enabled"] is True
+
+        # Run by hand: its notification arrives and the run shows in its log, newest first.
+        movie = pane.locator(".rule", has_text="Movie time")
+        await movie.locator("[data-action=run]").click()
+        await page.locator(".toast", has_text="Movie time: lights down").first.wait_for(timeout=10000)
+        run = movie.locator(".run-log .run").first
+        await run.wait_for()
+        assert "Succeeded" in await run.inner_text() and "by hand" in await run.inner_text()
+        assert "1 of 1 actions worked" in await run.inner_text()
+        await movie.locator("[data-action=run]").click()
+        await movie.locator(".run-log h4", has_text="Runs: 2").wait_for()
+        log = (await call(page, services, "GET", f"/automation/rules/{manual['id']}/runs"))["runs"]
+        shown = [int(item) for item in await movie.locator(".run").evaluate_all("items => items.map(i => i.dataset.run)")]
+        assert shown == [entry["id"] for entry in log] and shown[0] > shown[1]
+
+        # A scene: its own device action and its rule's notification.
+        movie_night = pane.locator(".scene", has_text="Movie night")
+        assert "Rules: Movie time" in await movie_night.inner_text()
+        await movie_night.locator("[data-action=execute]").click()
+        await movie_night.locator(".scene-result", has_text="2 succeeded").wait_for(timeout=10000)
+        device = (await call(page, services, "GET", "/devices/living_room_ac"))["device"]
+        assert device["state"]["on"] is True
+        runs = (await call(page, services, "GET", f"/automation/scenes/{scene['id']}/runs"))["runs"]
+        assert [entry["status"] for entry in runs] == ["succeeded"]
+
+        # Deleted, after asking.
+        await pane.locator(".rule", has_text="Weekend plants").locator("[data-action=delete]").click()
+        await pane.locator(".rule", has_text="Weekend plants").wait_for(state="detached")
+        assert "Weekend plants" not in [rule["name"] for rule in (await call(page, services, "GET", "/automation/rules"))["rules"]]
+        await page.evaluate("document.querySelectorAll('.toast').forEach((toast) => toast.remove())")
+        await page.set_viewport_size({"width": 1280, "height": 1300})
+        await screenshot(page, "web-automation")
         assert errors == []
 
 
@@ -393,4 +531,14 @@ async def test_the_panes_on_a_phone_in_chinese(services, browser):
         await page.locator(".pane-knowledge .kb-title", has_text="Garden").wait_for(timeout=10000)
         await page.locator(".pane-knowledge .document .badge", has_text="就绪").first.wait_for()
         await screenshot(page, "web-knowledge-phone-zh")
+        await page.click("#nav button[data-pane=automation]")
+        automation = page.locator(".pane-automation")
+        await automation.locator("h2", has_text="自动化").wait_for()
+        assert "仅手动或由场景运行" in await automation.locator(".rule", has_text="Movie time").inner_text()
+        assert "当 客厅空调 的 温度 高于 28" in await automation.locator(".rule", has_text="Too warm").inner_text()
+        assert "每天 07:45" in await automation.locator(".rule", has_text="Vitamins").inner_text()
+        await automation.locator(".rule", has_text="Movie time").locator("[data-action=log]").click()
+        await automation.locator(".rule", has_text="Movie time").locator(".run-log h4", has_text="共运行 2 次").wait_for()
+        assert "手动" in await automation.locator(".rule", has_text="Movie time").locator(".run").first.inner_text()
+        await screenshot(page, "web-automation-phone-zh")
         assert errors == []

@@ -13,6 +13,7 @@ export const PANES = [
   {name: "memories", label: "nav.memories", load: () => import("./panes/memories.js")},
   {name: "knowledge", label: "nav.knowledge", load: () => import("./panes/knowledge.js")},
   {name: "devices", label: "nav.devices", load: () => import("./panes/devices.js")},
+  {name: "automation", label: "nav.automation", load: () => import("./panes/automation.js")},
   {name: "settings", label: "nav.settings", load: () => import("./panes/settings.js")},
 ];
 

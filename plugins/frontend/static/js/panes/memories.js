@@ -1,5 +1,5 @@
 // Memories (docs/memory.md): what the assistant remembers about the person — listed newest
-// first, searched by meaning and words, added by hand, deleted one by one.
+// first, searched by meaning and words, added by hand, edited, deleted one by one.
 import {clear, formatTime, h} from "../dom.js";
 import {busy, field, heading, ownId, statusLine} from "../ui.js";
 
@@ -37,6 +37,14 @@ export function mount(root, app) {
         if (!list.querySelector(".memory")) show([]);
       });
     });
+    const edit = h("button", {type: "button", class: "quiet", "data-action": "edit", "aria-expanded": "false",
+      "aria-label": t("memories.edit_label", {content: memory.content.slice(0, 60)})}, t("memories.edit"));
+    edit.addEventListener("click", () => {
+      if (element.querySelector(".memory-edit")) return;
+      edit.setAttribute("aria-expanded", "true");
+      element.querySelector(".card-main").append(editForm(memory, element, edit));
+      element.querySelector(".memory-edit textarea").focus();
+    });
     const key = `memories.cat_${memory.category}`;
     const element = h("li", {class: "tile memory", "data-id": memory.id},
       h("div", {class: "card-main"}, h("p", {class: "memory-content"}, memory.content),
@@ -45,8 +53,39 @@ export function mount(root, app) {
           h("span", {}, t(`memories.source_${memory.source}`) === `memories.source_${memory.source}` ? memory.source : t(`memories.source_${memory.source}`)),
           memory.updated_at ? h("time", {}, formatTime(memory.updated_at, app.language)) : null),
         memory.previous_content ? h("p", {class: "muted"}, t("memories.previously", {content: memory.previous_content})) : null),
-      h("div", {class: "card-actions"}, remove));
+      h("div", {class: "card-actions"}, edit, remove));
     return element;
+  }
+
+  // Edit in place: the content (embedded again by the memory service), category and priority,
+  // saved with PUT /memory?id= as given (no merging); the list is then read again.
+  function editForm(memory, element, edit) {
+    const text = h("textarea", {name: "content", required: true, maxlength: "2000", rows: "2"}, memory.content);
+    const categorySelect = h("select", {name: "category"},
+      CATEGORIES.map((name) => h("option", {value: name}, t(`memories.cat_${name}`))));
+    categorySelect.value = CATEGORIES.includes(memory.category) ? memory.category : "other";
+    const priority = h("input", {name: "priority", type: "number", min: "0", max: "10", step: "1",
+      value: String(memory.priority ?? 5)});
+    const save = h("button", {type: "submit", class: "primary"}, t("memories.save"));
+    const cancel = h("button", {type: "button", class: "quiet"}, t("memories.cancel"));
+    const form = h("form", {class: "pane-form memory-edit", "aria-label": t("memories.edit_label", {content: memory.content.slice(0, 60)})},
+      field(t, "memories.content", text, "grow"), field(t, "memories.category", categorySelect),
+      field(t, "memories.priority_label", priority), save, cancel);
+    const close = () => { form.remove(); edit.setAttribute("aria-expanded", "false"); edit.focus(); };
+    cancel.addEventListener("click", close);
+    form.addEventListener("keydown", (event) => { if (event.key === "Escape") close(); });
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const content = text.value.trim();
+      if (!content) return;
+      busy(app, save, async () => {
+        await api.request("PUT", "/memory", {query: {id: memory.id, user_id: ownId(app)},
+          json: {content, category: categorySelect.value, priority: Number(priority.value)}});
+        app.toast(t("memories.saved"), {level: "success", timeout: 3000});
+        await load();
+      });
+    });
+    return form;
   }
 
   function show(memories) {

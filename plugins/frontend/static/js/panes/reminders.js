@@ -1,6 +1,7 @@
 // Reminders (docs/reminders.md): the upcoming and the done, a form to set one (text, time,
-// repeat), and per reminder Done, Snooze and Delete. A reminder that fires (a `notification` of
-// type `reminder`) refreshes the list, so its next time or its "fired" mark shows at once.
+// repeat), and per reminder Done, Snooze, History (its occurrences) and Delete. A reminder that
+// fires (a `notification` of type `reminder`) refreshes the list, so its next time or its "fired"
+// mark shows at once.
 import {clear, h} from "../dom.js";
 import {busy, button, field, heading, ownId, statusLine} from "../ui.js";
 
@@ -103,6 +104,15 @@ export function mount(root, app) {
       }));
       actions.append(reopen);
     }
+    const history = h("div", {class: "reminder-history", hidden: true});
+    const historyButton = button(t, "reminders.history", {"data-action": "history", "aria-expanded": "false"});
+    historyButton.addEventListener("click", () => busy(app, historyButton, async () => {
+      const open = history.hidden;
+      if (open) await showHistory(reminder, history);
+      history.hidden = !open;
+      historyButton.setAttribute("aria-expanded", String(open));
+    }));
+    actions.append(historyButton);
     const remove = button(t, "reminders.delete", {class: "quiet danger", "data-action": "delete"});
     remove.addEventListener("click", () => {
       if (!confirm(t("reminders.delete_confirm", {title: reminder.title}))) return;
@@ -111,8 +121,30 @@ export function mount(root, app) {
     actions.append(remove);
     return h("li", {class: `tile reminder${overdue ? " fired" : ""}`, "data-id": reminder.id},
       h("div", {class: "card-main"}, h("strong", {class: "card-title"}, reminder.title),
-        reminder.description && reminder.description !== reminder.title ? h("p", {}, reminder.description) : null, meta),
+        reminder.description && reminder.description !== reminder.title ? h("p", {}, reminder.description) : null, meta,
+        history),
       actions);
+  }
+
+  // What the scheduler did with each occurrence, newest first (GET /reminders/:id/occurrences).
+  async function showHistory(reminder, container) {
+    const answer = await api.get(`/reminders/${reminder.id}/occurrences`, {user_id: ownId(app)});
+    const stamp = (iso) => new Date(Date.parse(iso)).toLocaleString(app.language,
+      {month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit"});
+    clear(container);
+    container.append(h("h4", {}, t("reminders.history_title")));
+    if (!answer.occurrences.length) {
+      container.append(h("p", {class: "muted"}, t("reminders.history_empty")));
+      return;
+    }
+    container.append(h("ol", {class: "occurrence-list"}, answer.occurrences.map((occurrence) => {
+      const key = `reminders.outcome_${occurrence.outcome}`;
+      return h("li", {class: `occurrence outcome-${occurrence.outcome}`},
+        h("span", {class: `badge outcome-${occurrence.outcome}`}, t(key) === key ? occurrence.outcome : t(key)),
+        h("time", {datetime: occurrence.due_at}, t("reminders.due", {when: stamp(occurrence.due_at)})),
+        occurrence.handled_at ? h("span", {}, t("reminders.handled", {when: stamp(occurrence.handled_at)})) : null,
+        occurrence.late_by_seconds ? h("span", {}, t("reminders.late_by", {seconds: Math.round(occurrence.late_by_seconds)})) : null);
+    })));
   }
 
   async function load() {

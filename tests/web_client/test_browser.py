@@ -394,7 +394,8 @@ async def test_the_inbox_entry_counts_unread_notifications_live(services, browse
         await unread_badge(page, 1)
         other = await push(services, "Post", "A parcel came")
         await unread_badge(page, 2)
-        await screenshot(page, f"web-unread-{'phone' if viewport != DESKTOP else 'desktop'}")
+        if viewport != DESKTOP:
+            await screenshot(page, "web-unread-phone")
         await page.click("#nav button[data-pane=inbox]")
         await page.locator(".inbox-item.unread", has_text="The tea is ready").click()
         await unread_badge(page, 1)
@@ -408,7 +409,8 @@ async def test_the_inbox_entry_counts_unread_notifications_live(services, browse
 async def test_the_app_installs_a_service_worker_and_opens_offline(services, browser, admin_password):
     async with open_page((390, 844), browser=browser, phone=True) as (page, errors):
         await sign_in(page, services.frontend_url, admin_password)
-        await page.evaluate("navigator.serviceWorker.ready.then(() => true)")
+        assert await page.evaluate("Promise.race([navigator.serviceWorker.ready.then(() => true),"
+                                   " new Promise((resolve) => setTimeout(() => resolve(false), 15000))])")
         await page.reload()
         await page.wait_for_selector("#connection[data-state=open]", timeout=10000)
         assert await page.evaluate("navigator.serviceWorker.controller && navigator.serviceWorker.controller.scriptURL") \

@@ -435,5 +435,6 @@ async def test_on_a_phone_every_pane_is_one_tap_away(services, browser, viewport
             await page.locator(f".pane-{name}:not([hidden])").wait_for()
             assert await entry.get_attribute("aria-current") == "page"
             assert await page.evaluate("document.documentElement.scrollWidth") <= width
-        await screenshot(page, f"web-phone-nav-{language}-{width}")
+        if (language, width) in (("en", 390), ("zh", 360)):     # the two the docs show
+            await screenshot(page, f"web-phone-nav-{language}-{width}")
         assert errors == []

@@ -432,6 +432,26 @@ async def test_the_app_installs_a_service_worker_and_opens_offline(services, bro
         # Back online: signed in again from the cookie, the banner gone.
         await page.wait_for_selector("#connection[data-state=open]", timeout=20000)
         assert await banner.is_hidden()
+
+        # A new deployment: a static file more (any change of one does the same) gives /sw.js
+        # another version. The worker installs it into a new cache, drops the old one, and the
+        # open page says it was updated.
+        from plugins.frontend import STATIC
+
+        deployed = STATIC / "test-deployment-marker.txt"
+        try:
+            deployed.write_text("a new version")
+            await page.evaluate("navigator.serviceWorker.getRegistration().then((registration) => registration.update())")
+            await page.locator(".toast", has_text="A new version of the app was installed").wait_for(timeout=15000)
+            # The old cache goes when the new worker's activation has run.
+            for _ in range(150):
+                after = await page.evaluate("caches.keys()")
+                if caches[0] not in after:
+                    break
+                await page.wait_for_timeout(100)
+            assert len(after) == 1 and after != caches and after[0].startswith("shell-")
+        finally:
+            deployed.unlink()
         unexpected = [error for error in errors if "ERR_INTERNET_DISCONNECTED" not in error
                       and "Failed to fetch" not in error]
         assert unexpected == []

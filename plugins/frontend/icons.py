@@ -34,7 +34,7 @@ def draw(size: int, *, full_bleed: bool, inset: float = 0.0) -> Image.Image:
 
     pen.rounded_rectangle((*at(12, 20), *at(52, 42)), radius=4 * scale, fill=WHITE)
     pen.polygon([at(20, 41), at(20, 50), at(30, 41)], fill=WHITE)
-    return image.resize((size, size), Image.LANCZOS)
+    return image.resize((size, size), Image.Resampling.LANCZOS)
 
 
 def main() -> None:

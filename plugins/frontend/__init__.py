@@ -3,6 +3,9 @@ served under a strict Content-Security-Policy, and a proxy that carries `/api/v1
 `/ws/chat` to the gateway on this origin (docs/web-client.md)."""
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import json
 import mimetypes
 from pathlib import Path
 from typing import AsyncIterator
@@ -26,7 +29,7 @@ PROXY: web.AppKey[ProxyState] = web.AppKey("frontend_proxy", ProxyState)
 # same-origin URLs; pasted images are blob: URLs), and connections to this origin only.
 CONTENT_SECURITY_POLICY = "; ".join([
     "default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src 'self' blob: data:",
-    "media-src 'self' blob:", "connect-src 'self'", "font-src 'self'", "manifest-src 'self'",
+    "media-src 'self' blob:", "connect-src 'self'", "font-src 'self'", "manifest-src 'self'", "worker-src 'self'",
     "base-uri 'none'", "form-action 'self'", "frame-ancestors 'none'",
 ])
 PAGE_HEADERS = {
@@ -42,6 +45,12 @@ CONTENT_TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "t
 
 routes = web.RouteTableDef()
 
+# The service worker's source: served at /sw.js (so its scope is the whole site) with the
+# shell's version and file list put before it, never as a static file.
+SERVICE_WORKER = "sw.js"
+NOT_IN_SHELL = (SERVICE_WORKER,)
+NOT_IN_SHELL_SUFFIXES = (".LICENSE",)
+
 
 class FrontendSettings(PluginSettings):
     max_body_bytes = marshmallow.fields.Integer(load_default=25 * 1024 * 1024, validate=marshmallow.validate.Range(
@@ -56,9 +65,54 @@ class FrontendSettings(PluginSettings):
                        "X-Forwarded-For names the client the frontend vouches for to the gateway."})
 
 
+def shell_files(static: Path) -> list[Path]:
+    """What the service worker keeps for opening offline: every static file but the licences
+    and the worker itself."""
+    return sorted(path for path in static.rglob("*") if path.is_file() and path.name not in NOT_IN_SHELL
+                  and not path.name.endswith(NOT_IN_SHELL_SUFFIXES))
+
+
+def shell_version(static: Path) -> tuple[str, list[str]]:
+    """A hash of the shell's names and contents (a new deployment or an edited file gives a new
+    one, and so a new cache), and the shell's URLs."""
+    digest = hashlib.sha256()
+    urls = ["/"]
+    for path in shell_files(static):
+        name = path.relative_to(static).as_posix()
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+        urls.append(f"/static/{name}")
+    return digest.hexdigest()[:16], urls
+
+
+class ServiceWorkerSource:
+    """/sw.js: the shell's version and URLs, then static/sw.js. Built again only when a static
+    file changed (by name, size or modification time), in an executor (it reads every file)."""
+
+    def __init__(self, static: Path) -> None:
+        self.static = static
+        self.signature: tuple = ()
+        self.body = b""
+
+    def current_signature(self) -> tuple:
+        return tuple((str(path), path.stat().st_mtime_ns, path.stat().st_size)
+                     for path in sorted(self.static.rglob("*")) if path.is_file())
+
+    def build(self) -> bytes:
+        signature = self.current_signature()
+        if signature != self.signature:
+            version, urls = shell_version(self.static)
+            prelude = f"const VERSION = {json.dumps(version)};\nconst SHELL = {json.dumps(urls)};\n"
+            self.body = prelude.encode() + (self.static / SERVICE_WORKER).read_bytes()
+            self.signature = signature
+        return self.body
+
+
+SERVICE_WORKER_SOURCE: web.AppKey[ServiceWorkerSource] = web.AppKey("frontend_service_worker", ServiceWorkerSource)
+
+
 def static_file(name: str) -> web.FileResponse:
     path = (STATIC / name).resolve()
-    if not path.is_relative_to(STATIC.resolve()) or not path.is_file():
+    if not path.is_relative_to(STATIC.resolve()) or not path.is_file() or name == SERVICE_WORKER:
         raise NotFound("No such file", "not_found")
     content_type = CONTENT_TYPES.get(path.suffix) or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
     response = web.FileResponse(path, headers={**PAGE_HEADERS, "Content-Type": content_type,
@@ -70,6 +124,17 @@ def static_file(name: str) -> web.FileResponse:
 @api_doc("The web client's page", auth="none", produces="text/html", tags=("frontend",))
 async def index(request: web.Request) -> web.StreamResponse:
     return static_file("index.html")
+
+
+@routes.get("/sw.js", name="frontend_service_worker")
+@api_doc("The web client's service worker (its scope is the whole site): keeps the app shell for opening "
+         "offline; its first line names the shell's version", auth="none", produces="text/javascript",
+         tags=("frontend",))
+async def service_worker(request: web.Request) -> web.StreamResponse:
+    source = request.config_dict[SERVICE_WORKER_SOURCE]
+    body = await asyncio.get_running_loop().run_in_executor(None, source.build)
+    return web.Response(body=body, headers={**PAGE_HEADERS, "Content-Type": "text/javascript",
+                                            "Cache-Control": "no-cache"})
 
 
 @routes.get("/static/{name:.+}", name="frontend_static")
@@ -115,6 +180,7 @@ class FrontendPlugin(Plugin):
                            service_token=str(registrar.config.get("auth.service_token") or ""),
                            trusted_proxies=trusted)
         registrar.app_state(PROXY, state)
+        registrar.app_state(SERVICE_WORKER_SOURCE, ServiceWorkerSource(STATIC))
         registrar.routes(routes)
 
         async def client_session(context: Context) -> AsyncIterator[None]:

@@ -75,15 +75,17 @@ async def open_browser(args: Sequence[str] = ()) -> AsyncIterator["playwright.as
 
 @contextlib.asynccontextmanager
 async def open_page(viewport: tuple[int, int] = (1280, 800), *, browser=None, locale: str = "en-US",
-                    args: Sequence[str] = ()):
+                    args: Sequence[str] = (), phone: bool = False):
     """A fresh context and page; yields (page, errors) where errors collects console errors and
     uncaught exceptions, so a test can assert the page ran cleanly. Pass `browser` to share one
     Chromium between several contexts (two devices of one person, say); `args` are extra
-    Chromium flags for the browser it starts when none is passed."""
+    Chromium flags for the browser it starts when none is passed; `phone`: a touch screen and a
+    mobile browser's viewport rules (for `locator.tap()`)."""
     async with contextlib.AsyncExitStack() as stack:
         if browser is None:
             browser = await stack.enter_async_context(open_browser(args))
-        context = await browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, locale=locale)
+        context = await browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, locale=locale,
+                                            has_touch=phone, is_mobile=phone)
         stack.push_async_callback(context.close)
         page = await context.new_page()
         errors: list[str] = []

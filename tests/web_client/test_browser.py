@@ -351,3 +351,111 @@ async def test_registration_says_so_when_the_server_does_not_allow_it(services, 
         await form.locator("button[type=submit]").click()
         await form.locator(".form-error", has_text="Registration is not open").wait_for(timeout=10000)
         assert [error for error in errors if "403" not in error] == []
+
+
+async def push(services, title: str, body: str) -> str:
+    import aiohttp
+
+    from tests.web_client.conftest import SERVICE_TOKEN
+
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {SERVICE_TOKEN}"}) as http:
+        async with http.post(f"{services.gateway_url}/api/v1/notifications/push",
+                             json={"user_id": "admin", "type": "info", "title": title, "body": body}) as pushed:
+            assert pushed.status == 200
+            return (await pushed.json())["notification"]["id"]
+
+
+async def mark_read(services, path: str) -> None:
+    """What another device of the person does: marks notifications read through the API."""
+    import aiohttp
+
+    from tests.web_client.conftest import SERVICE_TOKEN
+
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {SERVICE_TOKEN}"}) as http:
+        async with http.post(f"{services.gateway_url}/api/v1/notifications/{path}",
+                             params={"user_id": "admin"}) as answer:
+            assert answer.status == 200
+
+
+async def unread_badge(page, count: int) -> None:
+    badge = page.locator("#nav button[data-pane=inbox] .unread-count")
+    if count:
+        await page.locator(f"#nav button[data-pane=inbox] .unread-count[data-count='{count}']:not([hidden])").wait_for(
+            timeout=10000)
+        assert await badge.inner_text() == str(count)
+        assert await badge.get_attribute("aria-label") == f"{count} unread"
+    else:
+        await page.locator("#nav button[data-pane=inbox] .unread-count[hidden]").wait_for(state="attached", timeout=10000)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("viewport", [DESKTOP, (390, 844)], ids=["desktop", "phone"])
+async def test_the_inbox_entry_counts_unread_notifications_live(services, browser, admin_password, viewport):
+    await mark_read(services, "read-all")
+    async with signed_in(services, browser, admin_password, viewport) as page:
+        await unread_badge(page, 0)
+        await push(services, "Tea", "The tea is ready")
+        await unread_badge(page, 1)
+        other = await push(services, "Post", "A parcel came")
+        await unread_badge(page, 2)
+        if viewport != DESKTOP:
+            await screenshot(page, "web-unread-phone")
+        await page.click("#nav button[data-pane=inbox]")
+        await page.locator(".inbox-item.unread", has_text="The tea is ready").click()
+        await unread_badge(page, 1)
+        # Read on another device: no frame says so; this one learns it when it reconnects.
+        await mark_read(services, f"{other}/read")
+        await page.evaluate("window.assistantApp.socket.interrupt()")
+        await unread_badge(page, 0)
+
+
+@pytest.mark.slow
+async def test_the_app_installs_a_service_worker_and_opens_offline(services, browser, admin_password):
+    async with open_page((390, 844), browser=browser, phone=True) as (page, errors):
+        await sign_in(page, services.frontend_url, admin_password)
+        assert await page.evaluate("Promise.race([navigator.serviceWorker.ready.then(() => true),"
+                                   " new Promise((resolve) => setTimeout(() => resolve(false), 15000))])")
+        await page.reload()
+        await page.wait_for_selector("#connection[data-state=open]", timeout=10000)
+        assert await page.evaluate("navigator.serviceWorker.controller && navigator.serviceWorker.controller.scriptURL") \
+            == services.frontend_url + "/sw.js"
+        caches = await page.evaluate("caches.keys()")
+        assert len(caches) == 1 and caches[0].startswith("shell-")
+        cached = await page.evaluate(f"caches.open({caches[0]!r}).then((cache) => cache.keys())"
+                                     ".then((requests) => requests.map((request) => new URL(request.url).pathname))")
+        assert "/" in cached and "/static/js/main.js" in cached and not [url for url in cached if url.startswith("/api/")]
+
+        await page.context.set_offline(True)
+        await page.reload()
+        banner = page.locator("#offline")
+        await banner.wait_for(timeout=10000)
+        assert "Not connected" in await banner.inner_text()
+        assert await page.locator("#login-form").is_visible()     # the shell, from the cache
+        await screenshot(page, "web-offline-phone")
+        await page.context.set_offline(False)
+        # Back online: signed in again from the cookie, the banner gone.
+        await page.wait_for_selector("#connection[data-state=open]", timeout=20000)
+        assert await banner.is_hidden()
+
+        # A new deployment: a static file more (any change of one does the same) gives /sw.js
+        # another version. The worker installs it into a new cache, drops the old one, and the
+        # open page says it was updated.
+        from plugins.frontend import STATIC
+
+        deployed = STATIC / "test-deployment-marker.txt"
+        try:
+            deployed.write_text("a new version")
+            await page.evaluate("navigator.serviceWorker.getRegistration().then((registration) => registration.update())")
+            await page.locator(".toast", has_text="A new version of the app was installed").wait_for(timeout=15000)
+            # The old cache goes when the new worker's activation has run.
+            for _ in range(150):
+                after = await page.evaluate("caches.keys()")
+                if caches[0] not in after:
+                    break
+                await page.wait_for_timeout(100)
+            assert len(after) == 1 and after != caches and after[0].startswith("shell-")
+        finally:
+            deployed.unlink()
+        unexpected = [error for error in errors if "ERR_INTERNET_DISCONNECTED" not in error
+                      and "Failed to fetch" not in error]
+        assert unexpected == []

@@ -3,6 +3,8 @@ ways, the refresh token kept in an HttpOnly cookie, cross-site requests refused)
 WebSocket carried through it."""
 from __future__ import annotations
 
+import json
+
 import aiohttp
 import pytest
 from yarl import URL
@@ -27,6 +29,68 @@ async def test_the_page_and_its_modules_are_served_under_a_strict_policy(service
             assert licence.status == 200
         async with http.get(services.frontend_url + "/static/../__init__.py") as escape:
             assert escape.status == 404
+
+
+async def test_the_manifest_and_its_icons_make_the_app_installable(services):
+    import io
+
+    from PIL import Image
+
+    async with aiohttp.ClientSession() as http:
+        async with http.get(services.frontend_url + "/") as page:
+            assert '<link rel="manifest" href="/static/manifest.webmanifest">' in await page.text()
+        async with http.get(services.frontend_url + "/static/manifest.webmanifest") as answer:
+            assert answer.status == 200 and answer.content_type == "application/manifest+json"
+            manifest = await answer.json(content_type=None)
+        assert manifest["name"] and manifest["short_name"] and manifest["display"] == "standalone"
+        assert manifest["start_url"] == "/" and manifest["scope"] == "/" and manifest["theme_color"].startswith("#")
+        sizes = set()
+        for icon in manifest["icons"]:
+            async with http.get(services.frontend_url + icon["src"]) as image:
+                assert image.status == 200 and image.content_type == icon["type"]
+                if icon["type"] == "image/png":
+                    picture = Image.open(io.BytesIO(await image.read()))
+                    assert f"{picture.width}x{picture.height}" == icon["sizes"]
+                    sizes.add(icon["sizes"])
+        assert {"192x192", "512x512"} <= sizes
+
+
+async def test_the_service_worker_is_served_at_the_root_with_the_shell_and_its_version(services):
+    async with aiohttp.ClientSession() as http:
+        async with http.get(services.frontend_url + "/sw.js") as answer:
+            assert answer.status == 200 and answer.content_type == "text/javascript"
+            assert answer.headers["Cache-Control"] == "no-cache"
+            assert "worker-src 'self'" in answer.headers["Content-Security-Policy"]
+            source = await answer.text()
+        version_line, shell_line = source.splitlines()[:2]
+        assert version_line.startswith('const VERSION = "') and len(version_line) == len('const VERSION = "";') + 16
+        shell = json.loads(shell_line.removeprefix("const SHELL = ").removesuffix(";"))
+        assert {"/", "/static/app.css", "/static/js/main.js", "/static/js/panes/inbox.js",
+                "/static/vendor/marked.esm.js", "/static/icons/icon-192.png", "/static/manifest.webmanifest"} <= set(shell)
+        assert not [url for url in shell if url.startswith(("/api/", "/ws/")) or url.endswith((".LICENSE", "sw.js"))]
+        for url in shell:
+            async with http.get(services.frontend_url + url) as file:
+                assert file.status == 200, url
+        async with http.get(services.frontend_url + "/static/sw.js") as raw:
+            assert raw.status == 404     # only at /sw.js, where its scope is the whole site
+
+
+async def test_the_shell_version_changes_with_any_static_file(tmp_path):
+    from plugins.frontend import ServiceWorkerSource, shell_version
+
+    (tmp_path / "js").mkdir()
+    (tmp_path / "index.html").write_text("<!doctype html>")
+    (tmp_path / "js" / "main.js").write_text("one")
+    (tmp_path / "sw.js").write_text("// worker")
+    source = ServiceWorkerSource(tmp_path)
+    first = source.build()
+    assert first.endswith(b"// worker") and b'"/static/js/main.js"' in first and b'"/static/sw.js"' not in first
+    assert source.build() == first
+    (tmp_path / "js" / "main.js").write_text("two")
+    second = source.build()
+    assert second != first and shell_version(tmp_path)[0].encode() in second
+    (tmp_path / "vendor.LICENSE").write_text("licence")     # not part of the shell
+    assert source.build().splitlines()[0] == second.splitlines()[0]
 
 
 async def test_sign_in_moves_the_refresh_token_into_an_http_only_cookie_and_refresh_rotates_it(services):

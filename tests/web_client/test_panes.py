@@ -542,3 +542,47 @@ async def test_the_panes_on_a_phone_in_chinese(services, browser):
         assert "手动" in await automation.locator(".rule", has_text="Movie time").locator(".run").first.inner_text()
         await screenshot(page, "web-automation-phone-zh")
         assert errors == []
+
+
+PANE_LABELS = {"en": {"chat": "Chat", "inbox": "Inbox", "reminders": "Reminders", "memories": "Memories",
+                      "knowledge": "Knowledge", "devices": "Devices"},
+               "zh": {"chat": "聊天", "inbox": "通知", "reminders": "提醒", "memories": "记忆", "knowledge": "知识库",
+                      "devices": "设备"}}
+# The placeholder's text width against the message box's inner width, with the box's own font.
+PLACEHOLDER_FITS = """() => {
+  const box = document.querySelector("textarea.input");
+  const style = getComputedStyle(box);
+  const pen = document.createElement("canvas").getContext("2d");
+  pen.font = `${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+  const inner = box.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+  return {text: box.placeholder, width: pen.measureText(box.placeholder).width, inner};
+}"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("language", ["en", "zh"])
+@pytest.mark.parametrize("viewport", [(390, 844), (360, 740)], ids=["390x844", "360x740"])
+async def test_on_a_phone_every_pane_is_one_tap_away(services, browser, viewport, language):
+    width, height = viewport
+    async with open_page(viewport, browser=browser, locale="zh-CN" if language == "zh" else "en-US",
+                         phone=True) as (page, errors):
+        await sign_in(page, services.frontend_url)
+        await page.locator(".pane-chat textarea.input").wait_for()
+        placeholder = await page.evaluate(PLACEHOLDER_FITS)
+        assert placeholder["text"] and placeholder["width"] <= placeholder["inner"], placeholder
+        labels = PANE_LABELS[language]
+        for name, label in [*list(labels.items())[1:], ("chat", labels["chat"])]:
+            entry = page.locator(f"#nav button[data-pane={name}]")
+            box = await entry.bounding_box()
+            # On screen as it is, nothing to scroll to, its label whole.
+            assert box and box["x"] >= 0 and box["x"] + box["width"] <= width and box["y"] + box["height"] <= height, name
+            assert box["height"] >= 44, "a finger-sized target"
+            assert await entry.locator(".nav-label").inner_text() == label
+            assert await entry.locator(".nav-label").evaluate("label => label.scrollWidth <= label.clientWidth")
+            await entry.tap()
+            await page.locator(f".pane-{name}:not([hidden])").wait_for()
+            assert await entry.get_attribute("aria-current") == "page"
+            assert await page.evaluate("document.documentElement.scrollWidth") <= width
+        if (language, width) in (("en", 390), ("zh", 360)):     # the two the docs show
+            await screenshot(page, f"web-phone-nav-{language}-{width}")
+        assert errors == []

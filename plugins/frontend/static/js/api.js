@@ -62,7 +62,8 @@ export class ApiClient {
     this.emit();
   }
 
-  // A page opened again: the cookie, if any, buys a fresh access token.
+  // A page opened again: the cookie, if any, buys a fresh access token. Resolves true (signed
+  // in), false (nobody is), or null: the server could not be reached (offline), so try again later.
   async restore() {
     if (!localStorage.getItem(SIGNED_IN_MARK)) return false;
     try {
@@ -71,7 +72,8 @@ export class ApiClient {
       this.emit();
       return true;
     } catch (error) {
-      return false;
+      const unreachable = !(error instanceof ApiError) || error.errorType === "gateway_unreachable";
+      return unreachable ? null : false;
     }
   }
 

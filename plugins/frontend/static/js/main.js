@@ -5,23 +5,33 @@ import {ChatSocket} from "./socket.js";
 import {LANGUAGES, language, onLanguage, setLanguage, t, translate} from "./i18n.js";
 import {h} from "./dom.js";
 
-// Add a pane here (and its module under panes/): the top bar lists them in this order.
+// Add a pane here (and its module under panes/): the top bar (on a phone, the tab bar at the
+// bottom) lists them in this order. `icon`: the path data of a 24×24 outline, drawn with the
+// text's colour.
 export const PANES = [
-  {name: "chat", label: "nav.chat", load: () => import("./panes/chat.js")},
-  {name: "inbox", label: "nav.inbox", load: () => import("./panes/inbox.js")},
-  {name: "reminders", label: "nav.reminders", load: () => import("./panes/reminders.js")},
-  {name: "memories", label: "nav.memories", load: () => import("./panes/memories.js")},
-  {name: "knowledge", label: "nav.knowledge", load: () => import("./panes/knowledge.js")},
-  {name: "devices", label: "nav.devices", load: () => import("./panes/devices.js")},
-  {name: "automation", label: "nav.automation", load: () => import("./panes/automation.js")},
-  {name: "settings", label: "nav.settings", load: () => import("./panes/settings.js")},
+  {name: "chat", label: "nav.chat", icon: "M4 5h16v11H10l-5 4v-4H4z", load: () => import("./panes/chat.js")},
+  {name: "inbox", label: "nav.inbox", icon: "M3 13l3-8h12l3 8v6H3zM3 13h5l1.5 3h5l1.5-3h5",
+    load: () => import("./panes/inbox.js")},
+  {name: "reminders", label: "nav.reminders", icon: "M6 16v-5a6 6 0 0 1 12 0v5l2 2H4zM10 21h4",
+    load: () => import("./panes/reminders.js")},
+  {name: "memories", label: "nav.memories", icon: "M7 3h10v18l-5-4-5 4z", load: () => import("./panes/memories.js")},
+  {name: "knowledge", label: "nav.knowledge", icon: "M3 5h6a3 3 0 0 1 3 3v12a2 2 0 0 0-2-2H3zM21 5h-6a3 3 0 0 0-3 3v12a2 2 0 0 1 2-2h7z",
+    load: () => import("./panes/knowledge.js")},
+  {name: "devices", label: "nav.devices", icon: "M3 11l9-8 9 8M5 9.5V20h14V9.5M10 20v-6h4v6",
+    load: () => import("./panes/devices.js")},
+  {name: "automation", label: "nav.automation", icon: "M13 2L4 14h7l-1 8 9-12h-7z",
+    load: () => import("./panes/automation.js")},
+  {name: "settings", label: "nav.settings", icon: "M4 7h9M17 7h3M4 17h3M11 17h9M15 5v4M9 15v4",
+    load: () => import("./panes/settings.js")},
 ];
+const SVG = "http://www.w3.org/2000/svg";
 
 const api = new ApiClient();
 const socket = new ChatSocket(api);
 const $ = (selector) => document.querySelector(selector);
 const mounted = new Map();   // name -> {root, handle}
 let currentPane = null;
+let unread = null;           // the inbox module's unread counter, once loaded
 
 function toast(text, {level = "info", timeout = 6000, title = ""} = {}) {
   const close = h("button", {type: "button", class: "icon", "aria-label": t("toast.close")}, "×");
@@ -44,6 +54,8 @@ const app = {
   onLanguage,
   toast,
   openPane: (name) => showPane(name),
+  // Read the unread count again now (the inbox calls it after marking notifications read).
+  refreshUnread: () => unread && unread.refresh(),
   get profile() { return api.profile; },
   panes: PANES,
   // A mounted pane's handle (what its mount returned), e.g. for a pane that drives another.
@@ -89,13 +101,35 @@ function relabelPanes() {
   if (currentPane && !mounted.has(currentPane)) showPane(currentPane);
 }
 
+function navIcon(path) {
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("viewBox", "0 0 24 24");
+  svg.setAttribute("aria-hidden", "true");
+  svg.setAttribute("class", "nav-icon");
+  const shape = document.createElementNS(SVG, "path");
+  shape.setAttribute("d", path || "M4 4h16v16H4z");
+  svg.append(shape);
+  return svg;
+}
+
 function buildNav() {
   const nav = $("#nav");
   nav.textContent = "";
   for (const pane of PANES) {
-    nav.append(h("button", {type: "button", "data-pane": pane.name, "data-i18n": pane.label,
-      onclick: () => showPane(pane.name)}, t(pane.label)));
+    nav.append(h("button", {type: "button", "data-pane": pane.name, onclick: () => showPane(pane.name)},
+      navIcon(pane.icon), h("span", {class: "nav-label", "data-i18n": pane.label}, t(pane.label)),
+      pane.name === "inbox" ? h("span", {class: "unread-count", role: "img", hidden: ""}) : null));
   }
+}
+
+// The unread count on the Inbox entry: hidden at zero, its aria-label "3 unread".
+function showUnread(count) {
+  const badge = $("#nav .unread-count");
+  if (!badge) return;
+  badge.hidden = !count;
+  badge.textContent = count > 99 ? "99+" : String(count || "");
+  badge.dataset.count = String(count || 0);
+  badge.setAttribute("aria-label", t("nav.unread", {count}));
 }
 
 function fillLanguageSelects() {
@@ -199,8 +233,70 @@ async function start() {
     }
   });
   api.onChange(showSignedIn);
-  import("./panes/inbox.js").then((inbox) => inbox.startToasts(app));
-  if (!(await api.restore())) showSignedIn(false);
+  import("./panes/inbox.js").then((inbox) => {
+    inbox.startToasts(app);
+    unread = inbox.watchUnread(app, showUnread);
+  });
+  onLanguage(() => { const badge = $("#nav .unread-count"); if (badge) showUnread(Number(badge.dataset.count)); });
+  offline.start();
+  installable();
+  await signInFromCookie();
 }
+
+// The service worker (/sw.js) keeps the app shell for opening offline and installs a new
+// version by itself. Browsers offer it on HTTPS and on localhost only; elsewhere this is skipped.
+function installable() {
+  if (!("serviceWorker" in navigator)) return;
+  const hadController = Boolean(navigator.serviceWorker.controller);
+  navigator.serviceWorker.addEventListener("controllerchange", () => {
+    if (hadController) toast(t("app.updated"), {level: "info", timeout: 10000});
+  });
+  navigator.serviceWorker.register("/sw.js").then((registration) => {
+    // A phone keeps an installed app open for days: look for a new version when it comes back.
+    document.addEventListener("visibilitychange", () => {
+      if (document.visibilityState === "visible") registration.update().catch(() => {});
+    });
+  }).catch((error) => console.warn("service worker not registered", error));
+}
+
+// A returning person is signed in from the refresh cookie. When the server cannot be reached
+// (no network, or the page came from the offline copy) the shell says "not connected" and tries
+// again when the browser is back online, and every RETRY_OFFLINE_MS.
+const RETRY_OFFLINE_MS = 10000;
+async function signInFromCookie() {
+  const restored = await api.restore();
+  if (restored !== null) {
+    offline.unreachable(false);
+    if (!restored) showSignedIn(false);
+    return;
+  }
+  offline.unreachable(true);
+  if (!api.signedIn && $("#login").hidden && $("#shell").hidden) showSignedIn(false);
+  const again = () => {
+    removeEventListener("online", again);
+    clearTimeout(timer);
+    if (!api.signedIn) signInFromCookie();
+  };
+  const timer = setTimeout(again, RETRY_OFFLINE_MS);
+  addEventListener("online", again);
+}
+
+// The "not connected" banner: the browser says it is offline, or the server did not answer.
+const offline = {
+  serverUnreachable: false,
+  start() {
+    addEventListener("online", () => this.show());
+    addEventListener("offline", () => this.show());
+    socket.on("state", (state) => { if (state === "open") this.unreachable(false); });
+    this.show();
+  },
+  unreachable(value) { this.serverUnreachable = value; this.show(); },
+  show() {
+    const banner = $("#offline");
+    const off = !navigator.onLine || this.serverUnreachable;
+    banner.hidden = !off;
+    document.body.classList.toggle("offline", off);
+  },
+};
 
 start();

@@ -27,6 +27,7 @@ export function mount(root, app) {
           element.setAttribute("aria-label", `${item.title || item.type}: ${t("inbox.mark_read")}`);
           const markRead = async () => {
             await api.request("POST", `/notifications/${encodeURIComponent(item.id)}/read`).catch(() => {});
+            app.refreshUnread();
             element.classList.remove("unread");
             element.removeAttribute("role");
             element.removeAttribute("tabindex");
@@ -44,6 +45,7 @@ export function mount(root, app) {
 
   readAll.addEventListener("click", async () => {
     await api.request("POST", "/notifications/read-all").catch(() => {});
+    app.refreshUnread();
     load();
   });
   const off = app.socket.on("notification", (frame) => {
@@ -58,4 +60,36 @@ export function startToasts(app) {
     const note = frame.notification || {};
     app.toast(note.body || "", {title: note.title || "", level: LEVELS[note.type] || "info", timeout: 8000});
   });
+}
+
+// How many notifications are unread, for the Inbox entry of the nav: `show(count)` is called
+// with the inbox's own count (GET /notifications answers `unread`) when the person signs in,
+// when the socket (re)connects, when a notification frame arrives, when the page is shown again,
+// and every UNREAD_POLL_MS while it is visible, since reading on another device sends no frame.
+const UNREAD_POLL_MS = 60000;
+const UNREAD_SETTLE_MS = 250;   // several frames at once (missed ones on reconnect) cost one call
+
+export function watchUnread(app, show) {
+  let timer = null;
+  let asked = 0;
+  async function refresh() {
+    clearTimeout(timer);
+    timer = null;
+    if (!app.api.signedIn) return;
+    const ask = ++asked;
+    try {
+      const answer = await app.api.get("/notifications", {unread: "true", limit: 1});
+      if (ask === asked) show(Number(answer.unread) || 0);   // a later answer wins
+    } catch (error) {
+      // Offline or signed out: the count stays as it was until the next try.
+    }
+  }
+  const soon = () => { if (!timer) timer = setTimeout(refresh, UNREAD_SETTLE_MS); };
+  app.socket.on("notification", soon);
+  app.socket.on("state", (state) => { if (state === "open") soon(); });
+  app.api.onChange((signedIn) => (signedIn ? soon() : show(0)));
+  document.addEventListener("visibilitychange", () => { if (document.visibilityState === "visible") soon(); });
+  setInterval(() => { if (document.visibilityState === "visible") soon(); }, UNREAD_POLL_MS);
+  if (app.api.signedIn) soon();
+  return {refresh};
 }

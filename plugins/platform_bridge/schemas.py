@@ -154,3 +154,21 @@ class IncomingWebhook(marshmallow.Schema):
 
 class Accepted(marshmallow.Schema):
     accepted = fields.Boolean(required=True)
+
+
+class UserMessage(marshmallow.Schema):
+    text = fields.String(required=True, validate=validate.Length(min=1, max=4000), metadata={
+        "description": "What to tell the person (a fired reminder)."})
+
+
+class UserDelivery(marshmallow.Schema):
+    bot_id = fields.String(required=True)
+    platform = fields.String(required=True, validate=validate.OneOf(PLATFORMS))
+    platform_user_id = fields.String(required=True)
+    error = fields.String(required=True, allow_none=True, metadata={
+        "description": "Why this account was not reached, or null."})
+
+
+class UserDeliveries(marshmallow.Schema):
+    sent = fields.Integer(required=True, metadata={"description": "How many linked accounts took the message."})
+    deliveries = fields.List(fields.Nested(UserDelivery), required=True)

@@ -4,6 +4,7 @@ import {ApiClient, ApiError} from "./api.js";
 import {ChatSocket} from "./socket.js";
 import {LANGUAGES, language, onLanguage, setLanguage, t, translate} from "./i18n.js";
 import {h} from "./dom.js";
+import {disablePush, followNotificationClicks, resyncPush} from "./push.js";
 
 // Add a pane here (and its module under panes/): the top bar lists them in this order.
 export const PANES = [
@@ -160,6 +161,7 @@ function showSignedIn(signedIn) {
   if (signedIn) {
     $("#who").textContent = api.profile ? api.profile.nickname || api.profile.username : "";
     showPane(currentPane || "chat");
+    resyncPush(api);
   } else {
     socket.close();
     for (const {root, handle} of mounted.values()) {
@@ -183,7 +185,10 @@ async function start() {
   socket.on("state", showConnection);
   onLanguage(() => showConnection(socket.state));
   onLanguage(relabelPanes);
-  document.querySelector('[data-action="signout"]').addEventListener("click", () => api.logout());
+  document.querySelector('[data-action="signout"]').addEventListener("click", async () => {
+    await disablePush(api).catch(() => {});  // this browser stops showing the person's notifications
+    api.logout();
+  });
   document.querySelector('[data-action="toggle-drawer"]').addEventListener("click", (event) => {
     const open = document.body.classList.toggle("drawer-open");
     event.currentTarget.setAttribute("aria-expanded", String(open));
@@ -198,6 +203,7 @@ async function start() {
   });
   api.onChange(showSignedIn);
   import("./panes/inbox.js").then((inbox) => inbox.startToasts(app));
+  followNotificationClicks(app);
   if (!(await api.restore())) showSignedIn(false);
 }
 

@@ -18,7 +18,7 @@ import aiohttp
 
 from gateway.context import Context
 from gateway.database import execute, fetch_all, fetch_one
-from gateway.errors import BadRequest, NotFound
+from gateway.errors import BadRequest, NotFound, ServiceUnavailable
 from gateway.fetch import FetchError, FetchPolicy, FetchRefused, GuardedFetcher
 from gateway.schedule import rfc3339
 
@@ -82,8 +82,15 @@ class OffPageDelivery:
             async with self._keys_lock:
                 if self._keys is None:
                     data_dir = Path(self.context.config.data_dir)
-                    self._keys = await asyncio.get_running_loop().run_in_executor(
-                        None, webpush.load_or_create_vapid_keys, data_dir)
+                    try:
+                        self._keys = await asyncio.get_running_loop().run_in_executor(
+                            None, webpush.load_or_create_vapid_keys, data_dir)
+                    except (OSError, ValueError) as error:
+                        log.error("the VAPID key in %s cannot be used: %s", data_dir, error)
+                        raise ServiceUnavailable(
+                            "Web Push is not available: the server's VAPID key cannot be read or written.",
+                            error_type="push_unavailable",
+                            hint=f"The operator should check {data_dir / webpush.KEY_FILE} (see the log).") from None
         return self._keys
 
     def subject(self) -> str:

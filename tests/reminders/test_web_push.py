@@ -202,3 +202,12 @@ async def test_a_person_keeps_at_most_the_subscriptions_allowed_forgetting_the_o
     listed = await gateway.call("GET", "/notifications/push/subscriptions")
     assert [s["id"] for s in listed["subscriptions"]] == ids[1:]
     assert await fetch_value(get_context(gateway.app).db, "SELECT count(*) FROM push_subscriptions") == 2
+
+
+async def test_a_vapid_key_file_that_cannot_be_used_is_a_clear_503(make_gateway):
+    gateway = await make_gateway(overrides=PUSH)
+    path = get_context(gateway.app).config.data_dir / webpush.KEY_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("not a key")
+    answer = await gateway.error("GET", "/notifications/push/key", 503, "push_unavailable")
+    assert webpush.KEY_FILE in answer["hint"]

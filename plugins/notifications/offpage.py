@@ -104,8 +104,8 @@ class OffPageDelivery:
     def validate(self, body: dict) -> tuple[str, str, str]:
         """The endpoint and the two keys, normalised; 400 naming the field when one is wrong."""
         endpoint = body["endpoint"].strip()
-        parts = urlsplit(endpoint)
         try:
+            parts = urlsplit(endpoint)
             host, port = parts.hostname, parts.port
         except ValueError:
             raise _invalid("endpoint", "not a URL") from None

@@ -169,6 +169,8 @@ async def test_subscriptions_are_validated_and_belong_to_their_person(pushing, p
     good = push_service.subscribe()
     cases = [
         ({**good, "endpoint": "ftp://push.example.com/x"}, "endpoint"),
+        ({**good, "endpoint": "https://[::1/x"}, "endpoint"),
+        ({**good, "endpoint": "https://push.example.com:99999/x"}, "endpoint"),
         ({**good, "endpoint": "http://push.example.com/x"}, "endpoint"),  # http: only for push_hosts
         ({**good, "endpoint": "https://169.254.169.254/x"}, "endpoint"),
         ({**good, "keys": {**good["keys"], "p256dh": b64(b"\x04" + b"\x01" * 64)}}, "keys.p256dh"),

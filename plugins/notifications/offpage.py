@@ -213,7 +213,11 @@ class OffPageDelivery:
                 sends += [self.push(row, payload, notification["type"]) for row in rows]
         if notification["type"] in self.settings["platform_types"]:
             sends.append(self.message_platforms(user_id, notification))
-        await asyncio.gather(*sends)
+        # Each way on its own: one failing (the database away a moment) does not stop the others.
+        for outcome in await asyncio.gather(*sends, return_exceptions=True):
+            if isinstance(outcome, Exception):
+                log.error("notification %s: one way off the page failed: %s", notification["id"], outcome,
+                          exc_info=outcome)
 
     async def push(self, subscription: dict, payload: bytes, type: str) -> None:
         """One push to one browser, tried again on 429 / 5xx / no answer with a doubling wait;

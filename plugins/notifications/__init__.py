@@ -31,8 +31,10 @@ from gateway.schedule import rfc3339
 from gateway.validation import parse_body, parse_query
 
 from .contract import NOTIFICATIONS
+from .offpage import OffPageDelivery
 from .schemas import (NOTIFICATION_TYPES, AllRead, Deleted, InboxPage, InboxQuery, NotificationFrame,
-                      NotificationSettings, OneNotification, OwnerQuery, Pushed, PushBody, Read)
+                      NotificationSettings, OneNotification, OwnerQuery, Pushed, PushBody, PushKey, Read,
+                      SubscriptionBody, SubscriptionList, SubscriptionSaved)
 
 log = logging.getLogger("plugins.notifications")
 
@@ -62,9 +64,10 @@ def _frame(row: dict, context: Context, missed: bool = False) -> dict:
 class Notifications:
     """Provided as the `NOTIFICATIONS` contract; also the inbox's store."""
 
-    def __init__(self, context: Context, settings: dict):
+    def __init__(self, context: Context, settings: dict, offpage: OffPageDelivery):
         self.context = context
         self.max_missed = settings["max_missed"]
+        self.offpage = offpage
         self._goodbyes: set[asyncio.Future] = set()
 
     @property
@@ -92,6 +95,7 @@ class Notifications:
                         "user_id": stored["user_id"], "timestamp": rfc3339(stored["created_at"]),
                         "delivered": delivered}
         await hub.send_to_user(user_id, _frame(row, self.context))
+        self.offpage.enqueue(user_id, row)
         return {"id": row["id"], "type": type, "title": title, "user_id": user_id,
                 "timestamp": rfc3339(created_at), "delivered": delivered}
 
@@ -208,6 +212,8 @@ def _not_found(notification_id: str) -> NotFound:
 
 
 INBOX = web.AppKey("notifications.inbox", Notifications)
+OFFPAGE = web.AppKey("notifications.offpage", OffPageDelivery)
+SUBSCRIPTION_ID = {"subscription_id": {"type": "string", "maxLength": 64}}
 NOTIFICATION_ID = {"notification_id": {"type": "string", "maxLength": 64}}
 routes = web.RouteTableDef()
 
@@ -223,6 +229,46 @@ async def push(request: web.Request) -> web.Response:
     notification = await get_context(request).contracts.require(NOTIFICATIONS).push(
         target, body["type"], body["title"], body["body"], body["data"])
     return web.json_response({"success": True, "notification": notification})
+
+
+@routes.get("/api/v1/notifications/push/key", name="notifications.push_key")
+@api_doc("The VAPID public key a browser subscribes with (its applicationServerKey)", responses={200: PushKey},
+         errors=(503,))
+async def push_key(request: web.Request) -> web.Response:
+    await require_user(request)
+    keys = await request.config_dict[OFFPAGE].keys()
+    return web.json_response({"publicKey": keys.public_key})
+
+
+@routes.get("/api/v1/notifications/push/subscriptions", name="notifications.push_subscriptions")
+@api_doc("The caller's Web Push subscriptions (one per browser), oldest first", query=OwnerQuery,
+         responses={200: SubscriptionList}, errors=(403, 503))
+async def list_subscriptions(request: web.Request) -> web.Response:
+    caller = await require_user(request)
+    owner = owner_for(caller, parse_query(request, OwnerQuery())["user_id"])
+    subscriptions = await request.config_dict[OFFPAGE].subscriptions(owner)
+    return web.json_response({"subscriptions": subscriptions, "count": len(subscriptions)})
+
+
+@routes.post("/api/v1/notifications/push/subscriptions", name="notifications.push_subscribe")
+@api_doc("Subscribe this browser to Web Push (the body is its PushSubscription.toJSON()); 201 when new, 200 when "
+         "the browser's subscription was known (it now belongs to the caller)", body=SubscriptionBody,
+         responses={201: SubscriptionSaved, 200: SubscriptionSaved}, errors=(503,))
+async def subscribe(request: web.Request) -> web.Response:
+    caller = await require_user(request)
+    body = await parse_body(request, SubscriptionBody())
+    subscription, created = await request.config_dict[OFFPAGE].subscribe(caller.user_id, body)
+    return web.json_response({"success": True, "subscription": subscription}, status=201 if created else 200)
+
+
+@routes.delete("/api/v1/notifications/push/subscriptions/{subscription_id}", name="notifications.push_unsubscribe")
+@api_doc("Stop pushing to one browser", query=OwnerQuery, responses={200: Deleted}, errors=(403, 404, 503),
+         path=SUBSCRIPTION_ID)
+async def unsubscribe(request: web.Request) -> web.Response:
+    caller = await require_user(request)
+    owner = owner_for(caller, parse_query(request, OwnerQuery())["user_id"])
+    await request.config_dict[OFFPAGE].unsubscribe(owner, request.match_info["subscription_id"])
+    return web.json_response({"success": True})
 
 
 @routes.get("/api/v1/notifications", name="notifications.list")
@@ -284,9 +330,11 @@ class NotificationsPlugin(Plugin):
 
     def setup(self, registrar: Registrar) -> None:
         settings = registrar.settings
-        inbox = Notifications(registrar.context, settings)
+        offpage = OffPageDelivery(registrar.context, settings)
+        inbox = Notifications(registrar.context, settings, offpage)
         registrar.provide(NOTIFICATIONS, inbox)
         registrar.app_state(INBOX, inbox)
+        registrar.app_state(OFFPAGE, offpage)
         registrar.routes(routes)
         registrar.migrations("plugins.notifications")
         registrar.ws_server_message("notification", NotificationFrame, "A notification pushed to the user's devices "
@@ -316,7 +364,11 @@ class NotificationsPlugin(Plugin):
                     log.exception("pruning old notifications failed")
                 await asyncio.sleep(6 * 3600)
 
+        async def deliver_off_page(context: Context) -> None:
+            await asyncio.gather(*(offpage.work() for _ in range(settings["push_workers"])))
+
         registrar.job("devices_seen", keep_devices_seen)
+        registrar.job("offpage_delivery", deliver_off_page)
         registrar.job("prune", prune)
 
 

@@ -19,6 +19,35 @@ class NotificationSettings(PluginSettings):
                        "most what came in this long before."})
     retention_days = fields.Integer(load_default=90, validate=validate.Range(min=1), metadata={
         "description": "Days a notification stays in the inbox."})
+    push_types = fields.List(fields.String(validate=validate.OneOf(NOTIFICATION_TYPES)),
+                             load_default=lambda: ["reminder", "info", "warning", "success"], metadata={
+        "description": "Notification types also sent by Web Push to the person's subscribed browsers "
+                       "([] turns Web Push off)."})
+    push_ttl = fields.Integer(load_default=86400, validate=validate.Range(min=0, max=28 * 86400), metadata={
+        "description": "Seconds a push service keeps a push for a device that is offline (the TTL header)."})
+    push_subject = fields.String(load_default="", metadata={
+        "description": "The VAPID `sub` claim push services may contact: a mailto: address or an https URL; "
+                       "empty: PUBLIC_BASE_URL when it is https, else mailto:admin@localhost."})
+    push_attempts = fields.Integer(load_default=4, validate=validate.Range(min=1, max=10), metadata={
+        "description": "Tries of one push that a push service answered 429 or 5xx (or did not answer)."})
+    push_retry_delay = fields.Float(load_default=2.0, validate=validate.Range(min=0), metadata={
+        "description": "Seconds before the second try of a push, doubled for each try after it; a "
+                       "Retry-After answer is honoured up to push_max_retry_delay."})
+    push_max_retry_delay = fields.Float(load_default=60.0, validate=validate.Range(min=0), metadata={
+        "description": "Longest wait between two tries of one push."})
+    push_timeout = fields.Float(load_default=10.0, validate=validate.Range(min=0.1, max=120), metadata={
+        "description": "Seconds a push service has to answer one push."})
+    push_max_subscriptions = fields.Integer(load_default=20, validate=validate.Range(min=1, max=1000), metadata={
+        "description": "Push subscriptions kept per person; subscribing one more forgets their oldest."})
+    push_queue_size = fields.Integer(load_default=1000, validate=validate.Range(min=1), metadata={
+        "description": "Notifications waiting to be sent by Web Push or to chat platforms; beyond it one is "
+                       "dropped with a warning (it stays in the inbox)."})
+    push_workers = fields.Integer(load_default=4, validate=validate.Range(min=1, max=64), metadata={
+        "description": "Notifications sent off the page at once (each to all of its person's subscriptions)."})
+    platform_types = fields.List(fields.String(validate=validate.OneOf(NOTIFICATION_TYPES)),
+                                 load_default=lambda: ["reminder"], metadata={
+        "description": "Notification types also sent as a message to the person's linked chat-platform "
+                       "accounts, through the platform bridge (PLATFORM_BRIDGE_URL); [] turns it off."})
 
 
 class PushBody(marshmallow.Schema):
@@ -110,3 +139,53 @@ class AllRead(marshmallow.Schema):
 
 class Deleted(marshmallow.Schema):
     success = fields.Boolean(required=True)
+
+
+# -- Web Push (docs/notifications.md, "Push to a closed browser")
+
+class PushKey(marshmallow.Schema):
+    publicKey = fields.String(required=True, metadata={
+        "description": "The VAPID public key, base64url of the uncompressed P-256 point: the browser's "
+                       "applicationServerKey."})
+
+
+class PushKeys(marshmallow.Schema):
+    p256dh = fields.String(required=True, validate=validate.Length(min=1, max=200), metadata={
+        "description": "The browser's P-256 public key, base64url (65 bytes)."})
+    auth = fields.String(required=True, validate=validate.Length(min=1, max=100), metadata={
+        "description": "The browser's authentication secret, base64url (16 bytes)."})
+
+
+class SubscriptionBody(marshmallow.Schema):
+    """The browser's PushSubscription.toJSON(), and a name for the device."""
+
+    class Meta:
+        unknown = marshmallow.EXCLUDE  # expirationTime and whatever browsers add
+
+    endpoint = fields.String(required=True, validate=validate.Length(min=1, max=2048), metadata={
+        "description": "The push service URL of this subscription (https)."})
+    keys = fields.Nested(PushKeys, required=True)
+    device_name = fields.String(load_default="", validate=validate.Length(max=100), metadata={
+        "description": "How the person will recognise this device in the list."})
+
+
+class Subscription(marshmallow.Schema):
+    id = fields.String(required=True, metadata={"format": "uuid"})
+    endpoint_origin = fields.String(required=True, metadata={
+        "description": "The push service (scheme and host) this subscription goes through."})
+    device_name = fields.String(required=True)
+    created_at = fields.String(required=True, metadata={"description": "RFC 3339."})
+    last_push_at = fields.String(required=True, allow_none=True, metadata={
+        "description": "RFC 3339: the last push the push service took, or null."})
+    last_error = fields.String(required=True, allow_none=True, metadata={
+        "description": "Why the last push failed, or null."})
+
+
+class SubscriptionSaved(marshmallow.Schema):
+    success = fields.Boolean(required=True)
+    subscription = fields.Nested(Subscription, required=True)
+
+
+class SubscriptionList(marshmallow.Schema):
+    subscriptions = fields.List(fields.Nested(Subscription), required=True)
+    count = fields.Integer(required=True)

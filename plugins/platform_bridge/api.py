@@ -19,7 +19,7 @@ from . import discord, store
 from .keys import BRIDGE
 from .outgoing import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature_matches, signed_content
 from .schemas import (CONFIG_SCHEMAS, SECRET_FIELDS, Accepted, Bot, BotCreate, BotList, BotPatch, IncomingWebhook,
-                      LinkCode, LinkCodeBody, MessagePage, MessagesQuery)
+                      LinkCode, LinkCodeBody, MessagePage, MessagesQuery, UserDeliveries, UserMessage)
 
 routes = web.RouteTableDef()
 BOT_PATH = {"id": {"type": "string", "description": "The bot's id (`bot_` and 10 characters)."}}
@@ -184,6 +184,21 @@ async def link_code(request: web.Request) -> web.Response:
     return web.json_response({"code": code["code"], "bot_id": bot["id"], "user_id": user_id,
                               "expires_at": iso(code["expires_at"]),
                               "instruction": f"Send /link {code['code']} to the bot."}, status=201)
+
+
+@routes.post("/api/v1/users/{user_id}/messages", name="platform_bridge.message_user")
+@api_doc("Send a message to every chat-platform account linked to a gateway user (the gateway's reminders)",
+         body=UserMessage, responses={200: UserDeliveries}, errors=(403,), auth="admin",
+         path={"user_id": {"type": "string", "maxLength": 100, "description": "The gateway user."}})
+async def message_user(request: web.Request) -> web.Response:
+    await require_admin(request)
+    body = await parse_body(request, UserMessage())
+    user_id = request.match_info["user_id"]
+    if not 1 <= len(user_id) <= 100:
+        raise BadRequest("A user id is 1-100 characters.", error_type="validation_error",
+                         hint="Name the gateway user whose linked accounts to message.")
+    deliveries = await request.config_dict[BRIDGE].message_user(user_id, body["text"])
+    return web.json_response({"sent": sum(1 for d in deliveries if d["error"] is None), "deliveries": deliveries})
 
 
 # ---------------------------------------------------------------- what the platforms call

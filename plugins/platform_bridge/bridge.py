@@ -407,6 +407,35 @@ class Bridge:
         await self._answer_plainly(bot, incoming.chat_id, incoming.platform_user_id, replier, answer,
                                    incoming.received, user_id=user_id, error=error)
 
+    async def message_user(self, user_id: str, text: str) -> list[dict]:
+        """Send `text` to every platform account linked to `user_id` on an enabled bot (a fired
+        reminder): Telegram in the private chat with the bot, the generic webhook to its
+        outgoing URL. One entry per account, `error` null when the platform took it."""
+        deliveries = []
+        for account in await store.accounts_of(self.db, user_id):
+            bot = await store.get_bot(self.db, account["bot_id"])
+            if bot is None:
+                continue
+            chat_id = account["platform_user_id"]
+            replier: Replier | None = None
+            if bot["platform"] == "telegram":
+                replier = TelegramReplier(self.telegram_api(bot), chat_id, self.settings["edit_interval"], None)
+            elif bot["platform"] == "webhook":
+                replier = WebhookReplier(self, bot, chat_id, chat_id, None)
+            error = None
+            if replier is None:
+                # A Discord bot here only answers interactions; it has no way to start a conversation.
+                error = "this platform's bots only answer; they cannot send a message first"
+            else:
+                try:
+                    await replier.say(text)
+                except (TelegramError, DeliveryFailed) as failure:
+                    error = str(failure)
+                await self._log(bot, "out", chat_id, chat_id, text, user_id, None, error=error)
+            deliveries.append({"bot_id": bot["id"], "platform": bot["platform"], "platform_user_id": chat_id,
+                               "error": error})
+        return deliveries
+
     async def _log(self, bot: dict, direction: str, chat_id: str, platform_user_id: str, text: str,
                    user_id: str | None, session_id: str | None, *, latency: float | None = None,
                    error: str | None = None) -> None:

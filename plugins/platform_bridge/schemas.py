@@ -157,3 +157,21 @@ class Accepted(marshmallow.Schema):
     duplicate = fields.Boolean(metadata={
         "description": "A generic webhook message taken before (the same message_id, or the same signed "
                        "request): not answered again."})
+
+
+class UserMessage(marshmallow.Schema):
+    text = fields.String(required=True, validate=validate.Length(min=1, max=4000), metadata={
+        "description": "What to tell the person (a fired reminder)."})
+
+
+class UserDelivery(marshmallow.Schema):
+    bot_id = fields.String(required=True)
+    platform = fields.String(required=True, validate=validate.OneOf(PLATFORMS))
+    platform_user_id = fields.String(required=True)
+    error = fields.String(required=True, allow_none=True, metadata={
+        "description": "Why this account was not reached, or null."})
+
+
+class UserDeliveries(marshmallow.Schema):
+    sent = fields.Integer(required=True, metadata={"description": "How many linked accounts took the message."})
+    deliveries = fields.List(fields.Nested(UserDelivery), required=True)

@@ -112,6 +112,13 @@ async def users_of(db, bot_id: str) -> list[dict]:
                                "ORDER BY created_at, platform_user_id", (bot_id,))
 
 
+async def accounts_of(db, user_id: str) -> list[dict]:
+    """The platform accounts linked to a gateway user on the enabled bots, with their bot."""
+    return await fetch_all(db, """
+        SELECT u.platform_user_id, b.id AS bot_id FROM bridge_users u JOIN bridge_bots b ON b.id = u.bot_id
+        WHERE u.user_id = %s AND b.enabled ORDER BY b.created_at, u.platform_user_id""", (user_id,))
+
+
 async def user_for(db, bot_id: str, platform_user_id: str) -> str | None:
     return await fetch_value(db, "SELECT user_id FROM bridge_users WHERE bot_id = %s AND platform_user_id = %s",
                              (bot_id, platform_user_id))

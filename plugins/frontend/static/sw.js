@@ -9,6 +9,9 @@
 // (/ws/...) are never cached or answered from here. Other listeners (push, notificationclick)
 // may be added below; they do not touch the cache.
 /* global VERSION, SHELL */
+// Web Push (docs/notifications.md): the `push` and `notificationclick` listeners.
+importScripts("/static/push-sw.js");
+
 const CACHE = `shell-${VERSION}`;
 const NEVER_CACHED = ["/api/", "/ws/"];
 

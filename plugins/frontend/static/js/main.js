@@ -4,6 +4,7 @@ import {ApiClient, ApiError} from "./api.js";
 import {ChatSocket} from "./socket.js";
 import {LANGUAGES, language, onLanguage, setLanguage, t, translate} from "./i18n.js";
 import {h} from "./dom.js";
+import {disablePush, followNotificationClicks, resyncPush} from "./push.js";
 
 // Add a pane here (and its module under panes/): the top bar (on a phone, the tab bar at the
 // bottom) lists them in this order. `icon`: the path data of a 24×24 outline, drawn with the
@@ -196,6 +197,7 @@ function showSignedIn(signedIn) {
   if (signedIn) {
     $("#who").textContent = api.profile ? api.profile.nickname || api.profile.username : "";
     showPane(currentPane || "chat");
+    resyncPush(api);
   } else {
     socket.close();
     for (const {root, handle} of mounted.values()) {
@@ -219,7 +221,10 @@ async function start() {
   socket.on("state", showConnection);
   onLanguage(() => showConnection(socket.state));
   onLanguage(relabelPanes);
-  document.querySelector('[data-action="signout"]').addEventListener("click", () => api.logout());
+  document.querySelector('[data-action="signout"]').addEventListener("click", async () => {
+    await disablePush(api).catch(() => {});  // this browser stops showing the person's notifications
+    api.logout();
+  });
   document.querySelector('[data-action="toggle-drawer"]').addEventListener("click", (event) => {
     const open = document.body.classList.toggle("drawer-open");
     event.currentTarget.setAttribute("aria-expanded", String(open));
@@ -238,6 +243,7 @@ async function start() {
     unread = inbox.watchUnread(app, showUnread);
   });
   onLanguage(() => { const badge = $("#nav .unread-count"); if (badge) showUnread(Number(badge.dataset.count)); });
+  followNotificationClicks(app);
   offline.start();
   installable();
   await signInFromCookie();

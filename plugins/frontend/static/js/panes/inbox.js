@@ -1,6 +1,7 @@
 // Notifications: every pushed `notification` frame becomes a toast (from the moment the shell
 // starts this pane), and the pane lists the stored inbox with read marks.
 import {clear, formatTime, h} from "../dom.js";
+import {pushToggle} from "../push.js";
 
 const LEVELS = {warning: "warning", success: "success", reminder: "warning", info: "info", thinking: "info"};
 
@@ -9,7 +10,9 @@ export function mount(root, app) {
   const heading = h("h2", {"data-i18n": "inbox.title"}, t("inbox.title"));
   const readAll = h("button", {type: "button", class: "quiet", "data-i18n": "inbox.read_all"}, t("inbox.read_all"));
   const list = h("div", {class: "inbox-list"});
-  root.append(h("div", {class: "inbox"}, h("div", {class: "inbox-header"}, heading, readAll), list));
+  // Notifications on this device while the app is closed (Web Push), turned on here.
+  const push = pushToggle(app);
+  root.append(h("div", {class: "inbox"}, h("div", {class: "inbox-header"}, heading, readAll), push.element, list));
 
   async function load() {
     try {
@@ -51,7 +54,7 @@ export function mount(root, app) {
   const off = app.socket.on("notification", (frame) => {
     if (!root.hidden) load();
   });
-  return {show: load, unmount: off};
+  return {show: () => { load(); push.refresh(); }, unmount: off};
 }
 
 // Toasts are started by the shell at sign-in, whether or not the pane was opened.

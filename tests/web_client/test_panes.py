@@ -545,9 +545,10 @@ async def test_the_panes_on_a_phone_in_chinese(services, browser):
 
 
 PANE_LABELS = {"en": {"chat": "Chat", "inbox": "Inbox", "reminders": "Reminders", "memories": "Memories",
-                      "knowledge": "Knowledge", "devices": "Devices"},
+                      "knowledge": "Knowledge", "devices": "Devices", "automation": "Automation",
+                      "settings": "Settings"},
                "zh": {"chat": "聊天", "inbox": "通知", "reminders": "提醒", "memories": "记忆", "knowledge": "知识库",
-                      "devices": "设备"}}
+                      "devices": "设备", "automation": "自动化", "settings": "设置"}}
 # The placeholder's text width against the message box's inner width, with the box's own font.
 PLACEHOLDER_FITS = """() => {
   const box = document.querySelector("textarea.input");

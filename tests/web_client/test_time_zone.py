@@ -157,7 +157,7 @@ async def test_settings_change_the_zone_the_language_the_spoken_replies_and_sign
             page.on("pageerror", lambda error: errors.append(str(error)))
             page.on("dialog", lambda dialog: dialog.accept())
 
-            await page.click("#nav button[data-pane=settings]")
+            await page.click("#nav-top button[data-pane=settings]")
             await page.wait_for_selector(".pane-settings:not([hidden])")
             assert await page.locator(".pane-settings select[name=timezone]").input_value() == NEW_YORK
             await page.select_option(".pane-settings select[name=timezone]", "Asia/Tokyo")
@@ -173,13 +173,13 @@ async def test_settings_change_the_zone_the_language_the_spoken_replies_and_sign
             await page.check(".pane-settings input[name=speak]")
             await page.click("#nav button[data-pane=chat]")
             assert await page.get_attribute("button.speak", "aria-pressed") == "true"
-            await page.click("#nav button[data-pane=settings]")
+            await page.click("#nav-top button[data-pane=settings]")
             await page.uncheck(".pane-settings input[name=speak]")
             await page.click("#nav button[data-pane=chat]")
             assert await page.get_attribute("button.speak", "aria-pressed") == "false"
 
             # Every other device signed out: the phone cannot renew and shows the sign-in form on reload.
-            await page.click("#nav button[data-pane=settings]")
+            await page.click("#nav-top button[data-pane=settings]")
             await page.click(".pane-settings [data-action=sign-out-others]")
             await page.locator(".pane-settings .pane-status", has_text="other logins").wait_for()
             await phone.reload()
@@ -188,9 +188,9 @@ async def test_settings_change_the_zone_the_language_the_spoken_replies_and_sign
             await page.wait_for_selector("#connection[data-state=open]", timeout=15000)  # this one stays
 
             # The language: the whole interface switches, and the pane with it.
-            await page.click("#nav button[data-pane=settings]")
+            await page.click("#nav-top button[data-pane=settings]")
             await page.select_option(".pane-settings select[name=language]", "zh")
-            await page.locator("#nav button[data-pane=settings]", has_text="设置").wait_for()
+            await page.locator("#nav-top button[data-pane=settings][aria-label=\"设置\"]").wait_for()
             await page.locator(".pane-settings h2", has_text="设置").wait_for()
             assert errors == []
         finally:

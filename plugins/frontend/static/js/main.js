@@ -22,7 +22,8 @@ export const PANES = [
     load: () => import("./panes/devices.js")},
   {name: "automation", label: "nav.automation", icon: "M13 2L4 14h7l-1 8 9-12h-7z",
     load: () => import("./panes/automation.js")},
-  {name: "settings", label: "nav.settings", icon: "M4 7h9M17 7h3M4 17h3M11 17h9M15 5v4M9 15v4",
+  // On a desktop an icon in the top bar, beside the person's name (the bar holds seven panes).
+  {name: "settings", label: "nav.settings", icon: "M4 7h9M17 7h3M4 17h3M11 17h9M15 5v4M9 15v4", place: "top",
     load: () => import("./panes/settings.js")},
 ];
 const SVG = "http://www.w3.org/2000/svg";
@@ -72,7 +73,7 @@ async function showPane(name) {
       handle && handle.hide && handle.hide();
     }
   }
-  for (const button of document.querySelectorAll("#nav button")) {
+  for (const button of document.querySelectorAll("#nav button, #nav-top button")) {
     button.setAttribute("aria-current", button.dataset.pane === entry.name ? "page" : "false");
   }
   currentPane = entry.name;
@@ -114,10 +115,16 @@ function navIcon(path) {
 }
 
 function buildNav() {
-  const nav = $("#nav");
+  const nav = $("#nav"), top = $("#nav-top");
   nav.textContent = "";
+  top.textContent = "";
   for (const pane of PANES) {
-    nav.append(h("button", {type: "button", "data-pane": pane.name, onclick: () => showPane(pane.name)},
+    if (pane.place === "top") {  // an icon in the top bar; on a phone a tab like the others
+      top.append(h("button", {type: "button", class: "icon", "data-pane": pane.name, "data-i18n-label": pane.label,
+        "aria-label": t(pane.label), title: t(pane.label), onclick: () => showPane(pane.name)}, navIcon(pane.icon)));
+    }
+    nav.append(h("button", {type: "button", "data-pane": pane.name, class: pane.place === "top" ? "phone-only" : "",
+      onclick: () => showPane(pane.name)},
       navIcon(pane.icon), h("span", {class: "nav-label", "data-i18n": pane.label}, t(pane.label)),
       pane.name === "inbox" ? h("span", {class: "unread-count", role: "img", hidden: ""}) : null));
   }

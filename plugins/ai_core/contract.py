@@ -44,9 +44,11 @@ class ToolCall(Protocol):
     session_id: str | None
     tool_name: str
     context: Any  # the ai-core service's shared Context: db, http, config, contracts
+    language: str  # the person's (`en`, `zh`): write `progress` messages in it
 
     async def progress(self, fraction: float, message: str = "") -> None:
-        """A `tool_progress` event with status `running`."""
+        """A `tool_progress` event with status `running`; `message` is shown to the person, in
+        their words and `language` (never the tool's or an argument's name)."""
         ...
 
     async def ask_gateway(self, method: str, path: str, *, params: dict | None = None,
@@ -59,8 +61,10 @@ class ToolCall(Protocol):
 class Tools(Protocol):
     def add(self, name: str, description: str, parameters: dict,
             handler: Callable[..., Awaitable[Any]], *, owner: str = "", **extra) -> Any:
-        """Register a tool the models may call: `parameters` is its JSON schema, `handler(call,
-        **arguments)` runs it (see docs/ai-core.md, "Tools")."""
+        """Register a tool the models may call: `parameters` is its JSON schema, `handler(arguments,
+        call)` runs it. `extra`: the offline agent's `examples`, `parse_arguments`, `summarize`,
+        and what a person reads per language — `topic`, `help` (things to say) and `progress`
+        (see docs/ai-core.md, "Tools", "What a person reads")."""
         ...
 
 

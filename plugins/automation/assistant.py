@@ -63,6 +63,9 @@ _DEFERRED = re.compile(
     re.IGNORECASE)
 
 
+# What a person reads about these tools (help and progress, docs/ai-core.md "What a person reads").
+TOPIC = {"en": "Scenes and automations", "zh": "场景和自动化"}
+
 def parse_run_arguments(text: str) -> dict:
     """"run the movie night scene" → {"name": "movie night"}; "执行回家模式" → {"name": "回家模式"};
     with words that put it off, `later` holds them (the tool then runs nothing)."""
@@ -160,7 +163,8 @@ async def run_scene(arguments: dict, call: ToolCall) -> dict:
     if scene is None:
         return {"status": "not_found", "name": name, "scenes": [s["name"] for s in scenes],
                 "message": f"The user has no scene named {name!r}."}
-    await call.progress(0.3, f"running the scene {scene['name']!r}")
+    await call.progress(0.3, f"正在启动场景“{scene['name']}”…" if call.language == "zh"
+                        else f"Starting the scene “{scene['name']}”…")
     answer = await call.ask_gateway("POST", f"{SCENES_PATH}/{scene['id']}/execute")
     return {"status": "ran", "name": name, "scene": {"id": scene["id"], "name": scene["name"]},
             "message": answer["message"], "results": answer["results"]}
@@ -224,9 +228,14 @@ def summarize_run(result: dict, language: str) -> str:
 
 def add_automation_tools(tools: Tools, owner: str = "automation_tools") -> None:
     tools.add("list_automations", LIST_DESCRIPTION, LIST_PARAMETERS, list_automations, owner=owner,
-              examples=LIST_EXAMPLES, parse_arguments=lambda text: {}, summarize=summarize_list)
+              examples=LIST_EXAMPLES, parse_arguments=lambda text: {}, summarize=summarize_list, topic=TOPIC,
+              help={"en": ["list my automations"], "zh": ["我有哪些自动化"]},
+              progress={"en": "Looking at your automations…", "zh": "正在查看你的自动化…"})
     tools.add("run_scene", RUN_DESCRIPTION, RUN_PARAMETERS, run_scene, owner=owner,
-              examples=RUN_EXAMPLES, parse_arguments=parse_run_arguments, summarize=summarize_run)
+              examples=RUN_EXAMPLES, parse_arguments=parse_run_arguments, summarize=summarize_run, topic=TOPIC,
+              help={"en": ["run the movie night scene"], "zh": ["执行回家模式"]},
+              progress={"en": ["Starting the scene “{name}”…", "Starting the scene…"],
+                        "zh": ["正在启动场景“{name}”…", "正在启动场景…"]})
 
 
 class AutomationToolsPlugin(Plugin):

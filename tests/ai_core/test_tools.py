@@ -48,7 +48,12 @@ async def test_records_filter_page_and_statistics(make_ai_core):
         assert events[-1]["model"] == "offline-agent"
     failed = events
     assert [(e["status"]) for e in failed if e["type"] == "tool_progress"] == ["started", "failed"]
-    assert "the heater is on fire" in text_of(failed)
+    # The error is the record's (and a model's) to read; the person is told it did not work.
+    assert "the heater is on fire" not in text_of(failed) and "overheat" not in text_of(failed)
+    assert text_of(failed) == "Sorry, I couldn't do that just now."
+
+    record = (await (await client.get("/api/v1/tools/calls?tool_name=overheat", headers=ADMIN)).json())["calls"][0]
+    assert "the heater is on fire" in record["error"]
 
     page = await (await client.get("/api/v1/tools/calls?tool_name=switch_lamp&page_size=1&page=2",
                                    headers=ADMIN)).json()
@@ -111,5 +116,7 @@ async def test_search_messages_reports_a_gateway_it_cannot_reach(make_ai_core):
     events = await read_events(await ai_core.post("/api/v1/chat/stream", headers=ALICE,
                                                   json={"text": "search my messages for pizza"}))
     failed = [e for e in events if e["type"] == "tool_progress" and e["status"] == "failed"]
-    assert failed and "the gateway cannot be reached" in failed[0]["message"]
+    assert failed and failed[0]["message"] == "Searching your messages for “pizza”… that did not work"
     assert events[-1]["type"] == "done"
+    calls = await (await ai_core.get("/api/v1/tools/calls", headers=ADMIN)).json()
+    assert "the gateway cannot be reached" in calls["calls"][0]["error"]  # the record keeps why

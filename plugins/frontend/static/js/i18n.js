@@ -44,7 +44,7 @@ const STRINGS = {
     "chat.no_speech": "No speech was recognised.", "chat.mic_denied": "The microphone is not available: {error}",
     "code.copy": "Copy", "code.copied": "Copied", "code.selected": "Selected — press Ctrl+C",
     "code.plain": "text", "code.copy_label": "Copy the {language} code",
-    "tool.started": "started", "tool.running": "running", "tool.completed": "done", "tool.failed": "failed",
+    "tool.started": "Working on it…", "tool.running": "Working on it…", "tool.completed": "Done", "tool.failed": "That did not work",
     "inbox.title": "Notifications", "inbox.empty": "No notifications.", "inbox.read_all": "Mark all read", "inbox.mark_read": "mark as read",
     "toast.close": "Dismiss",
     // Feature panes (reminders, devices, memories, knowledge) and voice.
@@ -135,7 +135,7 @@ const STRINGS = {
     "chat.no_speech": "没有识别到语音。", "chat.mic_denied": "无法使用麦克风：{error}",
     "code.copy": "复制", "code.copied": "已复制", "code.selected": "已选中，请按 Ctrl+C",
     "code.plain": "文本", "code.copy_label": "复制 {language} 代码",
-    "tool.started": "已开始", "tool.running": "进行中", "tool.completed": "完成", "tool.failed": "失败",
+    "tool.started": "正在处理…", "tool.running": "正在处理…", "tool.completed": "完成", "tool.failed": "没有成功",
     "inbox.title": "通知", "inbox.empty": "没有通知。", "inbox.read_all": "全部标为已读", "inbox.mark_read": "标为已读",
     "toast.close": "关闭",
     // Feature panes (reminders, devices, memories, knowledge) and voice.

@@ -127,12 +127,19 @@ class OfflineAgent:
     # Examples shown per topic in help.
     HELP_EXAMPLES = 3
 
-    def help_text(self, language: str, *, with_model: bool = False) -> str:
-        """What a person can say, by topic, from what the tools registered now say of themselves
-        (their `topic` and `help` in the person's language); "ask me anything" only when a model
-        answers the rest."""
+    async def help_for(self, language: str, *, user_id: str, session_id: str | None,
+                       with_model: bool = False) -> str:
+        """Help listing the tools that can work now for this person (their `available` check)."""
+        tools = await self.runner.available(self.registry.in_order(), user_id=user_id, session_id=session_id,
+                                            language=language)
+        return self.help_text(language, tools, with_model=with_model)
+
+    def help_text(self, language: str, tools: list[Tool], *, with_model: bool = False) -> str:
+        """What a person can say, by topic, from what `tools` say of themselves (their `topic`
+        and `help` in the person's language); "ask me anything" only when a model answers the
+        rest."""
         by_tool: dict[str, list[list[str]]] = {}
-        for tool in self.registry.in_order():
+        for tool in tools:
             topic = tool.topic.get(language) or tool.topic.get("en")
             examples = tool.help.get(language) or tool.help.get("en") or []
             if topic and examples:
@@ -171,7 +178,7 @@ class OfflineAgent:
         elif match.intent == "thanks":
             reply = "不客气！" if language == "zh" else "You're welcome!"
         elif match.intent == "help":
-            reply = self.help_text(language)
+            reply = await self.help_for(language, user_id=user_id, session_id=session_id)
         else:
             assert match.tool is not None, f"intent {match.intent!r} matched without its tool"  # see best_match
             reply = await self._use_tool(match.tool, text, language, user_id, session_id, emit)

@@ -58,6 +58,17 @@ class ToolCall(Protocol):
         ...
 
 
+async def gateway_offers(call: ToolCall, path: str, params: dict | None = None) -> bool:
+    """Whether the gateway answers `GET path` for the call's person: False when it cannot be
+    reached or answers 404 (it runs no such feature). A tool's `available` check, so that help
+    lists only what works now."""
+    try:
+        await call.ask_gateway("GET", path, params=params)
+    except GatewayFailed as failure:
+        return failure.status not in (None, 404)
+    return True
+
+
 class Tools(Protocol):
     def add(self, name: str, description: str, parameters: dict,
             handler: Callable[..., Awaitable[Any]], *, owner: str = "", **extra) -> Any:

@@ -299,7 +299,8 @@ class Engine:
 
     async def _help(self, turn: Turn, chain: list[Candidate], emit: Emit) -> Outcome:
         """Help is what the tools registered now say of themselves, with a model or without."""
-        text = self.agent.help_text(language_of(turn.text), with_model=bool(chain))
+        text = await self.agent.help_for(language_of(turn.text), user_id=turn.user_id, session_id=turn.session_id,
+                                         with_model=bool(chain))
         await emit({"type": "delta", "content": text})
         return Outcome(text, AGENT_MODEL, "stop", [])
 

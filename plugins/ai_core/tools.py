@@ -101,6 +101,8 @@ class Tool:
     topic: dict[str, str] = field(default_factory=dict)
     help: dict[str, list[str]] = field(default_factory=dict)
     progress: "Progress" = field(default_factory=dict)
+    # Whether the tool can work now (its feature is reachable), asked before help lists it.
+    available: "Callable[[ToolCallContext], Awaitable[bool]] | None" = None
 
     def progress_words(self, arguments: dict, language: str) -> str:
         """What the person reads while this call runs (`progress`), else a general phrase."""
@@ -180,11 +182,32 @@ class ToolOutcome:
 class ToolRunner:
     """Runs calls with a time limit, tells the caller how they go, and records each one."""
 
+    # Seconds the tools' `available` checks may take together before help is composed.
+    AVAILABLE_TIMEOUT = 3.0
+
     def __init__(self, registry: ToolRegistry, context, timeout: float, gateway: "GatewayPeer | None" = None):
         self.registry = registry
         self.context = context
         self.timeout = timeout
         self.gateway = gateway
+
+    async def available(self, tools: list[Tool], *, user_id: str, session_id: str | None,
+                        language: str) -> list[Tool]:
+        """The tools that can work now: those without an `available` check, and those whose
+        check says yes in time (one that fails or is late: not now)."""
+        async def check(tool: Tool) -> bool:
+            if tool.available is None:
+                return True
+            call = ToolCallContext(user_id, session_id, tool.name, self.context, None, self.gateway, language)
+            try:
+                async with asyncio.timeout(min(self.timeout, self.AVAILABLE_TIMEOUT)):
+                    return bool(await tool.available(call))
+            except Exception as error:  # TimeoutError included: not now
+                log.info("tool %s is not available now: %r", tool.name, error)
+                return False
+
+        answers = await asyncio.gather(*(check(tool) for tool in tools))
+        return [tool for tool, ok in zip(tools, answers) if ok]
 
     async def run(self, name: str, raw_arguments: str | dict, *, user_id: str, session_id: str | None,
                   model: str | None, emit: Emit | None, call_id: str | None = None,

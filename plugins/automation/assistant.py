@@ -12,7 +12,7 @@ from datetime import datetime
 
 from gateway.plugins import Plugin, Registrar
 from gateway.schedule import zone_named
-from plugins.ai_core.contract import TOOLS, GatewayFailed, ToolCall, ToolFailed, Tools
+from plugins.ai_core.contract import TOOLS, GatewayFailed, ToolCall, ToolFailed, Tools, gateway_offers
 
 RULES_PATH = "/api/v1/automation/rules"
 PROFILE_PATH = "/api/v1/profile"
@@ -65,6 +65,10 @@ _DEFERRED = re.compile(
 
 # What a person reads about these tools (help and progress, docs/ai-core.md "What a person reads").
 TOPIC = {"en": "Scenes and automations", "zh": "场景和自动化"}
+
+
+async def automation_offered(call: ToolCall) -> bool:
+    return await gateway_offers(call, SCENES_PATH)
 
 def parse_run_arguments(text: str) -> dict:
     """"run the movie night scene" → {"name": "movie night"}; "执行回家模式" → {"name": "回家模式"};
@@ -228,11 +232,13 @@ def summarize_run(result: dict, language: str) -> str:
 
 def add_automation_tools(tools: Tools, owner: str = "automation_tools") -> None:
     tools.add("list_automations", LIST_DESCRIPTION, LIST_PARAMETERS, list_automations, owner=owner,
-              examples=LIST_EXAMPLES, parse_arguments=lambda text: {}, summarize=summarize_list, topic=TOPIC,
+              examples=LIST_EXAMPLES, parse_arguments=lambda text: {}, summarize=summarize_list,
+              topic=TOPIC, available=automation_offered,
               help={"en": ["list my automations"], "zh": ["我有哪些自动化"]},
               progress={"en": "Looking at your automations…", "zh": "正在查看你的自动化…"})
     tools.add("run_scene", RUN_DESCRIPTION, RUN_PARAMETERS, run_scene, owner=owner,
-              examples=RUN_EXAMPLES, parse_arguments=parse_run_arguments, summarize=summarize_run, topic=TOPIC,
+              examples=RUN_EXAMPLES, parse_arguments=parse_run_arguments, summarize=summarize_run,
+              topic=TOPIC, available=automation_offered,
               help={"en": ["run the movie night scene"], "zh": ["执行回家模式"]},
               progress={"en": ["Starting the scene “{name}”…", "Starting the scene…"],
                         "zh": ["正在启动场景“{name}”…", "正在启动场景…"]})

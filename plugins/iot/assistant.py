@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.plugins import Plugin, Registrar
-from plugins.ai_core.contract import TOOLS, GatewayFailed, ToolCall, ToolFailed, Tools
+from plugins.ai_core.contract import TOOLS, GatewayFailed, ToolCall, ToolFailed, Tools, gateway_offers
 
 from .phrases import (PROPERTY_TYPES, ROOM_WORDS, TYPE_WORDS, find_word, normalize, parse_listing, parse_operation,
                       parse_reading, room_in, type_in)
@@ -521,24 +521,28 @@ def read_progress(arguments: dict, language: str) -> str:
     return f"正在查看{device}…" if language == "zh" else f"Checking {device}…"
 
 
+async def devices_offered(call: ToolCall) -> bool:
+    return await gateway_offers(call, DEVICES_PATH)
+
+
 def add_device_tools(tools: Tools, owner: str = "device_tools") -> None:
     # In the order help shows them.
     tools.add("operate_device", "Operate one of the user's devices: switch it on or off (lock or unlock a lock), or "
               "set a property (brightness, colour temperature, air-conditioner mode, target temperature, fan, curtain "
               "position). Name the device, or its room and type.", OPERATE_PARAMETERS, operate_device, owner=owner,
               examples=OPERATE_EXAMPLES, parse_arguments=parse_operation, summarize=summarize_operation,
-              topic=TOPIC, progress=operate_progress,
+              topic=TOPIC, progress=operate_progress, available=devices_offered,
               help={"en": ["turn on the living room light", "set the bedroom AC to 24 degrees"],
                     "zh": ["打开客厅的灯", "把卧室空调调到24度"]})
     tools.add("read_device", "Read one of the user's devices: a sensor's temperature or humidity in a room, whether "
               "the door is locked, whether a light is on, a curtain's position, or the whole state.",
               READ_PARAMETERS, read_device, owner=owner, examples=READ_EXAMPLES, parse_arguments=parse_reading,
-              summarize=summarize_reading, topic=TOPIC, progress=read_progress,
+              summarize=summarize_reading, topic=TOPIC, progress=read_progress, available=devices_offered,
               help={"en": ["is the front door locked?"], "zh": ["门锁了吗"]})
     tools.add("list_devices", "List the user's smart-home devices (lights, air conditioners, sensors, curtains, "
               "the door lock, real devices) with their rooms and current states.", LIST_PARAMETERS, list_devices,
               owner=owner, examples=LIST_EXAMPLES, parse_arguments=parse_listing, summarize=summarize_list,
-              topic=TOPIC, help={"en": ["list my devices"], "zh": ["我有哪些设备"]},
+              topic=TOPIC, help={"en": ["list my devices"], "zh": ["我有哪些设备"]}, available=devices_offered,
               progress={"en": "Checking your devices…", "zh": "正在查看你的设备…"})
 
 

@@ -52,6 +52,7 @@ async def test_help_lists_what_the_registered_tools_offer(make_ai_core):
     # of itself to people (`overheat`) is not listed; with no model there is no "ask me anything".
     assert "Switch on the lamp in a room" not in english and "switch_lamp" not in english
     assert "heat the house" not in english and "ask me anything" not in english
+    assert "Kettle" not in english  # its `available` check says not now
     chinese = (await ask(client, "你能做什么"))[-1]["text"]
     assert chinese.startswith("你可以这样跟我说") and "- 台灯：“打开在厨房的灯”" in chinese
     assert not any(e["type"] in ("tool_progress", "system_info") for e in await ask(client, "帮助"))

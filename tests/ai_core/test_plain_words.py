@@ -253,6 +253,13 @@ async def test_every_reply_is_in_plain_words(stack, with_model, aiohttp_server):
                     check(reply.startswith("Here is what you can ask me:" if language == "en" else "你可以这样跟我说"),
                           row, who, f"help reads {reply!r}")
                     check((ANYTHING[language] in reply) == with_model, row, who, "ask-me-anything only with a model")
+                    # Only what works now: this gateway runs devices, reminders and automation,
+                    # and no knowledge bases.
+                    offered = ["Lights and devices", "Reminders", "Scenes and automations"] if language == "en" \
+                        else ["灯和设备", "提醒", "场景和自动化"]
+                    check(all(topic in reply for topic in offered), row, who, f"help lacks a topic: {reply!r}")
+                    check(("Your documents and notes" if language == "en" else "文档和笔记") not in reply, row, who,
+                          "help offers the knowledge bases this gateway does not have")
                     check(not progress and not notices, row, who, "help ran a tool or told something")
                 if row.kind == TOOL:
                     check(bool(progress) and progress[0]["status"] == "started", row, who, "no progress line")

@@ -69,7 +69,8 @@ async def test_records_filter_page_and_statistics(make_ai_core):
     assert response.status == 400
 
     tools = await (await client.get("/api/v1/tools", headers=ALICE)).json()
-    assert {t["name"] for t in tools["tools"]} == {"get_current_time", "search_messages", "switch_lamp", "overheat"}
+    assert {t["name"] for t in tools["tools"]} == {"get_current_time", "search_messages", "switch_lamp", "overheat",
+                                                   "boil_kettle"}
 
 
 async def test_reasoning_streams_as_thinking(ai_core, provider):

@@ -33,6 +33,16 @@ class LampToolsPlugin(Plugin):
                   progress={"en": ["Switching on the lamp in the {room}…", "Switching on a lamp…"],
                             "zh": ["正在打开{room}的灯…"]})
 
+        async def boil(arguments, call):
+            return {"boiling": True}
+
+        async def unplugged(call):  # the kettle's service is not there: help does not offer it
+            return False
+
+        tools.add("boil_kettle", "Boil the kettle", {"type": "object", "properties": {}}, boil, owner=self.name,
+                  topic={"en": "Kettle", "zh": "水壶"}, help={"en": ["boil the kettle"], "zh": ["烧水"]},
+                  available=unplugged)
+
         async def overheat(arguments, call):
             raise RuntimeError("the heater is on fire")
 

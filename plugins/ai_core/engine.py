@@ -248,7 +248,8 @@ class Engine:
         chain, route = await self.candidates(purpose, turn.preferred_model)
         if images and not chain:
             await tracked({"type": "system_info", "level": "warning", "action": "configure_vision_model",
-                           "message": "No vision model is configured; the image was left out of this answer."})
+                           "message": "还没有配置识图模型，这次回答没有看图片。" if language_of(turn.text) == "zh"
+                           else "No vision model is configured; the image was left out of this answer."})
             images, purpose = [], turn.purpose
             chain, route = await self.candidates(purpose, turn.preferred_model)
         if turn.purpose == CHAT_PURPOSE and turn.messages is None and not images and is_help_request(turn.text):
@@ -314,7 +315,8 @@ class Engine:
                 loaded.append(await fetcher.as_data_uri(reference))
             except ImageError as error:
                 await emit({"type": "system_info", "level": "warning", "action": "",
-                            "message": f"An image could not be used: {error}"})
+                            "message": f"有一张图片无法使用：{error}" if language_of(turn.text) == "zh"
+                            else f"An image could not be used: {error}"})
         return loaded
 
     async def _run_model(self, candidate: Candidate, messages: list[dict], turn: Turn, emit: Emit,
@@ -352,7 +354,8 @@ class Engine:
                                                 emit=emit, call_id=call.id, language=language)
                 conversation.append({"role": "tool", "tool_call_id": call.id, "content": outcome.for_model()})
         await emit({"type": "system_info", "level": "warning", "action": "",
-                    "message": f"The model kept calling tools; stopped after {max_rounds} rounds."})
+                    "message": f"回答用了太多步骤，在第 {max_rounds} 步停下了。" if language == "zh"
+                    else f"The answer took too many steps; it stopped after {max_rounds}."})
         return Outcome(text, candidate.model.id, "tool_limit", fallbacks, usage)
 
     async def complete_once(self, candidate: Candidate, messages: list[dict], overrides: dict | None = None) -> str:

@@ -22,6 +22,8 @@ async def test_a_tool_call_loop_runs_the_tool_and_records_it(ai_core, provider):
     assert [(p["tool_name"], p["status"]) for p in progress] == [
         ("get_current_time", "started"), ("get_current_time", "completed")]
     assert progress[-1]["progress"] == 1.0 and progress[0]["call_id"] == "call_time1"
+    # What the person reads: the tool's own words in their language, never its name.
+    assert [p["message"] for p in progress] == ["Checking the time…", "Checking the time… done"]
     first, second = provider.requests
     assert {t["function"]["name"] for t in first["body"]["tools"]} >= {"get_current_time", "search_messages"}
     assistant, tool_message = second["body"]["messages"][-2:]
@@ -39,6 +41,16 @@ async def test_a_tool_call_loop_runs_the_tool_and_records_it(ai_core, provider):
     assert record["result"]["timezone"] == "Asia/Shanghai" and record["error"] is None
     assert (record["session_id"], record["user_id"], record["model"]) == ("s-42", "user_alice", "toolsy")
     assert record["duration_ms"] >= 0 and record["created_at"]
+
+
+async def test_a_model_that_keeps_calling_tools_is_stopped_in_plain_words(make_ai_core, ai_settings, provider):
+    client = await make_ai_core(overrides={"plugins.ai_core": {**ai_settings, "max_tool_rounds": 1}})
+    await configure(client, provider, {"toolsy": "tools"}, chain=["toolsy"])
+    events = await read_events(await client.post("/api/v1/chat/stream", headers=ALICE, json={"text": "现在上海几点？"}))
+    progress = [e["message"] for e in events if e["type"] == "tool_progress"]
+    assert progress == ["正在看时间…", "正在看时间… 完成"]
+    notice, = [e for e in events if e["type"] == "system_info"]
+    assert notice["message"] == "回答用了太多步骤，在第 1 步停下了。" and events[-1]["finish_reason"] == "tool_limit"
 
 
 async def test_records_filter_page_and_statistics(make_ai_core):

@@ -2,7 +2,8 @@
 failed), in the spirit of Home Assistant's built-in conversation agent. It recognises the
 assistant's own intents in Chinese and English — greetings, thanks, help, and every registered
 tool that declares example phrases — calls the same tools through the same runner, and
-otherwise says plainly that no language model is configured and how to add one."""
+otherwise says in one sentence that it cannot answer that (the engine tells the administrator,
+once a session, how to connect a model)."""
 from __future__ import annotations
 
 import asyncio
@@ -10,7 +11,7 @@ import functools
 import re
 import unicodedata
 from dataclasses import dataclass
-from .contract import DEFAULT_MAX_MESSAGE_CHARS, SystemInfoEvent
+from .contract import DEFAULT_MAX_MESSAGE_CHARS
 from .tools import Emit, Tool, ToolRegistry, ToolRunner
 
 AGENT_MODEL = "offline-agent"
@@ -26,7 +27,6 @@ THANKS = {"en": ["thanks", "thank you", "thx", "much appreciated"],
 HELP = {"en": ["help", "what can you do", "how do you work", "what are your abilities", "show me the commands"],
         "zh": ["帮助", "你能做什么", "你会什么", "怎么用", "有什么功能"]}
 
-NO_MODEL_ACTION = "configure_model"
 
 
 def language_of(text: str) -> str:
@@ -132,6 +132,31 @@ def best_match(text: str, tools: list[Tool]) -> Match | None:
     return best
 
 
+def is_help_request(text: str) -> bool:
+    """The whole message asks what the assistant can do ("help", "你能做什么"), and nothing more:
+    help is composed from the tools whatever answers the rest, a model or this agent."""
+    units = _units(text)
+    return bool(units) and any(_units(phrase) == units for phrases in HELP.values() for phrase in phrases)
+
+
+HELP_HEAD = {"en": "Here is what you can ask me:", "zh": "你可以这样跟我说："}
+HELP_NOTHING = {"en": "Right now I can only chat a little: no skills are available.",
+                "zh": "现在我只能简单聊几句：还没有可用的功能。"}
+HELP_ANYTHING = {"en": "Or just ask me anything.", "zh": "也可以直接问我任何问题。"}
+UNKNOWN = {"en": "Sorry, I can't answer that without a language model. Say “help” to see what I can do.",
+           "zh": "抱歉，没有语言模型我回答不了这个问题。说“帮助”看看我能做什么。"}
+UNKNOWN_ASK_ADMIN = {
+    "en": "Sorry, I can't answer that yet: your administrator can connect a language model. "
+          "Say “help” to see what I can do.",
+    "zh": "抱歉，我暂时回答不了这个问题：管理员连接语言模型之后就可以了。说“帮助”看看我能做什么。"}
+NEED_MORE = {"en": "Tell me a little more, for example: “{example}”.", "zh": "请说得具体一点，例如：“{example}”。"}
+COULD_NOT = {"en": "Sorry, I couldn't do that just now.", "zh": "抱歉，这件事现在没能办成。"}
+
+
+def _words(table: dict[str, str], language: str) -> str:
+    return table.get(language) or table["en"]
+
+
 class OfflineAgent:
     def __init__(self, registry: ToolRegistry, runner: ToolRunner, max_command_chars: int = DEFAULT_MAX_MESSAGE_CHARS):
         self.registry = registry
@@ -139,50 +164,55 @@ class OfflineAgent:
         # A longer message (a pasted document at the OpenAI door) is no command: not matched.
         self.max_command_chars = max_command_chars
 
-    def help_text(self, language: str) -> str:
-        tools = [tool for tool in self.registry.all() if tool.examples]
-        if language == "zh":
-            lines = ["我是内置的离线助手，不需要语言模型也能做这些事："]
-            lines += [f"- {tool.description}（例如：“{(tool.examples.get('zh') or tool.examples.get('en') or [''])[0]}”）"
-                      for tool in tools]
-            lines.append("配置语言模型之后，我就能自由对话了。")
+    # Examples shown per topic in help.
+    HELP_EXAMPLES = 3
+
+    async def help_for(self, language: str, *, user_id: str, session_id: str | None,
+                       with_model: bool = False) -> str:
+        """Help listing the tools that can work now for this person (their `available` check)."""
+        tools = await self.runner.available(self.registry.in_order(), user_id=user_id, session_id=session_id,
+                                            language=language)
+        return self.help_text(language, tools, with_model=with_model)
+
+    def help_text(self, language: str, tools: list[Tool], *, with_model: bool = False) -> str:
+        """What a person can say, by topic, from what `tools` say of themselves (their `topic`
+        and `help` in the person's language); "ask me anything" only when a model answers the
+        rest."""
+        by_tool: dict[str, list[list[str]]] = {}
+        for tool in tools:
+            topic = tool.topic.get(language) or tool.topic.get("en")
+            examples = tool.help.get(language) or tool.help.get("en") or []
+            if topic and examples:
+                by_tool.setdefault(topic, []).append(list(examples))
+        topics: dict[str, list[str]] = {}
+        for topic, lists in by_tool.items():  # each tool's first example, then each one's second...
+            said = topics[topic] = []
+            for rank in range(max(len(examples) for examples in lists)):
+                said += [examples[rank] for examples in lists if rank < len(examples) and examples[rank] not in said]
+        if not topics:
+            lines = [_words(HELP_NOTHING, language)]
         else:
-            lines = ["I'm the built-in offline assistant. Without a language model I can:"]
-            lines += [f"- {tool.description} (say: “{(tool.examples.get('en') or tool.examples.get('zh') or [''])[0]}”)"
-                      for tool in tools]
-            lines.append("Once a language model is configured, I can hold a free conversation too.")
+            quote = "、" if language == "zh" else ", "
+            lines = [_words(HELP_HEAD, language)]
+            lines += [f"- {topic}{'：' if language == 'zh' else ': '}"
+                      + quote.join(f"“{example}”" for example in examples[:self.HELP_EXAMPLES])
+                      for topic, examples in topics.items()]
+        if with_model:
+            lines.append(_words(HELP_ANYTHING, language))
         return "\n".join(lines)
 
-    @staticmethod
-    def no_model_notice(language: str) -> SystemInfoEvent:
-        if language == "zh":
-            message = ("尚未配置语言模型，内置离线助手只能处理问候、时间日期、帮助和已注册的工具。"
-                       "管理员可在控制台“模型”页添加一个 OpenAI 兼容的服务（名称、地址、API 密钥）、"
-                       "一个模型和 chat 路由，或设置 OPENAI_BASE_URL、OPENAI_API_KEY、DEFAULT_MODEL 后重启 AI 核心。")
-        else:
-            message = ("No language model is configured, so the built-in offline assistant can only handle "
-                       "greetings, the time and date, help and the registered tools. An administrator can add "
-                       "an OpenAI-compatible provider (name, base URL, API key), a model and a `chat` route "
-                       "on the admin Models page, or set OPENAI_BASE_URL, OPENAI_API_KEY and "
-                       "DEFAULT_MODEL and restart the AI core.")
-        return {"type": "system_info", "level": "warning", "message": message, "action": NO_MODEL_ACTION}
-
     async def answer(self, text: str, *, user_id: str, session_id: str | None, emit: Emit,
-                     models_failed: bool = False) -> tuple[str, str]:
-        """Reply to `text`; return (the reply, the finish reason). With `models_failed` the engine
-        has already told the person that the model is unavailable."""
+                     models_failed: bool = False, is_admin: bool = False) -> tuple[str, str]:
+        """Reply to `text`; return (the reply, the finish reason: `no_model` when it could not
+        help). With `models_failed` the engine has already told the person that the model is
+        unavailable. Only the administrator can connect a model: others are told to ask them."""
         language = language_of(text)
         # Off the loop: a long message takes a while to compare with every phrase.
         match = (await asyncio.to_thread(best_match, text, self.registry.all())
                  if len(text) <= self.max_command_chars else None)
         if match is None:
-            reply = ("抱歉，这个问题我需要语言模型才能回答。你可以问我时间、日期，或者说“帮助”看看我能做什么。"
-                     if language == "zh" else
-                     "Sorry, I need a language model to answer that. You can ask me the time or the date, "
-                     "or say “help” to see what I can do.")
+            reply = _words(UNKNOWN if is_admin or models_failed else UNKNOWN_ASK_ADMIN, language)
             await emit({"type": "delta", "content": reply})
-            if not models_failed:
-                await emit(self.no_model_notice(language))
             return reply, "no_model"
         if match.intent == "greeting":
             reply = ("你好！我是你的助手。说“帮助”看看我现在能做什么。" if language == "zh"
@@ -190,7 +220,7 @@ class OfflineAgent:
         elif match.intent == "thanks":
             reply = "不客气！" if language == "zh" else "You're welcome!"
         elif match.intent == "help":
-            reply = self.help_text(language)
+            reply = await self.help_for(language, user_id=user_id, session_id=session_id)
         else:
             assert match.tool is not None, f"intent {match.intent!r} matched without its tool"  # see best_match
             reply = await self._use_tool(match.tool, text, language, user_id, session_id, emit)
@@ -201,16 +231,13 @@ class OfflineAgent:
                         session_id: str | None, emit: Emit) -> str:
         arguments = await asyncio.to_thread(tool.parse_arguments, text) if tool.parse_arguments else {}
         missing = [key for key in tool.parameters.get("required", ()) if key not in arguments]
-        if missing:
-            example = (tool.examples.get(language) or tool.examples.get("en") or [tool.name])[0]
-            if language == "zh":
-                return f"请告诉我{'、'.join(missing)}，例如：“{example} …”。"
-            return f"I need the {', '.join(missing)} for that, for example: “{example} …”."
+        if missing:  # the person's words, not the parameters' names
+            examples = tool.help.get(language) or tool.examples.get(language) or tool.help.get("en") or [""]
+            return _words(NEED_MORE, language).format(example=examples[0])
         outcome = await self.runner.run(tool.name, arguments, user_id=user_id, session_id=session_id,
-                                        model=AGENT_MODEL, emit=emit)
-        if not outcome.ok:
-            return (f"调用 {tool.name} 失败：{outcome.error}" if language == "zh"
-                    else f"{tool.name} failed: {outcome.error}")
+                                        model=AGENT_MODEL, emit=emit, language=language)
+        if not outcome.ok:  # the error is written for a model; it is in the call's record
+            return _words(COULD_NOT, language)
         if tool.summarize:
             return tool.summarize(outcome.result, language)
         return str(outcome.result)

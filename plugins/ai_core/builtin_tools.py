@@ -49,6 +49,9 @@ def time_tool(default_timezone: str) -> Tool:
             "type": "string", "description": "IANA time zone such as Europe/Paris; the assistant's own when omitted"}},
             "required": []},
         handler=handler, summarize=summarize, parse_arguments=parse_arguments, owner="ai_core",
+        topic={"en": "Time and date", "zh": "时间和日期"},
+        help={"en": ["what time is it", "what day is it today"], "zh": ["现在几点", "今天星期几"]},
+        progress={"en": "Checking the time…", "zh": "正在看时间…"},
         examples={"en": ["what time is it", "what is the time", "tell me the time", "current time",
                          "what day is it today", "what is the date today", "today's date", "what is today"],
                   "zh": ["现在几点", "几点了", "现在什么时间", "现在的时间", "今天几号", "今天星期几",
@@ -89,7 +92,7 @@ def search_messages_tool(default_timezone: str, max_results: int = 20) -> Tool:
         if not query:
             raise ToolFailed("query is empty")
         limit = max(1, min(int(arguments.get("limit") or 5), max_results))
-        await call.progress(0.5, f"searching for {query!r}")
+        await call.progress(0.5, f"正在搜索“{query}”…" if call.language == "zh" else f"Searching for “{query}”…")
         answer = await call.ask_gateway("GET", "/api/v1/messages/search",
                                         params={"q": query, "limit": SEARCH_PAGE})
         zone = zone_named(default_timezone)
@@ -117,6 +120,11 @@ def search_messages_tool(default_timezone: str, max_results: int = 20) -> Tool:
             "limit": {"type": "integer", "minimum": 1, "maximum": max_results, "default": 5}},
             "required": ["query"]},
         handler=handler, summarize=summarize, parse_arguments=_search_query, owner="ai_core",
+        topic={"en": "Your past messages", "zh": "聊天记录"},
+        help={"en": ["search my messages for pizza", "what did I say about the trip"],
+              "zh": ["搜索我的消息：披萨", "我之前说过什么关于旅行"]},
+        progress={"en": ["Searching your messages for “{query}”…", "Searching your messages…"],
+                  "zh": ["正在搜索你的消息：“{query}”…", "正在搜索你的消息…"]},
         examples={"en": ["search my messages for", "find my messages about", "what did i say about"],
                   "zh": ["搜索我的消息", "查找聊天记录", "我之前说过什么关于"]})
 

@@ -60,9 +60,11 @@ class ToolCall(Protocol):
     session_id: str | None
     tool_name: str
     context: Any  # the ai-core service's shared Context: db, http, config, contracts
+    language: str  # the person's (`en`, `zh`): write `progress` messages in it
 
     async def progress(self, fraction: float, message: str = "") -> None:
-        """A `tool_progress` event with status `running`."""
+        """A `tool_progress` event with status `running`; `message` is shown to the person, in
+        their words and `language` (never the tool's or an argument's name)."""
         ...
 
     async def ask_gateway(self, method: str, path: str, *, params: dict | None = None,
@@ -72,11 +74,24 @@ class ToolCall(Protocol):
         ...
 
 
+async def gateway_offers(call: ToolCall, path: str, params: dict | None = None) -> bool:
+    """Whether the gateway answers `GET path` for the call's person: False when it cannot be
+    reached or answers 404 (it runs no such feature). A tool's `available` check, so that help
+    lists only what works now."""
+    try:
+        await call.ask_gateway("GET", path, params=params)
+    except GatewayFailed as failure:
+        return failure.status not in (None, 404)
+    return True
+
+
 class Tools(Protocol):
     def add(self, name: str, description: str, parameters: dict,
             handler: Callable[..., Awaitable[Any]], *, owner: str = "", **extra) -> Any:
-        """Register a tool the models may call: `parameters` is its JSON schema, `handler(call,
-        **arguments)` runs it (see docs/ai-core.md, "Tools")."""
+        """Register a tool the models may call: `parameters` is its JSON schema, `handler(arguments,
+        call)` runs it. `extra`: the offline agent's `examples`, `parse_arguments`, `summarize`,
+        and what a person reads per language — `topic`, `help` (things to say) and `progress`
+        (see docs/ai-core.md, "Tools", "What a person reads")."""
         ...
 
 

@@ -19,9 +19,10 @@ from datetime import datetime
 import aiohttp
 
 from gateway.fetch import FetchPolicy, GuardedFetcher
+from gateway.identity import ADMIN_USER_ID
 
 from . import store
-from .agent import AGENT_MODEL, OfflineAgent, language_of
+from .agent import AGENT_MODEL, OfflineAgent, is_help_request, language_of
 from .contract import ChatEvent, ContextBlock, Fallback, FinishedTurn, SystemInfoEvent
 from .hooks import TurnContextProviders, TurnFinishedListeners
 from .images import ImageError, ImageFetcher, origin
@@ -86,6 +87,32 @@ def model_unavailable_notice(text: str, fallbacks: list[Fallback]) -> SystemInfo
                                    "assistant answers instead; try again in a moment.")
     return {"type": "system_info", "level": "warning", "message": message,
             "action": "configure_model" if refused else "retry"}
+
+
+# The console's page where the administrator connects a model (spec/console.md, "Model Config").
+MODEL_CONFIG_PATH = "model-config"
+LOOPBACK = "127.0.0.1"
+
+
+def console_address(settings: dict, config) -> str:
+    """The console's Model Config page: `[plugins.ai_core] console_url`, else the console's own
+    address from `[console]` (the operator's machine)."""
+    base = settings.get("console_url") or ""
+    if not base:
+        host = str(config.get("console.host") or LOOPBACK)
+        host = LOOPBACK if host in ("0.0.0.0", "::", "") else host
+        base = f"http://{host}:{int(config.get('console.port') or 9090)}/"
+    return base.rstrip("/") + "/" + MODEL_CONFIG_PATH
+
+
+def connect_model_notice(language: str, address: str) -> SystemInfoEvent:
+    """What the administrator is told, once a session, when the offline agent could not help."""
+    if language == "zh":
+        message = f"还没有连接语言模型，所以我只能做“帮助”里列出的事。可以在控制台的“模型配置”页连接一个：{address}"
+    else:
+        message = (f"No language model is connected, so I can only do what “help” lists. "
+                   f"Connect one on the console's Model Config page: {address}")
+    return {"type": "system_info", "level": "info", "message": message, "action": "configure_model"}
 
 
 class Engine:
@@ -221,9 +248,12 @@ class Engine:
         chain, route = await self.candidates(purpose, turn.preferred_model)
         if images and not chain:
             await tracked({"type": "system_info", "level": "warning", "action": "configure_vision_model",
-                           "message": "No vision model is configured; the image was left out of this answer."})
+                           "message": "还没有配置识图模型，这次回答没有看图片。" if language_of(turn.text) == "zh"
+                           else "No vision model is configured; the image was left out of this answer."})
             images, purpose = [], turn.purpose
             chain, route = await self.candidates(purpose, turn.preferred_model)
+        if turn.purpose == CHAT_PURPOSE and turn.messages is None and not images and is_help_request(turn.text):
+            return await self._help(turn, chain, tracked)
         context: list[ContextBlock] = []
         if chain and turn.purpose == CHAT_PURPOSE:  # only a model reads them
             context = await self.turn_context.blocks(turn.user_id, turn.session_id, self.last_user_text(turn))
@@ -248,9 +278,32 @@ class Engine:
         question = self.last_user_text(turn)
         if fallbacks:
             await tracked(model_unavailable_notice(question, fallbacks))
+        is_admin = turn.user_id == ADMIN_USER_ID
         text, finish_reason = await self.agent.answer(
-            question, user_id=turn.user_id, session_id=turn.session_id, emit=tracked, models_failed=bool(chain))
+            question, user_id=turn.user_id, session_id=turn.session_id, emit=tracked, models_failed=bool(chain),
+            is_admin=is_admin)
+        if finish_reason == "no_model" and not chain and is_admin and await self._first_notice(turn):
+            await tracked(connect_model_notice(language_of(question), console_address(self.settings,
+                                                                                       self.context.config)))
         return Outcome(text, AGENT_MODEL, finish_reason, fallbacks)
+
+    async def _first_notice(self, turn: Turn) -> bool:
+        """Whether the administrator has not yet been told in this session how to connect a
+        model (remembered on the bus, so every instance of the AI core knows)."""
+        key = f"ai_core:model_notice:{turn.user_id}:{turn.session_id or ''}"
+        try:
+            return await self.context.bus.set(key, "1", ttl=self.settings["model_notice_days"] * 86400,
+                                              only_if_absent=True)
+        except Exception as error:  # the bus is down: better told twice than never
+            log.warning("could not remember the model notice of %s: %r", key, error)
+            return True
+
+    async def _help(self, turn: Turn, chain: list[Candidate], emit: Emit) -> Outcome:
+        """Help is what the tools registered now say of themselves, with a model or without."""
+        text = await self.agent.help_for(language_of(turn.text), user_id=turn.user_id, session_id=turn.session_id,
+                                         with_model=bool(chain))
+        await emit({"type": "delta", "content": text})
+        return Outcome(text, AGENT_MODEL, "stop", [])
 
     async def _load_images(self, turn: Turn, emit: Emit) -> list[str]:
         if not turn.images:
@@ -262,7 +315,8 @@ class Engine:
                 loaded.append(await fetcher.as_data_uri(reference))
             except ImageError as error:
                 await emit({"type": "system_info", "level": "warning", "action": "",
-                            "message": f"An image could not be used: {error}"})
+                            "message": f"有一张图片无法使用：{error}" if language_of(turn.text) == "zh"
+                            else f"An image could not be used: {error}"})
         return loaded
 
     async def _run_model(self, candidate: Candidate, messages: list[dict], turn: Turn, emit: Emit,
@@ -272,6 +326,7 @@ class Engine:
         text = ""
         usage = None
         max_rounds = self.settings["max_tool_rounds"]
+        language = language_of(self.last_user_text(turn))
         for _ in range(max_rounds):
             stream = stream_completion(
                 self.models_http, candidate, conversation, tools or None,
@@ -296,10 +351,11 @@ class Engine:
             for call in completion.tool_calls:
                 outcome = await self.runner.run(call.name, call.arguments, user_id=turn.user_id,
                                                 session_id=turn.session_id, model=candidate.model.id,
-                                                emit=emit, call_id=call.id)
+                                                emit=emit, call_id=call.id, language=language)
                 conversation.append({"role": "tool", "tool_call_id": call.id, "content": outcome.for_model()})
         await emit({"type": "system_info", "level": "warning", "action": "",
-                    "message": f"The model kept calling tools; stopped after {max_rounds} rounds."})
+                    "message": f"回答用了太多步骤，在第 {max_rounds} 步停下了。" if language == "zh"
+                    else f"The answer took too many steps; it stopped after {max_rounds}."})
         return Outcome(text, candidate.model.id, "tool_limit", fallbacks, usage)
 
     async def complete_once(self, candidate: Candidate, messages: list[dict], overrides: dict | None = None) -> str:

@@ -41,6 +41,13 @@ class AiCoreSettings(PluginSettings):
     turn_context_max_chars = fields.Integer(load_default=4000, validate=validate.Range(min=0), metadata={
         "description": "Most characters the turn context providers add to the system message, in whole "
                        "lines (0: none)."})
+    console_url = fields.String(load_default="", metadata={
+        "description": "The operator console's address, for the link to its Model Config page that the "
+                       "administrator is shown when no language model is connected (empty: "
+                       "http://<[console] host>:<[console] port>/, 127.0.0.1 for an all-addresses host)."})
+    model_notice_days = fields.Float(load_default=30.0, validate=POSITIVE, metadata={
+        "description": "Days the AI core remembers that it told the administrator, in a chat session, how "
+                       "to connect a language model (once per session)."})
 
 
 class AiCoreClientSettings(PluginSettings):

@@ -32,6 +32,7 @@ class ToolCallContext:
     context: Any  # the gateway Context: db, http, config, contracts
     _emit: EmitProgress | None = None
     _gateway: "GatewayPeer | None" = None
+    language: str = "en"  # the person's (`en`, `zh`): the words of `progress` messages
 
     async def progress(self, fraction: float, message: str = "") -> None:
         if self._emit is not None:
@@ -46,6 +47,33 @@ class ToolCallContext:
 
 
 Handler = Callable[[dict, ToolCallContext], Awaitable[Any]]
+# A tool's progress words: per language a template (or templates), or one function of both.
+Progress = dict[str, str | list[str]] | Callable[[dict, str], str]
+
+WORKING = {"en": "Working on it…", "zh": "正在处理…"}
+DONE = {"en": "done", "zh": "完成"}
+NOT_DONE = {"en": "that did not work", "zh": "没有成功"}
+
+
+def phrase(words: dict[str, str], language: str) -> str:
+    return words.get(language) or words["en"]
+
+
+def progress_words(progress: Progress, arguments: dict, language: str) -> str:
+    if callable(progress):
+        try:
+            return progress(arguments, language) or phrase(WORKING, language)
+        except Exception:  # a plugin's wording must never fail the call
+            log.exception("progress words of a tool failed")
+            return phrase(WORKING, language)
+    templates = progress.get(language) or progress.get("en") or []
+    for template in [templates] if isinstance(templates, str) else templates:
+        try:
+            return template.format_map({key: value for key, value in arguments.items()
+                                        if isinstance(value, (str, int, float)) and str(value).strip()})
+        except (KeyError, IndexError, ValueError):
+            continue  # a field this call did not give: the next template
+    return phrase(WORKING, language)
 
 
 @dataclass
@@ -54,7 +82,14 @@ class Tool:
 
     `examples` maps a language (`en`, `zh`) to phrases that ask for this tool; the offline agent
     matches a person's words against them. `parse_arguments(text)` turns such words into
-    arguments; `summarize(result, language)` turns the result into a sentence for a person."""
+    arguments; `summarize(result, language)` turns the result into a sentence for a person.
+
+    What a person reads about the tool, in their language (the description and the parameters
+    are for a model): `topic` names what it is about in help ("Lights and devices"; tools of
+    the same topic are listed together), `help` gives two or three things to say, and
+    `progress` what the progress line says while it runs — per language a template of the
+    arguments ("Turning on {device}…"), a list of them (the first whose fields are all given),
+    or a function `(arguments, language) -> str`."""
     name: str
     description: str
     parameters: dict
@@ -63,6 +98,15 @@ class Tool:
     parse_arguments: Callable[[str], dict] | None = None
     summarize: Callable[[Any, str], str] | None = None
     owner: str = ""
+    topic: dict[str, str] = field(default_factory=dict)
+    help: dict[str, list[str]] = field(default_factory=dict)
+    progress: "Progress" = field(default_factory=dict)
+    # Whether the tool can work now (its feature is reachable), asked before help lists it.
+    available: "Callable[[ToolCallContext], Awaitable[bool]] | None" = None
+
+    def progress_words(self, arguments: dict, language: str) -> str:
+        """What the person reads while this call runs (`progress`), else a general phrase."""
+        return progress_words(self.progress, arguments, language)
 
     def schema(self) -> dict:
         return {"type": "function", "function": {"name": self.name, "description": self.description,
@@ -103,6 +147,10 @@ class ToolRegistry:
     def all(self) -> list[Tool]:
         return [self._tools[name] for name in sorted(self._tools)]
 
+    def in_order(self) -> list[Tool]:
+        """In the order they were registered: the order their owners want help to show them."""
+        return list(self._tools.values())
+
     def schemas(self) -> list[dict]:
         return [tool.schema() for tool in self.all()]
 
@@ -115,7 +163,7 @@ class ToolRegistry:
 
     def describe(self) -> list[dict]:
         return [{"name": t.name, "description": t.description, "parameters": t.parameters,
-                 "examples": t.examples, "owner": t.owner} for t in self.all()]
+                 "examples": t.examples, "owner": t.owner, "topic": t.topic, "help": t.help} for t in self.all()]
 
 
 @dataclass
@@ -134,14 +182,38 @@ class ToolOutcome:
 class ToolRunner:
     """Runs calls with a time limit, tells the caller how they go, and records each one."""
 
+    # Seconds the tools' `available` checks may take together before help is composed.
+    AVAILABLE_TIMEOUT = 3.0
+
     def __init__(self, registry: ToolRegistry, context, timeout: float, gateway: "GatewayPeer | None" = None):
         self.registry = registry
         self.context = context
         self.timeout = timeout
         self.gateway = gateway
 
+    async def available(self, tools: list[Tool], *, user_id: str, session_id: str | None,
+                        language: str) -> list[Tool]:
+        """The tools that can work now: those without an `available` check, and those whose
+        check says yes in time (one that fails or is late: not now)."""
+        async def check(tool: Tool) -> bool:
+            if tool.available is None:
+                return True
+            call = ToolCallContext(user_id, session_id, tool.name, self.context, None, self.gateway, language)
+            try:
+                async with asyncio.timeout(min(self.timeout, self.AVAILABLE_TIMEOUT)):
+                    return bool(await tool.available(call))
+            except Exception as error:  # TimeoutError included: not now
+                log.info("tool %s is not available now: %r", tool.name, error)
+                return False
+
+        answers = await asyncio.gather(*(check(tool) for tool in tools))
+        return [tool for tool, ok in zip(tools, answers) if ok]
+
     async def run(self, name: str, raw_arguments: str | dict, *, user_id: str, session_id: str | None,
-                  model: str | None, emit: Emit | None, call_id: str | None = None) -> ToolOutcome:
+                  model: str | None, emit: Emit | None, call_id: str | None = None,
+                  language: str = "en") -> ToolOutcome:
+        """`language`: the person's, for the words of the progress events (the tool's own
+        `progress`); the tool's name travels in `tool_name` only, never in the words."""
         call_id = call_id or f"call_{uuid.uuid4().hex[:16]}"
         started = time.monotonic()
         arguments: dict = {}
@@ -150,26 +222,32 @@ class ToolRunner:
             if emit is not None:
                 await emit({**event, "call_id": call_id})
 
-        await send(progress_event(name, "started", 0.0, f"calling {name}"))
         tool = self.registry.get(name)
         error: str | None = None
         result: Any = None
+        words = phrase(WORKING, language)
         try:
-            if tool is None:
-                raise ToolFailed(f"no tool named {name!r}")
+            arguments_error = None
             if isinstance(raw_arguments, dict):
                 arguments = raw_arguments
             else:
                 try:
                     arguments = json.loads(raw_arguments or "{}")
                 except ValueError:
-                    raise ToolFailed(f"the arguments are not JSON: {raw_arguments[:200]!r}") from None
-                if not isinstance(arguments, dict):
-                    raise ToolFailed("the arguments must be a JSON object")
+                    arguments_error = f"the arguments are not JSON: {raw_arguments[:200]!r}"
+                if not arguments_error and not isinstance(arguments, dict):
+                    arguments, arguments_error = {}, "the arguments must be a JSON object"
+            if tool is not None:
+                words = tool.progress_words(arguments, language)
+            await send(progress_event(name, "started", 0.0, words))
+            if tool is None:
+                raise ToolFailed(f"no tool named {name!r}")
+            if arguments_error:
+                raise ToolFailed(arguments_error)
             missing = [key for key in tool.parameters.get("required", ()) if key not in arguments]
             if missing:
                 raise ToolFailed(f"missing required argument(s): {', '.join(missing)}")
-            call = ToolCallContext(user_id, session_id, name, self.context, send, self.gateway)
+            call = ToolCallContext(user_id, session_id, name, self.context, send, self.gateway, language)
             async with asyncio.timeout(self.timeout):
                 result = await tool.handler(arguments, call)
         except ToolFailed as failure:
@@ -181,7 +259,9 @@ class ToolRunner:
             error = f"{type(failure).__name__}: {failure}"
         duration_ms = (time.monotonic() - started) * 1000
         status: ToolStatus = "failed" if error else "completed"
-        await send(progress_event(name, status, 1.0, error or f"{name} finished"))
+        # The error is the model's to read (and the record's), not the person's: their line says
+        # what was being done and whether it worked.
+        await send(progress_event(name, status, 1.0, f"{words} {phrase(NOT_DONE if error else DONE, language)}"))
         try:
             await store.record_tool_call(self.context.db, {
                 "call_id": call_id, "tool_name": name, "arguments": arguments, "result": result,

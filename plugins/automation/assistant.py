@@ -12,7 +12,7 @@ from datetime import datetime
 
 from gateway.plugins import Plugin, Registrar
 from gateway.schedule import zone_named
-from plugins.ai_core.contract import TOOLS, GatewayFailed, ToolCall, ToolFailed, Tools
+from plugins.ai_core.contract import TOOLS, GatewayFailed, ToolCall, ToolFailed, Tools, gateway_offers
 
 RULES_PATH = "/api/v1/automation/rules"
 PROFILE_PATH = "/api/v1/profile"
@@ -62,6 +62,13 @@ _DEFERRED = re.compile(
     r"提醒|明天|今晚|每天|每周|每逢|以后|之后|分钟后|小时后|\d+点|[一二三四五六七八九十]+点|如果|的时候|当.{1,30}时",
     re.IGNORECASE)
 
+
+# What a person reads about these tools (help and progress, docs/ai-core.md "What a person reads").
+TOPIC = {"en": "Scenes and automations", "zh": "场景和自动化"}
+
+
+async def automation_offered(call: ToolCall) -> bool:
+    return await gateway_offers(call, SCENES_PATH)
 
 def parse_run_arguments(text: str) -> dict:
     """"run the movie night scene" → {"name": "movie night"}; "执行回家模式" → {"name": "回家模式"};
@@ -160,7 +167,8 @@ async def run_scene(arguments: dict, call: ToolCall) -> dict:
     if scene is None:
         return {"status": "not_found", "name": name, "scenes": [s["name"] for s in scenes],
                 "message": f"The user has no scene named {name!r}."}
-    await call.progress(0.3, f"running the scene {scene['name']!r}")
+    await call.progress(0.3, f"正在启动场景“{scene['name']}”…" if call.language == "zh"
+                        else f"Starting the scene “{scene['name']}”…")
     answer = await call.ask_gateway("POST", f"{SCENES_PATH}/{scene['id']}/execute")
     return {"status": "ran", "name": name, "scene": {"id": scene["id"], "name": scene["name"]},
             "message": answer["message"], "results": answer["results"]}
@@ -224,9 +232,16 @@ def summarize_run(result: dict, language: str) -> str:
 
 def add_automation_tools(tools: Tools, owner: str = "automation_tools") -> None:
     tools.add("list_automations", LIST_DESCRIPTION, LIST_PARAMETERS, list_automations, owner=owner,
-              examples=LIST_EXAMPLES, parse_arguments=lambda text: {}, summarize=summarize_list)
+              examples=LIST_EXAMPLES, parse_arguments=lambda text: {}, summarize=summarize_list,
+              topic=TOPIC, available=automation_offered,
+              help={"en": ["list my automations"], "zh": ["我有哪些自动化"]},
+              progress={"en": "Looking at your automations…", "zh": "正在查看你的自动化…"})
     tools.add("run_scene", RUN_DESCRIPTION, RUN_PARAMETERS, run_scene, owner=owner,
-              examples=RUN_EXAMPLES, parse_arguments=parse_run_arguments, summarize=summarize_run)
+              examples=RUN_EXAMPLES, parse_arguments=parse_run_arguments, summarize=summarize_run,
+              topic=TOPIC, available=automation_offered,
+              help={"en": ["run the movie night scene"], "zh": ["执行回家模式"]},
+              progress={"en": ["Starting the scene “{name}”…", "Starting the scene…"],
+                        "zh": ["正在启动场景“{name}”…", "正在启动场景…"]})
 
 
 class AutomationToolsPlugin(Plugin):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.plugins import Plugin, Registrar
-from plugins.ai_core.contract import TOOLS, GatewayFailed, ToolCall, ToolFailed, Tools
+from plugins.ai_core.contract import TOOLS, GatewayFailed, ToolCall, ToolFailed, Tools, gateway_offers
 
 from .phrases import (PROPERTY_TYPES, ROOM_WORDS, TYPE_WORDS, find_word, normalize, parse_listing, parse_operation,
                       parse_reading, room_in, type_in)
@@ -246,12 +246,13 @@ async def operate_device(arguments: dict, call: ToolCall) -> dict:
     if resolution.device is None and arguments.get("all") is True and resolution.candidates:
         results = []
         for index, device in enumerate(resolution.candidates):
-            await call.progress((index + 0.5) / len(resolution.candidates), f"operating {device['name']}")
+            await call.progress((index + 0.5) / len(resolution.candidates),
+                                operate_progress({**arguments, "device": device["name"]}, call.language))
             results.append(await _operate_one(call, device, operation))
         return {"status": "done_all", "results": results}
     if resolution.device is None:
         return {**_not_resolved(resolution, devices), "requested": _changed(operation)}
-    await call.progress(0.5, f"operating {resolution.device['name']}")
+    await call.progress(0.5, operate_progress({**arguments, "device": resolution.device["name"]}, call.language))
     return await _operate_one(call, resolution.device, operation)
 
 
@@ -472,18 +473,77 @@ def summarize_reading(result: dict, language: str) -> str:
         + offline
 
 
+# ---------------------------------------------------------------- what a person reads
+
+TOPIC = {"en": "Lights and devices", "zh": "灯和设备"}
+_KINDS = {"light": ("light", "灯"), "air_conditioner": ("air conditioner", "空调"), "curtain": ("curtains", "窗帘"),
+          "lock": ("door", "门"), "temperature_sensor": ("temperature sensor", "温度传感器"),
+          "humidity_sensor": ("humidity sensor", "湿度传感器")}
+
+
+def device_words(arguments: dict, language: str) -> str:
+    """The device a call is about, as a person says it ("the living room light", "客厅灯")."""
+    zh = language == "zh"
+    named = _text(arguments, "device")
+    if named:
+        return named.replace("_", " ")
+    room, kind = _text(arguments, "room") or "", _text(arguments, "type") or ""
+    plain = kind.replace("_", " ")
+    what = _KINDS.get(type_of(kind) if kind else "", (plain, plain))[1 if zh else 0]
+    if arguments.get("all") is True and what:
+        return f"所有的{what}" if zh else f"all the {what}s".replace("ss", "s")
+    if zh:
+        return f"{room}{what}" or "设备"
+    return "the " + " ".join(part for part in (room, what) if part) if room or what else "the device"
+
+
+def operate_progress(arguments: dict, language: str) -> str:
+    zh, device = language == "zh", device_words(arguments, language)
+    locking = bool(_text(arguments, "type")) and type_of(_text(arguments, "type") or "") == "lock"
+    if arguments.get("action") == "switch":
+        on = arguments.get("value") is True
+        if locking:
+            return (f"正在{'锁上' if on else '解锁'}{device}…" if zh
+                    else f"{'Locking' if on else 'Unlocking'} {device}…")
+        return f"正在{'打开' if on else '关闭'}{device}…" if zh else f"Turning {'on' if on else 'off'} {device}…"
+    value, wanted = arguments.get("value"), arguments.get("property")
+    if wanted == "target_temperature" and isinstance(value, (int, float)):
+        return f"正在把{device}调到{_number(value)}度…" if zh else f"Setting {device} to {_number(value)}°…"
+    if wanted in ("position", "brightness") and isinstance(value, (int, float)):
+        return f"正在把{device}调到{_number(value)}%…" if zh else f"Setting {device} to {_number(value)}%…"
+    return f"正在调节{device}…" if zh else f"Adjusting {device}…"
+
+
+def read_progress(arguments: dict, language: str) -> str:
+    if not any(_text(arguments, key) for key in ("device", "room", "type")):
+        return "正在查看你的设备…" if language == "zh" else "Checking your devices…"
+    device = device_words(arguments, language)
+    return f"正在查看{device}…" if language == "zh" else f"Checking {device}…"
+
+
+async def devices_offered(call: ToolCall) -> bool:
+    return await gateway_offers(call, DEVICES_PATH)
+
+
 def add_device_tools(tools: Tools, owner: str = "device_tools") -> None:
-    tools.add("list_devices", "List the user's smart-home devices (lights, air conditioners, sensors, curtains, "
-              "the door lock, real devices) with their rooms and current states.", LIST_PARAMETERS, list_devices,
-              owner=owner, examples=LIST_EXAMPLES, parse_arguments=parse_listing, summarize=summarize_list)
+    # In the order help shows them.
     tools.add("operate_device", "Operate one of the user's devices: switch it on or off (lock or unlock a lock), or "
               "set a property (brightness, colour temperature, air-conditioner mode, target temperature, fan, curtain "
               "position). Name the device, or its room and type.", OPERATE_PARAMETERS, operate_device, owner=owner,
-              examples=OPERATE_EXAMPLES, parse_arguments=parse_operation, summarize=summarize_operation)
+              examples=OPERATE_EXAMPLES, parse_arguments=parse_operation, summarize=summarize_operation,
+              topic=TOPIC, progress=operate_progress, available=devices_offered,
+              help={"en": ["turn on the living room light", "set the bedroom AC to 24 degrees"],
+                    "zh": ["打开客厅的灯", "把卧室空调调到24度"]})
     tools.add("read_device", "Read one of the user's devices: a sensor's temperature or humidity in a room, whether "
               "the door is locked, whether a light is on, a curtain's position, or the whole state.",
               READ_PARAMETERS, read_device, owner=owner, examples=READ_EXAMPLES, parse_arguments=parse_reading,
-              summarize=summarize_reading)
+              summarize=summarize_reading, topic=TOPIC, progress=read_progress, available=devices_offered,
+              help={"en": ["is the front door locked?"], "zh": ["门锁了吗"]})
+    tools.add("list_devices", "List the user's smart-home devices (lights, air conditioners, sensors, curtains, "
+              "the door lock, real devices) with their rooms and current states.", LIST_PARAMETERS, list_devices,
+              owner=owner, examples=LIST_EXAMPLES, parse_arguments=parse_listing, summarize=summarize_list,
+              topic=TOPIC, help={"en": ["list my devices"], "zh": ["我有哪些设备"]}, available=devices_offered,
+              progress={"en": "Checking your devices…", "zh": "正在查看你的设备…"})
 
 
 class DeviceToolsPlugin(Plugin):

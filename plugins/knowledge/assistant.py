@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from gateway.plugins import Plugin, Registrar
-from plugins.ai_core.contract import TOOLS, GatewayFailed, ToolCall, ToolFailed, Tools
+from plugins.ai_core.contract import TOOLS, GatewayFailed, ToolCall, ToolFailed, Tools, gateway_offers
 
 SEARCH_PATH = "/api/v1/knowledge/search"
 BASES_PATH = "/api/v1/knowledge/bases"
@@ -150,7 +150,8 @@ async def search_knowledge(arguments: dict, call: ToolCall) -> dict:
         body: dict[str, Any] = {"query": query, "limit": limit}
         if bases:
             body["kb_ids"] = await _base_ids(call, list(bases))
-        await call.progress(0.3, f"searching the knowledge bases for {query!r}")
+        await call.progress(0.3, f"正在文档中查找“{query}”…" if call.language == "zh"
+                            else f"Searching your documents for “{query}”…")
         answer = await call.ask_gateway("POST", SEARCH_PATH, body=body)
     except GatewayFailed as failure:
         if failure.status != 404:
@@ -214,9 +215,18 @@ def summarize(result: dict, language: str) -> str:
     return "\n".join(lines)
 
 
+async def knowledge_offered(call: ToolCall) -> bool:
+    return await gateway_offers(call, BASES_PATH)
+
+
 def add_search_knowledge(tools: Tools, owner: str = "knowledge_tools") -> None:
     tools.add("search_knowledge", DESCRIPTION, PARAMETERS, search_knowledge, owner=owner,
-              examples=EXAMPLES, parse_arguments=parse_arguments, summarize=summarize)
+              examples=EXAMPLES, parse_arguments=parse_arguments, summarize=summarize,
+              topic={"en": "Your documents and notes", "zh": "文档和笔记"}, available=knowledge_offered,
+              help={"en": ["search my notes for the warranty", "what do my notes say about the lease"],
+                    "zh": ["在知识库里找保修期", "根据我的笔记，租约什么时候到期"]},
+              progress={"en": ["Searching your documents for “{query}”…", "Searching your documents…"],
+                        "zh": ["正在文档中查找“{query}”…", "正在查找你的文档…"]})
 
 
 class KnowledgeToolsPlugin(Plugin):

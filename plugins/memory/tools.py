@@ -309,6 +309,10 @@ FORGET_EXAMPLES = {"en": ["forget", "forget that", "forget about", "delete the m
                    "zh": ["忘记", "忘掉", "把忘掉", "删除记忆"]}
 
 
+# What a person reads about these tools (help and progress, docs/ai-core.md "What a person reads").
+TOPIC = {"en": "Things to remember", "zh": "记住的事"}
+
+
 def add_memory_tools(tools: Tools, memory: MemoryStore, settings: dict, owner: str) -> MemoryTools:
     handlers = MemoryTools(memory, settings)
     categories: dict[str, Any] = {"type": "string", "enum": list(CATEGORIES)}
@@ -325,7 +329,9 @@ def add_memory_tools(tools: Tools, memory: MemoryStore, settings: dict, owner: s
                          "description": "0 trivia … 10 must never be forgotten (allergies: 8 or more)"}},
          "required": ["content"]},
         handlers.remember, owner=owner, examples=REMEMBER_EXAMPLES, parse_arguments=remember_arguments,
-        summarize=summarize_remember)
+        summarize=summarize_remember, topic=TOPIC,
+        help={"en": ["remember that my sister is called Lena"], "zh": ["记住我对花生过敏"]},
+        progress={"en": "Making a note of that…", "zh": "正在记下来…"})
     tools.add(
         "recall",
         "Search the user's long-term memories by meaning (any language), or list them when no query is "
@@ -335,7 +341,9 @@ def add_memory_tools(tools: Tools, memory: MemoryStore, settings: dict, owner: s
             "limit": {"type": "integer", "minimum": 1, "maximum": RECALL_MAX, "default": RECALL_LIMIT}},
          "required": []},
         handlers.recall, owner=owner, examples=RECALL_EXAMPLES, parse_arguments=recall_arguments,
-        summarize=summarize_recall)
+        summarize=summarize_recall, topic=TOPIC,
+        help={"en": ["what do you remember about me"], "zh": ["关于我你记得什么"]},
+        progress={"en": "Looking through what I remember…", "zh": "正在回想…"})
     tools.add(
         "forget",
         "Delete one of the user's long-term memories when they ask you to forget something: by "
@@ -347,5 +355,7 @@ def add_memory_tools(tools: Tools, memory: MemoryStore, settings: dict, owner: s
             "memory_id": {"type": "string", "description": "the id of the memory to delete"}},
          "required": []},
         handlers.forget, owner=owner, examples=FORGET_EXAMPLES, parse_arguments=forget_arguments,
-        summarize=summarize_forget)
+        summarize=summarize_forget, topic=TOPIC,
+        help={"en": ["forget my sister's name"], "zh": ["忘掉我妹妹的名字"]},
+        progress={"en": "Forgetting that…", "zh": "正在忘掉这件事…"})
     return handlers

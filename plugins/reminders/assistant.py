@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 
 from gateway.plugins import Plugin, Registrar
 from gateway.schedule import REPEAT_KINDS
-from plugins.ai_core.contract import TOOLS, GatewayFailed, ToolCall, ToolFailed, Tools
+from plugins.ai_core.contract import TOOLS, GatewayFailed, ToolCall, ToolFailed, Tools, gateway_offers
 
 from .phrases import NotUnderstood, language_of, read_request, resolve_when
 
@@ -326,17 +326,38 @@ def _summarize_which(done_en: str, done_zh: str):
     return summarize
 
 
+# What a person reads about these tools (help and progress, docs/ai-core.md "What a person reads").
+TOPIC = {"en": "Reminders", "zh": "提醒"}
+
+
+async def reminders_offered(call: ToolCall) -> bool:
+    return await gateway_offers(call, REMINDERS_PATH, params={"limit": 1})
+
+
 def add_reminder_tools(tools: Tools, owner: str = "reminder_tools") -> None:
     tools.add("create_reminder", CREATE_DESCRIPTION, CREATE_PARAMETERS, create_reminder, owner=owner,
-              examples=CREATE_EXAMPLES, parse_arguments=parse_create, summarize=summarize_create)
+              examples=CREATE_EXAMPLES, parse_arguments=parse_create, summarize=summarize_create,
+              topic=TOPIC, available=reminders_offered,
+              help={"en": ["remind me to call mom tomorrow at 9am", "every weekday remind me to stretch at 3pm"],
+                    "zh": ["明天早上九点提醒我给妈妈打电话", "每天晚上十点提醒我吃药"]},
+              progress={"en": ["Setting a reminder: {title}…", "Setting a reminder…"],
+                        "zh": ["正在设置提醒：{title}…", "正在设置提醒…"]})
     tools.add("list_reminders", LIST_DESCRIPTION, LIST_PARAMETERS, list_reminders, owner=owner,
-              examples=LIST_EXAMPLES, parse_arguments=parse_list, summarize=summarize_list)
+              examples=LIST_EXAMPLES, parse_arguments=parse_list, summarize=summarize_list,
+              topic=TOPIC, available=reminders_offered,
+              help={"en": ["what are my reminders"], "zh": ["我有哪些提醒"]},
+              progress={"en": "Looking at your reminders…", "zh": "正在查看你的提醒…"})
     tools.add("complete_reminder", "Mark one of the user's pending reminders as done.", WHICH_PARAMETERS,
               _which_tool("completed"), owner=owner, examples=COMPLETE_EXAMPLES, parse_arguments=parse_which,
-              summarize=_summarize_which("completed", "完成提醒"))
+              summarize=_summarize_which("completed", "完成提醒"), topic=TOPIC, available=reminders_offered,
+              progress={"en": ["Marking “{reminder}” as done…", "Marking the reminder as done…"],
+                        "zh": ["正在把“{reminder}”标记为完成…", "正在把提醒标记为完成…"]})
     tools.add("cancel_reminder", "Cancel one of the user's pending reminders.", WHICH_PARAMETERS,
               _which_tool("cancelled"), owner=owner, examples=CANCEL_EXAMPLES, parse_arguments=parse_which,
-              summarize=_summarize_which("cancelled", "取消提醒"))
+              summarize=_summarize_which("cancelled", "取消提醒"), topic=TOPIC, available=reminders_offered,
+              help={"en": ["cancel the reminder to call mom"], "zh": ["取消给妈妈打电话的提醒"]},
+              progress={"en": ["Cancelling “{reminder}”…", "Cancelling the reminder…"],
+                        "zh": ["正在取消“{reminder}”…", "正在取消提醒…"]})
 
 
 class ReminderToolsPlugin(Plugin):

@@ -10,7 +10,7 @@ import pytest
 from gateway.plugins import Plugin
 from plugins.ai_core.agent import coverage
 from plugins.ai_core.contract import TOOLS
-from tests.ai_core.conftest import ALICE, read_events, text_of
+from tests.ai_core.conftest import ADMIN, ALICE, read_events, text_of
 from tests.ai_core.tool_plugin import LampToolsPlugin
 
 
@@ -52,31 +52,79 @@ async def test_time_and_date_through_the_time_tool(ai_core, text, pattern):
 async def test_help_lists_what_the_registered_tools_offer(make_ai_core):
     client = await make_ai_core(LampToolsPlugin())
     english = (await ask(client, "what can you do?"))[-1]["text"]
-    assert "Switch on the lamp in a room" in english and "what time is it" in english
+    assert english.startswith("Here is what you can ask me:")
+    assert "- Lamps: “turn on the lamp in the kitchen”" in english and "“what time is it”" in english
+    # The words for a model (descriptions, names) are not the person's; a tool that says nothing
+    # of itself to people (`overheat`) is not listed; with no model there is no "ask me anything".
+    assert "Switch on the lamp in a room" not in english and "switch_lamp" not in english
+    assert "heat the house" not in english and "ask me anything" not in english
+    assert "Kettle" not in english  # its `available` check says not now
     chinese = (await ask(client, "你能做什么"))[-1]["text"]
-    assert chinese.startswith("我是内置的离线助手") and "开灯" in chinese
+    assert chinese.startswith("你可以这样跟我说") and "- 台灯：“打开在厨房的灯”" in chinese
+    assert not any(e["type"] in ("tool_progress", "system_info") for e in await ask(client, "帮助"))
+
+
+async def test_a_tool_shows_its_progress_in_the_persons_words(make_ai_core):
+    client = await make_ai_core(LampToolsPlugin())
+    progress = [e for e in await ask(client, "please turn on the lamp in the bedroom") if e["type"] == "tool_progress"]
+    assert [(e["status"], e["tool_name"], e["message"]) for e in progress] == [
+        ("started", "switch_lamp", "Switching on the lamp in the bedroom…"),
+        ("running", "switch_lamp", "switching the lamp in the bedroom"),
+        ("completed", "switch_lamp", "Switching on the lamp in the bedroom… done")]
+    progress = [e for e in await ask(client, "打开在卧室的灯") if e["type"] == "tool_progress"]
+    assert [e["message"] for e in progress if e["status"] != "running"] == ["正在打开卧室的灯…", "正在打开卧室的灯… 完成"]
+    # A tool without words of its own: a general phrase, never its name.
+    failed = [e for e in await ask(client, "heat the house") if e["type"] == "tool_progress"]
+    assert [(e["status"], e["message"]) for e in failed] == [("started", "Working on it…"),
+                                                             ("failed", "Working on it… that did not work")]
 
 
 async def test_plugin_tools_are_used_with_their_example_phrases(make_ai_core):
     client = await make_ai_core(LampToolsPlugin())
     assert (await ask(client, "please turn on the lamp in the bedroom"))[-1]["text"] == "The lamp in the bedroom is on."
     assert (await ask(client, "打开在卧室的灯"))[-1]["text"] == "卧室的灯已打开。"
-    # Without the argument it asks, instead of guessing.
-    asked = (await ask(client, "switch on the light"))[-1]["text"]
-    assert "room" in asked and not any(e["type"] == "tool_progress" for e in await ask(client, "switch on the light"))
+    # Without the argument it asks, in the person's words (not the parameter's name), instead of guessing.
+    events = await ask(client, "switch on the light")
+    assert events[-1]["text"] == "Tell me a little more, for example: “turn on the lamp in the kitchen”."
+    assert not any(e["type"] == "tool_progress" for e in events)
 
 
-@pytest.mark.parametrize("text, language_marker", [
-    ("Write me a poem about the sea", "No language model is configured"),
-    ("给我写一首关于大海的诗", "尚未配置语言模型"),
+@pytest.mark.parametrize("text, reply", [
+    ("Write me a poem about the sea", "Sorry, I can't answer that yet: your administrator can connect a language "
+                                      "model. Say “help” to see what I can do."),
+    ("给我写一首关于大海的诗", "抱歉，我暂时回答不了这个问题：管理员连接语言模型之后就可以了。说“帮助”看看我能做什么。"),
 ])
-async def test_what_it_cannot_do_it_says_plainly(ai_core, text, language_marker):
+async def test_what_it_cannot_do_it_says_in_one_sentence(ai_core, text, reply):
     events = await ask(ai_core, text)
-    notice = next(e for e in events if e["type"] == "system_info")
-    assert notice["level"] == "warning" and notice["action"] == "configure_model"
-    assert language_marker in notice["message"] and "OPENAI_BASE_URL" in notice["message"]
-    assert events[-1]["finish_reason"] == "no_model"
-    assert text not in events[-1]["text"]  # not an echo
+    assert events[-1]["text"] == reply and events[-1]["finish_reason"] == "no_model"
+    assert not any(e["type"] == "system_info" for e in events)  # a person cannot connect a model
+
+
+async def ask_as_admin(client, text, session_id):
+    events = await read_events(await client.post("/api/v1/chat/stream", headers=ADMIN,
+                                                 json={"text": text, "session_id": session_id}))
+    assert events[-1]["type"] == "done" and events[-1]["finish_reason"] == "no_model"
+    return events[-1]["text"], [e for e in events if e["type"] == "system_info"]
+
+
+async def test_the_administrator_is_told_once_a_session_how_to_connect_a_model(ai_core):
+    reply, notices = await ask_as_admin(ai_core, "Write me a poem about the sea", "evening")
+    assert reply == "Sorry, I can't answer that without a language model. Say “help” to see what I can do."
+    assert notices == [{"type": "system_info", "level": "info", "action": "configure_model", "message":
+                        "No language model is connected, so I can only do what “help” lists. Connect one on the "
+                        "console's Model Config page: http://127.0.0.1:9090/model-config"}]
+    assert (await ask_as_admin(ai_core, "And one about the mountains?", "evening"))[1] == []
+    reply, notices = await ask_as_admin(ai_core, "给我写一首诗", "morning")  # another session: told again
+    assert reply == "抱歉，没有语言模型我回答不了这个问题。说“帮助”看看我能做什么。"
+    assert [n["message"] for n in notices] == [
+        "还没有连接语言模型，所以我只能做“帮助”里列出的事。可以在控制台的“模型配置”页连接一个：http://127.0.0.1:9090/model-config"]
+
+
+async def test_the_console_address_is_the_configured_one(make_ai_core, ai_settings):
+    client = await make_ai_core(overrides={"plugins.ai_core": {**ai_settings,
+                                                               "console_url": "https://console.example:9443/"}})
+    notices = (await ask_as_admin(client, "Write me a poem", "s"))[1]
+    assert notices[0]["message"].endswith("Model Config page: https://console.example:9443/model-config")
 
 
 def longest_common_subsequence(a: list[str], b: list[str]) -> int:

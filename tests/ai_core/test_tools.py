@@ -22,6 +22,8 @@ async def test_a_tool_call_loop_runs_the_tool_and_records_it(ai_core, provider):
     assert [(p["tool_name"], p["status"]) for p in progress] == [
         ("get_current_time", "started"), ("get_current_time", "completed")]
     assert progress[-1]["progress"] == 1.0 and progress[0]["call_id"] == "call_time1"
+    # What the person reads: the tool's own words in their language, never its name.
+    assert [p["message"] for p in progress] == ["Checking the time…", "Checking the time… done"]
     first, second = provider.requests
     assert {t["function"]["name"] for t in first["body"]["tools"]} >= {"get_current_time", "search_messages"}
     assistant, tool_message = second["body"]["messages"][-2:]
@@ -41,6 +43,16 @@ async def test_a_tool_call_loop_runs_the_tool_and_records_it(ai_core, provider):
     assert record["duration_ms"] >= 0 and record["created_at"]
 
 
+async def test_a_model_that_keeps_calling_tools_is_stopped_in_plain_words(make_ai_core, ai_settings, provider):
+    client = await make_ai_core(overrides={"plugins.ai_core": {**ai_settings, "max_tool_rounds": 1}})
+    await configure(client, provider, {"toolsy": "tools"}, chain=["toolsy"])
+    events = await read_events(await client.post("/api/v1/chat/stream", headers=ALICE, json={"text": "现在上海几点？"}))
+    progress = [e["message"] for e in events if e["type"] == "tool_progress"]
+    assert progress == ["正在看时间…", "正在看时间… 完成"]
+    notice, = [e for e in events if e["type"] == "system_info"]
+    assert notice["message"] == "回答用了太多步骤，在第 1 步停下了。" and events[-1]["finish_reason"] == "tool_limit"
+
+
 async def test_records_filter_page_and_statistics(make_ai_core):
     client = await make_ai_core(LampToolsPlugin())
     for text in ["turn on the lamp in the kitchen", "turn on the lamp in the hall", "heat the house"]:
@@ -48,7 +60,12 @@ async def test_records_filter_page_and_statistics(make_ai_core):
         assert events[-1]["model"] == "offline-agent"
     failed = events
     assert [(e["status"]) for e in failed if e["type"] == "tool_progress"] == ["started", "failed"]
-    assert "the heater is on fire" in text_of(failed)
+    # The error is the record's (and a model's) to read; the person is told it did not work.
+    assert "the heater is on fire" not in text_of(failed) and "overheat" not in text_of(failed)
+    assert text_of(failed) == "Sorry, I couldn't do that just now."
+
+    record = (await (await client.get("/api/v1/tools/calls?tool_name=overheat", headers=ADMIN)).json())["calls"][0]
+    assert "the heater is on fire" in record["error"]
 
     page = await (await client.get("/api/v1/tools/calls?tool_name=switch_lamp&page_size=1&page=2",
                                    headers=ADMIN)).json()
@@ -64,7 +81,8 @@ async def test_records_filter_page_and_statistics(make_ai_core):
     assert response.status == 400
 
     tools = await (await client.get("/api/v1/tools", headers=ALICE)).json()
-    assert {t["name"] for t in tools["tools"]} == {"get_current_time", "search_messages", "switch_lamp", "overheat"}
+    assert {t["name"] for t in tools["tools"]} == {"get_current_time", "search_messages", "switch_lamp", "overheat",
+                                                   "boil_kettle"}
 
 
 async def test_reasoning_streams_as_thinking(ai_core, provider):
@@ -111,5 +129,7 @@ async def test_search_messages_reports_a_gateway_it_cannot_reach(make_ai_core):
     events = await read_events(await ai_core.post("/api/v1/chat/stream", headers=ALICE,
                                                   json={"text": "search my messages for pizza"}))
     failed = [e for e in events if e["type"] == "tool_progress" and e["status"] == "failed"]
-    assert failed and "the gateway cannot be reached" in failed[0]["message"]
+    assert failed and failed[0]["message"] == "Searching your messages for “pizza”… that did not work"
     assert events[-1]["type"] == "done"
+    calls = await (await ai_core.get("/api/v1/tools/calls", headers=ADMIN)).json()
+    assert "the gateway cannot be reached" in calls["calls"][0]["error"]  # the record keeps why

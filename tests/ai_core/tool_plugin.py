@@ -27,7 +27,21 @@ class LampToolsPlugin(Plugin):
         tools.add("switch_lamp", "Switch on the lamp in a room",
                   {"type": "object", "properties": {"room": {"type": "string"}}, "required": ["room"]},
                   switch_lamp, owner=self.name, parse_arguments=parse, summarize=summarize,
-                  examples={"en": ["turn on the lamp", "switch on the light"], "zh": ["开灯", "打开灯"]})
+                  examples={"en": ["turn on the lamp", "switch on the light"], "zh": ["开灯", "打开灯"]},
+                  topic={"en": "Lamps", "zh": "台灯"},
+                  help={"en": ["turn on the lamp in the kitchen"], "zh": ["打开在厨房的灯"]},
+                  progress={"en": ["Switching on the lamp in the {room}…", "Switching on a lamp…"],
+                            "zh": ["正在打开{room}的灯…"]})
+
+        async def boil(arguments, call):
+            return {"boiling": True}
+
+        async def unplugged(call):  # the kettle's service is not there: help does not offer it
+            return False
+
+        tools.add("boil_kettle", "Boil the kettle", {"type": "object", "properties": {}}, boil, owner=self.name,
+                  topic={"en": "Kettle", "zh": "水壶"}, help={"en": ["boil the kettle"], "zh": ["烧水"]},
+                  available=unplugged)
 
         async def overheat(arguments, call):
             raise RuntimeError("the heater is on fire")

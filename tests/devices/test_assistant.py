@@ -129,7 +129,7 @@ async def test_the_offline_agent_operates_and_reads_the_devices_in_english(assis
     assert states["front_door_lock"]["locked"] is False
     # Put off: not done now.
     assert said["remind me to turn on the bedroom light at 7pm"] == \
-        "I need the action for that, for example: “turn on the light …”."
+        "Tell me a little more, for example: “turn on the living room light”."
     assert said["turn on the bedroom light"] == "Done: I turned on the bedroom light."  # off until then
 
 

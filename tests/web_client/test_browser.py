@@ -226,9 +226,16 @@ async def test_thinking_is_collapsible_and_a_tool_shows_its_progress(services, b
         assert await thinking.get_attribute("open") is None           # collapsed until opened
         await thinking.locator("summary").click()
         assert "Let me think. The clock will know." in await thinking.inner_text()
+        # The tool's line says what it did in the person's words, not the tool's name, and folds
+        # away once the reply came.
+        tools = reply.locator("details.tools")
+        assert await tools.get_attribute("open") is None
+        assert await tools.locator("summary").inner_text() == "Checking the time… done"
+        await tools.locator("summary").click()
         tool = reply.locator(".tool")
         assert await tool.get_attribute("data-status") == "completed"
-        assert "get_current_time" in await tool.inner_text()
+        assert await tool.inner_text() == "Checking the time… done"
+        assert "get_current_time" not in await reply.inner_text()
         assert await tool.locator("progress").get_attribute("value") == "100"
         await screenshot(page, "web-thinking-tool")
 

@@ -208,8 +208,14 @@ export function mount(root, app) {
     return h("div", {}, strip, text ? body : null);
   }
 
+  // A notice's web addresses (the console's Model Config page, say) are links.
+  function withLinks(text) {
+    return String(text).split(/(https?:\/\/[^\s<>"“”]+)/).map((piece, index) =>
+      index % 2 ? h("a", {href: piece, target: "_blank", rel: "noopener noreferrer"}, piece) : piece);
+  }
+
   function notice(level, text, action) {
-    const element = h("p", {class: `notice ${level}`, role: level === "error" ? "alert" : "status"}, text);
+    const element = h("p", {class: `notice ${level}`, role: level === "error" ? "alert" : "status"}, withLinks(text));
     if (action === "retry" && state.lastSent) {
       element.append(" ", h("button", {type: "button", class: "link", onclick: () => sendText(state.lastSent.content, state.lastSent.attachments)},
         t("chat.retry")));
@@ -229,7 +235,7 @@ export function mount(root, app) {
       const element = bubble("assistant", extras, body);
       element.classList.add("streaming");
       element.dataset.turn = key;
-      turn = {key, element, body, extras, text: "", tools: new Map(), thinking: null, done: false, frame: 0};
+      turn = {key, element, body, extras, text: "", tools: new Map(), toolBox: null, thinking: null, done: false, frame: 0};
       state.turns.set(key, turn);
       live.append(element);
       updateEmpty();
@@ -256,6 +262,17 @@ export function mount(root, app) {
       turn.thinking = {details, summary, text};
     }
     return turn.thinking;
+  }
+
+  function toolsOf(turn) {
+    if (!turn.toolBox) {
+      const summary = h("summary", {});
+      const rows = h("div", {class: "tool-rows"});
+      const details = h("details", {class: "tools", open: true}, summary, rows);
+      turn.extras.append(details);
+      turn.toolBox = {details, summary, rows};
+    }
+    return turn.toolBox;
   }
 
   function onFrame(frame) {
@@ -314,24 +331,31 @@ export function mount(root, app) {
         break;
       }
       case "tool_progress": {
+        // The line says what is being done in the person's words (`message`); the tool's own
+        // name is for programs and only keys the row. Once the reply comes, the lines fold away.
         const turn = turnOf(frame);
         const progress = frame.tool_progress || {};
-        const name = progress.tool_name || "tool";
-        let row = turn.tools.get(name);
+        const status = progress.status || "running";
+        const words = progress.message || t(`tool.${status}`);
+        const box = toolsOf(turn);
+        const key = progress.tool_name || "tool";
+        let row = turn.tools.get(key);
         if (!row) {
-          const bar = h("progress", {max: "100", "aria-label": name});
+          const bar = h("progress", {max: "100"});
           const label = h("span", {class: "tool-label"});
           row = {bar, label, element: h("div", {class: "tool"}, label, bar)};
-          turn.tools.set(name, row);
-          turn.extras.append(row.element);
+          turn.tools.set(key, row);
+          box.rows.append(row.element);
         }
-        const status = progress.status || "running";
         row.element.dataset.status = status;
+        row.bar.setAttribute("aria-label", words);
         const percent = typeof progress.progress === "number" ? (progress.progress <= 1 ? progress.progress * 100 : progress.progress) : null;
         if (status === "completed") row.bar.value = 100;
         else if (percent !== null) row.bar.value = percent;
         else row.bar.removeAttribute("value");
-        row.label.textContent = `${name} · ${t(`tool.${status}`)}${progress.message ? ` — ${progress.message}` : ""}`;
+        row.label.textContent = words;
+        box.summary.textContent = words;
+        box.details.dataset.status = status;
         break;
       }
       case "system_info": {
@@ -376,6 +400,7 @@ export function mount(root, app) {
         turn.done = true;
         turn.element.classList.remove("streaming");
         if (turn.thinking) turn.thinking.summary.textContent = t("chat.thinking_done");
+        if (turn.toolBox) turn.toolBox.details.open = false;  // the reply says the rest
         if (!turn.reviewed) {
           turn.text = frame.text ?? turn.text;
           if (turn.frame) cancelAnimationFrame(turn.frame);

@@ -24,6 +24,7 @@ from . import api, proxy, thinking_api
 from .client import MemoryClient, MemoryTransport
 from .contract import MEMORY
 from .settings import MemoryClientSettings, MemoryProxySettings, MemorySettings
+from .neutral_form import NeutralFormJob
 from .store import MemoryStore
 
 
@@ -44,7 +45,12 @@ class MemoryPlugin(Plugin):
 
         async def collection(context) -> AsyncIterator[None]:
             await store.start()
+            # Memories stored in the person's words are rewritten once (docs/memory.md, "A memory").
+            rewriting = asyncio.get_running_loop().create_task(NeutralFormJob(store).run())
             yield
+            rewriting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await rewriting
             if store.reindexing is not None:
                 store.reindexing.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -106,7 +106,7 @@ async def search_memories(request: web.Request) -> web.Response:
     query = parse_query(request, MemorySearchQuery())
     who = required_owner(identity, query["user_id"])
     hits = await request.config_dict[STORE].search(who, query["q"], query["limit"], query["category"],
-                                                   query["mode"])
+                                                   query["mode"], min_relevance=query["min_relevance"])
     return web.json_response({"memories": hits, "query": query["q"]})
 
 

@@ -100,9 +100,10 @@ class MemoryClient:
         return answer.body
 
     async def search(self, user_id: str, query: str, limit: int = 10, mode: SearchMode = "dense",
-                     category: str | None = None) -> list[dict]:
+                     category: str | None = None, min_relevance: float | None = None) -> list[dict]:
         answer = await self._ok("GET", MEMORIES + "/search", params={
-            "user_id": user_id, "q": query, "limit": limit, "mode": mode, "category": category})
+            "user_id": user_id, "q": query, "limit": limit, "mode": mode, "category": category,
+            "min_relevance": min_relevance})
         assert answer is not None
         return list(answer["memories"])
 

@@ -38,9 +38,11 @@ class MemoryUnavailable(MemoryServiceError):
 
 class MemoryStore(Protocol):
     async def search(self, user_id: str, query: str, limit: int = 10, mode: SearchMode = "dense",
-                     category: str | None = None) -> list[dict]:
+                     category: str | None = None, min_relevance: float | None = None) -> list[dict]:
         """The person's memories best matching `query`, best first, each with `score` (cosine
-        similarity with `dense`, comparable with a threshold; docs/memory.md, "Search")."""
+        similarity with `dense`) and `relevance`; only those at or above the relevance floor
+        (`min_relevance`, else the service's; -1: the nearest whatever their relevance;
+        docs/memory.md, "Relevance")."""
         ...
 
     async def top(self, user_id: str, limit: int = 5) -> list[dict]:

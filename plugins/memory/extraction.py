@@ -29,7 +29,8 @@ from plugins.ai_core.contract import MODELS, TURN_FINISHED, FinishedTurn, Models
 from .contract import CATEGORIES, MEMORY, MemoryServiceError, MemoryStore, Source
 from .settings import ExtractionSettings
 from .rules import same_words
-from .statements import explicit_statements, speaks_of_self, without_full_stop
+from .person import neutral
+from .statements import explicit_statements, speaks_of_self
 
 log = logging.getLogger("plugins.memory.extraction")
 
@@ -66,8 +67,9 @@ Do not extract: what the assistant said (unless the user confirmed it), question
 jokes, quotes of other people, one-off requests or tasks, passing moods ("I'm tired"), general
 knowledge, or anything already known unless it changed.
 
-Write each fact as one short first-person sentence in the user's language, as the user would say
-it: "I'm allergic to peanuts", "My sister is called Lena", "I live in Berlin", "我住在上海".
+Write each fact as one short sentence in the user's language about "the user" (in Chinese "用户"),
+whatever person the user spoke in: "The user is allergic to peanuts.", "The user's sister is
+called Lena.", "The user lives in Berlin.", "用户住在上海。"
 One fact per item.
 
 Answer with JSON only, no prose, in this shape:
@@ -154,7 +156,7 @@ def _fact(item: Any) -> Fact | None:
     content = item.get("content", item.get("fact"))
     if not isinstance(content, str):
         return None
-    content = without_full_stop(" ".join(content.split()))
+    content = neutral(content)   # "I live in Berlin" from a model that did not listen
     if not content or len(content) > MAX_FACT_CHARS:
         return None
     action = str(item.get("action") or "add").strip().lower()
@@ -288,7 +290,8 @@ class Extraction:
         if not limit or self.context.contracts.get(MODELS) is None:
             return {}
         try:
-            found = await memory.search(turn.user_id, turn.user_text.strip()[:1000], limit=limit, mode="dense")
+            found = await memory.search(turn.user_id, turn.user_text.strip()[:1000], limit=limit, mode="dense",
+                                        min_relevance=-1.0)  # the nearest, to update rather than repeat
         except MemoryServiceError as error:
             log.info("memory extraction without known memories: %s", error)
             return {}

@@ -13,6 +13,7 @@ import logging
 from plugins.ai_core.contract import ContextBlock
 
 from .contract import MemoryServiceError, MemoryStore
+from .person import second_person
 
 log = logging.getLogger("plugins.memory.recall")
 
@@ -23,7 +24,7 @@ MAX_MEMORY_CHARS = 300   # what a turn shows of one memory
 
 
 def memory_line(memory: dict) -> str:
-    content = " ".join(str(memory["content"]).split())
+    content = second_person(str(memory["content"]))
     if len(content) > MAX_MEMORY_CHARS:
         content = content[:MAX_MEMORY_CHARS].rstrip() + "…"
     return f"[{memory['category']}] {content}"
@@ -45,6 +46,8 @@ class Recall:
                      else _nothing())
         ranking = self.memory.top(user_id, self.priority_limit) if self.priority_limit else _nothing()
         hits, top = await asyncio.gather(searching, ranking)
+        # The memory service answers only what clears its relevance floor; `recall_min_score`
+        # is an extra cosine floor for an operator (0: none).
         chosen = [hit for hit in hits if hit.get("score", 0.0) >= self.min_score]
         chosen += [memory for memory in top if memory["priority"] >= self.priority_min]
         unique: dict[str, dict] = {}

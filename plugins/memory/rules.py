@@ -92,6 +92,7 @@ _RELATION_EN = "|".join(sorted((k for k, v in RELATIONS.items() if v in UNIQUE_R
 _RELATION_ZH = "|".join(sorted((k for k, v in RELATIONS.items() if v in UNIQUE_RELATIONS and not k.isascii()),
                                key=len, reverse=True))
 _ZH_END = r"(?=[，。；！？,.;!?\s]|$)"
+_ZH_I = "(?:我|用户)"  # the person, as they say it or in the neutral form
 SLOT_PATTERNS: list[tuple[str, re.Pattern]] = [(key, re.compile(pattern)) for key, pattern in [
     ("name", rf"\b(?:{_SUBJECT_MY} name is|i am called|i'm called|call me|the user is called|"
              rf"user is called)\s+{_V}"),
@@ -103,12 +104,12 @@ SLOT_PATTERNS: list[tuple[str, re.Pattern]] = [(key, re.compile(pattern)) for ke
     ("birthday", rf"\b(?:{_SUBJECT_MY} birthday is(?: on)?|{_SUBJECT_I} (?:was|were) born on)\s+{_V}"),
     ("name_of:{K}", rf"\b{_SUBJECT_MY} (?P<k>{_RELATION_EN})(?:'s name is| is called| is named| name is)\s+{_V}"),
     ("favourite:{K}", rf"\b{_SUBJECT_MY} (?:favourite|favorite) (?P<k>[a-z][a-z ]{{1,20}}?) is\s+{_V}"),
-    ("name", rf"(?:我叫|我名叫|我的名字是|我的名字叫|我名字叫|用户叫|用户的名字是){_ZV}{_ZH_END}"),
-    ("home", rf"(?:我住在|我现在住在|我家在|用户住在|我搬到了|我搬到){_ZV}{_ZH_END}"),
+    ("name", rf"(?:{_ZH_I}(?:叫|名叫|的名字是|的名字叫|名字叫|名字是)){_ZV}{_ZH_END}"),
+    ("home", rf"{_ZH_I}(?:现在|目前)?(?:住在|家在|搬到了|搬到){_ZV}{_ZH_END}"),
     ("workplace", rf"(?:我|用户)在(?P<v>[^,.;!?，。；！？、\s]{{1,24}}?)(?:工作|上班)"),
-    ("job", rf"(?:我的职业是|我的工作是|我是一名|用户是一名|用户的职业是){_ZV}{_ZH_END}"),
+    ("job", rf"{_ZH_I}(?:的职业是|的工作是|是一名){_ZV}{_ZH_END}"),
     ("age", r"(?:我|用户)(?:今年)?(?P<v>\d{1,3})岁"),
-    ("birthday", rf"(?:我的生日是|我生日是|我的生日在|我生日在|用户的生日是){_ZV}{_ZH_END}"),
+    ("birthday", rf"{_ZH_I}的?生日[是在]{_ZV}{_ZH_END}"),
     ("name_of:{K}", rf"(?:我|用户)的?(?P<k>{_RELATION_ZH})(?:叫|名叫|的名字是|的名字叫){_ZV}{_ZH_END}"),
     ("favourite:{K}", rf"(?:我|用户)最喜欢的(?P<k>[^，。,.\s是]{{1,8}})是{_ZV}{_ZH_END}"),
 ]]
@@ -184,10 +185,22 @@ def _polarity_free(text: str) -> tuple[tuple[str, ...], int]:
         if term in NEGATIONS_EN:
             negations += 1
             if term in NEGATION_STEMS:
-                terms.append(NEGATION_STEMS[term])
+                terms.append(_verb_base(NEGATION_STEMS[term]))
             continue
-        terms.append(term)
+        terms.append(_verb_base(term))
     return tuple(terms), negations
+
+
+def _verb_base(word: str) -> str:
+    """"likes" → "like", "goes" → "go": the neutral form's "The user likes tea" and "The user
+    doesn't like tea" are the same words but for the negation."""
+    if len(word) <= 3 or not word.isascii():
+        return word
+    if word.endswith("ies"):
+        return word[:-3] + "y"
+    if re.search(r"(?:sh|ch|x|z|o|ss)es$", word):
+        return word[:-2]
+    return word[:-1] if word.endswith("s") and not word.endswith("ss") else word
 
 
 def negation_flip(old: str, new: str) -> bool:

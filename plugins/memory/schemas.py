@@ -100,6 +100,9 @@ class MemorySearchQuery(marshmallow.Schema):
     mode = fields.String(load_default="hybrid", validate=validate.OneOf(SEARCH_MODES), metadata={
         "description": "`hybrid` (meaning and words, default), `dense` (meaning only: best across "
                        "languages) or `lexical` (words only)."})
+    min_relevance = fields.Float(load_default=None, validate=validate.Range(min=-1.0, max=1.0), metadata={
+        "description": "The relevance floor of this search (`dense`, `hybrid`); default `[plugins.memory] "
+                       "min_relevance`. -1: the nearest memories whatever their relevance (docs/memory.md)."})
 
 
 class MemoryOwnerQuery(marshmallow.Schema):
@@ -142,6 +145,9 @@ class MemoryPage(marshmallow.Schema):
 class MemoryHit(Memory):
     score = fields.Float(required=True, metadata={
         "description": "Hybrid (meaning and words) rank score; compare only within one answer."})
+    relevance = fields.Float(metadata={
+        "description": "The embedding similarity above the query's baseline (docs/memory.md, \"Relevance\"); "
+                       "every hit has at least `[plugins.memory] min_relevance`. Absent in `lexical` mode."})
 
 
 class MemorySearchResults(marshmallow.Schema):

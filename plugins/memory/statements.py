@@ -14,22 +14,25 @@ statements ending in a tag question: "…, right?", "…对吧？"), hypothetica
 marks), negated statements ("my name is not …", "我对花生不过敏"), a clause about someone else,
 and values that are pronouns ("I like it", "我喜欢你").
 
-Each statement is stored as a short **first-person sentence in the person's language**, as they
-would say it, without a final full stop ("I'm allergic to peanuts", "My sister is called Lena",
-"I live in Berlin" for "I moved to Berlin", "我对花生过敏"): the shape the memory service's slot
-rules read, so "I moved to Berlin" supersedes "I live in Paris"."""
+Each statement is read as a short first-person sentence ("I'm allergic to peanuts", "I live in
+Berlin" for "I moved to Berlin", "我对花生过敏") and stored in the neutral form (plugins/memory/
+person.py): "The user is allergic to peanuts.", "The user lives in Berlin.", "用户对花生过敏。" —
+the shape the memory service's slot rules read, so "I moved to Berlin" supersedes "I live in
+Paris"."""
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from typing import Callable
 
+from .person import neutral
+
 CATEGORIES = ("identity", "preference", "health", "relationship", "work", "schedule", "other")
 
 
 @dataclass(frozen=True)
 class Statement:
-    content: str      # a first-person sentence in the person's language
+    content: str      # the neutral form in the person's language: "The user …" / "用户…"
     category: str
     priority: int
     explicit: bool    # said with "remember …" / "记住…"
@@ -472,7 +475,7 @@ def explicit_statements(text: str, limit: int = 5) -> list[Statement]:
             if statement is None:
                 continue
             content, category, priority = statement
-            content = without_full_stop(content)
+            content = neutral(content)
             key = content.casefold()
             if key in seen:
                 continue

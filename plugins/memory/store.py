@@ -25,6 +25,7 @@ from gateway.errors import BadRequest, Conflict, NotFound
 from gateway.vectors import IndexItem, SearchMode, VectorStoreUnavailable
 
 from . import rules
+from .relevance import Relevance, relevance
 from .schemas import DEFAULT_CATEGORY
 
 log = logging.getLogger("plugins.memory")
@@ -54,6 +55,8 @@ class MemoryStore:
         self.max_content_chars = int(settings["max_content_chars"])
         self.max_per_user = int(settings["max_per_user"])
         self.idempotency_hours = float(settings["idempotency_hours"])
+        self.min_relevance = float(settings["min_relevance"])
+        self.relevance = Relevance(lambda: context.embeddings)
         self._collection_ready = False
         self._ensuring = asyncio.Lock()
         self.reindexing: asyncio.Task | None = None
@@ -104,6 +107,7 @@ class MemoryStore:
         down now is tried again at the first request (which answers 503 meanwhile)."""
         try:
             await self.collection()
+            await self.relevance.anchors()
         except Exception as error:  # noqa: BLE001 - the service starts anyway; requests report it
             log.warning("the memory collection could not be prepared at start (%s); retrying on use", error)
 
@@ -128,19 +132,43 @@ class MemoryStore:
         return {"memories": rows, "total": int(total), "limit": limit, "offset": offset}
 
     async def search(self, owner: str, query: str, limit: int, category: str | None = None,
-                     mode: SearchMode = "hybrid") -> list[dict]:
-        """The owner's memories best matching `query` (by meaning and words unless `mode` says), best first."""
+                     mode: SearchMode = "hybrid", min_relevance: float | None = None) -> list[dict]:
+        """The owner's memories best matching `query` (by meaning and words unless `mode` says), best
+        first, those at or above the relevance floor (`min_relevance`, else the configured one)."""
+        floor = self.min_relevance if min_relevance is None else min_relevance
         where: dict[str, str] = {"user_id": owner}
         if category:
             where["category"] = category
-        hits = await self.context.vectors.search(await self.collection(), query, where=where, limit=limit,
-                                                 mode=mode)
+        collection = await self.collection()
+        searching = self.context.vectors.search(collection, query, where=where, limit=limit, mode=mode)
+        if mode == "lexical":
+            hits, cosines = await searching, None
+        else:
+            # Only what clears the relevance floor (plugins/memory/relevance.py), judged on the
+            # embedding similarity whatever the mode ranks by.
+            dense = (self.context.vectors.search(collection, query, where=where, limit=limit, mode="dense")
+                     if mode != "dense" else _same())
+            hits, dense_hits, baseline = await asyncio.gather(searching, dense, self.relevance.baselines(query))
+            cosines = {hit.id: hit.score for hit in (hits if mode == "dense" else dense_hits)}
         if not hits:
             return []
         rows = await fetch_all(self.context.db, f"SELECT {COLUMNS} FROM memories WHERE user_id = %s "
                                "AND id = ANY(%s::uuid[])", (owner, [hit.id for hit in hits]))
         by_id = {row["id"]: row for row in rows}
-        return [{**by_id[hit.id], "score": hit.score} for hit in hits if hit.id in by_id]
+        found = []
+        for hit in hits:
+            row = by_id.get(hit.id)
+            if row is None:
+                continue
+            if cosines is not None:
+                if hit.id not in cosines:
+                    continue
+                score = relevance(cosines[hit.id], row["content"], baseline)
+                if score < floor:
+                    continue
+                row = {**row, "relevance": round(score, 4)}
+            found.append({**row, "score": hit.score})
+        return found
 
     # ------------------------------------------------------------ writing
 
@@ -320,6 +348,10 @@ class MemoryStore:
             raise BadRequest(f"A memory holds at most {self.max_content_chars} characters.",
                              error_type="validation_error", hint="Store one fact per memory.")
         return content
+
+
+async def _same() -> list:
+    return []
 
 
 def item(row: dict, vector: list[float] | None = None) -> IndexItem:

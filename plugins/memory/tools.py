@@ -18,6 +18,7 @@ from typing import Any
 from gateway.lexical import Tokenizer
 from plugins.ai_core.contract import ToolCall, ToolFailed, Tools
 
+from .person import neutral, second_person
 from .contract import CATEGORIES, MemoryServiceError, MemoryStore, MemoryUnavailable
 
 MAX_CONTENT_CHARS = 2000
@@ -28,7 +29,7 @@ FORGET_CANDIDATES = 5
 
 def _memory(memory: dict, score: float | None = None) -> dict:
     """A memory as the model reads it."""
-    shown = {"id": memory["id"], "content": memory["content"], "category": memory["category"],
+    shown = {"id": memory["id"], "content": second_person(memory["content"]), "category": memory["category"],
              "priority": memory["priority"], "source": memory["source"],
              "created_at": datetime.fromtimestamp(memory["created_at"] / 1000, timezone.utc).isoformat(
                  timespec="seconds")}
@@ -179,7 +180,7 @@ class MemoryTools:
         self.forget_min_score = settings["forget_min_score"]
 
     async def remember(self, arguments: dict, call: ToolCall) -> dict:
-        content = " ".join(str(arguments.get("content") or "").split())
+        content = neutral(str(arguments.get("content") or ""))
         if not content:
             raise ToolFailed("content is empty: say the fact to remember")
         if len(content) > MAX_CONTENT_CHARS:
@@ -235,7 +236,8 @@ class MemoryTools:
         return {"status": "forgotten", "forgotten": _memory(memory)}
 
     async def _forget_described(self, user_id: str, description: str) -> dict:
-        dense = await self.memory.search(user_id, description, FORGET_CANDIDATES, "dense")
+        # The nearest whatever their relevance: named when none is the one described.
+        dense = await self.memory.search(user_id, description, FORGET_CANDIDATES, "dense", min_relevance=-1.0)
         close = [hit for hit in dense if hit["score"] >= self.forget_min_score]
         loop = asyncio.get_running_loop()
         for hit in close:
@@ -251,8 +253,13 @@ class MemoryTools:
 
 # ---------------------------------------------------------------- what the offline agent says
 
+def _unstopped(content: str) -> str:
+    """A memory inside the offline agent's sentence: without its own full stop."""
+    return content[:-1] if content.endswith((".", "。")) else content
+
+
 def summarize_remember(result: dict, language: str) -> str:
-    content = result["memory"]["content"]
+    content = _unstopped(result["memory"]["content"])
     replaced = result.get("replaced")
     if language == "zh":
         if result["status"] == "superseded" and replaced:
@@ -281,7 +288,7 @@ def summarize_recall(result: dict, language: str) -> str:
 
 def summarize_forget(result: dict, language: str) -> str:
     if result["status"] == "forgotten":
-        content = result["forgotten"]["content"]
+        content = _unstopped(result["forgotten"]["content"])
         return f"好的，我已经忘记了：{content}。" if language == "zh" else f"Done, I've forgotten: {content}."
     if result["status"] == "unspecified":
         return ("你想让我忘记什么？例如：“忘记我妹妹的名字”。" if language == "zh"

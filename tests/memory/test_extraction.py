@@ -166,8 +166,8 @@ async def test_facts_the_memory_model_finds_become_memories_with_their_source(ma
     assert "".join(e["content"] for e in events if e["type"] == "delta") == CHAT_REPLY
 
     memories = await memories_of(memory_service)
-    assert summary(memories) == [("I'm vegetarian", "preference", 7, "extracted"),
-                                 ("My sister is called Lena", "relationship", 8, "extracted")]
+    assert summary(memories) == [("The user is vegetarian.", "preference", 7, "extracted"),
+                                 ("The user's sister is called Lena.", "relationship", 8, "extracted")]
     assert {(m["source_session_id"], m["source_message_id"]) for m in memories} == {("phone-1", "msg-42")}
     # The chat went to the chat model, the extraction to the memory route's (cheaper) model,
     # after the answer, with the exchange and the messages before it.
@@ -186,7 +186,7 @@ async def test_without_a_memory_route_the_chat_models_extract(make_ai_core, mode
     await add_models(ai_core, model, {"big": "plain"}, {"chat": ["big"]})
     model.facts["我对花生过敏，记住哦"] = [{"content": "我对花生过敏。", "category": "health", "priority": 9}]
     await chat(ai_core, "我对花生过敏，记住哦")
-    assert summary(await memories_of(memory_service)) == [("我对花生过敏", "health", 9, "extracted")]
+    assert summary(await memories_of(memory_service)) == [("用户对花生过敏。", "health", 9, "extracted")]
     assert [(r["body"]["model"], r["extraction"]) for r in model.requests] == [
         ("upstream-big", False), ("upstream-big", True)]
 
@@ -201,10 +201,10 @@ async def test_a_contradicting_fact_supersedes_the_old_memory(make_ai_core, mode
     await chat(ai_core, "I live in Paris.", session="s-1")
     await chat(ai_core, "Big news: I moved to Berlin!", session="s-2")
     memories = await memories_of(memory_service)
-    assert summary(memories) == [("I live in Berlin", "identity", 7, "extracted")]
-    assert memories[0]["previous_content"] == "I live in Paris" and memories[0]["source_session_id"] == "s-2"
+    assert summary(memories) == [("The user lives in Berlin.", "identity", 7, "extracted")]
+    assert memories[0]["previous_content"] == "The user lives in Paris." and memories[0]["source_session_id"] == "s-2"
     # The second request showed the model what it already knew.
-    assert "- m1: I live in Paris\n" in model.extraction_requests()[1]["body"]["messages"][-1]["content"]
+    assert "- m1: The user lives in Paris.\n" in model.extraction_requests()[1]["body"]["messages"][-1]["content"]
 
 
 async def test_an_update_replaces_the_known_memory_the_model_names(make_ai_core, model, memory_service):
@@ -217,7 +217,8 @@ async def test_an_update_replaces_the_known_memory_the_model_names(make_ai_core,
                           "priority": 5, "action": "update", "memory": "about:coffee"}]
     await chat(ai_core, said)
     memories = await memories_of(memory_service)
-    assert [m["content"] for m in memories] == ["I play the cello.", "I gave up coffee and drink herbal tea instead"]
+    assert [m["content"] for m in memories] == ["I play the cello.",
+                                                "The user gave up coffee and drink herbal tea instead."]
     assert memories[0]["id"] == kept["id"] and old["id"] not in {m["id"] for m in memories}
     assert memories[1]["source"] == "extracted"
     prompt = model.extraction_requests()[0]["body"]["messages"][-1]["content"]
@@ -229,7 +230,8 @@ async def test_an_update_replaces_the_known_memory_the_model_names(make_ai_core,
                           "action": "update", "memory": "about:cello"}]
     await chat(ai_core, said)
     assert [m["content"] for m in await memories_of(memory_service)] == [
-        "I play the cello.", "I gave up coffee and drink herbal tea instead", "I take a vitamin D pill every day"]
+        "I play the cello.", "The user gave up coffee and drink herbal tea instead.",
+        "The user takes a vitamin D pill every day."]
 
 
 @pytest.mark.parametrize("behaviour", ["junk", "cut"])
@@ -246,7 +248,7 @@ async def test_when_the_models_fail_the_rules_catch_explicit_statements(make_ai_
     await add_models(ai_core, model, {"big": "plain", "down": "broken"}, {"chat": ["big"], "memory": ["down"]})
     await chat(ai_core, "My name is Alice. What's the weather like?")
     assert [r["behaviour"] for r in model.extraction_requests()] == ["broken"]
-    assert summary(await memories_of(memory_service)) == [("My name is Alice", "identity", 8, "extracted")]
+    assert summary(await memories_of(memory_service)) == [("The user's name is Alice.", "identity", 8, "extracted")]
 
 
 async def test_limits_short_and_long_messages_and_facts_per_turn(make_ai_core, model, memory_service):
@@ -260,8 +262,8 @@ async def test_limits_short_and_long_messages_and_facts_per_turn(make_ai_core, m
     said = "Some facts about me."
     model.facts[said] = [{"content": f"I have hobby number {n}.", "category": "preference"} for n in (1, 2, 3, 4)]
     await chat(ai_core, said)
-    assert [m["content"] for m in await memories_of(memory_service)] == ["I have hobby number 1",
-                                                                        "I have hobby number 2"]
+    assert [m["content"] for m in await memories_of(memory_service)] == ["The user has hobby number 1.",
+                                                                        "The user has hobby number 2."]
 
 
 async def test_every_turn_is_read_when_the_operator_says_so(make_ai_core, model, memory_service):
@@ -270,7 +272,7 @@ async def test_every_turn_is_read_when_the_operator_says_so(make_ai_core, model,
     history = [{"role": "assistant", "content": "Are you vegetarian?"}]
     model.facts["Yes"] = [{"content": "I'm vegetarian", "category": "preference", "priority": 7}]
     await chat(ai_core, "Yes", history=history)
-    assert summary(await memories_of(memory_service)) == [("I'm vegetarian", "preference", 7, "extracted")]
+    assert summary(await memories_of(memory_service)) == [("The user is vegetarian.", "preference", 7, "extracted")]
 
 
 async def test_what_the_person_asked_to_remember_keeps_its_source(make_ai_core, model, memory_service):
@@ -280,8 +282,8 @@ async def test_what_the_person_asked_to_remember_keeps_its_source(make_ai_core, 
     model.facts[said] = [{"content": "I am allergic to peanuts.", "category": "health", "priority": 9},
                          {"content": "I like jazz.", "category": "preference", "priority": 5}]
     await chat(ai_core, said)
-    assert summary(await memories_of(memory_service)) == [("I am allergic to peanuts", "health", 9, "explicit"),
-                                                         ("I like jazz", "preference", 5, "extracted")]
+    assert summary(await memories_of(memory_service)) == [("The user is allergic to peanuts.", "health", 9, "explicit"),
+                                                         ("The user likes jazz.", "preference", 5, "extracted")]
 
 
 async def test_switched_off_nothing_is_read(make_ai_core, model, memory_service):
@@ -302,9 +304,9 @@ async def test_without_a_model_explicit_statements_are_caught_in_english_and_chi
                      "我对猫不过敏", "如果我住在北京就好了", "我住在哪里？"):
         await chat(ai_core, question)
     memories = await memories_of(memory_service)
-    assert summary(memories) == [("I'm allergic to peanuts", "health", 9, "explicit"),
-                                 ("我是素食者", "preference", 7, "extracted"),
-                                 ("我妹妹叫Lena", "relationship", 7, "extracted")]
+    assert summary(memories) == [("The user is allergic to peanuts.", "health", 9, "explicit"),
+                                 ("用户是素食者。", "preference", 7, "extracted"),
+                                 ("用户的妹妹叫Lena。", "relationship", 7, "extracted")]
     assert [m["source_session_id"] for m in memories] == ["laptop", "phone", "phone"]
     await chat(ai_core, "I'm allergic to peanuts, by the way.")  # said again: merged, not stored twice
     assert len(await memories_of(memory_service)) == 3
@@ -317,8 +319,8 @@ async def test_without_a_model_a_move_supersedes_the_old_home(make_ai_core, memo
     await chat(ai_core, "我住在北京", user="user_bob")
     await chat(ai_core, "我搬到了上海", user="user_bob")
     alice, bob = await memories_of(memory_service), await memories_of(memory_service, "user_bob")
-    assert [(m["content"], m["previous_content"]) for m in alice] == [("I live in Berlin", "I live in Paris")]
-    assert [(m["content"], m["previous_content"]) for m in bob] == [("我住在上海", "我住在北京")]
+    assert [(m["content"], m["previous_content"]) for m in alice] == [("The user lives in Berlin.", "The user lives in Paris.")]
+    assert [(m["content"], m["previous_content"]) for m in bob] == [("用户住在上海。", "用户住在北京。")]
 
 
 async def test_an_unreachable_memory_service_costs_the_turn_nothing(make_ai_core):
@@ -342,5 +344,5 @@ async def test_what_was_learnt_on_the_phone_reaches_the_model_in_a_new_session(m
     await chat(ai_core, "Suggest a dinner for my sister's visit.", session="laptop")
     asked = [r["body"] for r in model.requests if not r["extraction"]][-1]
     system = asked["messages"][0]["content"]
-    assert "I'm vegetarian" in system and "My sister is called Lena" in system
+    assert "You are vegetarian." in system and "Your sister is called Lena." in system
     assert asked["messages"][-1]["content"] == "Suggest a dinner for my sister's visit."

@@ -19,53 +19,53 @@ def contents(text: str) -> list[str]:
 
 @pytest.mark.parametrize("text, expected", [
     ("I'm vegetarian and my sister is called Lena.",
-     [("I'm vegetarian", "preference", 7, False), ("My sister is called Lena", "relationship", 7, False)]),
+     [("The user is vegetarian.", "preference", 7, False), ("The user's sister is called Lena.", "relationship", 7, False)]),
     ("Remember that I'm allergic to peanuts, shellfish and eggs.",
-     [("I'm allergic to peanuts, shellfish and eggs", "health", 9, True)]),
-    ("Please remember that my wifi password is hunter2.", [("My wifi password is hunter2", "other", 7, True)]),
-    ("Can you remember that I'm vegan?", [("I'm vegan", "preference", 7, True)]),
-    ("my name is bob", [("My name is Bob", "identity", 8, False)]),
-    ("Call me Ishmael.", [("Call me Ishmael", "identity", 8, False)]),
-    ("I moved to Berlin last year", [("I live in Berlin", "identity", 7, False)]),
+     [("The user is allergic to peanuts, shellfish and eggs.", "health", 9, True)]),
+    ("Please remember that my wifi password is hunter2.", [("The user's wifi password is hunter2.", "other", 7, True)]),
+    ("Can you remember that I'm vegan?", [("The user is vegan.", "preference", 7, True)]),
+    ("my name is bob", [("The user's name is Bob.", "identity", 8, False)]),
+    ("Call me Ishmael.", [("The user's name is Ishmael.", "identity", 8, False)]),
+    ("I moved to Berlin last year", [("The user lives in Berlin.", "identity", 7, False)]),
     ("Hi! I work for Siemens and I live in Munich.",
-     [("I work for Siemens", "work", 6, False), ("I live in Munich", "identity", 7, False)]),
-    ("I work as a nurse at the city hospital.", [("I work as a nurse at the city hospital", "work", 6, False)]),
-    ("I'm allergic to penicillin, by the way.", [("I'm allergic to penicillin", "health", 9, False)]),
-    ("I have a dog named Rex", [("My dog is called Rex", "relationship", 7, False)]),
-    ("I don't eat pork", [("I don't eat pork", "preference", 7, False)]),
-    ("I'm lactose intolerant", [("I'm lactose intolerant", "health", 8, False)]),
-    ("I prefer short answers.", [("I prefer short answers", "preference", 5, False)]),
-    ("My favorite color is green", [("My favourite color is green", "preference", 5, False)]),
-    ("my birthday is on May 3rd", [("My birthday is May 3rd", "identity", 7, False)]),
-    ("I'm 34 years old", [("I'm 34 years old", "identity", 5, False)]),
-    ("My name is Bob, what's yours?", [("My name is Bob", "identity", 8, False)]),
-    ("i live in new york", [("I live in New York", "identity", 7, False)]),
-    ("I live in a small village near Lyon", [("I live in a small village near Lyon", "identity", 7, False)]),
+     [("The user works for Siemens.", "work", 6, False), ("The user lives in Munich.", "identity", 7, False)]),
+    ("I work as a nurse at the city hospital.", [("The user works as a nurse at the city hospital.", "work", 6, False)]),
+    ("I'm allergic to penicillin, by the way.", [("The user is allergic to penicillin.", "health", 9, False)]),
+    ("I have a dog named Rex", [("The user's dog is called Rex.", "relationship", 7, False)]),
+    ("I don't eat pork", [("The user doesn't eat pork.", "preference", 7, False)]),
+    ("I'm lactose intolerant", [("The user is lactose intolerant.", "health", 8, False)]),
+    ("I prefer short answers.", [("The user prefers short answers.", "preference", 5, False)]),
+    ("My favorite color is green", [("The user's favourite color is green.", "preference", 5, False)]),
+    ("my birthday is on May 3rd", [("The user's birthday is May 3rd.", "identity", 7, False)]),
+    ("I'm 34 years old", [("The user is 34 years old.", "identity", 5, False)]),
+    ("My name is Bob, what's yours?", [("The user's name is Bob.", "identity", 8, False)]),
+    ("i live in new york", [("The user lives in New York.", "identity", 7, False)]),
+    ("I live in a small village near Lyon", [("The user lives in a small village near Lyon.", "identity", 7, False)]),
 ])
-def test_english_statements_are_caught_as_first_person_sentences(text, expected):
+def test_english_statements_are_caught_in_the_neutral_form(text, expected):
     assert caught(text) == expected
 
 
 @pytest.mark.parametrize("text, expected", [
-    ("记住，我对花生过敏", [("我对花生过敏", "health", 9, True)]),
-    ("请记住我的车牌号是沪A12345", [("我的车牌号是沪A12345", "other", 7, True)]),
-    ("我叫小明，你叫什么？", [("我叫小明", "identity", 8, False)]),
-    ("你可以叫我老王", [("我叫老王", "identity", 8, False)]),
-    ("我喜欢吃辣", [("我喜欢吃辣", "preference", 5, False)]),
-    ("我不喜欢香菜", [("我不喜欢香菜", "preference", 5, False)]),
-    ("我搬到了上海", [("我住在上海", "identity", 7, False)]),
-    ("我住在北京", [("我住在北京", "identity", 7, False)]),
-    ("我是素食者，我妹妹叫Lena。", [("我是素食者", "preference", 7, False), ("我妹妹叫Lena", "relationship", 7, False)]),
-    ("我在腾讯工作", [("我在腾讯工作", "work", 6, False)]),
-    ("我是一名护士", [("我是一名护士", "work", 6, False)]),
-    ("我最喜欢的颜色是蓝色", [("我最喜欢的颜色是蓝色", "preference", 5, False)]),
-    ("我不吃香菜", [("我不吃香菜", "preference", 7, False)]),
-    ("我有一只猫叫咪咪", [("我猫叫咪咪", "relationship", 7, False)]),
-    ("我今年30岁", [("我今年30岁", "identity", 5, False)]),
-    ("我对花生、鸡蛋过敏", [("我对花生、鸡蛋过敏", "health", 9, False)]),
-    ("我喜欢看小说", [("我喜欢看小说", "preference", 5, False)]),  # 小说 is a novel, not reported speech
+    ("记住，我对花生过敏", [("用户对花生过敏。", "health", 9, True)]),
+    ("请记住我的车牌号是沪A12345", [("用户的车牌号是沪A12345。", "other", 7, True)]),
+    ("我叫小明，你叫什么？", [("用户叫小明。", "identity", 8, False)]),
+    ("你可以叫我老王", [("用户叫老王。", "identity", 8, False)]),
+    ("我喜欢吃辣", [("用户喜欢吃辣。", "preference", 5, False)]),
+    ("我不喜欢香菜", [("用户不喜欢香菜。", "preference", 5, False)]),
+    ("我搬到了上海", [("用户住在上海。", "identity", 7, False)]),
+    ("我住在北京", [("用户住在北京。", "identity", 7, False)]),
+    ("我是素食者，我妹妹叫Lena。", [("用户是素食者。", "preference", 7, False), ("用户的妹妹叫Lena。", "relationship", 7, False)]),
+    ("我在腾讯工作", [("用户在腾讯工作。", "work", 6, False)]),
+    ("我是一名护士", [("用户是一名护士。", "work", 6, False)]),
+    ("我最喜欢的颜色是蓝色", [("用户最喜欢的颜色是蓝色。", "preference", 5, False)]),
+    ("我不吃香菜", [("用户不吃香菜。", "preference", 7, False)]),
+    ("我有一只猫叫咪咪", [("用户的猫叫咪咪。", "relationship", 7, False)]),
+    ("我今年30岁", [("用户今年30岁。", "identity", 5, False)]),
+    ("我对花生、鸡蛋过敏", [("用户对花生、鸡蛋过敏。", "health", 9, False)]),
+    ("我喜欢看小说", [("用户喜欢看小说。", "preference", 5, False)]),  # 小说 is a novel, not reported speech
 ])
-def test_chinese_statements_are_caught_as_first_person_sentences(text, expected):
+def test_chinese_statements_are_caught_in_the_neutral_form(text, expected):
     assert caught(text) == expected
 
 
@@ -105,8 +105,9 @@ def test_at_most_the_limit_and_each_statement_once():
     text = ("My name is Ann. I live in Oslo. I work as a pilot. I'm vegan. I like jazz. I have a cat named Tom. "
             "My name is Ann.")
     assert len(caught(text, limit=3)) == 3
-    assert contents(text) == ["My name is Ann", "I live in Oslo", "I work as a pilot", "I'm vegan", "I like jazz"]
-    assert contents("I'm vegan. I am vegan!") == ["I'm vegan"]
+    assert contents(text) == ["The user's name is Ann.", "The user lives in Oslo.", "The user works as a pilot.",
+                              "The user is vegan.", "The user likes jazz."]
+    assert contents("I'm vegan. I am vegan!") == ["The user is vegan."]
 
 
 def test_a_turn_is_about_the_person_when_they_speak_of_themself():
@@ -128,10 +129,10 @@ def test_a_plain_json_answer_is_read_with_its_fields_checked():
               ' {"content": "I like tea.", "category": "gossip", "action": "ignore"},'
               ' {"content": "   "}, {"category": "health"}, "a string", {"content": "x", "action": "explode"}]}')
     assert parse_facts(answer) == [
-        Fact("I am vegetarian", "preference", 7, "add"),
-        Fact("My sister is called Lena", "relationship", 8, "add"),
-        Fact("I live in Berlin", "identity", 10, "update", "m2"),
-        Fact("I like tea", "other", 5, "ignore"),
+        Fact("The user is vegetarian.", "preference", 7, "add"),
+        Fact("The user's sister is called Lena.", "relationship", 8, "add"),
+        Fact("The user lives in Berlin.", "identity", 10, "update", "m2"),
+        Fact("The user likes tea.", "other", 5, "ignore"),
     ]
 
 
@@ -144,7 +145,7 @@ def test_a_plain_json_answer_is_read_with_its_fields_checked():
     'Sure. {"content": "I\'m allergic to peanuts.", "category": "health", "priority": 9} That is all.',
 ])
 def test_fences_thinking_and_wrapping_prose_are_read_through(answer):
-    assert parse_facts(answer) == [Fact("I'm allergic to peanuts", "health", 9, "add")]
+    assert parse_facts(answer) == [Fact("The user is allergic to peanuts.", "health", 9, "add")]
 
 
 @pytest.mark.parametrize("answer", [

@@ -58,7 +58,7 @@ async def test_a_person_is_scoped_to_their_own_memories_whatever_user_id_they_se
     page = await (await gateway.get("/api/v1/memory", headers=ALICE, params={"user_id": "user_bob"})).json()
     assert [m["content"] for m in page["memories"]] == ["I like opera."]
     found = await (await gateway.get("/api/v1/memory/search", headers=ALICE,
-                                     params={"q": "stamp collection", "user_id": "user_bob"})).json()
+                                     params={"q": "opera music", "user_id": "user_bob"})).json()
     assert [m["user_id"] for m in found["memories"]] == ["user_alice"]
     response = await gateway.delete("/api/v1/memory", headers=ALICE, params={"id": bobs["id"], "user_id": "user_bob"})
     assert response.status == 404
@@ -75,7 +75,7 @@ async def test_a_person_is_scoped_to_their_own_memories_whatever_user_id_they_se
     assert (await response.json())["memory"]["user_id"] == "user_bob"
     # The service credential is an administrator at the gateway, acting for whom it names.
     found = await (await gateway.get("/api/v1/memory/search", headers=SERVICE,
-                                     params={"q": "hobby", "user_id": "user_bob"})).json()
+                                     params={"q": "stamp collection", "user_id": "user_bob"})).json()
     assert {m["user_id"] for m in found["memories"]} == {"user_bob"}
     response = await gateway.delete("/api/v1/memory", headers=ADMIN, params={"id": bobs["id"]})
     assert response.status == 200

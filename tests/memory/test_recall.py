@@ -135,16 +135,17 @@ async def test_the_turn_reaches_the_model_with_relevant_and_important_memories_o
     events = await chat(ai_core, "user_alice", "suggest a dinner for my sister's visit")
     assert reply(events) == "Noted."
     lines = memory_block(model.system_message())
-    assert "[relationship] My sister is called Lena" in lines
-    assert "[preference] I'm vegetarian" in lines
-    assert "[health] I am allergic to peanuts" in lines          # priority 9: in every turn
+    # Shown in the second person, whatever person they were stored in.
+    assert "[relationship] Your sister is called Lena." in lines
+    assert "[preference] You are vegetarian." in lines
+    assert "[health] You are allergic to peanuts." in lines          # priority 9: in every turn
     assert not any("Mia" in line for line in lines)              # Bob's
     assert not any("Toyota" in line or "Hertha" in line for line in lines)  # below the relevance floor
     assert len(lines) == len(set(lines))
 
     # A turn about nothing remembered brings only the important memory.
     await chat(ai_core, "user_alice", "what's the weather tomorrow")
-    assert memory_block(model.system_message()) == ["[health] I am allergic to peanuts"]
+    assert memory_block(model.system_message()) == ["[health] You are allergic to peanuts."]
 
 
 async def test_memories_are_bounded_in_count_and_characters(memory_service, make_assistant, model):
@@ -193,7 +194,9 @@ async def test_done_means_told_on_the_phone_recalled_in_a_new_session_on_the_lap
     with both, and "forget my sister's name" removes that one."""
     ai_core = await make_assistant(url_of(memory_service), model)
     told = "I'm vegetarian and my sister is called Lena"
-    model.tool_calls[told] = ("remember", {"content": "The user is vegetarian", "category": "preference"})
+    # A diet is important (the rules store it with priority 7): recalled whatever the turn's words.
+    model.tool_calls[told] = ("remember", {"content": "The user is vegetarian", "category": "preference",
+                                           "priority": 7})
     await chat(ai_core, "user_alice", told, session_id="phone-1")
     model.tool_calls[told] = ("remember", {"content": "The user's sister is called Lena",
                                            "category": "relationship"})
@@ -201,17 +204,17 @@ async def test_done_means_told_on_the_phone_recalled_in_a_new_session_on_the_lap
 
     await chat(ai_core, "user_alice", "suggest a dinner for my sister's visit", session_id="laptop-2")
     lines = memory_block(model.system_message())
-    assert "[preference] The user is vegetarian" in lines
-    assert "[relationship] The user's sister is called Lena" in lines
+    assert "[preference] You are vegetarian." in lines
+    assert "[relationship] Your sister is called Lena." in lines
 
     model.tool_calls["forget my sister's name"] = ("forget", {"description": "my sister's name"})
     events = await chat(ai_core, "user_alice", "forget my sister's name", session_id="laptop-2")
     result = json.loads(reply(events)[len("TOOL "):])
     assert result["status"] == "forgotten"
-    assert result["forgotten"]["content"] == "The user's sister is called Lena"
+    assert result["forgotten"]["content"] == "Your sister is called Lena."
     page = await (await memory_service.get("/api/v1/memories", headers=SERVICE,
                                            params={"user_id": "user_alice"})).json()
-    assert [m["content"] for m in page["memories"]] == ["The user is vegetarian"]
+    assert [m["content"] for m in page["memories"]] == ["The user is vegetarian."]
     assert all(m["source"] == "explicit" and m["source_session_id"] == "phone-1" for m in page["memories"])
 
 

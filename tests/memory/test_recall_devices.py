@@ -71,7 +71,8 @@ async def test_told_on_the_phone_recalled_on_the_laptop_next_session_then_forgot
     anna = await sign_up(gateway, "anna")
     told = "I'm vegetarian and my sister is called Lena"
     model.tool_calls[told] = [
-        ("remember", {"content": "The user is vegetarian", "category": "preference", "priority": 6}),
+        # A diet is important (the rules store it with priority 7): recalled whatever the turn's words.
+        ("remember", {"content": "The user is vegetarian", "category": "preference", "priority": 7}),
         ("remember", {"content": "The user's sister is called Lena", "category": "relationship"})]
     await say(gateway, anna, told, session_id="phone-monday", device="phone")
 
@@ -80,8 +81,8 @@ async def test_told_on_the_phone_recalled_on_the_laptop_next_session_then_forgot
     request = model.requests[-1]
     assert [m["role"] for m in request["messages"]] == ["system", "user"]  # a new session: no history
     lines = memory_block(request["messages"][0]["content"])
-    assert "[preference] The user is vegetarian" in lines
-    assert "[relationship] The user's sister is called Lena" in lines
+    assert "[preference] You are vegetarian." in lines   # stored neutral, said to the person
+    assert "[relationship] Your sister is called Lena." in lines
 
     model.tool_calls["forget my sister's name"] = ("forget", {"description": "my sister's name"})
     answer = await say(gateway, anna, "forget my sister's name", session_id="laptop-tuesday", device="laptop")
@@ -90,4 +91,4 @@ async def test_told_on_the_phone_recalled_on_the_laptop_next_session_then_forgot
         assert response.status == 200, await response.text()
         memories = (await response.json())["memories"]
     assert [(m["content"], m["source"], m["source_session_id"]) for m in memories] == [
-        ("The user is vegetarian", "explicit", "phone-monday")]
+        ("The user is vegetarian.", "explicit", "phone-monday")]

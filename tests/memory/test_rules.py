@@ -100,3 +100,16 @@ def test_negation_flips():
     assert rules.negation_flip("我喜欢猫", "我不喜欢猫")
     assert not rules.negation_flip("I like tea", "I like coffee")
     assert not rules.negation_flip("I don't like tea", "I never like tea")
+
+
+def test_the_neutral_form_is_read_by_the_rules():
+    """Memories are stored as "The user …" / "用户…" (plugins/memory/person.py)."""
+    assert rules.negation_flip("The user likes green tea.", "The user doesn't like green tea.")
+    assert rules.negation_flip("The user goes to church.", "The user never goes to church.")
+    assert rules.negation_flip("用户喜欢猫。", "用户不喜欢猫。")
+    assert not rules.negation_flip("The user likes tea.", "The user likes coffee.")
+    assert [(s.key, s.value) for s in rules.slots("用户的妹妹叫莉娜。")] == []        # a sister is no slot
+    assert [(s.key, s.value) for s in rules.slots("用户的妻子叫安娜。")] == [("name_of:wife", "安娜")]
+    assert [(s.key, s.value) for s in rules.slots("用户现在住在上海。")] == [("home", "上海")]
+    assert [(s.key, s.value) for s in rules.slots("用户的生日是5月3日。")] == [("birthday", "5月3日")]
+    assert [(s.key, s.value) for s in rules.slots("The user's name is Bob.")] == [("name", "bob")]

@@ -65,7 +65,7 @@ async def test_a_memory_is_created_read_listed_changed_and_forgotten(memory_serv
     assert response.status == 200 and await response.json() == {"status": "deleted", "id": memory["id"]}
     response = await memory_service.get(f"/api/v1/memories/{memory['id']}", headers=SERVICE)
     assert response.status == 404 and (await response.json())["errorType"] == "memory_not_found"
-    assert await search(memory_service, "allergy peanuts") == ["I play the cello on Sundays."]
+    assert await search(memory_service, "allergy peanuts") == []  # the cello does not clear the relevance floor
     response = await memory_service.delete(f"/api/v1/memories/{memory['id']}", headers=SERVICE)
     assert response.status == 404
 
@@ -115,8 +115,10 @@ async def test_people_never_see_each_others_memories(memory_service):
     await remember(memory_service, "I am a vegetarian.", user_id="user_bob")
     assert [m["content"] for m in await memories_of(memory_service, "user_alice")] == ["My sister is called Lena."]
     assert len(await memories_of(memory_service, "user_bob")) == 2
-    assert await search(memory_service, "vegetarian food", user_id="user_alice") == ["My sister is called Lena."]
-    assert await search(memory_service, "vegetarian food", headers=ALICE) == ["My sister is called Lena."]
+    assert await search(memory_service, "vegetarian food", user_id="user_alice") == []
+    assert await search(memory_service, "vegetarian food", headers=ALICE) == []
+    assert await search(memory_service, "who is my sister", user_id="user_alice") == ["My sister is called Lena."]
+    assert await search(memory_service, "who is my sister", headers=ALICE) == ["My sister is called Lena."]
     # Bob can neither read, change nor delete Alice's memory, by his token or the service naming him.
     for request in (BOB, SERVICE):
         params = {"user_id": "user_bob"} if request is SERVICE else {}
@@ -288,3 +290,82 @@ async def test_a_new_memory_is_embedded_once_whatever_it_is_compared_with(make_m
     written = await remember(service, long_memory, expect=201)
     assert written["action"] == "created"
     assert provider.texts() == [long_memory]
+
+
+async def test_search_answers_only_memories_that_clear_the_relevance_floor(memory_service):
+    """The issue: search returned every memory of the person with a score. Now `dense` and
+    `hybrid` answer only what clears `[plugins.memory] min_relevance` (measured by the recall
+    bench), across languages too; `min_relevance=-1` asks for the nearest whatever they are."""
+    for content in ("The user is allergic to peanuts.", "The user's sister is called Lena.",
+                    "用户住在柏林。", "The user drives a red Toyota.", "用户喜欢爵士乐。"):
+        await remember(memory_service, content)
+
+    async def hits(q: str, **params) -> list[dict]:
+        response = await memory_service.get("/api/v1/memories/search", headers=SERVICE, params={
+            "q": q, "user_id": "user_alice", "limit": "5", **params})
+        assert response.status == 200, await response.text()
+        return (await response.json())["memories"]
+
+    for mode in ("dense", "hybrid"):
+        assert await hits("Tell me a joke.", mode=mode) == []
+        assert await hits("给我讲个笑话。", mode=mode) == []
+        found = await hits("What's my sister's name?", mode=mode)
+        assert [hit["content"] for hit in found] == ["The user's sister is called Lena."]
+        assert found[0]["relevance"] >= 0.005
+    assert [hit["content"] for hit in await hits("我对什么过敏？", mode="dense")] == ["The user is allergic to peanuts."]
+    assert [hit["content"] for hit in await hits("Which city do I live in?", mode="dense")] == ["用户住在柏林。"]
+    assert len(await hits("Tell me a joke.", mode="dense", min_relevance="-1")) == 5
+    response = await memory_service.get("/api/v1/memories/search", headers=SERVICE, params={
+        "q": "joke", "user_id": "user_alice", "min_relevance": "2"})
+    assert response.status == 400
+
+
+async def test_memories_in_the_persons_words_are_rewritten_once_into_the_neutral_form(memory_service):
+    """The migration job (plugins/memory/neutral_form.py), as the memory service runs it at start
+    while it is not done: first-person memories become "The user …" / "用户…", vector included,
+    keeping their id and dates; it goes on from where it stopped and runs once."""
+    from gateway.database import execute, fetch_all
+    from plugins.memory.neutral_form import JOB, NeutralFormJob
+
+    store = memory_service.app[STORE]
+    said = {"I'm allergic to peanuts.": "The user is allergic to peanuts.",
+            "My sister is called Lena": "The user's sister is called Lena.",
+            "I go swimming on Sundays": "The user goes swimming on Sundays.",
+            "The user likes jazz.": "The user likes jazz.",       # neutral already
+            "Peanut allergy": "Peanut allergy"}                   # no person: as it is
+    before = {}
+    for content in said:
+        memory = (await remember(memory_service, content))["memory"]
+        before[memory["id"]] = memory
+    chinese = (await remember(memory_service, "我对花生过敏", user_id="user_bob"))["memory"]
+    # Stopped after the first memory (in id order) last time: it is not read again.
+    first = min([*before, chinese["id"]])
+    await execute(store.context.db, "INSERT INTO memory_jobs (name, position, done) VALUES (%s, %s, false) "
+                  "ON CONFLICT (name) DO UPDATE SET position = EXCLUDED.position, done = false", (JOB, first))
+
+    job = NeutralFormJob(store)
+    await job.run()
+
+    after = {m["id"]: m for m in await memories_of(memory_service)}
+    for memory_id, memory in before.items():
+        expected = memory["content"] if memory_id == first else said[memory["content"]]
+        assert after[memory_id]["content"] == expected
+        assert after[memory_id]["created_at"] == memory["created_at"]
+        assert after[memory_id]["updated_at"] == memory["updated_at"]
+    bobs = await memories_of(memory_service, "user_bob")
+    assert bobs[0]["content"] == ("我对花生过敏" if chinese["id"] == first else "用户对花生过敏。")
+    # The vectors were written again: the words of the new text find it.
+    rewritten_ids = {memory_id for memory_id in before if memory_id != first}
+    response = await memory_service.get("/api/v1/memories/search", headers=SERVICE, params={
+        "q": "the user goes", "user_id": "user_alice", "mode": "lexical", "limit": "10"})
+    found = {hit["id"] for hit in (await response.json())["memories"]}
+    assert {i for i in rewritten_ids if before[i]["content"] == "I go swimming on Sundays"} <= found
+    [state] = await fetch_all(store.context.db, "SELECT done FROM memory_jobs WHERE name = %s", (JOB,))
+    assert state["done"] is True
+
+    # Done: a later start does not run it again.
+    await remember(memory_service, "I play the cello.")
+    again = NeutralFormJob(store)
+    await again.run()
+    assert again.rewritten == 0
+    assert "I play the cello." in [m["content"] for m in await memories_of(memory_service)]

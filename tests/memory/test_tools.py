@@ -37,14 +37,14 @@ async def test_a_model_remembers_recalls_and_forgets_for_the_person_of_the_turn(
     model.tool_calls["and this"] = ("remember", {"content": "The user is vegetarian", "category": "diet?"})
     result = tool_result(await chat(ai_core, "user_alice", "and this"))
     assert result["memory"]["category"] == "other"  # an unknown category is not refused
-    stored = {m["content"]: m for m in await memories_of(memory_service)}
-    assert stored["The user's sister is called Lena"]["source"] == "explicit"
-    assert stored["The user's sister is called Lena"]["source_session_id"] == "s-1"
-    assert stored["The user's sister is called Lena"]["priority"] == 6
+    stored = {m["content"]: m for m in await memories_of(memory_service)}  # stored in the neutral form
+    assert stored["The user's sister is called Lena."]["source"] == "explicit"
+    assert stored["The user's sister is called Lena."]["source_session_id"] == "s-1"
+    assert stored["The user's sister is called Lena."]["priority"] == 6
 
     model.tool_calls["who is my sister"] = ("recall", {"query": "sister's name"})
     result = tool_result(await chat(ai_core, "user_alice", "who is my sister"))
-    assert [m["content"] for m in result["memories"]][:1] == ["The user's sister is called Lena"]
+    assert [m["content"] for m in result["memories"]][:1] == ["Your sister is called Lena."]  # said to the person
     assert not any("Mia" in m["content"] for m in result["memories"])
     model.tool_calls["everything"] = ("recall", {})
     result = tool_result(await chat(ai_core, "user_alice", "everything"))
@@ -63,8 +63,8 @@ async def test_a_model_remembers_recalls_and_forgets_for_the_person_of_the_turn(
 
     model.tool_calls["forget her name"] = ("forget", {"description": "my sister's name"})
     result = tool_result(await chat(ai_core, "user_alice", "forget her name"))
-    assert result["status"] == "forgotten" and result["forgotten"]["content"] == "The user's sister is called Lena"
-    assert [m["content"] for m in await memories_of(memory_service)] == ["The user is vegetarian"]
+    assert result["status"] == "forgotten" and result["forgotten"]["content"] == "Your sister is called Lena."
+    assert [m["content"] for m in await memories_of(memory_service)] == ["The user is vegetarian."]
 
 
 async def test_a_memory_service_that_is_down_fails_the_tool_call_not_the_turn(make_assistant, model):
@@ -82,44 +82,44 @@ async def test_a_memory_service_that_is_down_fails_the_tool_call_not_the_turn(ma
 async def test_the_offline_agent_remembers_recalls_and_forgets_in_english(memory_service, make_assistant):
     ai_core = await make_assistant(url_of(memory_service))  # no model: the offline agent answers
     assert reply(await chat(ai_core, "user_alice", "Remember that I'm vegetarian")) \
-        == "Got it, I'll remember: I'm vegetarian."
+        == "Got it, I'll remember: You are vegetarian."
     assert reply(await chat(ai_core, "user_alice", "please remember my sister is called Lena")) \
-        == "Got it, I'll remember: My sister is called Lena."
+        == "Got it, I'll remember: Your sister is called Lena."
     stored = {m["content"]: m for m in await memories_of(memory_service)}
-    assert stored["I'm vegetarian"]["category"] == "preference"
-    assert stored["My sister is called Lena"]["category"] == "relationship"
+    assert stored["The user is vegetarian."]["category"] == "preference"
+    assert stored["The user's sister is called Lena."]["category"] == "relationship"
     assert all(m["source"] == "explicit" for m in stored.values())
 
     answer = reply(await chat(ai_core, "user_alice", "What do you remember about my sister?"))
-    assert answer.startswith("About “my sister”, I remember:") and "- My sister is called Lena" in answer
+    assert answer.startswith("About “my sister”, I remember:") and "- Your sister is called Lena." in answer
     answer = reply(await chat(ai_core, "user_alice", "what do you remember about me"))
-    assert "- I'm vegetarian" in answer and "- My sister is called Lena" in answer
+    assert "- You are vegetarian." in answer and "- Your sister is called Lena." in answer
 
     assert reply(await chat(ai_core, "user_alice", "forget my mother's name")).startswith(
         "I found no memory matching “My mother's name”, so nothing was forgotten.")
     assert reply(await chat(ai_core, "user_alice", "Forget my sister's name")) \
-        == "Done, I've forgotten: My sister is called Lena."
-    assert [m["content"] for m in await memories_of(memory_service)] == ["I'm vegetarian"]
+        == "Done, I've forgotten: Your sister is called Lena."
+    assert [m["content"] for m in await memories_of(memory_service)] == ["The user is vegetarian."]
 
 
 async def test_the_offline_agent_remembers_recalls_and_forgets_in_chinese(memory_service, make_assistant):
     ai_core = await make_assistant(url_of(memory_service))
-    assert reply(await chat(ai_core, "user_alice", "记住我妹妹叫莉娜")) == "好的，我记住了：我妹妹叫莉娜。"
-    assert reply(await chat(ai_core, "user_alice", "请记住：我对花生过敏")) == "好的，我记住了：我对花生过敏。"
+    assert reply(await chat(ai_core, "user_alice", "记住我妹妹叫莉娜")) == "好的，我记住了：你的妹妹叫莉娜。"
+    assert reply(await chat(ai_core, "user_alice", "请记住：我对花生过敏")) == "好的，我记住了：你对花生过敏。"
     stored = {m["content"]: m for m in await memories_of(memory_service)}
-    assert stored["我妹妹叫莉娜"]["category"] == "relationship" and stored["我对花生过敏"]["category"] == "health"
+    assert stored["用户的妹妹叫莉娜。"]["category"] == "relationship" and stored["用户对花生过敏。"]["category"] == "health"
 
     answer = reply(await chat(ai_core, "user_alice", "你记得我妹妹叫什么吗？"))
-    assert "我妹妹叫莉娜" in answer and answer.startswith("关于“我妹妹叫什么”，我记得：")
+    assert "你的妹妹叫莉娜" in answer and answer.startswith("关于“我妹妹叫什么”，我记得：")
     answer = reply(await chat(ai_core, "user_alice", "你都知道我什么"))
-    assert "我妹妹叫莉娜" in answer and "我对花生过敏" in answer
+    assert "你的妹妹叫莉娜" in answer and "你对花生过敏" in answer
 
-    assert reply(await chat(ai_core, "user_alice", "忘掉我妹妹的名字")) == "好的，我已经忘记了：我妹妹叫莉娜。"
+    assert reply(await chat(ai_core, "user_alice", "忘掉我妹妹的名字")) == "好的，我已经忘记了：你的妹妹叫莉娜。"
     assert reply(await chat(ai_core, "user_alice", "忘记我的工作")).startswith("我没有找到与“我的工作”相符的记忆")
-    assert [m["content"] for m in await memories_of(memory_service)] == ["我对花生过敏"]
+    assert [m["content"] for m in await memories_of(memory_service)] == ["用户对花生过敏。"]
     # Words that only look like the intent delete nothing.
     assert reply(await chat(ai_core, "user_alice", "我忘记带钥匙了")) == "你想让我忘记什么？例如：“忘记我妹妹的名字”。"
-    assert [m["content"] for m in await memories_of(memory_service)] == ["我对花生过敏"]
+    assert [m["content"] for m in await memories_of(memory_service)] == ["用户对花生过敏。"]
 
 
 async def test_the_offline_agent_says_when_the_memory_service_is_down(make_assistant):

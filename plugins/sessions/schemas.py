@@ -19,6 +19,12 @@ class Session(marshmallow.Schema):
     updated_at = fields.Integer(required=True, metadata={"description": "Epoch milliseconds."})
 
 
+class SessionUpdatedFrame(marshmallow.Schema):
+    """The `session_updated` frame sent to every device of the session's owner."""
+    session_id = fields.String(required=True)
+    title = fields.String(required=True, metadata={"description": "The session's new title."})
+
+
 class SessionList(marshmallow.Schema):
     sessions = fields.List(fields.Nested(Session), required=True, metadata={"description": "Latest first."})
 

@@ -295,11 +295,23 @@ class Conversations:
                                f"SELECT {SESSION_COLUMNS} FROM chat_sessions WHERE user_id = %s "
                                f"ORDER BY chat_sessions.updated_at DESC, id", (user_id,))
 
-    async def rename_session(self, user_id: str, session_id: str, title: str) -> dict | None:
+    async def rename_session(self, user_id: str, session_id: str, title: str,
+                             if_title: str | None = None) -> dict | None:
         """The session with its new title, or None when the user has none with that id. The
-        title is not activity: `updated_at` (the list's order) stays."""
-        return await fetch_one(self.db, f"UPDATE chat_sessions SET title = %s WHERE user_id = %s AND id = %s "
-                                        f"RETURNING {SESSION_COLUMNS}", (title, user_id, session_id))
+        title is not activity: `updated_at` (the list's order) stays. With `if_title`, only a
+        session still titled exactly that is renamed: else Conflict `title_changed` (a title the
+        assistant made does not overwrite one the person gave meanwhile)."""
+        if if_title is None:
+            return await fetch_one(self.db, f"UPDATE chat_sessions SET title = %s WHERE user_id = %s AND id = %s "
+                                            f"RETURNING {SESSION_COLUMNS}", (title, user_id, session_id))
+        renamed = await fetch_one(self.db, f"UPDATE chat_sessions SET title = %s WHERE user_id = %s AND id = %s "
+                                           f"AND title = %s RETURNING {SESSION_COLUMNS}",
+                                  (title, user_id, session_id, if_title))
+        if renamed is None and await self.get_session(user_id, session_id) is not None:
+            raise Conflict(f"Session {session_id} is no longer titled as expected; it was left as it is.",
+                           error_type="title_changed",
+                           hint="Read the session's title again (GET /api/v1/sessions/{id}) before renaming it.")
+        return renamed
 
     async def delete_session(self, user_id: str, session_id: str) -> bool:
         deleted = await execute(self.db, "DELETE FROM chat_sessions WHERE user_id = %s AND id = %s",

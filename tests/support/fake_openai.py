@@ -14,6 +14,10 @@ server serves several "providers" (`{url}/<behaviour>/v1`):
   address), `/text/v1/models` (not JSON);
 - `/files/pixel.png` (a PNG) and `/files/moved` (a redirect to the metadata address).
 
+A request for a conversation's title (its system message is the `title` purpose's prompt,
+plugins/sessions/titles.py) is answered `title_answer` by any behaviour that answers, after
+`title_gate` is set when a test gives one.
+
 Every request a route answers is kept in `requests`: `{path, behaviour, body, authorization}`."""
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ PIXEL_PNG = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
     "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")
 VISION_DESCRIPTION = ("A green meadow ", "under a pale blue sky.")
+TITLE_PROMPT = "You name conversations"  # how the session_titles plugin's request begins
 MODELS = [{"id": "gpt-small", "object": "model", "created": 1700000000, "owned_by": "fake"},
           {"id": "gpt-large", "object": "model", "created": 1700000001, "owned_by": "fake"}]
 
@@ -53,6 +58,8 @@ class FakeProvider:
         self.images_seen: list[tuple[int, int]] = []
         self.release = asyncio.Event()
         self.slow_delay = 0.15
+        self.title_answer = "Title: \"A chat with the fake model.\""
+        self.title_gate: asyncio.Event | None = None
         self.app = web.Application()
         self.app.router.add_post("/{behaviour}/v1/chat/completions", self.completions)
         self.app.router.add_get("/live/v1/models", self.models)
@@ -146,6 +153,10 @@ class FakeProvider:
             elif behaviour == "thinker":
                 await response.write(chunk(model, {"role": "assistant", "reasoning_content": "Let me think."}))
                 text = "Thought it through."
+            elif self.asks_title(body):
+                if self.title_gate is not None:
+                    await asyncio.wait_for(self.title_gate.wait(), 20)
+                text = self.title_answer
             else:
                 text = f"Hello from {model}."
             pieces = [word + (" " if not word.endswith(".") else "") for word in text.split(" ")]
@@ -158,6 +169,11 @@ class FakeProvider:
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+    @staticmethod
+    def asks_title(body: dict) -> bool:
+        first = body["messages"][0]
+        return first.get("role") == "system" and str(first.get("content", "")).startswith(TITLE_PROMPT)
 
     @staticmethod
     def image_size(body: dict) -> tuple[int, int]:

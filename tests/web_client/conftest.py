@@ -1,6 +1,7 @@
 """One set of real services for a module of browser tests: the frontend service (its pages and
 its proxy) in front of the gateway (auth, sessions, files, notifications, chat), the real AI
-core, and a small OpenAI-compatible server whose replies depend on what the person wrote."""
+core (with the session_titles plugin), and a small OpenAI-compatible server whose replies depend
+on what the person wrote."""
 from __future__ import annotations
 
 import asyncio
@@ -22,9 +23,10 @@ from plugins.frontend import plugin as frontend_plugin
 from plugins.notifications import plugin as notifications_plugin
 from plugins.reminders import plugin as reminders_plugin
 from plugins.sessions import plugin as sessions_plugin
+from plugins.sessions.titles import plugin as titles_plugin
 from plugins.voice.gateway import plugin as voice_plugin
 from tests.conftest import TEST_ADMIN_PASSWORD
-from tests.support.fake_openai import route_to_model
+from tests.support.fake_openai import TITLE_PROMPT, route_to_model
 from tests.support.fake_voice import FakeVoiceService
 from tests.support.servers import free_port
 
@@ -34,6 +36,12 @@ MARKDOWN_REPLY = ("# Plan\n\nSome **bold** words and a list:\n\n- one\n- two\n\n
                   "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">\n\n"
                   "<action>waves goodbye</action>")
 SLOW_WORDS = [f"word{number}" for number in range(1, 21)]
+# The model's title for a conversation that begins with TRIP_REQUEST (session_titles); the title
+# request of any other conversation is answered with nothing, which leaves its title as it is.
+TRIP_REQUEST = "Help me plan a trip to Lisbon"
+TRIP_TITLE = "Lisbon trip plan"
+TRIP_TITLE_GATE = asyncio.Event()  # the trip's title is answered once this is set (a test holds it)
+TRIP_TITLE_GATE.set()
 
 
 def sse(delta: dict, finish_reason: str | None = None) -> bytes:
@@ -45,6 +53,8 @@ def sse(delta: dict, finish_reason: str | None = None) -> bytes:
 def reply_for(messages: list[dict]) -> tuple[list[str], float]:
     """The reply's pieces and the pause between them, by what the last user message says."""
     last = messages[-1]["content"]
+    if str(messages[0].get("content", "")).startswith(TITLE_PROMPT):
+        return ([f'Title: "{TRIP_TITLE}."'] if TRIP_REQUEST in last else [""]), 0
     if isinstance(last, list):
         text = " ".join(part.get("text", "") for part in last if part.get("type") == "text")
         images = sum(1 for part in last if part.get("type") == "image_url")
@@ -73,6 +83,8 @@ async def think_and_call_a_tool(response: web.StreamResponse) -> None:
 async def completions(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     pieces, pause = reply_for(body["messages"])
+    if pieces == [f'Title: "{TRIP_TITLE}."']:
+        await asyncio.wait_for(TRIP_TITLE_GATE.wait(), 30)
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await response.prepare(request)
     last = body["messages"][-1]
@@ -143,7 +155,7 @@ async def services(postgres_server, tmp_path_factory):
         runner, voice_port = await start(voice.app)
         runners.append(runner)
         ai_core = create_app("ai-core", config(**{"plugins.ai_core": {"timezone": "UTC"}}),
-                             plugins=[tokens_plugin, ai_core_plugin])
+                             plugins=[tokens_plugin, ai_core_plugin, titles_plugin])
         runner, ai_core_port = await start(ai_core)
         runners.append(runner)
         ai_core_url = f"http://127.0.0.1:{ai_core_port}"

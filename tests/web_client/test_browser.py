@@ -13,7 +13,7 @@ import pytest_asyncio
 from PIL import Image
 
 from tests.support.browser import CHROMIUM_ARGS, chromium_path, needs_browser, open_page, screenshot
-from tests.web_client.conftest import SLOW_WORDS, SPOKEN_TEXT
+from tests.web_client.conftest import SLOW_WORDS, SPOKEN_TEXT, TRIP_REQUEST, TRIP_TITLE, TRIP_TITLE_GATE
 
 pytestmark = [needs_browser, pytest.mark.asyncio(loop_scope="module")]
 
@@ -321,6 +321,25 @@ async def test_going_back_to_a_conversation_shows_both_sides_of_it(services, bro
         await hit.wait_for(timeout=10000)
         await hit.click()
         await assert_both_sides_shown(page, "Tell me about pears")
+
+
+@pytest.mark.slow
+async def test_the_models_title_replaces_the_first_message_title_without_a_reload(services, browser, admin_password):
+    async with signed_in(services, browser, admin_password) as page:
+        await page.click(".drawer-actions button")
+        await page.wait_for_selector(".messages .empty:not([hidden])")
+        TRIP_TITLE_GATE.clear()  # the model takes its time over the title
+        try:
+            await send(page, TRIP_REQUEST)
+            await page.locator(".live article.message.assistant:not(.streaming)").wait_for(timeout=10000)
+            await page.locator(".session-title", has_text=TRIP_REQUEST).wait_for()  # from the first message
+            await page.locator(".session[aria-current=true] .session-name", has_text=TRIP_REQUEST).wait_for()
+        finally:
+            TRIP_TITLE_GATE.set()
+        # Then the model's title, pushed to the page (session_updated): the list and the header.
+        await page.locator(".session[aria-current=true] .session-name", has_text=TRIP_TITLE).wait_for(timeout=10000)
+        await page.locator(".conversation-header .session-title", has_text=TRIP_TITLE).wait_for()
+        assert await page.locator(".session-name", has_text=TRIP_REQUEST).count() == 0
 
 
 @pytest.mark.slow

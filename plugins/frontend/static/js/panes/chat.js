@@ -275,7 +275,16 @@ export function mount(root, app) {
     return turn.toolBox;
   }
 
+  // A session was renamed, on another device or by the assistant after its first exchange.
+  function retitled(frame) {
+    const session = state.sessions.find((item) => item.id === frame.session_id);
+    if (!session) { loadSessions().catch(() => {}); return; }
+    session.title = frame.title;
+    renderList();
+  }
+
   function onFrame(frame) {
+    if (frame.type === "session_updated") { retitled(frame); return; }
     if (frame.session_id && frame.session_id !== state.current) {
       if (["stream_end", "response", "multi_message"].includes(frame.type)) {
         state.unread.add(frame.session_id);

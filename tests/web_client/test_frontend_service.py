@@ -67,7 +67,7 @@ async def test_the_service_worker_is_served_at_the_root_with_the_shell_and_its_v
         shell = json.loads(shell_line.removeprefix("const SHELL = ").removesuffix(";"))
         assert {"/", "/static/app.css", "/static/js/main.js", "/static/js/panes/inbox.js",
                 "/static/vendor/marked.esm.js", "/static/icons/icon-192.png", "/static/manifest.webmanifest"} <= set(shell)
-        assert not [url for url in shell if url.startswith(("/api/", "/ws/")) or url.endswith((".LICENSE", "sw.js"))]
+        assert not [url for url in shell if url.startswith(("/api/", "/ws/")) or url.endswith((".LICENSE", "/sw.js"))]
         for url in shell:
             async with http.get(services.frontend_url + url) as file:
                 assert file.status == 200, url

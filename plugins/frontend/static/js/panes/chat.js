@@ -56,7 +56,7 @@ export function mount(root, app) {
   const attach = h("button", {type: "button", class: "icon attach", "data-i18n-label": "chat.attach",
     "aria-label": t("chat.attach"), title: t("chat.attach")});
   const tray = h("div", {class: "attachments", hidden: true});
-  const attachNote = h("p", {class: "notice error attach-note", role: "alert", hidden: true});
+  const attachNote = h("p", {class: "attach-note", role: "alert", hidden: true});
   const input = h("textarea", {rows: "1", class: "input", "data-i18n-placeholder": "chat.placeholder",
     placeholder: t("chat.placeholder"), "data-i18n-label": "chat.input_label", "aria-label": t("chat.input_label")});
   const send = h("button", {type: "submit", class: "primary send", "data-i18n": "chat.send"}, t("chat.send"));
@@ -495,6 +495,9 @@ export function mount(root, app) {
   function showAttachNote(text) {
     attachNote.textContent = text || "";
     attachNote.hidden = !text;
+    // A .notice.error only while it says something: the page counts those as errors shown.
+    attachNote.classList.toggle("notice", Boolean(text));
+    attachNote.classList.toggle("error", Boolean(text));
   }
 
   const failureText = (error) => [error.message, error.hint].filter(Boolean).join(" ");

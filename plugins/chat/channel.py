@@ -60,11 +60,16 @@ class HandshakeQuery(ConnectQuery):
                                                    "(browsers cannot set headers on a WebSocket)."})
 
 
+ATTACHMENT_TYPES = ("image", "document")
+
+
 class AttachmentFrame(marshmallow.Schema):
     class Meta:
         unknown = marshmallow.EXCLUDE
 
-    type = fields.String(load_default="image", validate=validate.Length(max=32))
+    type = fields.String(load_default="image", validate=validate.OneOf(ATTACHMENT_TYPES), metadata={
+        "description": "`image` (handed to the model) or `document` (a file added to the conversation's "
+                       "knowledge base, which the assistant searches; docs/chat.md)."})
     url = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=16 * 1024 * 1024))
     file_id = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=64))
     thumbnail_url = fields.String(load_default=None, allow_none=True)
@@ -73,6 +78,8 @@ class AttachmentFrame(marshmallow.Schema):
     height = fields.Integer(load_default=None, allow_none=True)
     size = fields.Integer(load_default=None, allow_none=True)
     description = fields.String(load_default=None, allow_none=True)
+    kb_id = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=64), metadata={
+        "description": "`document`: the knowledge base (the conversation's own) the file was added to."})
 
 
 class MessageFrame(marshmallow.Schema):

@@ -130,6 +130,7 @@ class EchoAttachment(marshmallow.Schema):
     height = fields.Integer()
     size = fields.Integer()
     description = fields.String()
+    kb_id = fields.String(metadata={"description": "`document`: the knowledge base the file was added to."})
 
 
 class ClientInfo(marshmallow.Schema):

@@ -85,10 +85,10 @@ class Relay:
         # The casts: the sessions contract types its history as plain dicts (they are {role,
         # content}); a turn's mode was checked where it came in, or the AI core refuses it.
         body: ChatRequest = {
-            "user_id": user_id, "session_id": session_id, "text": turn.text,
+            "user_id": user_id, "session_id": session_id, "text": model_text(turn.text, turn.attachments),
             "history": cast("list[HistoryItem]", history),
             "mode": cast('Literal["text", "voice_msg", "voice_assistant"]', turn.mode), "purpose": "chat",
-            "attachments": [{"type": "image", "url": a["url"]} for a in turn.attachments],
+            "attachments": [{"type": "image", "url": a["url"]} for a in turn.attachments if a.get("type") == "image"],
             "message_id": turn.client_msg_id}
         events = self.ai.stream_chat(body)
         gate = EchoGate(self.hub, user_id, turn.sender, turn_id)
@@ -443,6 +443,16 @@ class EchoGate:
         self._held, self.opened = None, True
         if failure is not None:
             raise failure
+
+
+def model_text(text: str, attachments: list[dict]) -> str:
+    """What the AI core reads of the person's words. A message that only carries documents
+    (they went into the conversation's knowledge base, which the assistant searches) says so in
+    words: the AI core takes no turn without text or an image."""
+    if text.strip() or any(a.get("type") == "image" for a in attachments):
+        return text
+    names = [str(a.get("filename") or "a document") for a in attachments if a.get("type") == "document"]
+    return f"I attached {', '.join(names)}." if names else text
 
 
 def _as_failure(error: Exception, turn: Turn) -> TurnFailed:

@@ -10,7 +10,7 @@ from gateway.identity import owner_for, require_user
 from gateway.openapi import api_doc
 from gateway.validation import parse_body, parse_query
 
-from .schemas import (BaseBody, BaseDetail, BaseList, Deleted, DocumentBody, DocumentDetail, DocumentList,
+from .schemas import (BaseBody, BaseDetail, BaseList, BaseListQuery, Deleted, DocumentBody, DocumentDetail, DocumentList,
                       DocumentListQuery, KnowledgeBase, KnowledgeDocument, OwnerQuery, SearchAnswer, SearchBody,
                       Updated)
 from .store import KnowledgeStore
@@ -31,22 +31,26 @@ def requested_owner(request: web.Request, body: dict | None = None) -> str | Non
 
 
 @routes.post("/api/v1/knowledge/bases", name="knowledge.create_base")
-@api_doc("Create a knowledge base", body=BaseBody, query=OwnerQuery, responses={201: KnowledgeBase},
-         errors=(409, 503))
+@api_doc("Create a knowledge base", body=BaseBody, query=OwnerQuery,
+         responses={201: KnowledgeBase, 200: KnowledgeBase}, errors=(409, 503),
+         description="With `session_id`: that chat session's own base, created on first use; 200 with the "
+                     "existing one afterwards (docs/knowledge.md, \"A conversation's own base\").")
 async def create_base(request: web.Request) -> web.Response:
     user = await require_user(request)
     body = await parse_body(request, BaseBody())
     owner = owner_for(user, requested_owner(request, body))
-    base = await store_of(request).create_base(owner, body["name"].strip(), (body["description"] or "").strip())
-    return web.json_response(base, status=201)
+    base, created = await store_of(request).create_base(owner, body["name"].strip(),
+                                                        (body["description"] or "").strip(), body["session_id"])
+    return web.json_response(base, status=201 if created else 200)
 
 
 @routes.get("/api/v1/knowledge/bases", name="knowledge.list_bases")
-@api_doc("The caller's knowledge bases, oldest first", query=OwnerQuery, responses={200: BaseList}, errors=(503,))
+@api_doc("The caller's knowledge bases, oldest first", query=BaseListQuery, responses={200: BaseList}, errors=(503,))
 async def list_bases(request: web.Request) -> web.Response:
     user = await require_user(request)
-    owner = owner_for(user, requested_owner(request))
-    bases = await store_of(request).list_bases(owner)
+    query = parse_query(request, BaseListQuery())
+    owner = owner_for(user, query["user_id"])
+    bases = await store_of(request).list_bases(owner, query["session_id"])
     return web.json_response({"knowledge_bases": bases, "total": len(bases)})
 
 
@@ -140,5 +144,6 @@ async def search(request: web.Request) -> web.Response:
     body = await parse_body(request, SearchBody())
     owner = owner_for(user, requested_owner(request, body))
     query = body["query"].strip()
-    chunks = await store_of(request).search(owner, query, body["kb_ids"] or [], body["limit"], body["mode"])
+    chunks = await store_of(request).search(owner, query, body["kb_ids"] or [], body["limit"], body["mode"],
+                                            body["session_id"])
     return web.json_response({"chunks": chunks, "total": len(chunks), "query": query})

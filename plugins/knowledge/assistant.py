@@ -29,10 +29,10 @@ SHOWN_SCORE_SHARE = 0.6
 
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
 
-DESCRIPTION = ("Search the user's knowledge bases (their notes, uploaded documents and saved web pages) "
-               "by meaning, in any language; returns the best passages with the title of the document "
-               "each comes from. Use it when the user asks about something they may have written down or "
-               "saved, and name the documents you answer from.")
+DESCRIPTION = ("Search the user's knowledge bases (their notes, uploaded documents and saved web pages, and "
+               "the documents attached in this conversation) by meaning, in any language; returns the best "
+               "passages with the title of the document each comes from. Use it when the user asks about "
+               "something they may have written down, saved or attached, and name the documents you answer from.")
 
 PARAMETERS = {"type": "object", "properties": {
     "query": {"type": "string", "description": "what to look for: a question or a few words; a paraphrase "
@@ -46,13 +46,15 @@ PARAMETERS = {"type": "object", "properties": {
 EXAMPLES = {
     "en": ["search my notes for", "search my notes", "search my knowledge base", "search the knowledge base",
            "search my documents", "find in my notes", "find my notes about", "check my notes",
-           "what do my notes say about", "look up in my knowledge base", "according to my notes"],
+           "what do my notes say about", "look up in my knowledge base", "according to my notes",
+           "what does the document say about", "what does the report say about", "search the attached pdf for"],
     "zh": ["在知识库里找", "搜索我的笔记", "搜索知识库", "在我的笔记里找", "从知识库中查找", "查一下知识库",
            "知识库里有没有", "我的笔记里有没有", "根据我的笔记"],
 }
 
 # What the person says before (or around) the words to look for, in the offline agent.
-_PLACES_EN = r"(?:notes?|knowledge[ -]?bases?|knowledge|kb|documents?|docs|files)"
+# "the report", "the PDF", "the attachment": a document attached in the conversation.
+_PLACES_EN = r"(?:notes?|knowledge[ -]?bases?|knowledge|kb|documents?|docs|files|reports?|pdfs?|attachments?)"
 _QUERY_FIRST_EN = re.compile(
     rf"^(?:please\s+)?(?:find|look\s+up|look\s+for|search\s+for)\s+(?P<query>.+?)\s+in\s+(?:my|our|the)\s+{_PLACES_EN}\b",
     re.IGNORECASE)
@@ -113,12 +115,17 @@ def _passage(chunk: dict) -> dict:
     return passage
 
 
+def _in_session(bases: list[dict], session_id: str | None) -> list[dict]:
+    """The bases a turn of this session may search: general ones and the session's own."""
+    return [base for base in bases if base.get("session_id") in (None, session_id)]
+
+
 async def _base_ids(call: ToolCall, bases: list[str]) -> list[str]:
     """The ids of the bases the model named, by id or by name (case-insensitive)."""
     wanted = [str(base).strip() for base in bases if str(base).strip()]
     if all(_UUID.match(base) for base in wanted):
         return wanted
-    known = (await call.ask_gateway("GET", BASES_PATH))["knowledge_bases"]
+    known = _in_session((await call.ask_gateway("GET", BASES_PATH))["knowledge_bases"], call.session_id)
     by_name = {base["name"].casefold(): base["id"] for base in known}
     ids, unknown = [], []
     for base in wanted:
@@ -147,7 +154,9 @@ async def search_knowledge(arguments: dict, call: ToolCall) -> dict:
         bases = [bases]
     result: dict[str, Any] = {"query": query, "count": 0, "passages": [], "documents": []}
     try:
-        body: dict[str, Any] = {"query": query, "limit": limit}
+        # Searched as in this conversation: the person's general bases and this session's own
+        # (its attached documents), never another session's.
+        body: dict[str, Any] = {"query": query, "limit": limit, "session_id": call.session_id or ""}
         if bases:
             body["kb_ids"] = await _base_ids(call, list(bases))
         await call.progress(0.3, f"正在文档中查找“{query}”…" if call.language == "zh"
@@ -161,7 +170,7 @@ async def search_knowledge(arguments: dict, call: ToolCall) -> dict:
                 "message": "The knowledge bases cannot be searched here: the gateway has none to offer."}
     passages = [_passage(chunk) for chunk in answer["chunks"]][:limit]
     if not passages:
-        if not (await call.ask_gateway("GET", BASES_PATH))["knowledge_bases"]:
+        if not _in_session((await call.ask_gateway("GET", BASES_PATH))["knowledge_bases"], call.session_id):
             return {**result, "status": "no_bases",
                     "message": "The user has no knowledge base yet; they can create one and add notes, "
                                "files or web pages to it."}

@@ -11,6 +11,7 @@ SEARCH_MODES = ("hybrid", "dense", "lexical")
 MAX_SEARCH_LIMIT = 50
 # More ids than any user may keep bases (`max_bases_per_user` is 100 by default) is a mistake.
 MAX_SEARCH_BASES = 1000
+MAX_SESSION_ID = 128
 
 
 def not_blank(value: str) -> None:
@@ -21,6 +22,11 @@ def not_blank(value: str) -> None:
 class OwnerQuery(marshmallow.Schema):
     user_id = fields.String(load_default=None, metadata={
         "description": "The administrator acts on this user's knowledge."})
+
+
+class BaseListQuery(OwnerQuery):
+    session_id = fields.String(load_default=None, validate=validate.Length(min=1, max=MAX_SESSION_ID), metadata={
+        "description": "Only the base of this chat session (at most one)."})
 
 
 class DocumentListQuery(OwnerQuery):
@@ -37,6 +43,11 @@ class OwnerBody(marshmallow.Schema):
 class BaseBody(OwnerBody):
     name = fields.String(required=True, validate=[validate.Length(min=1, max=200), not_blank])
     description = fields.String(load_default="", allow_none=True, validate=validate.Length(max=2000))
+    session_id = fields.String(load_default=None, allow_none=True, validate=validate.Length(min=1, max=MAX_SESSION_ID),
+                               metadata={"description": (
+        "POST: the chat session this base belongs to (documents attached in that conversation). One base per "
+        "person and session: when it exists already, it is answered (200) instead of a new one. Searched only "
+        "in that session's turns. Ignored by PUT.")})
 
 
 class DocumentBody(OwnerBody):
@@ -58,6 +69,10 @@ class SearchBody(OwnerBody):
     limit = fields.Integer(load_default=5, validate=validate.Range(min=1, max=MAX_SEARCH_LIMIT))
     mode = fields.String(load_default="hybrid", validate=validate.OneOf(SEARCH_MODES), metadata={
         "description": "`hybrid` (default): lexical and semantic results fused; `dense` or `lexical` alone."})
+    session_id = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=MAX_SESSION_ID),
+                               metadata={"description": (
+        "Search as in this chat session: the general bases (no `session_id`) and this session's own, never another "
+        "session's; empty: the general bases only. Left out: every base.")})
 
 
 class KnowledgeBase(marshmallow.Schema):
@@ -65,6 +80,8 @@ class KnowledgeBase(marshmallow.Schema):
     user_id = fields.String(required=True)
     name = fields.String(required=True)
     description = fields.String(required=True)
+    session_id = fields.String(required=True, allow_none=True, metadata={
+        "description": "The chat session whose own base this is (its attached documents); null for a general base."})
     created_at = fields.Integer(required=True, metadata={"description": "Epoch milliseconds."})
     updated_at = fields.Integer(required=True, metadata={"description": "Epoch milliseconds."})
     doc_count = fields.Integer(required=True)

@@ -48,7 +48,7 @@ IDLE_POLL_SECONDS = 15.0
 MAX_RETRY_SECONDS = 60
 RETRY_AFTER_SECONDS = "5"
 
-BASE_COLUMNS = ("b.id, b.user_id, b.name, b.description, b.created_at, b.updated_at, "
+BASE_COLUMNS = ("b.id, b.user_id, b.name, b.description, b.session_id, b.created_at, b.updated_at, "
                 "(SELECT count(*) FROM knowledge_documents d WHERE d.kb_id = b.id) AS doc_count")
 DOCUMENT_COLUMNS = ("id, kb_id, user_id, title, source_type, source_ref, content_type, chunk_count, "
                     "content_length, index_status, index_error, created_at, updated_at")
@@ -103,7 +103,7 @@ def unsupported_document_type(content_type: str) -> BadRequest:
 
 def base_json(row: dict) -> dict:
     return {"id": str(row["id"]), "user_id": row["user_id"], "name": row["name"],
-            "description": row["description"], "created_at": int(row["created_at"]),
+            "description": row["description"], "session_id": row["session_id"], "created_at": int(row["created_at"]),
             "updated_at": int(row["updated_at"]), "doc_count": int(row["doc_count"])}
 
 
@@ -171,26 +171,38 @@ class KnowledgeStore:
 
     # -------------------------------------------------------------- bases
 
-    async def create_base(self, owner: str, name: str, description: str) -> dict:
+    async def create_base(self, owner: str, name: str, description: str,
+                          session_id: str | None = None) -> tuple[dict, bool]:
+        """The new base and True; for a session's base that exists already, that base and False
+        (one base per person and session, created on first use)."""
         base_id, created = str(uuid.uuid4()), now_ms()
         async with transaction(self.context.db) as cursor:
             # One user's creations are serialised, so the count below cannot be raced past.
             await cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"knowledge:{owner}",))
+            if session_id is not None:
+                await cursor.execute(f"SELECT {BASE_COLUMNS} FROM knowledge_bases b "
+                                     "WHERE b.user_id = %s AND b.session_id = %s", (owner, session_id))
+                existing = await cursor.fetchone()
+                if existing is not None:
+                    return base_json(existing), False
             await cursor.execute("SELECT count(*) AS bases FROM knowledge_bases WHERE user_id = %s", (owner,))
             row = await cursor.fetchone()
             if row["bases"] >= self.settings["max_bases_per_user"]:
                 raise Conflict(f"You have {row['bases']} knowledge bases, the most allowed.",
                                error_type="too_many_knowledge_bases", hint="Delete one you no longer need.")
             await cursor.execute(
-                "INSERT INTO knowledge_bases (id, user_id, name, description, created_at, updated_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s)", (base_id, owner, name, description, created, created))
+                "INSERT INTO knowledge_bases (id, user_id, name, description, session_id, created_at, updated_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                (base_id, owner, name, description, session_id, created, created))
             row = {"id": base_id, "user_id": owner, "name": name, "description": description,
-                   "created_at": created, "updated_at": created, "doc_count": 0}
-        return base_json(row)
+                   "session_id": session_id, "created_at": created, "updated_at": created, "doc_count": 0}
+        return base_json(row), True
 
-    async def list_bases(self, owner: str) -> list[dict]:
+    async def list_bases(self, owner: str, session_id: str | None = None) -> list[dict]:
+        """All the owner's bases; with `session_id`, only that session's own."""
         rows = await fetch_all(self.context.db, f"SELECT {BASE_COLUMNS} FROM knowledge_bases b "
-                               "WHERE b.user_id = %s ORDER BY b.created_at, b.id", (owner,))
+                               "WHERE b.user_id = %s AND (%s::text IS NULL OR b.session_id = %s) "
+                               "ORDER BY b.created_at, b.id", (owner, session_id, session_id))
         return [base_json(row) for row in rows]
 
     async def base_for(self, identity: Identity, kb_id: str, requested_owner: str | None) -> dict:
@@ -421,8 +433,12 @@ class KnowledgeStore:
 
     # -------------------------------------------------------------- search
 
-    async def search(self, owner: str, query: str, kb_ids: Sequence[str], limit: int, mode: str) -> list[dict]:
+    async def search(self, owner: str, query: str, kb_ids: Sequence[str], limit: int, mode: str,
+                     session_id: str | None = None) -> list[dict]:
+        """`session_id` (None: every base) leaves out the bases of other sessions: what is
+        searched is the general bases and that session's own ("": general bases only)."""
         where: dict[str, str | list[str]] = {"user_id": owner}
+        named: list[str] | None = None
         if kb_ids:
             wanted = list(dict.fromkeys(kb_ids))
             keys = [as_uuid(kb_id) for kb_id in wanted]
@@ -435,7 +451,17 @@ class KnowledgeStore:
                                  error_type="knowledge_base_not_found",
                                  hint="Send ids from GET /api/v1/knowledge/bases, or leave kb_ids out to search "
                                       "all your bases.", extra={"unknown_kb_ids": unknown})
-            where["kb_id"] = [key for key in keys if key]
+            named = [key for key in keys if key]
+        if session_id is not None:
+            # Other sessions' bases are left out, named in kb_ids or not.
+            in_scope = [str(row["id"]) for row in await fetch_all(
+                self.context.db, "SELECT id FROM knowledge_bases WHERE user_id = %s "
+                "AND (session_id IS NULL OR session_id = %s) ORDER BY created_at, id", (owner, session_id))]
+            named = in_scope if named is None else [key for key in named if key in set(in_scope)]
+            if not named:
+                return []
+        if named is not None:
+            where["kb_id"] = named
         elif not await fetch_value(self.context.db, "SELECT EXISTS (SELECT 1 FROM knowledge_documents WHERE "
                                    "user_id = %s AND chunk_count > 0)", (owner,)):
             return []

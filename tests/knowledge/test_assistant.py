@@ -203,11 +203,12 @@ async def upload(services: Services, user: dict, name: str, data: bytes, content
         return (await response.json())["id"]
 
 
-async def ask(services: Services, user: dict, text: str, session_id: str = "kb-chat") -> list[dict]:
+async def ask(services: Services, user: dict, text: str, session_id: str = "kb-chat",
+              attachments: list[dict] | None = None) -> list[dict]:
     """The frames of one turn over /ws/chat, up to its `stream_end`."""
     token = user["Authorization"].split(" ", 1)[1]
     async with services.gateway.ws_connect(f"/ws/chat?token={token}&session_id={session_id}") as ws:
-        await ws.send_json({"type": "message", "content": text})
+        await ws.send_json({"type": "message", "content": text, "attachments": attachments or []})
         frames = []
         deadline = asyncio.get_running_loop().time() + 60
         while True:
@@ -452,3 +453,96 @@ def test_the_offline_agent_lists_the_clear_hits_and_names_their_documents():
     result["passages"] = result["passages"][:1]
     assert summarize(result, "zh") == "在你的知识库里找到 1 段与「kettle」相关的内容：\n1. Covered for 27 months. ——《Manual》\n来源：《Manual》。"
     assert summarize({**result, "status": "no_match", "passages": []}, "zh") == "你的知识库里没有找到与「kettle」相关的内容。"
+
+
+# ---------------------------------------------------------------- a conversation's own base
+
+async def session_base(services: Services, user: dict, session_id: str, name: str = "Chat documents") -> tuple[int, dict]:
+    async with services.gateway.post("/api/v1/knowledge/bases", headers=user,
+                                     json={"name": name, "session_id": session_id}) as response:
+        return response.status, await response.json()
+
+
+async def test_a_sessions_base_is_searched_in_that_session_only(make_services, citing_model):
+    """A PDF attached in one conversation answers there; another conversation of the same
+    person, and the person's general search without a session, do not reach into it."""
+    services = await make_services(model=citing_model)
+    joan = await sign_up(services, "joan")
+    status, base = await session_base(services, joan, "kettle-chat")
+    assert status == 201 and base["session_id"] == "kettle-chat", base
+    status, again = await session_base(services, joan, "kettle-chat", name="another name")
+    assert (status, again["id"], again["name"]) == (200, base["id"], "Chat documents")
+    file_id = await upload(services, joan, "zephyr-manual.pdf", MANUAL, "application/pdf")
+    await add_document(services, joan, base["id"], title="zephyr-manual.pdf", source_type="file", file_id=file_id)
+    general = await create_base(services, joan, "Kitchen")
+    await add_document(services, joan, general, title="Tomato soup", content=NOTE)
+
+    # The message carries the document (as the web client sends it): the model is not handed the
+    # PDF as an image, it finds it by searching.
+    document = {"type": "document", "file_id": file_id, "filename": "zephyr-manual.pdf", "kb_id": base["id"]}
+    reply = reply_of(await ask(services, joan, "How long is my kettle covered if it breaks?", session_id="kettle-chat",
+                               attachments=[document]))
+    assert "27 months" in reply and "zephyr-manual.pdf" in reply, reply
+    assert citing_model.requests[-2]["messages"][-1]["content"] == "How long is my kettle covered if it breaks?"
+    sent = json.loads(citing_model.requests[-1]["messages"][-1]["content"])
+    assert {passage["kb_id"] for passage in sent["passages"]} <= {base["id"], general}
+    # A message of the document alone: the model reads that it was attached.
+    reply_of(await ask(services, joan, "", session_id="kettle-chat", attachments=[document]))
+    assert citing_model.requests[-2]["messages"][-1]["content"] == "I attached zephyr-manual.pdf."
+
+    reply = reply_of(await ask(services, joan, "How long is my kettle covered if it breaks?", session_id="soup-chat"))
+    assert "27 months" not in reply, reply
+    sent = json.loads(citing_model.requests[-1]["messages"][-1]["content"])
+    assert base["id"] not in {passage["kb_id"] for passage in sent["passages"]}, sent
+    # Named by the model, by name or id, another session's base is still out of reach.
+    citing_model.extra_arguments = {"bases": [base["id"]]}
+    reply = reply_of(await ask(services, joan, "kettle warranty", session_id="soup-chat-2"))
+    assert "27 months" not in reply, reply
+    citing_model.extra_arguments = {"bases": ["Chat documents"]}
+    reply = reply_of(await ask(services, joan, "kettle warranty", session_id="soup-chat-3"))
+    assert "no knowledge base named Chat documents" in reply, reply
+
+    # The gateway's search, by session: that session's base and the general ones.
+    async def searched(**scope) -> set[str]:
+        async with services.gateway.post("/api/v1/knowledge/search", headers=joan,
+                                         json={"query": "kettle warranty months", "limit": 10, **scope}) as response:
+            assert response.status == 200, await response.text()
+            return {chunk["kb_id"] for chunk in (await response.json())["chunks"]}
+
+    assert base["id"] in await searched(session_id="kettle-chat")
+    assert base["id"] not in await searched(session_id="soup-chat")
+    assert base["id"] not in await searched(session_id="")
+    assert base["id"] in await searched()  # no session named: every base, as the knowledge page searches
+    async with services.gateway.get("/api/v1/knowledge/bases", headers=joan,
+                                    params={"session_id": "kettle-chat"}) as response:
+        assert [b["id"] for b in (await response.json())["knowledge_bases"]] == [base["id"]]
+
+
+async def test_the_offline_agent_finds_what_the_attached_report_says(make_services):
+    services = await make_services()
+    kim = await sign_up(services, "kim")
+    _, base = await session_base(services, kim, "report-chat")
+    file_id = await upload(services, kim, "report.pdf", MANUAL, "application/pdf")
+    await add_document(services, kim, base["id"], title="report.pdf", source_type="file", file_id=file_id)
+
+    document = {"type": "document", "file_id": file_id, "filename": "report.pdf", "kb_id": base["id"]}
+    reply = reply_of(await ask(services, kim, "what does the report say about the warranty", session_id="report-chat",
+                               attachments=[document]))
+    assert reply.startswith("I found ") and "27 months" in reply and "“report.pdf”" in reply, reply
+    async with services.gateway.get("/api/v1/sessions/report-chat/messages", headers=kim) as response:
+        assert response.status == 200, await response.text()
+        messages = (await response.json())["messages"]
+    assert messages[0]["metadata"]["attachments"] == [document], messages[0]
+    # A message of a document alone is a turn too (the AI core reads "I attached report.pdf.").
+    frames = await ask(services, kim, "", session_id="report-chat", attachments=[document])
+    assert frames[-1]["type"] == "stream_end", frames[-1]
+    frames = await ask(services, kim, "and this?", session_id="report-chat",
+                       attachments=[{**document, "type": "archive"}])
+    assert frames[-1]["type"] == "error" and "type" in frames[-1]["error"], frames[-1]
+    # Another person's file is no attachment of this one's.
+    lee = await sign_up(services, "lee")
+    frames = await ask(services, lee, "what does the report say about the warranty", session_id="lee-chat",
+                       attachments=[document])
+    assert frames[-1]["type"] == "error" and frames[-1]["errorType"] == "file_not_found", frames[-1]
+    reply = reply_of(await ask(services, kim, "what does the report say about the warranty", session_id="other-chat"))
+    assert "27 months" not in reply and reply.startswith("You have no knowledge base yet"), reply

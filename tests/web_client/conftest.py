@@ -80,6 +80,26 @@ async def think_and_call_a_tool(response: web.StreamResponse) -> None:
     await response.write_eof()
 
 
+async def search_the_knowledge(response: web.StreamResponse, question: str) -> None:
+    """A call of `search_knowledge` (the knowledge_tools plugin, where the AI core has it) with
+    the person's question."""
+    arguments = json.dumps({"query": question})
+    await response.write(sse({"role": "assistant", "content": None, "tool_calls": [
+        {"index": 0, "id": "call_kb", "type": "function", "function": {"name": "search_knowledge", "arguments": arguments}}]}))
+    await response.write(sse({}, "tool_calls"))
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+
+
+def answer_from_passages(result: dict) -> list[str]:
+    """The reply to a `search_knowledge` result: the first passage and its document."""
+    passages = result.get("passages") or []
+    if not passages:
+        return [result.get("message") or result.get("error") or "nothing found"]
+    first = passages[0]
+    return [" ".join(first["text"].split()), f" (from “{first['document_title']}”)"]
+
+
 async def completions(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     pieces, pause = reply_for(body["messages"])
@@ -91,7 +111,12 @@ async def completions(request: web.Request) -> web.StreamResponse:
     if last.get("role") == "user" and "what time" in str(last.get("content")):
         await think_and_call_a_tool(response)
         return response
-    if last.get("role") == "tool":
+    if last.get("role") == "user" and "what does the report say" in str(last.get("content")):
+        await search_the_knowledge(response, str(last["content"]))
+        return response
+    if last.get("role") == "tool" and last.get("tool_call_id") == "call_kb":
+        pieces = answer_from_passages(json.loads(last["content"]))
+    elif last.get("role") == "tool":
         pieces = ["The clock says ", json.loads(last["content"]).get("time", "?"), "."]
     await response.write(sse({"role": "assistant", "content": ""}))
     for piece in pieces:

@@ -7,12 +7,25 @@ import {ReplySpeaker, VoiceRecorder, voiceSupported} from "../voice.js";
 
 const HISTORY_PAGE = 500;
 const HISTORY_PAGES = 10;
+// Documents the knowledge plugin reads (docs/knowledge.md): by extension, since browsers give
+// Markdown and Word files various MIME types, or none. Other text/* files are read as text too;
+// HTML is not taken by the upload (pages come in as addresses).
+const DOCUMENT_EXTENSIONS = [".pdf", ".docx", ".md", ".markdown", ".txt", ".text", ".csv", ".json"];
+const DOCUMENT_POLL_MS = 1500;
+const KB_NAME_MAX = 200;
+
+function isDocument(file) {
+  const name = (file.name || "").toLowerCase();
+  if (DOCUMENT_EXTENSIONS.some((extension) => name.endsWith(extension))) return true;
+  return file.type.startsWith("text/") && file.type !== "text/html";
+}
 
 export function mount(root, app) {
   const {api, t} = app;
   const state = {
     sessions: [], current: null, turns: new Map(), pending: new Map(), shownIds: new Set(),
     unread: new Set(), attachments: [], searching: false,
+    sessionBases: new Map(),   // session id -> its own knowledge base's id (attached documents)
   };
 
   // ------------------------------------------------------------------ layout
@@ -38,10 +51,12 @@ export function mount(root, app) {
   const empty = h("p", {class: "empty", "data-i18n": "chat.empty"}, t("chat.empty"));
   const messages = h("div", {class: "messages", role: "log", "aria-live": "polite", tabindex: "0"},
     older, empty, history, live);
-  const fileInput = h("input", {type: "file", accept: "image/*", hidden: true, multiple: true});
+  const fileInput = h("input", {type: "file", hidden: true, multiple: true,
+    accept: `image/*,application/pdf,text/plain,text/markdown,${DOCUMENT_EXTENSIONS.join(",")}`});
   const attach = h("button", {type: "button", class: "icon attach", "data-i18n-label": "chat.attach",
     "aria-label": t("chat.attach"), title: t("chat.attach")});
   const tray = h("div", {class: "attachments", hidden: true});
+  const attachNote = h("p", {class: "attach-note", role: "alert", hidden: true});
   const input = h("textarea", {rows: "1", class: "input", "data-i18n-placeholder": "chat.placeholder",
     placeholder: t("chat.placeholder"), "data-i18n-label": "chat.input_label", "aria-label": t("chat.input_label")});
   const send = h("button", {type: "submit", class: "primary send", "data-i18n": "chat.send"}, t("chat.send"));
@@ -52,7 +67,7 @@ export function mount(root, app) {
   const speak = h("button", {type: "button", class: "icon speak", "data-i18n-label": "chat.speak", "aria-label": t("chat.speak"),
     title: t("chat.speak"), "aria-pressed": String(speaker.enabled)});
   const interim = h("p", {class: "voice-interim", role: "status", hidden: true});
-  const composer = h("form", {class: "composer"}, tray, interim,
+  const composer = h("form", {class: "composer"}, attachNote, tray, interim,
     h("div", {class: "composer-row"}, attach, fileInput, talk, input, speak, send));
   const conversation = h("div", {class: "conversation"},
     h("header", {class: "conversation-header"}, title, h("div", {class: "session-actions"}, rename, exportSelect, remove)),
@@ -196,9 +211,11 @@ export function mount(root, app) {
 
   function userBody(text, attachments) {
     const body = h("div", {class: "part chat"}, text || "");
-    const pictures = (attachments || []).filter((item) => item && (item.thumbnail_url || item.preview));
-    if (!pictures.length) return body;
+    const pictures = (attachments || []).filter((item) => item && item.type !== "document" && (item.thumbnail_url || item.preview));
+    const documents = (attachments || []).filter((item) => item && item.type === "document");
+    if (!pictures.length && !documents.length) return body;
     const strip = h("div", {class: "thumbs"});
+    for (const item of documents) strip.append(h("span", {class: "doc-chip"}, `📄 ${item.filename || t("chat.document")}`));
     for (const item of pictures) {
       const image = h("img", {class: "thumb", alt: item.filename || "image"});
       if (item.preview) image.src = item.preview;
@@ -463,7 +480,7 @@ export function mount(root, app) {
     updateEmpty();
     scrollDown(true);
     app.socket.send({type: "message", mode: speaker.enabled ? "voice_msg" : "text", content: text, client_msg_id: clientMsgId,
-      attachments: attachments.map(({preview, ...rest}) => rest)});
+      attachments: attachments.map(({preview, status, document_id, ...rest}) => rest)});
     touch(state.current);
   }
 
@@ -472,7 +489,8 @@ export function mount(root, app) {
     const text = input.value.trim();
     const ready = state.attachments.filter((item) => item.file_id);
     if (!text && !ready.length) return;
-    if (state.attachments.some((item) => !item.file_id)) return;   // still uploading
+    // Still uploading, or a document not yet in the conversation's knowledge base.
+    if (state.attachments.some((item) => !item.file_id || (item.type === "document" && !item.document_id))) return;
     sendText(text, ready.map((item) => ({...item})));
     input.value = "";
     state.attachments = [];
@@ -494,16 +512,39 @@ export function mount(root, app) {
     clear(tray);
     tray.hidden = state.attachments.length === 0;
     for (const item of state.attachments) {
-      const image = h("img", {class: "thumb", alt: item.filename, src: item.preview});
       const removeButton = h("button", {type: "button", class: "icon remove", "aria-label": t("chat.remove_attachment"),
         onclick: () => { state.attachments = state.attachments.filter((other) => other !== item); renderTray(); }}, "×");
+      if (item.type === "document") {
+        // "report.pdf — reading…", then "report.pdf — ready" once the knowledge base indexed it.
+        tray.append(h("figure", {class: `attachment document ${item.status}`, "data-status": item.status},
+          h("figcaption", {}, `${item.filename} — ${t(`chat.document_${item.status}`)}`), removeButton));
+        continue;
+      }
+      const image = h("img", {class: "thumb", alt: item.filename, src: item.preview});
       tray.append(h("figure", {class: `attachment${item.file_id ? "" : " uploading"}`}, image, removeButton,
         item.file_id ? null : h("figcaption", {}, t("chat.uploading"))));
     }
   }
 
+  function showAttachNote(text) {
+    attachNote.textContent = text || "";
+    attachNote.hidden = !text;
+    // A .notice.error only while it says something: the page counts those as errors shown.
+    attachNote.classList.toggle("notice", Boolean(text));
+    attachNote.classList.toggle("error", Boolean(text));
+  }
+
+  const failureText = (error) => [error.message, error.hint].filter(Boolean).join(" ");
+
   async function addFiles(files) {
+    showAttachNote("");
+    // Anything but an image or a readable document is refused here, before any upload.
+    const refused = files.filter((file) => !file.type.startsWith("image/") && !isDocument(file));
+    if (refused.length) {
+      showAttachNote(t("chat.unsupported_file", {names: refused.map((file) => file.name || "?").join(", ")}));
+    }
     for (const file of files) {
+      if (isDocument(file)) addDocument(file);
       if (!file.type.startsWith("image/")) continue;
       const item = {type: "image", filename: file.name || "image.png", size: file.size, preview: URL.createObjectURL(file)};
       state.attachments.push(item);
@@ -520,6 +561,55 @@ export function mount(root, app) {
       }
       renderTray();
     }
+  }
+
+  // The conversation's own knowledge base, created on first use (one per session: the
+  // knowledge plugin answers the existing one to a second POST naming the session).
+  async function sessionBase(sessionId) {
+    if (state.sessionBases.has(sessionId)) return state.sessionBases.get(sessionId);
+    const session = state.sessions.find((item) => item.id === sessionId);
+    const base = await api.send("POST", "/knowledge/bases", {
+      name: sessionTitle(session).slice(0, KB_NAME_MAX), session_id: sessionId,
+      description: t("chat.session_base_description")});
+    state.sessionBases.set(sessionId, base.id);
+    return base.id;
+  }
+
+  // Upload, add to the conversation's base, then follow its indexing: the chip says
+  // "uploading…", "reading…", "ready". The knowledge plugin's refusals (too large, too complex,
+  // unreadable) are shown as it words them.
+  async function addDocument(file) {
+    const sessionId = state.current;
+    const item = {type: "document", filename: file.name || "document", size: file.size, status: "uploading"};
+    state.attachments.push(item);
+    renderTray();
+    try {
+      const stored = await api.upload(file);
+      Object.assign(item, {file_id: stored.id, filename: stored.filename || item.filename, status: "reading"});
+      renderTray();
+      item.kb_id = await sessionBase(sessionId);
+      const document = await api.send("POST", `/knowledge/bases/${encodeURIComponent(item.kb_id)}/documents`, {
+        title: item.filename, source_type: "file", file_id: item.file_id});
+      item.document_id = document.id;
+      await followIndexing(item, document);
+    } catch (error) {
+      state.attachments = state.attachments.filter((other) => other !== item);
+      showAttachNote(t("chat.document_failed", {name: item.filename, error: failureText(error)}));
+    }
+    renderTray();
+  }
+
+  async function followIndexing(item, document) {
+    let current = document;
+    while (current.index_status === "pending" || current.index_status === "indexing") {
+      item.status = "reading";
+      renderTray();
+      await new Promise((resolve) => setTimeout(resolve, DOCUMENT_POLL_MS));
+      if (!state.attachments.includes(item)) return;   // sent, or taken out of the tray
+      current = (await api.get(`/knowledge/documents/${encodeURIComponent(item.document_id)}`)).document;
+    }
+    if (current.index_status === "failed") throw new Error(current.index_error || t("chat.document_index_failed"));
+    item.status = "ready";
   }
 
   attach.addEventListener("click", () => fileInput.click());

@@ -171,7 +171,8 @@ class ChatChannel:
                                  max_queued_turns=settings["max_queued_turns"],
                                  max_messages_per_minute=settings["max_messages_per_minute"])
         await waiters.start()
-        stops = await context.bus.subscribe(STOP_CHANNEL, self._on_stop)
+        # One instance alone stops its turns itself (request_stop): only a shared bus is listened to.
+        stops = await context.bus.subscribe(STOP_CHANNEL, self._on_stop) if context.bus.shared else None
         housekeeping = asyncio.create_task(self._housekeeping(), name="chat-housekeeping")
         try:
             yield
@@ -179,7 +180,8 @@ class ChatChannel:
             housekeeping.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await housekeeping
-            await stops.close()
+            if stops is not None:
+                await stops.close()
             await self.turns.stop()
             await waiters.stop()
 

@@ -20,7 +20,7 @@ from .admission import Admission, Turn
 from .channel import CHAT_CHANNEL, register_frames, routes
 from .contract import CHAT_TURNS, PRESENCE, REPLY_TAPS, TurnReply, chat_refused, may_chat
 from .frame_schemas import register_frame_schemas
-from .frames import client_info, echo_frame, multi_message_frame
+from .frames import client_info, echo_frame, history_changed_frame, multi_message_frame
 from .presence import SESSION_KEY, Presence
 from .relay import Relay
 from .replay import Replay
@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 __all__ = ["ChatChannel", "ChatPlugin", "plugin", "review_reply"]
 
 log = logging.getLogger("plugins.chat")
+
+# Where a `stop` is asked of every instance (the one running the turn stops it).
+STOP_CHANNEL = "chat.stop"
 
 
 class ChatChannel:
@@ -103,6 +106,27 @@ class ChatChannel:
         if len(text) > self.max_message_chars:
             raise message_too_long(len(text), self.max_message_chars, "[plugins.chat] max_message_chars")
 
+    async def request_stop(self, user_id: str, session_id: str, turn_id: str | None) -> None:
+        """Stop the user's running turn of the session: here when this instance runs it, else
+        asked of every instance over the bus. A turn that ended, or is not the user's, is left."""
+        if self.turns.stop_turn(user_id, session_id, turn_id) or not self.context.bus.shared:
+            return
+        await self.context.bus.publish(STOP_CHANNEL, {"user_id": user_id, "session_id": session_id,
+                                                      "turn_id": turn_id})
+
+    async def _on_stop(self, message: dict) -> None:
+        if isinstance(message, dict) and isinstance(message.get("user_id"), str) \
+                and isinstance(message.get("session_id"), str):
+            turn_id = message.get("turn_id")
+            self.turns.stop_turn(message["user_id"], message["session_id"],
+                                 turn_id if isinstance(turn_id, str) else None)
+
+    async def truncate(self, user_id: str, session_id: str, from_message_id: int, reason: str) -> None:
+        """Delete the session's messages from `from_message_id` on, and tell every device of
+        the user (`history_changed`) so pages drop them."""
+        await self.conversations.delete_messages_from(user_id, session_id, from_message_id)
+        await self.context.hub.send_to_user(user_id, history_changed_frame(session_id, from_message_id, reason))
+
     async def post_message(self, user_id: str, session_id: str, text: str, *, metadata: dict | None = None,
                            title: str | None = None) -> dict:
         conversations = self.conversations
@@ -147,6 +171,8 @@ class ChatChannel:
                                  max_queued_turns=settings["max_queued_turns"],
                                  max_messages_per_minute=settings["max_messages_per_minute"])
         await waiters.start()
+        # One instance alone stops its turns itself (request_stop): only a shared bus is listened to.
+        stops = await context.bus.subscribe(STOP_CHANNEL, self._on_stop) if context.bus.shared else None
         housekeeping = asyncio.create_task(self._housekeeping(), name="chat-housekeeping")
         try:
             yield
@@ -154,6 +180,8 @@ class ChatChannel:
             housekeeping.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await housekeeping
+            if stops is not None:
+                await stops.close()
             await self.turns.stop()
             await waiters.stop()
 

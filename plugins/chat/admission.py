@@ -41,6 +41,9 @@ class Turn:
     client: dict | None = None  # the device it came from, as its echo's `client_info` (frames.client_info)
     turn_id: str = field(default_factory=lambda: secrets.token_hex(8))  # chosen here: frames carry it before the row exists
     recorded: bool = False  # its queue row is written (else the relay writes it beside the turn)
+    # A stored user message answered again (`regenerate`): not stored twice, nor echoed; the
+    # model's history is what came before it.
+    reuse: dict | None = None
     session: SessionRef = field(init=False, repr=False, compare=False)  # made once: a turn reads it often
 
     def __post_init__(self) -> None:

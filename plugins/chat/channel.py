@@ -13,7 +13,7 @@ from marshmallow import fields, validate
 
 from gateway.asyncapi import websocket_endpoint
 from gateway.context import get_context
-from gateway.errors import ApiError, Forbidden
+from gateway.errors import ApiError, BadRequest, Conflict, Forbidden, NotFound
 from gateway.openapi import api_doc
 from gateway.validation import parse_query
 from gateway.ws import dispatch_frame, require_identity
@@ -142,6 +142,29 @@ class HistoryFrame(marshmallow.Schema):
     limit = fields.Integer(load_default=50, validate=validate.Range(min=1, max=200))
     offset = fields.Integer(load_default=0, validate=validate.Range(min=0))
     before_id = fields.Integer(load_default=None, allow_none=True, validate=validate.Range(min=1))
+
+
+class StopFrame(marshmallow.Schema):
+    session_id = fields.String(load_default=None, allow_none=True, validate=validate.Regexp(SESSION_ID),
+                               metadata={"description": "Default: the connection's session."})
+    turn_id = fields.String(load_default=None, allow_none=True, validate=validate.Length(min=1, max=64),
+                            metadata={"description": "The reply to stop (its frames' `turn_id`); default: "
+                                                     "whichever runs in the session."})
+
+
+class RegenerateFrame(marshmallow.Schema):
+    session_id = fields.String(load_default=None, allow_none=True, validate=validate.Regexp(SESSION_ID),
+                               metadata={"description": "Default: the connection's session."})
+
+
+class EditFrame(marshmallow.Schema):
+    session_id = fields.String(load_default=None, allow_none=True, validate=validate.Regexp(SESSION_ID),
+                               metadata={"description": "Default: the connection's session."})
+    message_id = fields.Integer(required=True, validate=validate.Range(min=1),
+                                metadata={"description": "The stored user message to replace."})
+    content = fields.String(required=True, metadata={"description": "The message's new text."})
+    client_msg_id = fields.String(load_default=None, allow_none=True, validate=validate.Length(min=1, max=128),
+                                  metadata={"description": "The new message's id on the device, as in `message`."})
 
 
 def origin_allowed(request: web.Request, allowed: list[str], public_base_url: str) -> bool:
@@ -275,3 +298,62 @@ def register_frames(registrar, chat: "ChatChannel") -> None:
                          "messages": messages, "has_more": has_more, "limit": limit,
                          "offset": frame["offset"], "before_id": frame["before_id"], "timestamp": now_ms()})
 
+
+    @registrar.ws_message("stop", StopFrame())
+    async def on_stop(connection: "Connection", frame: dict) -> None:
+        """Stop the user's running reply wherever it runs: here at once, else every instance
+        is asked over the bus (one of them runs it). A stop finding no running turn is ignored."""
+        identity = require_identity(connection)
+        session_id = frame["session_id"] or connection.data[SESSION_KEY]
+        await chat.request_stop(identity.user_id, session_id, frame["turn_id"])
+
+    @registrar.ws_message("regenerate", RegenerateFrame())
+    async def on_regenerate(connection: "Connection", frame: dict) -> None:
+        identity = require_identity(connection)
+        session_id = frame["session_id"] or connection.data[SESSION_KEY]
+        try:
+            if await chat.conversations.get_session(identity.user_id, session_id) is None:
+                raise NotFound(f"no session {session_id}", error_type="session_not_found")
+            asked = await chat.conversations.last_message(identity.user_id, session_id, "user")
+            if asked is None:
+                raise Conflict("This session has no message to answer again.", error_type="nothing_to_regenerate")
+            turn = Turn(session_id=session_id, user_id=identity.user_id, text=asked["content"], mode="text",
+                        sender=connection.id, reuse=asked,
+                        client=client_info(connection.client_id, connection.device_name, connection.user_agent))
+
+            async def rewrite() -> None:
+                await chat.truncate(identity.user_id, session_id, asked["id"] + 1, "regenerate")
+
+            await chat.turns.submit_rewrite(turn, rewrite)
+        except ApiError as error:
+            connection.send(_api_error_frame(error, session_id))
+
+    @registrar.ws_message("edit", EditFrame())
+    async def on_edit(connection: "Connection", frame: dict) -> None:
+        identity = require_identity(connection)
+        session_id = frame["session_id"] or connection.data[SESSION_KEY]
+        content = frame["content"]
+        client_msg_id = frame["client_msg_id"]
+        try:
+            chat.check_length(content)
+            if not content.strip():
+                raise BadRequest("an edited message needs content", error_type="invalid_frame")
+            edited = await chat.conversations.get_message(identity.user_id, session_id, frame["message_id"])
+            if edited is None or edited["role"] != "user":
+                raise NotFound(f"no message {frame['message_id']} of yours in session {session_id}",
+                               error_type="message_not_found")
+            turn = Turn(session_id=session_id, user_id=identity.user_id, text=content, mode="text",
+                        client_msg_id=client_msg_id, sender=connection.id,
+                        client=client_info(connection.client_id, connection.device_name, connection.user_agent))
+
+            async def rewrite() -> None:
+                await chat.truncate(identity.user_id, session_id, edited["id"], "edit")
+
+            await chat.turns.submit_rewrite(turn, rewrite)
+        except ApiError as error:
+            connection.send(_api_error_frame(error, session_id, client_msg_id=client_msg_id))
+
+
+def _api_error_frame(error: ApiError, session_id: str, **extra) -> dict:
+    hint = {"hint": error.hint} if error.hint else {}
+    return error_frame(error.error, errorType=error.error_type, session_id=session_id, **hint, **extra)

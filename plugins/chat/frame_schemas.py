@@ -111,7 +111,11 @@ class ReviewFrame(TurnFrame):
 class StreamEndFrame(TurnFrame):
     text = fields.String(required=True, metadata={"description": "The reply's full text (what arrived of it when it failed)."})
     content = fields.String(required=True, metadata={"description": "The same as `text`."})
-    finish_reason = fields.String(required=True, metadata={"description": "`stop`, `length`, `error`, ..."})
+    finish_reason = fields.String(required=True, metadata={
+        "description": "`stop`, `length` (cut at the reply limit), `stopped` (the person stopped it: a `stop` "
+                       "frame), `error`, ..."})
+    user_message_id = fields.Integer(metadata={"description": "The stored user message this reply answers "
+                                                              "(what `edit` names); absent when the turn failed."})
     model = fields.String(metadata={"description": "The model that answered."})
     stored_message_ids = fields.List(fields.Integer(), metadata={"description": "The stored parts of the reply."})
     full_audio_url = fields.String(metadata={"description": "A spoken reply (modes `voice_msg`, `voice_assistant`): "
@@ -178,6 +182,15 @@ class MultiMessageFrame(marshmallow.Schema):
     multi_message = fields.Nested(MultiMessage, required=True)
 
 
+class HistoryChangedFrame(marshmallow.Schema):
+    session_id = fields.String(required=True)
+    from_message_id = fields.Integer(required=True, metadata={
+        "description": "The session's stored messages from this id on were deleted: drop them."})
+    reason = fields.String(required=True, validate=validate.OneOf(("edit", "regenerate")))
+    msg_type = _msg_type(required=True)
+    timestamp = fields.Integer(required=True)
+
+
 class QueuedFrame(marshmallow.Schema):
     session_id = fields.String(required=True)
     client_msg_id = fields.String(required=True, allow_none=True)
@@ -240,6 +253,8 @@ SERVER_FRAMES: dict[str, tuple[type[marshmallow.Schema], str]] = {
                             "message posted without a turn (an automation rule), to every device."),
     "multi_message": (MultiMessageFrame, "Several assistant messages posted together without a turn (an automation "
                                          "run's consecutive `message` actions into one session), to every device."),
+    "history_changed": (HistoryChangedFrame, "The session's history was cut back (an `edit` or `regenerate`), to "
+                                             "every device of the user, before the new reply's frames."),
     "queued": (QueuedFrame, "The session is busy: the message waits its turn (to its sender)."),
     "error": (ChatErrorFrame, "A frame that could not be taken, or a turn that failed (to its sender)."),
     "pong": (PongFrame, "The answer to `ping`."),

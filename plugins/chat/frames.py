@@ -136,6 +136,13 @@ def multi_message_frame(session_id: str, stored: list[dict], msg_type: str = "ch
                  "message_id": str(message["id"])} for index, message in enumerate(stored)]}}
 
 
+def history_changed_frame(session_id: str, from_message_id: int, reason: str) -> dict:
+    """The session's stored history lost its messages from `from_message_id` on (`reason`:
+    `edit` or `regenerate`): a page drops those bubbles."""
+    return {"type": "history_changed", "session_id": session_id, "from_message_id": from_message_id,
+            "reason": reason, "msg_type": "system_info", "timestamp": now_ms()}
+
+
 def queued_frame(session_id: str, client_msg_id: str | None, turn_id: str, position: int) -> dict:
     return {"type": "queued", "session_id": session_id, "client_msg_id": client_msg_id, "turn_id": turn_id,
             "position": position, "msg_type": "system_info", "timestamp": now_ms()}

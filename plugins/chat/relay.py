@@ -40,6 +40,33 @@ log = logging.getLogger("plugins.chat.relay")
 STORED_TYPES = {"chat", "action", "markdown", "code"}
 
 
+class TurnControl:
+    """A turn this instance is running, as a stop request finds it (`Relay.request_stop`).
+    The relay reads `stopped` once per event of the AI core's stream; a stop that finds the
+    relay waiting for the next event cancels that wait (`awaiting`), which closes the stream."""
+
+    __slots__ = ("user_id", "session_id", "task", "awaiting", "stopped")
+
+    def __init__(self, user_id: str, session_id: str, task: "asyncio.Task | None"):
+        self.user_id, self.session_id, self.task = user_id, session_id, task
+        self.awaiting = self.stopped = False
+
+    def stop(self) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
+        if self.awaiting and self.task is not None:
+            self.task.cancel()
+
+    def stop_landed(self) -> bool:
+        """Whether a CancelledError the stream's read raised is this turn's stop (taken back
+        here), not the task being cancelled (the service stopping)."""
+        if not self.stopped or self.task is None:
+            return False
+        self.task.uncancel()
+        return self.task.cancelling() == 0
+
+
 class Relay:
     def __init__(self, context: "Context", *, admission: Admission, replay: Replay, ai: AiCore,
                  history_limit: int, store_after: float, max_reply_chars: int,
@@ -50,6 +77,7 @@ class Relay:
         self.history_limit, self.store_after = history_limit, store_after
         self.max_reply_chars = max_reply_chars
         self.records = store.TurnRecords(context)
+        self.live: dict[str, TurnControl] = {}  # turn id → the turns this instance runs now
         # Turns of this instance waiting for the AI core's first event: while any waits, a turn
         # that got its own leaves its writes to the `store_after` timer (see run).
         self.awaiting_first_event = 0
@@ -57,6 +85,22 @@ class Relay:
     @property
     def conversations(self):
         return self.context.contracts.require(CONVERSATIONS)
+
+    def request_stop(self, user_id: str, session_id: str, turn_id: str | None) -> bool:
+        """Stop the user's turn `turn_id` (any turn of the session when None) if this instance
+        runs it: it ends as a reply cut at its limit does, with `finish_reason` `stopped`.
+        False when it does not run here (or is another user's, or already ended)."""
+        if turn_id is not None:
+            control = self.live.get(turn_id)
+            found = [control] if control is not None else []
+        else:
+            found = list(self.live.values())
+        stopped = False
+        for control in found:
+            if control.user_id == user_id and control.session_id == session_id:
+                control.stop()
+                stopped = True
+        return stopped
 
     async def run(self, turn: Turn, watcher: ReplyTap | None = None,
                   on_start: Callable[[], Awaitable[None]] | None = None) -> tuple[str, TurnReply | TurnFailed]:
@@ -71,7 +115,13 @@ class Relay:
         session_id, user_id, turn_id = turn.session_id, turn.user_id, turn.turn_id
         session = turn.session.key  # the session's keys on the bus (replay, activity)
         try:
-            history = await self.conversations.recent_history(user_id, session_id, self.history_limit)
+            if turn.reuse is None:
+                history = await self.conversations.recent_history(user_id, session_id, self.history_limit)
+            else:  # the stored message is answered again: the history before it
+                history = await self.conversations.recent_history(user_id, session_id, self.history_limit + 1)
+                if history and history[-1]["role"] == "user":
+                    history = history[:-1]
+                history = history[-self.history_limit:]
         except Exception as error:  # nothing sent or stored yet: tell the sender, allow a re-send
             log.error("reading the history of session %s failed: %r", session_id, error)
             await self.admission.forget_message_id(turn)
@@ -91,6 +141,7 @@ class Relay:
             "attachments": [{"type": "image", "url": a["url"]} for a in turn.attachments if a.get("type") == "image"],
             "message_id": turn.client_msg_id}
         events = self.ai.stream_chat(body)
+        control = self.live[turn_id] = TurnControl(user_id, session_id, asyncio.current_task())
         gate = EchoGate(self.hub, user_id, turn.sender, turn_id)
         # The writes start once the first event went out and no other turn here still waits for
         # its own, or `store_after` seconds passed, or at once without a sender (see
@@ -193,7 +244,7 @@ class Relay:
             if taps:
                 order, locked = asyncio.Lock(), True
 
-        room, cut = self.max_reply_chars, False
+        room, cut, stopped = self.max_reply_chars, False, False
         final: DoneEvent | None = None
         # The AI core's request goes out in this task's own step (the set-up waits its turn in a
         # task beside it): a burst of turns gets its requests out sooner. The events are read
@@ -211,16 +262,29 @@ class Relay:
 
         try:
             while True:
+                if control.stopped:  # the person stopped the reply: what arrived is the reply
+                    stopped = True
+                    break
                 try:
+                    control.awaiting = True
                     event = await events.__anext__()
                 except StopAsyncIteration:
                     event = None
+                except asyncio.CancelledError:
+                    if not control.stop_landed():
+                        first_event_came()
+                        if set_up is not None:
+                            await _wait_out(set_up, cancel=True)
+                            set_up = None
+                        raise
+                    event, stopped = None, True  # the stream closed itself (the AI core stops the model)
                 except BaseException as error:
                     first_event_came()
                     if set_up is not None:  # stream_start is out (or failed) before the failure's frames
                         await _wait_out(set_up, cancel=isinstance(error, asyncio.CancelledError))
                         set_up = None
                     raise
+                control.awaiting = False
                 if set_up is not None:  # the first event: the set-up must have finished
                     first_event_came()
                     await set_up
@@ -258,10 +322,10 @@ class Relay:
                     # In a burst the writes (in this process and in PostgreSQL) would take the
                     # CPU from the first tokens still to come: they wait for the timer.
                     start_writes()
-            if final is None and not cut:
+            if final is None and not cut and not stopped:
                 raise TurnFailed(turn_error_text("ai_core_failed"), "ai_core_failed")
             await writes_finished()  # a reply that is only `done` relayed nothing first
-            _confirmation(start_writes())
+            user_message = _confirmation(start_writes())
         except Exception as error:
             failure = _as_failure(error, turn)
             if set_up is not None:  # a failure of the set-up itself
@@ -275,13 +339,19 @@ class Relay:
             await abort_taps(taps)
             raise
         finally:
+            control.awaiting = False
+            self.live.pop(turn_id, None)  # a stop from now on finds the turn ended
             first_event_came()
             if set_up is not None:
                 await _wait_out(set_up, cancel=True)
             await events.aclose()
             await writes_finished()  # cancelled: the row and the message are written, or fail
 
-        if final is None:  # cut at the reply's limit: what arrived is the reply, and devices are told
+        if final is None and stopped:  # stopped by the person: what arrived is the reply
+            log.info("turn %s of session %s stopped by its user", turn_id, session_id)
+            final = {"type": "done", "text": "".join(pieces), "model": "", "finish_reason": "stopped",
+                     "fallbacks": [], "usage": None, "duration_ms": 0.0}
+        elif final is None:  # cut at the reply's limit: what arrived is the reply, and devices are told
             log.warning("turn %s of session %s reached the reply limit of %d characters; cut there",
                         turn_id, session_id, self.max_reply_chars)
             final = {"type": "done", "text": "".join(pieces), "model": "", "finish_reason": "length",
@@ -319,7 +389,8 @@ class Relay:
             await abort_taps(taps)
             raise
         await emit_end(stream_end_frame(turn_id, reply, done.finish_reason, model=done.model,
-                                        stored_message_ids=stored_ids, **tapped))
+                                        stored_message_ids=stored_ids, user_message_id=user_message["id"],
+                                        **tapped))
         await _best_effort(self.replay.finish(session, turn_id), "recording the reply's end")
         return "done", done
 
@@ -336,7 +407,8 @@ class Relay:
         if turn.attachments:
             metadata["attachments"] = [{k: v for k, v in a.items() if k != "url"} for a in turn.attachments]
         store_message = self.conversations.add_message(session_id, turn.user_id, "user", turn.text, "chat",
-                                                       metadata=metadata, client_msg_id=turn.client_msg_id)
+                                                       metadata=metadata, client_msg_id=turn.client_msg_id) \
+            if turn.reuse is None else _stored(turn.reuse)
         try:
             if turn.recorded:  # claimed from the queue, or written at admission
                 recorded, stored = True, await store_message
@@ -361,7 +433,7 @@ class Relay:
                 await self.admission.forget_message_id(turn)
             raise
         await gate.open(echo_frame(session_id, stored, turn.text, metadata.get("attachments", []),
-                                   turn.client_msg_id, turn.client))
+                                   turn.client_msg_id, turn.client) if turn.reuse is None else None)
         await self.context.bus.set(activity_key(turn.session.key), str(now_ms()), ttl=ACTIVITY_TTL)
         return stored
 
@@ -488,6 +560,10 @@ async def _best_effort(step: Awaitable[Any], what: str) -> Exception | None:
         log.warning("%s failed: %r", what, error)
         return error
     return None
+
+
+async def _stored(message: dict) -> dict:
+    return message
 
 
 def _outcome_read(future: "asyncio.Future") -> None:

@@ -13,9 +13,9 @@ import contextlib
 import functools
 import logging
 import math
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
-from gateway.errors import ServiceUnavailable, TooManyRequests
+from gateway.errors import Conflict, ServiceUnavailable, TooManyRequests
 from plugins.sessions.contract import CONVERSATIONS
 
 from . import store
@@ -86,6 +86,29 @@ class TurnMachine:
         if status == "duplicate":
             return _duplicate(turn)
         return await self.admission.tell_queued(turn)
+
+    async def submit_rewrite(self, turn: Turn, rewrite: Callable[[], Awaitable[None]]) -> dict:
+        """Run `turn` after `rewrite` changed the session's stored history (an edited message,
+        a regenerated reply), both under the session's turn lock: refused (Conflict
+        `turn_running`) while a turn runs or waits in the session, here or on another instance."""
+        await self.pacer.start()
+        await self._limit_rate(turn.user_id)
+        session = turn.session
+        if not await self._lock(session):
+            raise turn_running()
+        try:
+            if await store.queue_length(self.context.db, session.user_id, session.session_id):
+                raise turn_running()
+            await rewrite()
+        except BaseException:
+            await self._unlock(session)
+            raise
+        self._start_draining(session, first=turn)
+        return _started(turn)
+
+    def stop_turn(self, user_id: str, session_id: str, turn_id: str | None) -> bool:
+        """Stop the turn if this instance runs it (see Relay.request_stop)."""
+        return self.relay.request_stop(user_id, session_id, turn_id)
 
     async def _limit_rate(self, user_id: str) -> None:
         """At most `max_messages_per_minute` messages a user, counted on the bus (every instance
@@ -328,6 +351,11 @@ class TurnMachine:
                 await asyncio.sleep(0.01)
         if self._bookkeeping:  # writes the stopped turns started (their rows' final status)
             await asyncio.wait(list(self._bookkeeping), timeout=max(1.0, deadline - loop.time()))
+
+
+def turn_running() -> Conflict:
+    return Conflict("A reply is still running in this session; stop it or wait for it to end.",
+                    error_type="turn_running", hint="Send `stop` first, or wait for `stream_end`.")
 
 
 def _started(turn: Turn) -> dict:

@@ -52,6 +52,17 @@ class Conversations(Protocol):
 
     async def all_messages(self, user_id: str, session_id: str) -> list[dict]: ...
 
+    async def get_message(self, user_id: str, session_id: str, message_id: int) -> dict | None: ...
+
+    async def last_message(self, user_id: str, session_id: str, role: str | None = None) -> dict | None:
+        """The session's latest message (of `role`, when given)."""
+        ...
+
+    async def delete_messages_from(self, user_id: str, session_id: str, message_id: int) -> int:
+        """Delete the message `message_id` and every later one of the session; how many went.
+        Models' histories read afterwards no longer hold them (every instance)."""
+        ...
+
     async def recent_history(self, user_id: str, session_id: str, limit: int = 20) -> list[dict]:
         """The last `limit` messages as `{"role", "content"}` for a model's context, oldest first.
         The dicts may be shared with the service's own copy of the history: read them only."""

@@ -390,6 +390,33 @@ class Conversations:
                                f"ORDER BY id", (user_id, session_id))
         return [_message(row) for row in rows]
 
+    async def get_message(self, user_id: str, session_id: str, message_id: int) -> dict | None:
+        row = await fetch_one(self.db, f"SELECT {MESSAGE_COLUMNS} FROM chat_messages "
+                                       f"WHERE user_id = %s AND session_id = %s AND id = %s",
+                              (user_id, session_id, message_id))
+        return _message(row) if row is not None else None
+
+    async def last_message(self, user_id: str, session_id: str, role: str | None = None) -> dict | None:
+        """The session's latest message (of `role`, when given)."""
+        row = await fetch_one(self.db, f"SELECT {MESSAGE_COLUMNS} FROM chat_messages "
+                                       f"WHERE user_id = %s AND session_id = %s AND (%s::text IS NULL OR role = %s) "
+                                       f"ORDER BY id DESC LIMIT 1", (user_id, session_id, role, role))
+        return _message(row) if row is not None else None
+
+    async def delete_messages_from(self, user_id: str, session_id: str, message_id: int) -> int:
+        """Delete the message `message_id` and every later one of the session (an edited message
+        and what answered it, a reply regenerated); how many went."""
+        async with transaction(self.db) as cursor:
+            await cursor.execute("DELETE FROM chat_messages WHERE user_id = %s AND session_id = %s AND id >= %s",
+                                 (user_id, session_id, message_id))
+            deleted = cursor.rowcount
+            if deleted:
+                await cursor.execute("UPDATE chat_sessions SET updated_at = now() WHERE user_id = %s AND id = %s",
+                                     (user_id, session_id))
+        if deleted:
+            await self._history_changed(user_id, session_id)
+        return deleted
+
     async def recent_history(self, user_id: str, session_id: str, limit: int = 20) -> list[dict]:
         """The last `limit` user and assistant turns, oldest first, as the AI core wants them;
         from this instance's copy when no write happened since (one bus read, no query)."""

@@ -110,6 +110,16 @@ async def test_every_frame_of_real_turns_fits_the_documented_schema(gateway, ai_
         await sender.until("stream_end")
         await sender.until("stream_end")
 
+        # The person regenerates the last reply, then stops the next one mid-stream.
+        await sender.ws.send_json({"type": "regenerate"})
+        assert (await sender.until("stream_end"))[0]["type"] == "history_changed"
+        provider.gate.clear()
+        await sender.ws.send_json({"type": "regenerate"})
+        await sender.until("stream_chunk")
+        await sender.ws.send_json({"type": "stop"})
+        assert (await sender.until("stream_end"))[-1]["finish_reason"] == "stopped"
+        provider.gate.set()
+
         await route_chat(ai_core_url, ["thinker"])
         assert any(f["type"] == "thinking" for f in await sender.turn("Think first.", "m4"))
         await route_chat(ai_core_url, ["tools"])

@@ -485,3 +485,109 @@ async def test_the_app_installs_a_service_worker_and_opens_offline(services, bro
         unexpected = [error for error in errors if "ERR_INTERNET_DISCONNECTED" not in error
                       and "Failed to fetch" not in error]
         assert unexpected == []
+
+
+# ---------------------------------------------------------------- a message's actions
+
+async def fresh_conversation(page) -> None:
+    await page.click(".drawer-actions button")
+    await page.wait_for_selector(".messages .empty:not([hidden])")
+
+
+async def finished_replies(page, count: int):
+    """The page's replies once `count` of them finished streaming."""
+    replies = page.locator("article.message.assistant:not(.streaming)")
+    await replies.nth(count - 1).wait_for(timeout=15000)
+    return replies
+
+
+async def reload(page) -> None:
+    await page.reload()
+    await page.wait_for_selector("#connection[data-state=open]", timeout=10000)
+    await page.locator(".history article.message").first.wait_for(timeout=10000)
+
+
+async def shown(page, role: str) -> list[str]:
+    """The text of each bubble of `role`, without its action buttons."""
+    return [" ".join(text.split()) for text in await page.locator(f"article.message.{role}").evaluate_all(
+        "items => items.map(item => [...item.querySelectorAll('.part, .body')].map(part => part.innerText).join(' '))")]
+
+
+async def test_copy_puts_a_messages_text_on_the_clipboard(services, browser, admin_password):
+    async with signed_in(services, browser, admin_password) as page:
+        await page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+        await fresh_conversation(page)
+        await send(page, "copy this please")
+        reply = (await finished_replies(page, 1)).last
+        await reply.hover()
+        await reply.locator(".action-copy").click()
+        await reply.locator(".action-copy", has_text="Copied").wait_for()
+        assert await page.evaluate("navigator.clipboard.readText()") == "Hello there, friend. How can I help?"
+        mine = page.locator("article.message.user").last
+        await mine.hover()
+        await mine.locator(".action-copy").click()
+        await mine.locator(".action-copy", has_text="Copied").wait_for()
+        assert await page.evaluate("navigator.clipboard.readText()") == "copy this please"
+
+
+async def test_stop_ends_a_slow_reply_and_what_arrived_is_kept(services, browser, admin_password):
+    async with signed_in(services, browser, admin_password) as page:
+        await fresh_conversation(page)
+        stop = page.locator("button.stop")
+        assert await stop.is_hidden()
+        await send(page, "something slow please")
+        await page.locator(".live article.message.assistant.streaming").filter(has_text="word3").wait_for(timeout=10000)
+        await stop.click()
+        reply = (await finished_replies(page, 1)).last
+        await reply.locator(".stopped", has_text="Stopped.").wait_for(timeout=10000)
+        await stop.wait_for(state="hidden")
+        words = (await reply.locator(".body").inner_text()).split()
+        assert 3 <= len(words) < len(SLOW_WORDS) and words == SLOW_WORDS[:len(words)]
+        await reload(page)
+        assert await shown(page, "assistant") == [" ".join(words)]
+        assert await shown(page, "user") == ["something slow please"]
+
+
+async def test_regenerate_replaces_the_last_reply(services, browser, admin_password):
+    async with signed_in(services, browser, admin_password) as page:
+        await fresh_conversation(page)
+        await send(page, "first question")
+        await finished_replies(page, 1)
+        await send(page, "second question")
+        replies = await finished_replies(page, 2)
+        first, last = replies.first, replies.last
+        assert await first.locator(".action-regenerate").is_hidden()  # only the last reply offers it
+        await last.evaluate("element => { element.dataset.old = 'yes'; }")
+        await last.hover()
+        await last.locator(".action-regenerate").click()
+        await page.locator("article.message[data-old]").wait_for(state="detached", timeout=10000)
+        await finished_replies(page, 2)
+        assert await shown(page, "user") == ["first question", "second question"]
+        assert len(await shown(page, "assistant")) == 2
+        await reload(page)
+        assert await shown(page, "user") == ["first question", "second question"]
+        assert await shown(page, "assistant") == ["Hello there, friend. How can I help?"] * 2
+
+
+async def test_editing_a_message_sends_it_again_and_drops_what_followed(services, browser, admin_password):
+    async with signed_in(services, browser, admin_password) as page:
+        await fresh_conversation(page)
+        await send(page, "first words")
+        await finished_replies(page, 1)
+        await send(page, "second words")
+        await finished_replies(page, 2)
+        mine = page.locator("article.message.user", has_text="first words")
+        await mine.hover()
+        await mine.locator(".action-edit").click()
+        editor = mine.locator(".editor textarea")
+        assert await editor.input_value() == "first words"
+        await editor.fill("changed words")
+        await editor.press("Enter")
+        await page.locator("article.message.user", has_text="second words").wait_for(state="detached", timeout=10000)
+        await finished_replies(page, 1)
+        await page.locator("article.message.user:not(.pending)", has_text="changed words").wait_for(timeout=10000)
+        assert await shown(page, "user") == ["changed words"]
+        assert len(await shown(page, "assistant")) == 1
+        await reload(page)
+        assert await shown(page, "user") == ["changed words"]
+        assert await shown(page, "assistant") == ["Hello there, friend. How can I help?"]

@@ -26,7 +26,11 @@ export function mount(root, app) {
     sessions: [], current: null, turns: new Map(), pending: new Map(), shownIds: new Set(),
     unread: new Set(), attachments: [], searching: false,
     sessionBases: new Map(),   // session id -> its own knowledge base's id (attached documents)
+    // Replies streaming in the open session (turn keys), and an edit sent, waiting for its history_changed.
+    streaming: new Set(), awaitingEdit: null,
   };
+  // Each bubble's text as sent or stored (what Copy copies and Edit starts from).
+  const texts = new WeakMap();
 
   // ------------------------------------------------------------------ layout
   const newButton = h("button", {type: "button", class: "primary", "data-i18n": "sessions.new"}, t("sessions.new"));
@@ -60,6 +64,8 @@ export function mount(root, app) {
   const input = h("textarea", {rows: "1", class: "input", "data-i18n-placeholder": "chat.placeholder",
     placeholder: t("chat.placeholder"), "data-i18n-label": "chat.input_label", "aria-label": t("chat.input_label")});
   const send = h("button", {type: "submit", class: "primary send", "data-i18n": "chat.send"}, t("chat.send"));
+  // While a reply streams: stops it (the reply so far stays).
+  const stop = h("button", {type: "button", class: "stop", hidden: true, "data-i18n": "chat.stop"}, t("chat.stop"));
   const speaker = new ReplySpeaker(api);
   const recorder = new VoiceRecorder(app, () => (speaker.enabled ? "voice_msg" : "text"));
   const talk = h("button", {type: "button", class: "icon talk", "data-i18n-label": "chat.talk", "aria-label": t("chat.talk"),
@@ -68,7 +74,7 @@ export function mount(root, app) {
     title: t("chat.speak"), "aria-pressed": String(speaker.enabled)});
   const interim = h("p", {class: "voice-interim", role: "status", hidden: true});
   const composer = h("form", {class: "composer"}, attachNote, tray, interim,
-    h("div", {class: "composer-row"}, attach, fileInput, talk, input, speak, send));
+    h("div", {class: "composer-row"}, attach, fileInput, talk, input, speak, stop, send));
   const conversation = h("div", {class: "conversation"},
     h("header", {class: "conversation-header"}, title, h("div", {class: "session-actions"}, rename, exportSelect, remove)),
     messages, composer);
@@ -125,6 +131,9 @@ export function mount(root, app) {
     localStorage.setItem("assistant.session", id);
     state.turns.clear();
     state.pending.clear();
+    state.streaming.clear();
+    state.awaitingEdit = null;
+    updateBusy();
     // What the page showed goes with it: a message shown before must be shown again here.
     state.shownIds.clear();
     clear(history);
@@ -159,6 +168,7 @@ export function mount(root, app) {
         if (reply && previous) {
           previous.querySelector("time.stamp").before(renderPart(message.role === "action" ? "action" : message.msg_type,
             message.content, message.metadata || {}, t));
+          texts.set(previous, `${texts.get(previous) || ""}\n\n${message.content}`);
           continue;
         }
         const element = storedBubble(message);
@@ -169,6 +179,7 @@ export function mount(root, app) {
       return fragment;
     };
     history.append(render(all.slice(-shown)));
+    updateActions();
     const earlier = all.slice(0, -shown);
     older.hidden = earlier.length === 0;
     older.onclick = () => { history.prepend(render(earlier.splice(-shown))); older.hidden = earlier.length === 0; };
@@ -197,7 +208,104 @@ export function mount(root, app) {
 
   function bubble(role, ...children) {
     const label = role === "user" ? t("chat.you") : role === "assistant" || role === "action" ? t("chat.assistant") : "";
-    return h("article", {class: `message ${role}`, "aria-label": label}, ...children);
+    const element = h("article", {class: `message ${role}`, "aria-label": label}, ...children);
+    element.append(actionsFor(element, role));
+    return element;
+  }
+
+  // ------------------------------------------------------------------ a bubble's actions
+  // Copy on every bubble; Edit on the person's own stored messages; Regenerate on the last
+  // reply. Edit and Regenerate are hidden while a reply streams (the gateway refuses them then).
+  function actionsFor(element, role) {
+    const button = (key, onclick, extra = "") => h("button", {type: "button", class: `quiet action-${key}${extra}`,
+      "data-i18n": `chat.${key}`, onclick: (event) => { event.stopPropagation(); onclick(event.currentTarget); }}, t(`chat.${key}`));
+    const row = h("div", {class: "message-actions"});
+    row.append(button("copy", (target) => copyText(element, target)));
+    if (role === "user") row.append(button("edit", () => startEditing(element)));
+    else row.append(button("regenerate", regenerate));
+    return row;
+  }
+
+  function textOf(element) {
+    const turn = [...state.turns.values()].find((item) => item.element === element);
+    return (turn ? turn.text : texts.get(element)) || "";
+  }
+
+  async function copyText(element, target) {
+    try {
+      await navigator.clipboard.writeText(textOf(element));
+      target.textContent = t("chat.copied");
+      setTimeout(() => { target.textContent = t("chat.copy"); }, 1500);
+    } catch (error) {
+      app.toast(t("chat.copy_failed", {error: error.message || error.name}), {level: "error"});
+    }
+  }
+
+  function regenerate() {
+    if (state.streaming.size) return;
+    app.socket.send({type: "regenerate", session_id: state.current});
+  }
+
+  function startEditing(element) {
+    if (state.streaming.size || !element.dataset.id || element.querySelector(".editor")) return;
+    const field = h("textarea", {class: "input", rows: "3", "data-i18n-label": "chat.edit_label", "aria-label": t("chat.edit_label")});
+    field.value = texts.get(element) || "";
+    const editor = h("form", {class: "editor"}, field, h("div", {class: "editor-actions"},
+      h("button", {type: "button", class: "quiet", "data-i18n": "chat.cancel", onclick: () => editor.remove()}, t("chat.cancel")),
+      h("button", {type: "submit", class: "primary", "data-i18n": "chat.send"}, t("chat.send"))));
+    editor.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const text = field.value.trim();
+      if (!text || state.streaming.size) return;
+      const clientMsgId = newMessageId();
+      state.awaitingEdit = {text, clientMsgId};
+      app.socket.send({type: "edit", session_id: state.current, message_id: Number(element.dataset.id), content: text,
+        client_msg_id: clientMsgId});
+      editor.remove();
+    });
+    field.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") editor.remove();
+      else if (event.key === "Enter" && !event.shiftKey && !event.isComposing) { event.preventDefault(); editor.requestSubmit(); }
+    });
+    element.classList.add("editing");
+    element.append(editor);
+    field.focus();
+  }
+
+  // The stored history lost its messages from `fromId` on: every bubble after the last one
+  // stored before it goes (bubbles of this page learn their ids at stream_end).
+  function dropFrom(fromId) {
+    const items = [...history.children, ...live.children];
+    let keep = -1;
+    items.forEach((element, index) => { if (element.dataset.id && Number(element.dataset.id) < fromId) keep = index; });
+    for (const element of items.slice(keep + 1)) element.remove();
+    for (const [key, turn] of state.turns) if (!turn.element.isConnected) state.turns.delete(key);
+    updateEmpty();
+  }
+
+  function updateActions() {
+    const busy = state.streaming.size > 0;
+    const replies = messages.querySelectorAll(".message.assistant");
+    replies.forEach((element, index) => {
+      const button = element.querySelector(".action-regenerate");
+      if (button) button.hidden = busy || index !== replies.length - 1 || element.classList.contains("streaming");
+    });
+    for (const button of messages.querySelectorAll(".message.user .action-edit")) {
+      button.hidden = busy || !button.closest(".message").dataset.id;
+    }
+  }
+
+  function updateBusy() {
+    stop.hidden = state.streaming.size === 0;
+    updateActions();
+  }
+
+  stop.addEventListener("click", () => {
+    for (const key of state.streaming) app.socket.send({type: "stop", session_id: state.current, turn_id: key});
+  });
+
+  function newMessageId() {
+    return crypto.randomUUID ? crypto.randomUUID() : `m-${Date.now()}-${Math.random().toString(36).slice(2)}`;
   }
 
   function storedBubble(message) {
@@ -206,7 +314,10 @@ export function mount(root, app) {
     const type = message.role === "action" ? "action" : message.msg_type;
     const body = role === "user" ? userBody(message.content, (message.metadata || {}).attachments)
       : renderPart(type, message.content, message.metadata || {}, t);
-    return bubble(role, body, h("time", {class: "stamp"}, formatTime(message.created_at, app.language)));
+    const element = bubble(role, body, h("time", {class: "stamp"}, formatTime(message.created_at, app.language)));
+    element.dataset.id = message.id;
+    texts.set(element, message.content);
+    return element;
   }
 
   function userBody(text, attachments) {
@@ -313,31 +424,49 @@ export function mount(root, app) {
       case "response": {
         if (frame.message_id && state.shownIds.has(Number(frame.message_id))) return;
         if (frame.message_id) state.shownIds.add(Number(frame.message_id));
+        let element;
         if (frame.role === "user") {
           const device = frame.client_info && frame.client_info.device_name;
-          const element = bubble("user", userBody(frame.content || frame.text, frame.attachments));
+          element = bubble("user", userBody(frame.content || frame.text, frame.attachments));
           if (device) element.append(h("span", {class: "stamp"}, t("chat.from_other_device", {device})));
-          live.append(element);
         } else {
           const type = frame.role === "action" ? "action" : frame.msg_type;
-          live.append(bubble(frame.role === "action" ? "action" : "assistant",
-            renderPart(type, frame.content || frame.text, frame.metadata || {}, t)));
+          element = bubble(frame.role === "action" ? "action" : "assistant",
+            renderPart(type, frame.content || frame.text, frame.metadata || {}, t));
         }
+        if (frame.message_id) element.dataset.id = frame.message_id;
+        texts.set(element, frame.content || frame.text || "");
+        live.append(element);
+        updateActions();
         updateEmpty();
         scrollDown();
         touch(state.current);
         break;
       }
       case "stream_start": {
-        turnOf(frame);
+        const turn = turnOf(frame);
         // The turn that starts is the oldest message still waiting: it is not queued any more.
         const [first] = state.pending.values();
         if (first) {
           first.element.classList.remove("pending");
           if (first.queued) { first.queued.remove(); first.queued = null; }
           state.pending.delete([...state.pending.keys()][0]);
+          turn.userElement = first.element;
         }
+        state.streaming.add(turn.key);
+        updateBusy();
         scrollDown();
+        break;
+      }
+      case "history_changed": {
+        dropFrom(Number(frame.from_message_id));
+        // This page's edit: its new message waits for its reply like one sent from the composer.
+        const edit = state.awaitingEdit;
+        if (edit && frame.reason === "edit") {
+          state.awaitingEdit = null;
+          showPending(edit.text, [], edit.clientMsgId);
+        }
+        updateActions();
         break;
       }
       case "stream_chunk": {
@@ -414,6 +543,7 @@ export function mount(root, app) {
         const text = (frame.text || "").trim();
         if (!text) { app.toast(t("chat.no_speech")); break; }
         const element = bubble("user", userBody(text, []));
+        texts.set(element, text);
         element.classList.add("pending", "spoken");
         live.append(element);
         state.pending.set(frame.message_id || frame.client_msg_id || `voice-${Date.now()}`, {element, queued: null});
@@ -434,7 +564,14 @@ export function mount(root, app) {
           clear(turn.body).append(turn.text ? renderMarkdown(turn.text, t) : "");
         }
         if (frame.finish_reason === "error") turn.element.append(h("p", {class: "stopped"}, t("chat.stopped")));
+        if (frame.finish_reason === "stopped") turn.element.append(h("p", {class: "stopped"}, t("chat.stopped_by_you")));
         for (const id of frame.stored_message_ids || []) state.shownIds.add(Number(id));
+        // Their stored ids: what Edit names, and where a history_changed cuts.
+        if ((frame.stored_message_ids || []).length) turn.element.dataset.id = frame.stored_message_ids[0];
+        if (turn.userElement && frame.user_message_id) turn.userElement.dataset.id = frame.user_message_id;
+        texts.set(turn.element, turn.text);
+        state.streaming.delete(turn.key);
+        updateBusy();
         turn.element.append(h("time", {class: "stamp"}, formatTime(frame.timestamp || Date.now(), app.language)));
         touch(state.current);
         scrollDown();
@@ -444,9 +581,13 @@ export function mount(root, app) {
         for (const item of (frame.multi_message || {}).messages || []) {
           if (item.message_id && state.shownIds.has(Number(item.message_id))) continue;
           if (item.message_id) state.shownIds.add(Number(item.message_id));
-          if (item.msg_type === "system_info") notice("info", item.content);
-          else live.append(bubble(item.msg_type === "action" ? "action" : "assistant", renderPart(item.msg_type, item.content, {}, t)));
+          if (item.msg_type === "system_info") { notice("info", item.content); continue; }
+          const element = bubble(item.msg_type === "action" ? "action" : "assistant", renderPart(item.msg_type, item.content, {}, t));
+          if (item.message_id) element.dataset.id = item.message_id;
+          texts.set(element, item.content);
+          live.append(element);
         }
+        updateActions();
         updateEmpty();
         scrollDown();
         touch(state.current);
@@ -461,7 +602,9 @@ export function mount(root, app) {
         break;
       }
       case "error":
+        if (state.awaitingEdit && frame.client_msg_id === state.awaitingEdit.clientMsgId) state.awaitingEdit = null;
         if (frame.errorType === "admin_only") notice("error", t("chat.not_allowed"));
+        else if (frame.errorType === "turn_running") notice("error", t("chat.busy"));
         else notice("error", t("chat.error", {error: frame.error || "?"}), frame.errorType ? "retry" : undefined);
         break;
       default:
@@ -470,15 +613,21 @@ export function mount(root, app) {
   }
 
   // ------------------------------------------------------------------ sending
-  function sendText(text, attachments) {
-    const clientMsgId = crypto.randomUUID ? crypto.randomUUID() : `m-${Date.now()}-${Math.random().toString(36).slice(2)}`;
+  function showPending(text, attachments, clientMsgId) {
     const element = bubble("user", userBody(text, attachments));
+    texts.set(element, text);
     element.classList.add("pending");
     live.append(element);
     state.pending.set(clientMsgId, {element, queued: null});
-    state.lastSent = {content: text, attachments};
+    updateActions();
     updateEmpty();
     scrollDown(true);
+  }
+
+  function sendText(text, attachments) {
+    const clientMsgId = newMessageId();
+    showPending(text, attachments, clientMsgId);
+    state.lastSent = {content: text, attachments};
     app.socket.send({type: "message", mode: speaker.enabled ? "voice_msg" : "text", content: text, client_msg_id: clientMsgId,
       attachments: attachments.map(({preview, status, document_id, ...rest}) => rest)});
     touch(state.current);

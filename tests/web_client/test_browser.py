@@ -351,3 +351,77 @@ async def test_registration_says_so_when_the_server_does_not_allow_it(services, 
         await form.locator("button[type=submit]").click()
         await form.locator(".form-error", has_text="Registration is not open").wait_for(timeout=10000)
         assert [error for error in errors if "403" not in error] == []
+
+
+LONG_CONVERSATION = 300
+
+
+def store_long_conversation(database_url: str) -> None:
+    """The administrator's "Long" conversation of LONG_CONVERSATION messages (`message 000` ...),
+    the person and the assistant taking turns, except that messages 099 and 100 are the two
+    parts of one reply (stored as two messages, shown as one bubble, across the boundary of two
+    pages) and 101 is the person's; and a "Short" conversation."""
+    import psycopg2
+
+    connection = psycopg2.connect(database_url)
+    with connection, connection.cursor() as cursor:
+        cursor.execute("INSERT INTO chat_sessions (id, user_id, title, updated_at) VALUES "
+                       "('long-one', 'admin', 'Long', now() + interval '1 hour'), "
+                       "('short-one', 'admin', 'Short', now() + interval '1 minute')")
+        cursor.execute(
+            "INSERT INTO chat_messages (session_id, user_id, role, content, created_at) "
+            "SELECT 'long-one', 'admin', CASE WHEN (n %% 2 = 0 AND n <> 100) OR n = 101 THEN 'user' ELSE 'assistant' END, "
+            "'message ' || lpad(n::text, 3, '0'), now() - (%s - n) * interval '1 minute' "
+            "FROM generate_series(0, %s - 1) AS n ORDER BY n", (LONG_CONVERSATION, LONG_CONVERSATION))
+        cursor.execute("INSERT INTO chat_messages (session_id, user_id, role, content) "
+                       "VALUES ('short-one', 'admin', 'user', 'hi'), ('short-one', 'admin', 'assistant', 'hello')")
+    connection.close()
+
+
+@pytest.mark.slow
+async def test_going_back_to_a_long_conversation_shows_its_end_and_scrolling_up_reads_it_all(
+        services, browser, admin_password):
+    """A long conversation used to come back only after every page of it was fetched from the
+    oldest on; now its newest page comes in one request and older ones as the person scrolls up,
+    in order, each once, the message being read staying where it was on the screen."""
+    store_long_conversation(services.database_url)
+    async with signed_in(services, browser, admin_password) as page:
+        requests: list[str] = []
+        page.on("request", lambda request: requests.append(request.url) if "/long-one/messages" in request.url else None)
+        await page.locator(".session", has_text="Short").first.click()
+        await page.locator(".history .part", has_text="hello").wait_for()
+        requests.clear()
+        await page.locator(".session", has_text="Long").first.click()
+        newest = page.locator(".history .part", has_text="message 299")
+        await newest.wait_for()
+        assert len(requests) == 1 and "latest=true" in requests[0]
+        assert await newest.evaluate("""(element) => {
+            const view = element.closest('.messages').getBoundingClientRect();
+            const box = element.getBoundingClientRect();
+            return box.bottom <= view.bottom + 1 && box.top >= view.top - 1;
+        }""")
+        assert await page.locator(".history article.message.user").count() > 0
+        assert await page.locator(".history article.message.assistant").count() > 0
+        assert await page.locator(".history .part").count() < LONG_CONVERSATION
+
+        pages = 0
+        while await page.locator(".messages .older").is_visible():
+            reading_text, reading_top = await page.evaluate("""() => {
+                const messages = document.querySelector('.messages');
+                messages.scrollTop = 0;
+                const part = document.querySelector('.history .part');
+                return [part.textContent, part.getBoundingClientRect().top];
+            }""")
+            await page.wait_for_function("(text) => document.querySelector('.history .part').textContent !== text",
+                                         arg=reading_text, timeout=10000)
+            top = await page.locator(".history .part", has_text=reading_text).evaluate(
+                "(element) => element.getBoundingClientRect().top")
+            assert abs(top - reading_top) <= 2, (reading_text, reading_top, top)
+            pages += 1
+        assert pages >= 2
+        texts = await page.locator(".history .part").all_text_contents()
+        assert [text.strip() for text in texts] == [f"message {n:03d}" for n in range(LONG_CONVERSATION)]
+        joined = page.locator(".history article.message.assistant", has_text="message 099")
+        assert await joined.locator(".part").all_text_contents() == ["message 099", "message 100"]
+        assert await page.locator(".history article.message").count() == LONG_CONVERSATION - 1
+        assert all("before_id=" in url for url in requests[1:]) and len(requests) == pages + 1

@@ -5,14 +5,19 @@ import {append, clear, formatTime, h} from "../dom.js";
 import {codeBlock, renderMarkdown, renderPart, renderStreaming} from "../render.js";
 import {ReplySpeaker, VoiceRecorder, voiceSupported} from "../voice.js";
 
-const HISTORY_PAGE = 500;
-const HISTORY_PAGES = 10;
+// Going back to a conversation shows its newest page (one request), and older pages come as
+// the person scrolls up towards them.
+const HISTORY_PAGE = 50;
+// How far above the top of the view the next older page starts loading.
+const OLDER_AHEAD_PX = 800;
 
 export function mount(root, app) {
   const {api, t} = app;
   const state = {
     sessions: [], current: null, turns: new Map(), pending: new Map(), shownIds: new Set(),
     unread: new Set(), attachments: [], searching: false,
+    // The stored history shown: the oldest message's id, whether older ones exist, a page underway.
+    oldestId: null, hasOlder: false, loadingOlder: null,
   };
 
   // ------------------------------------------------------------------ layout
@@ -119,47 +124,101 @@ export function mount(root, app) {
     await loadHistory(id);
   }
 
-  async function loadHistory(id) {
-    let all = [];
+  async function historyPage(id, query) {
     try {
-      for (let page = 0; page < HISTORY_PAGES; page++) {
-        const answer = await api.get(`/sessions/${encodeURIComponent(id)}/messages`,
-          {limit: HISTORY_PAGE, offset: page * HISTORY_PAGE});
-        all = all.concat(answer.messages || []);
-        if ((answer.messages || []).length < HISTORY_PAGE) break;
-      }
+      return await api.get(`/sessions/${encodeURIComponent(id)}/messages`, {limit: HISTORY_PAGE, ...query});
     } catch (error) {
       if (!(error instanceof ApiError && error.status === 404)) app.toast(error.message, {level: "error"});
+      return null;
     }
-    if (state.current !== id) return;
-    const shown = 100;
-    // A reply is stored as one message per review part: consecutive parts share one bubble.
-    const render = (items) => {
-      const fragment = document.createDocumentFragment();
-      let previous = null;
-      for (const message of items) {
-        if (state.shownIds.has(message.id)) continue;
-        state.shownIds.add(message.id);
-        const reply = message.role === "assistant" || message.role === "action";
-        if (reply && previous) {
-          previous.querySelector("time.stamp").before(renderPart(message.role === "action" ? "action" : message.msg_type,
-            message.content, message.metadata || {}, t));
-          continue;
-        }
-        const element = storedBubble(message);
-        previous = reply ? element : null;
-        if (reply) element.classList.replace("action", "assistant");
-        fragment.append(element);
-      }
-      return fragment;
-    };
-    history.append(render(all.slice(-shown)));
-    const earlier = all.slice(0, -shown);
-    older.hidden = earlier.length === 0;
-    older.onclick = () => { history.prepend(render(earlier.splice(-shown))); older.hidden = earlier.length === 0; };
-    updateEmpty();
-    scrollDown(true);
   }
+
+  // A reply is stored as one message per review part: consecutive parts share one bubble.
+  function renderStored(items) {
+    const fragment = document.createDocumentFragment();
+    let previous = null;
+    for (const message of items) {
+      if (state.shownIds.has(message.id)) continue;
+      state.shownIds.add(message.id);
+      const reply = message.role === "assistant" || message.role === "action";
+      if (reply && previous) {
+        previous.querySelector("time.stamp").before(renderPart(message.role === "action" ? "action" : message.msg_type,
+          message.content, message.metadata || {}, t));
+        continue;
+      }
+      const element = storedBubble(message);
+      previous = reply ? element : null;
+      if (reply) element.classList.replace("action", "assistant");
+      fragment.append(element);
+    }
+    return {fragment, endsInReply: Boolean(previous)};
+  }
+
+  async function loadHistory(id) {
+    state.oldestId = null;
+    state.hasOlder = false;
+    state.loadingOlder = null;
+    older.hidden = true;
+    older.removeAttribute("aria-busy");
+    const answer = await historyPage(id, {latest: true});
+    if (state.current !== id) return;
+    const page = (answer && answer.messages) || [];
+    history.append(renderStored(page).fragment);
+    state.oldestId = page.length ? page[0].id : null;
+    state.hasOlder = Boolean(answer && answer.has_more && page.length);
+    updateEmpty();
+    // At once rather than next frame: the newest page is painted already scrolled to its end.
+    messages.scrollTop = messages.scrollHeight;
+    watchTop();
+  }
+
+  // The next older page, prepended with what the person reads kept where it is on the screen.
+  function loadOlder() {
+    if (!state.hasOlder || state.loadingOlder) return state.loadingOlder;
+    const id = state.current;
+    const before = state.oldestId;
+    older.setAttribute("aria-busy", "true");
+    state.loadingOlder = (async () => {
+      const answer = await historyPage(id, {before_id: before});
+      if (state.current !== id || state.oldestId !== before) return;
+      older.removeAttribute("aria-busy");
+      state.loadingOlder = null;
+      if (!answer) return;   // said in a toast; the button stays to try again
+      const page = answer.messages || [];
+      const first = history.firstElementChild;
+      const anchor = (first && first.firstElementChild) || first;
+      const top = anchor ? anchor.getBoundingClientRect().top : 0;
+      const {fragment, endsInReply} = renderStored(page);
+      const last = fragment.lastElementChild;
+      // A reply cut by the page boundary is one bubble again: the newer part's pieces join the older.
+      if (endsInReply && last && first && first.matches("article.message.assistant")) {
+        const stamp = last.querySelector("time.stamp");
+        for (const piece of [...first.children]) if (!piece.matches("time.stamp")) stamp.before(piece);
+        first.remove();
+      }
+      history.prepend(fragment);
+      if (anchor) messages.scrollTop += anchor.getBoundingClientRect().top - top;
+      if (page.length) state.oldestId = page[0].id;
+      state.hasOlder = Boolean(answer.has_more && page.length);
+      updateEmpty();
+      watchTop();
+    })();
+    return state.loadingOlder;
+  }
+
+  // The "older" button at the top is the sentinel: near the view, the next page loads. Watching
+  // it afresh after each page asks again whether it is still near (a short page leaves it so).
+  const topWatcher = "IntersectionObserver" in window
+    ? new IntersectionObserver((entries) => { if (entries.some((entry) => entry.isIntersecting)) loadOlder(); },
+      {root: messages, rootMargin: `${OLDER_AHEAD_PX}px 0px 0px 0px`})
+    : null;
+  function watchTop() {
+    older.hidden = !state.hasOlder;
+    if (!topWatcher) return;
+    topWatcher.unobserve(older);
+    if (state.hasOlder) topWatcher.observe(older);
+  }
+  older.addEventListener("click", () => { loadOlder(); });
 
   function updateEmpty() { empty.hidden = Boolean(history.firstChild || live.firstChild); }
 
@@ -609,7 +668,7 @@ export function mount(root, app) {
       speak.setAttribute("aria-pressed", String(speaker.enabled));  // Settings may have switched it
       input.focus();
     },
-    unmount() { unsubscribe(); unlanguage(); recorder.stop(); speaker.stopAll(); },
+    unmount() { unsubscribe(); unlanguage(); recorder.stop(); speaker.stopAll(); topWatcher?.disconnect(); },
     speaker, recorder,
     translatesItself: true,
     // For tests and other panes: the open session.

@@ -358,9 +358,10 @@ LONG_CONVERSATION = 300
 
 def store_long_conversation(database_url: str) -> None:
     """The administrator's "Long" conversation of LONG_CONVERSATION messages (`message 000` ...),
-    the person and the assistant taking turns, except that messages 099 and 100 are the two
-    parts of one reply (stored as two messages, shown as one bubble, across the boundary of two
-    pages) and 101 is the person's; and a "Short" conversation."""
+    the person and the assistant taking turns, except that messages 079 and 080 are the two
+    parts of one reply (stored as two messages, shown as one bubble), which the boundary of two
+    pages cuts (the newest 20, then 50 at a time: 280, 230, 180, 130, 80), and 081 is the
+    person's; and a "Short" conversation."""
     import psycopg2
 
     connection = psycopg2.connect(database_url)
@@ -370,7 +371,7 @@ def store_long_conversation(database_url: str) -> None:
                        "('short-one', 'admin', 'Short', now() + interval '1 minute')")
         cursor.execute(
             "INSERT INTO chat_messages (session_id, user_id, role, content, created_at) "
-            "SELECT 'long-one', 'admin', CASE WHEN (n %% 2 = 0 AND n <> 100) OR n = 101 THEN 'user' ELSE 'assistant' END, "
+            "SELECT 'long-one', 'admin', CASE WHEN (n %% 2 = 0 AND n <> 80) OR n = 81 THEN 'user' ELSE 'assistant' END, "
             "'message ' || lpad(n::text, 3, '0'), now() - (%s - n) * interval '1 minute' "
             "FROM generate_series(0, %s - 1) AS n ORDER BY n", (LONG_CONVERSATION, LONG_CONVERSATION))
         cursor.execute("INSERT INTO chat_messages (session_id, user_id, role, content) "
@@ -421,7 +422,7 @@ async def test_going_back_to_a_long_conversation_shows_its_end_and_scrolling_up_
         assert pages >= 2
         texts = await page.locator(".history .part").all_text_contents()
         assert [text.strip() for text in texts] == [f"message {n:03d}" for n in range(LONG_CONVERSATION)]
-        joined = page.locator(".history article.message.assistant", has_text="message 099")
-        assert await joined.locator(".part").all_text_contents() == ["message 099", "message 100"]
+        joined = page.locator(".history article.message.assistant", has_text="message 079")
+        assert await joined.locator(".part").all_text_contents() == ["message 079", "message 080"]
         assert await page.locator(".history article.message").count() == LONG_CONVERSATION - 1
         assert all("before_id=" in url for url in requests[1:]) and len(requests) == pages + 1

@@ -5,8 +5,9 @@ import {append, clear, formatTime, h} from "../dom.js";
 import {codeBlock, renderMarkdown, renderPart, renderStreaming} from "../render.js";
 import {ReplySpeaker, VoiceRecorder, voiceSupported} from "../voice.js";
 
-// Going back to a conversation shows its newest page (one request), and older pages come as
-// the person scrolls up towards them.
+// Going back to a conversation shows its newest messages (one request, few enough to render at
+// once: more than a screen), and older pages come as the person scrolls up towards them.
+const NEWEST_PAGE = 20;
 const HISTORY_PAGE = 50;
 // How far above the top of the view the next older page starts loading.
 const OLDER_AHEAD_PX = 800;
@@ -120,8 +121,10 @@ export function mount(root, app) {
     clear(history);
     clear(live);
     renderList();
+    // The history's request goes out first: the socket's reconnection keeps the gateway busy too.
+    const loading = loadHistory(id);
     app.socket.open(id);
-    await loadHistory(id);
+    await loading;
   }
 
   async function historyPage(id, query) {
@@ -160,7 +163,7 @@ export function mount(root, app) {
     state.loadingOlder = null;
     older.hidden = true;
     older.removeAttribute("aria-busy");
-    const answer = await historyPage(id, {latest: true});
+    const answer = await historyPage(id, {latest: true, limit: NEWEST_PAGE});
     if (state.current !== id) return;
     const page = (answer && answer.messages) || [];
     history.append(renderStored(page).fragment);

@@ -4,6 +4,7 @@ must not run), an image upload, a reconnect in the middle of a reply, the Chines
 One browser and one set of services for the module; the tests run in order and share them."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 from pathlib import Path
@@ -426,3 +427,53 @@ async def test_going_back_to_a_long_conversation_shows_its_end_and_scrolling_up_
         assert await joined.locator(".part").all_text_contents() == ["message 079", "message 080"]
         assert await page.locator(".history article.message").count() == LONG_CONVERSATION - 1
         assert all("before_id=" in url for url in requests[1:]) and len(requests) == pages + 1
+
+
+@pytest.mark.slow
+async def test_going_back_shows_the_remembered_page_at_once_then_what_changed_meanwhile(
+        services, browser, admin_password):
+    """Going back to a conversation opened before in the page does not wait for the network: its
+    newest page is shown from memory, and the answer, when it comes, brings what changed since
+    (here written straight into the database: an edit and a new message)."""
+    import psycopg2
+
+    connection = psycopg2.connect(services.database_url)
+    with connection, connection.cursor() as cursor:
+        cursor.execute("INSERT INTO chat_sessions (id, user_id, title, updated_at) VALUES "
+                       "('remembered-one', 'admin', 'Remembered', now() + interval '2 hours'), "
+                       "('elsewhere-one', 'admin', 'Elsewhere', now() + interval '90 minutes')")
+        cursor.execute("INSERT INTO chat_messages (session_id, user_id, role, content) "
+                       "SELECT 'remembered-one', 'admin', CASE WHEN n % 2 = 0 THEN 'user' ELSE 'assistant' END, "
+                       "'kept ' || lpad(n::text, 2, '0') FROM generate_series(0, 29) AS n ORDER BY n")
+        cursor.execute("INSERT INTO chat_messages (session_id, user_id, role, content) "
+                       "VALUES ('elsewhere-one', 'admin', 'user', 'over there')")
+    async with signed_in(services, browser, admin_password) as page:
+        await page.locator(".history .part", has_text="kept 29").wait_for()
+        await page.locator(".session", has_text="Elsewhere").first.click()
+        await page.locator(".history .part", has_text="over there").wait_for()
+        with connection, connection.cursor() as cursor:
+            cursor.execute("UPDATE chat_messages SET content = 'kept 29, edited' "
+                           "WHERE session_id = 'remembered-one' AND content = 'kept 29'")
+            cursor.execute("INSERT INTO chat_messages (session_id, user_id, role, content) "
+                           "VALUES ('remembered-one', 'admin', 'user', 'new 30')")
+        answer_may_come = asyncio.Event()
+
+        async def held(route) -> None:
+            await answer_may_come.wait()
+            await route.continue_()
+
+        await page.route("**/sessions/remembered-one/messages*", held)
+        await page.locator(".session", has_text="Remembered").first.click()
+        await page.locator(".history .part", has_text="kept 28").wait_for()
+        assert await page.locator(".history .part", has_text="new 30").count() == 0
+        answer_may_come.set()
+        newest = page.locator(".history .part", has_text="new 30")
+        await newest.wait_for()
+        await page.locator(".history .part", has_text="kept 29, edited").wait_for()
+        texts = [text.strip() for text in await page.locator(".history .part").all_text_contents()]
+        assert texts[-3:] == ["kept 28", "kept 29, edited", "new 30"] and len(texts) == len(set(texts))
+        assert await newest.evaluate("""(element) => {
+            const view = element.closest('.messages').getBoundingClientRect();
+            return element.getBoundingClientRect().bottom <= view.bottom + 1;
+        }""")
+    connection.close()

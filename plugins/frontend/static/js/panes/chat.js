@@ -11,6 +11,11 @@ const NEWEST_PAGE = 20;
 const HISTORY_PAGE = 50;
 // How far above the top of the view the next older page starts loading.
 const OLDER_AHEAD_PX = 800;
+// Conversations whose newest page this page remembers, to show at once when the person goes back.
+const REMEMBERED_SESSIONS = 20;
+// Frames that mean a conversation's stored messages changed: its remembered page is not shown.
+const CHANGING_FRAMES = ["response", "stream_start", "stream_end", "multi_message", "review", "error",
+  "voice_final", "voice_transcript"];
 
 export function mount(root, app) {
   const {api, t} = app;
@@ -18,7 +23,9 @@ export function mount(root, app) {
     sessions: [], current: null, turns: new Map(), pending: new Map(), shownIds: new Set(),
     unread: new Set(), attachments: [], searching: false,
     // The stored history shown: the oldest message's id, whether older ones exist, a page underway.
-    oldestId: null, hasOlder: false, loadingOlder: null,
+    oldestId: null, hasOlder: false, loadingOlder: null, historyIds: new Set(),
+    // Session id → the last answer for its newest page, while no frame said it changed since.
+    remembered: new Map(),
   };
 
   // ------------------------------------------------------------------ layout
@@ -143,6 +150,7 @@ export function mount(root, app) {
     for (const message of items) {
       if (state.shownIds.has(message.id)) continue;
       state.shownIds.add(message.id);
+      state.historyIds.add(message.id);
       const reply = message.role === "assistant" || message.role === "action";
       if (reply && previous) {
         previous.querySelector("time.stamp").before(renderPart(message.role === "action" ? "action" : message.msg_type,
@@ -157,22 +165,46 @@ export function mount(root, app) {
     return {fragment, endsInReply: Boolean(previous)};
   }
 
-  async function loadHistory(id) {
+  function resetHistory() {
+    for (const messageId of state.historyIds) state.shownIds.delete(messageId);
+    state.historyIds.clear();
+    clear(history);
     state.oldestId = null;
     state.hasOlder = false;
     state.loadingOlder = null;
     older.hidden = true;
     older.removeAttribute("aria-busy");
-    const answer = await historyPage(id, {latest: true, limit: NEWEST_PAGE});
-    if (state.current !== id) return;
-    const page = (answer && answer.messages) || [];
+  }
+
+  function showNewest(answer) {
+    const page = answer.messages || [];
     history.append(renderStored(page).fragment);
     state.oldestId = page.length ? page[0].id : null;
-    state.hasOlder = Boolean(answer && answer.has_more && page.length);
+    state.hasOlder = Boolean(answer.has_more && page.length);
     updateEmpty();
     // At once rather than next frame: the newest page is painted already scrolled to its end.
     messages.scrollTop = messages.scrollHeight;
     watchTop();
+  }
+
+  // Going back shows the remembered newest page at once; the request still goes out, and what
+  // it brings replaces that page when anything differs (an edit, a message from elsewhere).
+  async function loadHistory(id) {
+    resetHistory();
+    const remembered = state.remembered.get(id);
+    if (remembered) showNewest(remembered);
+    const answer = await historyPage(id, {latest: true, limit: NEWEST_PAGE});
+    if (state.current !== id) return;
+    if (!answer) {
+      if (!remembered) showNewest({messages: []});
+      return;
+    }
+    state.remembered.delete(id);
+    state.remembered.set(id, answer);
+    if (state.remembered.size > REMEMBERED_SESSIONS) state.remembered.delete(state.remembered.keys().next().value);
+    if (remembered && JSON.stringify(remembered.messages) === JSON.stringify(answer.messages)) return;
+    if (remembered) resetHistory();
+    showNewest(answer);
   }
 
   // The next older page, prepended with what the person reads kept where it is on the screen.
@@ -321,6 +353,7 @@ export function mount(root, app) {
   }
 
   function onFrame(frame) {
+    if (CHANGING_FRAMES.includes(frame.type)) state.remembered.delete(frame.session_id || state.current);
     if (frame.session_id && frame.session_id !== state.current) {
       if (["stream_end", "response", "multi_message"].includes(frame.type)) {
         state.unread.add(frame.session_id);

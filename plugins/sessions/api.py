@@ -25,6 +25,8 @@ log = logging.getLogger("plugins.sessions.api")
 
 MAX_PAGE = 500
 SESSION_UPDATED = "session_updated"  # the frame a rename sends to the owner's devices
+# chat_messages.id is a bigserial: every stored id is below this, so "older than it" is the newest.
+NEWER_THAN_EVERY_MESSAGE = 2**63 - 1
 
 routes = web.RouteTableDef()
 
@@ -60,6 +62,22 @@ class SessionOwnerQuery(OwnerQuery):
 class PageQuery(OwnerQuery):
     limit = fields.Integer(load_default=50, validate=validate.Range(min=1, max=MAX_PAGE))
     offset = fields.Integer(load_default=0, validate=validate.Range(min=0, max=MAX_OFFSET))
+
+
+class MessagePageQuery(PageQuery):
+    """The spec's offset paging, plus the web client's way back through a long conversation:
+    `latest` (the newest `limit` messages) or `before_id` (the `limit` messages just older than
+    that one), either answered with `has_more` so the client knows when it reached the first."""
+    before_id = fields.Integer(load_default=None, validate=validate.Range(min=1, max=NEWER_THAN_EVERY_MESSAGE))
+    latest = fields.Boolean(load_default=False)
+
+    @marshmallow.validates_schema
+    def one_way_of_paging(self, data: dict, **_) -> None:
+        if (data["before_id"] is not None or data["latest"]) and data["offset"]:
+            raise marshmallow.ValidationError("offset pages from the oldest; leave it out with before_id or latest",
+                                              "offset")
+        if data["before_id"] is not None and data["latest"]:
+            raise marshmallow.ValidationError("give before_id or latest, not both", "latest")
 
 
 class ExportQuery(OwnerQuery):
@@ -157,15 +175,24 @@ async def delete_session(request: web.Request) -> web.Response:
 
 
 @routes.get("/api/v1/sessions/{session_id}/messages", name="sessions.messages")
-@api_doc("A page of a session's stored messages, oldest first", query=PageQuery, responses={200: MessagePage},
-         errors=(404, 503))
+@api_doc("A page of a session's stored messages, oldest first: counted from the oldest (`offset`), or "
+         "the newest (`latest=true`), or the ones just older than a message (`before_id`)",
+         query=MessagePageQuery, responses={200: MessagePage}, errors=(404, 503))
 async def list_messages(request: web.Request) -> web.Response:
     user = await require_user(request)
     session = await visible_session(request, user)
-    page = parse_query(request, PageQuery())
-    messages = await conversations_of(request).list_messages(session["user_id"], session["id"], page["limit"],
-                                                             page["offset"])
-    return web.json_response({"messages": messages, "limit": page["limit"], "offset": page["offset"]})
+    page = parse_query(request, MessagePageQuery())
+    limit, conversations = page["limit"], conversations_of(request)
+    # One more than asked tells whether more lie beyond the page, without a count.
+    if page["latest"] or page["before_id"] is not None:
+        before_id = page["before_id"] or NEWER_THAN_EVERY_MESSAGE
+        found = await conversations.list_messages(session["user_id"], session["id"], limit + 1, before_id=before_id)
+        messages, has_more = found[-limit:], len(found) > limit
+    else:
+        found = await conversations.list_messages(session["user_id"], session["id"], limit + 1, page["offset"])
+        messages, has_more = found[:limit], len(found) > limit
+    return web.json_response({"messages": messages, "limit": limit, "offset": page["offset"],
+                              "before_id": page["before_id"], "has_more": has_more})
 
 
 @routes.delete("/api/v1/sessions/{session_id}/messages", name="sessions.clear")

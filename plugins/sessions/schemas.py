@@ -56,6 +56,10 @@ class MessagePage(marshmallow.Schema):
     messages = fields.List(fields.Nested(StoredMessage), required=True, metadata={"description": "Oldest first."})
     limit = fields.Integer(required=True)
     offset = fields.Integer(required=True)
+    before_id = fields.Integer(required=True, allow_none=True, metadata={"description": "As asked (not in the spec)."})
+    has_more = fields.Boolean(required=True, metadata={
+        "description": "Not in the spec: whether messages lie beyond this page: newer ones when paging by "
+                       "offset, older ones with `latest` or `before_id`."})
 
 
 class MessagesCleared(marshmallow.Schema):

@@ -129,6 +129,42 @@ async def test_messages_paging_and_clearing(sessions_app):
     assert await conversations.get_session("user_alice", "a1") is not None
 
 
+async def test_the_newest_page_and_the_pages_before_it(sessions_app):
+    """How the web client goes back to a long conversation: the newest page in one request, then
+    the page just older than the oldest it shows, until `has_more` says it reached the first."""
+    client, conversations, headers = sessions_app
+    await conversations.create_session("user_alice", "long")
+    for n in range(25):
+        await conversations.add_message("long", "user_alice", "user" if n % 2 == 0 else "assistant", f"m{n}")
+    url = f"{API}/sessions/long/messages"
+    newest = await (await client.get(url + "?latest=true&limit=10", headers=headers["alice"])).json()
+    assert [m["content"] for m in newest["messages"]] == [f"m{n}" for n in range(15, 25)]
+    assert newest["has_more"] is True and newest["before_id"] is None
+    read, page = [], newest
+    while True:
+        read = page["messages"] + read
+        if not page["has_more"]:
+            break
+        response = await client.get(f"{url}?limit=10&before_id={page['messages'][0]['id']}", headers=headers["alice"])
+        page = await response.json()
+        assert page["before_id"] == read[0]["id"]
+    assert [m["content"] for m in read] == [f"m{n}" for n in range(25)]
+    assert len(page["messages"]) == 5
+    oldest = await (await client.get(f"{url}?limit=1&before_id={read[0]['id']}", headers=headers["alice"])).json()
+    assert oldest["messages"] == [] and oldest["has_more"] is False
+    exact = await (await client.get(f"{url}?latest=true&limit=25", headers=headers["alice"])).json()
+    assert len(exact["messages"]) == 25 and exact["has_more"] is False
+    # Offset paging says whether newer messages follow.
+    assert (await (await client.get(url + "?limit=24", headers=headers["alice"])).json())["has_more"] is True
+    assert (await (await client.get(url + "?limit=25", headers=headers["alice"])).json())["has_more"] is False
+    for bad in ("latest=true&offset=5", "before_id=3&offset=1", "before_id=3&latest=true", "before_id=0",
+                f"before_id={2**63}", "latest=perhaps"):
+        response = await client.get(f"{url}?{bad}", headers=headers["alice"])
+        assert response.status == 400, bad
+        assert (await response.json())["errorType"] == "validation_error", bad
+    assert (await client.get(url + "?latest=true", headers=headers["bob"])).status == 404
+
+
 @pytest.fixture
 async def exported_session(sessions_app):
     client, conversations, headers = sessions_app

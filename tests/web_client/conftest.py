@@ -146,6 +146,7 @@ class AnyAudioVoiceService(FakeVoiceService):
 class Services:
     frontend_url: str
     gateway_url: str
+    database_url: str = ""
 
 
 async def start(app: web.Application, port: int = 0) -> tuple[web.AppRunner, int]:
@@ -198,7 +199,8 @@ async def services(postgres_server, tmp_path_factory):
         runners.append(runner)
         runner, frontend_port = await start(create_app("frontend", config(), plugins=[frontend_plugin]))
         runners.append(runner)
-        yield Services(frontend_url=f"http://127.0.0.1:{frontend_port}", gateway_url=gateway_url)
+        yield Services(frontend_url=f"http://127.0.0.1:{frontend_port}", gateway_url=gateway_url,
+                       database_url=postgres_server.database_url(database))
     finally:
         for runner in reversed(runners):
             await runner.cleanup()

@@ -4,6 +4,7 @@ must not run), an image upload, a reconnect in the middle of a reply, the Chines
 One browser and one set of services for the module; the tests run in order and share them."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 from pathlib import Path
@@ -591,3 +592,127 @@ async def test_editing_a_message_sends_it_again_and_drops_what_followed(services
         await reload(page)
         assert await shown(page, "user") == ["changed words"]
         assert await shown(page, "assistant") == ["Hello there, friend. How can I help?"]
+
+LONG_CONVERSATION = 300
+
+
+def store_long_conversation(database_url: str) -> None:
+    """The administrator's "Long" conversation of LONG_CONVERSATION messages (`message 000` ...),
+    the person and the assistant taking turns, except that messages 079 and 080 are the two
+    parts of one reply (stored as two messages, shown as one bubble), which the boundary of two
+    pages cuts (the newest 20, then 50 at a time: 280, 230, 180, 130, 80), and 081 is the
+    person's; and a "Short" conversation."""
+    import psycopg2
+
+    connection = psycopg2.connect(database_url)
+    with connection, connection.cursor() as cursor:
+        cursor.execute("INSERT INTO chat_sessions (id, user_id, title, updated_at) VALUES "
+                       "('long-one', 'admin', 'Long', now() + interval '1 hour'), "
+                       "('short-one', 'admin', 'Short', now() + interval '1 minute')")
+        cursor.execute(
+            "INSERT INTO chat_messages (session_id, user_id, role, content, created_at) "
+            "SELECT 'long-one', 'admin', CASE WHEN (n %% 2 = 0 AND n <> 80) OR n = 81 THEN 'user' ELSE 'assistant' END, "
+            "'message ' || lpad(n::text, 3, '0'), now() - (%s - n) * interval '1 minute' "
+            "FROM generate_series(0, %s - 1) AS n ORDER BY n", (LONG_CONVERSATION, LONG_CONVERSATION))
+        cursor.execute("INSERT INTO chat_messages (session_id, user_id, role, content) "
+                       "VALUES ('short-one', 'admin', 'user', 'hi'), ('short-one', 'admin', 'assistant', 'hello')")
+    connection.close()
+
+
+@pytest.mark.slow
+async def test_going_back_to_a_long_conversation_shows_its_end_and_scrolling_up_reads_it_all(
+        services, browser, admin_password):
+    """A long conversation used to come back only after every page of it was fetched from the
+    oldest on; now its newest page comes in one request and older ones as the person scrolls up,
+    in order, each once, the message being read staying where it was on the screen."""
+    store_long_conversation(services.database_url)
+    async with signed_in(services, browser, admin_password) as page:
+        requests: list[str] = []
+        page.on("request", lambda request: requests.append(request.url) if "/long-one/messages" in request.url else None)
+        await page.locator(".session", has_text="Short").first.click()
+        await page.locator(".history .part", has_text="hello").wait_for()
+        requests.clear()
+        await page.locator(".session", has_text="Long").first.click()
+        newest = page.locator(".history .part", has_text="message 299")
+        await newest.wait_for()
+        assert len(requests) == 1 and "latest=true" in requests[0]
+        assert await newest.evaluate("""(element) => {
+            const view = element.closest('.messages').getBoundingClientRect();
+            const box = element.getBoundingClientRect();
+            return box.bottom <= view.bottom + 1 && box.top >= view.top - 1;
+        }""")
+        assert await page.locator(".history article.message.user").count() > 0
+        assert await page.locator(".history article.message.assistant").count() > 0
+        assert await page.locator(".history .part").count() < LONG_CONVERSATION
+
+        pages = 0
+        while await page.locator(".messages .older").is_visible():
+            reading_text, reading_top = await page.evaluate("""() => {
+                const messages = document.querySelector('.messages');
+                messages.scrollTop = 0;
+                const part = document.querySelector('.history .part');
+                return [part.textContent, part.getBoundingClientRect().top];
+            }""")
+            await page.wait_for_function("(text) => document.querySelector('.history .part').textContent !== text",
+                                         arg=reading_text, timeout=10000)
+            top = await page.locator(".history .part", has_text=reading_text).evaluate(
+                "(element) => element.getBoundingClientRect().top")
+            assert abs(top - reading_top) <= 2, (reading_text, reading_top, top)
+            pages += 1
+        assert pages >= 2
+        texts = await page.locator(".history .part").all_text_contents()
+        assert [text.strip() for text in texts] == [f"message {n:03d}" for n in range(LONG_CONVERSATION)]
+        joined = page.locator(".history article.message.assistant", has_text="message 079")
+        assert await joined.locator(".part").all_text_contents() == ["message 079", "message 080"]
+        assert await page.locator(".history article.message").count() == LONG_CONVERSATION - 1
+        assert all("before_id=" in url for url in requests[1:]) and len(requests) == pages + 1
+
+
+@pytest.mark.slow
+async def test_going_back_shows_the_remembered_page_at_once_then_what_changed_meanwhile(
+        services, browser, admin_password):
+    """Going back to a conversation opened before in the page does not wait for the network: its
+    newest page is shown from memory, and the answer, when it comes, brings what changed since
+    (here written straight into the database: an edit and a new message)."""
+    import psycopg2
+
+    connection = psycopg2.connect(services.database_url)
+    with connection, connection.cursor() as cursor:
+        cursor.execute("INSERT INTO chat_sessions (id, user_id, title, updated_at) VALUES "
+                       "('remembered-one', 'admin', 'Remembered', now() + interval '2 hours'), "
+                       "('elsewhere-one', 'admin', 'Elsewhere', now() + interval '90 minutes')")
+        cursor.execute("INSERT INTO chat_messages (session_id, user_id, role, content) "
+                       "SELECT 'remembered-one', 'admin', CASE WHEN n % 2 = 0 THEN 'user' ELSE 'assistant' END, "
+                       "'kept ' || lpad(n::text, 2, '0') FROM generate_series(0, 29) AS n ORDER BY n")
+        cursor.execute("INSERT INTO chat_messages (session_id, user_id, role, content) "
+                       "VALUES ('elsewhere-one', 'admin', 'user', 'over there')")
+    async with signed_in(services, browser, admin_password) as page:
+        await page.locator(".history .part", has_text="kept 29").wait_for()
+        await page.locator(".session", has_text="Elsewhere").first.click()
+        await page.locator(".history .part", has_text="over there").wait_for()
+        with connection, connection.cursor() as cursor:
+            cursor.execute("UPDATE chat_messages SET content = 'kept 29, edited' "
+                           "WHERE session_id = 'remembered-one' AND content = 'kept 29'")
+            cursor.execute("INSERT INTO chat_messages (session_id, user_id, role, content) "
+                           "VALUES ('remembered-one', 'admin', 'user', 'new 30')")
+        answer_may_come = asyncio.Event()
+
+        async def held(route) -> None:
+            await answer_may_come.wait()
+            await route.continue_()
+
+        await page.route("**/sessions/remembered-one/messages*", held)
+        await page.locator(".session", has_text="Remembered").first.click()
+        await page.locator(".history .part", has_text="kept 28").wait_for()
+        assert await page.locator(".history .part", has_text="new 30").count() == 0
+        answer_may_come.set()
+        newest = page.locator(".history .part", has_text="new 30")
+        await newest.wait_for()
+        await page.locator(".history .part", has_text="kept 29, edited").wait_for()
+        texts = [text.strip() for text in await page.locator(".history .part").all_text_contents()]
+        assert texts[-3:] == ["kept 28", "kept 29, edited", "new 30"] and len(texts) == len(set(texts))
+        assert await newest.evaluate("""(element) => {
+            const view = element.closest('.messages').getBoundingClientRect();
+            return element.getBoundingClientRect().bottom <= view.bottom + 1;
+        }""")
+    connection.close()

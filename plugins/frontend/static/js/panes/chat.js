@@ -5,8 +5,6 @@ import {append, clear, formatTime, h} from "../dom.js";
 import {codeBlock, renderMarkdown, renderPart, renderStreaming} from "../render.js";
 import {ReplySpeaker, VoiceRecorder, voiceSupported} from "../voice.js";
 
-const HISTORY_PAGE = 500;
-const HISTORY_PAGES = 10;
 // Documents the knowledge plugin reads (docs/knowledge.md): by extension, since browsers give
 // Markdown and Word files various MIME types, or none. Other text/* files are read as text too;
 // HTML is not taken by the upload (pages come in as addresses).
@@ -19,6 +17,17 @@ function isDocument(file) {
   if (DOCUMENT_EXTENSIONS.some((extension) => name.endsWith(extension))) return true;
   return file.type.startsWith("text/") && file.type !== "text/html";
 }
+// Going back to a conversation shows its newest messages (one request, few enough to render at
+// once: more than a screen), and older pages come as the person scrolls up towards them.
+const NEWEST_PAGE = 20;
+const HISTORY_PAGE = 50;
+// How far above the top of the view the next older page starts loading.
+const OLDER_AHEAD_PX = 800;
+// Conversations whose newest page this page remembers, to show at once when the person goes back.
+const REMEMBERED_SESSIONS = 20;
+// Frames that mean a conversation's stored messages changed: its remembered page is not shown.
+const CHANGING_FRAMES = ["response", "stream_start", "stream_end", "multi_message", "review", "error",
+  "voice_final", "voice_transcript", "history_changed"];
 
 export function mount(root, app) {
   const {api, t} = app;
@@ -28,6 +37,10 @@ export function mount(root, app) {
     sessionBases: new Map(),   // session id -> its own knowledge base's id (attached documents)
     // Replies streaming in the open session (turn keys), and an edit sent, waiting for its history_changed.
     streaming: new Set(), awaitingEdit: null,
+    // The stored history shown: the oldest message's id, whether older ones exist, a page underway.
+    oldestId: null, hasOlder: false, loadingOlder: null, historyIds: new Set(),
+    // Session id → the last answer for its newest page, while no frame said it changed since.
+    remembered: new Map(),
   };
   // Each bubble's text as sent or stored (what Copy copies and Edit starts from).
   const texts = new WeakMap();
@@ -139,53 +152,135 @@ export function mount(root, app) {
     clear(history);
     clear(live);
     renderList();
+    // The history's request goes out first: the socket's reconnection keeps the gateway busy too.
+    const loading = loadHistory(id);
     app.socket.open(id);
-    await loadHistory(id);
+    await loading;
   }
 
-  async function loadHistory(id) {
-    let all = [];
+  async function historyPage(id, query) {
     try {
-      for (let page = 0; page < HISTORY_PAGES; page++) {
-        const answer = await api.get(`/sessions/${encodeURIComponent(id)}/messages`,
-          {limit: HISTORY_PAGE, offset: page * HISTORY_PAGE});
-        all = all.concat(answer.messages || []);
-        if ((answer.messages || []).length < HISTORY_PAGE) break;
-      }
+      return await api.get(`/sessions/${encodeURIComponent(id)}/messages`, {limit: HISTORY_PAGE, ...query});
     } catch (error) {
       if (!(error instanceof ApiError && error.status === 404)) app.toast(error.message, {level: "error"});
+      return null;
     }
-    if (state.current !== id) return;
-    const shown = 100;
-    // A reply is stored as one message per review part: consecutive parts share one bubble.
-    const render = (items) => {
-      const fragment = document.createDocumentFragment();
-      let previous = null;
-      for (const message of items) {
-        if (state.shownIds.has(message.id)) continue;
-        state.shownIds.add(message.id);
-        const reply = message.role === "assistant" || message.role === "action";
-        if (reply && previous) {
-          previous.querySelector("time.stamp").before(renderPart(message.role === "action" ? "action" : message.msg_type,
-            message.content, message.metadata || {}, t));
-          texts.set(previous, `${texts.get(previous) || ""}\n\n${message.content}`);
-          continue;
-        }
-        const element = storedBubble(message);
-        previous = reply ? element : null;
-        if (reply) element.classList.replace("action", "assistant");
-        fragment.append(element);
-      }
-      return fragment;
-    };
-    history.append(render(all.slice(-shown)));
-    updateActions();
-    const earlier = all.slice(0, -shown);
-    older.hidden = earlier.length === 0;
-    older.onclick = () => { history.prepend(render(earlier.splice(-shown))); older.hidden = earlier.length === 0; };
-    updateEmpty();
-    scrollDown(true);
   }
+
+  // A reply is stored as one message per review part: consecutive parts share one bubble.
+  function renderStored(items) {
+    const fragment = document.createDocumentFragment();
+    let previous = null;
+    for (const message of items) {
+      if (state.shownIds.has(message.id)) continue;
+      state.shownIds.add(message.id);
+      state.historyIds.add(message.id);
+      const reply = message.role === "assistant" || message.role === "action";
+      if (reply && previous) {
+        previous.querySelector("time.stamp").before(renderPart(message.role === "action" ? "action" : message.msg_type,
+          message.content, message.metadata || {}, t));
+        texts.set(previous, `${texts.get(previous) || ""}\n\n${message.content}`);
+        continue;
+      }
+      const element = storedBubble(message);
+      previous = reply ? element : null;
+      if (reply) element.classList.replace("action", "assistant");
+      fragment.append(element);
+    }
+    return {fragment, endsInReply: Boolean(previous)};
+  }
+
+  function resetHistory() {
+    for (const messageId of state.historyIds) state.shownIds.delete(messageId);
+    state.historyIds.clear();
+    clear(history);
+    state.oldestId = null;
+    state.hasOlder = false;
+    state.loadingOlder = null;
+    older.hidden = true;
+    older.removeAttribute("aria-busy");
+  }
+
+  function showNewest(answer) {
+    const page = answer.messages || [];
+    history.append(renderStored(page).fragment);
+    updateActions();
+    state.oldestId = page.length ? page[0].id : null;
+    state.hasOlder = Boolean(answer.has_more && page.length);
+    updateEmpty();
+    // At once rather than next frame: the newest page is painted already scrolled to its end.
+    messages.scrollTop = messages.scrollHeight;
+    watchTop();
+  }
+
+  // Going back shows the remembered newest page at once; the request still goes out, and what
+  // it brings replaces that page when anything differs (an edit, a message from elsewhere).
+  async function loadHistory(id) {
+    resetHistory();
+    const remembered = state.remembered.get(id);
+    if (remembered) showNewest(remembered);
+    const answer = await historyPage(id, {latest: true, limit: NEWEST_PAGE});
+    if (state.current !== id) return;
+    if (!answer) {
+      if (!remembered) showNewest({messages: []});
+      return;
+    }
+    state.remembered.delete(id);
+    state.remembered.set(id, answer);
+    if (state.remembered.size > REMEMBERED_SESSIONS) state.remembered.delete(state.remembered.keys().next().value);
+    if (remembered && JSON.stringify(remembered.messages) === JSON.stringify(answer.messages)) return;
+    if (remembered) resetHistory();
+    showNewest(answer);
+  }
+
+  // The next older page, prepended with what the person reads kept where it is on the screen.
+  function loadOlder() {
+    if (!state.hasOlder || state.loadingOlder) return state.loadingOlder;
+    const id = state.current;
+    const before = state.oldestId;
+    older.setAttribute("aria-busy", "true");
+    state.loadingOlder = (async () => {
+      const answer = await historyPage(id, {before_id: before});
+      if (state.current !== id || state.oldestId !== before) return;
+      older.removeAttribute("aria-busy");
+      state.loadingOlder = null;
+      if (!answer) return;   // said in a toast; the button stays to try again
+      const page = answer.messages || [];
+      const first = history.firstElementChild;
+      const anchor = (first && first.firstElementChild) || first;
+      const top = anchor ? anchor.getBoundingClientRect().top : 0;
+      const {fragment, endsInReply} = renderStored(page);
+      const last = fragment.lastElementChild;
+      // A reply cut by the page boundary is one bubble again: the newer part's pieces join the older.
+      if (endsInReply && last && first && first.matches("article.message.assistant")) {
+        const stamp = last.querySelector("time.stamp");
+        for (const piece of [...first.children]) if (!piece.matches("time.stamp")) stamp.before(piece);
+        first.remove();
+      }
+      history.prepend(fragment);
+      updateActions();
+      if (anchor) messages.scrollTop += anchor.getBoundingClientRect().top - top;
+      if (page.length) state.oldestId = page[0].id;
+      state.hasOlder = Boolean(answer.has_more && page.length);
+      updateEmpty();
+      watchTop();
+    })();
+    return state.loadingOlder;
+  }
+
+  // The "older" button at the top is the sentinel: near the view, the next page loads. Watching
+  // it afresh after each page asks again whether it is still near (a short page leaves it so).
+  const topWatcher = "IntersectionObserver" in window
+    ? new IntersectionObserver((entries) => { if (entries.some((entry) => entry.isIntersecting)) loadOlder(); },
+      {root: messages, rootMargin: `${OLDER_AHEAD_PX}px 0px 0px 0px`})
+    : null;
+  function watchTop() {
+    older.hidden = !state.hasOlder;
+    if (!topWatcher) return;
+    topWatcher.unobserve(older);
+    if (state.hasOlder) topWatcher.observe(older);
+  }
+  older.addEventListener("click", () => { loadOlder(); });
 
   function updateEmpty() { empty.hidden = Boolean(history.firstChild || live.firstChild); }
 
@@ -413,6 +508,7 @@ export function mount(root, app) {
 
   function onFrame(frame) {
     if (frame.type === "session_updated") { retitled(frame); return; }
+    if (CHANGING_FRAMES.includes(frame.type)) state.remembered.delete(frame.session_id || state.current);
     if (frame.session_id && frame.session_id !== state.current) {
       if (["stream_end", "response", "multi_message"].includes(frame.type)) {
         state.unread.add(frame.session_id);
@@ -882,7 +978,7 @@ export function mount(root, app) {
       speak.setAttribute("aria-pressed", String(speaker.enabled));  // Settings may have switched it
       input.focus();
     },
-    unmount() { unsubscribe(); unlanguage(); recorder.stop(); speaker.stopAll(); },
+    unmount() { unsubscribe(); unlanguage(); recorder.stop(); speaker.stopAll(); topWatcher?.disconnect(); },
     speaker, recorder,
     translatesItself: true,
     // For tests and other panes: the open session.

@@ -18,6 +18,7 @@ from plugins.ai_core import plugin as ai_core_plugin
 from plugins.auth import auth_plugin, tokens_plugin
 from plugins.chat import plugin as chat_plugin
 from plugins.frontend import plugin as frontend_plugin
+from plugins.memory.thinking import ThinkingPlugin
 from plugins.notifications import plugin as notifications_plugin
 from plugins.reminders import plugin as reminders_plugin
 from plugins.reminders.assistant import tools_plugin as reminder_tools_plugin
@@ -57,7 +58,7 @@ async def services(postgres_server, tmp_path_factory):
             "plugins.auth": {"default_timezone": "UTC", "rate_limit_per_minute": 1000},
             "plugins.chat": {"sweep_interval": 0.5, "stop_timeout": 2}}),
             plugins=[tokens_plugin, auth_plugin, sessions_plugin, notifications_plugin, reminders_plugin,
-                     ai_core_client_plugin, chat_plugin])
+                     ai_core_client_plugin, chat_plugin, ThinkingPlugin()])
         runner, _ = await start(gateway, int(gateway_url.rsplit(":", 1)[1]))
         runners.append(runner)
         runner, frontend_port = await start(create_app("frontend", config(), plugins=[frontend_plugin]))
@@ -196,3 +197,18 @@ async def test_settings_change_the_zone_the_language_the_spoken_replies_and_sign
         finally:
             await phone_context.close()
             await laptop_context.close()
+
+
+@pytest.mark.slow
+async def test_the_memories_pane_says_plainly_that_thinking_needs_a_model(services):
+    """No model here: the assistant never reflects on conversations, and the person is told so."""
+    async with open_browser() as chromium:
+        context = await chromium.new_context(locale="en-US", timezone_id=NEW_YORK)
+        try:
+            page = await signed_in_page(context, services.frontend_url)
+            await page.click("#nav button[data-pane=memories]")
+            notice = page.locator(".pane-memories .thinking-off")
+            await notice.wait_for(timeout=10000)
+            assert "needs a language model" in await notice.inner_text()
+        finally:
+            await context.close()

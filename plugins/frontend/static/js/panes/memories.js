@@ -22,8 +22,12 @@ export function mount(root, app) {
     field(t, "memories.category", category), add);
   const status = statusLine();
   const list = h("ul", {class: "card-list memory-list"});
+  // Said plainly when the assistant cannot reflect on conversations: no language model for it.
+  const thinking = h("p", {class: "notice info thinking-off", "data-i18n": "memories.thinking_off", hidden: true},
+    t("memories.thinking_off"));
   root.append(h("div", {class: "pane-body"}, heading(t, "memories.title"), h("p", {class: "muted", "data-i18n": "memories.intro"},
-    t("memories.intro")), searchForm, addForm, status, list));
+    t("memories.intro")), thinking, searchForm, addForm, status, list));
+  api.get("/thinking-status").then((answer) => { thinking.hidden = Boolean(answer.model_configured); }).catch(() => {});
 
   function item(memory) {
     const remove = h("button", {type: "button", class: "quiet danger", "data-action": "delete",

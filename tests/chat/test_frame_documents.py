@@ -145,6 +145,13 @@ async def test_every_frame_of_real_turns_fits_the_documented_schema(gateway, ai_
         await chat.post_messages("admin", SESSION, ["The heating is on.", "The door is locked."])
         await sender.until("multi_message")
         await other.until("multi_message")
+
+        # A rename (by the person, or the assistant's title): every device hears it.
+        renamed = await gateway.patch(f"/api/v1/sessions/{SESSION}", headers={"Authorization": f"Bearer {token}"},
+                                      json={"title": "Frames"})
+        assert renamed.status == 200, await renamed.text()
+        await sender.until("session_updated")
+        await other.until("session_updated")
     finally:
         await sender_ws.close()
         await other_ws.close()

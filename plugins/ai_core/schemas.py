@@ -77,6 +77,10 @@ class ToolInfo(marshmallow.Schema):
     examples = fields.Dict(keys=fields.String(), values=fields.List(fields.String()), required=True,
                            metadata={"description": "Example requests by language."})
     owner = fields.String(required=True, metadata={"description": "The plugin that registered it."})
+    topic = fields.Dict(keys=fields.String(), values=fields.String(), required=True,
+                        metadata={"description": "What help lists it under, by language."})
+    help = fields.Dict(keys=fields.String(), values=fields.List(fields.String()), required=True,
+                       metadata={"description": "What a person can say to use it, by language."})
 
 
 class ToolList(marshmallow.Schema):

@@ -18,7 +18,11 @@ from plugins.ai_core import plugin as ai_core_plugin
 from plugins.auth import tokens_plugin
 from tests.support.voice_gateway import (ALICE, BOB, chat_settings, frames_until, make_voice_gateway,  # noqa: F401
                                          token_for, ws_path)
-from tests.voice.conftest import CHINESE, ENGLISH, needs_espeak
+from tests.voice.conftest import CHINESE, ENGLISH, needs_espeak, word_error_rate
+
+# What the English recording says (tests/voice/conftest.py ENGLISH); Whisper hears it a
+# little differently on different CPUs ("ill-sposed"), so the words are compared, not a word.
+SAID = "he was not an ill disposed young man"
 
 CHUNK = 3200  # 100 ms of 16 kHz 16-bit mono
 
@@ -76,7 +80,7 @@ async def check_audio(gateway, frames: list[dict]) -> list[dict]:
 
 async def test_a_spoken_english_question_is_heard_answered_and_spoken(gateway):
     final, frames = await speak(gateway, ENGLISH.read_bytes(), "en", "e2e-en")
-    assert "disposed" in final["text"].lower() and final["language"] == "en"
+    assert word_error_rate(SAID, final["text"]) <= 0.25 and final["language"] == "en", final
     assert frames[-1]["text"]  # the offline agent's reply
     await check_audio(gateway, frames)
 
@@ -97,7 +101,7 @@ async def test_a_recording_through_the_endpoints_and_voice_input(gateway):
     form.add_field("language", "en")
     response = await gateway.post("/api/v1/voice/transcribe", data=form, headers=headers)
     body = await response.json()
-    assert response.status == 200 and body["success"] is True and "disposed" in body["text"].lower()
+    assert response.status == 200 and body["success"] is True and word_error_rate(SAID, body["text"]) <= 0.25, body
     speech = await gateway.post("/api/v1/voice/tts", json={"text": "你好，世界。", "language": "zh"}, headers=headers)
     assert speech.status == 200 and speech.content_type == "audio/wav" and int(speech.headers["X-Audio-Duration-Ms"]) > 0
     status = await (await gateway.get("/api/v1/voice/status", headers=headers)).json()

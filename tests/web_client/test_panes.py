@@ -33,6 +33,7 @@ from plugins.knowledge import plugin as knowledge_plugin
 from plugins.knowledge.assistant import tools_plugin as knowledge_tools_plugin
 from plugins.memory import plugin as memory_plugin
 from plugins.memory import proxy_plugin as memory_proxy_plugin
+from plugins.memory.thinking import ThinkingPlugin
 from plugins.notifications import plugin as notifications_plugin
 from plugins.reminders import plugin as reminders_plugin
 from plugins.sessions import plugin as sessions_plugin
@@ -115,7 +116,7 @@ async def services(postgres_server, tmp_path_factory):
             "plugins.auth": {"rate_limit_per_minute": 1000}}),
             plugins=[tokens_plugin, auth_plugin, sessions_plugin, files_plugin, notifications_plugin,
                      ai_core_client_plugin, chat_plugin, reminders_plugin, devices_plugin, memory_proxy_plugin,
-                     knowledge_plugin, voice_plugin, automation_plugin])
+                     knowledge_plugin, voice_plugin, automation_plugin, ThinkingPlugin()])
         await serve(gateway, int(gateway_url.rsplit(":", 1)[1]))
         frontend_url = await serve(create_app("frontend", config(), plugins=[frontend_plugin]))
         yield PaneServices(frontend_url=frontend_url, gateway_url=gateway_url, page_url=f"{model_url}/compost.html")

@@ -74,6 +74,14 @@ def shared_model(threads: int, workers: int) -> Any:
         return _models[threads]
 
 
+# Audio whose loudest sample stays below this (about -60 dBFS) holds no speech to recognise.
+SILENCE_PEAK = 1e-3
+
+
+def is_silent(samples: np.ndarray) -> bool:
+    return not len(samples) or float(np.max(np.abs(samples))) < SILENCE_PEAK
+
+
 class WhisperRecognizer:
     name = "whisper"
     model = MODEL
@@ -96,6 +104,8 @@ class WhisperRecognizer:
         return await asyncio.get_running_loop().run_in_executor(None, self._recognize, samples, language)
 
     def _recognize(self, samples: np.ndarray, language: str | None, context: str = "") -> Recognition:
+        if is_silent(samples):
+            return Recognition(text="", language=language or "")
         segments, info = self._model.transcribe(
             samples, language=language, beam_size=self.beam_size, condition_on_previous_text=False,
             initial_prompt=prompt_text(language, context) or None, without_timestamps=True)
@@ -122,6 +132,8 @@ class WhisperRecognizer:
 
     def _recognize_fitted(self, samples: np.ndarray, language: str,
                           abandon: threading.Event | None = None, context: str = "") -> Recognition:
+        if is_silent(samples):  # Whisper makes words of silence ("you"), on some CPUs always
+            return Recognition(text="", language=language)
         seconds = len(samples) / 16000
         if seconds > FITTED_MAX_SECONDS or language not in LANGUAGES:
             return self._recognize(samples, language, context)

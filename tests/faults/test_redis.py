@@ -12,7 +12,14 @@ from tests.core.test_bus import RestartableRedis
 from tests.faults.conftest import (RECOVERED_WITHIN, TOLD_WITHIN, assert_cut_off_cleanly, run_a_turn, stored_messages,
                                    until_reply_ends)
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    # Killing Redis mid-reply, redis-py drops a pooled connection whose reads the kill cut short
+    # without closing its StreamWriter (the socket is already dead); Python reports it when the
+    # writer is collected. Not a leak of ours; filtered here only (issue 43 keeps looking).
+    pytest.mark.filterwarnings("ignore:Exception ignored in. <function StreamWriter.__del__"
+                               ":pytest.PytestUnraisableExceptionWarning"),
+]
 
 
 @pytest.fixture

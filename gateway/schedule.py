@@ -104,11 +104,6 @@ def _aware(instant: datetime) -> datetime:
     return instant.astimezone(UTC)
 
 
-def rfc3339(instant: datetime) -> str:
-    """`2026-11-24T09:00:00.000Z`: how reminder and notification times are written."""
-    return instant.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 # ---------------------------------------------------------------- zones and wall times
 
 def zone_named(name: str) -> ZoneInfo:

@@ -4,6 +4,7 @@ a WebSocket frame and every UTF-8 encoder refuse. Such halves become U+FFFD wher
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import orjson
@@ -87,3 +88,18 @@ def _depth(value: Any) -> int:
             deepest = max(deepest, level)
             stack.extend((child, level + 1) for child in item if isinstance(child, (dict, list)))
     return deepest
+
+
+# Han characters (CJK unified ideographs, extension A, compatibility, and the supplementary
+# planes' extensions): what marks a text as Chinese for every guess of a language here.
+HAN_RANGES = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef"
+HAN = re.compile(f"[{HAN_RANGES}]")
+
+
+def has_han(text: str) -> bool:
+    return HAN.search(text) is not None
+
+
+def language_of(text: str) -> str:
+    """`zh` for a text with a Han character, else `en`: the two languages the assistant speaks."""
+    return "zh" if has_han(text) else "en"

@@ -11,12 +11,13 @@ import functools
 import re
 import unicodedata
 from dataclasses import dataclass
+from gateway.text import HAN, language_of
+
 from .contract import DEFAULT_MAX_MESSAGE_CHARS
 from .tools import Emit, Tool, ToolRegistry, ToolRunner
 
 AGENT_MODEL = "offline-agent"
 
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _CONTRACTIONS = {"what's": "what is", "whats": "what is", "it's": "it is", "i'm": "i am",
                  "today's": "today is", "you're": "you are", "can't": "can not"}
 
@@ -28,9 +29,6 @@ HELP = {"en": ["help", "what can you do", "how do you work", "what are your abil
         "zh": ["帮助", "你能做什么", "你会什么", "怎么用", "有什么功能"]}
 
 
-
-def language_of(text: str) -> str:
-    return "zh" if _CJK.search(text) else "en"
 
 
 def _normalize(text: str) -> str:
@@ -44,7 +42,7 @@ def _units(text: str) -> list[str]:
     """Words for English, characters for Chinese (which has no spaces between words)."""
     units: list[str] = []
     for piece in _normalize(text).split():
-        if _CJK.search(piece):
+        if HAN.search(piece):
             units.extend(piece)
         else:
             units.append(piece)

@@ -20,9 +20,10 @@ import aiohttp
 
 from gateway.fetch import FetchPolicy, GuardedFetcher
 from gateway.identity import ADMIN_USER_ID
+from gateway.text import language_of
 
 from . import store
-from .agent import AGENT_MODEL, OfflineAgent, is_help_request, language_of
+from .agent import AGENT_MODEL, OfflineAgent, is_help_request
 from .contract import ChatEvent, ContextBlock, Fallback, FinishedTurn, SystemInfoEvent
 from .hooks import TurnContextProviders, TurnFinishedListeners
 from .images import ImageError, ImageFetcher, origin

@@ -9,7 +9,6 @@ import math
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import timezone
 from typing import Awaitable, Callable
 
 import marshmallow
@@ -17,6 +16,7 @@ import psycopg2
 from aiohttp import web
 from marshmallow import fields, validate
 
+from gateway.clock import rfc3339
 from gateway.context import Context
 from gateway.database import DatabaseTimeout, unavailable as database_unavailable
 from gateway.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable, TooManyRequests, Unauthorized
@@ -86,12 +86,6 @@ class LogoutSchema(_Lenient):
     all = fields.Boolean(load_default=False)
     others = fields.Boolean(load_default=False, metadata={
         "description": "Revoke every other login of the user and keep this one (the access token's)."})
-
-
-def rfc3339(moment) -> str | None:
-    if moment is None:
-        return None
-    return moment.astimezone(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _same(given: str, expected: str) -> bool:
@@ -506,7 +500,7 @@ async def _profile_of(request: web.Request, caller: Identity, user_id: str) -> d
             log.warning("profile without a database: %s", error)
             created_at = None
         return {"user_id": admin.user_id, "username": admin.username, "nickname": admin.nickname,
-                "is_admin": True, "created_at": rfc3339(created_at), "timezone": zone, **zone_fields}
+                "is_admin": True, "created_at": rfc3339(created_at, "seconds"), "timezone": zone, **zone_fields}
     username = user_id[len(USER_ID_PREFIX):] if user_id.startswith(USER_ID_PREFIX) else ""
     try:
         row = await store.find_user(accounts.context.db, username) if username else None
@@ -521,4 +515,4 @@ async def _profile_of(request: web.Request, caller: Identity, user_id: str) -> d
         raise NotFound("The user does not exist.", error_type="user_not_found",
                        hint="The account may have been deleted; log in again.")
     return {"user_id": user_id, "username": row["username"], "nickname": row["nickname"], "is_admin": False,
-            "created_at": rfc3339(row["created_at"]), "timezone": zone, **zone_fields}
+            "created_at": rfc3339(row["created_at"], "seconds"), "timezone": zone, **zone_fields}

@@ -20,7 +20,8 @@ import marshmallow
 from gateway.context import Context
 from gateway.errors import ApiError, NotFound
 from gateway.fetch import FetchError, FetchPolicy, GuardedFetcher
-from gateway.schedule import DueLoop, judge_lateness, rfc3339
+from gateway.clock import rfc3339
+from gateway.schedule import DueLoop, judge_lateness
 from plugins.auth.contract import PERSON_ZONES
 from plugins.chat.contract import CHAT_TURNS, TurnFailed, may_chat
 from plugins.iot.contract import DEVICES, DeviceChange

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Iterable
 
+from gateway.clock import rfc3339
 from gateway.database import execute, fetch_all, fetch_one, fetch_value, transaction
 
 RULE_COLUMNS = ("id, user_id, name, description, trigger_type, trigger_config, conditions, actions, enabled, "
@@ -25,12 +26,6 @@ CLAIM_RETENTION_HOURS = 24
 
 def new_id() -> str:
     return uuid.uuid4().hex
-
-
-def rfc3339(moment: datetime | None) -> str | None:
-    if moment is None:
-        return None
-    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _out(row: dict | None) -> dict | None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from typing import TYPE_CHECKING
 
+from gateway.clock import now_ms
 from gateway.text import dumps_text
 from gateway.ws import error_frame as core_error_frame
 
@@ -44,10 +44,6 @@ def turn_error_type(error_type: object) -> str:
 
 def turn_error_text(error_type: str) -> str:
     return TURN_ERRORS.get(error_type, TURN_ERRORS["ai_core_failed"])
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def error_frame(error: str, **extra) -> dict:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from gateway.text import HAN
+
 # Room words -> the simulated home's room ids. A room the tables do not know (a real device's)
 # is still found by its names, which the tools compare too.
 ROOM_WORDS: dict[str, str] = {
@@ -52,12 +54,8 @@ AC_MODES = {"cool": "cool", "cooling": "cool", "制冷": "cool", "冷风": "cool
 FAN_SPEEDS = {"high": "high", "medium": "medium", "low": "low", "auto": "auto",
               "高": "high", "中": "medium", "低": "low", "自动": "auto"}
 
-_CJK = re.compile(r"[\u3400-\u9fff]")
 _DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
 
-
-def language_of(text: str) -> str:
-    return "zh" if _CJK.search(text) else "en"
 
 
 def normalize(text: str) -> str:
@@ -109,7 +107,7 @@ def _tidy(value: float) -> int | float:
 def find_word(text: str, table: dict[str, str]) -> tuple[str, str] | None:
     """The longest word of `table` in `text` (whole words for English), and what it stands for."""
     for word in sorted(table, key=len, reverse=True):
-        if _CJK.search(word):
+        if HAN.search(word):
             if word in text:
                 return word, table[word]
         elif re.search(rf"(?<![a-z]){re.escape(word)}(?![a-z])", text):
@@ -277,7 +275,7 @@ def parse_listing(text: str) -> dict:
     room = room_in(said)
     if room:
         arguments["room"] = room
-    kind = find_word(said, {word: kind for word, kind in TYPE_WORDS.items() if len(word) > 1 or _CJK.search(word)})
+    kind = find_word(said, {word: kind for word, kind in TYPE_WORDS.items() if len(word) > 1 or HAN.search(word)})
     if kind and kind[0] not in ("门", "锁"):
         arguments["type"] = kind[1]
     return arguments

@@ -18,11 +18,11 @@ import codecs
 import contextlib
 import json
 import logging
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, AsyncIterator, Callable, Sequence, TypeVar
 
+from gateway.clock import now_ms
 from gateway.context import Context
 from gateway.database import execute, fetch_all, fetch_one, fetch_value, transaction
 from gateway.database import unavailable as database_unavailable
@@ -56,10 +56,6 @@ CHUNK_COLUMNS = ("c.id, c.document_id, d.title AS document_title, c.kb_id, c.pos
                  "c.start_offset, c.end_offset")
 
 Result = TypeVar("Result")
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def as_uuid(value: str) -> str | None:

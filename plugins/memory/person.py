@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 
+from gateway.text import has_han
+
 from .rules import RELATIONS
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _ADVERBS = ("really", "also", "still", "now", "currently", "usually", "often", "always", "never", "only",
             "sometimes", "mostly", "just", "recently", "absolutely", "totally", "no longer", "actually")
 _ADVERB = "|".join(sorted((a.replace(" ", r"\s+") for a in _ADVERBS), key=len, reverse=True))
@@ -27,9 +28,6 @@ _AUXILIARY_EN = [  # first person → the user, at the start of a sentence
 ]
 _RELATIVES_ZH = "|".join(sorted((word for word in RELATIONS if not word.isascii()), key=len, reverse=True))
 
-
-def is_chinese(text: str) -> bool:
-    return bool(_CJK.search(text))
 
 
 def _third(verb: str) -> str:
@@ -88,7 +86,7 @@ def neutral(text: str) -> str:
     text = " ".join(text.replace("’", "'").split())
     if not text:
         return text
-    if is_chinese(text):
+    if has_han(text):
         if re.match(r"^(?:你可以|请|以后)?叫我", text):
             text = re.sub(r"^(?:你可以|请|以后)?叫我", "用户叫", text)
         text = re.sub(rf"我(?:的)?(?={_RELATIVES_ZH})", "用户的", text)  # 我妹妹 → 用户的妹妹
@@ -121,7 +119,7 @@ def second_person(text: str) -> str:
     text = " ".join(text.split())
     if not text:
         return text
-    if is_chinese(text):
+    if has_han(text):
         return re.sub(r"用户|我(?!们)", "你", text)
     if re.match(r"^(?:the user|i|i'm|i've|i'd|my|call me)\b", text, re.IGNORECASE) and \
             not re.match(r"^the user'?s?\b", text, re.IGNORECASE):

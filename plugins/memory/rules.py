@@ -20,6 +20,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from gateway.text import HAN
+
 # Relatives and people a fact may be about; a fact about one is not a fact about another.
 RELATIONS = {
     "sister": "sister", "sisters": "sister", "brother": "brother", "brothers": "brother",
@@ -59,7 +61,6 @@ FILLERS_ZH = set("的了很也还都在是我用户请真非常")
 
 _VALUE_END = re.compile(r"\s(?:and|but|with|because|since|so|who|which|while|for)\s|[,.;!?，。；！？、\n(（]")
 _EN_WORDS = re.compile(r"[a-z0-9]+")
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
 def normalise(text: str) -> str:
@@ -158,7 +159,7 @@ def slot_statement(text: str) -> Slot | None:
     text = normalise(text)
     rest = text[:slot.span[0]] + " " + text[slot.span[1]:]
     words = [w for w in _EN_WORDS.findall(rest) if w not in FILLERS and w not in {"and", "now", "currently"}]
-    chinese = [c for c in _CJK.findall(rest) if c not in FILLERS_ZH and c not in "现目前"]
+    chinese = [c for c in HAN.findall(rest) if c not in FILLERS_ZH and c not in "现目前"]
     return slot if len(words) <= 1 and len(chinese) <= 2 else None
 
 

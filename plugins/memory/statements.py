@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+from gateway.text import has_han
+
 from .person import neutral
 
 CATEGORIES = ("identity", "preference", "health", "relationship", "work", "schedule", "other")
@@ -40,7 +42,6 @@ class Statement:
 
 # ---------------------------------------------------------------- clauses
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _QUOTES = re.compile(r"[\"“”„「」『』«»]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；;])|\n+")
 # A comma (or "and"/"but") starts a new clause only where a new statement follows it, so that
@@ -77,9 +78,6 @@ _NEGATION_EN = re.compile(r"\b(?:not|never|no|no longer|nobody|none|neither|nor|
 _NEGATION_ZH = re.compile(r"[不没别非无未]")
 
 
-def _is_chinese(text: str) -> bool:
-    return bool(_CJK.search(text))
-
 
 def _sentences(text: str) -> list[str]:
     text = text.replace("’", "'").replace("‘", "'")
@@ -87,7 +85,7 @@ def _sentences(text: str) -> list[str]:
 
 
 def _clauses(sentence: str) -> list[str]:
-    parts = _SPLIT_ZH.split(sentence) if _is_chinese(sentence) else _SPLIT_EN.split(sentence)
+    parts = _SPLIT_ZH.split(sentence) if has_han(sentence) else _SPLIT_EN.split(sentence)
     return [p.strip() for p in parts if p and p.strip()]
 
 
@@ -99,7 +97,7 @@ def _is_question(clause: str, last_of_question: bool) -> bool:
     if last_of_question:
         return True
     bare = _strip_end(clause)
-    return bool(_QUESTION_ZH.search(bare) if _is_chinese(bare) else _QUESTION_EN.match(bare))
+    return bool(_QUESTION_ZH.search(bare) if has_han(bare) else _QUESTION_EN.match(bare))
 
 
 # ---------------------------------------------------------------- values
@@ -398,7 +396,7 @@ def _category_of(text: str) -> str:
 def _statement(clause: str) -> tuple[str, str, int] | None:
     """The clause as a stored sentence, with its category and priority, when it is one of the
     known statements."""
-    chinese = _is_chinese(clause)
+    chinese = has_han(clause)
     clause = (_FILLERS_ZH if chinese else _FILLERS_EN).sub("", clause).strip()
     bare = _strip_end(clause)
     for pattern, build in RULES_ZH if chinese else RULES_EN:
@@ -418,7 +416,7 @@ def _explicit(rest: str) -> tuple[str, str, int] | None:
     if found is not None:
         content, category, priority = found
         return content, category, max(priority, 7)
-    chinese = _is_chinese(rest)
+    chinese = has_han(rest)
     if len(rest) < (2 if chinese else 6) or len(rest) > 300:
         return None
     if (_REMINDER_ZH if chinese else _REMINDER_EN).match(rest):
@@ -444,7 +442,7 @@ def explicit_statements(text: str, limit: int = 5) -> list[Statement]:
     found: list[Statement] = []
     seen: set[str] = set()
     for sentence in _sentences(text):
-        chinese = _is_chinese(sentence)
+        chinese = has_han(sentence)
         if (_HYPOTHETICAL_ZH if chinese else _HYPOTHETICAL_EN).search(sentence):
             continue
         if _QUOTES.search(sentence) or (_REPORTED_ZH if chinese else _REPORTED_EN).search(sentence):
@@ -457,8 +455,8 @@ def explicit_statements(text: str, limit: int = 5) -> list[Statement]:
             continue  # "I live in Paris, right?": the whole sentence is asked
         explicit = False
         for index, clause in enumerate(clauses):
-            clause = (_FILLERS_ZH if _is_chinese(clause) else _FILLERS_EN).sub("", clause).strip()
-            remember = (_REMEMBER_ZH if _is_chinese(clause) else _REMEMBER_EN).match(clause)
+            clause = (_FILLERS_ZH if has_han(clause) else _FILLERS_EN).sub("", clause).strip()
+            remember = (_REMEMBER_ZH if has_han(clause) else _REMEMBER_EN).match(clause)
             asked = _is_question(clause, question and index == len(clauses) - 1)
             if asked and not (remember is not None and remember.groupdict().get("polite")):
                 continue  # "can you remember that …?" is a request, every other question is not told

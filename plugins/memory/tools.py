@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from gateway.lexical import Tokenizer
+from gateway.text import HAN
 from plugins.ai_core.contract import ToolCall, ToolFailed, Tools
 
 from .person import neutral, second_person
@@ -46,13 +47,12 @@ def _unavailable(error: MemoryServiceError) -> ToolFailed:
 
 # ---------------------------------------------------------------- the offline agent's words
 
-_CJK = re.compile(r"[\u3400-\u9fff]")
 _TRIM = " \t\n?？。.!！:：,，;；、\"“”「」'"
 
 
 def _clean(text: str) -> str:
     text = text.strip(_TRIM)
-    if text and not _CJK.match(text[0]):
+    if text and not HAN.match(text[0]):
         text = text[0].upper() + text[1:]
     return text
 
@@ -155,7 +155,7 @@ def topic_words(text: str) -> set[str]:
 def _said(word: str, content: str, words: set[str]) -> bool:
     if word in words:
         return True
-    if _CJK.search(word):
+    if HAN.search(word):
         if word in content:
             return True
     elif len(word) >= 5 and any(other[:5] == word[:5] for other in words):  # allergy / allergic

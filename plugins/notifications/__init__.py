@@ -27,7 +27,7 @@ from gateway.hub import Connection
 from gateway.identity import owner_for, require_user
 from gateway.openapi import api_doc
 from gateway.plugins import Plugin, Registrar
-from gateway.schedule import rfc3339
+from gateway.clock import rfc3339
 from gateway.validation import parse_body, parse_query
 
 from .contract import NOTIFICATIONS

@@ -20,7 +20,7 @@ from gateway.context import Context
 from gateway.database import execute, fetch_all, fetch_one
 from gateway.errors import BadRequest, NotFound, ServiceUnavailable
 from gateway.fetch import FetchError, FetchPolicy, FetchRefused, GuardedFetcher
-from gateway.schedule import rfc3339
+from gateway.clock import rfc3339
 
 from . import webpush
 

@@ -10,6 +10,7 @@ import time
 import marshmallow
 from aiohttp import web
 
+from gateway.clock import rfc3339
 from gateway.errors import BadRequest, Forbidden, NotFound, Unauthorized
 from gateway.identity import owner_for, require_admin, require_user
 from gateway.openapi import api_doc
@@ -27,10 +28,6 @@ TELEGRAM_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 UNIX_SECONDS = re.compile(r"[0-9]{1,12}")
 
 
-def iso(value) -> str:
-    return value.isoformat() if value is not None else ""
-
-
 async def public_bot(request: web.Request, bot: dict) -> dict:
     """A bot as answered: secrets masked, its allow-list, and how it runs."""
     bridge = request.config_dict[BRIDGE]
@@ -41,7 +38,7 @@ async def public_bot(request: web.Request, bot: dict) -> dict:
     return {"id": bot["id"], "name": bot["name"], "platform": bot["platform"], "enabled": bot["enabled"],
             "config": config, "users": await store.users_of(bridge.db, bot["id"]),
             "allow_linking": bot["allow_linking"], "status": bridge.status_of(bot),
-            "endpoints": endpoints_of(bot), "created_at": iso(bot["created_at"]), "updated_at": iso(bot["updated_at"])}
+            "endpoints": endpoints_of(bot), "created_at": rfc3339(bot["created_at"]), "updated_at": rfc3339(bot["updated_at"])}
 
 
 def endpoints_of(bot: dict) -> dict:
@@ -161,7 +158,7 @@ async def bot_messages(request: web.Request) -> web.Response:
     bot = await store.require_bot(bridge.db, request.match_info["id"])
     rows, has_more = await store.messages(bridge.db, bot["id"], query["limit"], query["before"],
                                           bridge.settings["log_limit"])
-    return web.json_response({"messages": [{**row, "created_at": iso(row["created_at"])} for row in rows],
+    return web.json_response({"messages": [{**row, "created_at": rfc3339(row["created_at"])} for row in rows],
                               "has_more": has_more, "next_before": rows[-1]["id"] if has_more else None})
 
 
@@ -182,7 +179,7 @@ async def link_code(request: web.Request) -> web.Response:
                         hint="Ask the operator to add you to the bot's allow-list, or to allow linking.")
     code = await store.new_link_code(bridge.db, bot["id"], user_id, bridge.settings["link_code_ttl"])
     return web.json_response({"code": code["code"], "bot_id": bot["id"], "user_id": user_id,
-                              "expires_at": iso(code["expires_at"]),
+                              "expires_at": rfc3339(code["expires_at"]),
                               "instruction": f"Send /link {code['code']} to the bot."}, status=201)
 
 

@@ -20,9 +20,10 @@ from zoneinfo import ZoneInfo
 
 from gateway.plugins import Plugin, Registrar
 from gateway.schedule import REPEAT_KINDS
+from gateway.text import language_of
 from plugins.ai_core.contract import TOOLS, GatewayFailed, ToolCall, ToolFailed, Tools, gateway_offers
 
-from .phrases import NotUnderstood, language_of, read_request, resolve_when
+from .phrases import NotUnderstood, read_request, resolve_when
 
 REMINDERS_PATH = "/api/v1/reminders"
 PROFILE_PATH = "/api/v1/profile"

@@ -18,8 +18,8 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from gateway.schedule import Repeat, localize, next_occurrence
+from gateway.text import language_of
 
-_CJK = re.compile(r"[\u3400-\u9fff]")
 
 # ---------------------------------------------------------------- Chinese
 
@@ -102,9 +102,6 @@ class ReminderWords:
         found = {"title": self.title, "when": self.when, "repeat_type": self.repeat_type}
         return {key: value for key, value in found.items() if value and value != "none"}
 
-
-def language_of(text: str) -> str:
-    return "zh" if _CJK.search(text) else "en"
 
 
 def read_request(text: str) -> ReminderWords:

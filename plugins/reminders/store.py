@@ -21,8 +21,9 @@ from gateway import bus, database
 from gateway.context import Context
 from gateway.database import execute, fetch_all, fetch_one, fetch_value, transaction
 from gateway.errors import BadRequest, Conflict, NotFound
-from gateway.schedule import (DueLoop, Repeat, check_instant, judge_lateness, localize, next_occurrence,
-                              rfc3339, zone_named)
+from gateway.clock import rfc3339
+from gateway.schedule import DueLoop, Repeat, check_instant, judge_lateness, localize, next_occurrence, zone_named
+from gateway.text import HAN
 from plugins.auth.contract import PERSON_ZONES
 from plugins.notifications.contract import NOTIFICATIONS
 
@@ -37,7 +38,6 @@ FALLBACK_ZONE = "UTC"
 POISON_RETRY = timedelta(minutes=5)
 # Tries at one occurrence that raises (its stored data broken) before the reminder is `failed`.
 MAX_FIRE_ATTEMPTS = 3
-_CJK = re.compile(r"[\u3400-\u9fff]")
 
 
 def _bad_time(text: str, reason: str) -> BadRequest:
@@ -88,8 +88,6 @@ def _wall(instant: datetime, zone_name: str) -> str:
         return instant.astimezone(ZoneInfo("UTC")).isoformat(timespec="seconds")
 
 
-def _optional(instant: datetime | None) -> str | None:
-    return rfc3339(instant) if instant is not None else None
 
 
 def present(row: dict) -> dict:
@@ -98,9 +96,9 @@ def present(row: dict) -> dict:
             "remind_at": _wall(row["remind_at"], row["timezone"]), "status": row["status"],
             "repeat_type": row["repeat_type"], "repeat_rule": row["repeat_rule"], "timezone": row["timezone"],
             "session_id": row["session_id"], "notified": row["notified"],
-            "next_run_at": _optional(row["next_run_at"]), "last_fired_at": _optional(row["last_fired_at"]),
+            "next_run_at": rfc3339(row["next_run_at"]), "last_fired_at": rfc3339(row["last_fired_at"]),
             "created_at": rfc3339(row["created_at"]), "updated_at": rfc3339(row["updated_at"]),
-            "completed_at": _optional(row["completed_at"])}
+            "completed_at": rfc3339(row["completed_at"])}
 
 
 class Reminders:
@@ -340,7 +338,7 @@ class Reminders:
         if late:  # said in the reminder's own language, as far as its words tell
             due_at = _wall(due, row["timezone"])[11:16]
             body += (f"（晚了 {_duration(late_by).replace('min', '分钟').replace('h', '小时')}：原定 {due_at}）"
-                     if _CJK.search(body) else f" (late by {_duration(late_by)}: due at {due_at})")
+                     if HAN.search(body) else f" (late by {_duration(late_by)}: due at {due_at})")
         data = {"reminder_id": row["id"], "remind_at": _wall(due, row["timezone"]), "repeat_type": row["repeat_type"],
                 "session_id": row["session_id"], "late": late, "late_by": late_by}
         await self.context.contracts.require(NOTIFICATIONS).push(

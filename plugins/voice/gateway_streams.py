@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import aiohttp
 
+from gateway.clock import now_ms
 from gateway.errors import ApiError
 from gateway.ws import error_frame as core_error_frame
 from plugins.chat.contract import CHAT_TURNS
@@ -35,10 +36,6 @@ log = logging.getLogger("plugins.voice.streams")
 # Chunks that came early and are held while an earlier one is awaited; the next one past them
 # gives the awaited chunk up as missing (an `error` frame names it) and the stream goes on.
 REORDER_WINDOW = 16
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def error_frame(error: str, error_type: str, **extra) -> dict:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from gateway.database import execute, fetch_all
 from gateway.downloads import LinkSigner
 from gateway.errors import ApiError
+from gateway.text import language_of
 from plugins.chat.contract import ReplyStream
 
 from .gateway_client import VoiceClient, VoiceUnavailable, refused
@@ -35,11 +36,7 @@ log = logging.getLogger("plugins.voice.spoken")
 
 SPOKEN_MODES = ("voice_msg", "voice_assistant")
 AUDIO_TYPES = {"wav": "audio/wav", "mp3": "audio/mpeg", "ogg": "audio/ogg"}
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
-
-def language_of(text: str) -> str:
-    return "zh" if _CJK.search(text) else "en"
 
 
 def owner_of(user_id: str) -> str:

@@ -6,9 +6,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from gateway.clock import rfc3339
 from gateway.context import Context
 from gateway.schedule import (DueLoop, ManualClock, Repeat, SystemClock, judge_lateness, localize,
-                              next_occurrence, rfc3339, zone_named)
+                              next_occurrence, zone_named)
 
 UTC = timezone.utc
 NEW_YORK = ZoneInfo("America/New_York")

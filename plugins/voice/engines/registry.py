@@ -8,11 +8,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.text import HAN
 from . import (EngineFailed, EngineHttp, SpeechRecognizer, SpeechSynthesizer, Voice, engine_factories)
 
 log = logging.getLogger("voice.engines")
 API_LANGUAGES = ("zh", "en", "ja", "ko")
-HAN = re.compile(r"[\u3400-\u9fff]")
 KANA = re.compile(r"[\u3040-\u30ff]")
 HANGUL = re.compile(r"[\uac00-\ud7af]")
 

@@ -126,8 +126,8 @@ def create_app(service_id: str, config: Config | None = None, *, plugins: list[P
     context.app = app
     for key, (value, _) in registry.app_state.items():
         app[key] = value
-    app.router.add_get(HEALTH_PATH, health, name="health")
-    app.router.add_get(INTROSPECTION_PATH, introspection, name="introspection")
+    app.router.add_get(HEALTH_PATH, health, name="core.health")
+    app.router.add_get(INTROSPECTION_PATH, introspection, name="core.introspection")
     add_document_routes(app, f"{spec.name} ({service_id})", __version__)
     if registry.ws_types or registry.ws_server_types:
         add_asyncapi_route(app, f"{spec.name} ({service_id})", __version__)

@@ -200,4 +200,4 @@ def add_document_route(app: web.Application, title: str, version: str,
             cache.append(build_document(title, version, channels(request.app), description))
         return web.json_response(cache[0])
 
-    app.router.add_get(ASYNCAPI_PATH, asyncapi, name="asyncapi")
+    app.router.add_get(ASYNCAPI_PATH, asyncapi, name="core.asyncapi")

@@ -291,8 +291,8 @@ def add_document_routes(app: web.Application, title: str, version: str, auth: st
         return web.Response(text=render_page(document()), content_type="text/html",
                             headers={"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'"})
 
-    app.router.add_get(OPENAPI_PATH, openapi, name="openapi")
-    app.router.add_get(DOCS_PATH, docs, name="api_docs")
+    app.router.add_get(OPENAPI_PATH, openapi, name="core.openapi")
+    app.router.add_get(DOCS_PATH, docs, name="core.api_docs")
 
 
 def render_page(document: dict) -> str:

@@ -284,7 +284,7 @@ def accounts_of(request: web.Request) -> Accounts:
     return request.config_dict[ACCOUNTS]
 
 
-@routes.post("/api/v1/auth/register", name="auth_register")
+@routes.post("/api/v1/auth/register", name="auth.register")
 @api_doc("Create an account (when REGISTRATION_ENABLED)", body=RegisterSchema, responses={201: SignedIn},
          errors=(403, 409, 429, 503), auth="none")
 @needs_database("Registration")
@@ -312,7 +312,7 @@ async def register(request: web.Request) -> web.Response:
                              status=201)
 
 
-@routes.post("/api/v1/auth/login", name="auth_login")
+@routes.post("/api/v1/auth/login", name="auth.login")
 @api_doc("Log in with a username and password", body=LoginSchema, responses={200: SignedIn},
          errors=(401, 429, 503), auth="none")
 @needs_database("Logging in")
@@ -358,7 +358,7 @@ async def _check_credentials(accounts: Accounts, username: str, password: str) -
                     nickname=row["nickname"])
 
 
-@routes.post("/api/v1/auth/refresh", name="auth_refresh")
+@routes.post("/api/v1/auth/refresh", name="auth.refresh")
 @api_doc("New tokens for a refresh token (body) or an access token, expired or not (bearer)",
          body=RefreshSchema, body_required=False, responses={200: TokenPair}, errors=(503,), auth="optional")
 async def refresh(request: web.Request) -> web.Response:
@@ -381,7 +381,7 @@ async def refresh(request: web.Request) -> web.Response:
                                  error_type="database_unavailable", hint="Try again shortly.") from None
 
 
-@routes.post("/api/v1/auth/logout", name="auth_logout")
+@routes.post("/api/v1/auth/logout", name="auth.logout")
 @api_doc("Revoke this login (with `all`, every login of the user; with `others`, every other one)", body=LogoutSchema, body_required=False,
          responses={200: LoggedOut}, errors=(403, 503), auth="optional")
 async def logout(request: web.Request) -> web.Response:
@@ -442,7 +442,7 @@ class ProfileUpdate(marshmallow.Schema):
                        "\"tomorrow at 9\" in."})
 
 
-@routes.get("/api/v1/profile", name="profile")
+@routes.get("/api/v1/profile", name="auth.profile")
 @api_doc("The caller's profile (the administrator and services: anyone's, with user_id)", query=ProfileQuery,
          responses={200: Profile}, errors=(403, 404))
 async def profile(request: web.Request) -> web.Response:
@@ -451,7 +451,7 @@ async def profile(request: web.Request) -> web.Response:
     return web.json_response(await _profile_of(request, identity, target))
 
 
-@routes.put("/api/v1/profile", name="profile.update")
+@routes.put("/api/v1/profile", name="auth.profile_update")
 @api_doc("Change the caller's preferences: their time zone (the administrator: anyone's, with ?user_id=)",
          query=ProfileQuery, body=ProfileUpdate, responses={200: Profile}, errors=(403, 404, 503))
 async def update_profile(request: web.Request) -> web.Response:

@@ -84,7 +84,7 @@ async def analyze_stored(request: web.Request, identity: Identity, file_id: str)
         source.close()
 
 
-@routes.post("/api/v1/images/analyze", name="images_analyze")
+@routes.post("/api/v1/images/analyze", name="files.analyze_image")
 @api_doc("Analyse an image: a stored file by id (JSON), or an uploaded one (multipart `file` or `image`)",
          body={"application/json": AnalyzeBody, "multipart/form-data": ImageForm}, responses={200: ImageAnalysis},
          errors=(404, 502, 503))
@@ -104,7 +104,7 @@ async def handle_analyze(request: web.Request) -> web.Response:
     return web.json_response(result)
 
 
-@routes.get("/api/v1/images/analyze/{file_id}", name="images_analyze_file")
+@routes.get("/api/v1/images/analyze/{file_id}", name="files.analyze_stored_image")
 @api_doc("Analyse a stored image", responses={200: ImageAnalysis}, errors=(404, 502, 503))
 async def handle_analyze_file(request: web.Request) -> web.Response:
     identity = await require_user(request)

@@ -54,7 +54,7 @@ def file_json(record: dict) -> dict:
     return body
 
 
-@routes.post("/api/v1/files/upload", name="files_upload")
+@routes.post("/api/v1/files/upload", name="files.upload")
 @api_doc("Upload a file (multipart field `file`, up to 20 MB)", body=UploadForm, content_type="multipart/form-data",
          query=UploadQuery, responses={201: FileRecord}, errors=(403, 502, 503))
 async def upload(request: web.Request) -> web.Response:
@@ -69,7 +69,7 @@ async def upload(request: web.Request) -> web.Response:
     return web.json_response(file_json(record), status=201)
 
 
-@routes.get("/api/v1/files", name="files_list")
+@routes.get("/api/v1/files", name="files.list")
 @api_doc("A page of the caller's files (the administrator: everyone's, or one user's)", query=ListQuery,
          responses={200: FilePage}, errors=(403, 503))
 async def list_files(request: web.Request) -> web.Response:
@@ -82,7 +82,7 @@ async def list_files(request: web.Request) -> web.Response:
                               "page": query["page"], "limit": query["limit"]})
 
 
-@routes.get("/api/v1/files/{file_id}", name="files_get")
+@routes.get("/api/v1/files/{file_id}", name="files.get")
 @api_doc("One file's record", responses={200: FileRecord}, errors=(404, 503))
 async def get_file(request: web.Request) -> web.Response:
     files = request.config_dict[FILE_STORE]
@@ -91,7 +91,7 @@ async def get_file(request: web.Request) -> web.Response:
     return web.json_response(file_json(record))
 
 
-@routes.get("/api/v1/files/{file_id}/download", name="files_download")
+@routes.get("/api/v1/files/{file_id}/download", name="files.download")
 @api_doc("The file's bytes, whole or one byte range", query=SignedDownloadQuery, auth="optional",
          responses={200: {"*/*": None}, 206: {"*/*": None}}, errors=(404, 416, 502, 503),
          headers={"Range": "One byte range, `bytes=<first>-<last>`"},
@@ -120,7 +120,7 @@ async def download(request: web.Request) -> web.StreamResponse:
     }, missing=lambda: file_missing(str(record["id"])))  # removed between the size check and the read
 
 
-@routes.get("/api/v1/files/{file_id}/thumbnail", name="files_thumbnail")
+@routes.get("/api/v1/files/{file_id}/thumbnail", name="files.thumbnail")
 @api_doc("A JPEG thumbnail of an image (at most 300x300), or an SVG icon for other files",
          responses={200: {"image/jpeg": None, "image/svg+xml": None}}, errors=(404, 502, 503),
          response_headers={"Cache-Control": "`public, max-age=86400`"})
@@ -144,7 +144,7 @@ async def thumbnail(request: web.Request) -> web.Response:
                         headers=headers)
 
 
-@routes.delete("/api/v1/files/{file_id}", name="files_delete")
+@routes.delete("/api/v1/files/{file_id}", name="files.delete")
 @api_doc("Delete a file and its thumbnail", responses={200: FileDeleted}, errors=(404, 502, 503))
 async def delete_file(request: web.Request) -> web.Response:
     files = request.config_dict[FILE_STORE]

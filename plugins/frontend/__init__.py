@@ -120,13 +120,13 @@ def static_file(name: str) -> web.FileResponse:
     return response
 
 
-@routes.get("/", name="frontend_index")
+@routes.get("/", name="frontend.index")
 @api_doc("The web client's page", auth="none", produces="text/html", tags=("frontend",))
 async def index(request: web.Request) -> web.StreamResponse:
     return static_file("index.html")
 
 
-@routes.get("/sw.js", name="frontend_service_worker")
+@routes.get("/sw.js", name="frontend.service_worker")
 @api_doc("The web client's service worker (its scope is the whole site): keeps the app shell for opening "
          "offline; its first line names the shell's version", auth="none", produces="text/javascript",
          tags=("frontend",))
@@ -137,7 +137,7 @@ async def service_worker(request: web.Request) -> web.StreamResponse:
                                             "Cache-Control": "no-cache"})
 
 
-@routes.get("/static/{name:.+}", name="frontend_static")
+@routes.get("/static/{name:.+}", name="frontend.static")
 @api_doc("The web client's scripts, styles and vendored libraries", auth="none", produces="application/octet-stream",
          errors=(404,), tags=("frontend",), path={"name": {"type": "string"}})
 async def static(request: web.Request) -> web.StreamResponse:
@@ -156,7 +156,7 @@ for _method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
     routes.route(_method, "/api/v1/{tail:.+}", name=f"frontend_proxy_{_method.lower()}")(proxy)
 
 
-@routes.get("/ws/chat", name="frontend_chat_socket")
+@routes.get("/ws/chat", name="frontend.chat_socket")
 @api_doc("The gateway's chat WebSocket, carried both ways", auth="optional", produces="application/octet-stream",
          responses={101: None}, errors=(401, 403, 502), tags=("frontend",))
 async def chat_socket(request: web.Request) -> web.StreamResponse:

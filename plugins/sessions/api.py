@@ -220,7 +220,7 @@ async def export_session(request: web.Request) -> web.Response:
                  "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"})
 
 
-@routes.get("/api/v1/messages/search", name="messages.search")
+@routes.get("/api/v1/messages/search", name="sessions.search_messages")
 @api_doc("Search the caller's messages (the administrator: any user's) for a keyword", query=SearchQuery,
          responses={200: SearchPage}, errors=(403, 503))
 async def search_messages(request: web.Request) -> web.Response:

@@ -58,7 +58,7 @@ async def test_the_list_shows_versions_services_and_a_broken_plugin(broken_distr
     assert [(r["service"], r["state"], r["loaded"]) for r in weather["service_reports"]] == [
         ("weather-service", "down", None)]
     own = plugins["plugin_manager"]["service_reports"][0]
-    assert own["loaded"] is True and {"method": "GET", "path": "/api/v1/plugins", "name": "plugin_list"} in own["routes"]
+    assert own["loaded"] is True and {"method": "GET", "path": "/api/v1/plugins", "name": "plugin_manager.list"} in own["routes"]
     broken = plugins["broken_example"]
     assert (broken["distribution"], broken["version"]) == ("broken-example", "1.0")
     assert broken["error"] == {"type": "ModuleNotFoundError", "message": "No module named 'a_library_nobody_installed'"}

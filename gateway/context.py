@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Callable, Generic, TypeVar, overload
 from aiohttp import web
 
 from .contracts import Contracts
+from .peers import peer_addresses
 from .schedule import Clock, SystemClock
 from .typedefs import CONTEXT
 
@@ -66,6 +67,8 @@ class Context:
         self.service_name = service_name or service_id
         self.config = config
         self.contracts = Contracts()
+        # Where the other services answer, read once (gateway/peers.py).
+        self.peer_addresses = peer_addresses(config)
         self.hub: WebSocketHub = WebSocketHub(self)
         self.app: web.Application | None = None
         self.embedded_database = None  # the embedded PostgreSQL handle, when one is used
@@ -91,7 +94,10 @@ class Context:
         return self.__dict__.get(name) is not None
 
     def peer_url(self, peer: str) -> str:
-        """Where another service answers (`peers.<peer>_url`, e.g. "ai_core"), no trailing slash."""
+        """Where another service answers (e.g. "ai_core"), no trailing slash: its `*_URL`
+        variable, else its port of the service table (gateway/peers.py)."""
+        if peer in self.peer_addresses:
+            return self.peer_addresses[peer]
         return str(self.config.get(f"peers.{peer}_url") or "").rstrip("/")
 
     def peer_headers(self) -> dict[str, str]:

@@ -19,6 +19,7 @@ from typing import Any, AsyncGenerator, Awaitable, Callable, Literal, NotRequire
 
 from gateway.contracts import ContractKey
 from gateway.errors import ApiError
+from gateway.peers import PeerFailed
 
 
 # ---------------------------------------------------------------- a message's length
@@ -43,15 +44,17 @@ class ToolFailed(Exception):
     """Raised by a tool handler for a failure the model (or the person) should read as is."""
 
 
-class GatewayFailed(ToolFailed):
-    """`ToolCall.ask_gateway` could not reach the gateway, or the gateway refused: `status` is
-    its HTTP status and `error_type` its errorType (both None when it could not be reached), so
-    a tool can turn an expected refusal (a 404, say) into an answer."""
+class GatewayFailed(PeerFailed, ToolFailed):
+    """`ToolCall.ask_gateway` could not reach the gateway, or the gateway refused: the core's one
+    error of a call to another service (`PeerFailed`), and a tool failure the model reads.
+    `peer_status` is the gateway's HTTP status and `error_type` its errorType (both None when it
+    could not be reached), so a tool can turn an expected refusal (a 404, say) into an answer.
+    `status` is the same as `peer_status` here (tools of other distributions read it)."""
 
     def __init__(self, message: str, status: int | None = None, error_type: str | None = None):
-        super().__init__(message)
-        self.status = status
-        self.error_type = error_type
+        super().__init__(message, peer_status=status)
+        self.status = status  # type: ignore[assignment]
+        self.error_type = error_type  # type: ignore[assignment]  # None: not reached
 
 
 class ToolCall(Protocol):
@@ -81,7 +84,7 @@ async def gateway_offers(call: ToolCall, path: str, params: dict | None = None) 
     try:
         await call.ask_gateway("GET", path, params=params)
     except GatewayFailed as failure:
-        return failure.status not in (None, 404)
+        return failure.peer_status not in (None, 404)
     return True
 
 

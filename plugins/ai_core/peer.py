@@ -1,6 +1,6 @@
 """The gateway as the AI core's peer. Tools that need what the gateway keeps (a person's stored
-messages today; devices, reminders and knowledge next) ask the gateway's own HTTP API with the
-service credential, the one path for all of them.
+messages, devices, reminders, knowledge) ask the gateway's own HTTP API with the service
+credential, over the core's one peer transport (gateway/peers.py).
 
 The gateway takes the service credential for an administrator identity of kind "service", which
 names the person it acts for with the query parameter `user_id` — where every endpoint of the
@@ -8,45 +8,38 @@ gateway reads whom the administrator acts for, whatever the method and whether t
 a form or absent; a tool acts only for the person of its turn (`ToolCallContext.ask_gateway`)."""
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-import aiohttp
-
-from gateway.text import loads_utf8_safe
+from gateway.peers import PeerAnswer, PeerClient, PeerFailed, PeerTimeout
 
 from .contract import GatewayFailed
 
-CONNECT_TIMEOUT = 10.0
 
+class GatewayPeer(PeerClient):
+    """Every failure is a `GatewayFailed`, worded for the model that reads it: the gateway's
+    status and errorType when it answered, none when it could not be reached."""
 
-class GatewayPeer:
     def __init__(self, context, read_timeout: float):
-        self.context = context
-        self.timeout = aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT, sock_read=read_timeout)
+        super().__init__(context, "gateway", service="gateway",
+                         timeout=PeerTimeout.from_config(context.config, read=read_timeout))
 
-    async def request(self, method: str, path: str, *, acting_for: str, params: dict | None = None,
-                      body: dict | None = None) -> Any:
-        """The gateway's decoded JSON answer to `method path`, asked on behalf of `acting_for`."""
-        params = {**(params or {}), "user_id": acting_for}
-        url = self.context.peer_url("gateway") + path
-        try:
-            async with self.context.http.request(method, url, params=params, json=body,
-                                                 headers=self.context.peer_headers(),
-                                                 timeout=self.timeout) as response:
-                raw = await response.read()
-                status = response.status
-        except (aiohttp.ClientError, asyncio.TimeoutError) as error:
-            raise GatewayFailed(f"the gateway cannot be reached ({error.__class__.__name__})") from None
-        try:
-            answer = loads_utf8_safe(raw)
-        except ValueError:
-            answer = None
-        if status >= 400:
-            message = answer.get("error") if isinstance(answer, dict) else None
-            error_type = answer.get("errorType") if isinstance(answer, dict) else None
-            raise GatewayFailed(f"the gateway answered {status}: {message or 'no message'}", status,
-                                error_type if isinstance(error_type, str) else None)
-        if answer is None:
-            raise GatewayFailed("the gateway answered something other than JSON")
+    def not_reached(self, error: BaseException) -> PeerFailed:
+        return GatewayFailed(f"the gateway cannot be reached ({error.__class__.__name__})")
+
+    def check(self, answer: PeerAnswer) -> PeerAnswer:
+        if answer.status >= 400:
+            body = answer.json() or {}
+            error_type = body.get("errorType")
+            raise GatewayFailed(f"the gateway answered {answer.status}: {body.get('error') or 'no message'}",
+                                answer.status, error_type if isinstance(error_type, str) else None)
         return answer
+
+    async def ask(self, method: str, path: str, *, acting_for: str, params: dict | None = None,
+                          body: dict | None = None) -> Any:
+        """The gateway's decoded JSON answer to `method path`, asked on behalf of `acting_for`."""
+        answer = await self.request(method, path, params={**(params or {}), "user_id": acting_for},
+                                    json_body=body)
+        try:
+            return answer.decoded()
+        except ValueError:
+            raise GatewayFailed("the gateway answered something other than JSON") from None

@@ -43,7 +43,7 @@ class ToolCallContext:
         """The gateway's JSON answer to one of its endpoints, asked for this call's user (peer.py)."""
         if self._gateway is None:
             raise ToolFailed("the gateway cannot be asked from here")
-        return await self._gateway.request(method, path, acting_for=self.user_id, params=params, body=body)
+        return await self._gateway.ask(method, path, acting_for=self.user_id, params=params, body=body)
 
 
 Handler = Callable[[dict, ToolCallContext], Awaitable[Any]]

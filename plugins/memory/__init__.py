@@ -16,8 +16,8 @@ import asyncio
 import contextlib
 from typing import AsyncIterator
 
-import aiohttp
 
+from gateway.peers import PeerTimeout
 from gateway.plugins import Plugin, Registrar
 
 from . import api, proxy, thinking_api
@@ -67,8 +67,8 @@ class MemoryProxyPlugin(Plugin):
 
     def setup(self, registrar: Registrar) -> None:
         registrar.routes(proxy.routes)
-        registrar.app_state(proxy.TRANSPORT, MemoryTransport(
-            registrar.context, aiohttp.ClientTimeout(total=registrar.settings["timeout"])))
+        registrar.app_state(proxy.TRANSPORT, MemoryTransport(registrar.context, PeerTimeout.from_config(
+            registrar.context.config, total=registrar.settings["timeout"])))
 
 
 class MemoryClientPlugin(Plugin):
@@ -77,7 +77,7 @@ class MemoryClientPlugin(Plugin):
     settings_schema = MemoryClientSettings
 
     def setup(self, registrar: Registrar) -> None:
-        timeout = aiohttp.ClientTimeout(total=registrar.settings["timeout"])
+        timeout = PeerTimeout.from_config(registrar.context.config, total=registrar.settings["timeout"])
         registrar.provide(MEMORY, MemoryClient(MemoryTransport(registrar.context, timeout)))
 
 

@@ -1,19 +1,17 @@
 """The one way to reach the memory service from another service (`peers.memory_service_url`,
 MEMORY_SERVICE_URL), with the service credential acting for a named person.
 
-- `MemoryTransport`: one HTTP call and its decoded answer; every way of not getting a usable
-  answer (no URL, unreachable, past the time limit, not a JSON object, our credential refused)
-  is `MemoryUnavailable`. The gateway's memory endpoints (proxy.py) pass its answers on as they
+- `MemoryTransport`: one HTTP call and its decoded answer, over the core's peer transport
+  (gateway/peers.py); every way of not getting a usable answer (no URL, unreachable, past the
+  time limit, not a JSON object, our credential refused) is `MemoryUnavailable`, a 502
+  `memory_service_unreachable`. The gateway's memory endpoints (proxy.py) pass its answers on as they
   are; the client below reads them.
 - `MemoryClient`: the `MEMORY` contract (contract.py) for the plugins that use memories."""
 from __future__ import annotations
 
-import asyncio
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-import aiohttp
-
-from gateway.text import loads_utf8_safe
+from gateway.peers import PeerClient, PeerTimeout
 
 from .contract import MemoryServiceError, MemoryUnavailable, SearchMode, Source
 from .schemas import IDEMPOTENCY_KEY, REPLAYED
@@ -29,59 +27,31 @@ class Answer(NamedTuple):
     replayed: bool = False    # the answer to an earlier write with the same Idempotency-Key
 
 
-class MemoryTransport:
-    def __init__(self, context, timeout: aiohttp.ClientTimeout):
-        self.context = context
-        self.timeout = timeout
+class MemoryTransport(PeerClient):
+    def __init__(self, context, timeout: PeerTimeout):
+        super().__init__(context, PEER, service="memory service", timeout=timeout,
+                         unreachable=MemoryUnavailable, refused=MemoryServiceError)
 
-    def base_url(self) -> str:
-        return self.context.peer_url(PEER)
-
-    async def call(self, method: str, path: str, *, params: dict | None = None,
-                   body: dict | None = None, client_key: str | None = None) -> Answer:
+    async def ask(self, method: str, path: str, *, params: dict | None = None,
+                  body: dict | None = None, client_key: str | None = None) -> Answer:
         """The memory service's answer to `method path` (any status); MemoryUnavailable when
         there is none to use. `client_key`: a create's Idempotency-Key, passed on."""
-        params = {key: str(value) for key, value in (params or {}).items() if value is not None}
-        base_url = self.base_url()
-        if not base_url:
-            raise MemoryUnavailable("no address is configured for the memory service",
-                                    error_type="memory_service_unreachable")
-        headers = self.context.peer_headers()
-        if client_key is not None:
-            headers = {**headers, IDEMPOTENCY_KEY: client_key}
-        try:
-            async with self.context.http.request(method, base_url + path, params=params, json=body,
-                                                 headers=headers, timeout=self.timeout) as response:
-                raw = await response.read()
-                status = response.status
-                retry_after = response.headers.get("Retry-After")
-                replayed = response.headers.get(REPLAYED) == "true"
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as error:  # ValueError: a bad URL
-            detail = str(error)
-            raise MemoryUnavailable(f"the memory service cannot be reached or did not answer in time "
-                                    f"({error.__class__.__name__}{': ' + detail if detail else ''})",
-                                    error_type="memory_service_unreachable") from None
-        try:
-            answer: Any = loads_utf8_safe(raw)
-        except ValueError:
-            answer = None
-        if not isinstance(answer, dict):
-            raise MemoryUnavailable(f"the memory service answered {status} without a JSON object",
-                                    status=status, error_type="memory_service_unreachable")
-        if status in (401, 403) or (status >= 400 and not answer.get("error")):
-            # Our own credential refused: this service's configuration, not the caller's request.
-            raise MemoryUnavailable(f"the memory service refused this service ({status}: "
-                                    f"{answer.get('error') or '?'}); SERVICE_TOKEN must be the same for both",
-                                    status=status, error_type="memory_service_unreachable")
-        return Answer(status, answer, retry_after, replayed)
+        headers = {IDEMPOTENCY_KEY: client_key} if client_key is not None else None
+        answer = await self.request(method, path, params=params, json_body=body, headers=headers)
+        decoded = answer.json()
+        if decoded is None:
+            raise self.unreachable(f"The memory service answered {answer.status} without a JSON object.",
+                                   peer_status=answer.status)
+        return Answer(answer.status, decoded, answer.headers.get("Retry-After"),
+                      answer.headers.get(REPLAYED) == "true")
 
 
 def _failure(answer: Answer) -> MemoryServiceError:
     body = answer.body
     kind = MemoryUnavailable if answer.status >= 500 else MemoryServiceError
-    return kind(str(body.get("error") or f"the memory service answered {answer.status}"), status=answer.status,
-                error_type=str(body.get("errorType") or "memory_service_failed"), hint=body.get("hint"),
-                retry_after=answer.retry_after)
+    return kind(str(body.get("error") or f"the memory service answered {answer.status}"),
+                str(body.get("errorType") or "memory_service_failed"), body.get("hint"), answer.status,
+                peer_status=answer.status, retry_after=answer.retry_after)
 
 
 class MemoryClient:
@@ -92,7 +62,7 @@ class MemoryClient:
 
     async def _ok(self, method: str, path: str, *, params: dict | None = None, body: dict | None = None,
                   missing_is_none: bool = False, client_key: str | None = None) -> dict | None:
-        answer = await self.transport.call(method, path, params=params, body=body, client_key=client_key)
+        answer = await self.transport.ask(method, path, params=params, body=body, client_key=client_key)
         if answer.status == 404 and missing_is_none:
             return None
         if answer.status >= 400:

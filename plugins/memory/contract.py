@@ -11,23 +11,18 @@ from __future__ import annotations
 from typing import Literal, Protocol
 
 from gateway.contracts import ContractKey
+from gateway.peers import PeerFailed
 
 SearchMode = Literal["hybrid", "dense", "lexical"]
 Source = Literal["explicit", "extracted", "api"]
 CATEGORIES = ("identity", "preference", "health", "relationship", "work", "schedule", "other")
 
 
-class MemoryServiceError(Exception):
-    """The memory service answered a call with an error (`status`, its `error_type`, e.g. 400
-    `validation_error`, 409 `too_many_memories`), or could not be asked (MemoryUnavailable)."""
-
-    def __init__(self, message: str, *, status: int | None = None, error_type: str = "memory_service_failed",
-                 hint: str | None = None, retry_after: str | None = None):
-        super().__init__(message)
-        self.status = status
-        self.error_type = error_type
-        self.hint = hint
-        self.retry_after = retry_after
+class MemoryServiceError(PeerFailed):
+    """The memory service answered a call with an error (`peer_status`, its `error_type`, e.g.
+    400 `validation_error`, 409 `too_many_memories`), or could not be asked (MemoryUnavailable):
+    the core's one error of a call to another service, with the spec's body."""
+    error_type = "memory_service_failed"
 
 
 class MemoryUnavailable(MemoryServiceError):

@@ -11,15 +11,13 @@ import marshmallow
 from aiohttp import web
 from marshmallow import fields, validate
 
-from gateway.context import get_context
-from gateway.errors import ApiError, BadGateway, BadRequest
+from gateway.errors import ApiError, BadRequest
 from gateway.identity import Identity, require_user
 from gateway.openapi import api_doc
 from gateway.validation import parse_body, parse_query
 from gateway.vectors import SEARCH_MODES
 
-from .client import PEER, MemoryTransport
-from .contract import MemoryUnavailable
+from .client import MemoryTransport
 from .schemas import (DEFAULT_CATEGORY, DEFAULT_PRIORITY, IDEMPOTENCY_HEADERS, MAX_LIST_LIMIT, MAX_QUERY_CHARS,
                       MAX_SEARCH_LIMIT, REPLAYED, REPLAYED_HEADERS, Category, Memory, MemoryDeleted, MemoryPage,
                       MemorySearchResults, MemoryWritten, Priority, idempotency_key)
@@ -67,23 +65,11 @@ def scope(identity: Identity, requested: str | None) -> str:
     return (requested or identity.user_id) if identity.is_admin else identity.user_id
 
 
-def unreachable(request: web.Request, error: MemoryUnavailable) -> BadGateway:
-    message = str(error)
-    hint = (f"Check that the memory-service runs at {get_context(request).peer_url(PEER) or '(unset)'} "
-            f"(MEMORY_SERVICE_URL)." if error.status is None else
-            "SERVICE_TOKEN must be the same for the gateway and the memory-service." if error.status in (401, 403)
-            else "Check that MEMORY_SERVICE_URL names the memory-service.")
-    return BadGateway(message[:1].upper() + message[1:] + ".", error_type="memory_service_unreachable", hint=hint)
-
-
 async def ask(request: web.Request, method: str, path: str, *, params: dict | None = None,
               body: dict | None = None, client_key: str | None = None) -> web.Response:
     """The memory service's answer to `method path`, passed on with its status."""
-    try:
-        answer = await request.config_dict[TRANSPORT].call(method, path, params=params, body=body,
-                                                           client_key=client_key)
-    except MemoryUnavailable as error:
-        raise unreachable(request, error) from None
+    # MemoryUnavailable (not reached, credential refused) is already the spec's 502 body.
+    answer = await request.config_dict[TRANSPORT].ask(method, path, params=params, body=body, client_key=client_key)
     if answer.status >= 400:
         raise ApiError(str(answer.body["error"]),
                        error_type=str(answer.body.get("errorType") or "memory_service_failed"),

@@ -37,6 +37,7 @@ from marshmallow import fields, validate
 from gateway.context import Context
 from gateway.identity import require_user
 from gateway.openapi import api_doc
+from gateway.peers import PeerTimeout
 from gateway.plugins import Plugin, Registrar
 from plugins.ai_core.contract import AI_CORE, AiCore, AiCoreError
 from plugins.sessions.contract import CONVERSATIONS, Conversations
@@ -157,7 +158,7 @@ class Thinker:
         self.context = context
         self.settings = settings
         self.clock = clock
-        self.thinking_log = MemoryTransport(context, aiohttp.ClientTimeout(total=MEMORY_TIMEOUT))
+        self.thinking_log = MemoryTransport(context, PeerTimeout.from_config(context.config, total=MEMORY_TIMEOUT))
         self.instance = uuid.uuid4().hex
 
     @property
@@ -239,7 +240,7 @@ class Thinker:
         return written
 
     async def latest_entries(self, user_id: str, since_ms: int | None) -> dict:
-        answer = await self.thinking_log.call("GET", "/api/v1/thinking", params={
+        answer = await self.thinking_log.ask("GET", "/api/v1/thinking", params={
             "user_id": user_id, "since": since_ms, "limit": 1})
         if answer.status != 200:
             raise MemoryServiceError(f"the thinking log answered {answer.status}: {answer.body.get('error')}",
@@ -277,7 +278,7 @@ class Thinker:
             await self.push_state(user_id, message_id, "finished")
             return False
         try:
-            answer = await self.thinking_log.call("POST", "/api/v1/thinking", body={
+            answer = await self.thinking_log.ask("POST", "/api/v1/thinking", body={
                 "user_id": user_id, "id": entry_id, "kind": "reflection", "content": thought.noticed,
                 "suggestion": thought.suggestion, "model": model,
                 "source_session_ids": [session["id"] for session in material.sessions],

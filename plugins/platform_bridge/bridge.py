@@ -14,10 +14,11 @@ import aiohttp
 
 from gateway.context import Context
 from gateway.fetch import GuardedFetcher
+from gateway.peers import PeerClient, PeerFailed, PeerTimeout
 
 from . import store
 from .discord import DiscordReplier
-from .gateway_client import GatewayFailed, GatewayTurns, TurnOutcome
+from .gateway_turns import CHAT_REFUSED, GatewayTurns, TurnOutcome
 from .outgoing import post_reply
 from .telegram import BotApi, StreamedMessage, TelegramError
 
@@ -31,7 +32,7 @@ FAILED = "Sorry, I could not answer that just now. Please try again in a moment.
 CHAT_NOT_ENABLED = ("Sorry, chatting with the assistant is not enabled for your account. "
                     "Ask the operator if you need it.")
 # The gateway's answer for a person the rule of who may chat refuses (docs/chat.md).
-CHAT_REFUSED_ERROR = "admin_only"
+CHAT_REFUSED_ERROR = CHAT_REFUSED
 VOICE_UNAVAILABLE = "Sorry, I cannot understand voice notes right now. Please type your message."
 NO_SPEECH = "Sorry, I could not make out any words in that voice note."
 
@@ -86,6 +87,8 @@ class Bridge:
         self.tasks: set[asyncio.Task] = set()
         self.chat_locks: dict[tuple[str, str], tuple[asyncio.Lock, list[int]]] = {}  # lock, users
         self.gateway: GatewayTurns | None = None
+        self.voice = PeerClient(context, "voice_service", service="voice service",
+                                timeout=PeerTimeout.from_config(context.config, total=settings["transcribe_timeout"]))
         self.stopping = False
 
     @property
@@ -99,8 +102,7 @@ class Bridge:
     # ------------------------------------------------------------ start, stop, status
 
     async def lifespan(self, context: Context):
-        self.gateway = GatewayTurns(context.http, context.peer_url("gateway"), context.peer_headers(),
-                                    self.settings["reply_timeout"])
+        self.gateway = GatewayTurns(context, self.settings["reply_timeout"])
         for bot in await store.list_bots(self.db):
             await self._start(bot)
         try:
@@ -246,25 +248,20 @@ class Bridge:
             audio = await api.download(file_id, self.settings["max_voice_bytes"])
         except TelegramError as error:
             return None, f"voice note download failed: {error}"
-        voice_url = self.context.peer_url("voice_service")
-        if not voice_url:
-            return None, "voice_service_unconfigured"
         form = aiohttp.FormData()
         form.add_field("audio", audio, filename="voice.ogg", content_type="audio/ogg")
         form.add_field("format", "ogg")
         form.add_field("user_id", user_id)
         try:
-            async with asyncio.timeout(120):
-                async with self.http.post(f"{voice_url}/api/v1/transcribe", data=form,
-                                          headers=self.context.peer_headers()) as response:
-                    body = await response.json(content_type=None)
-        except (TimeoutError, aiohttp.ClientError, ValueError):
-            return None, "voice_service_unreachable"
-        if response.status == 200 and isinstance(body, dict) and str(body.get("text") or "").strip():
+            answer = await self.voice.request("POST", "/api/v1/transcribe", data=form)
+        except PeerFailed as failure:
+            return None, failure.error_type or "voice_service_unreachable"
+        body = answer.json() or {}
+        if answer.status == 200 and str(body.get("text") or "").strip():
             return str(body["text"]).strip(), None
-        error_type = body.get("errorType") if isinstance(body, dict) else None
-        return None, "no_speech" if error_type in ("no_speech", None) and response.status in (200, 422) \
-            else str(error_type or f"voice service answered {response.status}")
+        error_type = body.get("errorType")
+        return None, "no_speech" if error_type in ("no_speech", None) and answer.status in (200, 422) \
+            else str(error_type or f"voice service answered {answer.status}")
 
     # ------------------------------------------------------------ the generic webhook
 
@@ -345,13 +342,13 @@ class Bridge:
         streamer = replier.streamer()
         error: str | None = None
         try:
-            async for piece in self.gateway.stream(user_id=user_id, session_id=session_id, text=text,
-                                                   platform=bot["platform"],
-                                                   title=f"{PLATFORM_NAMES[bot['platform']]} · {bot['name']}",
-                                                   outcome=outcome):
+            async for piece in self.gateway.turn(user_id=user_id, session_id=session_id, text=text,
+                                                 platform=bot["platform"],
+                                                 title=f"{PLATFORM_NAMES[bot['platform']]} · {bot['name']}",
+                                                 outcome=outcome):
                 await streamer.add(piece)
             await streamer.finish(outcome.text)
-        except GatewayFailed as failure:
+        except PeerFailed as failure:
             if failure.error_type == CHAT_REFUSED_ERROR:  # a short plain answer, no turn
                 await self._answer_plainly(bot, incoming.chat_id, incoming.platform_user_id, replier,
                                            CHAT_NOT_ENABLED, incoming.received, user_id=user_id,

@@ -37,6 +37,8 @@ class BridgeSettings(PluginSettings):
         "description": "Seconds a generic webhook message's signed X-Bridge-Timestamp is accepted, "
                        "either way of the bridge's clock; its message_id and signature are remembered "
                        "for twice that, and a repeat is not answered again."})
+    transcribe_timeout = fields.Float(load_default=120.0, validate=POSITIVE, metadata={
+        "description": "Seconds the voice service (VOICE_SERVICE_URL) may take to transcribe one voice note."})
     max_voice_bytes = fields.Integer(load_default=10 * 1024 * 1024, validate=POSITIVE, metadata={
         "description": "Largest voice note downloaded for transcription."})
     stop_timeout = fields.Float(load_default=5.0, validate=validate.Range(min=0), metadata={

@@ -14,6 +14,7 @@ import aiohttp
 from gateway.context import Context
 from gateway.errors import Conflict, NotFound
 from gateway.introspection import describe_service
+from gateway.peers import service_url
 from gateway.inventory import InstalledPlugin, installed_plugin_list
 from gateway.services import OVERRIDE_FILE, ServiceSpec, load_services, set_plugin_enabled
 
@@ -77,7 +78,9 @@ class Manager:
         return list(await asyncio.gather(*(self.service_state(spec) for spec in specs)))
 
     async def service_state(self, spec: ServiceSpec) -> ServiceState:
-        url = f"http://{self.settings['services_host']}:{spec.port}"
+        # Found as every caller finds a service (gateway/peers.py): its *_URL variable, else
+        # its port of the table (on `services_host`).
+        url = service_url(self.context.config, spec, host=self.settings["services_host"])
         try:
             if spec.id == self.context.service_id and self.context.app is not None:
                 body = await describe_service(self.context.app)  # this very service: no round trip

@@ -6,7 +6,8 @@ from gateway.plugins import PluginSettings
 
 class PluginManagerSettings(PluginSettings):
     services_host = fields.String(load_default="127.0.0.1", validate=validate.Length(min=1), metadata={
-        "description": "Where the services of the service table answer (each on its own port)."})
+        "description": "Where the services of the service table answer (each on its own port), "
+                       "unless their *_URL variable (GATEWAY_URL, AI_CORE_URL...) names another address."})
     introspection_timeout = fields.Float(load_default=2.0, validate=validate.Range(min=0, min_inclusive=False),
                                          metadata={"description": "Seconds a service may take to say what it "
                                                                   "loaded before it is shown as down."})

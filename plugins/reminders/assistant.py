@@ -77,7 +77,7 @@ async def _zone_and_now(call: ToolCall) -> tuple[ZoneInfo, datetime]:
         profile = await call.ask_gateway("GET", PROFILE_PATH)
         zone = ZoneInfo(str(profile.get("timezone") or FALLBACK_ZONE))
     except GatewayFailed as failure:
-        if failure.status != 404:  # someone with no profile (a webhook's user): the gateway's UTC
+        if failure.peer_status != 404:  # someone with no profile (a webhook's user): the gateway's UTC
             raise
         zone = ZoneInfo(FALLBACK_ZONE)
     return zone, call.context.clock.now()

@@ -110,3 +110,31 @@ async def test_the_cli_and_the_manager_agree(broken_distribution, manager):
     assert served == cli
     assert ("broken_example", "broken-example", "1.0", (), False, "ModuleNotFoundError") in cli
     assert ("weather_example", "gateway-weather-plugin-example", "0.3.1", ("weather-service",), True, None) in cli
+
+
+async def test_a_service_elsewhere_is_found_through_its_url_variable(plugin_table, make_config, aiohttp_client,
+                                                                      aiohttp_server):
+    """The plugin manager finds a service as every caller does (gateway/peers.py): its *_URL
+    variable, else its port of the table. The AI core runs on another port than the table's
+    (another machine, say) and is reported running, not down."""
+    from gateway.services import get_service
+
+    plugin_table([{"id": "ai-core", "plugins": ["auth_tokens"]},
+                  {"id": "plugin-manager", "plugins": ["auth_tokens", "plugin_manager"]}])
+    elsewhere = await aiohttp_server(create_app("ai-core", make_config(), spec=get_service("ai-core")))
+    assert elsewhere.port != get_service("ai-core").port
+    url = f"http://127.0.0.1:{elsewhere.port}"
+    config = make_config({"console.port": int(os.environ["CONSOLE_PORT"]), "peers.ai_core_url": url})
+    manager = await aiohttp_client(create_app("plugin-manager", config))
+    body = await (await manager.get("/api/v1/plugins", headers=PEER)).json()
+    services = {service["id"]: service for service in body["services"]}
+    assert (services["ai-core"]["state"], services["ai-core"]["url"]) == ("running", url)
+    assert services["ai-core"]["plugins"] == ["auth_tokens"]
+
+    # Without the variable, the table's port, where nothing answers: down.
+    manager = await aiohttp_client(create_app("plugin-manager", make_config(
+        {"console.port": int(os.environ["CONSOLE_PORT"])})))
+    body = await (await manager.get("/api/v1/plugins", headers=PEER)).json()
+    services = {service["id"]: service for service in body["services"]}
+    assert (services["ai-core"]["state"], services["ai-core"]["url"]) == (
+        "down", f"http://127.0.0.1:{get_service('ai-core').port}")

@@ -1,0 +1,346 @@
+"""The one way to call another service of this deployment (a *peer*, gateway/contracts.py).
+
+- Where a peer answers (`peer_addresses`): its `*_URL` variable (`[peers] <peer>_url`), else
+  its port of the service table on 127.0.0.1. The services, the console and the plugin manager
+  all find each other this way.
+- How it is called (`PeerClient`): over the service's one client session, with the one service
+  credential (SERVICE_TOKEN), within a `PeerTimeout`: a JSON call, a server-sent-event stream,
+  a WebSocket connect.
+- What a failure is (`PeerFailed`, the spec's error body): no usable answer (no address, not
+  reachable, past the time limit, an error without the spec's body) and a refused credential
+  are 502 `<peer>_unreachable`, the service's own configuration to fix; the peer's own error
+  `{error, errorType, hint}` is passed on with its status.
+
+Each feature's client is its contract's Protocol implemented over a `PeerClient`."""
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Mapping
+
+import aiohttp
+import orjson
+
+from .config import Config, ConfigError
+from .errors import ApiError
+from .sse import MAX_LINE, EventTooLarge, SseDecoder
+from .text import loads_utf8_safe
+
+if TYPE_CHECKING:
+    from .context import Context
+    from .services import ServiceSpec
+
+# Peer name (the stem of its `[peers]` key): (its id in the service table, its variable).
+PEER_SERVICES: dict[str, tuple[str, str]] = {
+    "gateway": ("gateway", "GATEWAY_URL"),
+    "ai_core": ("ai-core", "AI_CORE_URL"),
+    "memory_service": ("memory-service", "MEMORY_SERVICE_URL"),
+    "voice_service": ("voice-service", "VOICE_SERVICE_URL"),
+    "iot_service": ("iot-debug-service", "IOT_SERVICE_URL"),
+    "platform_bridge": ("platform-bridge", "PLATFORM_BRIDGE_URL"),
+    "plugin_manager": ("plugin-manager", "PLUGIN_MANAGER_URL"),
+}
+# Where the services of the table answer when no variable names them.
+TABLE_HOST = "127.0.0.1"
+# The statuses with which a peer refuses our credential (SERVICE_TOKEN).
+CREDENTIAL_REFUSED = (401, 403)
+
+
+def peer_name(service_id: str) -> str | None:
+    """The peer name of a service of the table (`ai-core` -> `ai_core`); None for one no service
+    calls (the frontend)."""
+    return next((name for name, (table_id, _) in PEER_SERVICES.items() if table_id == service_id), None)
+
+
+def service_url(config: Config, spec: "ServiceSpec", host: str = TABLE_HOST) -> str:
+    """Where one service of the table answers: its variable's address, else its table port."""
+    name = peer_name(spec.id)
+    configured = str(config.get(f"peers.{name}_url") or "") if name else ""
+    return (configured or f"http://{host}:{spec.port}").rstrip("/")
+
+
+def peer_addresses(config: Config, specs: "list[ServiceSpec] | None" = None) -> dict[str, str]:
+    """Every peer's address, no trailing slash ("" for a peer neither configured nor in the
+    table). Read once, when a service is built: the service table is a file."""
+    if specs is None:
+        from .services import load_services
+        try:
+            specs = load_services()
+        except ConfigError:
+            specs = []
+    by_id = {spec.id: spec for spec in specs}
+    addresses = {}
+    for name, (table_id, _) in PEER_SERVICES.items():
+        spec = by_id.get(table_id)
+        configured = str(config.get(f"peers.{name}_url") or "").rstrip("/")
+        addresses[name] = configured or (f"http://{TABLE_HOST}:{spec.port}" if spec else "")
+    return addresses
+
+
+@dataclass(frozen=True)
+class PeerTimeout:
+    """How long a call to a peer may take, in seconds (None: no limit): `connect` to reach it,
+    `read` between two reads of its answer, `total` for the whole call."""
+    connect: float | None = 10.0
+    read: float | None = None
+    total: float | None = None
+
+    def client_timeout(self) -> aiohttp.ClientTimeout:
+        return aiohttp.ClientTimeout(total=self.total, connect=self.connect, sock_read=self.read)
+
+    @classmethod
+    def from_config(cls, config: Config, *, read: float | None = None, total: float | None = None) -> "PeerTimeout":
+        """The core's `[peers] connect_timeout` with a feature's own read or total limit."""
+        connect = config.get("peers.connect_timeout", 10.0)
+        return cls(connect=float(connect) if connect else None, read=read, total=total)
+
+
+class PeerFailed(ApiError):
+    """A call to a peer that did not succeed, as the spec's error body: `status` is what an
+    endpoint answers with, `peer_status` what the peer answered (None when it was not reached),
+    `retry_after` its Retry-After. The one error of every client of another service; a
+    feature's own error subclasses it."""
+    status = 502
+    error_type = "peer_failed"
+
+    def __init__(self, error: str, error_type: str | None = None, hint: str | None = None,
+                 status: int | None = None, *, peer_status: int | None = None, retry_after: str | None = None,
+                 **options):
+        if retry_after and "headers" not in options:
+            options["headers"] = {"Retry-After": retry_after}
+        super().__init__(error, error_type, hint, status, **options)
+        self.peer_status = peer_status
+        self.retry_after = retry_after
+
+
+@dataclass
+class PeerAnswer:
+    status: int
+    body: bytes
+    headers: Mapping[str, str]
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("Content-Type", "").partition(";")[0].strip()
+
+    def decoded(self) -> Any:
+        """The body as JSON; ValueError when it is not JSON."""
+        return loads_utf8_safe(self.body)
+
+    def json(self) -> dict | None:
+        """The body as a JSON object; None when it is not one."""
+        try:
+            value = self.decoded()
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+
+def encode_body(body: Any) -> bytes:
+    """orjson writes a turn's history several times faster than json; it refuses a lone
+    surrogate (a client may send one escaped in JSON), which json writes escaped."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:
+        return json.dumps(body).encode()
+
+
+class PeerClient:
+    """Calls to one peer for one feature. `unreachable` and `refused` are the feature's error
+    classes (a no usable answer, the peer's error answer); `error_prefix` names its errorTypes
+    (`<prefix>_unreachable`, `<prefix>_failed`); `passed_refusals` are errorTypes of a 401/403
+    that are the peer's answer about the request (an operation refused), not our credential."""
+
+    def __init__(self, context: "Context", peer: str, *, timeout: PeerTimeout, service: str,
+                 error_prefix: str | None = None, unreachable: type[PeerFailed] = PeerFailed,
+                 refused: type[PeerFailed] | None = None, passed_refusals: tuple[str, ...] = ()):
+        self.context, self.peer, self.timeout, self.service = context, peer, timeout, service
+        self.error_prefix = error_prefix or peer
+        self.unreachable_error, self.refused_error = unreachable, refused or unreachable
+        self.passed_refusals = passed_refusals
+        self._headers: dict[str, str] | None = None
+
+    @property
+    def variable(self) -> str:
+        return PEER_SERVICES.get(self.peer, ("", f"[peers] {self.peer}_url"))[1]
+
+    def base_url(self) -> str:
+        """The peer's address; `unreachable` when none is configured."""
+        url = self.context.peer_url(self.peer)
+        if not url:
+            raise self.unreachable(f"No address is configured for the {self.service}.",
+                                   hint=f"Set {self.variable} ([peers] {self.peer}_url).")
+        return url
+
+    def headers(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        if self._headers is None:  # built once: the configuration does not change while running
+            self._headers = self.context.peer_headers()
+        return {**self._headers, **extra} if extra else self._headers
+
+    # ---------------------------------------------------------------- the failures
+
+    def unreachable(self, reason: str, *, hint: str | None = None, peer_status: int | None = None) -> PeerFailed:
+        if hint is None:
+            where = self.context.peer_url(self.peer) or "(unset)"
+            hint = (f"SERVICE_TOKEN must be the same for this service and the {self.service}."
+                    if peer_status in CREDENTIAL_REFUSED else
+                    f"Check that the {self.service} runs at {where} ({self.variable}).")
+        return self.unreachable_error(reason, f"{self.error_prefix}_unreachable", hint, 502, peer_status=peer_status)
+
+    def not_reached(self, error: BaseException) -> PeerFailed:
+        detail = str(error)
+        return self.unreachable(f"The {self.service} cannot be reached or did not answer in time "
+                                f"({error.__class__.__name__}{': ' + detail if detail else ''}).")
+
+    def refusal(self, answer: PeerAnswer) -> PeerFailed:
+        """The peer's error answer, passed on as it said it."""
+        body = answer.json() or {}
+        hint = body.get("hint")
+        error_class = self.unreachable_error if answer.status >= 500 else self.refused_error
+        return error_class(str(body.get("error") or f"The {self.service} answered {answer.status}."),
+                           str(body.get("errorType") or f"{self.error_prefix}_failed"),
+                           hint if isinstance(hint, str) else None, answer.status, peer_status=answer.status,
+                           retry_after=answer.headers.get("Retry-After"))
+
+    def check(self, answer: PeerAnswer) -> PeerAnswer:
+        """`answer` unless it refuses our credential or is an error without the spec's body."""
+        if answer.status < 400:
+            return answer
+        body = answer.json()
+        if answer.status in CREDENTIAL_REFUSED and (body or {}).get("errorType") not in self.passed_refusals:
+            said = (body or {}).get("error") or "?"
+            raise self.unreachable(f"The {self.service} refused this service's credential ({answer.status}: {said}).",
+                                   peer_status=answer.status)
+        if not body or not body.get("error"):
+            raise self.unreachable(f"The {self.service} answered {answer.status} without an error body.",
+                                   peer_status=answer.status)
+        return answer
+
+    # ---------------------------------------------------------------- calls
+
+    async def request(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
+                      json_body: Any = None, data: Any = None, headers: Mapping[str, str] | None = None,
+                      timeout: PeerTimeout | None = None) -> PeerAnswer:
+        """The peer's answer to `method path`, any status but a refused credential; None values
+        of `params` are left out."""
+        query = {key: str(value) for key, value in (params or {}).items() if value is not None}
+        url = self.base_url() + path
+        if json_body is not None:
+            data, headers = encode_body(json_body), {"Content-Type": "application/json", **(headers or {})}
+        try:
+            async with self.context.http.request(method, url, params=query, data=data, headers=self.headers(headers),
+                                                 timeout=(timeout or self.timeout).client_timeout()) as response:
+                answer = PeerAnswer(response.status, await response.read(), response.headers.copy())
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as error:  # ValueError: a bad URL
+            raise self.not_reached(error) from None
+        return self.check(answer)
+
+    async def call(self, method: str, path: str, **options) -> dict:
+        """The JSON object of a 2xx answer; the peer's error answer raised as `refused`."""
+        answer = await self.request(method, path, **options)
+        if answer.status >= 400:
+            raise self.refusal(answer)
+        body = answer.json()
+        if body is None:
+            raise self.unreachable(f"The {self.service} answered {answer.status} without a JSON object.",
+                                   peer_status=answer.status)
+        return body
+
+    @asynccontextmanager
+    async def stream(self, method: str, path: str, *, json_body: Any = None, accept: str = "text/event-stream",
+                     timeout: PeerTimeout | None = None) -> AsyncIterator[aiohttp.ClientResponse]:
+        """A 200 answer to read as it comes (`timeout.read`, else `total`, bounds the wait for
+        its start); any other answer raised as the peer said it."""
+        limit = timeout or self.timeout
+        url = self.base_url() + path
+        headers = self.headers({"Content-Type": "application/json", "Accept": accept})
+        try:
+            async with asyncio.timeout(limit.read or limit.total):
+                response = await self.context.http.request(
+                    method, url, data=None if json_body is None else encode_body(json_body), headers=headers,
+                    timeout=aiohttp.ClientTimeout(total=None, connect=limit.connect))
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as error:
+            raise self.not_reached(error) from None
+        async with response:
+            if response.status != 200:
+                answer = self.check(PeerAnswer(response.status, await response.read(), response.headers.copy()))
+                raise self.refusal(answer)
+            yield response
+
+    async def events(self, path: str, body: Any, *, silence: float) -> AsyncGenerator[dict, None]:
+        """The JSON objects of a server-sent-event stream answering `POST path`. `silence`
+        bounds each wait: for the answer's start, then between two reads of its body (a
+        `SilenceWatch`: one timer for the stream, where aiohttp's read timeout moves a timer for
+        every piece, dozens a second for a streamed reply). One generator, decoding inline:
+        this runs for every piece of every reply."""
+        try:
+            async with self.stream("POST", path, json_body=body,
+                                   timeout=PeerTimeout(self.timeout.connect, silence)) as response:
+                loop = asyncio.get_running_loop()
+                decoder = SseDecoder(errors="replace")
+                content = response.content
+                watch = SilenceWatch(loop, silence, content)
+                try:
+                    while True:
+                        watch.waiting_since = loop.time()
+                        chunk = await content.readany()
+                        watch.waiting_since = None
+                        if not chunk:
+                            break
+                        for data in decoder.feed(chunk):
+                            event = loads_utf8_safe(data)
+                            if isinstance(event, dict):
+                                yield event
+                finally:
+                    watch.stop()
+        except (aiohttp.ClientError, asyncio.TimeoutError, RuntimeError) as error:  # RuntimeError: aiohttp's
+            # "Connection closed." when the peer closes the response while it is read
+            raise self.not_reached(error) from None
+        except EventTooLarge:  # one event larger than a reply may be (docs/chat.md, "Limits")
+            raise self.unreachable_error(f"the {self.service} sent an event longer than {MAX_LINE} bytes",
+                                         "reply_too_large", status=502) from None
+        except ValueError as error:  # a stream that is not server-sent events of JSON
+            raise self.unreachable_error(f"the {self.service} sent an unreadable stream: {error}",
+                                         f"{self.error_prefix}_failed", status=502) from None
+
+    async def connect(self, path: str, *, params: Mapping[str, str] | None = None,
+                      **options) -> aiohttp.ClientWebSocketResponse:
+        """A WebSocket to the peer; a refused credential or a peer that cannot be reached is
+        `unreachable`, any other refused handshake `refused` with its status."""
+        options.setdefault("timeout", aiohttp.ClientWSTimeout(ws_receive=None, ws_close=self.timeout.connect))
+        try:
+            return await self.context.http.ws_connect(self.base_url() + path, params=params,
+                                                      headers=self.headers(), **options)
+        except aiohttp.WSServerHandshakeError as error:
+            if error.status in CREDENTIAL_REFUSED or error.status >= 500:
+                raise self.unreachable(f"The {self.service} refused the connection ({error.status}).",
+                                       peer_status=error.status) from None
+            raise self.refused_error(f"The {self.service} refused the connection ({error.status}).",
+                                     f"{self.error_prefix}_refused", status=error.status,
+                                     peer_status=error.status) from None
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as error:
+            raise self.not_reached(error) from None
+
+
+class SilenceWatch:
+    """Ends a stream's read once it has waited `limit` seconds for the next piece: the read
+    raises aiohttp's `SocketTimeoutError`, as with aiohttp's own read timeout. The reader sets
+    `waiting_since` (the loop's time) before each read and None after it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, limit: float, content: aiohttp.StreamReader):
+        self.loop, self.limit, self.content = loop, limit, content
+        self.waiting_since: float | None = None
+        self._timer = loop.call_later(limit, self._look)
+
+    def _look(self) -> None:
+        waited = self.loop.time() - self.waiting_since if self.waiting_since is not None else 0.0
+        if waited >= self.limit:
+            self.content.set_exception(aiohttp.SocketTimeoutError("Timeout on reading data from socket"))
+            return
+        self._timer = self.loop.call_later(self.limit - waited, self._look)
+
+    def stop(self) -> None:
+        self._timer.cancel()
+

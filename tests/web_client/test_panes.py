@@ -248,7 +248,11 @@ async def test_a_device_is_operated_and_its_card_follows_the_state(services, bro
         lock = page.locator(".device[data-id=front_door_lock] [data-action=lock]")
         assert await lock.inner_text() == "Unlock"
         asked: list[str] = []
-        page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+
+        async def accept(dialog) -> None:
+            asked.append(dialog.message)
+            await dialog.accept()
+        page.once("dialog", accept)
         await lock.click()                   # unlocking asks first; the dialog is accepted
         await page.locator(".device[data-id=front_door_lock] [data-action=lock]", has_text="Lock").wait_for()
         assert asked == ["Unlock “Front door lock”? Anyone at the door can then come in."]
@@ -281,7 +285,11 @@ async def test_the_door_is_unlocked_only_when_the_person_confirms(services, brow
         lock = page.locator(".device[data-id=front_door_lock] [data-action=lock]", has_text="Unlock")
         await lock.wait_for(timeout=10000)
         asked: list[str] = []
-        page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+
+        async def dismiss(dialog) -> None:
+            asked.append(dialog.message)
+            await dialog.dismiss()
+        page.once("dialog", dismiss)
         await lock.click()
         await page.wait_for_timeout(500)
         assert asked and (await call(page, services, "GET", "/devices/front_door_lock"))["device"]["state"]["locked"]

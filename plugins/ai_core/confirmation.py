@@ -52,6 +52,10 @@ ONE_AT_A_TIME = ("Not done: another action of this turn already waits for the us
                  "for this one after the user has answered.")
 NO_CONVERSATION = ("Not done: this action needs the user's confirmation, which can only be given in the "
                    "assistant's own chat conversation; tell the user to ask for it there.")
+NOT_HELD = "Not done: the user's confirmation could not be asked for right now; tell them to try again later."
+NOT_HELD_WORDS = {"en": "Not done: {effect} needs your confirmation, and I can't ask for it right now. Try again "
+                        "in a moment.",
+                  "zh": "没有执行：{effect}需要你确认，但现在无法发起确认，请稍后再试。"}
 NO_CONVERSATION_WORDS = {"en": "Not done: {effect} needs your confirmation, which I can only ask for in a chat "
                                "conversation.",
                          "zh": "没有执行：{effect}需要你确认，只能在聊天对话里确认。"}
@@ -156,8 +160,13 @@ class Confirmations:
                         phrase(NO_CONVERSATION_WORDS, language).format(effect=hold.effect))
         if held_already:
             return Held({"status": "not_run", "effect": hold.effect, "message": ONE_AT_A_TIME}, ONE_AT_A_TIME)
-        notice = await self.ask(tool.name, arguments, hold, user_id=user_id, session_id=session_id,
-                                language=language, model=model)
+        try:
+            notice = await self.ask(tool.name, arguments, hold, user_id=user_id, session_id=session_id,
+                                    language=language, model=model)
+        except Exception as error:  # the database is away: not asked, so not run
+            log.warning("a call of %s could not be held for confirmation: %r", tool.name, error)
+            return Held({"status": "not_run", "effect": hold.effect, "message": NOT_HELD},
+                        phrase(NOT_HELD_WORDS, language).format(effect=hold.effect))
         await emit(notice)
         return Held({"status": "awaiting_confirmation", "effect": hold.effect, "message": FOR_MODEL},
                     notice["message"])
@@ -205,7 +214,11 @@ class Confirmations:
         """The person's message, read as the answer to the session's pending call, if one waits:
         (the reply, the model the call was for) when the message was the answer; None when the
         turn goes on as usual (no call waited, or the message cancelled it and says more)."""
-        pending = await self.pending(user_id, session_id)
+        try:
+            pending = await self.pending(user_id, session_id)
+        except Exception as error:  # the database is away: nothing can be confirmed, the turn goes on
+            log.warning("the pending confirmation of session %s could not be read: %r", session_id, error)
+            return None
         if pending is None:
             return None
         said = answer_of(text)

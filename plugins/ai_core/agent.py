@@ -11,10 +11,15 @@ import functools
 import re
 import unicodedata
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from gateway.text import HAN, language_of
 
 from .contract import DEFAULT_MAX_MESSAGE_CHARS
 from .tools import Emit, Tool, ToolRegistry, ToolRunner
+
+if TYPE_CHECKING:
+    from .confirmation import Confirmations
 
 AGENT_MODEL = "offline-agent"
 
@@ -156,9 +161,13 @@ def _words(table: dict[str, str], language: str) -> str:
 
 
 class OfflineAgent:
-    def __init__(self, registry: ToolRegistry, runner: ToolRunner, max_command_chars: int = DEFAULT_MAX_MESSAGE_CHARS):
+    def __init__(self, registry: ToolRegistry, runner: ToolRunner, max_command_chars: int = DEFAULT_MAX_MESSAGE_CHARS,
+                 confirmations: "Confirmations | None" = None):
         self.registry = registry
         self.runner = runner
+        # A person's own command with an effect to confirm ("unlock the front door") is asked
+        # about too, as a model's call is: the words may be a message they only passed on.
+        self.confirmations = confirmations
         # A longer message (a pasted document at the OpenAI door) is no command: not matched.
         self.max_command_chars = max_command_chars
 
@@ -232,6 +241,11 @@ class OfflineAgent:
         if missing:  # the person's words, not the parameters' names
             examples = tool.help.get(language) or tool.examples.get(language) or tool.help.get("en") or [""]
             return _words(NEED_MORE, language).format(example=examples[0])
+        if self.confirmations is not None:
+            held = await self.confirmations.intercept(tool.name, arguments, user_id=user_id, session_id=session_id,
+                                                      language=language, model=AGENT_MODEL, emit=emit)
+            if held is not None:
+                return held.for_person
         outcome = await self.runner.run(tool.name, arguments, user_id=user_id, session_id=session_id,
                                         model=AGENT_MODEL, emit=emit, language=language)
         if not outcome.ok:  # the error is written for a model; it is in the call's record

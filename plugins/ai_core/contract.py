@@ -88,13 +88,31 @@ async def gateway_offers(call: ToolCall, path: str, params: dict | None = None) 
     return True
 
 
+@dataclass(frozen=True)
+class Effect:
+    """What one call of a tool would do to the person's world, when it matters: `kind` names it
+    as the confirmation rules do (`<class>.<action>`: `lock.unlock`, `cover.open`,
+    `memory.delete`, `automation.http`...; `[plugins.ai_core] confirm_effects` lists the kinds
+    that wait for the person's yes), `words` says it exactly, per language, as an imperative
+    the person confirms ("Unlock the front door lock", "解锁前门智能门锁")."""
+    kind: str
+    words: dict[str, str]
+
+
+# async effects(arguments, call) -> the effects this call would have (none: harmless). A tool
+# declares it (`effects=` of `TOOLS.add`) when some of its calls are hard to undo; it runs before
+# the call and must not change anything.
+EffectsOf = Callable[[dict, ToolCall], Awaitable[list[Effect]]]
+
+
 class Tools(Protocol):
     def add(self, name: str, description: str, parameters: dict,
             handler: Callable[..., Awaitable[Any]], *, owner: str = "", **extra) -> Any:
         """Register a tool the models may call: `parameters` is its JSON schema, `handler(arguments,
         call)` runs it. `extra`: the offline agent's `examples`, `parse_arguments`, `summarize`,
-        and what a person reads per language — `topic`, `help` (things to say) and `progress`
-        (see docs/ai-core.md, "Tools", "What a person reads")."""
+        what a person reads per language — `topic`, `help` (things to say) and `progress` —
+        and `effects` (an `EffectsOf`: the calls that wait for the person's confirmation; see
+        docs/ai-core.md, "Tools", "What a person reads", "Confirmation")."""
         ...
 
 
@@ -206,11 +224,17 @@ class ToolProgressEvent(TypedDict):
 
 
 class SystemInfoEvent(TypedDict):
-    """A notice for the person; `action` names what they can do about it, or is empty."""
+    """A notice for the person; `action` names what they can do about it, or is empty. With
+    `action` `confirm`: a tool call waits for the person's yes (docs/ai-core.md, "Confirmation"):
+    `effect` is what it would do, in their words, `confirmation_id` names it and `expires_at`
+    (RFC 3339) is when it lapses."""
     type: Literal["system_info"]
     level: Literal["info", "warning", "error"]
     message: str
     action: str
+    confirmation_id: NotRequired[str]
+    effect: NotRequired[str]
+    expires_at: NotRequired[str]
 
 
 class ErrorEvent(TypedDict):

@@ -12,6 +12,7 @@ Model calls go through `models_http`, a session under the egress policy for mode
 (`providers.model_policy`), opened and closed by the plugin's lifespan."""
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,6 +25,7 @@ from gateway.text import language_of
 
 from . import store
 from .agent import AGENT_MODEL, OfflineAgent, is_help_request
+from .confirmation import Confirmations
 from .contract import ChatEvent, ContextBlock, Fallback, FinishedTurn, SystemInfoEvent
 from .hooks import TurnContextProviders, TurnFinishedListeners
 from .images import ImageError, ImageFetcher, origin
@@ -125,7 +127,8 @@ class Engine:
         self.registry = registry
         self.settings = settings
         self.runner = ToolRunner(registry, context, settings["tool_timeout"], gateway)
-        self.agent = OfflineAgent(registry, self.runner, settings["max_message_chars"])
+        self.confirmations = Confirmations(context, registry, self.runner, settings)
+        self.agent = OfflineAgent(registry, self.runner, settings["max_message_chars"], self.confirmations)
         self.turn_context = TurnContextProviders(settings["turn_context_timeout"], settings["turn_context_max_chars"])
         self.turn_finished = TurnFinishedListeners(context)
 
@@ -244,6 +247,14 @@ class Engine:
                 sent = True
             await emit(event)
 
+        if turn.purpose == CHAT_PURPOSE and turn.session_id and turn.messages is None and not turn.images:
+            # A call that waits for the person's yes: this message answers it (confirmation.py).
+            answered = await self.confirmations.answer(turn.text, user_id=turn.user_id, session_id=turn.session_id,
+                                                       emit=tracked)
+            if answered is not None:
+                reply, model = answered
+                await tracked({"type": "delta", "content": reply})
+                return Outcome(reply, model or AGENT_MODEL, "stop", [])
         images = await self._load_images(turn, tracked)
         purpose = "vision" if images else turn.purpose
         chain, route = await self.candidates(purpose, turn.preferred_model)
@@ -328,6 +339,7 @@ class Engine:
         usage = None
         max_rounds = self.settings["max_tool_rounds"]
         language = language_of(self.last_user_text(turn))
+        held_in_turn = False  # one call a turn waits for the person's yes
         for _ in range(max_rounds):
             stream = stream_completion(
                 self.models_http, candidate, conversation, tools or None,
@@ -350,6 +362,14 @@ class Engine:
             conversation.append({"role": "assistant", "content": completion.content or None,
                                  "tool_calls": [call.message() for call in completion.tool_calls]})
             for call in completion.tool_calls:
+                held = await self.confirmations.intercept(
+                    call.name, call.arguments, user_id=turn.user_id, session_id=turn.session_id, language=language,
+                    model=candidate.model.id, emit=emit, held_already=held_in_turn)
+                if held is not None:  # not run: it waits for the person, or cannot
+                    held_in_turn = held_in_turn or held.for_model["status"] == "awaiting_confirmation"
+                    conversation.append({"role": "tool", "tool_call_id": call.id,
+                                         "content": json.dumps(held.for_model, ensure_ascii=False)})
+                    continue
                 outcome = await self.runner.run(call.name, call.arguments, user_id=turn.user_id,
                                                 session_id=turn.session_id, model=candidate.model.id,
                                                 emit=emit, call_id=call.id, language=language)

@@ -19,7 +19,7 @@ CHAT_EVENTS = {
     },
     "description": "Server-sent events, each `event: <type>` and `data: <JSON>`: `delta` {content}, `thinking` "
                    "{status, content}, `tool_progress` {tool_name, status, progress, message}, `system_info` "
-                   "{level, message, action}; the last is `done` {text, model, finish_reason, fallbacks, usage, "
+                   "{level, message, action; with action `confirm` also effect, confirmation_id, expires_at}; the last is `done` {text, model, finish_reason, fallbacks, usage, "
                    "duration_ms} or `error` {error, errorType, model}.",
 }
 OPENAI_CHUNKS = {

@@ -4,6 +4,7 @@ from marshmallow import fields, validate
 
 from gateway.plugins import PluginSettings
 
+from .confirmation import DEFAULT_EFFECTS
 from .contract import DEFAULT_MAX_MESSAGE_CHARS
 
 POSITIVE = validate.Range(min=0, min_inclusive=False)
@@ -48,6 +49,17 @@ class AiCoreSettings(PluginSettings):
     model_notice_days = fields.Float(load_default=30.0, validate=POSITIVE, metadata={
         "description": "Days the AI core remembers that it told the administrator, in a chat session, how "
                        "to connect a language model (once per session)."})
+
+    confirm_effects = fields.List(fields.String(), load_default=lambda: list(DEFAULT_EFFECTS), metadata={
+        "description": "The kinds of effect (`<device class or feature>.<action>`, declared by the tools) that "
+                       "wait for the person's confirmation in the conversation before the call runs: unlocking "
+                       "a lock, opening a cover or garage door, disabling an automation rule, an automation's "
+                       "`http` action, deleting memories or records (docs/ai-core.md, \"Confirmation\"; empty: "
+                       "nothing waits but `confirm_tools`)."})
+    confirm_tools = fields.List(fields.String(), load_default=list, metadata={
+        "description": "Tools every call of which waits for the person's confirmation, whatever it does."})
+    confirm_seconds = fields.Float(load_default=300.0, validate=POSITIVE, metadata={
+        "description": "Seconds a call waiting for the person's confirmation stays confirmable."})
 
 
 class AiCoreClientSettings(PluginSettings):

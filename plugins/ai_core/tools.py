@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from . import store
-from .contract import ChatEvent, ToolFailed, ToolProgressEvent, ToolStatus
+from .contract import ChatEvent, EffectsOf, ToolFailed, ToolProgressEvent, ToolStatus
 
 if TYPE_CHECKING:
     from .peer import GatewayPeer
@@ -89,7 +89,10 @@ class Tool:
     the same topic are listed together), `help` gives two or three things to say, and
     `progress` what the progress line says while it runs — per language a template of the
     arguments ("Turning on {device}…"), a list of them (the first whose fields are all given),
-    or a function `(arguments, language) -> str`."""
+    or a function `(arguments, language) -> str`.
+
+    `effects(arguments, call)`: what a call would do that may need the person's yes first (see
+    confirmation.py); a tool without it never waits, unless configuration names it."""
     name: str
     description: str
     parameters: dict
@@ -103,6 +106,7 @@ class Tool:
     progress: "Progress" = field(default_factory=dict)
     # Whether the tool can work now (its feature is reachable), asked before help lists it.
     available: "Callable[[ToolCallContext], Awaitable[bool]] | None" = None
+    effects: "EffectsOf | None" = None
 
     def progress_words(self, arguments: dict, language: str) -> str:
         """What the person reads while this call runs (`progress`), else a general phrase."""
@@ -166,6 +170,19 @@ class ToolRegistry:
                  "examples": t.examples, "owner": t.owner, "topic": t.topic, "help": t.help} for t in self.all()]
 
 
+def decode_arguments(raw_arguments: str | dict) -> tuple[dict, str | None]:
+    """A call's arguments as a dict, and what is wrong with them (None: nothing)."""
+    if isinstance(raw_arguments, dict):
+        return raw_arguments, None
+    try:
+        arguments = json.loads(raw_arguments or "{}")
+    except ValueError:
+        return {}, f"the arguments are not JSON: {raw_arguments[:200]!r}"
+    if not isinstance(arguments, dict):
+        return {}, "the arguments must be a JSON object"
+    return arguments, None
+
+
 @dataclass
 class ToolOutcome:
     call_id: str
@@ -227,16 +244,7 @@ class ToolRunner:
         result: Any = None
         words = phrase(WORKING, language)
         try:
-            arguments_error = None
-            if isinstance(raw_arguments, dict):
-                arguments = raw_arguments
-            else:
-                try:
-                    arguments = json.loads(raw_arguments or "{}")
-                except ValueError:
-                    arguments_error = f"the arguments are not JSON: {raw_arguments[:200]!r}"
-                if not arguments_error and not isinstance(arguments, dict):
-                    arguments, arguments_error = {}, "the arguments must be a JSON object"
+            arguments, arguments_error = decode_arguments(raw_arguments)
             if tool is not None:
                 words = tool.progress_words(arguments, language)
             await send(progress_event(name, "started", 0.0, words))

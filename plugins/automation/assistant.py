@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from urllib.parse import urlsplit
 
 from gateway.plugins import Plugin, Registrar
 from gateway.schedule import zone_named
-from plugins.ai_core.contract import TOOLS, GatewayFailed, ToolCall, ToolFailed, Tools, gateway_offers
+from plugins.ai_core.contract import TOOLS, Effect, GatewayFailed, ToolCall, ToolFailed, Tools, gateway_offers
 
 RULES_PATH = "/api/v1/automation/rules"
 PROFILE_PATH = "/api/v1/profile"
@@ -174,6 +175,50 @@ async def run_scene(arguments: dict, call: ToolCall) -> dict:
             "message": answer["message"], "results": answer["results"]}
 
 
+async def run_scene_effects(arguments: dict, call: ToolCall) -> list[Effect]:
+    """What running the scene would send out of the house: its `http` actions, and those of its
+    rules and of the scenes it runs (`automation.http`, confirmed first by default — a model may
+    be talked into running it). Its device actions are the person's own choice: not effects here."""
+    name = " ".join(str(arguments.get("name") or "").split())
+    if not name or arguments.get("later"):
+        return []  # nothing runs
+    try:
+        scenes = (await call.ask_gateway("GET", SCENES_PATH))["scenes"]
+    except GatewayFailed as failure:
+        if failure.status == 404:
+            return []
+        raise
+    scene = find_scene(scenes, name)
+    if scene is None:
+        return []
+    by_id = {item["id"]: item for item in scenes}
+    rules: dict[str, dict] | None = None
+    hosts: list[str] = []
+    waiting, seen = [scene], set()
+    while waiting:
+        current = waiting.pop()
+        if current["id"] in seen:
+            continue
+        seen.add(current["id"])
+        actions = list(current.get("actions") or [])
+        if current.get("rule_ids"):
+            if rules is None:
+                rules = {rule["id"]: rule for rule in (await call.ask_gateway("GET", RULES_PATH))["rules"]}
+            for rule_id in current["rule_ids"]:
+                actions += (rules.get(rule_id) or {}).get("actions") or []
+        for action in actions:
+            if action.get("type") == "http":
+                hosts.append(urlsplit(str(action.get("url") or "")).hostname or "?")
+            elif action.get("type") == "scene" and action.get("scene_id") in by_id:
+                waiting.append(by_id[action["scene_id"]])
+    if not hosts:
+        return []
+    where = ", ".join(dict.fromkeys(hosts))
+    return [Effect("automation.http", {
+        "en": f"Run the scene “{scene['name']}”, which sends a web request to {where}",
+        "zh": f"执行场景“{scene['name']}”，它会向 {where} 发送网络请求"})]
+
+
 _TRIGGERS_ZH = {"time": "定时", "device_state": "设备状态", "event": "事件", "manual": "手动"}
 _TRIGGERS_EN = {"time": "at set times", "device_state": "on a device's state", "event": "on an event",
                 "manual": "by hand"}
@@ -238,7 +283,7 @@ def add_automation_tools(tools: Tools, owner: str = "automation_tools") -> None:
               progress={"en": "Looking at your automations…", "zh": "正在查看你的自动化…"})
     tools.add("run_scene", RUN_DESCRIPTION, RUN_PARAMETERS, run_scene, owner=owner,
               examples=RUN_EXAMPLES, parse_arguments=parse_run_arguments, summarize=summarize_run,
-              topic=TOPIC, available=automation_offered,
+              topic=TOPIC, available=automation_offered, effects=run_scene_effects,
               help={"en": ["run the movie night scene"], "zh": ["执行回家模式"]},
               progress={"en": ["Starting the scene “{name}”…", "Starting the scene…"],
                         "zh": ["正在启动场景“{name}”…", "正在启动场景…"]})

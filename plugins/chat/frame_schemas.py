@@ -81,7 +81,16 @@ class ToolProgressFrame(TurnFrame):
 class SystemInfo(marshmallow.Schema):
     level = fields.String(required=True, validate=validate.OneOf(LEVELS))
     message = fields.String(required=True)
-    action = fields.String(required=True, metadata={"description": "What a client may offer, e.g. `retry`; empty for none."})
+    action = fields.String(required=True, metadata={
+        "description": "What a client may offer, e.g. `retry`; empty for none. `confirm`: a tool call with an effect "
+                       "that is physical or hard to undo waits for the person's yes; the person's next message in "
+                       "the session decides (`yes`, `ok`, `确认`, `是`... runs it once; anything else cancels it), "
+                       "so a client's Confirm button sends the message `yes` (`确认`) and Cancel sends `no` (`取消`)."})
+    effect = fields.String(metadata={"description": "`confirm`: what the call would do, exactly, in the person's "
+                                                    "language (\"Unlock the front door lock\")."})
+    confirmation_id = fields.String(metadata={"description": "`confirm`: the waiting call's id (a newer one in the "
+                                                             "session replaces it)."})
+    expires_at = fields.String(metadata={"description": "`confirm`: when the call stops being confirmable (RFC 3339)."})
 
 
 class SystemInfoFrame(TurnFrame):

@@ -65,6 +65,11 @@ def client_info(client_id: str, device_name: str, user_agent: str) -> dict:
     return {"client_id": client_id, "device_name": device_name, "user_agent": user_agent}
 
 
+# What a `system_info` with action `confirm` adds: the call's effect in the person's words, its id
+# and when it lapses (docs/ai-core.md, "Confirmation").
+CONFIRM_FIELDS = ("effect", "confirmation_id", "expires_at")
+
+
 def event_frame(event: "ChatEvent", turn_id: str) -> dict | None:
     """The frame for an AI core event other than `delta`, `error` and `done`; None for a kind
     that has none."""
@@ -79,9 +84,12 @@ def event_frame(event: "ChatEvent", turn_id: str) -> dict | None:
                     "tool_name": event.get("tool_name") or "", "status": event.get("status") or "running",
                     "progress": event.get("progress") or 0, "message": event.get("message") or ""}}
     if kind == "system_info":
-        return {"type": "system_info", "role": "system", "msg_type": "system_info",
-                "system_info": {"level": event.get("level") or "info", "message": event.get("message") or "",
-                                "action": event.get("action") or ""}}
+        info = {"level": event.get("level") or "info", "message": event.get("message") or "",
+                "action": event.get("action") or ""}
+        for key in CONFIRM_FIELDS:  # a call that waits for the person's yes (action `confirm`)
+            if isinstance(event.get(key), str):
+                info[key] = event[key]  # type: ignore[literal-required]
+        return {"type": "system_info", "role": "system", "msg_type": "system_info", "system_info": info}
     return None
 
 

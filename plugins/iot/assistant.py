@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.plugins import Plugin, Registrar
-from plugins.ai_core.contract import TOOLS, GatewayFailed, ToolCall, ToolFailed, Tools, gateway_offers
+from plugins.ai_core.contract import TOOLS, Effect, GatewayFailed, ToolCall, ToolFailed, Tools, gateway_offers
 
 from .phrases import (PROPERTY_TYPES, ROOM_WORDS, TYPE_WORDS, find_word, normalize, parse_listing, parse_operation,
                       parse_reading, room_in, type_in)
@@ -268,6 +268,51 @@ async def _operate_one(call: ToolCall, device: dict, operation: dict) -> dict:
                 "error_type": failure.error_type}
     return {"status": "done", "device": compact(answer["device"]), "requested": _changed(operation),
             "changes": answer["operation"]["changes"], "operation_id": answer["operation"]["id"]}
+
+
+# Device types whose opening lets someone in (the AI core's confirmation kinds `<type>.open`): a
+# cover that is not a curtain or blind is a garage door, a gate, a door or a window.
+OPENINGS = ("cover", "garage_door", "gate")
+
+
+def device_effects(device: dict, operation: dict) -> list[Effect]:
+    """What `operation` would do to `device` that may need the person's yes first: unlocking a
+    lock (`lock.unlock`), opening a cover (`cover.open`, `garage_door.open`, `gate.open`) or a
+    curtain (`curtain.open`)."""
+    changed = _changed(operation)
+    kind = device.get("type")
+    en, zh = _name(device, "en"), _name(device, "zh")
+    if kind == "lock" and (changed.get("switch") is False or changed.get("locked") is False):
+        return [Effect("lock.unlock", {"en": f"Unlock the {en}", "zh": f"解锁{zh}"})]
+    if kind in OPENINGS or kind == "curtain":
+        position = changed.get("position")
+        opening = changed.get("switch") is True or changed.get("on") is True or \
+            (isinstance(position, (int, float)) and not isinstance(position, bool) and position > 0)
+        if opening:
+            part = isinstance(position, (int, float)) and 0 < position < 100
+            words = ({"en": f"Open the {en} to {_number(position)}%", "zh": f"把{zh}打开到{_number(position)}%"}
+                     if part else {"en": f"Open the {en}", "zh": f"打开{zh}"})
+            return [Effect(f"{kind}.open", words)]
+    return []
+
+
+async def operate_effects(arguments: dict, call: ToolCall) -> list[Effect]:
+    """The effects of an `operate_device` call, on the devices it would operate (none when it
+    names no device clearly: then it operates nothing)."""
+    try:
+        operation = requested_operation(arguments)
+    except ToolFailed:
+        return []  # the call fails without touching anything
+    devices = await _devices(call)
+    resolution = resolve(devices, device=_text(arguments, "device"), room=_text(arguments, "room"),
+                         kind=_text(arguments, "type"))
+    if resolution.device is not None:
+        targets = [resolution.device]
+    elif arguments.get("all") is True:
+        targets = resolution.candidates
+    else:
+        targets = []
+    return [effect for device in targets for effect in device_effects(device, operation)]
 
 
 async def read_device(arguments: dict, call: ToolCall) -> dict:
@@ -531,7 +576,7 @@ def add_device_tools(tools: Tools, owner: str = "device_tools") -> None:
               "set a property (brightness, colour temperature, air-conditioner mode, target temperature, fan, curtain "
               "position). Name the device, or its room and type.", OPERATE_PARAMETERS, operate_device, owner=owner,
               examples=OPERATE_EXAMPLES, parse_arguments=parse_operation, summarize=summarize_operation,
-              topic=TOPIC, progress=operate_progress, available=devices_offered,
+              topic=TOPIC, progress=operate_progress, available=devices_offered, effects=operate_effects,
               help={"en": ["turn on the living room light", "set the bedroom AC to 24 degrees"],
                     "zh": ["打开客厅的灯", "把卧室空调调到24度"]})
     tools.add("read_device", "Read one of the user's devices: a sensor's temperature or humidity in a room, whether "

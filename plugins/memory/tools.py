@@ -17,7 +17,7 @@ from typing import Any
 
 from gateway.lexical import Tokenizer
 from gateway.text import HAN
-from plugins.ai_core.contract import ToolCall, ToolFailed, Tools
+from plugins.ai_core.contract import Effect, ToolCall, ToolFailed, Tools
 
 from .person import neutral, second_person
 from .contract import CATEGORIES, MemoryServiceError, MemoryStore, MemoryUnavailable
@@ -229,22 +229,45 @@ class MemoryTools:
         except MemoryServiceError as error:
             raise _unavailable(error) from None
 
+    async def forget_effects(self, arguments: dict, call: ToolCall) -> list[Effect]:
+        """What a `forget` call would delete (`memory.delete`, confirmed first by default: a model
+        may be talked into it by what it reads); nothing when it would find nothing to delete."""
+        memory_id = str(arguments.get("memory_id") or "").strip()
+        description = " ".join(str(arguments.get("description") or "").split())[:MAX_QUERY_CHARS]
+        if memory_id:
+            target = await self.memory.get(call.user_id, memory_id)
+        elif description:
+            matching, _ = await self._described(call.user_id, description)
+            target = matching[0] if matching else None
+        else:
+            target = None
+        if target is None:
+            return []
+        content = _unstopped(second_person(target["content"]))
+        return [Effect("memory.delete", {"en": f"Forget “{content}”", "zh": f"忘记“{content}”"})]
+
     async def _forget_id(self, user_id: str, memory_id: str) -> dict:
         memory = await self.memory.get(user_id, memory_id)
         if memory is None or not await self.memory.delete(user_id, memory_id):
             return {"status": "not_found", "message": f"no memory of this person has the id {memory_id}"}
         return {"status": "forgotten", "forgotten": _memory(memory)}
 
-    async def _forget_described(self, user_id: str, description: str) -> dict:
-        # The nearest whatever their relevance: named when none is the one described.
+    async def _described(self, user_id: str, description: str) -> tuple[list[dict], list[dict]]:
+        """The memories that say what is described, closest first, and the nearest whatever their
+        relevance (named when none is the one described)."""
         dense = await self.memory.search(user_id, description, FORGET_CANDIDATES, "dense", min_relevance=-1.0)
         close = [hit for hit in dense if hit["score"] >= self.forget_min_score]
         loop = asyncio.get_running_loop()
-        for hit in close:
-            if await loop.run_in_executor(None, says_all_of, description, hit["content"]):
-                if not await self.memory.delete(user_id, hit["id"]):
-                    continue  # deleted meanwhile
-                return {"status": "forgotten", "description": description, "forgotten": _memory(hit, hit["score"])}
+        matching = [hit for hit in close
+                    if await loop.run_in_executor(None, says_all_of, description, hit["content"])]
+        return matching, dense
+
+    async def _forget_described(self, user_id: str, description: str) -> dict:
+        matching, dense = await self._described(user_id, description)
+        for hit in matching:
+            if not await self.memory.delete(user_id, hit["id"]):
+                continue  # deleted meanwhile
+            return {"status": "forgotten", "description": description, "forgotten": _memory(hit, hit["score"])}
         nearest = [_memory(hit, hit["score"]) for hit in dense[:3]]
         return {"status": "no_match", "description": description, "nearest": nearest,
                 "message": "Nothing was forgotten: no memory matches the description closely. Call forget "
@@ -362,6 +385,7 @@ def add_memory_tools(tools: Tools, memory: MemoryStore, settings: dict, owner: s
             "memory_id": {"type": "string", "description": "the id of the memory to delete"}},
          "required": []},
         handlers.forget, owner=owner, examples=FORGET_EXAMPLES, parse_arguments=forget_arguments,
+        effects=handlers.forget_effects,
         summarize=summarize_forget, topic=TOPIC,
         help={"en": ["forget my sister's name"], "zh": ["忘掉我妹妹的名字"]},
         progress={"en": "Forgetting that…", "zh": "正在忘掉这件事…"})

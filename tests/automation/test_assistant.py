@@ -194,3 +194,22 @@ async def test_the_assistant_lists_automations_and_runs_a_scene_by_name(make_sta
     # Bob has none of Alice's.
     reply = await ask(gateway, gateway.bob, "list my automations")
     assert reply == "You have no automation rules or scenes yet."
+
+
+async def test_a_scene_that_sends_a_web_request_runs_only_when_the_person_confirms(make_stack):
+    """A scene with an `http` action (`automation.http`, docs/ai-core.md "Confirmation"): asked
+    first, sent once on "yes"; "no" sends nothing."""
+    stack = await make_stack()
+    gateway = stack.gateway
+    response = await gateway.client.post(f"{API}/scenes", headers=gateway.alice, json={
+        "name": "Tell the neighbour", "actions": [{"type": "http", "url": f"{stack.site_url}/knock"}]})
+    assert response.status == 201, await response.text()
+    host = "127.0.0.1"
+    asked = await ask(gateway, gateway.alice, "run the tell the neighbour scene")
+    assert asked.startswith(f"Run the scene “Tell the neighbour”, which sends a web request to {host}? "), asked
+    assert await ask(gateway, gateway.alice, "no") == \
+        f"OK, cancelled. Not done: Run the scene “Tell the neighbour”, which sends a web request to {host}."
+    assert stack.site_hits == []
+    await ask(gateway, gateway.alice, "run the tell the neighbour scene")
+    assert await ask(gateway, gateway.alice, "yes") == "Ran the scene “Tell the neighbour”: 1 of 1 action succeeded."
+    assert [hit["path"] for hit in stack.site_hits] == ["/knock"]

@@ -69,13 +69,14 @@ def make_gateway(aiohttp_client, aiohttp_server, make_config, database_url):
     """A gateway instance (tokens, sessions, files, chat, devices) asking the IoT service at
     `iot_url` (and the AI core at `ai_core_url`); `port` pins its loopback port."""
     async def build(iot_url: str, *, ai_core_url: str = "", port: int | None = None, overrides: dict | None = None,
-                    settings: dict | None = None):
+                    settings: dict | None = None, extra_plugins: tuple = ()):
         config = make_config({"database.url": database_url, "peers.iot_service_url": iot_url,
                               "peers.ai_core_url": ai_core_url or f"http://127.0.0.1:{free_port()}",
                               "auth.chat_for_all_users": True, "plugins.devices": {**FAST_FEED, **(settings or {})},
                               **(overrides or {})})
         app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin, files_plugin,
-                                                      ai_core_client_plugin, chat_plugin, devices_plugin])
+                                                      ai_core_client_plugin, chat_plugin, devices_plugin,
+                                                      *extra_plugins])
         server = await aiohttp_server(app, port=port or 0)
         return await aiohttp_client(server)
     return build
@@ -83,14 +84,15 @@ def make_gateway(aiohttp_client, aiohttp_server, make_config, database_url):
 
 @pytest.fixture
 def make_ai_core(aiohttp_server, make_config, database_url):
-    """The AI core with the device tools, asking the gateway at `gateway_url`."""
-    async def build(gateway_url: str):
+    """The AI core with the device tools (and `extra_plugins`), asking the gateway at `gateway_url`;
+    `settings`: more `[plugins.ai_core]` keys."""
+    async def build(gateway_url: str, *, extra_plugins: tuple = (), settings: dict | None = None):
         config = make_config({"database.url": database_url, "peers.gateway_url": gateway_url,
                               "auth.chat_for_all_users": True,
                               "plugins.ai_core": {"first_token_timeout": 10, "idle_timeout": 20, "tool_timeout": 20,
-                                                  "timezone": "UTC"}})
+                                                  "timezone": "UTC", **(settings or {})}})
         return await aiohttp_server(create_app("ai-core", config, plugins=[tokens_plugin, ai_core_plugin,
-                                                                            device_tools_plugin]))
+                                                                            device_tools_plugin, *extra_plugins]))
     return build
 
 

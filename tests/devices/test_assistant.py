@@ -99,7 +99,7 @@ async def test_the_offline_agent_operates_and_reads_the_devices_in_english(assis
     for text in ["turn on the living room light", "set the bedroom AC to 24 degrees", "is the front door locked?",
                  "dim the living room light to 30%", "open the curtains", "what's the temperature in the bedroom",
                  "what's the temperature in the living room",
-                 "turn off the living room light", "unlock the front door", "is the front door locked?",
+                 "turn off the living room light", "unlock the front door", "yes", "is the front door locked?",
                  "turn on the light", "list my devices", "remind me to turn on the bedroom light at 7pm",
                  "turn on the bedroom light", "turn off all the lights"]:
         said[text] = reply_of(await ask(gateway, ALICE, text))
@@ -113,7 +113,10 @@ async def test_the_offline_agent_operates_and_reads_the_devices_in_english(assis
     assert said["what's the temperature in the living room"].startswith("It is ")
     assert said["what's the temperature in the living room"].endswith(" °C in the living room.")
     assert said["turn off the living room light"] == "Done: I turned off the living room light."
-    assert said["unlock the front door"] == "Done: I unlocked the front door lock."
+    # Even the person's own command to unlock waits for their yes (docs/ai-core.md, "Confirmation").
+    assert said["unlock the front door"] == \
+        "Unlock the front door lock? This needs your confirmation: say “yes” to go ahead; anything else cancels it."
+    assert said["yes"] == "Done: I unlocked the front door lock."
     assert said["is the front door locked?"] == "No, the front door lock is unlocked."
     assert said["turn on the light"] == "Which one do you mean: the bedroom light or living room light?"
     assert said["turn off all the lights"] == \
@@ -165,7 +168,8 @@ async def test_an_operation_the_service_refuses_is_said_not_failed(make_iot_serv
     port = free_port()
     ai_core = await make_ai_core(f"http://127.0.0.1:{port}")
     gateway = await make_gateway(url_of(iot), ai_core_url=url_of(ai_core), port=port)
-    reply = reply_of(await ask(gateway, ALICE, "unlock the front door"))
+    assert reply_of(await ask(gateway, ALICE, "unlock the front door")).startswith("Unlock the front door lock? ")
+    reply = reply_of(await ask(gateway, ALICE, "yes"))
     assert reply.startswith("I couldn't do that to the front door lock: "), reply
     assert (await state_of(gateway, "front_door_lock"))["locked"] is True
 

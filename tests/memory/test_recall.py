@@ -210,8 +210,11 @@ async def test_done_means_told_on_the_phone_recalled_in_a_new_session_on_the_lap
     model.tool_calls["forget my sister's name"] = ("forget", {"description": "my sister's name"})
     events = await chat(ai_core, "user_alice", "forget my sister's name", session_id="laptop-2")
     result = json.loads(reply(events)[len("TOOL "):])
-    assert result["status"] == "forgotten"
-    assert result["forgotten"]["content"] == "Your sister is called Lena."
+    # Deleting a memory waits for the person's yes (docs/ai-core.md, "Confirmation").
+    assert result["status"] == "awaiting_confirmation"
+    assert result["effect"] == "Forget “Your sister is called Lena”"
+    events = await chat(ai_core, "user_alice", "yes", session_id="laptop-2")
+    assert reply(events) == "Done, I've forgotten: Your sister is called Lena."
     page = await (await memory_service.get("/api/v1/memories", headers=SERVICE,
                                            params={"user_id": "user_alice"})).json()
     assert [m["content"] for m in page["memories"]] == ["The user is vegetarian."]

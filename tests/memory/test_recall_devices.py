@@ -86,7 +86,9 @@ async def test_told_on_the_phone_recalled_on_the_laptop_next_session_then_forgot
 
     model.tool_calls["forget my sister's name"] = ("forget", {"description": "my sister's name"})
     answer = await say(gateway, anna, "forget my sister's name", session_id="laptop-tuesday", device="laptop")
-    assert '"status": "forgotten"' in answer and "sister is called Lena" in answer
+    assert '"status": "awaiting_confirmation"' in answer and "sister is called Lena" in answer  # asked first
+    answer = await say(gateway, anna, "yes", session_id="laptop-tuesday", device="laptop")
+    assert answer == "Done, I've forgotten: Your sister is called Lena."
     async with gateway.get("/api/v1/memory", headers=anna) as response:
         assert response.status == 200, await response.text()
         memories = (await response.json())["memories"]

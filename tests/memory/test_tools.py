@@ -63,7 +63,11 @@ async def test_a_model_remembers_recalls_and_forgets_for_the_person_of_the_turn(
 
     model.tool_calls["forget her name"] = ("forget", {"description": "my sister's name"})
     result = tool_result(await chat(ai_core, "user_alice", "forget her name"))
-    assert result["status"] == "forgotten" and result["forgotten"]["content"] == "Your sister is called Lena."
+    # Deleting waits for the person's yes (docs/ai-core.md, "Confirmation").
+    assert result == {"status": "awaiting_confirmation", "effect": "Forget “Your sister is called Lena”",
+                      "message": result["message"]}
+    assert len(await memories_of(memory_service)) == 2
+    assert reply(await chat(ai_core, "user_alice", "yes")) == "Done, I've forgotten: Your sister is called Lena."
     assert [m["content"] for m in await memories_of(memory_service)] == ["The user is vegetarian."]
 
 
@@ -97,8 +101,9 @@ async def test_the_offline_agent_remembers_recalls_and_forgets_in_english(memory
 
     assert reply(await chat(ai_core, "user_alice", "forget my mother's name")).startswith(
         "I found no memory matching “My mother's name”, so nothing was forgotten.")
-    assert reply(await chat(ai_core, "user_alice", "Forget my sister's name")) \
-        == "Done, I've forgotten: Your sister is called Lena."
+    assert reply(await chat(ai_core, "user_alice", "Forget my sister's name")).startswith(
+        "Forget “Your sister is called Lena”? This needs your confirmation")
+    assert reply(await chat(ai_core, "user_alice", "yes")) == "Done, I've forgotten: Your sister is called Lena."
     assert [m["content"] for m in await memories_of(memory_service)] == ["The user is vegetarian."]
 
 
@@ -114,7 +119,9 @@ async def test_the_offline_agent_remembers_recalls_and_forgets_in_chinese(memory
     answer = reply(await chat(ai_core, "user_alice", "你都知道我什么"))
     assert "你的妹妹叫莉娜" in answer and "你对花生过敏" in answer
 
-    assert reply(await chat(ai_core, "user_alice", "忘掉我妹妹的名字")) == "好的，我已经忘记了：你的妹妹叫莉娜。"
+    assert reply(await chat(ai_core, "user_alice", "忘掉我妹妹的名字")) == \
+        "忘记“你的妹妹叫莉娜”？这需要你确认：回复“确认”就执行，回复其他内容则取消。"
+    assert reply(await chat(ai_core, "user_alice", "确认")) == "好的，我已经忘记了：你的妹妹叫莉娜。"
     assert reply(await chat(ai_core, "user_alice", "忘记我的工作")).startswith("我没有找到与“我的工作”相符的记忆")
     assert [m["content"] for m in await memories_of(memory_service)] == ["用户对花生过敏。"]
     # Words that only look like the intent delete nothing.

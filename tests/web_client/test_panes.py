@@ -27,6 +27,7 @@ from plugins.automation import plugin as automation_plugin
 from plugins.chat import plugin as chat_plugin
 from plugins.files import files_plugin
 from plugins.frontend import plugin as frontend_plugin
+from plugins.iot.assistant import tools_plugin as device_tools_plugin
 from plugins.iot.gateway import plugin as devices_plugin
 from plugins.iot.service import plugin as iot_plugin
 from plugins.knowledge import plugin as knowledge_plugin
@@ -45,7 +46,7 @@ from tests.knowledge.samples import pdf_bytes
 from tests.support.browser import needs_browser, open_browser, open_page, screenshot
 from tests.support.fake_openai import route_to_model
 from tests.support.servers import free_port
-from tests.web_client.conftest import SERVICE_TOKEN, completions, start
+from tests.web_client.conftest import DOOR_REQUEST, SERVICE_TOKEN, completions, start
 
 pytestmark = [needs_browser, pytest.mark.asyncio(loop_scope="module")]
 
@@ -97,7 +98,8 @@ async def services(postgres_server, tmp_path_factory):
         model.router.add_get("/compost.html", compost_page)
         model_url = await serve(model)
         ai_core_url = await serve(create_app("ai-core", config(**{"plugins.ai_core": {"timezone": "UTC"}}),
-                                             plugins=[tokens_plugin, ai_core_plugin, knowledge_tools_plugin]))
+                                             plugins=[tokens_plugin, ai_core_plugin, knowledge_tools_plugin,
+                                                      device_tools_plugin]))
         await route_to_model(ai_core_url, f"{model_url}/v1", {"Authorization": f"Bearer {SERVICE_TOKEN}"},
                              purposes=("chat", "vision"))
         iot_url = await serve(create_app("iot-debug-service", config(**{"plugins.iot": {"tick_seconds": 3600.0}}),
@@ -245,8 +247,15 @@ async def test_a_device_is_operated_and_its_card_follows_the_state(services, bro
         await card.locator("output", has_text="35 %").wait_for()
         lock = page.locator(".device[data-id=front_door_lock] [data-action=lock]")
         assert await lock.inner_text() == "Unlock"
-        await lock.click()
+        asked: list[str] = []
+
+        async def accept(dialog) -> None:
+            asked.append(dialog.message)
+            await dialog.accept()
+        page.once("dialog", accept)
+        await lock.click()                   # unlocking asks first; the dialog is accepted
         await page.locator(".device[data-id=front_door_lock] [data-action=lock]", has_text="Lock").wait_for()
+        assert asked == ["Unlock “Front door lock”? Anyone at the door can then come in."]
 
         # A change made elsewhere (the API, as the assistant or another device would) arrives live.
         token = await page.evaluate("window.assistantApp.api.token")
@@ -263,6 +272,42 @@ async def test_a_device_is_operated_and_its_card_follows_the_state(services, bro
         assert state["on"] is True and state["brightness"] == 35
         await page.set_viewport_size({"width": 1280, "height": 1240})
         await screenshot(page, "web-devices")
+        assert errors == []
+
+
+@pytest.mark.slow
+async def test_the_door_is_unlocked_only_when_the_person_confirms(services, browser):
+    """The Devices pane asks before unlocking (a dismissed question leaves the door locked), and
+    the chat's Confirm button lets the model's unlock run (docs/ai-core.md, "Confirmation")."""
+    async with open_page(DESKTOP, browser=browser) as (page, errors):
+        await sign_in(page, services.frontend_url, "devices")
+        await call(page, services, "POST", "/devices/front_door_lock/operate", json={"action": "switch", "value": True})
+        lock = page.locator(".device[data-id=front_door_lock] [data-action=lock]", has_text="Unlock")
+        await lock.wait_for(timeout=10000)
+        asked: list[str] = []
+
+        async def dismiss(dialog) -> None:
+            asked.append(dialog.message)
+            await dialog.dismiss()
+        page.once("dialog", dismiss)
+        await lock.click()
+        await page.wait_for_timeout(500)
+        assert asked and (await call(page, services, "GET", "/devices/front_door_lock"))["device"]["state"]["locked"]
+        assert await lock.inner_text() == "Unlock"
+
+        await page.click("#nav button[data-pane=chat]")
+        await page.fill(".pane-chat textarea.input", f"Please {DOOR_REQUEST}")
+        await page.keyboard.press("Enter")
+        confirm = page.locator(".notice.confirm button[data-action=confirm]")
+        await confirm.wait_for(timeout=15000)
+        assert "Unlock the front door lock?" in await page.locator(".notice.confirm").inner_text()
+        await page.locator(".live article.message.assistant", has_text="The front door: awaiting_confirmation.").wait_for()
+        assert (await call(page, services, "GET", "/devices/front_door_lock"))["device"]["state"]["locked"] is True
+        await screenshot(page, "web-chat-confirm")
+        await confirm.click()
+        await page.locator(".live article.message.assistant", has_text="Done: I unlocked the front door lock.").wait_for(timeout=15000)
+        assert await confirm.is_disabled()
+        assert (await call(page, services, "GET", "/devices/front_door_lock"))["device"]["state"]["locked"] is False
         assert errors == []
 
 

@@ -443,6 +443,19 @@ export function mount(root, app) {
       element.append(" ", h("button", {type: "button", class: "link", onclick: () => sendText(state.lastSent.content, state.lastSent.attachments)},
         t("chat.retry")));
     }
+    if (action === "confirm") {
+      // A tool call waits for the person's yes (docs/ai-core.md, "Confirmation"): the next message
+      // decides, so the buttons send the words the assistant reads as yes and no.
+      const answer = (words) => {
+        for (const button of element.querySelectorAll("button")) button.disabled = true;
+        sendText(t(words), []);
+      };
+      element.classList.add("confirm");
+      element.append(" ",
+        h("button", {type: "button", class: "primary", "data-action": "confirm", onclick: () => answer("chat.confirm_yes")}, t("chat.confirm")),
+        " ",
+        h("button", {type: "button", class: "quiet", "data-action": "cancel", onclick: () => answer("chat.confirm_no")}, t("chat.confirm_cancel")));
+    }
     live.append(element);
     updateEmpty();
     scrollDown();

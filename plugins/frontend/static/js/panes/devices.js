@@ -53,7 +53,12 @@ export function mount(root, app) {
 
     if (properties.locked && properties.locked.writable) {
       const lockButton = h("button", {type: "button", class: "primary", "data-action": "lock"});
-      lockButton.addEventListener("click", () => operate(current, {action: "switch", value: !current.state.locked}, lockButton));
+      lockButton.addEventListener("click", () => {
+        // Unlocking lets someone in: asked first, as the assistant asks (docs/ai-core.md, "Confirmation").
+        const name = localized(current.names, current.name, app.language);
+        if (current.state.locked && !confirm(t("devices.unlock_confirm", {name}))) return;
+        operate(current, {action: "switch", value: !current.state.locked}, lockButton);
+      });
       setters.push((item) => {
         const locked = Boolean(item.state.locked);
         lockButton.textContent = t(locked ? "devices.unlock" : "devices.lock");

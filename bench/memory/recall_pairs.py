@@ -52,6 +52,7 @@ class Question:
     zh: str
     memories: tuple[str, ...]          # the memories that matter to it
     held_out: bool = False
+    arguable: tuple[str, ...] = ()     # memories that may or may not matter: paired with neither
 
 
 QUESTIONS: list[Question] = [
@@ -116,13 +117,15 @@ FRESH_MEMORIES: dict[str, tuple[str, str]] = {
 }
 
 FRESH_QUESTIONS: list[Question] = [
-    Question("Can I have a milkshake with my lunch?", "午饭能配一杯奶昔吗？", ("lactose",)),
+    Question("Can I have a milkshake with my lunch?", "午饭能配一杯奶昔吗？", ("lactose",),
+             arguable=("peanuts", "vegetarian")),
     Question("Which cheese won't upset my stomach?", "什么奶酪吃了我肚子不会难受？", ("lactose",)),
     Question("Find me a court to play on this Saturday.", "这周六帮我找个场地打球。", ("tennis",)),
     Question("My elbow hurts after my weekend games, what can I do?", "周末打完球手肘疼，怎么办？", ("tennis",)),
     Question("Should I get laser eye surgery?", "我该去做激光近视手术吗？", ("glasses",)),
     Question("Can I get a washing machine delivered easily?", "买洗衣机送货上门方便吗？", ("flat",)),
-    Question("Help me write a birthday card for my wife.", "帮我给老婆写张生日贺卡。", ("wife",)),
+    Question("Help me write a birthday card for my wife.", "帮我给老婆写张生日贺卡。", ("wife",),
+             arguable=("name",)),
     Question("My mom's birthday is coming up, what should I buy?", "我妈妈快过生日了，买什么好？",
              ("mother_birthday",)),
     Question("Plan a trip to visit my daughter.", "帮我安排一次去看女儿的行程。", ("daughter",)),
@@ -138,7 +141,8 @@ FRESH_QUESTIONS: list[Question] = [
     Question("How can I stay alert during a long shift on the ward?", "在病房值长班怎么保持清醒？", ("nurse",)),
     Question("I have hay fever, will it affect my breathing?", "我花粉过敏了，会影响呼吸吗？", ("asthma",)),
     Question("Set an alarm for tomorrow morning.", "帮我定个明早的闹钟。", ("wake",)),
-    Question("Book me a personal trainer on my usual workout evenings.", "帮我在平时健身的那几天晚上约个私教。", ("gym",)),
+    Question("Book me a personal trainer on my usual workout evenings.", "帮我在平时健身的那几天晚上约个私教。", ("gym",),
+             arguable=("marathon", "asthma")),
     Question("Summarise this article for me.", "帮我总结一下这篇文章。", ("short_answers",)),
     Question("My teeth hurt when I drink something cold.", "我的牙齿喝冷饮会酸痛。", ("dentist",)),
     Question("My cat is refusing her dinner, what should I do?", "我的猫不肯吃晚饭，怎么办？", ("cat_food",)),
@@ -174,7 +178,7 @@ def _unrelated(index: int, question: Question) -> list[str]:
 
 def _fresh_unrelated(index: int, question: Question) -> list[str]:
     """As `_unrelated`, over both sets' memories, for the second held-out set."""
-    related = set(question.memories)
+    related = set(question.memories) | set(question.arguable)
     for other in QUESTIONS + FRESH_QUESTIONS:
         if related & set(other.memories):
             related |= set(other.memories)

@@ -51,7 +51,7 @@ def language(text: str) -> str:
     return "zh" if _CJK.search(text) else "en"
 
 
-def baselines(query_vector: Sequence[float], anchors: dict[str, np.ndarray]) -> dict[str, float]:
+def baselines(query_vector: Sequence[float] | np.ndarray, anchors: dict[str, np.ndarray]) -> dict[str, float]:
     """The question's baseline per memory language: the mean cosine of its nearest anchors."""
     query = np.asarray(query_vector, dtype=np.float32)
     return {lang: float(np.sort(vectors @ query)[::-1][:BASELINE_NEAREST].mean())
@@ -73,9 +73,10 @@ _CACHED_MEMORIES = 4096    # memory texts whose second-model vectors are kept (a
 
 
 class SecondOpinion:
-    """The second model, loaded on first use (about 0.5 s, 130 MB of memory) and run on a thread
-    of its own with one BLAS thread: a question takes about 10–20 ms on this machine's cores, a
-    memory seen before nothing (its vector is kept; a memory's text rarely changes)."""
+    """The second model, loaded at the memory service's start (1–6 s, 140 MB of memory) and run
+    on a thread of its own with one BLAS thread: a question against 20 memories seen before takes
+    about 5 ms (p50) on the development machine; their vectors are kept, since a memory's text
+    rarely changes (bench/memory/latency.py)."""
 
     def __init__(self) -> None:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-relevance")

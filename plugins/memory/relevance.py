@@ -21,6 +21,7 @@ import asyncio
 import re
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -72,6 +73,12 @@ SECOND_MODEL_ID = "use-multilingual-v3"
 _CACHED_MEMORIES = 4096    # memory texts whose second-model vectors are kept (about 2 KB each)
 
 
+@dataclass(frozen=True)
+class Question:
+    vector: np.ndarray
+    baseline: dict[str, float]
+
+
 class SecondOpinion:
     """The second model, loaded at the memory service's start (1–6 s, 140 MB of memory) and run
     on a thread of its own with one BLAS thread: a question against 20 memories seen before takes
@@ -106,18 +113,29 @@ class SecondOpinion:
             self._memories.popitem(last=False)
         return np.stack([self._memories[text] for text in memories])
 
-    def _relevances(self, query: str, memories: list[str]) -> list[float]:
-        vectors = self._vectors(memories)   # loads the model and the anchors first
-        question = np.asarray(self._model.encode(query), dtype=np.float32)
-        baseline = baselines(question, self._anchors)
-        return [float(vector @ question) - baseline[language(text)] for text, vector in zip(memories, vectors)]
+    def _question(self, query: str) -> Question:
+        model = self._load()
+        vector = np.asarray(model.encode(query), dtype=np.float32)
+        return Question(vector, baselines(vector, self._anchors))
 
-    async def relevances(self, query: str, memories: Sequence[str]) -> list[float]:
-        """Each memory's relevance to `query` by the second model (its cosine minus the
+    def _relevances(self, question: Question, memories: list[str]) -> list[float]:
+        vectors = self._vectors(memories)
+        return [float(vector @ question.vector) - question.baseline[language(text)]
+                for text, vector in zip(memories, vectors)]
+
+    async def question(self, query: str) -> Question:
+        """The question's vector and baselines: asked while the search runs, so the second model's
+        work on the question overlaps the embedding model's."""
+        return await asyncio.get_running_loop().run_in_executor(self._thread, self._question, query)
+
+    async def relevances(self, query: str | Question, memories: Sequence[str]) -> list[float]:
+        """Each memory's relevance to the question by the second model (its cosine minus the
         question's baseline against the anchors of the memory's language)."""
         if not memories:
             return []
-        return await asyncio.get_running_loop().run_in_executor(self._thread, self._relevances, query, list(memories))
+        question = query if isinstance(query, Question) else await self.question(query)
+        return await asyncio.get_running_loop().run_in_executor(self._thread, self._relevances, question,
+                                                                list(memories))
 
     async def prepare(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._thread, self._load)

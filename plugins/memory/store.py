@@ -149,6 +149,7 @@ class MemoryStore:
         collection = await self.collection()
         wanted = limit if mode == "lexical" or floor <= -1 else max(limit, FLOORED_CANDIDATES)
         searching = self.context.vectors.search(collection, query, where=where, limit=wanted, mode=mode)
+        question = None
         if mode == "lexical":
             hits, cosines = await searching, None
         else:
@@ -156,7 +157,9 @@ class MemoryStore:
             # embedding similarity whatever the mode ranks by.
             dense = (self.context.vectors.search(collection, query, where=where, limit=wanted, mode="dense")
                      if mode != "dense" else _same())
-            hits, dense_hits, baseline = await asyncio.gather(searching, dense, self.relevance.baselines(query))
+            asking = self.second_opinion.question(query) if self.second_opinion is not None else _none()
+            hits, dense_hits, baseline, question = await asyncio.gather(
+                searching, dense, self.relevance.baselines(query), asking)
             cosines = {hit.id: hit.score for hit in (hits if mode == "dense" else dense_hits)}
         if not hits:
             return []
@@ -166,8 +169,8 @@ class MemoryStore:
         ranked = [(hit, by_id[hit.id]) for hit in hits if hit.id in by_id
                   and (cosines is None or hit.id in cosines)]
         seconds: list[float | None] = [None] * len(ranked)
-        if cosines is not None and self.second_opinion is not None and ranked:
-            seconds = list(await self.second_opinion.relevances(query, [row["content"] for _, row in ranked]))
+        if cosines is not None and self.second_opinion is not None and question is not None and ranked:
+            seconds = list(await self.second_opinion.relevances(question, [row["content"] for _, row in ranked]))
         found = []
         for (hit, row), second in zip(ranked, seconds):
             if cosines is not None:
@@ -360,6 +363,10 @@ class MemoryStore:
 
 async def _same() -> list:
     return []
+
+
+async def _none() -> None:
+    return None
 
 
 def item(row: dict, vector: list[float] | None = None) -> IndexItem:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gateway.embeddings import LocalE5Embedder
-from plugins.memory.relevance import Relevance, baselines, relevance
+from plugins.memory.relevance import Relevance, SecondOpinion, baselines, relevance
 from plugins.memory.settings import MemorySettings
 
 from .recall_pairs import GROUPS, Pair, pairs
@@ -25,8 +25,10 @@ from .recall_pairs import GROUPS, Pair, pairs
 @dataclass
 class Scored:
     pair: Pair
-    cosine: float
-    relevance: float
+    cosine: float        # e5's
+    single: float        # e5's relevance alone ([plugins.memory] relevance_second_model = false)
+    second: float        # the second model's relevance alone (USE's, in its own units)
+    relevance: float     # what the service filters on: the mean of the two
 
 
 async def score_pairs(embedder=None) -> list[Scored]:
@@ -38,18 +40,36 @@ async def score_pairs(embedder=None) -> list[Scored]:
     anchors = await Relevance(lambda: embedder).anchors()
     queries = {q: np.asarray(await embedder.embed_query(q), dtype=np.float32) for q in questions}
     base = {q: baselines(vector, anchors) for q, vector in queries.items()}
+    second = SecondOpinion()
+    opinions = {q: dict(zip(memories, await second.relevances(q, memories))) for q in questions}
     scored = []
     for pair in labelled:
         cosine = float(queries[pair.question] @ passages[pair.memory])
-        scored.append(Scored(pair, cosine, relevance(cosine, pair.memory, base[pair.question])))
+        other = opinions[pair.question][pair.memory]
+        scored.append(Scored(pair, cosine, relevance(cosine, pair.memory, base[pair.question]), other,
+                             relevance(cosine, pair.memory, base[pair.question], other)))
     return scored
 
 
+SPLITS = ((False, "chosen on"), ("first", "held out"), ("fresh", "held out, 2nd set"), (None, "all"))
+
+
+def _in_split(pair: Pair, held_out: bool | str | None) -> bool:
+    """held_out: False the pairs the floor was chosen on; True both held-out sets; "first" or
+    "fresh" one of them; None every pair."""
+    if held_out is None:
+        return True
+    if held_out == "first":
+        return pair.held_out and not pair.fresh
+    if held_out == "fresh":
+        return pair.fresh
+    return pair.held_out == held_out
+
+
 def precision_recall(scored: list[Scored], floor: float, *, measure: str = "relevance",
-                     group: str | None = None, held_out: bool | None = None) -> tuple[float, float, int]:
+                     group: str | None = None, held_out: bool | str | None = None) -> tuple[float, float, int]:
     """Precision, recall and the number of matching pairs among the selected pairs."""
-    chosen = [s for s in scored if (group is None or s.pair.group == group)
-              and (held_out is None or s.pair.held_out == held_out)]
+    chosen = [s for s in scored if (group is None or s.pair.group == group) and _in_split(s.pair, held_out)]
     kept = [s for s in chosen if getattr(s, measure) >= floor]
     true = sum(1 for s in kept if s.pair.relevant)
     relevant = sum(1 for s in chosen if s.pair.relevant)
@@ -58,10 +78,9 @@ def precision_recall(scored: list[Scored], floor: float, *, measure: str = "rele
 
 def table(scored: list[Scored], floor: float, measure: str = "relevance") -> str:
     lines = ["| pairs | group | matching / not | precision | recall |", "|---|---|---|---|---|"]
-    for held_out, name in ((False, "chosen on"), (True, "held out"), (None, "all")):
+    for held_out, name in SPLITS:
         for group in GROUPS + (None,):
-            chosen = [s for s in scored if (group is None or s.pair.group == group)
-                      and (held_out is None or s.pair.held_out == held_out)]
+            chosen = [s for s in scored if (group is None or s.pair.group == group) and _in_split(s.pair, held_out)]
             precision, recall, relevant = precision_recall(scored, floor, measure=measure, group=group,
                                                            held_out=held_out)
             lines.append(f"| {name} | {group or 'every group'} | {relevant} / {len(chosen) - relevant} | "
@@ -75,18 +94,23 @@ def sweep(scored: list[Scored], measure: str, floors: list[float]) -> str:
     for floor in floors:
         cells = [precision_recall(scored, floor, measure=measure, group=g, held_out=False) for g in GROUPS]
         cells.append(precision_recall(scored, floor, measure=measure, held_out=False))
-        lines.append(f"  {floor:+.3f}  " + "  ".join(f"{p:.2f}/{r:.2f}" for p, r, _ in cells))
+        lines.append(f"  {floor:+.4f}  " + "  ".join(f"{p:.2f}/{r:.2f}" for p, r, _ in cells))
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--floor", type=float, default=MemorySettings().load({})["min_relevance"])
+    parser.add_argument("--single", action="store_true", help="the table for e5 alone (relevance_second_model "
+                        "= false) at --floor")
     args = parser.parse_args()
     scored = asyncio.run(score_pairs())
     print(sweep(scored, "cosine", [round(0.72 + 0.01 * i, 2) for i in range(14)]))
-    print(sweep(scored, "relevance", [round(-0.02 + 0.005 * i, 3) for i in range(11)]))
-    print(f"\nrelevance at the floor {args.floor:+.3f}:\n{table(scored, args.floor)}")
+    print(sweep(scored, "single", [round(-0.02 + 0.005 * i, 3) for i in range(11)]))
+    print(sweep(scored, "second", [round(-0.04 + 0.01 * i, 3) for i in range(11)]))
+    print(sweep(scored, "relevance", [round(-0.004 + 0.001 * i, 3) for i in range(13)]))
+    measure = "single" if args.single else "relevance"
+    print(f"\n{measure} at the floor {args.floor:+.4f}:\n{table(scored, args.floor, measure)}")
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ class Question:
     zh: str
     memories: tuple[str, ...]          # the memories that matter to it
     held_out: bool = False
+    arguable: tuple[str, ...] = ()     # memories that may or may not matter: paired with neither
 
 
 QUESTIONS: list[Question] = [
@@ -105,6 +106,54 @@ GROUPS = ("en-en", "zh-zh", "en-zh", "zh-en")
 UNRELATED_PER_QUESTION = 3
 
 
+# A second held-out set, written after the first figures and never looked at while the scoring
+# and its floor were chosen (bench/README.md, "Memory recall"): new questions, some about memories
+# of their own, paired like the others with unrelated memories of either set.
+FRESH_MEMORIES: dict[str, tuple[str, str]] = {
+    "tennis": ("The user plays tennis on weekends.", "用户周末打网球。"),
+    "lactose": ("The user is lactose intolerant.", "用户乳糖不耐受。"),
+    "glasses": ("The user is short-sighted and wears glasses.", "用户近视，戴眼镜。"),
+    "flat": ("The user rents a flat on the fourth floor without a lift.", "用户租住在没有电梯的四楼。"),
+}
+
+FRESH_QUESTIONS: list[Question] = [
+    Question("Can I have a milkshake with my lunch?", "午饭能配一杯奶昔吗？", ("lactose",),
+             arguable=("peanuts", "vegetarian")),
+    Question("Which cheese won't upset my stomach?", "什么奶酪吃了我肚子不会难受？", ("lactose",)),
+    Question("Find me a court to play on this Saturday.", "这周六帮我找个场地打球。", ("tennis",)),
+    Question("My elbow hurts after my weekend games, what can I do?", "周末打完球手肘疼，怎么办？", ("tennis",)),
+    Question("Should I get laser eye surgery?", "我该去做激光近视手术吗？", ("glasses",)),
+    Question("Can I get a washing machine delivered easily?", "买洗衣机送货上门方便吗？", ("flat",)),
+    Question("Help me write a birthday card for my wife.", "帮我给老婆写张生日贺卡。", ("wife",),
+             arguable=("name",)),
+    Question("My mom's birthday is coming up, what should I buy?", "我妈妈快过生日了，买什么好？",
+             ("mother_birthday",)),
+    Question("Plan a trip to visit my daughter.", "帮我安排一次去看女儿的行程。", ("daughter",)),
+    Question("Is it okay to take ibuprofen with my pills?", "布洛芬能和我平时吃的药一起吃吗？", ("blood_pressure",)),
+    Question("Where can I walk my dog when it rains?", "下雨天我可以去哪里遛狗？", ("dog",)),
+    Question("How should I taper in the last weeks before my race?", "比赛前最后几周怎么减量训练？", ("marathon",)),
+    Question("Recommend a phrasebook for my trip to Tokyo.", "去东京旅行，推荐一本会话手册。", ("learning_japanese",)),
+    Question("Is it going to snow here this week?", "这周我这儿会下雪吗？", ("berlin",)),
+    Question("Recommend a hot pot place like the ones back home.", "推荐一家像老家那样的火锅店。", ("hometown", "spicy")),
+    Question("How often should I change the oil in my car?", "我的车多久换一次机油？", ("car",)),
+    Question("Write a reply to my manager's email about the deadline.", "帮我回复经理关于截止日期的邮件。",
+             ("boss", "project")),
+    Question("How can I stay alert during a long shift on the ward?", "在病房值长班怎么保持清醒？", ("nurse",)),
+    Question("I have hay fever, will it affect my breathing?", "我花粉过敏了，会影响呼吸吗？", ("asthma",)),
+    Question("Set an alarm for tomorrow morning.", "帮我定个明早的闹钟。", ("wake",)),
+    Question("Book me a personal trainer on my usual workout evenings.", "帮我在平时健身的那几天晚上约个私教。", ("gym",),
+             arguable=("marathon", "asthma")),
+    Question("Summarise this article for me.", "帮我总结一下这篇文章。", ("short_answers",)),
+    Question("My teeth hurt when I drink something cold.", "我的牙齿喝冷饮会酸痛。", ("dentist",)),
+    Question("My cat is refusing her dinner, what should I do?", "我的猫不肯吃晚饭，怎么办？", ("cat_food",)),
+    Question("Help me plan a surprise for my little sister.", "帮我给妹妹准备个惊喜。", ("sister",)),
+    Question("How many planets are in the solar system?", "太阳系有几颗行星？", ()),
+    Question("Explain what a black hole is.", "黑洞是什么？", ()),
+    Question("Who wrote Romeo and Juliet?", "《罗密欧与朱丽叶》是谁写的？", ()),
+    Question("Convert 5 miles to kilometres.", "5英里等于多少公里？", ()),
+]
+
+
 @dataclass(frozen=True)
 class Pair:
     question: str
@@ -112,6 +161,7 @@ class Pair:
     group: str           # the question's language, then the memory's
     relevant: bool
     held_out: bool
+    fresh: bool = False  # of the second held-out set (FRESH_QUESTIONS)
 
 
 def _unrelated(index: int, question: Question) -> list[str]:
@@ -126,12 +176,34 @@ def _unrelated(index: int, question: Question) -> list[str]:
     return [ids[(index * step + k * 5) % len(ids)] for k in range(UNRELATED_PER_QUESTION)]
 
 
-def pairs() -> Iterator[Pair]:
+def _fresh_unrelated(index: int, question: Question) -> list[str]:
+    """As `_unrelated`, over both sets' memories, for the second held-out set."""
+    related = set(question.memories) | set(question.arguable)
+    for other in QUESTIONS + FRESH_QUESTIONS:
+        if related & set(other.memories):
+            related |= set(other.memories)
+    ids = [key for key in {**MEMORIES, **FRESH_MEMORIES} if key not in related]
+    return [ids[(index * 11 + k * 7) % len(ids)] for k in range(UNRELATED_PER_QUESTION)]
+
+
+def _in_groups(question: Question, labelled: list[tuple[str, bool]], memories: dict[str, tuple[str, str]],
+               fresh: bool) -> Iterator[Pair]:
+    for key, relevant in labelled:
+        memory = memories[key]
+        for group in GROUPS:
+            asked, stored = group.split("-")
+            yield Pair(question.en if asked == "en" else question.zh, memory[0] if stored == "en" else memory[1],
+                       group, relevant, question.held_out or fresh, fresh)
+
+
+def pairs(*, fresh: bool = True) -> Iterator[Pair]:
+    """Every labelled pair; `fresh=False` leaves out the second held-out set."""
     for index, question in enumerate(QUESTIONS + UNRELATED_QUESTIONS):
         labelled = [(key, True) for key in question.memories] + [(key, False) for key in _unrelated(index, question)]
-        for key, relevant in labelled:
-            memory = MEMORIES[key]
-            for group in GROUPS:
-                asked, stored = group.split("-")
-                yield Pair(question.en if asked == "en" else question.zh, memory[0] if stored == "en" else memory[1],
-                           group, relevant, question.held_out)
+        yield from _in_groups(question, labelled, MEMORIES, False)
+    if fresh:
+        every = {**MEMORIES, **FRESH_MEMORIES}
+        for index, question in enumerate(FRESH_QUESTIONS):
+            labelled = ([(key, True) for key in question.memories]
+                        + [(key, False) for key in _fresh_unrelated(index, question)])
+            yield from _in_groups(question, labelled, every, True)

@@ -25,7 +25,7 @@ from gateway.errors import BadRequest, Conflict, NotFound
 from gateway.vectors import IndexItem, SearchMode, VectorStoreUnavailable
 
 from . import rules
-from .relevance import Relevance, relevance
+from .relevance import Relevance, relevance, second_opinion
 from .schemas import DEFAULT_CATEGORY
 
 log = logging.getLogger("plugins.memory")
@@ -33,6 +33,10 @@ log = logging.getLogger("plugins.memory")
 COLLECTION = "memory"
 KEYWORD_FIELDS = ("user_id", "category")
 REINDEX_BATCH = 256
+# A search with a relevance floor reads at least this many nearest memories, so that those the
+# floor turns away leave room for the next ones (the floor is judged by two models, the ranking
+# by one).
+FLOORED_CANDIDATES = 20
 COLUMNS = ("id::text AS id, user_id, content, category, priority, source, source_session_id, "
            "source_message_id, previous_content, "
            "(extract(epoch FROM created_at) * 1000)::bigint AS created_at, "
@@ -57,6 +61,7 @@ class MemoryStore:
         self.idempotency_hours = float(settings["idempotency_hours"])
         self.min_relevance = float(settings["min_relevance"])
         self.relevance = Relevance(lambda: context.embeddings)
+        self.second_opinion = second_opinion() if settings["relevance_second_model"] else None
         self._collection_ready = False
         self._ensuring = asyncio.Lock()
         self.reindexing: asyncio.Task | None = None
@@ -108,6 +113,8 @@ class MemoryStore:
         try:
             await self.collection()
             await self.relevance.anchors()
+            if self.second_opinion is not None:
+                await self.second_opinion.prepare()
         except Exception as error:  # noqa: BLE001 - the service starts anyway; requests report it
             log.warning("the memory collection could not be prepared at start (%s); retrying on use", error)
 
@@ -140,35 +147,39 @@ class MemoryStore:
         if category:
             where["category"] = category
         collection = await self.collection()
-        searching = self.context.vectors.search(collection, query, where=where, limit=limit, mode=mode)
+        wanted = limit if mode == "lexical" or floor <= -1 else max(limit, FLOORED_CANDIDATES)
+        searching = self.context.vectors.search(collection, query, where=where, limit=wanted, mode=mode)
+        question = None
         if mode == "lexical":
             hits, cosines = await searching, None
         else:
             # Only what clears the relevance floor (plugins/memory/relevance.py), judged on the
             # embedding similarity whatever the mode ranks by.
-            dense = (self.context.vectors.search(collection, query, where=where, limit=limit, mode="dense")
+            dense = (self.context.vectors.search(collection, query, where=where, limit=wanted, mode="dense")
                      if mode != "dense" else _same())
-            hits, dense_hits, baseline = await asyncio.gather(searching, dense, self.relevance.baselines(query))
+            asking = self.second_opinion.question(query) if self.second_opinion is not None else _none()
+            hits, dense_hits, baseline, question = await asyncio.gather(
+                searching, dense, self.relevance.baselines(query), asking)
             cosines = {hit.id: hit.score for hit in (hits if mode == "dense" else dense_hits)}
         if not hits:
             return []
         rows = await fetch_all(self.context.db, f"SELECT {COLUMNS} FROM memories WHERE user_id = %s "
                                "AND id = ANY(%s::uuid[])", (owner, [hit.id for hit in hits]))
         by_id = {row["id"]: row for row in rows}
+        ranked = [(hit, by_id[hit.id]) for hit in hits if hit.id in by_id
+                  and (cosines is None or hit.id in cosines)]
+        seconds: list[float | None] = [None] * len(ranked)
+        if cosines is not None and self.second_opinion is not None and question is not None and ranked:
+            seconds = list(await self.second_opinion.relevances(question, [row["content"] for _, row in ranked]))
         found = []
-        for hit in hits:
-            row = by_id.get(hit.id)
-            if row is None:
-                continue
+        for (hit, row), second in zip(ranked, seconds):
             if cosines is not None:
-                if hit.id not in cosines:
-                    continue
-                score = relevance(cosines[hit.id], row["content"], baseline)
+                score = relevance(cosines[hit.id], row["content"], baseline, second)
                 if score < floor:
                     continue
                 row = {**row, "relevance": round(score, 4)}
             found.append({**row, "score": hit.score})
-        return found
+        return found[:limit]
 
     # ------------------------------------------------------------ writing
 
@@ -352,6 +363,10 @@ class MemoryStore:
 
 async def _same() -> list:
     return []
+
+
+async def _none() -> None:
+    return None
 
 
 def item(row: dict, vector: list[float] | None = None) -> IndexItem:

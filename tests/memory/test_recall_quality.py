@@ -28,11 +28,21 @@ def test_the_labelled_set_has_matching_and_unrelated_pairs_in_every_language_pai
 
 def test_relevance_at_the_configured_floor_beats_the_old_cosine_floor(scored):
     precision, recall, _ = precision_recall(scored, FLOOR)
-    assert precision >= 0.8 and recall >= 0.7
+    assert precision >= 0.9 and recall >= 0.78
     old_precision, _, _ = precision_recall(scored, 0.77, measure="cosine")
     assert old_precision < 0.5   # the old floor let most unrelated memories in
     for group in GROUPS:          # the cross-language groups included
         precision, recall, _ = precision_recall(scored, FLOOR, group=group)
-        assert precision >= 0.75 and recall >= 0.65, group
-    held_precision, held_recall, _ = precision_recall(scored, FLOOR, held_out=True)
-    assert held_precision >= 0.8 and held_recall >= 0.7
+        assert precision >= 0.85 and recall >= 0.72, group
+    for held_out in ("first", "fresh"):   # neither held-out set was looked at when the floor was chosen
+        held_precision, held_recall, _ = precision_recall(scored, FLOOR, held_out=held_out)
+        assert held_precision >= 0.88 and held_recall >= 0.73, held_out
+
+
+def test_the_second_model_makes_relevance_better_than_the_embedding_model_alone(scored):
+    """The mean of the two models' relevances against e5's alone at its own measured floor
+    (0.005, `relevance_second_model = false`), on the held-out pairs: better on both counts."""
+    for held_out in ("first", "fresh"):
+        precision, recall, _ = precision_recall(scored, FLOOR, held_out=held_out)
+        alone_precision, alone_recall, _ = precision_recall(scored, 0.005, measure="single", held_out=held_out)
+        assert precision > alone_precision and recall >= alone_recall, held_out

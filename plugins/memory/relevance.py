@@ -18,7 +18,6 @@ floor was chosen on, precision 0.75 (e5) and 0.83 (USE) at recall 0.8 became 0.9
 from __future__ import annotations
 
 import asyncio
-import re
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from gateway.embeddings import Embedder
+from gateway.text import language_of
 
 ANCHORS: dict[str, tuple[str, ...]] = {
     "en": ("The user has a meeting on Friday.", "The user likes hiking in the mountains.",
@@ -45,11 +45,7 @@ ANCHORS: dict[str, tuple[str, ...]] = {
            "用户是一名软件工程师。", "用户养了一只鹦鹉。", "用户住在河边。"),
 }
 BASELINE_NEAREST = 3
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
-
-def language(text: str) -> str:
-    return "zh" if _CJK.search(text) else "en"
 
 
 def baselines(query_vector: Sequence[float] | np.ndarray, anchors: dict[str, np.ndarray]) -> dict[str, float]:
@@ -61,7 +57,7 @@ def baselines(query_vector: Sequence[float] | np.ndarray, anchors: dict[str, np.
 
 def relevance(cosine: float, memory: str, baseline: dict[str, float], second: float | None = None) -> float:
     """e5's relevance, or with the second model's (`SecondOpinion.relevances`) the mean of the two."""
-    own = cosine - baseline[language(memory)]
+    own = cosine - baseline[language_of(memory)]
     return own if second is None else (own + SECOND_SCALE * second) / 2
 
 
@@ -120,7 +116,7 @@ class SecondOpinion:
 
     def _relevances(self, question: Question, memories: list[str]) -> list[float]:
         vectors = self._vectors(memories)
-        return [float(vector @ question.vector) - question.baseline[language(text)]
+        return [float(vector @ question.vector) - question.baseline[language_of(text)]
                 for text, vector in zip(memories, vectors)]
 
     async def question(self, query: str) -> Question:

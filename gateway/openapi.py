@@ -65,6 +65,19 @@ class ErrorBody(marshmallow.Schema):
                                            metadata={"description": "Validation errors: each field's messages."})
 
 
+@dataclass(frozen=True, eq=False)
+class Credential:
+    """A way of calling that a plugin defines and the core does not know (a platform's signed
+    request, a shared key): the security requirements an operation lists (any one of them), the
+    schemes they name, and the statuses a bad one is answered with. Passed as `api_doc(auth=...)`."""
+    requirements: tuple[tuple[str, ...], ...]
+    schemes: Mapping[str, Mapping[str, Any]]
+    errors: tuple[int, ...] = (401,)
+
+    def security(self) -> list[dict[str, list[str]]]:
+        return [{name: [] for name in requirement} for requirement in self.requirements]
+
+
 @dataclass
 class ApiDoc:
     summary: str
@@ -72,7 +85,7 @@ class ApiDoc:
     query: Any = None
     responses: Mapping[int, Any] = field(default_factory=dict)
     errors: tuple[int, ...] = ()
-    auth: str = "user"                     # a key of SECURITY
+    auth: "str | Credential" = "user"      # a key of SECURITY, or a plugin's own credential
     content_type: str = "application/json"  # of the request body
     produces: str = "application/json"      # of the successful response
     description: str = ""
@@ -87,7 +100,7 @@ Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 
 def api_doc(summary: str, *, body: Any = None, query: Any = None, responses: Mapping[int, Any] | None = None,
-            errors: tuple[int, ...] = (), auth: str = "user", content_type: str = "application/json",
+            errors: tuple[int, ...] = (), auth: "str | Credential" = "user", content_type: str = "application/json",
             produces: str = "application/json", description: str = "", tags: tuple[str, ...] = (),
             body_required: bool = True, headers: Mapping[str, str] | None = None,
             response_headers: Mapping[str, str] | None = None,
@@ -101,8 +114,8 @@ def api_doc(summary: str, *, body: Any = None, query: Any = None, responses: Map
     it may answer (401/403/400/413 are added from `auth` and the parameters). `headers`: request
     headers it reads, `response_headers`: headers of its successful answers (name: meaning);
     `path`: a JSON schema (pattern, format, length) per path parameter. `auth` is one of
-    SECURITY's keys."""
-    if auth not in SECURITY:
+    SECURITY's keys, or a `Credential` the plugin defines."""
+    if not isinstance(auth, Credential) and auth not in SECURITY:
         raise ValueError(f"api_doc: auth {auth!r} is not one of {', '.join(SECURITY)}")
     doc = ApiDoc(summary, body, query, dict(responses or {200: None}), tuple(errors), auth, content_type,
                  produces, description, tuple(tags), body_required, dict(headers or {}),
@@ -129,15 +142,17 @@ SECURITY: dict[str, list[dict[str, list[str]]]] = {
     "optional": [{}, {"bearer": []}],             # anonymous, or a token that is checked when sent
     "admin": [{"bearer": []}],                    # the administrator's token or the peer credential
     "peer": [{"bearer": []}],                     # the peer credential (SERVICE_TOKEN) only
-    "webhook": [{"webhookKey": []}],
-    "discord": [{"discordSignature": []}, {"webhookKey": []}],
     "console": [{}, {"bearer": []}, {"basic": []}],  # the console: none on loopback
 }
 # Statuses an `auth` adds: a bad credential, a credential that may not do this.
-AUTH_ERRORS = {"user": (401,), "optional": (401,), "admin": (401, 403), "peer": (401, 403), "webhook": (401,),
-               "discord": (401,), "console": (401, 403), "none": ()}
+AUTH_ERRORS = {"user": (401,), "optional": (401,), "admin": (401, 403), "peer": (401, 403),
+               "console": (401, 403), "none": ()}
 # Media types whose body is text rather than bytes, when a response names no schema.
 _TEXT = ("text/", "application/json", "application/x-ndjson")
+
+
+def _security(auth: "str | Credential") -> list[dict[str, list[str]]]:
+    return auth.security() if isinstance(auth, Credential) else SECURITY[auth]
 
 
 def _schema_instance(schema: Any) -> Any:
@@ -193,11 +208,6 @@ def build_document(app: web.Application, title: str, version: str) -> dict:
                                                               "(SERVICE_TOKEN) between services."})
     spec.components.security_scheme("basic", {"type": "http", "scheme": "basic",
                                               "description": "The administrator's name and password."})
-    spec.components.security_scheme("webhookKey", {"type": "apiKey", "in": "header", "name": "X-Webhook-Key"})
-    spec.components.security_scheme("discordSignature", {
-        "type": "apiKey", "in": "header", "name": "X-Signature-Ed25519",
-        "description": "Discord's Ed25519 signature of X-Signature-Timestamp + the body, checked "
-                       "against DISCORD_PUBLIC_KEY."})
     spec.components.schema("ErrorBody", schema=ErrorBody)
     paths: dict[str, dict[str, dict]] = {}
     for route in app.router.routes():
@@ -207,6 +217,10 @@ def build_document(app: web.Application, title: str, version: str) -> dict:
             continue
         path = _PARAMETER.sub(r"{\1}", resource.canonical)
         doc = doc_of(route.handler)
+        if doc is not None and isinstance(doc.auth, Credential):
+            for name, scheme in doc.auth.schemes.items():
+                if name not in spec.components.security_schemes:
+                    spec.components.security_scheme(name, dict(scheme))
         paths.setdefault(path, {})[method.lower()] = _operation(path, route, doc)
     for path in sorted(paths):
         spec.path(path=path, operations=paths[path])
@@ -226,7 +240,7 @@ def _operation(path: str, route: web.AbstractRoute, doc: ApiDoc | None) -> dict:
     parameters: list[dict] = [{"name": name, "in": "path", "required": True,
                                "schema": {"type": "string", **doc.path.get(name, {})}} for name in names]
     operation: dict[str, Any] = {"summary": doc.summary, "operationId": route.name or None,
-                                 "security": SECURITY[doc.auth]}
+                                 "security": _security(doc.auth)}
     if doc.description:
         operation["description"] = doc.description
     if doc.tags:
@@ -253,7 +267,8 @@ def _operation(path: str, route: web.AbstractRoute, doc: ApiDoc | None) -> dict:
             entry["headers"] = {name: {"description": meaning, "schema": {"type": "string"}}
                                 for name, meaning in doc.response_headers.items()}
         responses[str(status)] = entry
-    statuses = set(doc.errors) | set(ALWAYS) | set(AUTH_ERRORS[doc.auth])
+    auth_errors = doc.auth.errors if isinstance(doc.auth, Credential) else AUTH_ERRORS[doc.auth]
+    statuses = set(doc.errors) | set(ALWAYS) | set(auth_errors)
     if body is not None or query is not None or names or doc.headers:
         statuses.add(400)  # a body or parameter that does not fit, or a NUL in the address
     if body is not None and any(media == "application/json" for media in body):

@@ -20,7 +20,7 @@ from marshmallow import fields, validate
 
 from gateway.context import Context, get_context
 from gateway.errors import BadGateway, BadRequest, Unauthorized
-from gateway.openapi import api_doc
+from gateway.openapi import Credential, api_doc
 from gateway.validation import load, parse_body, read_json
 from plugins.ai_core.contract import DEFAULT_MAX_MESSAGE_CHARS, message_too_long
 from plugins.chat.contract import CHAT_TURNS, TurnFailed
@@ -37,6 +37,17 @@ DISCORD_SIGNATURE_MAX_AGE = 300
 DISCORD_PING, DISCORD_APPLICATION_COMMAND = 1, 2
 DISCORD_PONG, DISCORD_CHANNEL_MESSAGE, DISCORD_DEFERRED_CHANNEL_MESSAGE = 1, 4, 5
 DISCORD_MAX_CONTENT = 2000
+
+_WEBHOOK_KEY_SCHEME = {"webhookKey": {"type": "apiKey", "in": "header", "name": "X-Webhook-Key"}}
+# The shared key (WEBHOOK_KEY) an operator's webhook sends.
+WEBHOOK_KEY = Credential(requirements=(("webhookKey",),), schemes=_WEBHOOK_KEY_SCHEME)
+# Discord signs each interaction with its application's key (DISCORD_PUBLIC_KEY); the shared key
+# serves an installation without one.
+DISCORD_SIGNED = Credential(requirements=(("discordSignature",), ("webhookKey",)), schemes={
+    "discordSignature": {"type": "apiKey", "in": "header", "name": "X-Signature-Ed25519",
+                         "description": "Discord's Ed25519 signature of X-Signature-Timestamp + the body, "
+                                        "checked against DISCORD_PUBLIC_KEY."},
+    **_WEBHOOK_KEY_SCHEME})
 
 
 class GenericBody(marshmallow.Schema):
@@ -143,7 +154,7 @@ async def converse_in(context: Context, config: WebhookConfig, user_id: str, ses
 
 @routes.post("/api/v1/webhook/generic", name="webhooks.generic")
 @api_doc("One message in, the assistant's whole reply out", body=GenericBody, responses={200: GenericReply},
-         errors=(404, 413, 429, 502, 503), auth="webhook")
+         errors=(404, 413, 429, 502, 503), auth=WEBHOOK_KEY)
 async def generic(request: web.Request) -> web.Response:
     check_key(request)
     body = await parse_body(request, GenericBody())
@@ -161,7 +172,7 @@ async def generic(request: web.Request) -> web.Response:
 
 @routes.post("/api/v1/webhook/discord", name="webhooks.discord")
 @api_doc("Discord's interactions endpoint: PING, and the chat command with a `message` option",
-         body=DiscordInteraction, responses={200: DiscordAnswer}, errors=(404, 413, 429, 502, 503), auth="discord",
+         body=DiscordInteraction, responses={200: DiscordAnswer}, errors=(404, 413, 429, 502, 503), auth=DISCORD_SIGNED,
          headers=DISCORD_HEADERS)
 async def discord(request: web.Request) -> web.Response:
     raw = await request.read()

@@ -5,7 +5,7 @@ from aiohttp import web
 from openapi_spec_validator import validate
 
 from gateway.app import create_app
-from gateway.openapi import api_doc, build_document, undocumented
+from gateway.openapi import Credential, api_doc, build_document, undocumented
 from gateway.plugins import Plugin
 
 
@@ -124,6 +124,17 @@ async def note_picture(request):
     return web.Response(status=204)
 
 
+# A credential the core does not know: the plugin declares it, with its scheme.
+SIGNED = Credential(requirements=(("noteSignature",), ("bearer",)), errors=(401, 403),
+                    schemes={"noteSignature": {"type": "apiKey", "in": "header", "name": "X-Note-Signature"}})
+
+
+@more_routes.post("/api/v1/notes/signed", name="signed_note")
+@api_doc("A note from a partner that signs its requests", body=NoteIn, auth=SIGNED)
+async def signed_note(request):
+    return web.json_response({"size": 1})
+
+
 class MorePlugin(Plugin):
     name = "more_notes"
 
@@ -154,6 +165,12 @@ def test_several_media_types_headers_and_path_patterns(make_config):
     assert created != "NoteOut" and created.endswith("NoteOut")
     assert document["components"]["schemas"][created]["required"] == ["size"]
     assert document["components"]["schemas"]["NoteOut"]["required"] == ["id", "text"]
+
+    signed = document["paths"]["/api/v1/notes/signed"]["post"]
+    assert signed["security"] == [{"noteSignature": []}, {"bearer": []}]
+    assert {"401", "403"} <= set(signed["responses"])
+    assert document["components"]["securitySchemes"]["noteSignature"]["name"] == "X-Note-Signature"
+    assert "webhookKey" not in document["components"]["securitySchemes"]  # only what a plugin declared
 
     picture = document["paths"]["/api/v1/notes/{note_id}/picture"]["get"]
     assert picture["requestBody"]["required"] is False

@@ -105,6 +105,8 @@ def create_app(service_id: str, config: Config | None = None, *, plugins: list[P
         ordered = select_plugins([p.name for p in plugins], {p.name: p for p in plugins}, config,
                                  skipped=registry.skipped)
 
+    for plugin in ordered:
+        config.adopt(plugin.environment, plugin.generated_secrets)
     context = Context(service_id, config, spec.name)
     for path in (HEALTH_PATH, OPENAPI_PATH, DOCS_PATH, ASYNCAPI_PATH, INTROSPECTION_PATH):
         registry.claim_route("GET", path, "core")

@@ -31,7 +31,10 @@ def _to_bool(value: str) -> bool:
     raise ValueError(f"not a boolean: {value!r} (use true or false)")
 
 
-# Environment variable -> (section.key, parser). The names are a stable interface.
+# Environment variable -> (section.key, parser). The names are a stable interface. These are the
+# core's own; a plugin declares its features' variables (`Plugin.environment`), read when a
+# service loads it (`Config.adopt`).
+Environment = Mapping[str, tuple[str, Callable[[str], Any]]]
 ENVIRONMENT: dict[str, tuple[str, Callable[[str], Any]]] = {
     "DATA_DIR": ("core.data_dir", str),
     "PUBLIC_BASE_URL": ("core.public_base_url", str),
@@ -53,12 +56,7 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], Any]]] = {
     "REGISTRATION_ENABLED": ("auth.registration_enabled", _to_bool),
     "REGISTRATION_VERIFY_CODE": ("auth.registration_verify_code", str),
     "CHAT_FOR_ALL_USERS": ("auth.chat_for_all_users", _to_bool),
-    "WEBHOOK_KEY": ("auth.webhook_key", str),
     "SERVICE_TOKEN": ("auth.service_token", str),
-    "DISCORD_PUBLIC_KEY": ("auth.discord_public_key", str),
-    "OPENAI_BASE_URL": ("models.openai_base_url", str),
-    "OPENAI_API_KEY": ("models.openai_api_key", str),
-    "DEFAULT_MODEL": ("models.default_model", str),
     "GATEWAY_URL": ("peers.gateway_url", str),
     "AI_CORE_URL": ("peers.ai_core_url", str),
     "IOT_SERVICE_URL": ("peers.iot_service_url", str),
@@ -74,7 +72,6 @@ GENERATED_SECRETS: dict[str, Callable[[], str]] = {
     "auth.jwt_secret": lambda: secrets.token_urlsafe(48),
     "auth.admin_password": lambda: secrets.token_urlsafe(12),
     "auth.service_token": lambda: secrets.token_urlsafe(32),
-    "auth.webhook_key": lambda: secrets.token_urlsafe(24),
     "auth.registration_verify_code": lambda: "".join(secrets.choice("ABCDEFGHJKLMNPQRSTUVWXYZ23456789")
                                                      for _ in range(6)),
 }
@@ -113,8 +110,12 @@ def _read_toml(path: Path) -> dict:
 class Config:
     """Read-only view over the merged configuration."""
 
-    def __init__(self, values: dict):
+    def __init__(self, values: dict, environ: Mapping[str, str] | None = None,
+                 overridden: frozenset[str] = frozenset(), generate_secrets: bool = False):
         self._values = values
+        self._environ = dict(environ or {})  # a Config built from values alone reads no variable
+        self._overridden = overridden  # dotted keys the caller set, which no variable replaces
+        self._generate_secrets = generate_secrets
 
     @classmethod
     def load(cls, overrides: Mapping | None = None, environ: Mapping[str, str] | None = None,
@@ -123,23 +124,24 @@ class Config:
         values = _read_toml(conf_dir() / "default.toml")
         if environ.get("GATEWAY_CONFIG"):
             _merge(values, _read_toml(Path(environ["GATEWAY_CONFIG"])))
-        for name, (dotted, parse) in ENVIRONMENT.items():
-            raw = environ.get(name)
-            if raw is None or raw == "":
-                continue
-            try:
-                _set_dotted(values, dotted, parse(raw))
-            except ValueError as error:
-                raise ConfigError(f"environment variable {name}: {error}") from None
+        _apply_environment(values, ENVIRONMENT, environ, frozenset())
         for dotted, value in (overrides or {}).items():
             if "." in dotted:
                 _set_dotted(values, dotted, value)
             else:
                 _merge(values, {dotted: value})
-        config = cls(values)
+        overridden = frozenset(dotted for dotted in overrides or {} if "." in dotted)
+        config = cls(values, environ, overridden, generate_secrets)
         if generate_secrets:
-            config._fill_generated_secrets()
+            config._fill_generated_secrets(GENERATED_SECRETS)
         return config
+
+    def adopt(self, environment: "Environment", generated: Mapping[str, Callable[[], str]]) -> None:
+        """A plugin's own variables and generated secrets, read when a service loads it: a
+        variable takes precedence over the files, and a setting the caller gave over both."""
+        _apply_environment(self._values, environment, self._environ, self._overridden)
+        if generated and self._generate_secrets:
+            self._fill_generated_secrets(generated)
 
     def get(self, dotted: str, default: Any = None) -> Any:
         section, _, key = dotted.partition(".")
@@ -152,16 +154,29 @@ class Config:
     def data_dir(self) -> Path:
         return Path(self.get("core.data_dir") or "data").expanduser().resolve()
 
-    def _fill_generated_secrets(self) -> None:
-        missing = [dotted for dotted in GENERATED_SECRETS if not self.get(dotted)]
+    def _fill_generated_secrets(self, generators: Mapping[str, Callable[[], str]]) -> None:
+        missing = [dotted for dotted in generators if not self.get(dotted)]
         if not missing:
             return
-        stored = load_or_create_secrets(self.data_dir, missing)
+        stored = load_or_create_secrets(self.data_dir, missing, generators)
         for dotted in missing:
             _set_dotted(self._values, dotted, stored[dotted])
 
 
-def load_or_create_secrets(data_dir: Path, wanted: list[str]) -> dict[str, str]:
+def _apply_environment(values: dict, environment: "Environment", environ: Mapping[str, str],
+                       overridden: frozenset[str]) -> None:
+    for name, (dotted, parse) in environment.items():
+        raw = environ.get(name)
+        if raw is None or raw == "" or dotted in overridden:
+            continue
+        try:
+            _set_dotted(values, dotted, parse(raw))
+        except ValueError as error:
+            raise ConfigError(f"environment variable {name}: {error}") from None
+
+
+def load_or_create_secrets(data_dir: Path, wanted: list[str],
+                           generators: Mapping[str, Callable[[], str]] | None = None) -> dict[str, str]:
     """Return the stored secrets, generating the missing ones under an exclusive file lock so
     that services starting together in one DATA_DIR agree on one value."""
     import fcntl
@@ -178,7 +193,7 @@ def load_or_create_secrets(data_dir: Path, wanted: list[str]) -> dict[str, str]:
         created = [dotted for dotted in wanted if not stored.get(dotted)]
         if created:
             for dotted in created:
-                stored[dotted] = GENERATED_SECRETS[dotted]()
+                stored[dotted] = (generators or GENERATED_SECRETS)[dotted]()
             temporary = path.with_suffix(".tmp")
             descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(descriptor, "w") as handle:

@@ -21,7 +21,7 @@ import importlib.metadata
 import inspect
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterable, TypeVar
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, ClassVar, Iterable, Mapping, TypeVar
 
 import marshmallow
 from aiohttp import web
@@ -58,6 +58,10 @@ class Plugin:
     # "embeddings"), "embeddings" alone (migrations imply the database).
     uses: tuple[str, ...] = ()
     description: str = ""
+    # Environment variables of this plugin's features -> (section.key, parser), and settings
+    # generated into DATA_DIR/secrets.json when unset -> their generator (gateway/config.py).
+    environment: "ClassVar[Mapping[str, tuple[str, Callable[[str], Any]]]]" = {}
+    generated_secrets: "ClassVar[Mapping[str, Callable[[], str]]]" = {}
     # The installed distribution that publishes it (set from the entry point; "" when inline).
     distribution: str = ""
 
@@ -281,6 +285,12 @@ def installed_plugins(names: Iterable[str] | None = None) -> dict[str, Plugin]:
             raise PluginError(f"two installed distributions publish a plugin named {entry_point.name!r}")
         found[entry_point.name] = load_entry_point(entry_point)
     return found
+
+
+def environment_names() -> set[str]:
+    """Every environment variable a service may read: the core's and each installed plugin's."""
+    from .config import ENVIRONMENT
+    return set(ENVIRONMENT) | {name for plugin in installed_plugins().values() for name in plugin.environment}
 
 
 def installed_entry_points() -> list[importlib.metadata.EntryPoint]:

@@ -117,6 +117,9 @@ def markdown_reference(plugins: Iterable[Plugin]) -> str:
         lines += ["", f"## `[plugins.{plugin.name}]`", ""]
         if plugin.description:
             lines += [plugin.description.rstrip(".") + ".", ""]
+        if plugin.environment:
+            variables = ", ".join(f"`{name}` (`{dotted}`)" for name, (dotted, _) in sorted(plugin.environment.items()))
+            lines += [f"Environment variables of this plugin: {variables}.", ""]
         lines += ["| key | type | default | description |", "|---|---|---|---|"]
         for setting in describe_settings(plugin):
             lines.append(f"| `{setting.key}` | {setting.type} | `{setting.default_toml()}` | "

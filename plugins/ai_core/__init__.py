@@ -45,6 +45,10 @@ class AiCorePlugin(Plugin):
     uses = ("database",)
     description = "model routing with fallback, the SSE chat call, tools, the offline agent, /v1 door"
     settings_schema = AiCoreSettings
+    # The model an operator names at start-up, seeded into the model tables (providers.py).
+    environment = {"OPENAI_BASE_URL": ("models.openai_base_url", str),
+                   "OPENAI_API_KEY": ("models.openai_api_key", str),
+                   "DEFAULT_MODEL": ("models.default_model", str)}
 
     def setup(self, registrar: Registrar) -> None:
         context = registrar.context

@@ -14,6 +14,8 @@ user, so it shows up in the sessions endpoints like any other conversation. See
 docs/webhooks.md."""
 from __future__ import annotations
 
+import secrets
+
 from gateway.plugins import Plugin, PluginError, Registrar
 
 from aiohttp import web
@@ -39,6 +41,9 @@ class WebhooksPlugin(Plugin):
     depends = ("sessions", "chat")
     description = "Generic and Discord webhooks answered as chat turns"
     settings_schema = WebhooksSettings
+    environment = {"WEBHOOK_KEY": ("auth.webhook_key", str),
+                   "DISCORD_PUBLIC_KEY": ("auth.discord_public_key", str)}
+    generated_secrets = {"auth.webhook_key": lambda: secrets.token_urlsafe(24)}
 
     def setup(self, registrar: Registrar) -> None:
         config = registrar.config

@@ -62,3 +62,25 @@ def test_a_configured_secret_is_not_generated(tmp_path):
 def test_missing_config_file_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         Config.load(environ={"DATA_DIR": str(tmp_path), "GATEWAY_CONFIG": str(tmp_path / "nope.toml")})
+
+
+def test_a_plugins_own_variables_and_secrets_are_read_when_a_service_loads_it(tmp_path):
+    """The core names no feature's variable: the webhooks plugin declares WEBHOOK_KEY and its
+    generated key, the AI core OPENAI_BASE_URL; they apply when the service loads the plugin."""
+    from gateway.app import create_app
+    from gateway.plugins import environment_names, installed_plugins
+
+    environ = {"DATA_DIR": str(tmp_path), "DISCORD_PUBLIC_KEY": "ab" * 32, "OPENAI_BASE_URL": "http://models"}
+    config = Config.load(environ=environ, overrides={"auth.webhook_key": "given"})
+    assert not config.get("auth.discord_public_key")  # no plugin loaded yet: the core reads no such variable
+    config.adopt(installed_plugins(["webhooks"])["webhooks"].environment, {})
+    assert config.get("auth.discord_public_key") == "ab" * 32
+    config.adopt({"WEBHOOK_KEY": ("auth.webhook_key", str)}, {})
+    assert config.get("auth.webhook_key") == "given"      # a caller's setting wins over the variable
+
+    fresh = Config.load(environ={"DATA_DIR": str(tmp_path / "other")})
+    plugins = installed_plugins(["auth_tokens", "ai_core_client", "files", "sessions", "chat", "webhooks"])
+    create_app("gateway", fresh, plugins=list(plugins.values()))
+    generated = json.loads((tmp_path / "other" / "secrets.json").read_text())["auth.webhook_key"]
+    assert fresh.get("auth.webhook_key") == generated and len(generated) >= 24
+    assert {"WEBHOOK_KEY", "DISCORD_PUBLIC_KEY", "OPENAI_BASE_URL", "DATABASE_URL"} <= environment_names()

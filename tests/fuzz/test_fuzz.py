@@ -36,7 +36,8 @@ from schemathesis.engine import events as engine_events
 from schemathesis.engine.statistic import Statistic
 
 from gateway.app import create_app
-from gateway.config import ENVIRONMENT, PROJECT_ROOT, Config
+from gateway.config import PROJECT_ROOT, Config
+from gateway.plugins import environment_names
 from gateway.openapi import OPENAPI_PATH, doc_of
 from tests.support.fake_openai import serve_fake_provider
 from tests.support.servers import free_port
@@ -87,8 +88,9 @@ class Service:
 def service_environment(tmp_path: Path, **values: str) -> dict[str, str]:
     """The machine's environment without any of the services' own settings, plus `values` and a
     configuration file for what has no environment variable."""
+    known = environment_names()
     environ = {name: value for name, value in os.environ.items()
-               if name not in ENVIRONMENT and name != "GATEWAY_CONFIG"}
+               if name not in known and name != "GATEWAY_CONFIG"}
     settings = tmp_path / "fuzz.toml"
     settings.write_text(
         # The model server, and every URL the fuzzer makes up (rewritten to it), are on loopback.

@@ -19,7 +19,8 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from gateway.config import ENVIRONMENT, PROJECT_ROOT
+from gateway.config import PROJECT_ROOT
+from gateway.plugins import environment_names
 from tests.support.browser import needs_browser, open_browser, open_page, screenshot
 from tests.support.servers import free_port
 
@@ -84,7 +85,8 @@ def console(tmp_path_factory, postgres_server):
     """`http://127.0.0.1:<port>` of a console whose eight services all run."""
     directory = tmp_path_factory.mktemp("console-pages")
     database = postgres_server.create_database()
-    environ = {name: value for name, value in os.environ.items() if name not in ENVIRONMENT}
+    known = environment_names()
+    environ = {name: value for name, value in os.environ.items() if name not in known}
     environ.pop("CONSOLE_TOKEN", None)
     environ.update({
         "GATEWAY_CONF_DIR": str(conf_directory(directory)), "DATA_DIR": str(directory / "data"),

@@ -140,3 +140,40 @@ def test_function_bodies_and_quoted_text_are_not_transaction_control(probe_packa
         "COMMENT ON FUNCTION probe_one() IS 'ends with; COMMIT';\n"
         "SAVEPOINT inner_step; ROLLBACK TO inner_step;\n")
     assert [version for version, _, _ in migration_files(package, "migrations")] == [1]
+
+
+def test_gateway_migrate_names_the_failed_migration_and_leaves_it_unapplied(database_url, tmp_path):
+    """An operator's `gateway migrate` (and `gateway serve`) on a database where a table of the
+    auth plugin's second migration exists already (left by hand): that migration's first table is
+    not left behind, the error says which file failed, and the command exits with it, no traceback."""
+    import shutil
+
+    import psycopg2
+    from click.testing import CliRunner
+
+    from gateway.cli import main as gateway_cli
+    from gateway.config import conf_dir
+
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    shutil.copy(conf_dir() / "default.toml", conf / "default.toml")
+    (conf / "services.toml").write_text('[[service]]\nid = "accounts"\nport = 1\nplugins = ["auth_tokens", "auth"]\n')
+    connection = psycopg2.connect(database_url)
+    connection.autocommit = True
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("CREATE TABLE auth_spent_access_tokens (left_by_hand int)")
+        env = {"GATEWAY_CONF_DIR": str(conf), "DATABASE_URL": database_url, "DATA_DIR": str(tmp_path / "data")}
+        result = CliRunner().invoke(gateway_cli, ["migrate"], env=env)
+        assert result.exit_code == 1, result.output
+        assert "Traceback" not in result.output
+        assert "migration auth/002_create_refresh_tokens failed" in result.output
+        assert "002_create_refresh_tokens.sql of the plugin 'auth'" in result.output
+        assert "stay at 001" in result.output and "already exists" in result.output
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass('auth_users') IS NOT NULL, to_regclass('auth_refresh_tokens') IS NULL")
+            assert cursor.fetchone() == (True, True)  # 001 applied, nothing of 002
+            cursor.execute("SELECT plugin, version FROM schema_migrations ORDER BY plugin, version")
+            assert cursor.fetchall() == [("auth", 1)]
+    finally:
+        connection.close()

@@ -330,6 +330,9 @@ def fuzz(service: Service, credentials, model_url: str, examples: int = EXAMPLES
     if EXCLUDED:
         schema = schema.exclude(
             func=lambda ctx: f"{ctx.operation.method.upper()} {ctx.operation.path}" in EXCLUDED)
+    if service.service_id == "console":
+        schema = schema.exclude(func=lambda ctx: console_proxy_left_out(document, ctx.operation.method,
+                                                                          ctx.operation.path))
 
     class OperationCredentials:
         """The administrator's access token where a person's token is taken (or may be, as on
@@ -471,6 +474,14 @@ CONSOLE_SERVICES = ("memory-service", "gateway")
 # proxies, one handler that passes the request on whatever it holds (the services' own handlers
 # have the round above); FUZZ_EXAMPLES sets this too.
 CONSOLE_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES") or 8)
+
+
+def console_proxy_left_out(document: dict, method: str, path: str) -> bool:
+    """A proxy's PUT, PATCH and DELETE: the console passes them on as it passes a POST (with a
+    body) and a GET (without), which are fuzzed on every proxied path. With all five the proxies
+    are 100 of the console's 119 operations, and the round took over two minutes."""
+    operation = document["paths"].get(path, {}).get(method.lower(), {})
+    return "default" in operation.get("responses", {}) and method.upper() in ("PUT", "PATCH", "DELETE")
 
 
 @pytest.fixture

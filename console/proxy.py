@@ -204,7 +204,8 @@ def _route_handler(row: ProxyRow, method: str, path: str):
     has_body = method in ("POST", "PUT", "PATCH")
     handler.__name__ = f"proxy_{method.lower()}_{path}"
     target = row.target_prefix + ("/{tail}" if tail else "")
-    return api_doc(f"{row.summary}: {method} {target}", responses={200: ANSWER},
+    # Whatever status the service answers comes back (a 404 of an unknown id, a 409...): "default".
+    return api_doc(f"{row.summary}: {method} {target}", responses={200: ANSWER, "default": ANSWER},
                    errors=(413, 502) if has_body else (502,), auth="console", path=TAIL if tail else None,
                    body={"description": "Passed on unchanged."} if has_body else None, body_required=False,
                    content_type="*/*")(handler)
@@ -223,7 +224,7 @@ def add_proxy_routes(app: web.Application) -> None:
 
 
 @api_doc("A service's own health check, passed through (no credential needed by the service)",
-         responses={200: ANSWER}, errors=(404, 502), auth="console")
+         responses={200: ANSWER, "default": ANSWER}, errors=(404, 502), auth="console")
 async def service_health(request: web.Request) -> web.StreamResponse:
     service_id = request.match_info["id"]
     peers = _peers(request)

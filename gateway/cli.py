@@ -10,6 +10,7 @@ import sys
 import click
 
 from .config import Config, ConfigError
+from .database import DatabaseError
 from .plugins import PluginError, installed_plugins
 
 
@@ -82,7 +83,7 @@ def serve(context: click.Context, service_id: str, host: str | None, port: int |
         else:
             run_workers(service_id, host or "127.0.0.1", port or spec.port, count, config,
                         log_level=(context.obj or {}).get("log_level", "info"))
-    except (ConfigError, PluginError) as error:
+    except (ConfigError, PluginError, DatabaseError) as error:  # a failed migration among them
         raise click.ClickException(str(error)) from None
 
 
@@ -118,7 +119,7 @@ def migrate(service_id: str | None) -> None:
 
     try:
         applied = asyncio.run(go())
-    except (ConfigError, PluginError) as error:
+    except (ConfigError, PluginError, DatabaseError) as error:
         raise click.ClickException(str(error)) from None
     click.echo("\n".join(f"applied {name}" for name in applied) or "nothing to apply: up to date")
 

@@ -83,7 +83,7 @@ class ApiDoc:
     summary: str
     body: Any = None
     query: Any = None
-    responses: Mapping[int, Any] = field(default_factory=dict)
+    responses: Mapping[int | str, Any] = field(default_factory=dict)  # a status, or "default"
     errors: tuple[int, ...] = ()
     auth: "str | Credential" = "user"      # a key of SECURITY, or a plugin's own credential
     content_type: str = "application/json"  # of the request body
@@ -99,7 +99,7 @@ class ApiDoc:
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 
-def api_doc(summary: str, *, body: Any = None, query: Any = None, responses: Mapping[int, Any] | None = None,
+def api_doc(summary: str, *, body: Any = None, query: Any = None, responses: Mapping[int | str, Any] | None = None,
             errors: tuple[int, ...] = (), auth: "str | Credential" = "user", content_type: str = "application/json",
             produces: str = "application/json", description: str = "", tags: tuple[str, ...] = (),
             body_required: bool = True, headers: Mapping[str, str] | None = None,
@@ -107,7 +107,8 @@ def api_doc(summary: str, *, body: Any = None, query: Any = None, responses: Map
             path: Mapping[str, Mapping[str, Any]] | None = None) -> Callable[[Handler], Handler]:
     """Declare a handler's request and answers for the OpenAPI document.
 
-    `body` and each value of `responses` (keyed by status) is a marshmallow schema, a JSON
+    `body` and each value of `responses` (keyed by status; `"default"`: any status not listed,
+    as a proxy passes on whatever its service answered) is a marshmallow schema, a JSON
     schema dict, None (no body; for a media type other than JSON, a string or binary body), or
     a mapping {media type: one of those} when there are several. `content_type` and `produces`
     are the media types of a plain `body` and plain responses. `errors` lists the error statuses
@@ -259,11 +260,13 @@ def _operation(path: str, route: web.AbstractRoute, doc: ApiDoc | None) -> dict:
         operation["requestBody"] = {"required": doc.body_required, "content": _content(body)}
     responses: dict[str, dict] = {}
     for status, answer in doc.responses.items():
-        entry: dict[str, Any] = {"description": "Success." if status < 300 else "Answer."}
+        success = isinstance(status, int) and 200 <= status < 300
+        entry: dict[str, Any] = {"description": "Success." if success else
+                                 "Any other answer." if status == "default" else "Answer."}
         media = _media(answer, doc.produces)
         if status not in (101, 204, 304) and not (set(media) == {"application/json"} and answer is None):
             entry["content"] = _content(media)
-        if doc.response_headers and 200 <= status < 300:
+        if doc.response_headers and success:
             entry["headers"] = {name: {"description": meaning, "schema": {"type": "string"}}
                                 for name, meaning in doc.response_headers.items()}
         responses[str(status)] = entry

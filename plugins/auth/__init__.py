@@ -37,7 +37,7 @@ class TokensPlugin(Plugin):
             tokens = JwtTokens(
                 secret=str(config.get("auth.jwt_secret") or ""),
                 access_lifetime=int(config.get("auth.access_token_lifetime") or DEFAULT_ACCESS_LIFETIME),
-                refresh_lifetime=REFRESH_LIFETIME,
+                refresh_lifetime=int(config.get("auth.refresh_token_lifetime") or REFRESH_LIFETIME),
                 service_token=str(config.get("auth.service_token") or ""))
         except ValueError as error:
             raise PluginError(f"auth_tokens: {error}") from None

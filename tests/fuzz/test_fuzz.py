@@ -1,8 +1,9 @@
 """Schemathesis against the OpenAPI documents the gateway, the AI core, the memory service, the IoT
-service, the voice service and the plugin manager serve, on the real services: each started as a
-`gateway serve` process on PostgreSQL and Redis, the AI core's model a loopback OpenAI-compatible
-server (tests/support/fake_openai.py), every request carrying the credential its operation asks
-for, so the cases reach the handlers.
+service, the voice service, the plugin manager and the platform bridge serve, on the real services:
+each started as a `gateway serve` process on PostgreSQL and Redis, the AI core's model a loopback
+OpenAI-compatible server (tests/support/fake_openai.py), every request carrying the credential its
+operation asks for, so the cases reach the handlers. The console's own routes get a round of their
+own (`python -m console serve` supervising small real services, see `console_round`).
 
 Every answer must: not be a server error, carry the spec's error body on every error, and conform
 to the document (status, content type, response schema and headers, the declared security
@@ -118,6 +119,8 @@ def credential_kind(service: Service, method: str, path: str) -> str:
     declared = service.auth_of.get((method, path))
     if declared is not None:
         return declared
+    if service.service_id == "console":
+        return "console"
     if path.startswith("/api/v1/webhook/"):
         return "webhook"
     return "peer" if service.service_id == "ai-core" else "admin"
@@ -223,12 +226,15 @@ def template_matches(template: str, path: str) -> bool:
     return re.fullmatch(pattern, path) is not None
 
 
-def excuse_for(failure, case, response) -> str | None:
+def excuse_for(failure, case, response, service_id: str = "") -> str | None:
     """Why a failure is not the service's fault, or None: it counts."""
     kind = type(failure).__name__
     if kind == "ServerError" and response.status_code == 502 \
             and error_type_of(response) in MODEL_PROVIDER_FAILURES:
         return "502 from a model provider the caller chose"
+    if kind == "ServerError" and service_id == "console" \
+            and (response.status_code, error_type_of(response)) in CONSOLE_DOWNSTREAM_FAILURES:
+        return f"{response.status_code} {error_type_of(response)}"
     if kind == "AllowHeaderMismatch":
         path = case.operation.path
         paths = case.operation.schema.raw_schema["paths"]
@@ -281,18 +287,22 @@ class Outcome:
     failures: list[str]
     excused: dict[str, int]
     statuses: dict[int, int]
+    server_errors: dict[str, int] = field(default_factory=dict)
+    phase_seconds: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> str:
         excused = ", ".join(f"{count} {reason}" for reason, count in self.excused.items()) or "none"
         return (f"{self.service_id}: {self.cases} cases over {self.operations} operations in "
-                f"{self.seconds:.0f} s ({self.stop_reason}), answers {dict(sorted(self.statuses.items()))}, "
+                f"{self.seconds:.0f} s ({self.stop_reason}; seconds by phase {self.phase_seconds}), answers {dict(sorted(self.statuses.items()))}"
+                f"{f' (of them {self.server_errors})' if self.server_errors else ''}, "
                 f"{len(self.failures)} failures; excused: {excused}")
 
 
-def fuzz(service: Service, credentials, model_url: str) -> Outcome:
+def fuzz(service: Service, credentials, model_url: str, examples: int = EXAMPLES) -> Outcome:
     """Schemathesis' phases (examples, coverage, fuzzing, stateful) over one service, as
     `schemathesis run` runs them. `credentials()`: {"admin": an access token, "peer":
-    SERVICE_TOKEN, "webhook": the webhook key}."""
+    SERVICE_TOKEN, "webhook": the webhook key} for the services, {"console": CONSOLE_TOKEN} for
+    the console."""
     config = SchemathesisConfig.from_dict({
         # With a duration, the fuzzing and stateful phases go round again until it is spent.
         **({"max-time": SECONDS} if SECONDS else {}),
@@ -302,7 +312,7 @@ def fuzz(service: Service, credentials, model_url: str) -> Outcome:
         "cache": {"enabled": False},
         "workers": 1,
         "request-timeout": 30,
-        "generation": {"max-examples": EXAMPLES, "deterministic": DETERMINISTIC, "database": "none"},
+        "generation": {"max-examples": examples, "deterministic": DETERMINISTIC, "database": "none"},
         "checks": {
             # No status >= 500 (the one excuse is in `excuse_for`).
             "not_a_server_error": {"expected-statuses": ["2xx", "3xx", "4xx"]},
@@ -315,11 +325,16 @@ def fuzz(service: Service, credentials, model_url: str) -> Outcome:
             "use_after_free": {"enabled": False},
         },
     })
-    document = requests.get(service.base_url + OPENAPI_PATH, timeout=30).json()
+    # The console's document asks for its credential, the services' documents for none.
+    document_headers = {"Authorization": f"Bearer {credentials()['console']}"} if service.service_id == "console" else {}
+    document = requests.get(service.base_url + OPENAPI_PATH, headers=document_headers, timeout=30).json()
     schema = schemathesis.openapi.from_dict(fuzzable(document), config=config)
     if EXCLUDED:
         schema = schema.exclude(
             func=lambda ctx: f"{ctx.operation.method.upper()} {ctx.operation.path}" in EXCLUDED)
+    if service.service_id == "console":
+        schema = schema.exclude(func=lambda ctx: console_proxy_left_out(document, ctx.operation.method,
+                                                                          ctx.operation.path))
 
     class OperationCredentials:
         """The administrator's access token where a person's token is taken (or may be, as on
@@ -339,6 +354,8 @@ def fuzz(service: Service, credentials, model_url: str) -> Outcome:
                 headers["Authorization"] = f"Bearer {values['peer']}"
             elif kind in ("webhook", "discord"):
                 headers["X-Webhook-Key"] = values["webhook"]
+            elif kind == "console":
+                headers["Authorization"] = f"Bearer {values['console']}"
             case.headers = headers
 
     # Asked again every minute: an access token lives 15 minutes, a release run longer.
@@ -347,16 +364,20 @@ def fuzz(service: Service, credentials, model_url: str) -> Outcome:
     excused: dict[str, int] = {}
 
     def filter_failure(context, failure, case, response) -> bool:
-        reason = excuse_for(failure, case, response)
+        reason = excuse_for(failure, case, response, service.service_id)
         if reason is not None:
             excused[reason] = excused.get(reason, 0) + 1
         return reason is None
 
     schema.hook(filter_failure)
     statuses: dict[int, int] = {}
+    server_errors: dict[str, int] = {}
 
     def after_call(context, case, response):
         statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
+        if response.status_code >= 500:  # which, in the summary
+            kind = f"{response.status_code} {error_type_of(response)}"
+            server_errors[kind] = server_errors.get(kind, 0) + 1
 
     schema.hook(after_call)
 
@@ -365,6 +386,8 @@ def fuzz(service: Service, credentials, model_url: str) -> Outcome:
         case.query = loopback_only(case.query, model_url)
 
     statistic = Statistic()
+    phase_started: dict[str, float] = {}
+    phase_seconds: dict[str, float] = {}
     errors: list[str] = []
     stop_reason, seconds = "unknown", 0.0
     stream = from_schema(schema).execute()
@@ -383,8 +406,15 @@ def fuzz(service: Service, credentials, model_url: str) -> Outcome:
                 errors.append(f"{event.label}: {type(event.value).__name__}: {event.value}")
             elif isinstance(event, engine_events.FatalError):
                 raise event.exception
+            elif isinstance(event, engine_events.PhaseStarted):
+                phase_started[event.phase.name.value] = event.timestamp
+            elif isinstance(event, engine_events.PhaseFinished) and event.phase.name.value in phase_started:
+                name = event.phase.name.value
+                phase_seconds[name] = phase_seconds.get(name, 0.0) + event.timestamp - phase_started.pop(name)
             elif isinstance(event, engine_events.EngineFinished):
                 stop_reason, seconds = str(event.stop_reason), event.running_time
+                for name, started in phase_started.items():  # the phase the cap interrupted
+                    phase_seconds[name] = phase_seconds.get(name, 0.0) + event.timestamp - started
     finally:
         schemathesis.hooks.unregister(before_call)
         if cap is not None:
@@ -397,7 +427,7 @@ def fuzz(service: Service, credentials, model_url: str) -> Outcome:
                                 f"\n    reproduce: {(group.code_sample or '')[:1500]}")
     return Outcome(service.service_id, len(statistic.tested_operations | statistic.errored_operations),
                    statistic.total_cases, seconds, stop_reason, schema.config.seed, failures, excused,
-                   statuses)
+                   statuses, server_errors, {name: round(value) for name, value in phase_seconds.items()})
 
 
 async def test_fuzzing_the_gateway_and_the_ai_core_finds_nothing(services, capsys):
@@ -425,3 +455,93 @@ async def test_fuzzing_the_gateway_and_the_ai_core_finds_nothing(services, capsy
     problems = [f"[{outcome.service_id}] {line}" for outcome in outcomes for line in outcome.failures]
     logged = [f"[{service.service_id}] {block}" for service in started.values() for block in service.tracebacks()]
     assert not problems, "\n".join(problems + ["", "Exceptions the services logged:", *logged[-10:]])
+
+
+# ---------------------------------------------------------------- the console
+
+# What the console answers, by design and as documented, when what it drives is not there: a
+# proxied service stopped (the fuzzer stops them too) or not in its table, the gateway refusing
+# its login (the stand-in gateway has no plugins), no Docker for the database panel's compose
+# buttons. Any other status >= 500 fails the round.
+CONSOLE_DOWNSTREAM_FAILURES = frozenset({
+    (502, "service_unreachable"), (502, "service_not_configured"), (502, "credential_refused"),
+    (502, "gateway_login_failed"), (503, "docker_unavailable"), (502, "compose_failed")})
+
+# The console's service table in its round: real `gateway serve` processes with no plugins
+# (started, stopped, restarted and built by the fuzzer in a second or two each), under the ids
+# the console's proxy routes lead to, so that a proxied call reaches a real service (which
+# answers 404: the services' own handlers have the round above).
+CONSOLE_SERVICES = ("memory-service", "gateway")
+# Fewer cases per operation than the services get: nine in ten of the console's operations are
+# proxies, one handler that passes the request on whatever it holds (the services' own handlers
+# have the round above); FUZZ_EXAMPLES sets this too.
+CONSOLE_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES") or 8)
+
+
+def console_proxy_left_out(document: dict, method: str, path: str) -> bool:
+    """A proxy's PUT, PATCH and DELETE: the console passes them on as it passes a POST (with a
+    body) and a GET (without), which are fuzzed on every proxied path. With all five the proxies
+    are 100 of the console's 119 operations, and the round took over two minutes."""
+    operation = document["paths"].get(path, {}).get(method.lower(), {})
+    return "default" in operation.get("responses", {}) and method.upper() in ("PUT", "PATCH", "DELETE")
+
+
+@pytest.fixture
+async def console_round(tmp_path):
+    """`python -m console serve` as an operator runs it, with CONSOLE_TOKEN set (so every
+    operation's credential is checked), over a service table of small real services; the
+    console's database panel checks a PostgreSQL port nothing listens on."""
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "default.toml").write_bytes((PROJECT_ROOT / "conf" / "default.toml").read_bytes())
+    rows = []
+    for service_id in CONSOLE_SERVICES:
+        rows.append(f'[[service]]\nid = "{service_id}"\nname = "{service_id}"\nport = {free_port()}\n'
+                    f'plugins = []\nbuild = [[{json.dumps(sys.executable)}, "-c", "print(\'built\')"]]\n')
+    (conf / "services.toml").write_text("\n".join(rows))
+    token = "fuzz-console-token"
+    port = free_port()
+    environ = service_environment(tmp_path, DATA_DIR=str(tmp_path / "data"), GATEWAY_CONF_DIR=str(conf),
+                                  CONSOLE_TOKEN=token, DATABASE_URL=f"postgresql://127.0.0.1:{free_port()}/none",
+                                  ADMIN_PASSWORD="fuzz-admin-password")
+    log = tmp_path / "console.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen([sys.executable, "-m", "console", "serve", "-p", str(port)],
+                                   cwd=PROJECT_ROOT, env=environ, stdout=output, stderr=subprocess.STDOUT)
+    console = Service("console", f"http://127.0.0.1:{port}", process, log)
+    try:
+        deadline = time.monotonic() + 60
+        async with aiohttp.ClientSession() as http:
+            while True:
+                assert process.poll() is None, f"the console exited:\n{console.output()}"
+                try:
+                    async with http.get(console.base_url + "/api/health") as answer:
+                        if answer.status == 200:
+                            break
+                except aiohttp.ClientConnectionError:
+                    pass
+                assert time.monotonic() < deadline, f"the console did not answer in 60 s:\n{console.output()}"
+                await asyncio.sleep(0.2)
+        async with aiohttp.ClientSession() as http:  # so that the proxied calls first reach them
+            async with http.post(console.base_url + "/api/services/start-all",
+                                 headers={"Authorization": f"Bearer {token}"}) as answer:
+                assert answer.status == 200, await answer.text()
+        console.auth_of = {("GET", "/api/health"): "none"}  # every other operation: "console"
+        yield console, token
+    finally:
+        await asyncio.to_thread(stop, console)
+
+
+async def test_fuzzing_the_console_finds_nothing(console_round, capsys):
+    """The console's own routes (services, logs, dashboard, database panel, pages, proxies) as
+    the services' are held: no server error, the spec's error body, answers as documented."""
+    console, token = console_round
+    outcome = await asyncio.to_thread(fuzz, console, lambda: {"console": token}, "http://127.0.0.1:9",
+                                      CONSOLE_EXAMPLES)
+    seed = "derandomized" if DETERMINISTIC else f"FUZZ_SEED={outcome.seed}"
+    with capsys.disabled():
+        print(f"\nfuzz ({seed}, FUZZ_EXAMPLES={CONSOLE_EXAMPLES}, FUZZ_SECONDS={SECONDS or 'one round'}): "
+              f"{outcome.summary()}")
+    logged = console.tracebacks()
+    assert not outcome.failures and not logged, "\n".join(
+        outcome.failures + ["", "Exceptions the console logged:", *logged[-10:]])

@@ -20,7 +20,7 @@ from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 from aiohttp.web_runner import GracefulExit
 
-from . import __version__
+from .version import __version__
 from .asyncapi import add_document_route as add_asyncapi_route
 from .blobs import create_blob_store
 from .bus import create_bus

@@ -19,7 +19,8 @@ import orjson
 from aiohttp import web
 
 from .lexical import SparseVector
-from .vectors import Engine, IndexHit, StoredPoint, VectorStoreUnavailable, Where, create_engine
+from .local_engines import create_local_engine
+from .vector_store import Engine, IndexHit, StoredPoint, VectorStoreUnavailable, Where
 
 log = logging.getLogger("gateway.shared_vectors")
 
@@ -53,7 +54,7 @@ class VectorsHost:
         async with self._opening:
             if self._engine is None:
                 self._engine = await asyncio.get_running_loop().run_in_executor(
-                    None, create_engine, self.config, self.service_id)
+                    None, create_local_engine, self.config, self.service_id)
             return self._engine
 
     async def call(self, request: web.Request) -> web.Response:

@@ -33,7 +33,8 @@ import numpy as np
 
 from gateway.config import Config
 from gateway.embeddings import create_embedder
-from gateway.vectors import IndexItem, VectorIndex, open_vector_index
+from gateway.vector_store import IndexItem
+from gateway.vectors import VectorIndex, open_vector_index
 
 from . import data, metrics
 from .cache import EmbeddingCache, text_key

@@ -21,7 +21,10 @@ from pathlib import Path
 import numpy as np
 
 from gateway.embeddings import Embedder
-from gateway.vectors import EdgeEngine, IndexItem, QdrantClientEngine, VectorIndex
+from gateway.edge_engine import EdgeEngine
+from gateway.qdrant_engine import QdrantClientEngine
+from gateway.vector_store import IndexItem
+from gateway.vectors import VectorIndex
 
 DIMENSION = 384
 VOCABULARY = [f"w{i}x" for i in range(30_000)]

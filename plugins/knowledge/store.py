@@ -30,7 +30,7 @@ from gateway.embeddings import EmbeddingError
 from gateway.errors import BadRequest, Conflict, NotFound, ServiceUnavailable
 from gateway.fetch import FetchError, FetchRefused, FetchTimeout, FetchTooLarge, GuardedFetcher
 from gateway.identity import Identity, owner_for
-from gateway.vectors import IndexItem, VectorStoreUnavailable
+from gateway.vector_store import IndexItem, VectorStoreUnavailable
 from plugins.files.contract import FILES
 
 from . import chunking, extraction, isolation

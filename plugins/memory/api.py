@@ -11,7 +11,7 @@ from gateway.errors import BadRequest, ServiceUnavailable
 from gateway.identity import Identity, owner_for, require_user
 from gateway.openapi import api_doc
 from gateway.validation import parse_body, parse_query
-from gateway.vectors import VectorStoreUnavailable
+from gateway.vector_store import VectorStoreUnavailable
 
 from .schemas import (IDEMPOTENCY_HEADERS, REPLAYED, REPLAYED_HEADERS, Memory, MemoryCreate, MemoryDeleted,
                       MemoryListQuery, MemoryOwnerQuery, MemoryPage, MemorySearchQuery, MemorySearchResults,

@@ -19,7 +19,7 @@ from typing import Any
 from gateway import database
 from gateway.database import fetch_all, fetch_one, fetch_value, transaction
 from gateway.embeddings import EmbeddingError
-from gateway.vectors import VectorStoreUnavailable
+from gateway.vector_store import VectorStoreUnavailable
 
 from .person import neutral
 from .store import COLUMNS, MemoryStore, item, slot_of

@@ -15,7 +15,7 @@ from gateway.errors import ApiError, BadRequest
 from gateway.identity import Identity, require_user
 from gateway.openapi import api_doc
 from gateway.validation import parse_body, parse_query
-from gateway.vectors import SEARCH_MODES
+from gateway.vector_store import SEARCH_MODES
 
 from .client import MemoryTransport
 from .schemas import (DEFAULT_CATEGORY, DEFAULT_PRIORITY, IDEMPOTENCY_HEADERS, MAX_LIST_LIMIT, MAX_QUERY_CHARS,

@@ -6,7 +6,7 @@ import marshmallow
 from marshmallow import fields, validate
 
 from gateway.errors import BadRequest
-from gateway.vectors import SEARCH_MODES
+from gateway.vector_store import SEARCH_MODES
 
 # The categories a memory may have (docs/memory.md, "Categories").
 CATEGORIES = ("identity", "preference", "health", "relationship", "work", "schedule", "other")

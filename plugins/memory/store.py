@@ -22,7 +22,7 @@ from gateway import database
 from gateway.database import fetch_all, fetch_one, fetch_value, transaction
 from gateway.embeddings import EmbeddingError
 from gateway.errors import BadRequest, Conflict, NotFound
-from gateway.vectors import IndexItem, SearchMode, VectorStoreUnavailable
+from gateway.vector_store import IndexItem, SearchMode, VectorStoreUnavailable
 
 from . import rules
 from .relevance import Relevance, relevance, second_opinion

@@ -8,7 +8,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from typing import AsyncIterator, Awaitable, Callable, Protocol
+from typing import AsyncIterator, Awaitable
 
 import aiohttp
 
@@ -20,6 +20,7 @@ from . import store
 from .discord import DiscordReplier
 from .gateway_turns import CHAT_REFUSED, GatewayTurns, TurnOutcome
 from .outgoing import post_reply
+from .replies import CollectedReply, DeliveryFailed, Replier, Streamer
 from .telegram import BotApi, StreamedMessage, TelegramError
 
 log = logging.getLogger("plugins.platform_bridge")
@@ -35,24 +36,6 @@ CHAT_NOT_ENABLED = ("Sorry, chatting with the assistant is not enabled for your 
 CHAT_REFUSED_ERROR = CHAT_REFUSED
 VOICE_UNAVAILABLE = "Sorry, I cannot understand voice notes right now. Please type your message."
 NO_SPEECH = "Sorry, I could not make out any words in that voice note."
-
-
-class Streamer(Protocol):
-    async def add(self, piece: str) -> None: ...
-
-    async def finish(self, text: str) -> None: ...
-
-
-class Replier(Protocol):
-    """How one platform answers one incoming message."""
-
-    async def say(self, text: str) -> None:
-        """A whole short answer (a refusal, a command's answer)."""
-        ...
-
-    def streamer(self) -> Streamer:
-        """Where the assistant's reply goes as it streams."""
-        ...
 
 
 @dataclass
@@ -445,10 +428,6 @@ class Bridge:
             log.warning("bot %s: the message log could not be written (%s)", bot["id"], type(failure).__name__)
 
 
-class DeliveryFailed(Exception):
-    """A platform did not take the reply."""
-
-
 class TelegramReplier:
     def __init__(self, api: BotApi, chat_id: str, interval: float, reply_to: object):
         self.api, self.chat_id, self.interval = api, chat_id, interval
@@ -480,15 +459,3 @@ class WebhookReplier:
     def streamer(self) -> Streamer:
         return CollectedReply(self.say)
 
-
-class CollectedReply:
-    """For platforms that take a reply whole: the pieces are kept and the end is sent."""
-
-    def __init__(self, send: Callable[[str], Awaitable[None]]):
-        self.send, self.text = send, ""
-
-    async def add(self, piece: str) -> None:
-        self.text += piece
-
-    async def finish(self, text: str) -> None:
-        await self.send(text or self.text)

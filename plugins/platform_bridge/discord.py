@@ -11,6 +11,8 @@ import aiohttp
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from .replies import CollectedReply, DeliveryFailed
+
 PING, APPLICATION_COMMAND = 1, 2
 PONG, DEFERRED_CHANNEL_MESSAGE = 1, 5
 MAX_CONTENT = 2000
@@ -50,8 +52,6 @@ class DiscordReplier:
         self.url = f"{api_url.rstrip('/')}/webhooks/{application_id}/{token}/messages/@original"
 
     async def say(self, text: str) -> None:
-        from .bridge import DeliveryFailed
-
         content = text if len(text) <= MAX_CONTENT else text[:MAX_CONTENT - 1] + "…"
         try:
             async with asyncio.timeout(30):
@@ -61,7 +61,5 @@ class DiscordReplier:
         except (TimeoutError, aiohttp.ClientError) as error:
             raise DeliveryFailed(f"Discord could not be reached ({type(error).__name__})") from None
 
-    def streamer(self):
-        from .bridge import CollectedReply
-
+    def streamer(self) -> CollectedReply:
         return CollectedReply(self.say)

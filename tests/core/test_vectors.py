@@ -18,8 +18,10 @@ from gateway.embeddings import Embedder, LocalE5Embedder, OpenAIEmbedder
 from gateway.fetch import FetchPolicy
 from gateway.lexical import Tokenizer
 from gateway.shared_vectors import SharedEngine, VectorsHost
-from gateway.vectors import (EdgeEngine, IndexHit, IndexItem, QdrantClientEngine, VectorIndex,
-                             VectorStoreUnavailable, fuse, fuse_scores)
+from gateway.edge_engine import EdgeEngine
+from gateway.qdrant_engine import QdrantClientEngine
+from gateway.vector_store import IndexHit, IndexItem, VectorStoreUnavailable
+from gateway.vectors import VectorIndex, fuse, fuse_scores
 from tests.support.fake_qdrant import FakeQdrant
 from tests.support.servers import free_port
 
@@ -416,7 +418,7 @@ class CountingEmbedder(Embedder):
 async def test_edge_reclaims_deleted_points(tmp_path, caplog):
     import logging
 
-    from gateway import vectors
+    from gateway import edge_engine
 
     index = VectorIndex(EdgeEngine(tmp_path / "v"), CountingEmbedder())
     try:
@@ -430,7 +432,7 @@ async def test_edge_reclaims_deleted_points(tmp_path, caplog):
         assert await index.count("kb") == 1200
         hits = await index.search("kb", "topic3", where={"doc": ["0", "1", "2"]}, limit=50, mode="lexical")
         assert hits and all(hit.payload["doc"] == "2" for hit in hits)
-        assert vectors.COMPACT_EVERY >= 1
+        assert edge_engine.COMPACT_EVERY >= 1
     finally:
         await index.close()
 

@@ -1,6 +1,6 @@
 """A small Qdrant server for the tests of the server path (`QDRANT_URL`): no Qdrant server binary
 installs from the package registries, so this speaks Qdrant's REST protocol, the part
-`gateway.vectors.QdrantClientEngine` uses, to the real `qdrant-client`: collections (exists,
+`gateway.qdrant_engine.QdrantClientEngine` uses, to the real `qdrant-client`: collections (exists,
 create with a named dense and a named sparse vector with the IDF modifier, keyword indexes,
 delete), points (upsert, delete by ids or filter, count, batched queries), `must` filters of
 `match.value`, `match.any` and `has_id`, and Qdrant's error bodies (404 for a missing collection).

@@ -89,7 +89,7 @@ class EncryptingWriter(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, data) -> int:  # type: ignore[override]
+    def write(self, data) -> int:
         self._buffer.extend(data)
         while len(self._buffer) > RECORD_PLAINTEXT:
             self._record(bytes(self._buffer[:RECORD_PLAINTEXT]), final=False)
@@ -160,7 +160,7 @@ class DecryptingReader(io.RawIOBase):
             raise BackupError("the passphrase is wrong (or the archive is corrupt): its first record does not decrypt")
         raise BackupError(f"the archive is corrupt: encrypted record {self._counter} does not decrypt")
 
-    def readinto(self, buffer) -> int:  # type: ignore[override]
+    def readinto(self, buffer) -> int:
         while not self._pending:
             if self._finished:
                 return 0
@@ -188,7 +188,7 @@ class _HashingReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # type: ignore[override]
+    def readinto(self, buffer) -> int:
         data = self._source.read(len(buffer))
         self.sha256.update(data)
         buffer[:len(data)] = data
@@ -252,7 +252,7 @@ class ArchiveWriter:
 
 
 @contextlib.contextmanager
-def _opened_archive(path: Path, passphrase: str | None) -> Iterator[tuple[tarfile.TarFile, IO[bytes]]]:
+def _opened_archive(path: Path, passphrase: str | None) -> Iterator[tuple[tarfile.TarFile, gzip.GzipFile]]:
     """The archive's tar stream, and the decompressed stream under it (read to its end, gzip
     checks its CRC and length: a cut-off end is caught there)."""
     if not path.is_file():

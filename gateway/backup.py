@@ -444,7 +444,7 @@ def _configuration_files() -> list[tuple[str, Path]]:
 async def create_backup(config, target: Path, passphrase: str | None = None,
                         progress: Callable[[str], None] = lambda message: None) -> BackupResult:
     """Write the archive of this deployment (the environment's configuration) to `target`."""
-    from .blobs import create_blob_store
+    from .blobs import BlobNotFound, create_blob_store
     from .database import create_pool, resolve_database_url
 
     loop = asyncio.get_running_loop()
@@ -460,28 +460,27 @@ async def create_backup(config, target: Path, passphrase: str | None = None,
             levels = await migration_levels(db)
             await dump_database(url, dump)
             await loop.run_in_executor(None, writer.add_file, DATABASE_MEMBER, dump)
-            dump.unlink()
+            await loop.run_in_executor(None, dump.unlink)
             progress("copying the blobs")
             blobs, blob_bytes, vanished = 0, 0, []
             copy = Path(scratch) / "blob"
             async for key in store.keys():
                 # Each blob through a scratch file: tar needs its size first, and one that is
                 # deleted meanwhile (after the dump saw its record) is noted, not fatal.
+                handle = await loop.run_in_executor(None, open, copy, "wb")
                 try:
-                    with open(copy, "wb") as handle:
-                        async for chunk in store.read(key):
-                            await loop.run_in_executor(None, handle.write, chunk)
-                except Exception as error:
-                    from .blobs import BlobNotFound
-                    if not isinstance(error, BlobNotFound):
-                        raise
+                    async for chunk in store.read(key):
+                        await loop.run_in_executor(None, handle.write, chunk)
+                except BlobNotFound:
                     vanished.append(key)
                     continue
+                finally:
+                    await loop.run_in_executor(None, handle.close)
                 await loop.run_in_executor(None, writer.add_file, BLOBS_PREFIX + key, copy)
                 blobs += 1
-                blob_bytes += copy.stat().st_size
+                blob_bytes += writer.members[BLOBS_PREFIX + key]["size"]
             progress("copying the configuration and secrets")
-            for path in _data_dir_files(config.data_dir):
+            for path in await loop.run_in_executor(None, _data_dir_files, config.data_dir):
                 await loop.run_in_executor(None, writer.add_file, DATA_PREFIX + path.name, path)
             for name, path in _configuration_files():
                 await loop.run_in_executor(None, writer.add_file, name, path)
@@ -545,13 +544,10 @@ async def restore_backup(config, source: Path, passphrase: str | None = None, fo
     manifest = await loop.run_in_executor(None, verify_archive, source, passphrase)
 
     data_dir = config.data_dir
-    occupied = data_dir_contents(data_dir)
-    embedded = not config.get("database.url")
+    occupied = await loop.run_in_executor(None, data_dir_contents, data_dir)
     if occupied and not force:
         raise BackupError(f"the data directory {data_dir} is not empty ({', '.join(occupied[:5])}); "
                           "restore into an empty one, or give --force to replace what it holds")
-    if force and embedded and (data_dir / "postgres").exists():
-        pass  # the embedded database is emptied below like any other
     url, _embedded = await resolve_database_url(config)
     db = await create_pool(url, minsize=1, maxsize=2)
     store = await create_blob_store(config)
@@ -587,7 +583,7 @@ async def restore_backup(config, source: Path, passphrase: str | None = None, fo
                         dump = Path(scratch) / DATABASE_MEMBER
                         await loop.run_in_executor(None, _copy_to, handle, dump)
                         await restore_database(url, dump)
-                        dump.unlink()
+                        await loop.run_in_executor(None, dump.unlink)
                     elif name.startswith(BLOBS_PREFIX):
                         await store.put(name[len(BLOBS_PREFIX):], _chunks_of(loop, handle))
                         restored_blobs += 1

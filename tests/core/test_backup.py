@@ -117,6 +117,40 @@ async def test_everything_comes_back_in_a_fresh_data_directory_and_database(tmp_
     assert again.get("auth.jwt_secret") == source.get("auth.jwt_secret")
 
 
+@pytest.mark.slow
+async def test_the_embedded_database_is_dumped_and_restored_into_a_new_data_directory():
+    """No DATABASE_URL: the embedded server of DATA_DIR is joined (started here) for the dump, and
+    a fresh one is made in the new DATA_DIR for the restore. (Outside pytest's tmp_path, as
+    PostgresForTests: the embedded server runs as another user, who must reach the folder.)"""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from gateway.database import resolve_database_url
+
+    root = Path(tempfile.mkdtemp(prefix="gateway-test-backup-"))
+    servers = []
+    try:
+        source = Config.load(overrides={"core.data_dir": str(root / "source")}, environ={})
+        url, server = await resolve_database_url(source)
+        servers.append(server)
+        seed_database(url)
+        archive = root / "embedded.tar.gz"
+        result = await create_backup(source, archive)
+        assert result.manifest["database"]["source"] == "embedded"
+
+        target = Config.load(overrides={"core.data_dir": str(root / "target")}, environ={}, generate_secrets=False)
+        await restore_backup(target, archive)
+        target_url, server = await resolve_database_url(target)
+        servers.append(server)
+        assert query(target_url, "SELECT count(*) FROM notes") == [(500,)]
+        assert (root / "target" / "postgres" / "PG_VERSION").exists()
+    finally:
+        for server in servers:
+            server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def damaged_copies(archive, tmp_path) -> dict:
     data = archive.read_bytes()
     middle = bytearray(data)

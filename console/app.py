@@ -25,6 +25,7 @@ from gateway.services import ServiceSpec, load_services
 from gateway.validation import parse_query
 
 from . import dashboard, database
+from .backups import setup_backups
 from .database import DATABASE, DatabasePanel
 from .logstore import LogStore
 from .pages import setup_pages
@@ -315,6 +316,7 @@ def create_console_app(config: Config, *, host: str | None = None,
     app.router.add_routes(routes)
     app.router.add_routes(dashboard.routes)
     app.router.add_routes(database.routes)
+    setup_backups(app, config, supervisor)
     add_proxy_routes(app)
     setup_pages(app)
     add_document_route(app, "console", __version__, lambda app: [push_channel(bool(app[CREDENTIAL]))],

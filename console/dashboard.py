@@ -18,6 +18,7 @@ from gateway.errors import ApiError, NotFound
 from gateway.openapi import api_doc
 from gateway.validation import parse_query
 
+from .backups import BACKUPS, BackupsState
 from .database import DATABASE, EmbeddedPostgres, PortCheck, unavailable
 from .peers import GATEWAY
 from .performance import PerformanceMonitor
@@ -100,7 +101,8 @@ async def memory_part(request: web.Request) -> dict[str, Any]:
 async def database_part(request: web.Request) -> dict[str, Any]:
     panel = request.app[DATABASE]
     ports, embedded = await asyncio.gather(panel.ports(), panel.embedded())
-    return {"available": True, **await panel.online(ports, embedded), "embedded": embedded, "ports": ports}
+    return {"available": True, **await panel.online(ports, embedded), "embedded": embedded, "ports": ports,
+            "backups": request.app[BACKUPS].summary()}
 
 
 async def system_part(monitor: PerformanceMonitor) -> dict[str, Any]:
@@ -149,6 +151,8 @@ class DatabasePart(marshmallow.Schema):
     port = fields.Integer(required=True, allow_none=True)
     embedded = fields.Nested(EmbeddedPostgres, required=True)
     ports = fields.List(fields.Nested(PortCheck), required=True)
+    backups = fields.Nested(BackupsState, required=True, metadata={
+        "description": "Scheduled backups ([backup] every, keep), the running one and the last one's result."})
 
 
 class Dashboard(marshmallow.Schema):

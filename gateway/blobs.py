@@ -63,6 +63,10 @@ class BlobStore(abc.ABC):
     async def delete(self, key: str) -> None:
         """Remove `key`; nothing happens when it is not there."""
 
+    @abc.abstractmethod
+    def keys(self) -> AsyncIterator[str]:
+        """Every stored key, in no promised order (backups copy them all)."""
+
     async def exists(self, key: str) -> bool:
         return await self.size(key) is not None
 
@@ -138,6 +142,18 @@ class LocalBlobStore(BlobStore):
     async def delete(self, key: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             await self._run(os.unlink, self._path(key))
+
+    async def keys(self) -> AsyncIterator[str]:
+        def walk() -> list[str]:
+            found = []
+            for directory, _, names in os.walk(self.root):
+                for name in names:
+                    if not name.startswith("."):  # an upload still being written
+                        found.append(Path(directory, name).relative_to(self.root).as_posix())
+            return sorted(found)
+
+        for key in await self._run(walk):
+            yield key
 
 
 @contextlib.contextmanager
@@ -257,6 +273,13 @@ class S3BlobStore(BlobStore):
         check_key(key)
         with _s3_failures("delete", key):
             await self.client.delete_object(Bucket=self.bucket, Key=key)
+
+    async def keys(self) -> AsyncIterator[str]:
+        with _s3_failures("listing", self.bucket):
+            pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket)
+            async for page in pages:
+                for entry in page.get("Contents", []):
+                    yield entry["Key"]
 
     async def close(self) -> None:
         await self._exit_stack.aclose()

@@ -191,3 +191,77 @@ def plugins(as_json: bool, reference: bool, distribution: str | None) -> None:
         for kind in ("error", "setup_error"):
             if row[kind]:
                 click.echo(f"    {kind.replace('_', ' ')}   {row[kind]['type']}: {row[kind]['message']}")
+
+
+def _passphrase(passphrase_file: str | None) -> str | None:
+    """From a file (its first line) or BACKUP_PASSPHRASE; never from an argument (argv is public)."""
+    import os
+    from pathlib import Path
+
+    if passphrase_file:
+        try:
+            text = Path(passphrase_file).read_text(encoding="utf-8").splitlines()
+        except OSError as error:
+            raise click.ClickException(f"cannot read the passphrase file: {error}") from None
+        if not text or not text[0]:
+            raise click.ClickException(f"the passphrase file {passphrase_file} is empty")
+        return text[0]
+    return os.environ.get("BACKUP_PASSPHRASE") or None
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--passphrase-file", default=None, metavar="PATH",
+              help="Encrypt with the passphrase on this file's first line (default: BACKUP_PASSPHRASE, if set).")
+def backup(file: str, passphrase_file: str | None) -> None:
+    """Write one archive of everything (database, blobs, secrets, configuration) to FILE, while
+    the services run. The environment is read as `serve` reads it."""
+    from pathlib import Path
+
+    from .backup import BackupError, create_backup
+    from .database import DatabaseError
+
+    passphrase = _passphrase(passphrase_file)
+    try:
+        result = asyncio.run(create_backup(Config.load(), Path(file), passphrase,
+                                           progress=lambda step: click.echo(step, err=True)))
+    except (BackupError, ConfigError, DatabaseError) as error:
+        raise click.ClickException(str(error)) from None
+    blobs = result.manifest["blobs"]
+    click.echo(json.dumps({"file": str(result.path), "size": result.size, "blobs": blobs["count"],
+                           "encrypted": bool(passphrase), "created_at": result.manifest["created_at"]}))
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--force", is_flag=True, help="Replace what the data directory, database and blob storage hold.")
+@click.option("--check", is_flag=True, help="Only verify the archive (every checksum); touch nothing.")
+@click.option("--passphrase-file", default=None, metavar="PATH",
+              help="The passphrase of an encrypted archive, on this file's first line (default: BACKUP_PASSPHRASE).")
+def restore(file: str, force: bool, check: bool, passphrase_file: str | None) -> None:
+    """Restore FILE into the environment's DATA_DIR, database and blob storage (all empty, unless
+    --force). Stop the services first; they index the vectors again when they start."""
+    from pathlib import Path
+
+    from .backup import BackupError, restore_backup, verify_archive
+    from .database import DatabaseError
+
+    passphrase = _passphrase(passphrase_file)
+    try:
+        if check:
+            manifest = verify_archive(Path(file), passphrase)
+            click.echo(json.dumps({"ok": True, "created_at": manifest.get("created_at"),
+                                   "app_version": manifest.get("app_version"), "members": len(manifest["members"])}))
+            return
+        # Secrets come from the archive: none may be generated into the data directory first.
+        config = Config.load(generate_secrets=False)
+        result = asyncio.run(restore_backup(config, Path(file), passphrase, force=force,
+                                            progress=lambda step: click.echo(step, err=True)))
+    except (BackupError, ConfigError, DatabaseError) as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(json.dumps({"restored": str(file), "created_at": result.manifest.get("created_at"),
+                           "blobs": result.blobs, "data_files": result.data_files,
+                           "configuration_files": result.configuration_files}))
+    if result.configuration_files:
+        click.echo("The archive's configuration files are in "
+                   f"{config.data_dir / 'restored-configuration'}: compare them with yours.", err=True)

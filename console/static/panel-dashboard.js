@@ -7,6 +7,14 @@ function card(label, value, detail, id) {
     el("div", { class: "detail" }, detail));
 }
 
+function backupCard(state) {
+  const last = state.last;
+  const value = state.running ? badge("running") : last ? badge(last.ok ? "ok" : "failed") : "–";
+  const lines = [last ? `last ${when(last.at)}${last.ok ? `, ${bytes(last.size)}` : ""}` : "none taken yet",
+    state.every ? (state.next ? `next ${when(state.next)}` : "scheduled") : "none scheduled"];
+  return card("Backups", value, lines.join("; "), "card-backups");
+}
+
 const known = (value) => value !== null && value !== undefined;
 const unavailable = (part, service) => (part.available ? null : `${service} not answering`);
 
@@ -25,7 +33,8 @@ async function load() {
     card("Memories", memory.available ? String(memory.total) : "–",
       unavailable(memory, "memory service") || "of every user", "card-memory"),
     card("Database", badge(database.online ? "online" : "offline"),
-      `${database.source === "embedded" ? "embedded PostgreSQL" : "DATABASE_URL"}, port ${database.port ?? "–"}`, "card-database"));
+      `${database.source === "embedded" ? "embedded PostgreSQL" : "DATABASE_URL"}, port ${database.port ?? "–"}`, "card-database"),
+    backupCard(database.backups));
   replace($("#dashboard-services"), table([
     { title: "Service", value: (row) => row.name },
     { title: "State", value: (row) => badge(row.status) },

@@ -99,12 +99,12 @@ export function mount(root, app) {
   };
 
   // ------------------------------------------------------------------ sessions
-  // The gateway titles a session it was not given a title for "新对话" (docs/sessions.md): shown
-  // in the interface's language, like a session with no title.
-  const SERVER_DEFAULT_TITLE = "新对话";
+  // The gateway titles a session it was not given a title for in the language asked ("New chat",
+  // "新对话": docs/sessions.md): shown in the interface's language now, like a session with no title.
+  const SERVER_DEFAULT_TITLES = ["新对话", "New chat"];
+  const untitled = (session) => !session || !session.title || SERVER_DEFAULT_TITLES.includes(session.title);
   function sessionTitle(session) {
-    const title = session && session.title;
-    return title && title !== SERVER_DEFAULT_TITLE ? title : t("sessions.untitled");
+    return untitled(session) ? t("sessions.untitled") : session.title;
   }
 
   function renderList() {
@@ -291,7 +291,7 @@ export function mount(root, app) {
       state.sessions = [session, ...state.sessions.filter((item) => item !== session)];
     }
     // Unknown here, or not titled yet: the gateway titles a session from its first message.
-    if (!session || !session.title || session.title === SERVER_DEFAULT_TITLE) loadSessions().catch(() => {});
+    if (untitled(session)) loadSessions().catch(() => {});
     renderList();
   }
 

@@ -301,6 +301,13 @@ export function mount(root, app) {
     if (force || near) requestAnimationFrame(() => { messages.scrollTop = messages.scrollHeight; });
   }
 
+  // The time goes above the bubble's actions (which show on hover), as in a stored message's bubble.
+  function stamp(element, millis, ...extra) {
+    const actions = element.querySelector(":scope > .message-actions");
+    const parts = [h("time", {class: "stamp"}, formatTime(millis || Date.now(), app.language)), ...extra];
+    if (actions) actions.before(...parts); else element.append(...parts);
+  }
+
   function bubble(role, ...children) {
     const label = role === "user" ? t("chat.you") : role === "assistant" || role === "action" ? t("chat.assistant") : "";
     const element = h("article", {class: `message ${role}`, "aria-label": label}, ...children);
@@ -524,7 +531,7 @@ export function mount(root, app) {
         if (frame.role === "user") {
           const device = frame.client_info && frame.client_info.device_name;
           element = bubble("user", userBody(frame.content || frame.text, frame.attachments));
-          if (device) element.append(h("span", {class: "stamp"}, t("chat.from_other_device", {device})));
+          stamp(element, frame.timestamp, ...(device ? [h("span", {class: "stamp"}, t("chat.from_other_device", {device}))] : []));
         } else {
           const type = frame.role === "action" ? "action" : frame.msg_type;
           element = bubble(frame.role === "action" ? "action" : "assistant",
@@ -639,6 +646,7 @@ export function mount(root, app) {
         const text = (frame.text || "").trim();
         if (!text) { app.toast(t("chat.no_speech")); break; }
         const element = bubble("user", userBody(text, []));
+        stamp(element, frame.timestamp);
         texts.set(element, text);
         element.classList.add("pending", "spoken");
         live.append(element);
@@ -659,8 +667,9 @@ export function mount(root, app) {
           turn.frame = 0;
           clear(turn.body).append(turn.text ? renderMarkdown(turn.text, t) : "");
         }
-        if (frame.finish_reason === "error") turn.element.append(h("p", {class: "stopped"}, t("chat.stopped")));
-        if (frame.finish_reason === "stopped") turn.element.append(h("p", {class: "stopped"}, t("chat.stopped_by_you")));
+        const ending = {error: "chat.stopped", stopped: "chat.stopped_by_you"}[frame.finish_reason];
+        const actions = turn.element.querySelector(":scope > .message-actions");
+        if (ending) actions.before(h("p", {class: "stopped"}, t(ending)));
         for (const id of frame.stored_message_ids || []) state.shownIds.add(Number(id));
         // Their stored ids: what Edit names, and where a history_changed cuts.
         if ((frame.stored_message_ids || []).length) turn.element.dataset.id = frame.stored_message_ids[0];
@@ -668,7 +677,7 @@ export function mount(root, app) {
         texts.set(turn.element, turn.text);
         state.streaming.delete(turn.key);
         updateBusy();
-        turn.element.append(h("time", {class: "stamp"}, formatTime(frame.timestamp || Date.now(), app.language)));
+        stamp(turn.element, frame.timestamp);
         touch(state.current);
         scrollDown();
         break;
@@ -711,6 +720,7 @@ export function mount(root, app) {
   // ------------------------------------------------------------------ sending
   function showPending(text, attachments, clientMsgId) {
     const element = bubble("user", userBody(text, attachments));
+    stamp(element, Date.now());
     texts.set(element, text);
     element.classList.add("pending");
     live.append(element);

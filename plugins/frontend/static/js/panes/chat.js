@@ -531,7 +531,7 @@ export function mount(root, app) {
         if (frame.role === "user") {
           const device = frame.client_info && frame.client_info.device_name;
           element = bubble("user", userBody(frame.content || frame.text, frame.attachments));
-          stamp(element, frame.timestamp, ...(device ? [h("span", {class: "stamp"}, t("chat.from_other_device", {device}))] : []));
+          stamp(element, frame.timestamp, ...(device ? [h("span", {class: "stamp origin"}, t("chat.from_other_device", {device}))] : []));
         } else {
           const type = frame.role === "action" ? "action" : frame.msg_type;
           element = bubble(frame.role === "action" ? "action" : "assistant",

@@ -6,6 +6,7 @@ endpoints that talk to the models ask the one rule of who may chat (the chat plu
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from typing import Any
@@ -26,6 +27,13 @@ from . import store
 from .agent import AGENT_MODEL
 from .contract import ChatEvent, DoneEvent, message_too_long
 from .engine import Engine, Turn, TurnFailed
+
+log = logging.getLogger("plugins.ai_core.api")
+
+
+class CallerLeft(Exception):
+    """The caller closed a chat stream while it was written (the gateway does when a person
+    stops the reply): the turn ends there, and the model's stream with it."""
 from .images import ImageError, bad_image, origin
 from .providers import ProviderError
 from .schemas import (CHAT_EVENTS, OPENAI_CHUNKS, ChatCompletion, Description, IdChanged, NameChanged,
@@ -115,18 +123,24 @@ async def chat_stream(request: web.Request) -> web.StreamResponse:
     started = time.monotonic()
 
     async def emit(event: ChatEvent) -> None:
-        await response.write(sse_frame(event))
+        try:
+            await response.write(sse_frame(event))
+        except ConnectionResetError:
+            raise CallerLeft() from None
 
     try:
-        outcome = await engine.run(turn, emit)
-    except TurnFailed:
+        try:
+            outcome = await engine.run(turn, emit)
+        except TurnFailed:
+            await response.write_eof()
+            return response
+        done: DoneEvent = {"type": "done", "text": outcome.text, "model": outcome.model,
+                           "finish_reason": outcome.finish_reason, "fallbacks": outcome.fallbacks,
+                           "usage": outcome.usage, "duration_ms": round((time.monotonic() - started) * 1000, 1)}
+        await emit(done)
         await response.write_eof()
-        return response
-    done: DoneEvent = {"type": "done", "text": outcome.text, "model": outcome.model,
-                       "finish_reason": outcome.finish_reason, "fallbacks": outcome.fallbacks,
-                       "usage": outcome.usage, "duration_ms": round((time.monotonic() - started) * 1000, 1)}
-    await emit(done)
-    await response.write_eof()
+    except (CallerLeft, ConnectionResetError):  # not an error: nobody reads the rest (a person stopped the reply)
+        log.info("the caller closed the stream of a turn of session %s; the model was stopped", body["session_id"])
     return response
 
 

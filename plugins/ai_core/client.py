@@ -16,7 +16,7 @@ import yarl
 from gateway.sse import MAX_LINE, EventTooLarge, SseDecoder
 from gateway.text import loads_utf8_safe
 
-from .contract import AiCoreError, ChatEvent, ChatRequest, ImageDescription
+from .contract import AiCoreError, ChatEvent, ChatRequest, ImageDescription, StreamStop
 
 CONNECT_TIMEOUT = 10.0
 # The AI core takes a probe's own time limit to answer; the read waits a little longer.
@@ -50,10 +50,12 @@ class AiCoreClient:
 
     # ------------------------------------------------------------ the streaming chat call
 
-    async def stream_chat(self, body: ChatRequest) -> AsyncGenerator[ChatEvent, None]:
+    async def stream_chat(self, body: ChatRequest, stop: StreamStop | None = None) -> AsyncGenerator[ChatEvent, None]:
         """The AI core's events. `chat_read_timeout` bounds each silence: until the answer
         starts, then between two reads of its body (a `SilenceWatch`, not aiohttp's read
-        timeout, which moves a timer for every piece of the body that arrives)."""
+        timeout, which moves a timer for every piece of the body that arrives). `stop` wakes
+        the read with `StreamStopped` (aiohttp's reader takes an exception from outside): the
+        stream ends there and its connection is closed, which the AI core sees and stops the model."""
         try:
             target = self.target()
             loop = asyncio.get_running_loop()
@@ -67,11 +69,17 @@ class AiCoreClient:
                 # (this runs per delta of every reply).
                 decoder = SseDecoder(errors="replace")
                 content = response.content
+                if stop is not None:
+                    stop.on_request(lambda: content.set_exception(StreamStopped()))
                 silence = SilenceWatch(loop, self.chat_read_timeout, content)
                 try:
                     while True:
                         silence.waiting_since = loop.time()
-                        chunk = await content.readany()
+                        try:
+                            chunk = await content.readany()
+                        except StreamStopped:
+                            response.close()  # the AI core sees its caller go, and stops the model
+                            return
                         silence.waiting_since = None
                         if not chunk:
                             break
@@ -206,6 +214,10 @@ def _timeout(read: float) -> aiohttp.ClientTimeout:
 
 
 CONNECT_ONLY = aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT)
+
+
+class StreamStopped(Exception):
+    """Set on a chat stream's reader by its `StreamStop`: the read ends at once."""
 
 
 class SilenceWatch:

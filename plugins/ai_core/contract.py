@@ -283,10 +283,38 @@ class AiCoreError(ApiError):
     error_type = "ai_core_failed"
 
 
+class StreamStop:
+    """Ends a chat stream from outside while it is read (a person stopped the reply): the read
+    waiting for the next event returns at once, the stream ends with no more events (no `done`),
+    and its connection to the AI core is closed, which stops the model there. Asked before the
+    stream's answer came, it ends the stream as soon as it does. Nothing is cancelled: the
+    reader ends the turn in its own time, as with any stream that ended."""
+
+    __slots__ = ("requested", "_close")
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._close: Callable[[], None] | None = None
+
+    def request(self) -> None:
+        if self.requested:
+            return
+        self.requested = True
+        if self._close is not None:
+            self._close()
+
+    def on_request(self, close: Callable[[], None]) -> None:
+        """The stream's own way to end its read; called at once when a stop was asked already."""
+        self._close = close
+        if self.requested:
+            close()
+
+
 class AiCore(Protocol):
-    def stream_chat(self, body: ChatRequest) -> AsyncGenerator[ChatEvent, None]:
+    def stream_chat(self, body: ChatRequest, stop: StreamStop | None = None) -> AsyncGenerator[ChatEvent, None]:
         """The events of one turn, in order, as the AI core sends them (a `done` or an `error`
-        event ends a complete stream); AiCoreError when the call fails."""
+        event ends a complete stream); AiCoreError when the call fails. `stop`: ends the stream
+        early from outside (it then simply ends)."""
         ...
 
     async def describe_image(self, image: str, *, prompt: str, user_id: str | None = None) -> ImageDescription:

@@ -12,6 +12,7 @@ Model calls go through `models_http`, a session under the egress policy for mode
 (`providers.model_policy`), opened and closed by the plugin's lifespan."""
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from dataclasses import dataclass, field
@@ -341,17 +342,19 @@ class Engine:
         language = language_of(self.last_user_text(turn))
         held_in_turn = False  # one call a turn waits for the person's yes
         for _ in range(max_rounds):
-            stream = stream_completion(
-                self.models_http, candidate, conversation, tools or None,
-                first_token_timeout=self.settings["first_token_timeout"],
-                idle_timeout=self.settings["idle_timeout"], overrides=turn.overrides)
             accumulator = None
-            async for deltas, accumulator in stream:
-                for delta in deltas:
-                    if delta.content:
-                        await emit({"type": "delta", "content": delta.content})
-                    if delta.reasoning:
-                        await emit({"type": "thinking", "status": "thinking", "content": delta.reasoning})
+            # Closed at once when an emit fails (the caller left: a person stopped the reply),
+            # so the model's connection goes with it, not when the generator is collected.
+            async with contextlib.aclosing(stream_completion(
+                    self.models_http, candidate, conversation, tools or None,
+                    first_token_timeout=self.settings["first_token_timeout"],
+                    idle_timeout=self.settings["idle_timeout"], overrides=turn.overrides)) as stream:
+                async for deltas, accumulator in stream:
+                    for delta in deltas:
+                        if delta.content:
+                            await emit({"type": "delta", "content": delta.content})
+                        if delta.reasoning:
+                            await emit({"type": "thinking", "status": "thinking", "content": delta.reasoning})
             if accumulator is None:
                 raise ProviderError("protocol", "the stream ended without a single chunk")
             completion = accumulator.completion

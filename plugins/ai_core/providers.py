@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass, field
-from typing import AsyncIterator
+from typing import AsyncGenerator
 
 import aiohttp
 
@@ -142,7 +142,7 @@ def request_body(candidate: Candidate, messages: list[dict], tools: list[dict] |
 async def stream_completion(http: aiohttp.ClientSession, candidate: Candidate, messages: list[dict],
                             tools: list[dict] | None, *, first_token_timeout: float,
                             idle_timeout: float, overrides: dict | None = None,
-                            ) -> AsyncIterator[tuple[list[Delta], CompletionAccumulator]]:
+                            ) -> AsyncGenerator[tuple[list[Delta], CompletionAccumulator], None]:
     """Yield (what arrived, the accumulator so far) for each chunk. Raises ProviderError; the
     timeouts bound the wait for the first chunk and for each later one."""
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}

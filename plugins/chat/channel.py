@@ -205,11 +205,12 @@ async def handle_connect(request: web.Request) -> web.StreamResponse:
         raise Forbidden("This Origin may not open the chat channel.", error_type="origin_not_allowed",
                         hint="Add the page's origin to [plugins.chat] allowed_origins.")
     query = parse_query(request, ConnectQuery())
+    language = request.headers.get("Accept-Language")  # a new session's default title
     if query["session_id"]:
         session_id = query["session_id"]
-        await chat.conversations.ensure_session(identity.user_id, session_id)
+        await chat.conversations.ensure_session(identity.user_id, session_id, language=language)
     else:  # the sessions plugin owns session ids: it makes one
-        session_id = (await chat.conversations.create_session(identity.user_id))["id"]
+        session_id = (await chat.conversations.create_session(identity.user_id, language=language))["id"]
     after = None
     if query["after"]:
         turn_id, _, seq = query["after"].rpartition(":")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, cast
 
 from gateway.errors import unavailable_error
 from gateway.text import dumps_text
-from plugins.ai_core.contract import AiCore, AiCoreError, ChatEvent, ChatRequest, DoneEvent, HistoryItem
+from plugins.ai_core.contract import AiCore, AiCoreError, ChatEvent, ChatRequest, DoneEvent, HistoryItem, StreamStop
 from plugins.sessions.contract import CONVERSATIONS
 
 from . import store
@@ -42,29 +42,20 @@ STORED_TYPES = {"chat", "action", "markdown", "code"}
 
 class TurnControl:
     """A turn this instance is running, as a stop request finds it (`Relay.request_stop`).
-    The relay reads `stopped` once per event of the AI core's stream; a stop that finds the
-    relay waiting for the next event cancels that wait (`awaiting`), which closes the stream."""
+    A stop ends the AI core's stream (`StreamStop`): a read waiting for the next event returns
+    at once and the stream simply ends. The relay also reads `stopped` before each read, so a
+    stop while it sends an event ends the reply there. Nothing is cancelled: the turn ends in
+    its own task, wherever that task is."""
 
-    __slots__ = ("user_id", "session_id", "task", "awaiting", "stopped")
+    __slots__ = ("user_id", "session_id", "stream", "stopped")
 
-    def __init__(self, user_id: str, session_id: str, task: "asyncio.Task | None"):
-        self.user_id, self.session_id, self.task = user_id, session_id, task
-        self.awaiting = self.stopped = False
+    def __init__(self, user_id: str, session_id: str, stream: StreamStop):
+        self.user_id, self.session_id, self.stream = user_id, session_id, stream
+        self.stopped = False
 
     def stop(self) -> None:
-        if self.stopped:
-            return
         self.stopped = True
-        if self.awaiting and self.task is not None:
-            self.task.cancel()
-
-    def stop_landed(self) -> bool:
-        """Whether a CancelledError the stream's read raised is this turn's stop (taken back
-        here), not the task being cancelled (the service stopping)."""
-        if not self.stopped or self.task is None:
-            return False
-        self.task.uncancel()
-        return self.task.cancelling() == 0
+        self.stream.request()
 
 
 class Relay:
@@ -140,8 +131,9 @@ class Relay:
             "mode": cast('Literal["text", "voice_msg", "voice_assistant"]', turn.mode), "purpose": "chat",
             "attachments": [{"type": "image", "url": a["url"]} for a in turn.attachments if a.get("type") == "image"],
             "message_id": turn.client_msg_id}
-        events = self.ai.stream_chat(body)
-        control = self.live[turn_id] = TurnControl(user_id, session_id, asyncio.current_task())
+        stream_stop = StreamStop()
+        events = self.ai.stream_chat(body, stream_stop)
+        control = self.live[turn_id] = TurnControl(user_id, session_id, stream_stop)
         gate = EchoGate(self.hub, user_id, turn.sender, turn_id)
         # The writes start once the first event went out and no other turn here still waits for
         # its own, or `store_after` seconds passed, or at once without a sender (see
@@ -266,25 +258,15 @@ class Relay:
                     stopped = True
                     break
                 try:
-                    control.awaiting = True
                     event = await events.__anext__()
                 except StopAsyncIteration:
-                    event = None
-                except asyncio.CancelledError:
-                    if not control.stop_landed():
-                        first_event_came()
-                        if set_up is not None:
-                            await _wait_out(set_up, cancel=True)
-                            set_up = None
-                        raise
-                    event, stopped = None, True  # the stream closed itself (the AI core stops the model)
+                    event, stopped = None, control.stopped  # stopped: the AI core stops the model
                 except BaseException as error:
                     first_event_came()
                     if set_up is not None:  # stream_start is out (or failed) before the failure's frames
                         await _wait_out(set_up, cancel=isinstance(error, asyncio.CancelledError))
                         set_up = None
                     raise
-                control.awaiting = False
                 if set_up is not None:  # the first event: the set-up must have finished
                     first_event_came()
                     await set_up
@@ -339,7 +321,6 @@ class Relay:
             await abort_taps(taps)
             raise
         finally:
-            control.awaiting = False
             self.live.pop(turn_id, None)  # a stop from now on finds the turn ended
             first_event_came()
             if set_up is not None:

@@ -110,12 +110,15 @@ async def visible_session(request: web.Request, user: Identity) -> dict:
 
 @routes.post("/api/v1/sessions", name="sessions.create")
 @api_doc("Create a session (its id generated when not given)", body=CreateSessionBody, body_required=False,
-         responses={201: Session}, errors=(409, 503))
+         responses={201: Session}, errors=(409, 503),
+         headers={"Accept-Language": "Without `title`, the session is titled in the first of these languages "
+                                     "there is a title for (\"New chat\" in English), else 新对话"})
 async def create_session(request: web.Request) -> web.Response:
     user = await require_user(request)
     body = await parse_body(request, CreateSessionBody(), allow_empty=True)
     session = await conversations_of(request).create_session(
-        user.user_id, body["session_id"], (body["title"] or "").strip() or None, body["is_main"])
+        user.user_id, body["session_id"], (body["title"] or "").strip() or None, body["is_main"],
+        language=request.headers.get("Accept-Language"))
     return web.json_response(session, status=201)
 
 

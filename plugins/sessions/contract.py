@@ -12,8 +12,10 @@ class Conversations(Protocol):
     session by id alone, except `find_sessions` (the administrator's lookup)."""
 
     async def create_session(self, user_id: str, session_id: str | None = None, title: str | None = None,
-                             is_main: bool = False) -> dict:
-        """Conflict (`session_exists`) only when this user already has a session with that id."""
+                             is_main: bool = False, language: str | None = None) -> dict:
+        """Conflict (`session_exists`) only when this user already has a session with that id.
+        Without `title`, a default one in `language` (a code, or an Accept-Language value): "New
+        chat" in English, else the spec's 新对话."""
         ...
 
     async def get_session(self, user_id: str, session_id: str) -> dict | None: ...
@@ -22,8 +24,9 @@ class Conversations(Protocol):
         """Every user's session with this id, the most recently updated first."""
         ...
 
-    async def ensure_session(self, user_id: str, session_id: str, title: str | None = None) -> dict:
-        """The user's session, created when missing."""
+    async def ensure_session(self, user_id: str, session_id: str, title: str | None = None,
+                             language: str | None = None) -> dict:
+        """The user's session, created when missing (titled as `create_session` does)."""
         ...
 
     async def list_sessions(self, user_id: str) -> list[dict]: ...

@@ -20,7 +20,12 @@ from gateway.text import dumps_text
 
 log = logging.getLogger("plugins.sessions.store")
 
-DEFAULT_TITLE = "新对话"
+# A session created without a title is named in its person's language (docs/sessions.md, "Default
+# titles"); the spec's 新对话 when the language is unknown. Each of these counts as "no title yet":
+# the first message's words replace it.
+DEFAULT_TITLES = {"zh": "新对话", "en": "New chat"}
+DEFAULT_TITLE = DEFAULT_TITLES["zh"]
+_DEFAULT_TITLES_SQL = ", ".join(f"'{title}'" for title in DEFAULT_TITLES.values())
 SESSION_ID_ALPHABET = string.ascii_lowercase + string.digits
 HISTORY_ROLES = ("user", "assistant")
 
@@ -172,7 +177,7 @@ ADD_MESSAGE_SQL = (
     f"  ON CONFLICT (user_id, session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING"
     f"  RETURNING {MESSAGE_COLUMNS}), "
     f"touched AS (UPDATE chat_sessions SET updated_at = now(), "
-    f"  title = CASE WHEN title = '{DEFAULT_TITLE}' AND %(title)s::text IS NOT NULL THEN %(title)s ELSE title END "
+    f"  title = CASE WHEN title IN ({_DEFAULT_TITLES_SQL}) AND %(title)s::text IS NOT NULL THEN %(title)s ELSE title END "
     f"  WHERE user_id = %(user)s AND id = %(session)s AND EXISTS (SELECT 1 FROM inserted)) "
     f"SELECT *, false AS duplicate FROM inserted "
     f"UNION ALL "
@@ -199,7 +204,7 @@ inserted AS (
   RETURNING *),
 touched AS (
   UPDATE chat_sessions SET updated_at = now(),
-    title = CASE WHEN chat_sessions.title = '{DEFAULT_TITLE}' AND changed.title IS NOT NULL
+    title = CASE WHEN chat_sessions.title IN ({_DEFAULT_TITLES_SQL}) AND changed.title IS NOT NULL
                  THEN changed.title ELSE chat_sessions.title END
   FROM (SELECT DISTINCT ON (inserted.user_id, inserted.session_id) inserted.user_id, inserted.session_id, given.title
         FROM inserted JOIN given ON given.new_id = inserted.id
@@ -216,6 +221,27 @@ SELECT batch_index, {MESSAGE_COLUMNS}, duplicate FROM outcome"""
 
 
 TITLE_CHARS = 60
+
+
+def default_title(language: str | None) -> str:
+    """The title of a session created without one: in `language` (a code such as "en" or
+    "zh-CN", or an Accept-Language header's value, its preferences in order), the first it names
+    that there is a title for; else the spec's 新对话."""
+    ranked = []
+    for position, part in enumerate((language or "").split(",")):
+        tag, _, parameters = part.partition(";")
+        weight = 1.0
+        for parameter in parameters.split(";"):
+            name, _, value = parameter.strip().partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    weight = float(value)
+                except ValueError:
+                    weight = 0.0
+        primary = tag.strip().split("-")[0].split("_")[0].lower()
+        if primary in DEFAULT_TITLES and weight > 0:
+            ranked.append((-weight, position, primary))
+    return DEFAULT_TITLES[min(ranked)[2]] if ranked else DEFAULT_TITLE
 
 
 def title_from(text: str | None) -> str | None:
@@ -253,13 +279,14 @@ class Conversations:
 
     # ------------------------------------------------------------ sessions
     async def create_session(self, user_id: str, session_id: str | None = None, title: str | None = None,
-                             is_main: bool = False) -> dict:
+                             is_main: bool = False, language: str | None = None) -> dict:
+        """`language` names the default title when `title` is None (`default_title`)."""
         session_id = session_id or generate_session_id()
         row = await fetch_one(
             self.db,
             f"INSERT INTO chat_sessions (id, user_id, title, is_main) VALUES (%s, %s, %s, %s) "
             f"ON CONFLICT (user_id, id) DO NOTHING RETURNING {SESSION_COLUMNS}",
-            (session_id, user_id, title or DEFAULT_TITLE, bool(is_main)))
+            (session_id, user_id, title or default_title(language), bool(is_main)))
         if row is None:  # only the owner's own sessions can collide
             raise Conflict(f"You already have a session with id {session_id}.", error_type="session_exists",
                            hint="Leave out session_id to have one generated, or choose another.")
@@ -276,14 +303,15 @@ class Conversations:
         return await fetch_all(self.db, f"SELECT {SESSION_COLUMNS} FROM chat_sessions WHERE id = %s "
                                         f"ORDER BY chat_sessions.updated_at DESC, user_id", (session_id,))
 
-    async def ensure_session(self, user_id: str, session_id: str, title: str | None = None) -> dict:
+    async def ensure_session(self, user_id: str, session_id: str, title: str | None = None,
+                             language: str | None = None) -> dict:
         session = await fetch_one(
             self.db,
             f"WITH inserted AS (INSERT INTO chat_sessions (id, user_id, title) VALUES (%(id)s, %(user)s, %(title)s) "
             f"  ON CONFLICT (user_id, id) DO NOTHING RETURNING {SESSION_COLUMNS}) "
             f"SELECT * FROM inserted UNION ALL "
             f"SELECT {SESSION_COLUMNS} FROM chat_sessions WHERE user_id = %(user)s AND id = %(id)s",
-            {"id": session_id, "user": user_id, "title": title or DEFAULT_TITLE})
+            {"id": session_id, "user": user_id, "title": title or default_title(language)})
         if session is None:  # created by a concurrent call after this statement's snapshot
             session = await self.get_session(user_id, session_id)
         if session is None:

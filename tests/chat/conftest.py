@@ -44,6 +44,7 @@ class ScriptedProvider:
         self.reply = "Hello there, friend."
         self.pieces = 4
         self.hold_after = 2
+        self.piece_delay = 0.0  # seconds between two pieces of the reply
         self.gate = asyncio.Event()
         self.gate.set()
         self.holds: dict[str, tuple[int, asyncio.Event]] = {}
@@ -72,10 +73,14 @@ class ScriptedProvider:
             for index, piece in enumerate(self.split()):
                 if index == hold_after:
                     await asyncio.wait_for(gate.wait(), 20)
+                if self.piece_delay:
+                    await asyncio.sleep(self.piece_delay)
                 await response.write(sse_chunk({"content": piece}))
             await response.write(sse_chunk({}, "stop"))
             await response.write(b"data: [DONE]\n\n")
             await response.write_eof()
+            return response
+        except ConnectionResetError:  # the AI core stopped reading (a person stopped the reply)
             return response
         finally:
             self.active -= 1

@@ -3,6 +3,9 @@
 send it again; the AI core's model is the scripted provider, held mid-reply by its gate."""
 from __future__ import annotations
 
+import asyncio
+import logging
+
 from tests.chat.conftest import ADMIN, ALICE, context_of, receive_until, token_for
 from plugins.sessions.contract import CONVERSATIONS
 
@@ -43,6 +46,59 @@ async def test_stop_ends_the_reply_with_what_arrived_and_stores_it(gateway, prov
         assert (await receive_until(ws, "stream_end"))[-1]["text"] == provider.reply
     assert await stored(gateway, "stop-1") == [("user", "go"), ("assistant", partial), ("user", "again"),
                                                ("assistant", provider.reply)]
+
+
+async def test_a_stop_at_any_point_of_a_reply_ends_it_once_and_stores_what_arrived(gateway, provider, caplog):
+    """A stop lands wherever the turn is: before its reply starts, between two pieces, as a
+    piece arrives, after the last one. Every time the reply ends exactly once — `stopped` with
+    the text the devices were sent, or `stop` with the whole reply when it had finished — the
+    session is free for the next message, and the reply is stored once, as it ended. The AI
+    core sees its stream closed, stops the model, and logs no error for it."""
+    caplog.set_level(logging.INFO)
+    provider.reply, provider.pieces, provider.hold_after = "".join(f"w{number} " for number in range(24)), 24, 99
+    provider.piece_delay = 0.004
+    loop = asyncio.get_running_loop()
+    ends = []
+    async with gateway.ws_connect(ws_path(gateway, session_id="stop-many")) as ws:
+        for attempt in range(36):
+            await ws.send_json({"type": "message", "content": f"go {attempt}"})
+            started = await receive_until(ws, "stream_start")
+            turn_id = started[-1]["turn_id"]
+            if attempt % 12 == 11:  # after the reply's end: nothing happens
+                frames = await receive_until(ws, "stream_end")
+                await ws.send_json({"type": "stop", "turn_id": turn_id})
+            else:  # from at once to about the reply's end
+                await asyncio.sleep((attempt % 12) * 0.01)
+                await ws.send_json({"type": "stop", "turn_id": turn_id})
+                frames = await receive_until(ws, "stream_end")
+            # Nothing of this turn follows its end: a ping's answer comes next.
+            await ws.send_json({"type": "ping"})
+            after = await receive_until(ws, "pong")
+            assert [frame["type"] for frame in after] == ["pong"], after
+            end = frames[-1]
+            assert end["turn_id"] == turn_id
+            assert [frame["type"] for frame in frames].count("stream_end") == 1
+            sent = "".join(frame["content"] for frame in frames if frame["type"] == "stream_chunk")
+            assert end["text"] == sent
+            if end["finish_reason"] == "stop":
+                assert sent == provider.reply
+            else:
+                assert end["finish_reason"] == "stopped", end
+            ends.append(end)
+        started_at = loop.time()
+        while len(await stored(gateway, "stop-many")) < 2 * len(ends) and loop.time() - started_at < 10:
+            await asyncio.sleep(0.05)
+    messages = await stored(gateway, "stop-many")
+    expected = []
+    for attempt, end in enumerate(ends):
+        expected.append(("user", f"go {attempt}"))
+        if end["text"].strip():  # an empty reply stops with nothing to store
+            expected.append(("assistant", end["text"].strip()))
+    assert messages == expected
+    assert {end["finish_reason"] for end in ends} == {"stop", "stopped"}  # both kinds of point were reached
+    errors = [record for record in caplog.records if record.levelno >= logging.WARNING]
+    assert not errors, [record.getMessage() for record in errors]
+    assert any("the caller closed the stream" in record.getMessage() for record in caplog.records)
 
 
 async def test_a_stop_from_another_device_of_the_person_ends_it_on_every_device(gateway, provider):

@@ -189,6 +189,23 @@ async def test_session_id_is_generated_when_omitted(gateway):
     assert page["messages"] == []
 
 
+async def test_a_session_the_channel_creates_is_titled_in_the_browsers_language(gateway):
+    """A session opened by connecting (with or without an id) gets its default title in the
+    upgrade's Accept-Language, as POST /sessions does (docs/sessions.md)."""
+    conversations = context_of(gateway).contracts.require(CONVERSATIONS)
+    english = {"Accept-Language": "en-US,en;q=0.9"}
+    async with gateway.ws_connect(ws_path(gateway), headers=english) as ws:
+        await ws.send_json({"type": "history"})
+        generated = (await ws.receive_json(timeout=5))["session_id"]
+    async with gateway.ws_connect(ws_path(gateway, session_id="named-en"), headers=english):
+        pass
+    async with gateway.ws_connect(ws_path(gateway, session_id="named-zh"), headers={"Accept-Language": "zh-CN"}):
+        pass
+    assert (await conversations.get_session("admin", generated))["title"] == "New chat"
+    assert (await conversations.get_session("admin", "named-en"))["title"] == "New chat"
+    assert (await conversations.get_session("admin", "named-zh"))["title"] == "新对话"
+
+
 async def test_messages_queue_while_a_turn_runs_and_never_overlap(gateway, provider):
     provider.gate.clear()
     async with gateway.ws_connect(ws_path(gateway, session_id="busy")) as ws:

@@ -177,6 +177,21 @@ async def test_the_first_message_titles_a_session_with_no_title(sessions_app):
         assert (await conversations.get_session("user_bob", session_id))["title"] == f"topic {session_id}"
 
 
+async def test_a_default_title_in_any_language_is_replaced_by_the_first_message(sessions_app):
+    """"New chat" counts as no title, as 新对话 does: through one message and a batch of them."""
+    _, conversations, _ = sessions_app
+    english = await conversations.create_session("user_alice", "en1", language="en-US")
+    ensured = await conversations.ensure_session("user_alice", "en2", language="en")
+    assert english["title"] == ensured["title"] == "New chat"
+    assert (await conversations.ensure_session("user_alice", "zh1", language="zh-TW"))["title"] == "新对话"
+    await conversations.add_message("en1", "user_alice", "user", "Plan a trip")
+    assert (await conversations.get_session("user_alice", "en1"))["title"] == "Plan a trip"
+    await asyncio.gather(*(conversations.add_message(session_id, "user_alice", "user", f"about {session_id}")
+                           for session_id in ("en2", "zh1") for _ in range(2)))
+    assert (await conversations.get_session("user_alice", "en2"))["title"] == "about en2"
+    assert (await conversations.get_session("user_alice", "zh1"))["title"] == "about zh1"
+
+
 def test_a_title_from_chinese_words_is_cut_without_a_space():
     from plugins.sessions.store import title_from
 

@@ -32,6 +32,28 @@ async def test_create_with_an_empty_body_or_with_fields(sessions_app):
     assert (await client.post(f"{API}/sessions")).status == 401
 
 
+@pytest.mark.parametrize(("accept_language", "title"), [
+    ("en", "New chat"), ("en-GB,en;q=0.9", "New chat"), ("zh-CN,zh;q=0.9,en;q=0.8", "新对话"),
+    ("fr-FR,fr;q=0.9,en;q=0.8,zh;q=0.7", "New chat"), ("zh;q=0.5,en;q=0.8", "New chat"),
+    ("de, *", DEFAULT_TITLE), ("en;q=0, zh", "新对话"), ("q=;;,", DEFAULT_TITLE)])
+async def test_a_new_sessions_default_title_is_in_the_callers_language(sessions_app, accept_language, title):
+    """An English-speaking person's sessions are not all named 新对话 (here and in the console):
+    the first language of Accept-Language there is a title for; the spec's 新对话 otherwise.
+    Their first message still titles them."""
+    client, conversations, headers = sessions_app
+    response = await client.post(f"{API}/sessions", headers={**headers["alice"], "Accept-Language": accept_language})
+    assert response.status == 201
+    session = await response.json()
+    assert session["title"] == title
+    listed = await (await client.get(f"{API}/sessions", headers=headers["alice"])).json()
+    assert [item["title"] for item in listed["sessions"]] == [title]
+    named = await client.post(f"{API}/sessions", headers={**headers["alice"], "Accept-Language": accept_language},
+                              json={"title": "My trip"})
+    assert (await named.json())["title"] == "My trip"
+    await conversations.add_message(session["id"], "user_alice", "user", "Plan a trip to Kyoto")
+    assert (await conversations.get_session("user_alice", session["id"]))["title"] == "Plan a trip to Kyoto"
+
+
 async def test_half_a_surrogate_pair_in_a_body_is_stored_replaced(sessions_app):
     client, _, headers = sessions_app
     response = await client.post(f"{API}/sessions", headers={**headers["alice"], "Content-Type": "application/json"},

@@ -85,13 +85,17 @@ async def test_chat_streams_and_a_second_device_sees_the_echo_and_the_reply(serv
         reply = desktop.locator(".live article.message.assistant:not(.streaming)")
         await reply.wait_for(timeout=10000)
         assert "Hello there, friend. How can I help?" in await reply.inner_text()
+        # Each bubble says when, above its actions: the person's own message from when it was sent.
+        for bubble in (desktop.locator(".live article.message.user"), reply):
+            assert await bubble.locator(":scope > time.stamp + .message-actions").count() == 1
 
         echo = phone.locator(".live article.message.user")
         await echo.wait_for(timeout=10000)
         assert "Hi there" in await echo.inner_text()
         # The echo's client_info names the sending page (its handshake's device_name).
         sender = await desktop.evaluate("import('/static/js/socket.js').then(module => module.deviceName())")
-        assert sender and await echo.locator(".stamp").inner_text() == f"from {sender}"
+        assert sender and await echo.locator(".origin").inner_text() == f"from {sender}"
+        assert await echo.locator("time.stamp").count() == 1  # and when it was sent
         phone_reply = phone.locator(".live article.message.assistant:not(.streaming)")
         await phone_reply.wait_for(timeout=10000)
         assert "How can I help?" in await phone_reply.inner_text()

@@ -1,6 +1,7 @@
 // The gateway's HTTP API, through the frontend service's proxy on this origin.
 // The access token lives in this module's memory only; the refresh token is an HttpOnly cookie
 // the proxy sets and reads (docs/web-client.md), so no script on the page can read either from storage.
+import {language} from "./i18n.js";
 
 export class ApiError extends Error {
   constructor(status, body) {
@@ -146,7 +147,9 @@ export class ApiClient {
     for (const [key, value] of Object.entries(options.query || {})) {
       if (value !== undefined && value !== null && value !== "") url.searchParams.set(key, value);
     }
-    const headers = {...(options.headers || {})};
+    // The interface's language, not the browser's: what the gateway names things in (a new
+    // session's default title, docs/sessions.md) follows the person's choice in Settings.
+    const headers = {"Accept-Language": language(), ...(options.headers || {})};
     if (token) headers.Authorization = `Bearer ${token}`;
     let body = options.body;
     if (options.json !== undefined) {

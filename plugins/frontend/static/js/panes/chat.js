@@ -99,12 +99,12 @@ export function mount(root, app) {
   };
 
   // ------------------------------------------------------------------ sessions
-  // The gateway titles a session it was not given a title for "新对话" (docs/sessions.md): shown
-  // in the interface's language, like a session with no title.
-  const SERVER_DEFAULT_TITLE = "新对话";
+  // The gateway titles a session it was not given a title for in the language asked ("New chat",
+  // "新对话": docs/sessions.md): shown in the interface's language now, like a session with no title.
+  const SERVER_DEFAULT_TITLES = ["新对话", "New chat"];
+  const untitled = (session) => !session || !session.title || SERVER_DEFAULT_TITLES.includes(session.title);
   function sessionTitle(session) {
-    const title = session && session.title;
-    return title && title !== SERVER_DEFAULT_TITLE ? title : t("sessions.untitled");
+    return untitled(session) ? t("sessions.untitled") : session.title;
   }
 
   function renderList() {
@@ -291,7 +291,7 @@ export function mount(root, app) {
       state.sessions = [session, ...state.sessions.filter((item) => item !== session)];
     }
     // Unknown here, or not titled yet: the gateway titles a session from its first message.
-    if (!session || !session.title || session.title === SERVER_DEFAULT_TITLE) loadSessions().catch(() => {});
+    if (untitled(session)) loadSessions().catch(() => {});
     renderList();
   }
 
@@ -299,6 +299,13 @@ export function mount(root, app) {
   function scrollDown(force = false) {
     const near = messages.scrollHeight - messages.scrollTop - messages.clientHeight < 160;
     if (force || near) requestAnimationFrame(() => { messages.scrollTop = messages.scrollHeight; });
+  }
+
+  // The time goes above the bubble's actions (which show on hover), as in a stored message's bubble.
+  function stamp(element, millis, ...extra) {
+    const actions = element.querySelector(":scope > .message-actions");
+    const parts = [h("time", {class: "stamp"}, formatTime(millis || Date.now(), app.language)), ...extra];
+    if (actions) actions.before(...parts); else element.append(...parts);
   }
 
   function bubble(role, ...children) {
@@ -537,7 +544,7 @@ export function mount(root, app) {
         if (frame.role === "user") {
           const device = frame.client_info && frame.client_info.device_name;
           element = bubble("user", userBody(frame.content || frame.text, frame.attachments));
-          if (device) element.append(h("span", {class: "stamp"}, t("chat.from_other_device", {device})));
+          stamp(element, frame.timestamp, ...(device ? [h("span", {class: "stamp origin"}, t("chat.from_other_device", {device}))] : []));
         } else {
           const type = frame.role === "action" ? "action" : frame.msg_type;
           element = bubble(frame.role === "action" ? "action" : "assistant",
@@ -652,6 +659,7 @@ export function mount(root, app) {
         const text = (frame.text || "").trim();
         if (!text) { app.toast(t("chat.no_speech")); break; }
         const element = bubble("user", userBody(text, []));
+        stamp(element, frame.timestamp);
         texts.set(element, text);
         element.classList.add("pending", "spoken");
         live.append(element);
@@ -672,8 +680,9 @@ export function mount(root, app) {
           turn.frame = 0;
           clear(turn.body).append(turn.text ? renderMarkdown(turn.text, t) : "");
         }
-        if (frame.finish_reason === "error") turn.element.append(h("p", {class: "stopped"}, t("chat.stopped")));
-        if (frame.finish_reason === "stopped") turn.element.append(h("p", {class: "stopped"}, t("chat.stopped_by_you")));
+        const ending = {error: "chat.stopped", stopped: "chat.stopped_by_you"}[frame.finish_reason];
+        const actions = turn.element.querySelector(":scope > .message-actions");
+        if (ending) actions.before(h("p", {class: "stopped"}, t(ending)));
         for (const id of frame.stored_message_ids || []) state.shownIds.add(Number(id));
         // Their stored ids: what Edit names, and where a history_changed cuts.
         if ((frame.stored_message_ids || []).length) turn.element.dataset.id = frame.stored_message_ids[0];
@@ -681,7 +690,7 @@ export function mount(root, app) {
         texts.set(turn.element, turn.text);
         state.streaming.delete(turn.key);
         updateBusy();
-        turn.element.append(h("time", {class: "stamp"}, formatTime(frame.timestamp || Date.now(), app.language)));
+        stamp(turn.element, frame.timestamp);
         touch(state.current);
         scrollDown();
         break;
@@ -724,6 +733,7 @@ export function mount(root, app) {
   // ------------------------------------------------------------------ sending
   function showPending(text, attachments, clientMsgId) {
     const element = bubble("user", userBody(text, attachments));
+    stamp(element, Date.now());
     texts.set(element, text);
     element.classList.add("pending");
     live.append(element);

@@ -19,7 +19,6 @@ from aiohttp import web
 from marshmallow import fields, validate
 
 from gateway.context import get_context
-from gateway.database import execute, fetch_all, fetch_one, fetch_value
 from gateway.errors import Forbidden, NotFound
 from gateway.identity import Identity, require_user
 from gateway.openapi import api_doc
@@ -27,7 +26,7 @@ from gateway.validation import parse_body, parse_query
 
 from .api import UNAVAILABLE, owner, required_owner
 from .schemas import USER_ID, Memory
-from .store import COLUMNS as MEMORY_COLUMNS
+from .thinking_store import ThinkingLog
 
 routes = web.RouteTableDef()
 ENTRY_ID = {"entry_id": {"type": "string", "format": "uuid"}}
@@ -36,10 +35,6 @@ MAX_CONTENT_CHARS = 4000
 MAX_SOURCES = 50
 KINDS = ("reflection", "suggestion", "observation")
 TIMELINE_TYPES = ("memory", "thinking")
-
-COLUMNS = ("id::text AS id, user_id, kind, content, suggestion, model, source_session_ids, source_memory_ids, "
-           # Floored, so `since` = an entry's created_at includes that entry.
-           "floor(extract(epoch FROM created_at) * 1000)::bigint AS created_at")
 
 
 # ---------------------------------------------------------------- requests and answers
@@ -156,14 +151,8 @@ async def list_entries(request: web.Request) -> web.Response:
     identity = await require_user(request)
     query = parse_query(request, ThinkingListQuery())
     who = owner(identity, query["user_id"], anyone=True)
-    db = _db(request)
-    params = {"owner": who, "since": query["since"], "limit": query["limit"], "offset": query["offset"]}
-    where = ("(%(owner)s::text IS NULL OR user_id = %(owner)s) AND "
-             "(%(since)s::bigint IS NULL OR created_at >= to_timestamp(%(since)s::bigint / 1000.0))")
-    total = await fetch_value(db, f"SELECT count(*) FROM thinking_entries WHERE {where}", params)
-    rows = await fetch_all(db, f"SELECT {COLUMNS} FROM thinking_entries WHERE {where} "
-                               "ORDER BY seq DESC LIMIT %(limit)s OFFSET %(offset)s", params)
-    return web.json_response({"entries": rows, "total": int(total), "limit": query["limit"],
+    rows, total = await _log(request).page(who, query["since"], query["limit"], query["offset"])
+    return web.json_response({"entries": rows, "total": total, "limit": query["limit"],
                               "offset": query["offset"]})
 
 
@@ -178,20 +167,10 @@ async def create_entry(request: web.Request) -> web.Response:
     body = await parse_body(request, ThinkingCreate())
     who = required_owner(identity, body["user_id"])
     entry_id = str(body["id"] or uuid.uuid4())
-    db = _db(request)
-    row = await fetch_one(
-        db, "INSERT INTO thinking_entries (id, user_id, kind, content, suggestion, model, source_session_ids, "
-            "source_memory_ids, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp()) "
-            f"ON CONFLICT (id) DO NOTHING RETURNING {COLUMNS}",
-        (entry_id, who, body["kind"], body["content"].strip(), body["suggestion"].strip(), body["model"],
-         body["source_session_ids"], body["source_memory_ids"]))
-    if row is not None:
-        return web.json_response(row, status=201)
-    existing = await fetch_one(db, f"SELECT {COLUMNS} FROM thinking_entries WHERE id = %s AND user_id = %s",
-                               (entry_id, who))
-    if existing is None:  # the id is another person's entry
+    entry, created = await _log(request).add(entry_id, who, body)
+    if entry is None:  # the id is another person's entry
         raise Forbidden("That entry id is taken.", error_type="forbidden", hint="Leave out id to have one made.")
-    return web.json_response(existing, status=200)
+    return web.json_response(entry, status=201 if created else 200)
 
 
 @routes.get("/api/v1/thinking/{entry_id:[0-9a-fA-F-]+}", name="memory.thinking_get")
@@ -201,9 +180,7 @@ async def get_entry(request: web.Request) -> web.Response:
     identity = await require_user(request)
     query = parse_query(request, ThinkingOwnerQuery())
     who = owner(identity, query["user_id"], anyone=True)
-    row = await fetch_one(_db(request), f"SELECT {COLUMNS} FROM thinking_entries WHERE id = %s "
-                          "AND (%s::text IS NULL OR user_id = %s)",
-                          (parse_entry_id(request.match_info["entry_id"]), who, who))
+    row = await _log(request).get(parse_entry_id(request.match_info["entry_id"]), who)
     if row is None:
         raise entry_not_found()
     return web.json_response(row)
@@ -217,26 +194,12 @@ async def delete_entry(request: web.Request) -> web.Response:
     query = parse_query(request, ThinkingOwnerQuery())
     who = owner(identity, query["user_id"], anyone=True)
     entry_id = parse_entry_id(request.match_info["entry_id"])
-    deleted = await execute(_db(request), "DELETE FROM thinking_entries WHERE id = %s "
-                            "AND (%s::text IS NULL OR user_id = %s)", (entry_id, who, who))
-    if not deleted:
+    if not await _log(request).delete(entry_id, who):
         raise entry_not_found()
     return web.json_response({"status": "deleted", "id": entry_id})
 
 
 # ---------------------------------------------------------------- the timeline
-
-TIMELINE_SQL = """
-    SELECT 'memory' AS type, id::text AS id, updated_at AS at FROM memories
-        WHERE %(owner)s::text IS NULL OR user_id = %(owner)s
-    UNION ALL
-    SELECT 'thinking' AS type, id::text AS id, created_at AS at FROM thinking_entries
-        WHERE %(owner)s::text IS NULL OR user_id = %(owner)s
-    ORDER BY at DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s"""
-TIMELINE_COUNT_SQL = """
-    SELECT (SELECT count(*) FROM memories WHERE %(owner)s::text IS NULL OR user_id = %(owner)s)
-         + (SELECT count(*) FROM thinking_entries WHERE %(owner)s::text IS NULL OR user_id = %(owner)s)"""
-
 
 @routes.get("/api/v1/timeline", name="memory.timeline")
 @api_doc("Memories and thinking entries merged, newest first, paged", query=TimelineQuery,
@@ -247,34 +210,10 @@ async def timeline(request: web.Request) -> web.Response:
     identity = await require_user(request)
     query = parse_query(request, TimelineQuery())
     who = owner(identity, query["user_id"], anyone=True)
-    db = _db(request)
-    params = {"owner": who, "limit": query["limit"], "offset": query["offset"]}
-    total = await fetch_value(db, TIMELINE_COUNT_SQL, params)
-    page = await fetch_all(db, TIMELINE_SQL, params)
-    memory_ids = [row["id"] for row in page if row["type"] == "memory"]
-    entry_ids = [row["id"] for row in page if row["type"] == "thinking"]
-    memories = {row["id"]: row for row in (await fetch_all(
-        db, f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ANY(%s::uuid[])", (memory_ids,))
-        if memory_ids else [])}
-    entries = {row["id"]: row for row in (await fetch_all(
-        db, f"SELECT {COLUMNS} FROM thinking_entries WHERE id = ANY(%s::uuid[])", (entry_ids,))
-        if entry_ids else [])}
-    items = []
-    for row in page:
-        if row["type"] == "memory" and row["id"] in memories:
-            memory = memories[row["id"]]
-            items.append({"type": "memory", "id": row["id"], "user_id": memory["user_id"],
-                          "timestamp": memory["updated_at"], "content": memory["content"],
-                          "memory": memory, "thinking": None})
-        elif row["type"] == "thinking" and row["id"] in entries:
-            entry = entries[row["id"]]
-            items.append({"type": "thinking", "id": row["id"], "user_id": entry["user_id"],
-                          "timestamp": entry["created_at"], "content": entry["content"],
-                          "memory": None, "thinking": entry})
-        # else: deleted between the two reads; the page is one shorter
-    return web.json_response({"items": items, "total": int(total), "limit": query["limit"],
+    items, total = await _log(request).timeline(who, query["limit"], query["offset"])
+    return web.json_response({"items": items, "total": total, "limit": query["limit"],
                               "offset": query["offset"]})
 
 
-def _db(request: web.Request):
-    return get_context(request).db
+def _log(request: web.Request) -> ThinkingLog:
+    return ThinkingLog(get_context(request).db)

@@ -2,7 +2,8 @@
 
 Each worker binds the port with SO_REUSEPORT (aiohttp's `reuse_port`) and the kernel spreads new
 connections over them. The parent binds nothing: it starts the workers, replaces one that dies,
-and on SIGTERM or SIGINT passes the signal on, waits for every worker to drain, and exits.
+on SIGHUP replaces them all one at a time (`RollingRestart`), and on SIGTERM or SIGINT passes the
+signal on, waits for every worker to drain, and exits.
 
 Workers are instances as several machines' instances are, so what they share goes through the
 bus and the database. With no `REDIS_URL` the parent starts the embedded bus: a redis-server

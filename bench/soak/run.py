@@ -283,13 +283,17 @@ class Device:
 
     async def run(self, stop: asyncio.Event) -> None:
         load = self.load
-        try:
-            self.ws = await load.http.ws_connect(load.gateway + "/ws/chat", params={
-                "token": self.person.token, "session_id": self.session_id, "client_id": self.session_id,
-                "device_name": "soak device"}, heartbeat=None)
-        except (aiohttp.ClientError, OSError) as error:
-            load.recorder.error("chat connect", repr(error))
-            return
+        while self.ws is None:  # an app tries again, a few seconds later
+            try:
+                self.ws = await load.http.ws_connect(load.gateway + "/ws/chat", params={
+                    "token": self.person.token, "session_id": self.session_id, "client_id": self.session_id,
+                    "device_name": "soak device"}, heartbeat=None)
+            except (aiohttp.ClientError, OSError) as error:
+                load.recorder.error("chat connect", f"{type(error).__name__} {getattr(error, 'status', '')}")
+                with contextlib_suppress_timeout():
+                    await asyncio.wait_for(stop.wait(), 5)
+                if stop.is_set():
+                    return
         reader = asyncio.ensure_future(self.read())
         try:
             await asyncio.sleep(random.uniform(0, 30))  # people do not all start at once
@@ -314,8 +318,11 @@ class Device:
             if self.session_id not in self.person.chatted:
                 self.person.chatted.append(self.session_id)
             end = await asyncio.wait_for(self.waiting, 120)
-        except Exception as error:  # a timeout, a closed socket
+        except Exception as error:  # a timeout, a closed socket, an error frame
             self.load.recorder.error("chat turn", repr(error))
+            for future in (self.started, self.waiting):  # what was not awaited is read here
+                if future.done() and not future.cancelled():
+                    future.exception()
             return
         if end.get("finish_reason") != "stop":
             self.load.recorder.error("chat turn", f"finish_reason {end.get('finish_reason')}")

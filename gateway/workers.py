@@ -489,6 +489,8 @@ async def _restart_later(worker: Worker, delay: float, stop: asyncio.Event) -> i
     with contextlib.suppress(asyncio.TimeoutError):
         await asyncio.wait_for(stop.wait(), delay)
         return None
+    if worker.retiring:  # a rolling restart replaced it meanwhile
+        return None
     await worker.start()
     assert worker.process is not None
     return await worker.process.wait()

@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import base64
 import concurrent.futures
+import contextlib
 import json
 import os
 import platform
@@ -290,7 +291,7 @@ class Device:
                     "device_name": "soak device"}, heartbeat=None)
             except (aiohttp.ClientError, OSError) as error:
                 load.recorder.error("chat connect", f"{type(error).__name__} {getattr(error, 'status', '')}")
-                with contextlib_suppress_timeout():
+                with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), 5)
                 if stop.is_set():
                     return
@@ -299,7 +300,7 @@ class Device:
             await asyncio.sleep(random.uniform(0, 30))  # people do not all start at once
             while not stop.is_set():
                 await self.turn()
-                with contextlib_suppress_timeout():
+                with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), random.uniform(20, 60))
         finally:
             await self.ws.close()
@@ -356,14 +357,6 @@ class Device:
         for future in (self.started, self.waiting):
             if future is not None and not future.done():
                 future.set_exception(ConnectionError("socket closed"))
-
-
-class contextlib_suppress_timeout:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, value, traceback):
-        return kind is asyncio.TimeoutError
 
 
 class Load:
@@ -454,7 +447,7 @@ class Load:
             if minute % 5 == 0:
                 asyncio.ensure_future(self.upload_knowledge(minute))
             minute += 1
-            with contextlib_suppress_timeout():
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), 60)
 
     async def upload_knowledge(self, minute: int) -> None:
@@ -628,33 +621,36 @@ def report(recorder: Recorder, samples: list[dict], schedules: dict, load: Load,
     print("| minute | " + " | ".join(services) + " |")
     print("|---|" + "---|" * len(services))
     shown = []
-    for minute in range(int(samples[-1]["minute"]) + 2 if samples else 0):
-        nearest = min(samples, key=lambda sample: abs(sample["minute"] - minute))
-        if nearest in shown:
-            continue
-        shown.append(nearest)
+    for minute in range(int(samples[-1]["minute"]) + 1 if samples else 0):
+        nearest = min(samples[:-1] or samples, key=lambda sample: abs(sample["minute"] - minute))
+        if nearest not in shown:
+            shown.append(nearest)
+    for sample in [*shown, samples[-1]] if samples else []:
         cells = [f"{rss:.0f} MB, {files} f, {connections} c" for rss, files, connections in
-                 (nearest["services"].get(service, (0, 0, 0)) for service in services)]
-        print(f"| {nearest['minute']:.1f} | " + " | ".join(cells) + " |")
+                 (sample["services"].get(service, (0, 0, 0)) for service in services)]
+        label = f"{sample['minute']:.1f}" + (" (load stopped)" if sample is samples[-1] else "")
+        print(f"| {label} | " + " | ".join(cells) + " |")
     print("(MB resident; f open files; c database connections; each service's processes, the database server left out)")
 
-    # Targets.
+    # Targets, over the samples taken under load (the last one is taken once it stopped).
     warm = min(5.0, args.minutes / 3)
-    after = [sample for sample in samples if sample["minute"] >= warm] or samples
-    first, last = after[0], samples[-1]
+    loaded = samples[:-1] if len(samples) > 2 else samples
+    after = [sample for sample in loaded if sample["minute"] >= warm] or loaded
+    first, last = after[0], loaded[-1]
     errors = sum(recorder.errors.values())
     rest_p95 = percentile(rest_latencies, 95)
     growth = {service: (last["services"][service][0] - first["services"][service][0]) / first["services"][service][0]
               for service in services if service in first["services"] and first["services"][service][0]}
-    tail = samples[-max(1, len(samples) // 5):]
-    head = [sample for sample in after[:max(1, len(samples) // 5)]]
+    window = max(1, len(after) // 5)
+    head, tail = after[:window], after[-window:]
 
     def grew(service: str, index: int) -> bool:
-        """A leak climbs: the last fifth's median above anything seen in the first fifth after the
-        warm-up. One more file or connection for a moment (a pool serving two requests at once)
-        is not growth."""
+        """A leak climbs: the last fifth's median above the peak of the first fifth after the
+        warm-up by more than 10 % and more than 2. A pool opening a few more connections as two
+        requests meet (up to its `pool_max`), and the files of those sockets, is not growth."""
         before = max(sample["services"].get(service, (0, 0, 0))[index] for sample in head)
-        return statistics.median(sample["services"].get(service, (0, 0, 0))[index] for sample in tail) > before
+        now = statistics.median(sample["services"].get(service, (0, 0, 0))[index] for sample in tail)
+        return now > before * 1.1 and now > before + 2
 
     files_grew = [service for service in services if grew(service, 1)]
     connections_grew = [service for service in services if grew(service, 2)]

@@ -66,8 +66,9 @@ def main(context: click.Context, log_level: str) -> None:
 @click.option("--ready-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write this file once the port is served (what a rolling restart waits for).")
 @click.pass_context
-def serve(context: click.Context, service_id: str, host: str | None, port: int | None, workers: int | None, worker_index: int | None,
-          bus_url: str | None, vectors_socket: str | None, reuse_port: bool, ready_file: Path | None) -> None:
+def serve(context: click.Context, service_id: str, host: str | None, port: int | None, workers: int | None,
+          worker_index: int | None, bus_url: str | None, vectors_socket: str | None, reuse_port: bool,
+          ready_file: Path | None) -> None:
     """Run one service in the foreground; SIGTERM drains and stops it (every worker)."""
     from .app import run
     from .services import get_service

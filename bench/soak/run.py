@@ -657,7 +657,7 @@ def report(recorder: Recorder, samples: list[dict], schedules: dict, load: Load,
     met = [
         ("no error", errors == 0, f"{errors} errors"),
         ("REST p95 under 300 ms", rest_p95 < 300, f"{rest_p95:.1f} ms"),
-        (f"memory growth under 10 % from minute {warm:g} to the end", all(g < 0.10 for g in growth.values()),
+        (f"memory growth under 10 % from minute {warm:.1f} to the end", all(g < 0.10 for g in growth.values()),
          ", ".join(f"{service} {g * 100:+.1f} %" for service, g in growth.items())),
         ("no growth of open files", not files_grew, ", ".join(files_grew) or "none grew"),
         ("no growth of database connections", not connections_grew, ", ".join(connections_grew) or "none grew"),

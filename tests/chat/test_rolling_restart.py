@@ -215,7 +215,8 @@ async def test_a_rolling_restart_keeps_devices_connected_and_loses_or_repeats_no
             raise AssertionError(Counter(device.last_error for device in devices if not device.connected.is_set()))
         chatters = [asyncio.ensure_future(device.chat(stop_chatting)) for device in devices[:CHATTING]]
         await asyncio.sleep(3)  # turns running on both workers
-        assert sum(console.model.requests.values()) > 0, [(frame.get("text"), frame.get("finish_reason")) for frame in devices[0].seen if frame["type"] in ("stream_end", "error")][:3]
+        assert sum(console.model.requests.values()) > 0, [
+            frame for frame in devices[0].seen if frame["type"] in ("stream_end", "error")][:3]
 
         rolled = await console.post("/api/services/gateway/rolling-restart")
         assert rolled.status == 200, await rolled.text()
@@ -241,8 +242,6 @@ async def test_a_rolling_restart_keeps_devices_connected_and_loses_or_repeats_no
     gaps = [gap for device in devices for gap in device.gaps]
     back_in_time = sum(gap <= 10 for gap in gaps) / len(gaps)
     assert back_in_time >= 0.99, sorted(gaps)[-10:]
-    print(f"closes {codes}, gaps max {max(gaps):.2f}s, p50 {sorted(gaps)[len(gaps) // 2]:.3f}s, "
-          f"acknowledged {sum(len(device.acknowledged) for device in devices)}")
 
     # Each acknowledged message is stored once and was answered once; none was answered twice.
     acknowledged = [(device, content) for device in devices[:CHATTING] for content in device.acknowledged]

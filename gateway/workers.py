@@ -349,6 +349,8 @@ async def supervise(service_id: str, host: str, port: int, count: int, config: C
     directory = runtime_directory(config, service_id)
     drain_timeout = float(config.get("core.shutdown_timeout") or 10) + STOP_GRACE
     rolling = RollingRestart(service_id, rolling_status_path(config.data_dir, service_id), directory, drain_timeout)
+    if hasattr(signal, "SIGHUP"):  # from the start: one that came early rolls once the workers run
+        loop.add_signal_handler(signal.SIGHUP, rolling.requested.set)
     bus: EmbeddedBus | None = None
     vectors: VectorsHost | None = None
     workers: list[Worker] = []
@@ -374,8 +376,6 @@ async def supervise(service_id: str, host: str, port: int, count: int, config: C
         log.info("%s: %d workers on %s:%s (bus: %s)", service_id, count, host, port,
                  "embedded redis-server" if bus else "REDIS_URL")
         rolling.record("idle", workers=count)
-        if hasattr(signal, "SIGHUP"):
-            loop.add_signal_handler(signal.SIGHUP, rolling.requested.set)
         if ready_file is not None:
             ready_file.write_text(f"{os.getpid()} {port}\n")
         watcher = asyncio.ensure_future(_keep_bus_running(bus, stop)) if bus else None

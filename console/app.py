@@ -142,6 +142,16 @@ for _action, _summary in ACTION_SUMMARIES.items():
             _service_action(_action)))
 
 
+@routes.post("/api/services/{id}/rolling-restart", name="service_rolling_restart")
+@api_doc("Replace a service's processes one at a time, each new one serving before the old one drains "
+         "(its WebSockets closed with 1012, service restart); 409 for a service that runs one process by "
+         "design (no `workers` in the service table) or is not running", responses={200: ServiceStatus},
+         errors=(404, 409, 502), auth="console")
+async def rolling_restart(request: web.Request) -> web.Response:
+    service_id = _known(request)
+    return await _transition(request, lambda: _supervisor(request).rolling_restart(service_id))
+
+
 # ------------------------------------------------------------------ logs
 
 class LogQuery(marshmallow.Schema):

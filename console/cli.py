@@ -296,6 +296,28 @@ def status(port: int | None) -> None:
 
 @main.command()
 @click.argument("service_id")
+@click.option("--rolling", is_flag=True,
+              help="Replace its processes one at a time, each new one serving before the old one drains.")
+@port_option
+def restart(service_id: str, rolling: bool, port: int | None) -> None:
+    """Restart one service through the running console (stop, then start; or --rolling)."""
+    config = _load_config()
+    if service_id not in {spec.id for spec in _specs()}:
+        raise click.ClickException(f"unknown service {service_id!r}; known: "
+                                   + ", ".join(spec.id for spec in _specs()))
+    handle = ConsoleHandle(config, port)
+    if not handle.running():
+        raise click.ClickException("the console is not running: start it first (console.sh start)")
+    action = "rolling-restart" if rolling else "restart"
+    status_code, body = handle.request("POST", f"/api/services/{service_id}/{action}", timeout=None)
+    if status_code != 200:
+        _fail_with(body)
+    click.echo(f"{service_id}: {'rolling restart done' if rolling else 'restarted'}, {body['status']} "
+               f"(pid {body.get('pid')})")
+
+
+@main.command()
+@click.argument("service_id")
 @click.argument("lines", type=click.IntRange(1, 100000), default=200)
 @click.option("--offset", type=click.IntRange(0), default=0,
               help="Skip this many newest lines (paging back).")

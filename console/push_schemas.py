@@ -48,6 +48,8 @@ class ServiceRecord(marshmallow.Schema):
     restarts = fields.Integer(required=True)
     depends = fields.List(fields.String(), required=True)
     healthUrl = fields.String(required=True)
+    rolling = fields.Boolean(required=True, metadata={
+        "description": "Whether a rolling restart can replace its processes one at a time."})
     build = fields.Nested(BuildRecord, required=True, allow_none=True, metadata={
         "description": "The last build; null when never built. While it failed the service is not started."})
 

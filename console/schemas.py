@@ -31,6 +31,9 @@ class ServiceStatus(marshmallow.Schema):
     restarts = fields.Integer(required=True)
     depends = fields.List(fields.String(), required=True)
     healthUrl = fields.String(required=True)
+    rolling = fields.Boolean(required=True, metadata={
+        "description": "Whether POST /api/services/:id/rolling-restart can replace its processes one at a time "
+                       "(the service table gives it `workers`)."})
     build = fields.Nested(BuildRecord, required=True, allow_none=True, metadata={
         "description": "The last build; null when never built. While it failed the service is not started."})
 

@@ -10,6 +10,8 @@ never a shell and never anything from a request.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
 import os
 import signal
@@ -25,6 +27,7 @@ import psutil
 
 from gateway.config import PROJECT_ROOT
 from gateway.services import ServiceSpec
+from gateway.workers import can_share_port, rolling_status_path
 
 from .build import BuildEnvironment, BuildRecords, BuildReport, StepReport, run_build
 from .logstore import LogStore
@@ -121,7 +124,18 @@ def build_records_path(data_dir: Path) -> Path:
 
 
 def service_command(spec: ServiceSpec) -> list[str]:
-    return [sys.executable, "-m", "gateway", "serve", "--service", spec.id]
+    command = [sys.executable, "-m", "gateway", "serve", "--service", spec.id]
+    if rolls(spec) and can_share_port():
+        # With one process (one core), a rolling restart starts the replacement beside it.
+        command.append("--reuse-port")
+    return command
+
+
+def rolls(spec: ServiceSpec) -> bool:
+    """Whether a rolling restart can replace the service's processes one at a time: only a
+    service that may run several (the service table's `workers`) keeps no state in its process
+    that a replacement would lose."""
+    return "workers" in spec.extra
 
 
 class Supervisor:
@@ -181,6 +195,7 @@ class Supervisor:
             "uptime": service.uptime(), "startedAt": _iso(service.started_at) if service.alive else None,
             "exitCode": service.exit_code, "lastError": service.last_error, "restarts": service.restarts,
             "depends": list(spec.depends), "healthUrl": self.health_url(spec),
+            "rolling": rolls(spec),
             "build": service.last_build.public() if service.last_build is not None else None,
         }
 
@@ -219,6 +234,93 @@ class Supervisor:
             await self._stop_locked(service)
             await self._start_locked(service)
         return self.status(service_id)
+
+    async def rolling_restart(self, service_id: str) -> dict:
+        """Replace the service's processes one at a time, each new one serving before the old one
+        drains (its WebSockets told to reconnect with 1012), so that clients barely notice.
+        With workers, their parent does it (SIGHUP; `gateway.workers.RollingRestart`); with one
+        process, the console starts the replacement on the same port (SO_REUSEPORT) first."""
+        service = self.service(service_id)
+        async with service.lock:
+            spec = service.spec
+            if not rolls(spec):
+                raise SupervisorError(spec.id, f"{spec.id} keeps state in its process (the service table gives it "
+                                               f"no `workers`), so it cannot be replaced one process at a time; "
+                                               f"restart it instead", "rolling_unsupported", status=409)
+            if not (service.alive and service.state == RUNNING):
+                raise SupervisorError(spec.id, f"{spec.id} is not running ({service.state}); start it instead",
+                                      "not_running", status=409)
+            self._cancel_restart(service)
+            if await asyncio.get_running_loop().run_in_executor(None, _has_workers, service.process.pid):
+                await self._roll_workers(service)
+            else:
+                await self._replace_process(service)
+            service.restarts += 1
+        return self.status(service_id)
+
+    async def _roll_workers(self, service: ManagedService) -> None:
+        spec, process = service.spec, service.process
+        status_file = rolling_status_path(self.data_dir, spec.id)
+        before = _read_json(status_file)
+        generation = before.get("generation", 0) if before.get("pid") == process.pid else 0
+        await self._note(service, f"rolling restart: SIGHUP to pid {process.pid}, which replaces its workers "
+                                  f"one at a time")
+        process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + (self.settings.health_timeout + self.settings.stop_timeout + 30) * 8
+        while True:
+            record = _read_json(status_file)
+            if record.get("pid") == process.pid and record.get("generation", 0) > generation \
+                    and record.get("state") in ("done", "failed"):
+                break
+            if not service.alive or time.monotonic() > deadline:
+                message = (f"{spec.id}: the rolling restart did not finish"
+                           + ("" if service.alive else f" (pid {process.pid} exited)"))
+                await self._note(service, message)
+                raise SupervisorError(spec.id, message, "rolling_failed")
+            await asyncio.sleep(0.2)
+        if record["state"] == "failed":
+            message = f"{spec.id}: rolling restart stopped: {record.get('error')}"
+            await self._note(service, message)
+            raise SupervisorError(spec.id, message, "rolling_failed")
+        await self._note(service, f"rolling restart done: {record.get('replaced')} workers replaced")
+
+    async def _replace_process(self, service: ManagedService) -> None:
+        spec, old = service.spec, service.process
+        ready_file = self.data_dir / "run" / f"{spec.id}-replacement.ready"
+        ready_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        ready_file.unlink(missing_ok=True)
+        command = [*service_command(spec), "--ready-file", str(ready_file)]
+        await self._note(service, "rolling restart: starting the replacement beside pid "
+                                  f"{old.pid}: " + " ".join(command))
+        new = await asyncio.create_subprocess_exec(
+            *command, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT, env=self.child_environment(), cwd=str(PROJECT_ROOT),
+            start_new_session=os.name == "posix")
+        reader = asyncio.ensure_future(self._read_output(service, new))
+        deadline = time.monotonic() + float(spec.extra.get("health_timeout", self.settings.health_timeout))
+        while not ready_file.exists():
+            if new.returncode is not None or time.monotonic() > deadline:
+                if new.returncode is None:
+                    new.terminate()
+                await new.wait()
+                await reader
+                message = (f"{spec.id}: the replacement did not serve (exit code {new.returncode}); "
+                           f"pid {old.pid} serves on")
+                await self._note(service, message)
+                raise SupervisorError(spec.id, message, "rolling_failed")
+            await asyncio.sleep(0.1)
+        retired_monitor = service.monitor_task
+        service.process, service.reader_task = new, reader
+        service.started_at, service.started_monotonic = time.time(), time.monotonic()
+        service.monitor_task = asyncio.ensure_future(self._monitor(service, new))
+        await self._note(service, f"replacement pid {new.pid} serves; draining pid {old.pid}")
+        with contextlib.suppress(ProcessLookupError):
+            old.send_signal(getattr(signal, "SIGUSR2", signal.SIGTERM))
+        done, _ = await asyncio.wait([retired_monitor], timeout=self.settings.stop_timeout)
+        if not done:
+            self._kill_tree(old.pid)
+            await retired_monitor
+        self._set_state(service, RUNNING)
 
     async def build(self, service_id: str) -> dict:
         """Run the service's build step; only when it succeeds, restart the service on the result.
@@ -414,8 +516,12 @@ class Supervisor:
                 log.exception("a log line listener failed")
 
     async def _monitor(self, service: ManagedService, process: asyncio.subprocess.Process) -> None:
+        reader = service.reader_task
         code = await process.wait()
-        await service.reader_task
+        await reader
+        if process is not service.process:  # replaced by a rolling restart
+            await self._note(service, f"replaced pid {process.pid} stopped (exit code {code})")
+            return
         service.exit_code = code
         if service.stopping:
             await self._note(service, f"stopped (exit code {code})")
@@ -504,6 +610,21 @@ class Supervisor:
         """Blocking: run it in an executor."""
         return terminate_orphans({spec.id for spec in self.specs}, self.data_dir,
                                  exclude=set(self.child_pids()), timeout=self.settings.stop_timeout)
+
+
+def _has_workers(pid: int) -> bool:
+    """Whether the process is the parent of `gateway serve --workers N`. Blocking."""
+    try:
+        return any("--worker-index" in child.cmdline() for child in psutil.Process(pid).children())
+    except psutil.Error:
+        return False
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def find_orphans(service_ids: set[str], data_dir: Path,

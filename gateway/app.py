@@ -7,7 +7,9 @@ import contextlib
 import gc
 import logging
 import os
+import signal
 import time
+from pathlib import Path
 from typing import AsyncIterator, Iterable
 
 import aiohttp
@@ -331,6 +333,12 @@ async def serve(app: web.Application, host: str, port: int, *, shutdown_timeout:
         await runner.cleanup()
 
 
+def _stop_replaced(app: web.Application, who: str) -> None:
+    log.info("%s: replaced (rolling restart); draining, its WebSockets told to reconnect (1012)", who)
+    app[CONTEXT].hub.replaced()
+    os.kill(os.getpid(), signal.SIGTERM)  # then as any stop: aiohttp's own SIGTERM handler drains
+
+
 def listen_host(config: Config, service_id: str, host: str | None = None) -> str:
     """Where a service listens: `--host`, else `[core] listen_hosts.<service id>`, else loopback
     only (a phone on the network reaches the web client once `frontend = "0.0.0.0"` is set)."""
@@ -338,10 +346,19 @@ def listen_host(config: Config, service_id: str, host: str | None = None) -> str
     return host or str(configured.get(service_id) or "127.0.0.1")
 
 
+# Sent to a service process by whoever starts its replacement (a rolling restart: the workers'
+# parent, or the console for a service of one process): drain and stop as on SIGTERM, but close
+# the WebSockets with 1012 "service restart", since the replacement already serves the port.
+REPLACED_SIGNAL = getattr(signal, "SIGUSR2", None)
+
+
 def run(service_id: str, host: str | None = None, port: int | None = None, config: Config | None = None,
-        worker_index: int | None = None) -> None:
+        worker_index: int | None = None, reuse_port: bool = False, ready_file: Path | None = None) -> None:
     """Serve `service_id` in this process; `worker_index`: as one of `gateway serve --workers N`'s
-    processes (gateway.workers), sharing the port and stopping when the parent is gone."""
+    processes (gateway.workers), sharing the port and stopping when the parent is gone.
+    `reuse_port`: bind with SO_REUSEPORT, so that a replacement can serve the port beside this
+    process before it stops; `ready_file`: written once the port is served (what the starter of a
+    replacement waits for: a health check on a shared port may be answered by the old process)."""
     config = config or Config.load()
     spec = get_service(service_id, data_dir=config.data_dir)
     loop = new_event_loop(config)
@@ -355,11 +372,17 @@ def run(service_id: str, host: str | None = None, port: int | None = None, confi
         watch_parent(loop)
     host = listen_host(config, service_id, host)
     who = service_id if worker_index is None else f"{service_id} worker {worker_index} (pid {os.getpid()})"
+    if REPLACED_SIGNAL is not None:
+        loop.add_signal_handler(REPLACED_SIGNAL, _stop_replaced, app, who)
+
+    def listening(bound: int) -> None:
+        log.info("%s listening on %s:%s (event loop: %s)", who, host, bound, type(loop).__module__.split(".")[0])
+        if ready_file is not None:
+            ready_file.write_text(f"{os.getpid()} {bound}\n")
+
     main = loop.create_task(serve(
         app, host, port or spec.port, shutdown_timeout=float(config.get("core.shutdown_timeout") or 10),
-        reuse_port=worker_index is not None,
-        on_listening=lambda bound: log.info("%s listening on %s:%s (event loop: %s)", who, host, bound,
-                                            type(loop).__module__.split(".")[0])))
+        reuse_port=reuse_port or worker_index is not None, on_listening=listening))
     try:
         loop.run_until_complete(main)
     except (GracefulExit, KeyboardInterrupt):  # SIGTERM or SIGINT: drain and stop

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import sys
+from pathlib import Path
 
 import click
 
@@ -60,9 +61,15 @@ def main(context: click.Context, log_level: str) -> None:
 @click.option("--worker-index", type=int, default=None, hidden=True)
 @click.option("--bus-url", default=None, hidden=True)
 @click.option("--vectors-socket", default=None, hidden=True)
+@click.option("--reuse-port", is_flag=True,
+              help="Bind with SO_REUSEPORT, so that a replacement can serve the port beside this process "
+                   "(a rolling restart of one process; workers always do).")
+@click.option("--ready-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write this file once the port is served (what a rolling restart waits for).")
 @click.pass_context
-def serve(context: click.Context, service_id: str, host: str | None, port: int | None, workers: int | None, worker_index: int | None,
-          bus_url: str | None, vectors_socket: str | None) -> None:
+def serve(context: click.Context, service_id: str, host: str | None, port: int | None, workers: int | None,
+          worker_index: int | None, bus_url: str | None, vectors_socket: str | None, reuse_port: bool,
+          ready_file: Path | None) -> None:
     """Run one service in the foreground; SIGTERM drains and stops it (every worker)."""
     from .app import run
     from .services import get_service
@@ -72,17 +79,18 @@ def serve(context: click.Context, service_id: str, host: str | None, port: int |
         if worker_index is not None:
             overrides = {key: value for key, value in (("bus.redis_url", bus_url),
                                                        ("vectors.shared_socket", vectors_socket)) if value}
-            run(service_id, host, port, Config.load(overrides=overrides), worker_index=worker_index)
+            run(service_id, host, port, Config.load(overrides=overrides), worker_index=worker_index,
+                ready_file=ready_file)
             return
         spec = get_service(service_id)
         config = Config.load()
         count = worker_count(spec, workers,
                              bus_at_hand=bool(config.get("bus.redis_url")) or redis_server_binary() is not None)
         if count == 1:
-            run(service_id, host, port, config)
+            run(service_id, host, port, config, reuse_port=reuse_port, ready_file=ready_file)
         else:
             run_workers(service_id, host or "127.0.0.1", port or spec.port, count, config,
-                        log_level=(context.obj or {}).get("log_level", "info"))
+                        log_level=(context.obj or {}).get("log_level", "info"), ready_file=ready_file)
     except (ConfigError, PluginError, DatabaseError) as error:  # a failed migration among them
         raise click.ClickException(str(error)) from None
 

@@ -251,6 +251,9 @@ class WebSocketHub:
         self._connect_listeners: list[ConnectionListener] = []
         self._disconnect_listeners: list[ConnectionListener] = []
         self._bus_shared: bool | None = None
+        # How the connections are closed at shutdown: 1001 "going away" when the service stops,
+        # 1012 "service restart" when a replacement already serves the port (`replaced`).
+        self._closing = (int(WSCloseCode.GOING_AWAY), b"server shutting down")
 
     # -- listeners (plugins: what a device missed while away, what a connection held)
     def on_connect(self, listener: "ConnectionListener") -> None:
@@ -278,7 +281,15 @@ class WebSocketHub:
             self.context.bus.on_restored(self._mark_all)
         self._renewer = asyncio.create_task(self._renew_presence(), name="hub-presence")
 
-    async def close_all(self, code: int = WSCloseCode.GOING_AWAY, message: bytes = b"server shutting down") -> None:
+    def replaced(self) -> None:
+        """This process is being replaced by one already serving the same port (a rolling
+        restart): its connections are closed with 1012 "service restart", which tells a client
+        to reconnect at once (it lands on the replacement) instead of backing off."""
+        self._closing = (int(WSCloseCode.SERVICE_RESTART), b"service restart: reconnect")
+
+    async def close_all(self, code: int | None = None, message: bytes | None = None) -> None:
+        code = self._closing[0] if code is None else code
+        message = self._closing[1] if message is None else message
         if self._renewer is not None:
             self._renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -2,7 +2,8 @@
 
 Each worker binds the port with SO_REUSEPORT (aiohttp's `reuse_port`) and the kernel spreads new
 connections over them. The parent binds nothing: it starts the workers, replaces one that dies,
-and on SIGTERM or SIGINT passes the signal on, waits for every worker to drain, and exits.
+on SIGHUP replaces them all one at a time (`RollingRestart`), and on SIGTERM or SIGINT passes the
+signal on, waits for every worker to drain, and exits.
 
 Workers are instances as several machines' instances are, so what they share goes through the
 bus and the database. With no `REDIS_URL` the parent starts the embedded bus: a redis-server
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import math
 import os
@@ -46,6 +48,8 @@ RESTART_MAX_DELAY = 30.0
 STABLE_AFTER = 30.0
 # Seconds the parent waits for its workers beyond their own drain (`core.shutdown_timeout`).
 STOP_GRACE = 5.0
+# Seconds a rolling restart waits for a new worker to serve before giving up (the old one serves on).
+READY_TIMEOUT = 120.0
 # A unix socket's path must fit in sockaddr_un (108 bytes on Linux, 104 on macOS).
 MAX_SOCKET_PATH = 100
 
@@ -216,16 +220,23 @@ class EmbeddedBus:
 
 
 class Worker:
-    def __init__(self, index: int, command: list[str], environment: dict[str, str]):
+    def __init__(self, index: int, command: list[str], environment: dict[str, str], ready_file: Path | None = None):
         self.index, self.command, self.environment = index, command, environment
+        self.ready_file = ready_file  # written by the worker once it serves the port
         self.process: asyncio.subprocess.Process | None = None
         self.started = 0.0
         self.failures = 0
+        self.retiring = False  # replaced by a rolling restart: its exit is not a death to repair
 
     async def start(self) -> None:
+        command = self.command
+        if self.ready_file is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.ready_file.unlink()
+            command = [*command, "--ready-file", str(self.ready_file)]
         # A session of its own: signals reach a worker once, from the parent (a second SIGTERM
         # would cut its drain short), not also from a terminal's Ctrl-C to the whole group.
-        self.process = await asyncio.create_subprocess_exec(*self.command, stdin=subprocess.DEVNULL,
+        self.process = await asyncio.create_subprocess_exec(*command, stdin=subprocess.DEVNULL,
                                                             env=self.environment, start_new_session=True)
         self.started = time.monotonic()
         log.info("worker %d started (pid %s)", self.index, self.process.pid)
@@ -248,9 +259,87 @@ def worker_command(service_id: str, host: str, port: int, index: int, bus_url: s
     return command
 
 
+def rolling_status_path(data_dir: Path, service_id: str) -> Path:
+    """Where the parent records its rolling restarts (what `console.sh restart --rolling` reads)."""
+    return data_dir / "run" / f"{service_id}-rolling.json"
+
+
+class RollingRestart:
+    """SIGHUP to the parent: each worker in turn is replaced. The new one is started beside the
+    old (SO_REUSEPORT: both serve the port) and, once it serves, the old one is sent
+    `REPLACED_SIGNAL`: it stops accepting, closes its WebSockets with 1012 "service restart" (the
+    devices reconnect at once, to a worker that serves), lets its running turns finish and exits.
+    Only then is the next worker replaced. A replacement that does not come up ends the restart
+    and leaves the old worker serving. Each step is recorded in `rolling_status_path`: the
+    generation (one per restart asked for), its state (idle, rolling, done, failed) and why."""
+
+    def __init__(self, service_id: str, status_file: Path, directory: Path, drain_timeout: float):
+        self.service_id, self.status_file, self.directory = service_id, status_file, directory
+        self.drain_timeout = drain_timeout
+        self.requested = asyncio.Event()
+        self.generation = 0
+        # Started or retiring workers not in the list of serving ones: drained at the stop too.
+        self.outside: list[Worker] = []
+
+    def record(self, state: str, **details: object) -> None:
+        self.status_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        written = self.status_file.with_suffix(".tmp")
+        written.write_text(json.dumps({"pid": os.getpid(), "generation": self.generation, "state": state,
+                                       "at": time.time(), **details}))
+        written.replace(self.status_file)
+
+    async def roll(self, workers: list[Worker], stop: asyncio.Event) -> None:
+        from .app import REPLACED_SIGNAL
+
+        self.generation += 1
+        self.record("rolling", replaced=0, workers=len(workers))
+        log.info("%s: rolling restart %d of %d workers", self.service_id, self.generation, len(workers))
+        for position, old in enumerate(list(workers)):
+            new = Worker(old.index, old.command, old.environment,
+                         self.directory / f"{self.service_id}-worker-{old.index}.ready")
+            self.outside.append(new)
+            await new.start()
+            if not await _until_ready(new, stop, READY_TIMEOUT):
+                why = (f"the replacement of worker {old.index} exited with code {new.process.returncode}"
+                       if new.process is not None and new.process.returncode is not None
+                       else f"the replacement of worker {old.index} did not serve within {READY_TIMEOUT:g}s")
+                log.error("%s: rolling restart stopped: %s; worker %d (pid %s) serves on", self.service_id,
+                          why, old.index, old.process.pid if old.process else "?")
+                await _drain([new], self.drain_timeout)
+                self.outside.remove(new)
+                self.record("failed", replaced=position, workers=len(workers), error=why)
+                return
+            workers[position] = new
+            self.outside.remove(new)
+            old.retiring = True
+            self.outside.append(old)
+            log.info("%s: worker %d replaced by pid %s; draining pid %s", self.service_id, old.index,
+                     new.process.pid if new.process else "?", old.process.pid if old.process else "?")
+            if REPLACED_SIGNAL is not None:
+                old.signal(REPLACED_SIGNAL)
+            await _drain([old], self.drain_timeout, already_signalled=REPLACED_SIGNAL is not None)
+            self.outside.remove(old)
+            self.record("rolling", replaced=position + 1, workers=len(workers))
+        self.record("done", replaced=len(workers), workers=len(workers))
+        log.info("%s: rolling restart %d done", self.service_id, self.generation)
+
+
+async def _until_ready(worker: Worker, stop: asyncio.Event, timeout: float) -> bool:
+    """Whether `worker` wrote its ready file (it serves the port) within `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not stop.is_set():
+        if worker.process is None or worker.process.returncode is not None:
+            return False
+        if worker.ready_file is not None and worker.ready_file.exists():
+            return True
+        await asyncio.sleep(0.1)
+    return False
+
+
 async def supervise(service_id: str, host: str, port: int, count: int, config: Config,
-                    log_level: str = "info") -> None:
-    """Start `count` workers, keep them running until SIGTERM or SIGINT, then drain them."""
+                    log_level: str = "info", ready_file: Path | None = None) -> None:
+    """Start `count` workers, keep them running until SIGTERM or SIGINT, then drain them;
+    SIGHUP replaces them one at a time (`RollingRestart`)."""
     from .shared_vectors import VectorsHost, hosts_vectors
 
     loop = asyncio.get_running_loop()
@@ -258,6 +347,10 @@ async def supervise(service_id: str, host: str, port: int, count: int, config: C
     for number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(number, stop.set)
     directory = runtime_directory(config, service_id)
+    drain_timeout = float(config.get("core.shutdown_timeout") or 10) + STOP_GRACE
+    rolling = RollingRestart(service_id, rolling_status_path(config.data_dir, service_id), directory, drain_timeout)
+    if hasattr(signal, "SIGHUP"):  # from the start: one that came early rolls once the workers run
+        loop.add_signal_handler(signal.SIGHUP, rolling.requested.set)
     bus: EmbeddedBus | None = None
     vectors: VectorsHost | None = None
     workers: list[Worker] = []
@@ -282,16 +375,19 @@ async def supervise(service_id: str, host: str, port: int, count: int, config: C
             await worker.start()
         log.info("%s: %d workers on %s:%s (bus: %s)", service_id, count, host, port,
                  "embedded redis-server" if bus else "REDIS_URL")
+        rolling.record("idle", workers=count)
+        if ready_file is not None:
+            ready_file.write_text(f"{os.getpid()} {port}\n")
         watcher = asyncio.ensure_future(_keep_bus_running(bus, stop)) if bus else None
         try:
-            await _keep_running(workers, stop)
+            await _keep_running(workers, stop, rolling)
         finally:
             if watcher is not None:
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await watcher
     finally:
-        await _drain(workers, float(config.get("core.shutdown_timeout") or 10) + STOP_GRACE)
+        await _drain([*workers, *rolling.outside], drain_timeout)
         if vectors is not None:
             await vectors.stop()
         if bus is not None:
@@ -300,17 +396,39 @@ async def supervise(service_id: str, host: str, port: int, count: int, config: C
             shutil.rmtree(directory, ignore_errors=True)
 
 
-async def _keep_running(workers: list[Worker], stop: asyncio.Event) -> None:
-    stopping: asyncio.Future[int | None] = asyncio.ensure_future(_stopped(stop))
-    waits: dict[asyncio.Future[int | None], Worker] = {
-        asyncio.ensure_future(worker.process.wait()): worker for worker in workers if worker.process}
+async def _keep_running(workers: list[Worker], stop: asyncio.Event, rolling: RollingRestart) -> None:
+    """Replace a worker that exits (not one a rolling restart retires), and run the rolling
+    restarts asked for, one at a time (one asked for during another runs after it)."""
+    stopping: asyncio.Future = asyncio.ensure_future(_stopped(stop))
+    asked: asyncio.Future = asyncio.ensure_future(rolling.requested.wait())
+    roll: asyncio.Future | None = None
+    again = False
+    waits: dict[asyncio.Future, Worker] = {}
     try:
         while True:
-            done, _ = await asyncio.wait([stopping, *waits], return_when=asyncio.FIRST_COMPLETED)
+            watched = set(waits.values())
+            for worker in workers:  # a rolling restart's new workers join here
+                if worker not in watched and worker.process is not None:
+                    waits[asyncio.ensure_future(worker.process.wait())] = worker
+            done, _ = await asyncio.wait([stopping, asked, *waits, *([roll] if roll else [])],
+                                         return_when=asyncio.FIRST_COMPLETED)
             if stopping in done:
                 return
+            if asked in done:
+                rolling.requested.clear()
+                asked = asyncio.ensure_future(rolling.requested.wait())
+                again = roll is not None
+                roll = roll or asyncio.ensure_future(rolling.roll(workers, stop))
+            if roll is not None and roll in done:
+                if roll.exception() is not None:
+                    log.error("the rolling restart failed", exc_info=roll.exception())
+                    rolling.record("failed", error=str(roll.exception()))
+                roll = asyncio.ensure_future(rolling.roll(workers, stop)) if again else None
+                again = False
             for finished in [future for future in waits if future in done]:
                 worker = waits.pop(finished)
+                if worker.retiring or worker not in workers:
+                    continue
                 ran_for = time.monotonic() - worker.started
                 worker.failures = 0 if ran_for > STABLE_AFTER else worker.failures + 1
                 delay = min(RESTART_FIRST_DELAY * 2 ** max(0, worker.failures - 1), RESTART_MAX_DELAY)
@@ -320,8 +438,13 @@ async def _keep_running(workers: list[Worker], stop: asyncio.Event) -> None:
                 waits[asyncio.ensure_future(_restart_later(worker, delay, stop))] = worker
     finally:
         stopping.cancel()
+        asked.cancel()
         for pending in waits:
             pending.cancel()
+        if roll is not None:
+            roll.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await roll
 
 
 async def _until_answering(worker: Worker, host: str, port: int, stop: asyncio.Event,
@@ -366,17 +489,20 @@ async def _restart_later(worker: Worker, delay: float, stop: asyncio.Event) -> i
     with contextlib.suppress(asyncio.TimeoutError):
         await asyncio.wait_for(stop.wait(), delay)
         return None
+    if worker.retiring:  # a rolling restart replaced it meanwhile
+        return None
     await worker.start()
     assert worker.process is not None
     return await worker.process.wait()
 
 
-async def _drain(workers: list[Worker], timeout: float) -> None:
+async def _drain(workers: list[Worker], timeout: float, already_signalled: bool = False) -> None:
     """SIGTERM every worker (each drains: in-flight turns finish or end cleanly), SIGKILL what is
     left after `timeout`."""
     alive = [worker for worker in workers if worker.process is not None and worker.process.returncode is None]
     for worker in alive:
-        worker.signal(signal.SIGTERM)
+        if not already_signalled:
+            worker.signal(signal.SIGTERM)
     if not alive:
         return
     waits = [asyncio.ensure_future(worker.process.wait()) for worker in alive if worker.process]
@@ -388,9 +514,10 @@ async def _drain(workers: list[Worker], timeout: float) -> None:
         await asyncio.wait(pending)
 
 
-def run_workers(service_id: str, host: str, port: int, count: int, config: Config, log_level: str = "info") -> None:
+def run_workers(service_id: str, host: str, port: int, count: int, config: Config, log_level: str = "info",
+                ready_file: Path | None = None) -> None:
     """The parent of `gateway serve --workers N`, in the foreground."""
-    asyncio.run(supervise(service_id, host, port, count, config, log_level))
+    asyncio.run(supervise(service_id, host, port, count, config, log_level, ready_file))
 
 
 def watch_parent(loop: asyncio.AbstractEventLoop) -> None:

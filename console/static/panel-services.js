@@ -21,7 +21,10 @@ function render() {
       ["start", "stop", "restart", "build"].map((action) => actionButton(action[0].toUpperCase() + action.slice(1),
         () => transition(row, action), { "data-action": action, "data-service": row.id,
                                          disabled: (action === "start" && row.running) || (action === "stop" && !row.running),
-                                         class: action === "stop" ? "danger" : undefined }))) },
+                                         class: action === "stop" ? "danger" : undefined })),
+      row.rolling ? actionButton("Rolling restart", () => transition(row, "rolling-restart"),
+        { "data-action": "rolling-restart", "data-service": row.id, disabled: !row.running,
+          title: "Replace its processes one at a time: connected clients reconnect at once" }) : null) },
   ], records));
 }
 

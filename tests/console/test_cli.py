@@ -129,3 +129,44 @@ async def test_the_command_line_sends_the_configured_token_on_loopback(service_t
     monkeypatch.delenv("CONSOLE_TOKEN")
     status, body = await asyncio.to_thread(handle.request, "GET", "/api/services")
     assert status == 401 and body["errorType"] == "unauthorized"
+
+
+@pytest.mark.slow
+def test_restart_and_restart_rolling_go_through_the_running_console(service_table, tmp_path):
+    """`console.sh restart ID [--rolling]` asks the running console; its refusals are said plainly."""
+    import sys
+    import time
+    import urllib.request
+
+    service_table([{"id": "alpha", "name": "Alpha", "workers": 1}])
+    port = free_port()
+    environ = {**os.environ, "CONSOLE_PORT": str(port)}
+    environ.pop("CONSOLE_TOKEN", None)
+    log = (tmp_path / "console.out").open("wb")
+    console = subprocess.Popen([sys.executable, "-m", "console", "serve", "-p", str(port)], env=environ,
+                               cwd=PROJECT_ROOT, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        (tmp_path / "data" / "console").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "data" / "console" / "console.json").write_text(
+            json.dumps({"pid": console.pid, "host": "127.0.0.1", "port": port}))
+        for _ in range(150):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        runner = CliRunner()
+        refused = runner.invoke(main, ["restart", "alpha", "--rolling"])
+        assert refused.exit_code == 1 and "alpha is not running" in refused.output, refused.output
+        assert runner.invoke(main, ["restart", "nope"]).exit_code != 0
+
+        restarted = runner.invoke(main, ["restart", "alpha"])
+        assert restarted.exit_code == 0 and "alpha: restarted, running" in restarted.output, restarted.output
+        first = int(restarted.output.rsplit("pid ", 1)[1].rstrip(")\n"))
+        rolled = runner.invoke(main, ["restart", "alpha", "--rolling"])
+        assert rolled.exit_code == 0 and "alpha: rolling restart done, running" in rolled.output, rolled.output
+        assert int(rolled.output.rsplit("pid ", 1)[1].rstrip(")\n")) != first
+    finally:
+        console.terminate()
+        console.wait(30)
+        log.close()

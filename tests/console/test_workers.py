@@ -48,3 +48,53 @@ async def test_the_console_starts_every_worker_and_stops_them_and_the_bus(servic
         assert "2 workers" in log and "[console] stopped (exit code 0)" in log
     finally:
         await supervisor.close()
+
+
+async def test_a_rolling_restart_of_one_process_starts_the_next_on_the_same_port_first(service_table, tmp_path):
+    """With one process, the console starts its replacement beside it (SO_REUSEPORT), and only
+    then stops the old one: the health check answers all along. A service without `workers`
+    cannot be rolled, nor one that is not running."""
+    from console.supervisor import SupervisorError
+
+    specs = service_table([{"id": "alpha", "name": "Alpha", "workers": 1}, {"id": "beta", "name": "Beta"}])
+    supervisor, _ = make_supervisor(specs, tmp_path)
+    await supervisor.open()
+    try:
+        with pytest.raises(SupervisorError) as refused:
+            await supervisor.rolling_restart("alpha")
+        assert refused.value.error_type == "not_running" and refused.value.status == 409
+        await supervisor.start("beta")
+        with pytest.raises(SupervisorError) as refused:
+            await supervisor.rolling_restart("beta")
+        assert refused.value.error_type == "rolling_unsupported" and refused.value.status == 409
+
+        before = await supervisor.start("alpha")
+        assert before["rolling"] is True and "--reuse-port" in psutil.Process(before["pid"]).cmdline()
+        answers: list[int | str] = []
+        polling = True
+
+        async def poll() -> None:
+            async with aiohttp.ClientSession() as http:
+                while polling:
+                    try:
+                        async with http.get(before["healthUrl"], headers={"Connection": "close"}) as answer:
+                            answers.append(answer.status)
+                    except aiohttp.ClientError as error:
+                        answers.append(type(error).__name__)
+                    await asyncio.sleep(0.02)
+
+        poller = asyncio.ensure_future(poll())
+        after = await supervisor.rolling_restart("alpha")
+        await asyncio.sleep(0.3)
+        polling = False
+        await poller
+        assert after["status"] == RUNNING and after["pid"] != before["pid"] and after["restarts"] == 1
+        assert not psutil.pid_exists(before["pid"]) or psutil.Process(before["pid"]).status() == psutil.STATUS_ZOMBIE
+        assert len(answers) > 10 and set(answers) == {200}, answers
+        log = "\n".join((await supervisor.logs.get("alpha").tail(200)).lines)
+        assert "rolling restart: starting the replacement" in log and f"replaced pid {before['pid']} stopped" in log
+
+        await supervisor.stop("alpha")
+        assert supervisor.status("alpha")["status"] == STOPPED
+    finally:
+        await supervisor.close()

@@ -223,6 +223,32 @@ async def test_the_services_panel_restarts_a_service_and_shows_the_pushed_states
         assert errors == []
 
 
+async def test_the_services_panel_rolls_the_gateway_keeping_its_parent(console, browser):
+    """The Rolling restart button: the gateway's worker processes are all new, its parent (the pid
+    the console shows) the same (with one process: a new one), and the row still says running."""
+    import psutil
+
+    def workers(pid: int) -> set[int]:
+        return {child.pid for child in psutil.Process(pid).children() if "--worker-index" in child.cmdline()}
+
+    async with open_page(browser=browser) as (page, errors):
+        await show(page, console, "services")
+        before = call(console, "GET", "/api/services/gateway")
+        old_workers = workers(before["pid"])
+        assert before["rolling"] is True
+        assert await page.locator("button[data-action='rolling-restart'][data-service='plugin-manager']").count() == 0
+        await page.click("button[data-action='rolling-restart'][data-service='gateway']")
+        await page.wait_for_function("() => document.body.textContent.includes('Gateway: running')", timeout=120000)
+        after = call(console, "GET", "/api/services/gateway")
+        assert after["status"] == "running"
+        if old_workers:
+            assert after["pid"] == before["pid"] and workers(after["pid"]) and not workers(after["pid"]) & old_workers
+        else:  # one core: one process, replaced by a new one on the same port
+            assert after["pid"] != before["pid"]
+        assert await page.locator("[data-service='gateway'].state .badge").inner_text() == "running"
+        assert errors == []
+
+
 async def test_the_model_config_panel_saves_a_model_and_shows_a_validation_error(console, browser):
     async with open_page(browser=browser) as (page, errors):
         await show(page, console, "model-config")

@@ -1,0 +1,4 @@
+"""The soak: `python -m bench.soak` (bench/soak/run.py)."""
+from .run import main
+
+main()

@@ -95,5 +95,6 @@ async def until_state(client, name: str, state: str, *, timeout: float = 60.0, p
         await asyncio.sleep(0.2)
 
 
-def url_of(client) -> str:
-    return str(client.server.make_url("")).rstrip("/")
+def url_of(client_or_server) -> str:
+    server = getattr(client_or_server, "server", client_or_server)
+    return str(server.make_url("")).rstrip("/")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -72,8 +71,9 @@ def result_for_model(result: Any) -> Any:
 class Connection:
     """One server: its state as the admin API shows it, and the task that keeps it connected."""
 
-    def __init__(self, config: ServerConfig, registry: ToolRegistry, policy: FetchPolicy):
-        self.config, self.registry, self.policy = config, registry, policy
+    def __init__(self, config: ServerConfig, registry: ToolRegistry, policy: FetchPolicy,
+                 commands: tuple[str, ...] = ()):
+        self.config, self.registry, self.policy, self.commands = config, registry, policy, commands
         self.state = "disabled" if not config.enabled else "connecting"
         self.tools: list[str] = []
         self.last_error: str | None = None
@@ -148,6 +148,9 @@ class Connection:
     async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
         if self.config.transport == "stdio":
             from mcp import StdioServerParameters
+
+            if not command_allowed(self.config.command, self.commands):
+                raise ToolFailed(f"{self.config.command!r} is not in [plugins.ai_core] mcp_commands")
             from mcp.client.stdio import stdio_client
 
             parameters = StdioServerParameters(command=self.config.command, args=list(self.config.args),
@@ -201,6 +204,11 @@ class Connection:
         return call
 
 
+def command_allowed(command: str, commands: tuple[str, ...]) -> bool:
+    """Whether the operator's `mcp_commands` (empty: any) lets a stdio server start `command`."""
+    return not commands or command in commands
+
+
 def _is_tool_error(error: BaseException) -> bool:
     """An error answer of a live server (bad arguments, unknown tool), not a lost connection."""
     from mcp.shared.exceptions import MCPError
@@ -220,8 +228,8 @@ def describe_error(error: BaseException) -> str:
 class McpServers:
     """The connections of one AI core instance, following the table `ai_mcp_servers`."""
 
-    def __init__(self, registry: ToolRegistry, policy: FetchPolicy):
-        self.registry, self.policy = registry, policy
+    def __init__(self, registry: ToolRegistry, policy: FetchPolicy, commands: tuple[str, ...] = ()):
+        self.registry, self.policy, self.commands = registry, policy, commands
         self.connections: dict[str, Connection] = {}
         self._lock = asyncio.Lock()
 
@@ -234,7 +242,7 @@ class McpServers:
                     await self.connections.pop(name).stop()
             for name, config in wanted.items():
                 if name not in self.connections:
-                    connection = Connection(config, self.registry, self.policy)
+                    connection = Connection(config, self.registry, self.policy, self.commands)
                     self.connections[name] = connection
                     connection.start()
 
@@ -246,8 +254,3 @@ class McpServers:
         if connection is None:
             return {"state": "unknown", "tools": [], "last_error": None, "connected_at": None, "restarts": 0}
         return connection.describe()
-
-
-def settings_digest(rows: list[dict]) -> str:
-    """What changed between two reads of the table (the periodic sync compares these)."""
-    return json.dumps([[row["name"], str(row.get("updated_at"))] for row in rows])

@@ -5,7 +5,7 @@ reached through the one peer transport (gateway/peers.py).
 `/mcp` is the streamable-HTTP transport without sessions: the gateway authenticates the person
 (`require_mcp_person`), then hands each JSON-RPC message to the AI core's `POST /api/v1/mcp`
 naming that person, and passes the answer on (200 with a JSON-RPC response, or 202). There is
-no stream of the server's own messages, so GET answers 405, as the transport allows."""
+no stream of the server's own messages: GET (no route) answers 405, as the transport allows."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from aiohttp import web
 from marshmallow import fields, validate
 
-from gateway.errors import ApiError, Forbidden
+from gateway.errors import Forbidden
 from gateway.identity import Identity, require_admin, require_user
 from gateway.openapi import api_doc
 from gateway.peers import PeerClient, PeerTimeout
@@ -88,15 +88,6 @@ async def mcp_message(request: web.Request) -> web.Response:
     if answer.status >= 400:
         raise calls.refusal(answer)
     return as_answer(answer.status, answer.body, answer.content_type)
-
-
-@routes.get("/mcp", name="mcp.stream")
-@api_doc("No stream of server messages: 405, as the streamable-HTTP transport allows", responses={},
-         errors=(405,), auth="user")
-async def mcp_stream(request: web.Request) -> web.Response:
-    await require_mcp_person(request)
-    raise ApiError("This MCP server sends no messages of its own: POST each message.", "method_not_allowed",
-                   "POST JSON-RPC messages to /mcp.", status=405, headers={"Allow": "POST"})
 
 
 # ---------------------------------------------------------------- the administrator's servers

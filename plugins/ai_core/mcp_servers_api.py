@@ -23,7 +23,7 @@ from gateway.openapi import api_doc
 from gateway.validation import parse_body
 
 from . import mcp_store
-from .mcp_client import McpServers
+from .mcp_client import McpServers, command_allowed
 from .store import mask_key
 
 log = logging.getLogger("plugins.ai_core.mcp")
@@ -142,6 +142,12 @@ async def _save(request: web.Request, name: str | None) -> web.Response:
         raise BadRequest(f"The body names {body['name']!r}, the path {name!r}.", error_type="validation_error",
                          hint="Rename by deleting the server and adding it under the new name.")
     context = get_context(request)
+    servers = context.contracts.require(MCP_SERVERS)
+    if body["transport"] == "stdio" and not command_allowed(body["command"], servers.commands):
+        raise BadRequest(f"{body['command']!r} may not be started as an MCP server here.",
+                         error_type="mcp_command_not_allowed",
+                         hint="The operator lists the programs in [plugins.ai_core] mcp_commands: "
+                              + ", ".join(servers.commands))
     stored = next((row for row in await mcp_store.list_servers(context.db) if row["name"] == body["name"]), None)
     if stored is not None:
         body["env"] = kept_secrets(body["env"], stored["env"] or {})
@@ -190,7 +196,7 @@ def setup_mcp(registrar, registry) -> None:
     from .mcp_server import routes as server_routes
 
     context = registrar.context
-    servers = McpServers(registry, mcp_policy(context.config))
+    servers = McpServers(registry, mcp_policy(context.config), tuple(registrar.settings["mcp_commands"]))
     registrar.provide(MCP_SERVERS, servers)
     registrar.routes(routes)
     registrar.routes(server_routes)

@@ -117,3 +117,15 @@ async def test_the_gateway_publishes_the_admin_routes_with_the_spec_errors(make_
     missing = await gateway.delete(path + "/off", headers=ADMIN)
     assert missing.status == 404 and (await missing.json())["errorType"] == "mcp_server_not_found"
     assert (await (await gateway.get(path, headers=ADMIN)).json())["total"] == 0
+
+
+async def test_the_operator_names_the_programs_a_stdio_server_may_start(make_ai_core):
+    ai_core = await make_ai_core(overrides={"plugins.ai_core": {"timezone": "UTC", "mcp_commands": ["true"]}})
+    response = await ai_core.post("/api/v1/mcp-servers", headers=ADMIN, json=stdio_server())
+    answer = await response.json()
+    assert response.status == 400 and answer["errorType"] == "mcp_command_not_allowed", answer
+    assert "true" in answer["hint"]
+    response = await ai_core.post("/api/v1/mcp-servers", headers=ADMIN, json=stdio_server(command="true"))
+    assert response.status == 201, await response.text()
+    server = await until_state(ai_core, "sample", "failed")  # `true` exits at once: no MCP server
+    assert server["status"]["last_error"]

@@ -50,6 +50,11 @@ async def test_a_stdio_servers_allowed_tools_join_and_a_turn_calls_one(make_ai_c
     await use_model(ai_core, provider, "sample__setting", {"name": "COLOR"})
     assert "blue" in text_of(await turn(ai_core))
 
+    response = await ai_core.delete("/api/v1/mcp-servers/sample", headers=ADMIN)
+    assert response.status == 200, await response.text()
+    listed = {tool["name"] for tool in (await (await ai_core.get("/api/v1/tools", headers=ALICE)).json())["tools"]}
+    assert not any(name.startswith("sample__") for name in listed), listed
+
 
 async def test_a_stdio_server_that_dies_is_started_again(make_ai_core, provider):
     ai_core = await make_ai_core()
@@ -74,14 +79,15 @@ async def test_an_http_server_gets_its_headers_through_the_egress_policy(make_ai
     body = {"name": "remote", "transport": "http", "url": f"http://127.0.0.1:{http_sample_server}/mcp",
             "headers": {"X-Team": "blue-team"}, "allowed_tools": ["header", "add"]}
     refused = await make_ai_core()  # loopback is not allowed by default
+    ai_core = await make_ai_core(overrides={"fetch.mcp_hosts": [f"127.0.0.1:{http_sample_server}"]})
     response = await refused.post("/api/v1/mcp-servers", headers=ADMIN, json=body)
     assert response.status == 201, await response.text()
     server = await until_state(refused, "remote", "failed")
     assert "loopback" in server["status"]["last_error"], server
     assert server["status"]["tools"] == []
 
-    ai_core = await make_ai_core(overrides={"fetch.mcp_hosts": [f"127.0.0.1:{http_sample_server}"]})
-    server = await until_state(ai_core, "remote", "connected")  # the same table: it follows it
+    # Another instance on the same table follows what the first one saved.
+    server = await until_state(ai_core, "remote", "connected")
     assert server["status"]["tools"] == ["remote__add", "remote__header"]
     assert server["headers"] == {"X-Team": "****team"}  # masked: the last four characters
     await use_model(ai_core, provider, "remote__header", {"name": "x-team"})

@@ -60,6 +60,10 @@ ROWS = (
              summary="Known clients and their notes, through the gateway's admin API (`/api/v1/admin/clients*`)"),
     ProxyRow("/api/model-config", GATEWAY, "/api/v1/admin/models", admin=True, exact=False,
              summary="Providers, models and routing, through the gateway's admin API (`/api/v1/admin/models/*`)"),
+    ProxyRow("/api/mcp-servers", GATEWAY, "/api/v1/admin/mcp-servers", admin=True,
+             methods=("GET", "POST", "PUT", "DELETE"),
+             summary="The MCP servers the assistant uses, through the gateway's admin API "
+                     "(`/api/v1/admin/mcp-servers*`, docs/mcp.md)"),
     ProxyRow("/api/iot/devices", "iot-debug-service", "/api/v1/devices",
              summary="Simulated devices of the IoT debug service (`/api/v1/devices*`, docs/iot.md)"),
     ProxyRow("/api/tool-calls", "ai-core", "/api/v1/tools/calls",

@@ -2,6 +2,7 @@
 // API; validation errors appear next to the field they name.
 import { $, actionButton, api, badge, el, explain, fieldError, get, guard, notify, onSubmit, replace, showFieldErrors,
          table } from "./console.js";
+import { loadMcpServers } from "./mcp-servers.js";
 
 const BASE = "/api/model-config";
 let providers = [];
@@ -156,4 +157,7 @@ $("#fetch-models").addEventListener("click", async () => {
   }
 });
 
-guard(() => load().catch((error) => notify(explain(error), "error")));
+guard(() => {
+  load().catch((error) => notify(explain(error), "error"));
+  loadMcpServers().catch((error) => notify(explain(error), "error"));
+});

@@ -30,6 +30,7 @@ from .client import AiCoreClient
 from .completions import PurposeCompletions
 from .contract import AI_CORE, MODELS, TOOLS, TURN_CONTEXT, TURN_FINISHED
 from .engine import Engine
+from .mcp_servers_api import setup_mcp
 from .peer import GatewayPeer
 from .probe import routes as probe_routes
 from .providers import model_policy
@@ -65,6 +66,7 @@ class AiCorePlugin(Plugin):
         registrar.provide(TURN_FINISHED, engine.turn_finished)
         registrar.provide(ENGINE, engine)
         registrar.provide(MODELS, PurposeCompletions(engine))
+        setup_mcp(registrar, registry)
 
         async def seed(context) -> AsyncIterator[None]:
             base_url = context.config.get("models.openai_base_url")

@@ -58,6 +58,9 @@ class AiCoreSettings(PluginSettings):
                        "nothing waits but `confirm_tools`)."})
     confirm_tools = fields.List(fields.String(), load_default=list, metadata={
         "description": "Tools every call of which waits for the person's confirmation, whatever it does."})
+    mcp_commands = fields.List(fields.String(), load_default=list, metadata={
+        "description": "The programs a stdio MCP server may be started with, as the administrator writes its "
+                       "`command` (docs/mcp.md; empty: any program the administrator names)."})
     confirm_seconds = fields.Float(load_default=300.0, validate=POSITIVE, metadata={
         "description": "Seconds a call waiting for the person's confirmation stays confirmable."})
 

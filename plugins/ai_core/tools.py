@@ -145,6 +145,10 @@ class ToolRegistry:
         self.register(tool)
         return tool
 
+    def unregister(self, name: str) -> None:
+        """Take a tool out (an MCP server's, when it disconnects); an unknown name is no error."""
+        self._tools.pop(name, None)
+
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 

@@ -99,7 +99,9 @@ def service_environment(tmp_path: Path, **values: str) -> dict[str, str]:
         # Registration open, so that its handler is reached (the fuzzer does not know the code).
         "[auth]\nregistration_enabled = true\n"
         # Sign-in attempts are limited per address, and the fuzzer is one address.
-        "[plugins.auth]\nbcrypt_rounds = 4\nrate_limit_per_minute = 1000000\naccount_free_failures = 1000000\n")
+        "[plugins.auth]\nbcrypt_rounds = 4\nrate_limit_per_minute = 1000000\naccount_free_failures = 1000000\n"
+        # The fuzzer adds stdio MCP servers with commands it makes up: none of them may run.
+        '[plugins.ai_core]\nmcp_commands = ["true"]\n')
     environ.update(GATEWAY_CONFIG=str(settings), **values)
     return environ
 

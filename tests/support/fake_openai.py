@@ -8,7 +8,9 @@ server serves several "providers" (`{url}/<behaviour>/v1`):
   describes the image it was sent (its size kept in `images_seen`); `ratelimited` is 429,
   `broken` 500; `stalled` waits for `release`; `slow` streams the default answer word by word,
   `slow_delay` seconds (0.15) apart; `dies` drops the connection mid-answer;
-  `replay-<name>` replays a captured stream byte for byte;
+  `replay-<name>` replays a captured stream byte for byte; `call-<tool>` calls the tool `<tool>`
+  with the arguments `tool_arguments[<tool>]` ({} when none), then answers "The tool said: "
+  and the tool's result as the model read it;
 - model lists: `/live/v1/models` (OpenAI form; 401 unless the request carries `api_key`),
   `/ollama/api/tags` (Ollama form), `/moved/v1/models` (a redirect to the cloud metadata
   address), `/text/v1/models` (not JSON);
@@ -60,6 +62,7 @@ class FakeProvider:
         self.slow_delay = 0.15
         self.title_answer = "Title: \"A chat with the fake model.\""
         self.title_gate: asyncio.Event | None = None
+        self.tool_arguments: dict[str, dict] = {}
         self.app = web.Application()
         self.app.router.add_post("/{behaviour}/v1/chat/completions", self.completions)
         self.app.router.add_get("/live/v1/models", self.models)
@@ -143,11 +146,22 @@ class FakeProvider:
             await response.write(b"data: [DONE]\n\n")
             await response.write_eof()
             return response
+        if behaviour.startswith("call-") and not any(m.get("role") == "tool" for m in body["messages"]):
+            name = behaviour[len("call-"):]
+            await response.write(chunk(model, {"role": "assistant", "content": None, "tool_calls": [
+                {"index": 0, "id": "call_named1", "type": "function", "function": {
+                    "name": name, "arguments": json.dumps(self.tool_arguments.get(name, {}))}}]}))
+            await response.write(chunk(model, {}, "tool_calls"))
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+            return response
         if behaviour == "vision":
             self.images_seen.append(self.image_size(body))
             pieces = list(VISION_DESCRIPTION)
         else:
-            if behaviour == "tools":
+            if behaviour.startswith("call-"):
+                text = "The tool said: " + [m for m in body["messages"] if m.get("role") == "tool"][-1]["content"]
+            elif behaviour == "tools":
                 result = json.loads([m for m in body["messages"] if m.get("role") == "tool"][-1]["content"])
                 text = f"In Shanghai it is {result['time']}."
             elif behaviour == "thinker":

@@ -282,6 +282,38 @@ async def test_the_model_config_panel_saves_a_model_and_shows_a_validation_error
         assert len(errors) == 1
 
 
+async def test_the_model_config_panel_adds_an_mcp_server_and_shows_its_tools(console, browser):
+    sample = str(PROJECT_ROOT / "tests" / "mcp" / "sample_server.py")
+    async with open_page(browser=browser) as (page, errors):
+        await show(page, console, "model-config")
+        await page.wait_for_selector("#mcp-servers :is(table, .empty)")
+        form = page.locator("#mcp-form")
+        await form.locator("[name=name]").fill("Sample Tools")
+        await form.locator("[name=command]").fill(sys.executable)
+        await form.locator("[name=args]").fill(sample)
+        await form.locator("[name=env]").fill('{"COLOR": "blue"}')
+        await form.locator("[name=allowed_tools]").fill("add, setting")
+        await form.locator("button[type=submit]").click()
+        error = form.locator("label:has([name=name]) .field-error")
+        await error.wait_for()  # upper case and a space: refused, next to the field
+        await form.locator("[name=name]").fill("sample")
+        await form.locator("button[type=submit]").click()
+        await page.locator("#mcp-servers td", has_text="sample").first.wait_for()
+        for _ in range(60):  # the table shows the state it was loaded with: reload until connected
+            if await page.locator("#mcp-servers .badge-connected").count():
+                break
+            await page.reload()
+            await page.wait_for_selector("#mcp-servers :is(table, .empty)")
+            await page.wait_for_timeout(500)
+        row = page.locator("#mcp-servers tr", has_text="sample")
+        assert "sample__add, sample__setting" in await row.inner_text()
+        await page.locator("#mcp-servers").scroll_into_view_if_needed()
+        await screenshot(page, "console-model-config-mcp-servers")
+        saved = call(console, "GET", "/api/mcp-servers")["servers"]
+        assert saved[0]["env"] == {"COLOR": "****"} and saved[0]["allowed_tools"] == ["add", "setting"]
+        assert [error for error in errors if "status of 400" not in error] == []
+
+
 async def test_the_forms_of_memory_iot_clients_and_chat_platforms(console, phone_in_a_chat, browser):
     async with open_page(browser=browser) as (page, errors):
         async def answer(dialog):  # the confirmations before deleting; the link code's user id

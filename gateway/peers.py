@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Mapping
 
 import aiohttp
 import orjson
+import yarl
 
 from .config import Config, ConfigError
 from .errors import ApiError
@@ -46,6 +47,8 @@ PEER_SERVICES: dict[str, tuple[str, str]] = {
 TABLE_HOST = "127.0.0.1"
 # The statuses with which a peer refuses our credential (SERVICE_TOKEN).
 CREDENTIAL_REFUSED = (401, 403)
+# The 5xx statuses of a peer's error body passed on as they are (something behind it is down).
+PASSED_OUTAGES = (502, 503)
 
 
 def peer_name(service_id: str) -> str | None:
@@ -195,13 +198,15 @@ class PeerClient:
                                 f"({error.__class__.__name__}{': ' + detail if detail else ''}).")
 
     def refusal(self, answer: PeerAnswer) -> PeerFailed:
-        """The peer's error answer, passed on as it said it."""
+        """The peer's error answer, passed on as it said it; with its status, but for a 5xx
+        other than 502/503 (the peer's own failure is not this service's 500): 502."""
         body = answer.json() or {}
         hint = body.get("hint")
         error_class = self.unreachable_error if answer.status >= 500 else self.refused_error
+        status = answer.status if answer.status < 500 or answer.status in PASSED_OUTAGES else 502
         return error_class(str(body.get("error") or f"The {self.service} answered {answer.status}."),
                            str(body.get("errorType") or f"{self.error_prefix}_failed"),
-                           hint if isinstance(hint, str) else None, answer.status, peer_status=answer.status,
+                           hint if isinstance(hint, str) else None, status, peer_status=answer.status,
                            retry_after=answer.headers.get("Retry-After"))
 
     def check(self, answer: PeerAnswer) -> PeerAnswer:
@@ -214,22 +219,24 @@ class PeerClient:
             raise self.unreachable(f"The {self.service} refused this service's credential ({answer.status}: {said}).",
                                    peer_status=answer.status)
         if not body or not body.get("error"):
-            raise self.unreachable(f"The {self.service} answered {answer.status} without an error body.",
-                                   peer_status=answer.status)
+            said = answer.body[:200].decode("utf-8", "replace").strip()
+            raise self.unreachable(f"The {self.service} answered {answer.status} without an error body"
+                                   f"{': ' + said if said else ''}.", peer_status=answer.status)
         return answer
 
     # ---------------------------------------------------------------- calls
 
     async def request(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
                       json_body: Any = None, data: Any = None, headers: Mapping[str, str] | None = None,
-                      timeout: PeerTimeout | None = None) -> PeerAnswer:
+                      timeout: PeerTimeout | None = None, quoted: bool = False) -> PeerAnswer:
         """The peer's answer to `method path`, any status but a refused credential; None values
-        of `params` are left out."""
+        of `params` are left out. `quoted`: `path` is percent-encoded already and goes as it is
+        (an id quoted whole, even `..`)."""
         query = {key: str(value) for key, value in (params or {}).items() if value is not None}
-        url = self.base_url() + path
         if json_body is not None:
             data, headers = encode_body(json_body), {"Content-Type": "application/json", **(headers or {})}
         try:
+            url: str | yarl.URL = yarl.URL(self.base_url() + path, encoded=True) if quoted else self.base_url() + path
             async with self.context.http.request(method, url, params=query, data=data, headers=self.headers(headers),
                                                  timeout=(timeout or self.timeout).client_timeout()) as response:
                 answer = PeerAnswer(response.status, await response.read(), response.headers.copy())
@@ -290,7 +297,11 @@ class PeerClient:
                         if not chunk:
                             break
                         for data in decoder.feed(chunk):
-                            event = loads_utf8_safe(data)
+                            try:
+                                event = loads_utf8_safe(data)
+                            except ValueError:
+                                raise self.unreachable_error(f"the {self.service} sent an unreadable event",
+                                                             f"{self.error_prefix}_failed", status=502) from None
                             if isinstance(event, dict):
                                 yield event
                 finally:

@@ -12,124 +12,41 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
-import sys
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
 import aiohttp
-import psutil
 
 from gateway.config import PROJECT_ROOT
 from gateway.services import ServiceSpec
 
 from .build import BuildEnvironment, BuildRecords, BuildReport, StepReport, run_build
 from .logstore import LogStore
+from .processes import (BUILDING, FAILED, PEER_URL_VARIABLES, RUNNING, STARTING, STOPPED, STOPPING,
+                        ManagedService, SupervisorError, SupervisorSettings, UnknownService, build_records_path,
+                        child_environment, find_orphans, iso, kill_tree, service_command, terminate_orphans)
 from .push import PushHub
 
 log = logging.getLogger("console.supervisor")
 
-STOPPED, STARTING, RUNNING, STOPPING, BUILDING, FAILED = (
-    "stopped", "starting", "running", "stopping", "building", "failed")
-
-# The environment variable through which each service finds a peer, by service id.
-PEER_URL_VARIABLES = {
-    "gateway": "GATEWAY_URL",
-    "ai-core": "AI_CORE_URL",
-    "memory-service": "MEMORY_SERVICE_URL",
-    "voice-service": "VOICE_SERVICE_URL",
-    "iot-debug-service": "IOT_SERVICE_URL",
-    "platform-bridge": "PLATFORM_BRIDGE_URL",
-    "plugin-manager": "PLUGIN_MANAGER_URL",
-}
-# The console's own credential is not the services' business.
-WITHHELD_VARIABLES = ("CONSOLE_TOKEN",)
-
-
-class SupervisorError(Exception):
-    """A transition that did not happen; `service` names the service, the message says why."""
-
-    def __init__(self, service: str, message: str, error_type: str = "start_failed", status: int | None = None):
-        super().__init__(message)
-        self.service = service
-        self.error_type = error_type
-        self.status = status  # the HTTP status, where not the usual one of its error type
-
-
-class UnknownService(KeyError):
-    pass
-
-
-@dataclass
-class SupervisorSettings:
-    health_timeout: float = 60.0
-    stop_timeout: float = 10.0
-    build_timeout: float = 600.0
-    restart_on_exit: bool = False
-    restart_backoff_initial: float = 1.0
-    restart_backoff_max: float = 60.0
-    health_interval: float = 0.2
-
-    @classmethod
-    def from_config(cls, config) -> "SupervisorSettings":
-        section = config.section("console")
-        defaults = cls()
-        return cls(**{name: type(getattr(defaults, name))(section[name])
-                      for name in defaults.__dataclass_fields__ if name in section})
-
-
-@dataclass
-class ManagedService:
-    spec: ServiceSpec
-    state: str = STOPPED
-    process: asyncio.subprocess.Process | None = None
-    started_at: float | None = None  # wall clock, for display
-    started_monotonic: float | None = None  # for uptime
-    exit_code: int | None = None
-    last_error: str | None = None
-    restarts: int = 0
-    consecutive_failures: int = 0
-    stopping: bool = False
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    reader_task: asyncio.Task | None = None
-    monitor_task: asyncio.Task | None = None
-    restart_task: asyncio.Task | None = None
-    last_build: BuildReport | None = None
-
-    @property
-    def alive(self) -> bool:
-        return self.process is not None and self.process.returncode is None
-
-    def uptime(self) -> float:
-        if not self.alive or self.started_monotonic is None:
-            return 0.0
-        return round(time.monotonic() - self.started_monotonic, 1)
-
-
-def _iso(timestamp: float | None) -> str | None:
-    if timestamp is None:
-        return None
-    return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="seconds")
-
-
-def build_records_path(data_dir: Path) -> Path:
-    """Where each service's last build is kept (the console's and the CLI's builds alike)."""
-    return data_dir / "console" / "builds.json"
-
-
-def service_command(spec: ServiceSpec) -> list[str]:
-    return [sys.executable, "-m", "gateway", "serve", "--service", spec.id]
+# The states, settings and errors of supervised services live in processes.py; named here too,
+# where the console's modules and tests have always found them.
+__all__ = ["BUILDING", "FAILED", "PEER_URL_VARIABLES", "RUNNING", "STARTING", "STOPPED", "STOPPING",
+           "ManagedService", "Supervisor", "SupervisorError", "SupervisorSettings", "UnknownService",
+           "build_records_path", "find_orphans", "terminate_orphans"]
 
 
 class Supervisor:
     def __init__(self, specs: list[ServiceSpec], data_dir: Path, logs: LogStore, hub: PushHub,
                  settings: SupervisorSettings | None = None, host: str = "127.0.0.1",
                  line_listener: Callable[[str, str], object] | None = None,
-                 build_environment: BuildEnvironment | None = None):
+                 build_environment: BuildEnvironment | None = None, peer_urls: dict[str, str] | None = None):
         self.specs = list(specs)
+        # Where each service's peers find it, by service id, when no `*_URL` variable says
+        # (`gateway.peers.service_url`: a `[peers]` setting of the configuration, else the table).
+        self.peer_urls = dict(peer_urls or {})
         # Called with (service id, line) for each line a service writes: the STT log reads its
         # entries from the voice service's output this way.
         self.line_listener = line_listener
@@ -178,7 +95,7 @@ class Supervisor:
         return {
             "id": spec.id, "name": spec.name, "port": spec.port, "status": service.state,
             "running": service.state == RUNNING, "pid": service.process.pid if service.alive else None,
-            "uptime": service.uptime(), "startedAt": _iso(service.started_at) if service.alive else None,
+            "uptime": service.uptime(), "startedAt": iso(service.started_at) if service.alive else None,
             "exitCode": service.exit_code, "lastError": service.last_error, "restarts": service.restarts,
             "depends": list(spec.depends), "healthUrl": self.health_url(spec),
             "build": service.last_build.public() if service.last_build is not None else None,
@@ -272,14 +189,7 @@ class Supervisor:
         self.hub.publish({"type": "log", "service": service.spec.id, "line": line, "source": "console"})
 
     def child_environment(self) -> dict[str, str]:
-        environ = {key: value for key, value in os.environ.items() if key not in WITHHELD_VARIABLES}
-        environ["DATA_DIR"] = str(self.data_dir)
-        environ["PYTHONUNBUFFERED"] = "1"
-        for spec in self.specs:
-            variable = PEER_URL_VARIABLES.get(spec.id)
-            if variable:
-                environ[variable] = f"http://127.0.0.1:{spec.port}"
-        return environ
+        return child_environment(self.specs, self.data_dir, self.peer_urls)
 
     async def _port_in_use(self, port: int) -> bool:
         try:
@@ -369,25 +279,8 @@ class Supervisor:
         if not done:
             await self._note(service, f"pid {process.pid} did not stop within "
                                       f"{self.settings.stop_timeout:g}s; killing it (SIGKILL)")
-            self._kill_tree(process.pid)
+            kill_tree(process.pid)
             await service.monitor_task
-
-    @staticmethod
-    def _kill_tree(pid: int) -> None:
-        """SIGKILL the child and what it started, except a PostgreSQL server: the embedded
-        database is shared by every service and stops cleanly on its own."""
-        try:
-            parent = psutil.Process(pid)
-            descendants = parent.children(recursive=True)
-        except psutil.NoSuchProcess:
-            return
-        for process in [parent, *descendants]:
-            try:
-                if process.pid != pid and process.name().startswith(("postgres", "pg_ctl")):
-                    continue
-                process.kill()
-            except psutil.NoSuchProcess:
-                pass
 
     async def _read_output(self, service: ManagedService, process: asyncio.subprocess.Process) -> None:
         service_log = self.logs.get(service.spec.id)
@@ -504,53 +397,3 @@ class Supervisor:
         """Blocking: run it in an executor."""
         return terminate_orphans({spec.id for spec in self.specs}, self.data_dir,
                                  exclude=set(self.child_pids()), timeout=self.settings.stop_timeout)
-
-
-def find_orphans(service_ids: set[str], data_dir: Path,
-                 exclude: set[int] = frozenset()) -> list[psutil.Process]:
-    """Services that a previous console left running on this DATA_DIR (it was killed, or the
-    machine's session ended). Matches the command line the supervisor starts and the DATA_DIR it
-    passes, so nothing else on the machine is ever taken for one. Blocking."""
-    found: list[psutil.Process] = []
-    for process in psutil.process_iter(["pid", "cmdline"]):
-        cmdline = process.info.get("cmdline") or []
-        if process.pid in exclude or not _is_service_command(cmdline, service_ids):
-            continue
-        try:
-            if process.environ().get("DATA_DIR") != str(data_dir):
-                continue
-        except (psutil.AccessDenied, psutil.NoSuchProcess):
-            continue
-        found.append(process)
-    return found
-
-
-def terminate_orphans(service_ids: set[str], data_dir: Path, exclude: set[int] = frozenset(),
-                      timeout: float = 10.0) -> list[int]:
-    """SIGTERM the orphans of `find_orphans`, SIGKILL those still alive after `timeout`. Blocking."""
-    found = find_orphans(service_ids, data_dir, exclude)
-    for process in found:
-        log.warning("stopping %s (pid %s), left running by a previous console",
-                    " ".join(process.info["cmdline"]), process.pid)
-        try:
-            process.send_signal(signal.SIGTERM)
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(found, timeout=timeout)
-    for process in alive:
-        try:
-            process.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(alive, timeout=5)
-    return [process.pid for process in found]
-
-
-def _is_service_command(cmdline: list[str], service_ids: set[str]) -> bool:
-    """`... gateway serve --service ID` (through `python -m gateway` or the `gateway` script)."""
-    for index in range(1, len(cmdline) - 2):
-        if (cmdline[index] == "serve" and cmdline[index + 1] == "--service"
-                and cmdline[index + 2] in service_ids
-                and any(Path(part).name == "gateway" for part in cmdline[:index])):
-            return True
-    return False

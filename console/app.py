@@ -21,6 +21,7 @@ from gateway.asyncapi import add_document_route
 from gateway.config import Config, ConfigError
 from gateway.errors import ApiError, Forbidden, NotFound, Unauthorized, error_middleware
 from gateway.openapi import add_document_routes, api_doc
+from gateway.peers import service_url
 from gateway.services import ServiceSpec, load_services
 from gateway.validation import parse_query
 
@@ -305,7 +306,8 @@ def create_console_app(config: Config, *, host: str | None = None,
                     int(section.get("log_backups", 3)))
     stt_log = SttLog(push)
     supervisor = Supervisor(specs, config.data_dir, logs, push, SupervisorSettings.from_config(config),
-                            line_listener=stt_log.read_service_line)
+                            line_listener=stt_log.read_service_line,
+                            peer_urls={spec.id: service_url(config, spec) for spec in specs})
 
     app = web.Application(middlewares=[error_middleware, same_site_only,
                                        credential_middleware(config.get("auth.admin_username") or "admin")])

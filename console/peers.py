@@ -1,5 +1,7 @@
-"""How the console reaches the services it supervises: at `http://127.0.0.1:<port>` of the service
-table (the addresses the supervisor hands each service for its peers), over one client session,
+"""How the console reaches the services it supervises: where every service finds its peers
+(`gateway.peers.service_url`: the service's `*_URL` variable or `[peers]` setting, else its port
+of the service table on 127.0.0.1, the addresses the supervisor hands each service for its
+peers), over one client session,
 with the service credential (SERVICE_TOKEN) or, for the gateway's administrator API, an access
 token the console gets by logging in as the administrator (ADMIN_USERNAME / ADMIN_PASSWORD, the
 generated password of DATA_DIR/secrets.json when unset). The tokens are kept in memory only;
@@ -17,6 +19,7 @@ import aiohttp
 
 from gateway.config import Config
 from gateway.errors import ApiError
+from gateway.peers import service_url
 from gateway.services import ServiceSpec
 
 GATEWAY = "gateway"
@@ -43,6 +46,7 @@ class PeerError(ApiError):
 class Peers:
     def __init__(self, specs: list[ServiceSpec], config: Config):
         self.specs = {spec.id: spec for spec in specs}
+        self._urls = {spec.id: service_url(config, spec) for spec in specs}
         self._service_token = str(config.get("auth.service_token") or "")
         self._admin_username = str(config.get("auth.admin_username") or "admin")
         self._admin_password = str(config.get("auth.admin_password") or "")
@@ -79,7 +83,9 @@ class Peers:
         return spec
 
     def base_url(self, service_id: str) -> str:
-        return f"http://127.0.0.1:{self.spec(service_id).port}"
+        """Where the service answers, no trailing slash."""
+        self.spec(service_id)
+        return self._urls[service_id]
 
     def service_headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._service_token}"}

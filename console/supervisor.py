@@ -10,140 +10,44 @@ never a shell and never anything from a request.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 import os
-import signal
-import sys
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
 import aiohttp
-import psutil
 
 from gateway.config import PROJECT_ROOT
 from gateway.services import ServiceSpec
-from gateway.workers import can_share_port, rolling_status_path
 
-from .build import BuildEnvironment, BuildRecords, BuildReport, StepReport, run_build
+from .build import BuildEnvironment, BuildRecords, StepReport, run_build
 from .logstore import LogStore
+from .processes import (BUILDING, FAILED, PEER_URL_VARIABLES, RUNNING, STARTING, STOPPED, STOPPING,
+                        ManagedService, SupervisorError, SupervisorSettings, UnknownService, build_records_path,
+                        child_environment, find_orphans, iso, kill_tree, service_command, terminate_orphans)
 from .push import PushHub
+from .rolling import rolling_restart, rolls
 
 log = logging.getLogger("console.supervisor")
 
-STOPPED, STARTING, RUNNING, STOPPING, BUILDING, FAILED = (
-    "stopped", "starting", "running", "stopping", "building", "failed")
-
-# The environment variable through which each service finds a peer, by service id.
-PEER_URL_VARIABLES = {
-    "gateway": "GATEWAY_URL",
-    "ai-core": "AI_CORE_URL",
-    "memory-service": "MEMORY_SERVICE_URL",
-    "voice-service": "VOICE_SERVICE_URL",
-    "iot-debug-service": "IOT_SERVICE_URL",
-    "platform-bridge": "PLATFORM_BRIDGE_URL",
-    "plugin-manager": "PLUGIN_MANAGER_URL",
-}
-# The console's own credential is not the services' business.
-WITHHELD_VARIABLES = ("CONSOLE_TOKEN",)
-
-
-class SupervisorError(Exception):
-    """A transition that did not happen; `service` names the service, the message says why."""
-
-    def __init__(self, service: str, message: str, error_type: str = "start_failed", status: int | None = None):
-        super().__init__(message)
-        self.service = service
-        self.error_type = error_type
-        self.status = status  # the HTTP status, where not the usual one of its error type
-
-
-class UnknownService(KeyError):
-    pass
-
-
-@dataclass
-class SupervisorSettings:
-    health_timeout: float = 60.0
-    stop_timeout: float = 10.0
-    build_timeout: float = 600.0
-    restart_on_exit: bool = False
-    restart_backoff_initial: float = 1.0
-    restart_backoff_max: float = 60.0
-    health_interval: float = 0.2
-
-    @classmethod
-    def from_config(cls, config) -> "SupervisorSettings":
-        section = config.section("console")
-        defaults = cls()
-        return cls(**{name: type(getattr(defaults, name))(section[name])
-                      for name in defaults.__dataclass_fields__ if name in section})
-
-
-@dataclass
-class ManagedService:
-    spec: ServiceSpec
-    state: str = STOPPED
-    process: asyncio.subprocess.Process | None = None
-    started_at: float | None = None  # wall clock, for display
-    started_monotonic: float | None = None  # for uptime
-    exit_code: int | None = None
-    last_error: str | None = None
-    restarts: int = 0
-    consecutive_failures: int = 0
-    stopping: bool = False
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    reader_task: asyncio.Task | None = None
-    monitor_task: asyncio.Task | None = None
-    restart_task: asyncio.Task | None = None
-    last_build: BuildReport | None = None
-
-    @property
-    def alive(self) -> bool:
-        return self.process is not None and self.process.returncode is None
-
-    def uptime(self) -> float:
-        if not self.alive or self.started_monotonic is None:
-            return 0.0
-        return round(time.monotonic() - self.started_monotonic, 1)
-
-
-def _iso(timestamp: float | None) -> str | None:
-    if timestamp is None:
-        return None
-    return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="seconds")
-
-
-def build_records_path(data_dir: Path) -> Path:
-    """Where each service's last build is kept (the console's and the CLI's builds alike)."""
-    return data_dir / "console" / "builds.json"
-
-
-def service_command(spec: ServiceSpec) -> list[str]:
-    command = [sys.executable, "-m", "gateway", "serve", "--service", spec.id]
-    if rolls(spec) and can_share_port():
-        # With one process (one core), a rolling restart starts the replacement beside it.
-        command.append("--reuse-port")
-    return command
-
-
-def rolls(spec: ServiceSpec) -> bool:
-    """Whether a rolling restart can replace the service's processes one at a time: only a
-    service that may run several (the service table's `workers`) keeps no state in its process
-    that a replacement would lose."""
-    return "workers" in spec.extra
+# The states, settings and errors of supervised services live in processes.py; named here too,
+# where the console's modules and tests have always found them.
+__all__ = ["BUILDING", "FAILED", "PEER_URL_VARIABLES", "RUNNING", "STARTING", "STOPPED", "STOPPING",
+           "ManagedService", "Supervisor", "SupervisorError", "SupervisorSettings", "UnknownService",
+           "build_records_path", "find_orphans", "terminate_orphans"]
 
 
 class Supervisor:
     def __init__(self, specs: list[ServiceSpec], data_dir: Path, logs: LogStore, hub: PushHub,
                  settings: SupervisorSettings | None = None, host: str = "127.0.0.1",
                  line_listener: Callable[[str, str], object] | None = None,
-                 build_environment: BuildEnvironment | None = None):
+                 build_environment: BuildEnvironment | None = None, peer_urls: dict[str, str] | None = None):
         self.specs = list(specs)
+        # Where each service's peers find it, by service id, when no `*_URL` variable says
+        # (`gateway.peers.service_url`: a `[peers]` setting of the configuration, else the table).
+        self.peer_urls = dict(peer_urls or {})
         # Called with (service id, line) for each line a service writes: the STT log reads its
         # entries from the voice service's output this way.
         self.line_listener = line_listener
@@ -192,7 +96,7 @@ class Supervisor:
         return {
             "id": spec.id, "name": spec.name, "port": spec.port, "status": service.state,
             "running": service.state == RUNNING, "pid": service.process.pid if service.alive else None,
-            "uptime": service.uptime(), "startedAt": _iso(service.started_at) if service.alive else None,
+            "uptime": service.uptime(), "startedAt": iso(service.started_at) if service.alive else None,
             "exitCode": service.exit_code, "lastError": service.last_error, "restarts": service.restarts,
             "depends": list(spec.depends), "healthUrl": self.health_url(spec),
             "rolling": rolls(spec),
@@ -236,91 +140,12 @@ class Supervisor:
         return self.status(service_id)
 
     async def rolling_restart(self, service_id: str) -> dict:
-        """Replace the service's processes one at a time, each new one serving before the old one
-        drains (its WebSockets told to reconnect with 1012), so that clients barely notice.
-        With workers, their parent does it (SIGHUP; `gateway.workers.RollingRestart`); with one
-        process, the console starts the replacement on the same port (SO_REUSEPORT) first."""
+        """Replace the service's processes one at a time (console/rolling.py)."""
         service = self.service(service_id)
         async with service.lock:
-            spec = service.spec
-            if not rolls(spec):
-                raise SupervisorError(spec.id, f"{spec.id} keeps state in its process (the service table gives it "
-                                               f"no `workers`), so it cannot be replaced one process at a time; "
-                                               f"restart it instead", "rolling_unsupported", status=409)
-            if not (service.alive and service.state == RUNNING):
-                raise SupervisorError(spec.id, f"{spec.id} is not running ({service.state}); start it instead",
-                                      "not_running", status=409)
             self._cancel_restart(service)
-            if await asyncio.get_running_loop().run_in_executor(None, _has_workers, service.process.pid):
-                await self._roll_workers(service)
-            else:
-                await self._replace_process(service)
-            service.restarts += 1
+            await rolling_restart(self, service)
         return self.status(service_id)
-
-    async def _roll_workers(self, service: ManagedService) -> None:
-        spec, process = service.spec, service.process
-        status_file = rolling_status_path(self.data_dir, spec.id)
-        before = _read_json(status_file)
-        generation = before.get("generation", 0) if before.get("pid") == process.pid else 0
-        await self._note(service, f"rolling restart: SIGHUP to pid {process.pid}, which replaces its workers "
-                                  f"one at a time")
-        process.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + (self.settings.health_timeout + self.settings.stop_timeout + 30) * 8
-        while True:
-            record = _read_json(status_file)
-            if record.get("pid") == process.pid and record.get("generation", 0) > generation \
-                    and record.get("state") in ("done", "failed"):
-                break
-            if not service.alive or time.monotonic() > deadline:
-                message = (f"{spec.id}: the rolling restart did not finish"
-                           + ("" if service.alive else f" (pid {process.pid} exited)"))
-                await self._note(service, message)
-                raise SupervisorError(spec.id, message, "rolling_failed")
-            await asyncio.sleep(0.2)
-        if record["state"] == "failed":
-            message = f"{spec.id}: rolling restart stopped: {record.get('error')}"
-            await self._note(service, message)
-            raise SupervisorError(spec.id, message, "rolling_failed")
-        await self._note(service, f"rolling restart done: {record.get('replaced')} workers replaced")
-
-    async def _replace_process(self, service: ManagedService) -> None:
-        spec, old = service.spec, service.process
-        ready_file = self.data_dir / "run" / f"{spec.id}-replacement.ready"
-        ready_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        ready_file.unlink(missing_ok=True)
-        command = [*service_command(spec), "--ready-file", str(ready_file)]
-        await self._note(service, "rolling restart: starting the replacement beside pid "
-                                  f"{old.pid}: " + " ".join(command))
-        new = await asyncio.create_subprocess_exec(
-            *command, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, env=self.child_environment(), cwd=str(PROJECT_ROOT),
-            start_new_session=os.name == "posix")
-        reader = asyncio.ensure_future(self._read_output(service, new))
-        deadline = time.monotonic() + float(spec.extra.get("health_timeout", self.settings.health_timeout))
-        while not ready_file.exists():
-            if new.returncode is not None or time.monotonic() > deadline:
-                if new.returncode is None:
-                    new.terminate()
-                await new.wait()
-                await reader
-                message = (f"{spec.id}: the replacement did not serve (exit code {new.returncode}); "
-                           f"pid {old.pid} serves on")
-                await self._note(service, message)
-                raise SupervisorError(spec.id, message, "rolling_failed")
-            await asyncio.sleep(0.1)
-        retired_monitor = service.monitor_task
-        service.process, service.reader_task = new, reader
-        service.started_at, service.started_monotonic = time.time(), time.monotonic()
-        service.monitor_task = asyncio.ensure_future(self._monitor(service, new))
-        await self._note(service, f"replacement pid {new.pid} serves; draining pid {old.pid}")
-        with contextlib.suppress(ProcessLookupError):
-            old.send_signal(getattr(signal, "SIGUSR2", signal.SIGTERM))
-        done, _ = await asyncio.wait([retired_monitor], timeout=self.settings.stop_timeout)
-        if not done:
-            self._kill_tree(old.pid)
-            await retired_monitor
-        self._set_state(service, RUNNING)
 
     async def build(self, service_id: str) -> dict:
         """Run the service's build step; only when it succeeds, restart the service on the result.
@@ -374,14 +199,7 @@ class Supervisor:
         self.hub.publish({"type": "log", "service": service.spec.id, "line": line, "source": "console"})
 
     def child_environment(self) -> dict[str, str]:
-        environ = {key: value for key, value in os.environ.items() if key not in WITHHELD_VARIABLES}
-        environ["DATA_DIR"] = str(self.data_dir)
-        environ["PYTHONUNBUFFERED"] = "1"
-        for spec in self.specs:
-            variable = PEER_URL_VARIABLES.get(spec.id)
-            if variable:
-                environ[variable] = f"http://127.0.0.1:{spec.port}"
-        return environ
+        return child_environment(self.specs, self.data_dir, self.peer_urls)
 
     async def _port_in_use(self, port: int) -> bool:
         try:
@@ -471,25 +289,8 @@ class Supervisor:
         if not done:
             await self._note(service, f"pid {process.pid} did not stop within "
                                       f"{self.settings.stop_timeout:g}s; killing it (SIGKILL)")
-            self._kill_tree(process.pid)
+            kill_tree(process.pid)
             await service.monitor_task
-
-    @staticmethod
-    def _kill_tree(pid: int) -> None:
-        """SIGKILL the child and what it started, except a PostgreSQL server: the embedded
-        database is shared by every service and stops cleanly on its own."""
-        try:
-            parent = psutil.Process(pid)
-            descendants = parent.children(recursive=True)
-        except psutil.NoSuchProcess:
-            return
-        for process in [parent, *descendants]:
-            try:
-                if process.pid != pid and process.name().startswith(("postgres", "pg_ctl")):
-                    continue
-                process.kill()
-            except psutil.NoSuchProcess:
-                pass
 
     async def _read_output(self, service: ManagedService, process: asyncio.subprocess.Process) -> None:
         service_log = self.logs.get(service.spec.id)
@@ -610,68 +411,3 @@ class Supervisor:
         """Blocking: run it in an executor."""
         return terminate_orphans({spec.id for spec in self.specs}, self.data_dir,
                                  exclude=set(self.child_pids()), timeout=self.settings.stop_timeout)
-
-
-def _has_workers(pid: int) -> bool:
-    """Whether the process is the parent of `gateway serve --workers N`. Blocking."""
-    try:
-        return any("--worker-index" in child.cmdline() for child in psutil.Process(pid).children())
-    except psutil.Error:
-        return False
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def find_orphans(service_ids: set[str], data_dir: Path,
-                 exclude: set[int] = frozenset()) -> list[psutil.Process]:
-    """Services that a previous console left running on this DATA_DIR (it was killed, or the
-    machine's session ended). Matches the command line the supervisor starts and the DATA_DIR it
-    passes, so nothing else on the machine is ever taken for one. Blocking."""
-    found: list[psutil.Process] = []
-    for process in psutil.process_iter(["pid", "cmdline"]):
-        cmdline = process.info.get("cmdline") or []
-        if process.pid in exclude or not _is_service_command(cmdline, service_ids):
-            continue
-        try:
-            if process.environ().get("DATA_DIR") != str(data_dir):
-                continue
-        except (psutil.AccessDenied, psutil.NoSuchProcess):
-            continue
-        found.append(process)
-    return found
-
-
-def terminate_orphans(service_ids: set[str], data_dir: Path, exclude: set[int] = frozenset(),
-                      timeout: float = 10.0) -> list[int]:
-    """SIGTERM the orphans of `find_orphans`, SIGKILL those still alive after `timeout`. Blocking."""
-    found = find_orphans(service_ids, data_dir, exclude)
-    for process in found:
-        log.warning("stopping %s (pid %s), left running by a previous console",
-                    " ".join(process.info["cmdline"]), process.pid)
-        try:
-            process.send_signal(signal.SIGTERM)
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(found, timeout=timeout)
-    for process in alive:
-        try:
-            process.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(alive, timeout=5)
-    return [process.pid for process in found]
-
-
-def _is_service_command(cmdline: list[str], service_ids: set[str]) -> bool:
-    """`... gateway serve --service ID` (through `python -m gateway` or the `gateway` script)."""
-    for index in range(1, len(cmdline) - 2):
-        if (cmdline[index] == "serve" and cmdline[index + 1] == "--service"
-                and cmdline[index + 2] in service_ids
-                and any(Path(part).name == "gateway" for part in cmdline[:index])):
-            return True
-    return False

@@ -18,10 +18,11 @@ import asyncio
 import json
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Callable, Mapping
 
 import aiohttp
 import orjson
+import yarl
 
 from .config import Config, ConfigError
 from .errors import ApiError
@@ -46,6 +47,8 @@ PEER_SERVICES: dict[str, tuple[str, str]] = {
 TABLE_HOST = "127.0.0.1"
 # The statuses with which a peer refuses our credential (SERVICE_TOKEN).
 CREDENTIAL_REFUSED = (401, 403)
+# The 5xx statuses of a peer's error body passed on as they are (something behind it is down).
+PASSED_OUTAGES = (502, 503)
 
 
 def peer_name(service_id: str) -> str | None:
@@ -161,6 +164,8 @@ class PeerClient:
         self.unreachable_error, self.refused_error = unreachable, refused or unreachable
         self.passed_refusals = passed_refusals
         self._headers: dict[str, str] | None = None
+        self._stream_targets: dict[tuple[str, str], tuple[yarl.URL, dict[str, str]]] = {}
+        self._silence: PeerTimeout | None = None
 
     @property
     def variable(self) -> str:
@@ -195,13 +200,15 @@ class PeerClient:
                                 f"({error.__class__.__name__}{': ' + detail if detail else ''}).")
 
     def refusal(self, answer: PeerAnswer) -> PeerFailed:
-        """The peer's error answer, passed on as it said it."""
+        """The peer's error answer, passed on as it said it; with its status, but for a 5xx
+        other than 502/503 (the peer's own failure is not this service's 500): 502."""
         body = answer.json() or {}
         hint = body.get("hint")
         error_class = self.unreachable_error if answer.status >= 500 else self.refused_error
+        status = answer.status if answer.status < 500 or answer.status in PASSED_OUTAGES else 502
         return error_class(str(body.get("error") or f"The {self.service} answered {answer.status}."),
                            str(body.get("errorType") or f"{self.error_prefix}_failed"),
-                           hint if isinstance(hint, str) else None, answer.status, peer_status=answer.status,
+                           hint if isinstance(hint, str) else None, status, peer_status=answer.status,
                            retry_after=answer.headers.get("Retry-After"))
 
     def check(self, answer: PeerAnswer) -> PeerAnswer:
@@ -214,22 +221,24 @@ class PeerClient:
             raise self.unreachable(f"The {self.service} refused this service's credential ({answer.status}: {said}).",
                                    peer_status=answer.status)
         if not body or not body.get("error"):
-            raise self.unreachable(f"The {self.service} answered {answer.status} without an error body.",
-                                   peer_status=answer.status)
+            said = answer.body[:200].decode("utf-8", "replace").strip()
+            raise self.unreachable(f"The {self.service} answered {answer.status} without an error body"
+                                   f"{': ' + said if said else ''}.", peer_status=answer.status)
         return answer
 
     # ---------------------------------------------------------------- calls
 
     async def request(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
                       json_body: Any = None, data: Any = None, headers: Mapping[str, str] | None = None,
-                      timeout: PeerTimeout | None = None) -> PeerAnswer:
+                      timeout: PeerTimeout | None = None, quoted: bool = False) -> PeerAnswer:
         """The peer's answer to `method path`, any status but a refused credential; None values
-        of `params` are left out."""
+        of `params` are left out. `quoted`: `path` is percent-encoded already and goes as it is
+        (an id quoted whole, even `..`)."""
         query = {key: str(value) for key, value in (params or {}).items() if value is not None}
-        url = self.base_url() + path
         if json_body is not None:
             data, headers = encode_body(json_body), {"Content-Type": "application/json", **(headers or {})}
         try:
+            url: str | yarl.URL = yarl.URL(self.base_url() + path, encoded=True) if quoted else self.base_url() + path
             async with self.context.http.request(method, url, params=query, data=data, headers=self.headers(headers),
                                                  timeout=(timeout or self.timeout).client_timeout()) as response:
                 answer = PeerAnswer(response.status, await response.read(), response.headers.copy())
@@ -254,9 +263,8 @@ class PeerClient:
         """A 200 answer to read as it comes (`timeout.read`, else `total`, bounds the wait for
         its start); any other answer raised as the peer said it."""
         limit = timeout or self.timeout
-        url = self.base_url() + path
-        headers = self.headers({"Content-Type": "application/json", "Accept": accept})
         try:
+            url, headers = self._stream_target(path, accept)
             async with asyncio.timeout(limit.read or limit.total):
                 response = await self.context.http.request(
                     method, url, data=None if json_body is None else encode_body(json_body), headers=headers,
@@ -269,28 +277,55 @@ class PeerClient:
                 raise self.refusal(answer)
             yield response
 
-    async def events(self, path: str, body: Any, *, silence: float) -> AsyncGenerator[dict, None]:
+    def _silence_limit(self, silence: float) -> PeerTimeout:
+        if self._silence is None or self._silence.read != silence:
+            self._silence = PeerTimeout(self.timeout.connect, silence)
+        return self._silence
+
+    def _stream_target(self, path: str, accept: str) -> tuple[yarl.URL, dict[str, str]]:
+        """The stream's URL, parsed once, and its headers, built once: a chat turn's request
+        goes out a little sooner (the paths of streams are few and fixed)."""
+        target = self._stream_targets.get((path, accept))
+        if target is None:
+            target = (yarl.URL(self.base_url() + path),
+                      self.headers({"Content-Type": "application/json", "Accept": accept}))
+            self._stream_targets[(path, accept)] = target
+        return target
+
+    async def events(self, path: str, body: Any, *, silence: float,
+                     on_stop: Callable[[Callable[[], None]], None] | None = None) -> AsyncGenerator[dict, None]:
         """The JSON objects of a server-sent-event stream answering `POST path`. `silence`
         bounds each wait: for the answer's start, then between two reads of its body (a
         `SilenceWatch`: one timer for the stream, where aiohttp's read timeout moves a timer for
         every piece, dozens a second for a streamed reply). One generator, decoding inline:
-        this runs for every piece of every reply."""
+        this runs for every piece of every reply. `on_stop` is given the stream's way to end from
+        outside (a person stopped the reply): the waiting read returns, the stream ends with no more
+        events, and its connection is closed, which the peer sees."""
         try:
-            async with self.stream("POST", path, json_body=body,
-                                   timeout=PeerTimeout(self.timeout.connect, silence)) as response:
+            async with self.stream("POST", path, json_body=body, timeout=self._silence_limit(silence)) as response:
                 loop = asyncio.get_running_loop()
                 decoder = SseDecoder(errors="replace")
                 content = response.content
+                if on_stop is not None:
+                    on_stop(lambda: content.set_exception(StreamStopped()))
                 watch = SilenceWatch(loop, silence, content)
                 try:
                     while True:
                         watch.waiting_since = loop.time()
-                        chunk = await content.readany()
+                        try:
+                            chunk = await content.readany()
+                        except StreamStopped:
+                            response.close()
+                            return
                         watch.waiting_since = None
                         if not chunk:
                             break
                         for data in decoder.feed(chunk):
-                            event = loads_utf8_safe(data)
+                            try:
+                                event = loads_utf8_safe(data)
+                            except ValueError:
+                                raise self.unreachable_error(f"the {self.service} sent an unreadable event",
+                                                             f"{self.error_prefix}_failed", status=502) from None
                             if isinstance(event, dict):
                                 yield event
                 finally:
@@ -322,6 +357,10 @@ class PeerClient:
                                      peer_status=error.status) from None
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as error:
             raise self.not_reached(error) from None
+
+
+class StreamStopped(Exception):
+    """Set on a stream's reader by its stop: the read ends at once."""
 
 
 class SilenceWatch:

@@ -273,12 +273,13 @@ class ImageDescription(TypedDict):
     model: str
 
 
-class AiCoreError(ApiError):
-    """A call to the AI core that did not succeed. `error` and `error_type` say why, as a caller
-    passes it on (`ai_core_unreachable` when the AI core could not be reached or stopped
-    answering; the AI core's own errorType when it answered with an error; `ai_core_failed`
-    when its answer could not be read); `status` is what an HTTP endpoint answers with. Unhandled
-    in a handler, it renders as the spec's error body."""
+class AiCoreError(PeerFailed):
+    """A call to the AI core that did not succeed: the core's one error of a call to another
+    service (`PeerFailed`). `error` and `error_type` say why, as a caller passes it on
+    (`ai_core_unreachable` when the AI core could not be reached, stopped answering or refused
+    our credential; the AI core's own errorType when it answered with an error;
+    `ai_core_failed` when its answer could not be read); `status` is what an HTTP endpoint
+    answers with. Unhandled in a handler, it renders as the spec's error body."""
     status = 502
     error_type = "ai_core_failed"
 

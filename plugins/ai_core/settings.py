@@ -67,7 +67,7 @@ class AiCoreSettings(PluginSettings):
 
 class AiCoreClientSettings(PluginSettings):
     """`[plugins.ai_core_client]`: how long a service waits for the AI core, per kind of call
-    (connecting always gets 10 seconds)."""
+    (connecting: `[peers] connect_timeout`)."""
     chat_read_timeout = fields.Float(load_default=120.0, validate=POSITIVE, metadata={
         "description": "Seconds the streaming chat call may stay silent."})
     vision_timeout = fields.Float(load_default=60.0, validate=POSITIVE, metadata={

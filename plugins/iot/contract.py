@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable, Protocol
 
 from gateway.contracts import ContractKey
-from gateway.errors import ApiError
+from gateway.peers import PeerFailed
 
 
 @dataclass(frozen=True)
@@ -27,11 +27,11 @@ class DeviceChange:
     timestamp: str             # RFC 3339, as the service wrote it
 
 
-class DeviceError(ApiError):
+class DeviceError(PeerFailed):
     """The IoT service refused a call (400 `invalid_operation`, 403 `operation_refused`, 404
     `device_not_found`, 502/503 `device_unreachable`) or could not be asked (502
-    `iot_service_unreachable`); `status`, `error_type` and `hint` carry its answer so a route
-    can pass it on unchanged."""
+    `iot_service_unreachable`): the core's one error of a call to another service. `status`,
+    `error_type` and `hint` carry its answer so a route can pass it on unchanged."""
     status = 502
     error_type = "iot_service_unreachable"
 

@@ -25,6 +25,7 @@ from typing import Awaitable, Callable
 import aiohttp
 
 from gateway.context import Context
+from gateway.peers import PeerClient, PeerFailed
 
 from .contract import DeviceChange
 
@@ -64,11 +65,11 @@ def device_update_frame(change: DeviceChange, operation_id: str | None) -> dict:
 
 class DeviceFeed:
     def __init__(self, context: Context, settings: dict,
-                 listeners: list[Callable[[DeviceChange], Awaitable[None]]], base_url: Callable[[], str]):
+                 listeners: list[Callable[[DeviceChange], Awaitable[None]]], peer: PeerClient):
         self.context = context
         self.settings = settings
         self.listeners = listeners
-        self.base_url = base_url
+        self.peer = peer  # the IoT service, over the core's peer transport
         self.instance = uuid.uuid4().hex
         self.lease_seconds: float = settings["feed_lease_seconds"]
         self.following = asyncio.Event()   # set while this instance has the stream open (tests wait on it)
@@ -119,16 +120,11 @@ class DeviceFeed:
         delay: float = self.settings["feed_retry_min"]
         complained = False
         while True:
-            base_url = self.base_url()
             try:
-                if not base_url:
-                    raise ValueError("no address is configured for the IoT service (IOT_SERVICE_URL)")
-                connecting = self.context.http.ws_connect(
-                    base_url + FEED_PATH, headers=self.context.peer_headers(),
-                    heartbeat=self.settings["feed_heartbeat"])
+                connecting = self.peer.connect(FEED_PATH, heartbeat=self.settings["feed_heartbeat"])
                 socket = await asyncio.wait_for(connecting, self.settings["timeout"])
                 async with socket:
-                    log.info("following the IoT service's changes at %s", base_url + FEED_PATH)
+                    log.info("following the IoT service's changes at %s", self.peer.base_url() + FEED_PATH)
                     self.following.set()
                     delay, complained = self.settings["feed_retry_min"], False
                     async for message in socket:
@@ -138,11 +134,11 @@ class DeviceFeed:
                             break
                 self.following.clear()
                 log.warning("the IoT service closed its change stream; opening it again")
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as error:
+            except (PeerFailed, aiohttp.ClientError, asyncio.TimeoutError, OSError) as error:
                 self.following.clear()
                 (log.debug if complained else log.warning)(
                     "the IoT service's change stream cannot be opened (%s: %s); trying again",
-                    error.__class__.__name__, error)
+                    error.__class__.__name__, getattr(error, "error", error))
                 complained = True
             await asyncio.sleep(delay * random.uniform(0.8, 1.2))
             delay = min(delay * 2, self.settings["feed_retry_max"])

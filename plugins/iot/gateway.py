@@ -9,25 +9,23 @@
   contract's listeners.
 
 Every call goes to the IoT service (`peers.iot_service_url`, IOT_SERVICE_URL) with the service
-credential acting for a named person, through `IotTransport`, the one way this code base reaches
-it: one time limit, one mapping of "no usable answer" to 502 `iot_service_unreachable`."""
+credential acting for a named person, through `IotTransport`, over the core's peer transport
+(gateway/peers.py): one time limit, one mapping of "no usable answer" to 502
+`iot_service_unreachable`, the service's own error body passed on with its status."""
 from __future__ import annotations
 
-import asyncio
 import logging
-from typing import Any, Awaitable, Callable, NamedTuple
+from typing import Awaitable, Callable
 from urllib.parse import quote
 
-import aiohttp
 from aiohttp import web
 from marshmallow import fields, validate
-from yarl import URL
 
 from gateway.context import Context
 from gateway.identity import Identity, owner_for, require_user
 from gateway.openapi import api_doc
+from gateway.peers import PeerClient, PeerTimeout
 from gateway.plugins import Plugin, PluginSettings, Registrar
-from gateway.text import loads_utf8_safe
 from gateway.validation import parse_body, parse_query
 
 from .contract import DEVICES, DeviceChange, DeviceError
@@ -39,7 +37,6 @@ log = logging.getLogger("plugins.iot.gateway")
 
 PEER = "iot_service"
 DEVICES_PATH = "/api/v1/devices"
-UNREACHABLE = "iot_service_unreachable"
 # The source recorded for an operation a person asks for through these endpoints.
 PERSON_SOURCE = "api"
 
@@ -69,72 +66,32 @@ class DevicesSettings(PluginSettings):
                        "a feed hand-over is sent once."})
 
 
-class Answer(NamedTuple):
-    status: int
-    body: dict
+class IotTransport(PeerClient):
+    """Calls to the IoT service over the core's peer transport. Every way of not getting a usable
+    answer is a DeviceError 502 `iot_service_unreachable`; its own error body a DeviceError with
+    its status. A 403 `operation_refused` is its answer about the operation (a protected lock),
+    not about our credential."""
 
+    def __init__(self, context: Context, timeout: PeerTimeout):
+        super().__init__(context, PEER, service="IoT service", timeout=timeout, error_prefix="iot_service",
+                         unreachable=DeviceError, passed_refusals=("operation_refused",))
 
-class IotTransport:
-    """One HTTP call to the IoT service and its decoded answer (any status). Every way of not
-    getting a usable one is a DeviceError 502 `iot_service_unreachable`."""
-
-    def __init__(self, context: Context, timeout: aiohttp.ClientTimeout):
-        self.context = context
-        self.timeout = timeout
-
-    def base_url(self) -> str:
-        return self.context.peer_url(PEER)
-
-    def unreachable(self, reason: str, status: int | None = None) -> DeviceError:
-        hint = ("SERVICE_TOKEN must be the same for the gateway and the iot-debug-service." if status in (401, 403)
-                else f"Check that the iot-debug-service runs at {self.base_url() or '(unset)'} (IOT_SERVICE_URL).")
-        return DeviceError(reason, error_type=UNREACHABLE, hint=hint, status=502)
-
-    async def call(self, method: str, path: str, *, params: dict | None = None, body: dict | None = None) -> Answer:
-        params = {key: str(value) for key, value in (params or {}).items() if value is not None}
-        base_url = self.base_url()
-        if not base_url:
-            raise self.unreachable("No address is configured for the IoT service.")
-        try:
-            url = URL(base_url + path, encoded=True)
-            async with self.context.http.request(method, url, params=params, json=body,
-                                                 headers=self.context.peer_headers(),
-                                                 timeout=self.timeout) as response:
-                raw = await response.read()
-                status = response.status
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as error:  # ValueError: a bad URL
-            detail = str(error)
-            raise self.unreachable(f"The IoT service cannot be reached or did not answer in time "
-                                   f"({error.__class__.__name__}{': ' + detail if detail else ''}).") from None
-        try:
-            answer: Any = loads_utf8_safe(raw)
-        except ValueError:
-            answer = None
-        if not isinstance(answer, dict):
-            raise self.unreachable(f"The IoT service answered {status} without a JSON object.", status)
-        if (status in (401, 403) and answer.get("errorType") != "operation_refused") \
-                or (status >= 400 and not answer.get("error")):
-            # Our own credential refused: this service's configuration, not the caller's request.
-            raise self.unreachable(f"The IoT service refused the gateway ({status}: {answer.get('error') or '?'}).",
-                                   status)
-        return Answer(status, answer)
+    async def answer(self, method: str, path: str, *, params: dict | None = None,
+                     body: dict | None = None) -> tuple[int, dict]:
+        """The status and JSON object of a call that succeeded; the service's refusal as a
+        DeviceError. `path` is percent-encoded (`device_path`)."""
+        answer = await self.request(method, path, params=params, json_body=body, quoted=True)
+        if answer.status >= 400:
+            raise self.refusal(answer)
+        decoded = answer.json()
+        if decoded is None:
+            raise self.unreachable(f"The IoT service answered {answer.status} without a JSON object.",
+                                   peer_status=answer.status)
+        return answer.status, decoded
 
     async def ok(self, method: str, path: str, *, params: dict | None = None, body: dict | None = None) -> dict:
         """The answer of a call that succeeded; the service's refusal as a DeviceError."""
-        answer = await self.call(method, path, params=params, body=body)
-        if answer.status >= 400:
-            raise refusal(answer)
-        return answer.body
-
-
-def refusal(answer: Answer) -> DeviceError:
-    """The IoT service's error answer as it came (400 invalid_operation, 403 operation_refused,
-    404 device_not_found, 502/503 device_unreachable...), to be passed on unchanged."""
-    body = answer.body
-    status = answer.status if 400 <= answer.status < 500 or answer.status in (502, 503) else 502
-    hint = body.get("hint")
-    return DeviceError(str(body["error"]), error_type=str(body.get("errorType") or "iot_service_failed"),
-                       hint=hint if isinstance(hint, str) else None, status=status)
+        return (await self.answer(method, path, params=params, body=body))[1]
 
 
 def device_path(device_id: str, *tail: str) -> str:
@@ -180,10 +137,8 @@ DEVICE_ID = {"device_id": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,128}$
 async def pass_on(request: web.Request, method: str, path: str, *, params: dict,
                   body: dict | None = None) -> web.Response:
     """The IoT service's answer to `method path`, passed on with its status and body."""
-    answer = await request.config_dict[CLIENT].transport.call(method, path, params=params, body=body)
-    if answer.status >= 400:
-        raise refusal(answer)
-    return web.json_response(answer.body, status=answer.status)
+    status, answer = await request.config_dict[CLIENT].transport.answer(method, path, params=params, body=body)
+    return web.json_response(answer, status=status)
 
 
 def device_id_of(request: web.Request) -> str:
@@ -253,7 +208,8 @@ class DevicesPlugin(Plugin):
 
     def setup(self, registrar: Registrar) -> None:
         settings = registrar.settings
-        transport = IotTransport(registrar.context, aiohttp.ClientTimeout(total=settings["timeout"]))
+        transport = IotTransport(registrar.context,
+                                 PeerTimeout.from_config(registrar.context.config, total=settings["timeout"]))
         client = DevicesClient(transport)
         registrar.provide(DEVICES, client)
         registrar.app_state(CLIENT, client)
@@ -262,7 +218,7 @@ class DevicesPlugin(Plugin):
                                     "A device of the person changed (an operation by anyone, a simulated reading "
                                     "drifting, a real device reporting): sent to each of their connected devices.")
         if settings["feed"]:
-            feed = DeviceFeed(registrar.context, settings, client.listeners, transport.base_url)
+            feed = DeviceFeed(registrar.context, settings, client.listeners, transport)
             registrar.app_state(FEED, feed)
             registrar.job("feed", feed.run)
 

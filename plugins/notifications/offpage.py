@@ -14,12 +14,11 @@ import uuid
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import aiohttp
-
 from gateway.context import Context
 from gateway.database import execute, fetch_all, fetch_one
 from gateway.errors import BadRequest, NotFound, ServiceUnavailable
 from gateway.fetch import FetchError, FetchPolicy, FetchRefused, GuardedFetcher
+from gateway.peers import PeerClient, PeerFailed, PeerTimeout
 from gateway.clock import rfc3339
 
 from . import webpush
@@ -57,6 +56,9 @@ _SUBSCRIPTION_COLUMNS = "id::text AS id, user_id, endpoint, p256dh, auth, device
 class OffPageDelivery:
     def __init__(self, context: Context, settings: dict):
         self.context, self.settings = context, settings
+        # The platform bridge's service API, over the core's peer transport.
+        self.bridge = PeerClient(context, "platform_bridge", service="platform bridge",
+                                 timeout=PeerTimeout.from_config(context.config, total=settings["push_timeout"] * 3))
         self.queue: asyncio.Queue[tuple[str, dict]] = asyncio.Queue(maxsize=settings["push_queue_size"])
         self._keys: webpush.VapidKeys | None = None
         self._keys_lock = asyncio.Lock()
@@ -274,31 +276,24 @@ class OffPageDelivery:
     async def message_platforms(self, user_id: str, notification: dict) -> None:
         """The notification as a chat message to every chat-platform account the person linked:
         the platform bridge's `POST /api/v1/users/{user_id}/messages` (service credential)."""
-        bridge = self.context.peer_url("platform_bridge")
-        if not bridge:
+        if not self.context.peer_url("platform_bridge"):
             return
         title, body = notification["title"], notification["body"]
         text = (f"⏰ {title}" + (f"\n{body}" if body and body != title else ""))[:4000]
-        delay = self.settings["push_retry_delay"]
+        delay, problem = self.settings["push_retry_delay"], ""
         for attempt in range(1, self.settings["push_attempts"] + 1):
-            problem = ""
             try:
-                async with self.context.http.post(
-                        f"{bridge}/api/v1/users/{user_id}/messages", json={"text": text},
-                        headers=self.context.peer_headers(),
-                        timeout=aiohttp.ClientTimeout(total=self.settings["push_timeout"] * 3)) as response:
-                    if response.status == 200:
-                        answer = await response.json()
-                        failed = [d for d in answer.get("deliveries", []) if d.get("error")]
-                        for delivery in failed:
-                            log.warning("notification %s to %s on %s (bot %s) failed: %s", notification["id"],
-                                        user_id, delivery.get("platform"), delivery.get("bot_id"), delivery["error"])
-                        return
-                    problem = f"the platform bridge answered {response.status}"
-                    if not _retryable(response.status):
-                        break
-            except (aiohttp.ClientError, TimeoutError, ValueError) as error:
-                problem = f"the platform bridge could not be reached: {type(error).__name__}"
+                answer = await self.bridge.call("POST", f"/api/v1/users/{user_id}/messages", json_body={"text": text})
+            except PeerFailed as error:
+                problem = error.error
+                if error.peer_status is not None and not _retryable(error.peer_status):
+                    break
+            else:
+                failed = [d for d in answer.get("deliveries", []) if isinstance(d, dict) and d.get("error")]
+                for delivery in failed:
+                    log.warning("notification %s to %s on %s (bot %s) failed: %s", notification["id"],
+                                user_id, delivery.get("platform"), delivery.get("bot_id"), delivery["error"])
+                return
             if attempt < self.settings["push_attempts"]:
                 await asyncio.sleep(min(delay, self.settings["push_max_retry_delay"]))
                 delay *= 2

@@ -5,7 +5,7 @@ A session is titled at once from its first message (store.py, `title_from`). Aft
 exchange of a session (a chat turn with no history before it), a listener of the AI core's
 `TURN_FINISHED` asks a model of the routing purpose `title` (`MODELS`; without a route or model
 tagged `title`, the chat models) for a short title, and sets it through the gateway's sessions
-API with the service credential — only while the session still has the title made from its
+API with the service credential, over the core's peer transport (gateway/peers.py) — only while the session still has the title made from its
 first message (`if_title`), so a name the person gave meanwhile stays. The gateway then tells the
 person's devices (`session_updated`). Without a model nothing is asked or changed: the offline
 agent does not title. It runs after the answer went out and never delays or fails a turn."""
@@ -16,10 +16,8 @@ import logging
 import re
 from urllib.parse import quote
 
-import aiohttp
-
+from gateway.peers import PeerClient, PeerFailed, PeerTimeout
 from gateway.plugins import Plugin, Registrar
-from gateway.text import loads_utf8_safe
 from plugins.ai_core.contract import MODELS, TURN_FINISHED, FinishedTurn, Models
 
 from .store import TITLE_CHARS, title_from
@@ -31,7 +29,7 @@ LISTENER = "session_titles"
 MAX_TOKENS = 60               # a title is a few words; room for a model that thinks aloud first
 CONCURRENCY = 4               # title requests at once per ai-core instance; a burst queues
 EXCHANGE_CHARS = 1000         # what the model reads of the person's words, and of the reply
-GATEWAY_TIMEOUT = aiohttp.ClientTimeout(total=15)
+GATEWAY_TIMEOUT = 15.0         # seconds for the gateway to set the title
 
 SYSTEM_PROMPT = """You name conversations for a chat assistant's list of conversations.
 Give the conversation you are shown a short title of 3 to 6 words that names its subject,
@@ -74,6 +72,8 @@ class SessionTitles:
 
     def __init__(self, context):
         self.context = context
+        self.gateway = PeerClient(context, "gateway", service="gateway",
+                                  timeout=PeerTimeout.from_config(context.config, total=GATEWAY_TIMEOUT))
         self.running = asyncio.Semaphore(CONCURRENCY)
 
     async def __call__(self, turn: FinishedTurn) -> None:
@@ -86,42 +86,27 @@ class SessionTitles:
         if not turn.user_id or not turn.session_id or turn.history or first_title is None:
             return None
         models: Models | None = self.context.contracts.get(MODELS)
-        gateway = self.context.peer_url("gateway")
-        if models is None or not gateway:
+        if models is None or not self.context.peer_url("gateway"):
             return None
         async with self.running:
             title = clean_title(await models.complete(PURPOSE, title_messages(turn), max_tokens=MAX_TOKENS,
                                                       temperature=0.2))
         if title is None or title == first_title:
             return None
-        return title if await self.set_title(gateway, turn, title, first_title) else None
+        return title if await self.set_title(turn, title, first_title) else None
 
-    async def set_title(self, gateway: str, turn: FinishedTurn, title: str, expected: str) -> bool:
+    async def set_title(self, turn: FinishedTurn, title: str, expected: str) -> bool:
         assert turn.session_id is not None
-        url = f"{gateway}/api/v1/sessions/{quote(turn.session_id, safe='')}"
         try:
-            async with self.context.http.patch(url, params={"user_id": turn.user_id},
-                                               json={"title": title, "if_title": expected},
-                                               headers=self.context.peer_headers(),
-                                               timeout=GATEWAY_TIMEOUT) as response:
-                status, raw = response.status, await response.read()
-        except (aiohttp.ClientError, asyncio.TimeoutError) as error:
-            log.warning("title of session %s not set: the gateway cannot be reached (%s)", turn.session_id,
-                        type(error).__name__)
-            return False
-        if status == 200:
+            await self.gateway.call("PATCH", f"/api/v1/sessions/{quote(turn.session_id, safe='')}", quoted=True,
+                                    params={"user_id": turn.user_id}, json_body={"title": title, "if_title": expected})
             return True
-        try:
-            answer = loads_utf8_safe(raw)
-        except ValueError:
-            answer = None
-        error_type = answer.get("errorType") if isinstance(answer, dict) else None
-        if error_type in ("title_changed", "session_not_found"):
-            log.info("title of session %s not set: %s", turn.session_id, error_type)
-        else:
-            log.warning("title of session %s not set: the gateway answered %d (%s)", turn.session_id, status,
-                        error_type or "no error type")
-        return False
+        except PeerFailed as error:
+            if error.error_type in ("title_changed", "session_not_found"):
+                log.info("title of session %s not set: %s", turn.session_id, error.error_type)
+            else:
+                log.warning("title of session %s not set: %s (%s)", turn.session_id, error.error, error.error_type)
+            return False
 
 
 class SessionTitlesPlugin(Plugin):

@@ -5,5 +5,5 @@
   engines/ (offline Whisper, PocketSphinx, Piper and eSpeak NG; an OpenAI-compatible provider
   when configured; more through the `gateway.voice_engines` entry-point group).
 - `voice` (the gateway; gateway.py): the voice endpoints passed on to the voice service
-  (gateway_client.py), voice over the chat socket (gateway_streams.py) and spoken replies
+  (voice_service_client.py), voice over the chat socket (gateway_streams.py) and spoken replies
   (spoken.py, speech.py)."""

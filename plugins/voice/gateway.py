@@ -1,5 +1,5 @@
 """The gateway plugin `voice` (docs/voice.md, "In the gateway"): the spec's `/api/v1/voice/...`
-endpoints passed on to the voice service (gateway_client.py), voice over the chat socket
+endpoints passed on to the voice service (voice_service_client.py), voice over the chat socket
 (gateway_streams.py), spoken replies (spoken.py) and their audio (`/api/v1/voice/audio/...`)."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from gateway.plugins import Plugin, PluginSettings, Registrar
 from gateway.validation import parse_body
 from plugins.chat.contract import REPLY_TAPS
 
-from .gateway_client import VoiceClient, VoiceUnavailable, refused
+from .voice_service_client import VoiceServiceClient, VoiceUnavailable, refused
 from .gateway_schemas import (LANGUAGES, AudioQuery, SpeechBody, SpeechStatus, StreamSegmentsFrame, TranscribeForm,
                               Transcription, VoiceFinalFrame, VoiceInputFrame, VoiceInterimFrame,
                               VoiceList, VoiceStatus, VoiceStreamChunkFrame, VoiceStreamEndFrame, VoiceStreamStartFrame,
@@ -28,7 +28,7 @@ from .spoken import AUDIO_TYPES, SPOKEN_MODES, AudioStore, SpokenReplies, owner_
 
 MB = 1024 * 1024
 POSITIVE = validate.Range(min=0, min_inclusive=False)
-CLIENT = web.AppKey("voice.client", VoiceClient)
+CLIENT = web.AppKey("voice.client", VoiceServiceClient)
 AUDIO = web.AppKey("voice.audio", AudioStore)
 SETTINGS = web.AppKey("voice.settings", dict)
 SAFE_HEADERS = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "default-src 'none'; sandbox"}
@@ -71,7 +71,7 @@ class VoiceSettings(PluginSettings):
         "description": "Days a spoken reply's audio is kept; older audio is deleted (hourly)."})
 
 
-def client_of(request: web.Request) -> VoiceClient:
+def client_of(request: web.Request) -> VoiceServiceClient:
     return request.config_dict[CLIENT]
 
 
@@ -139,7 +139,7 @@ async def transcribe(request: web.Request) -> web.Response:
                                                      "application/octet-stream")
     except ApiError as error:
         raise failure(error) from None
-    body = answer.json()
+    body = answer.json() or {}
     if answer.status >= 400 or body.get("success") is False:
         status = answer.status if answer.status >= 400 else 400
         raise failure(refused(status, body))
@@ -155,7 +155,7 @@ async def tts(request: web.Request) -> web.Response:
     body = await parse_body(request, SpeechBody())
     answer = await client_of(request).synthesize({key: value for key, value in body.items() if value is not None})
     if answer.status >= 400:
-        raise refused(answer.status, answer.json())
+        raise refused(answer.status, answer.json() or {})
     headers = {**SAFE_HEADERS, "Cache-Control": "no-store"}
     if "X-Audio-Duration-Ms" in answer.headers:
         headers["X-Audio-Duration-Ms"] = answer.headers["X-Audio-Duration-Ms"]
@@ -168,7 +168,7 @@ async def tts(request: web.Request) -> web.Response:
 @api_doc("The voices speech can be synthesized in", responses={200: VoiceList}, errors=(502,))
 async def tts_voices(request: web.Request) -> web.Response:
     await require_user(request)
-    return web.json_response(await client_of(request).json("GET", "/api/v1/tts/voices"))
+    return web.json_response(await client_of(request).call("GET", "/api/v1/tts/voices"))
 
 
 @routes.get("/api/v1/voice/tts/status", name="voice.tts_status")
@@ -176,7 +176,7 @@ async def tts_voices(request: web.Request) -> web.Response:
          responses={200: SpeechStatus}, errors=(502,))
 async def tts_status(request: web.Request) -> web.Response:
     await require_user(request)
-    return web.json_response(await client_of(request).json("GET", "/api/v1/tts/status"))
+    return web.json_response(await client_of(request).call("GET", "/api/v1/tts/status"))
 
 
 @routes.get("/api/v1/voice/status", name="voice.status")
@@ -185,8 +185,8 @@ async def tts_status(request: web.Request) -> web.Response:
 async def status(request: web.Request) -> web.Response:
     await require_user(request)
     client = client_of(request)
-    overall, speech = await asyncio.gather(client.json("GET", "/api/v1/status"),
-                                           client.json("GET", "/api/v1/tts/status"))
+    overall, speech = await asyncio.gather(client.call("GET", "/api/v1/status"),
+                                           client.call("GET", "/api/v1/tts/status"))
     return web.json_response({"available": True, "stt": overall.get("stt") or {}, "tts": overall.get("tts") or {},
                               "tts_status": speech})
 
@@ -246,7 +246,7 @@ class VoicePlugin(Plugin):
 
     def setup(self, registrar: Registrar) -> None:
         settings, context = registrar.settings, registrar.context
-        client = VoiceClient(context, timeout=settings["timeout"], connect_timeout=settings["connect_timeout"])
+        client = VoiceServiceClient(context, timeout=settings["timeout"], connect_timeout=settings["connect_timeout"])
         audio_store = AudioStore(context, settings["audio_url_ttl"], settings["audio_retention_days"])
         streams = VoiceStreams(context, client, settings)
         registrar.routes(routes)

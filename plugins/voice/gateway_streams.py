@@ -26,7 +26,7 @@ from gateway.errors import ApiError
 from gateway.ws import error_frame as core_error_frame
 from plugins.chat.contract import CHAT_TURNS
 
-from .gateway_client import VoiceClient, VoiceRefused, VoiceUnavailable
+from .voice_service_client import VoiceServiceClient, VoiceRefused, VoiceUnavailable
 
 if TYPE_CHECKING:
     from gateway.context import Context
@@ -234,7 +234,7 @@ class VoiceStream:
 class VoiceStreams:
     """The open streams of this instance, by connection id, and the voice frames' handlers."""
 
-    def __init__(self, context: "Context", client: VoiceClient, settings: dict):
+    def __init__(self, context: "Context", client: VoiceServiceClient, settings: dict):
         self.context, self.client = context, client
         self.max_upload_bytes: int = settings["max_upload_bytes"]
         self.max_bytes: int = settings["stream_max_bytes"]
@@ -272,7 +272,7 @@ class VoiceStreams:
             connection.send(error_frame(error.error, error.error_type or "invalid_audio", session_id=session_id,
                                         client_msg_id=frame["client_msg_id"]))
             return
-        body = answer.json()
+        body = answer.json() or {}
         message_id = "voice_" + secrets.token_hex(8)
         if answer.status >= 400 or not body.get("success", True):
             if body.get("errorType") != "no_speech":

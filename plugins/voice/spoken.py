@@ -26,7 +26,7 @@ from gateway.errors import ApiError
 from gateway.text import language_of
 from plugins.chat.contract import ReplyStream
 
-from .gateway_client import VoiceClient, VoiceUnavailable, refused
+from .voice_service_client import VoiceServiceClient, VoiceUnavailable, refused
 from .speech import SentenceCutter
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ class AudioStore:
 class SpokenReplies:
     """The tap's factory, and what every spoken reply of this service shares."""
 
-    def __init__(self, context: "Context", client: VoiceClient, audio: AudioStore, settings: dict):
+    def __init__(self, context: "Context", client: VoiceServiceClient, audio: AudioStore, settings: dict):
         self.context, self.client, self.audio = context, client, audio
         self.enabled: bool = settings["spoken_replies"]
         self.format: str = settings["tts_format"]
@@ -124,7 +124,7 @@ class SpokenReplies:
                 reply.unavailable = error
                 raise
         if answer.status >= 400:
-            raise refused(answer.status, answer.json())
+            raise refused(answer.status, answer.json() or {})
         try:
             duration = int(float(answer.headers.get("X-Audio-Duration-Ms") or 0))
         except ValueError:

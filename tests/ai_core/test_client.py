@@ -94,8 +94,9 @@ async def test_a_bad_event_or_stream_is_one_error(aiohttp_server, make_client):
         "the AI core sent an event longer than 8388608 bytes", "reply_too_large")
     with pytest.raises(AiCoreError) as raised:
         await collect(client, {"user_id": "u", "text": "plain"})
-    assert (raised.value.error, raised.value.error_type, raised.value.status) == (
-        "the AI core answered 503: down for maintenance", "ai_core_failed", 502)
+    # An error without the spec's body is no usable answer (the transport's one rule): 502.
+    assert (raised.value.error, raised.value.error_type, raised.value.status, raised.value.peer_status) == (
+        "The AI core answered 503 without an error body: down for maintenance.", "ai_core_unreachable", 502, 503)
 
 
 async def test_a_silent_chat_stream_times_out_and_a_slow_one_does_not(aiohttp_server, make_client):
@@ -150,4 +151,5 @@ async def test_image_descriptions_and_a_refused_credential(ai_core_url, make_cli
     refused = await make_client(url, {"auth.service_token": "not-the-token"})
     with pytest.raises(AiCoreError) as raised:
         await refused.models()
-    assert (raised.value.error_type, raised.value.status) == ("invalid_token", 502)
+    assert (raised.value.error_type, raised.value.status, raised.value.peer_status) == ("ai_core_unreachable", 502, 401)
+    assert "SERVICE_TOKEN" in raised.value.hint

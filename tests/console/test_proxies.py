@@ -315,3 +315,19 @@ async def test_chat_platform_rows_reach_the_platform_bridge(stack):
     deleted = await console.delete(f"/api/chat-platforms/bots/{bot['id']}")
     assert deleted.status == 204 and await deleted.read() == b""
     await error_of(await console.get(f"/api/chat-platforms/bots/{bot['id']}"), 404, "bot_not_found")
+
+
+async def test_a_service_elsewhere_is_found_by_its_variable_not_its_table_port(stack, monkeypatch):
+    """The console finds a service where every service finds it (gateway/peers.py): its `*_URL`
+    variable or `[peers]` setting, else the table's port; and hands that address to its children."""
+    from console.typedefs import SUPERVISOR
+
+    monkeypatch.delenv("MEMORY_SERVICE_URL", raising=False)
+    elsewhere = stack.url("memory-service")
+    specs = [ServiceSpec(id=spec.id, name=spec.name, port=free_port()) if spec.id == "memory-service" else spec
+             for spec in stack.specs]  # nothing listens on the table's port
+    app = create_console_app(stack.make_config({"peers.memory_service_url": elsewhere}), specs=specs)
+    console = await stack.aiohttp_client(app)
+    response = await console.get("/api/proxy/memory-service/health")
+    assert response.status == 200, await response.text()
+    assert app[SUPERVISOR].child_environment()["MEMORY_SERVICE_URL"] == elsewhere

@@ -184,17 +184,25 @@ async def test_build_runs_the_build_step_then_starts_and_a_failed_build_keeps_th
 
 
 def test_children_learn_their_peers_from_the_service_table(tmp_path, monkeypatch):
+    """Each `*_URL` the operator left unset is the table's port (or the console's `[peers]`
+    setting); one the operator set stands (a service run on another machine)."""
     from gateway.services import ServiceSpec
 
     monkeypatch.setenv("CONSOLE_TOKEN", "not-for-services")
     monkeypatch.setenv("AI_CORE_URL", "http://elsewhere:1")
+    monkeypatch.delenv("MEMORY_SERVICE_URL", raising=False)
+    monkeypatch.delenv("VOICE_SERVICE_URL", raising=False)
+    monkeypatch.setenv("GATEWAY_URL", "")  # set but empty: unset
     specs = [ServiceSpec("memory-service", "memory", 18091), ServiceSpec("ai-core", "AI", 18081),
-             ServiceSpec("gateway", "Gateway", 18080), ServiceSpec("frontend", "Frontend", 15173)]
-    supervisor = Supervisor(specs, tmp_path / "data", LogStore(tmp_path / "logs"), PushHub())
+             ServiceSpec("gateway", "Gateway", 18080), ServiceSpec("frontend", "Frontend", 15173),
+             ServiceSpec("voice-service", "Voice", 18093)]
+    supervisor = Supervisor(specs, tmp_path / "data", LogStore(tmp_path / "logs"), PushHub(),
+                            peer_urls={"voice-service": "http://voice.lan:8093"})
     environment = supervisor.child_environment()
     assert environment["MEMORY_SERVICE_URL"] == "http://127.0.0.1:18091"
-    assert environment["AI_CORE_URL"] == "http://127.0.0.1:18081"  # the console runs it, so it is here
+    assert environment["AI_CORE_URL"] == "http://elsewhere:1"  # the operator's address stands
     assert environment["GATEWAY_URL"] == "http://127.0.0.1:18080"
+    assert environment["VOICE_SERVICE_URL"] == "http://voice.lan:8093"
     assert environment["DATA_DIR"] == str(tmp_path / "data")
     assert "CONSOLE_TOKEN" not in environment
 

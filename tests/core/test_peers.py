@@ -42,6 +42,14 @@ def peer_app() -> web.Application:
     async def bare(request: web.Request) -> web.Response:
         return web.Response(status=500, text="Internal Server Error")
 
+    async def failing(request: web.Request) -> web.Response:
+        status = int(request.match_info["status"])
+        return web.json_response({"error": "Broke.", "errorType": "broke"}, status=status)
+
+    async def raw(request: web.Request) -> web.Response:
+        await guard(request)
+        return web.json_response({"raw_path": request.raw_path})
+
     async def slow(request: web.Request) -> web.Response:
         await asyncio.sleep(5)
         return web.json_response({})
@@ -52,6 +60,8 @@ def peer_app() -> web.Application:
         await response.prepare(request)
         for index in range(3):
             await response.write(b'data: {"n": %d}\n\n' % index)
+        if (await request.json()).get("bad"):
+            await response.write(b"data: {oops\n\n")
         if (await request.json()).get("stall"):
             await asyncio.sleep(5)
         return response
@@ -69,6 +79,8 @@ def peer_app() -> web.Application:
     app.router.add_get("/refuse", refuse)
     app.router.add_get("/forbidden", forbidden)
     app.router.add_get("/bare", bare)
+    app.router.add_get("/failing/{status}", failing)
+    app.router.add_get("/raw/{rest:.*}", raw)
     app.router.add_get("/slow", slow)
     app.router.add_post("/events", events)
     app.router.add_get("/socket", socket)
@@ -126,6 +138,20 @@ async def test_unreachable_a_refused_credential_and_a_bare_error_are_502(peer_ur
         assert ("SERVICE_TOKEN" in body["hint"]) == (peer_status in (401, 403))
 
 
+async def test_a_peers_own_failure_is_passed_on_as_502_unless_it_is_502_or_503(peer_url, make_peer):
+    peer = await make_peer(peer_url)
+    for status, answered in ((500, 502), (501, 502), (502, 502), (503, 503)):
+        with pytest.raises(PeerFailed) as raised:
+            await peer.call("GET", f"/failing/{status}")
+        assert (raised.value.status, raised.value.peer_status, raised.value.error_type) == (answered, status, "broke")
+
+
+async def test_a_quoted_path_goes_as_it_is(peer_url, make_peer):
+    """An id quoted whole stays one segment, even `..`, which a URL would otherwise resolve away."""
+    peer = await make_peer(peer_url)
+    assert await peer.call("GET", "/raw/%2E%2E/a%2Fb", quoted=True) == {"raw_path": "/raw/%2E%2E/a%2Fb"}
+
+
 async def test_a_call_past_its_time_limit_is_502(peer_url, make_peer):
     peer = await make_peer(peer_url, timeout=PeerTimeout(read=0.3))
     with pytest.raises(PeerFailed) as raised:
@@ -141,6 +167,10 @@ async def test_a_stream_yields_its_events_and_a_silent_one_ends(peer_url, make_p
         async for event in peer.events("/events", {"stall": True}, silence=0.3):
             seen.append(event)
     assert seen == [{"n": 0}, {"n": 1}, {"n": 2}] and raised.value.error_type == "memory_service_unreachable"
+    with pytest.raises(PeerFailed) as raised:
+        [event async for event in peer.events("/events", {"bad": True}, silence=2)]
+    assert (raised.value.error, raised.value.error_type) == ("the memory service sent an unreadable event",
+                                                             "memory_service_failed")
     refused = await make_peer(peer_url, "not-the-token")
     with pytest.raises(PeerFailed) as raised:
         [event async for event in refused.events("/events", {}, silence=2)]

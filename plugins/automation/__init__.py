@@ -12,6 +12,7 @@ from plugins.iot.contract import DEVICES
 from .api import RUNNER, routes
 from .runner import Runner
 from .settings import AutomationSettings
+from . import person_data
 
 
 class AutomationPlugin(Plugin):
@@ -31,6 +32,7 @@ class AutomationPlugin(Plugin):
         registrar.app_state(RUNNER, runner)
         registrar.routes(routes)
         registrar.job("time_triggers", runner.time_loop)
+        person_data.register(registrar)
         devices = registrar.context.contracts.get(DEVICES)
         if devices is not None:
             devices.on_change(runner.on_device_change)

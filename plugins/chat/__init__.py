@@ -29,6 +29,7 @@ from .settings import ChatSettings
 from .taps import ReplyTapRegistry
 from .turns import TurnMachine
 from .waiters import TurnWaiters
+from . import person_data
 
 if TYPE_CHECKING:
     from gateway.hub import Connection
@@ -221,6 +222,7 @@ class ChatPlugin(Plugin):
         registrar.provide(CHAT_TURNS, chat)
         registrar.provide(PRESENCE, chat.presence)
         registrar.provide(REPLY_TAPS, chat.reply_taps)
+        person_data.register(registrar)
 
 
 plugin = ChatPlugin()

@@ -17,10 +17,12 @@ from .api import FILE_STORE, routes
 from .contract import FILES
 from .settings import FilesSettings
 from .store import FileStore
+from . import person_data
 
 
 class FilesPlugin(Plugin):
     name = "files"
+    optional_depends = ("auth_tokens",)  # set up after it, to tell it what it keeps of a person
     uses = ("database", "blobs")
     description = "Uploads, downloads and thumbnails on local disk or S3"
     settings_schema = FilesSettings
@@ -33,6 +35,7 @@ class FilesPlugin(Plugin):
         registrar.routes(routes)
         registrar.lifespan(files.lifespan)
         registrar.provide(FILES, files)
+        person_data.register(registrar, files)
 
 
 class ImagesPlugin(Plugin):

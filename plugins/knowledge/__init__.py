@@ -11,6 +11,7 @@ from gateway.plugins import Plugin, Registrar
 from .api import KNOWLEDGE, routes
 from .settings import KnowledgeSettings
 from .store import KnowledgeStore
+from . import person_data
 
 
 class KnowledgePlugin(Plugin):
@@ -29,6 +30,7 @@ class KnowledgePlugin(Plugin):
         registrar.routes(routes)
         registrar.lifespan(store.lifespan)
         registrar.job("indexer", store.indexer)
+        person_data.register(registrar, store)
 
 
 plugin = KnowledgePlugin()

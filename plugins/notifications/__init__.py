@@ -31,6 +31,7 @@ from gateway.schedule import rfc3339
 from gateway.validation import parse_body, parse_query
 
 from .contract import NOTIFICATIONS
+from . import person_data
 from .offpage import OffPageDelivery
 from .schemas import (NOTIFICATION_TYPES, AllRead, Deleted, InboxPage, InboxQuery, NotificationFrame,
                       NotificationSettings, OneNotification, OwnerQuery, Pushed, PushBody, PushKey, Read,
@@ -337,6 +338,7 @@ class NotificationsPlugin(Plugin):
         registrar.app_state(OFFPAGE, offpage)
         registrar.routes(routes)
         registrar.migrations("plugins.notifications")
+        person_data.register(registrar)
         registrar.ws_server_message("notification", NotificationFrame, "A notification pushed to the user's devices "
                                     "(POST /api/v1/notifications/push, or a reminder); `missed` when it came while "
                                     "this device was away and is sent on its return.")

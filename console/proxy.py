@@ -60,6 +60,12 @@ ROWS = (
              summary="Known clients and their notes, through the gateway's admin API (`/api/v1/admin/clients*`)"),
     ProxyRow("/api/model-config", GATEWAY, "/api/v1/admin/models", admin=True, exact=False,
              summary="Providers, models and routing, through the gateway's admin API (`/api/v1/admin/models/*`)"),
+    ProxyRow("/api/people", GATEWAY, "/api/v1/admin/users", admin=True, methods=("GET", "POST", "PATCH", "DELETE"),
+             summary="The people of the household, through the gateway's admin API (`/api/v1/admin/users*`, "
+                     "docs/auth.md)"),
+    ProxyRow("/api/api-keys", GATEWAY, "/api/v1/auth/api-keys", admin=True, methods=("GET", "DELETE"),
+             summary="Every personal API key (`?all=true`) and revoking one, through the gateway "
+                     "(`/api/v1/auth/api-keys*`, docs/auth.md)"),
     ProxyRow("/api/iot/devices", "iot-debug-service", "/api/v1/devices",
              summary="Simulated devices of the IoT debug service (`/api/v1/devices*`, docs/iot.md)"),
     ProxyRow("/api/tool-calls", "ai-core", "/api/v1/tools/calls",

@@ -20,7 +20,7 @@ from gateway.validation import parse_body, parse_query
 from . import store
 from .api import (USER_ID_PREFIX, Accounts, _Lenient, _username_field, accounts_of,
                   needs_database, rfc3339)
-from .schemas import (DeletedPerson, InvitationAccepted, PasswordChanged, Person, PersonCreated, PersonList)
+from .schemas import (DeletedPerson, PersonWithCounts, InvitationAccepted, PasswordChanged, Person, PersonCreated, PersonList)
 
 log = logging.getLogger("plugins.auth")
 
@@ -169,6 +169,22 @@ def admins_refused() -> Forbidden:
                      hint="The operator allows more with [plugins.auth] people_may_be_admins = true.")
 
 
+@routes.get(PREFIX + "/{user_id}", name="admin.users_one")
+@api_doc("One person, with the counts of what deleting them would remove", responses={200: PersonWithCounts},
+         errors=(404, 503), auth="admin", tags=("admin",), path=USER_ID_PATH)
+@needs_database("Reading a person")
+async def one_person(request: web.Request) -> web.Response:
+    await require_admin(request)
+    accounts = accounts_of(request)
+    user_id = request.match_info["user_id"]
+    row = await person_row(accounts, user_id)
+    return web.json_response({**person_json(row), "counts": await counts_of(accounts, user_id)})
+
+
+async def counts_of(accounts: Accounts, user_id: str) -> dict[str, int]:
+    return {**await store.count_own_rows(accounts.context.db, user_id), **await accounts.person_data.count(user_id)}
+
+
 @routes.patch(PREFIX + "/{user_id}", name="admin.users_change")
 @api_doc("Disable or enable a person, reset their password, make or unmake an administrator, rename",
          body=ChangePerson, responses={200: PersonCreated}, errors=(404, 503), auth="admin", tags=("admin",),
@@ -222,8 +238,7 @@ async def delete_person(request: web.Request) -> web.Response:
     user_id = request.match_info["user_id"]
     confirm = parse_query(request, DeleteQuery())["confirm"]
     row = await person_row(accounts, user_id)
-    counts = {**await store.count_own_rows(accounts.context.db, user_id),
-              **await accounts.person_data.count(user_id)}
+    counts = await counts_of(accounts, user_id)
     if not confirm:
         raise Conflict(f"Deleting {row['username']} deletes all of their data; confirm to go on.",
                        error_type="confirmation_required",

@@ -54,6 +54,11 @@ class Person(marshmallow.Schema):
         "description": "The person has no password yet: they choose it with their invitation."})
 
 
+class PersonWithCounts(Person):
+    counts = fields.Dict(keys=fields.String(), values=fields.Integer(), required=True, metadata={
+        "description": "What deleting the person would remove, by kind (sessions, messages, files, api_keys, ...)."})
+
+
 class PersonList(marshmallow.Schema):
     users = fields.List(fields.Nested(Person), required=True)
     total = fields.Integer(required=True)

@@ -207,6 +207,8 @@ async def test_deleting_a_person_asks_first_then_removes_all_of_their_data(two_i
                            409, "confirmation_required")
     assert asked["counts"]["sessions"] == 2 and asked["counts"]["api_keys"] == 1
     assert asked["counts"]["things"] == 1 and asked["counts"]["logins"] == 1
+    shown = await (await first.get(f"{API}/admin/users/user_jack", headers=bearer(admin))).json()
+    assert shown["counts"] == asked["counts"] and shown["username"] == "jack"
     assert (await me(second, login["token"])).status == 200  # asking deleted nothing
 
     deleted = await first.delete(f"{API}/admin/users/user_jack?confirm=true", headers=bearer(admin))

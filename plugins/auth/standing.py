@@ -40,6 +40,9 @@ STANDING_SECONDS = 30.0
 # A key's last use is written at most this often (every request would be a write).
 LAST_USED_RESOLUTION_SECONDS = 60
 DATABASE_ERRORS = (psycopg2.Error, DatabaseTimeout)
+# A service whose database has no auth tables yet (the AI core starts before the gateway creates
+# them) asks again only this often, not on every request.
+NO_TABLES_SECONDS = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +66,7 @@ class Standings:
         self.context = context
         self._kept: dict[str, Standing] = {}
         self._warned_at = 0.0
+        self._no_tables_until = 0.0
 
     @property
     def _keeps(self) -> bool:
@@ -98,9 +102,12 @@ class Standings:
         kept = self._kept.get(user_id) if keeps else None
         if kept is not None and time.monotonic() - kept.read_at < STANDING_SECONDS:
             return kept
+        if time.monotonic() < self._no_tables_until:
+            return None
         try:
             row = await store.person_state(self.context.db, user_id, user_id[len(USER_ID_PREFIX):])
         except psycopg2.errors.UndefinedTable:
+            self._no_tables_until = time.monotonic() + NO_TABLES_SECONDS
             return None  # this database has no people yet (the gateway has not created its tables)
         standing = None if row is None else Standing(
             generation=row["token_generation"], disabled=bool(row["disabled"]), deleted=bool(row["deleted"]),
@@ -120,12 +127,14 @@ class Standings:
     async def identify_key(self, key: str, admin_username: str) -> Identity:
         if not self.context.has("db"):
             raise key_refused("This service does not accept API keys.", "api_key_not_accepted")
+        row = None
         try:
-            row = await store.api_key_for(self.context.db, key)
+            if time.monotonic() >= self._no_tables_until:
+                row = await store.api_key_for(self.context.db, key)
             if row is not None and self._stale(row["last_used_at"]):
                 await store.touch_api_key(self.context.db, row["id"])
         except psycopg2.errors.UndefinedTable:
-            row = None
+            self._no_tables_until = time.monotonic() + NO_TABLES_SECONDS
         except DATABASE_ERRORS as error:
             if not database_unavailable(error):
                 raise

@@ -236,3 +236,51 @@ async def test_deleting_a_person_asks_first_then_removes_all_of_their_data(two_i
     assert (await me(first, fresh["token"])).status == 200
     sessions = await (await first.get(f"{API}/sessions", headers=bearer(fresh["token"]))).json()
     assert sessions.get("total", len(sessions.get("sessions", []))) == 0
+
+
+async def test_each_plugin_deletes_what_it_keeps_of_the_person(aiohttp_client, auth_config, database_url, tmp_path):
+    """Real feature plugins (files with their blobs, reminders, automation, notifications) count
+    and delete their own rows through PERSON_DATA; another person's data stays."""
+    from gateway.app import create_app
+    from plugins.auth import AuthPlugin, TokensPlugin
+    from plugins.automation import plugin as automation_plugin
+    from plugins.files import files_plugin
+    from plugins.notifications import plugin as notifications_plugin
+    from plugins.reminders import plugin as reminders_plugin
+    from plugins.sessions import SessionsPlugin
+
+    client = await aiohttp_client(create_app("gateway-test", auth_config(), plugins=[
+        TokensPlugin(), AuthPlugin(), SessionsPlugin(), files_plugin, notifications_plugin, reminders_plugin,
+        automation_plugin]))
+    admin = await admin_token(client)
+    tokens = {}
+    for name in ("uma", "vic"):
+        _, login = await person_with_login(client, admin, name)
+        tokens[name] = bearer(login["token"])
+        form = aiohttp.FormData()
+        form.add_field("file", b"notes of " + name.encode(), filename="notes.txt", content_type="text/plain")
+        uploaded = await client.post(f"{API}/files/upload", data=form, headers=tokens[name])
+        assert uploaded.status in (200, 201), await uploaded.text()
+        reminder = await client.post(f"{API}/reminders", headers=tokens[name],
+                                     json={"title": "water the plants", "remind_at": "2030-01-01T09:00:00Z"})
+        assert reminder.status in (200, 201), await reminder.text()
+        scene = await client.post(f"{API}/automation/scenes", headers=tokens[name], json={"name": "Movie night"})
+        assert scene.status in (200, 201), await scene.text()
+    blobs_before = sorted(path.name for path in (tmp_path / "data").rglob("*") if path.is_file())
+
+    asked = await error_of(await client.delete(f"{API}/admin/users/user_uma", headers=bearer(admin)),
+                           409, "confirmation_required")
+    assert asked["counts"]["files"] == 1 and asked["counts"]["reminders"] == 1 and asked["counts"]["scenes"] == 1
+    assert "notifications" in asked["counts"] and "push_subscriptions" in asked["counts"]
+    deleted = await client.delete(f"{API}/admin/users/user_uma?confirm=true", headers=bearer(admin))
+    assert deleted.status == 200, await deleted.text()
+
+    with psycopg2.connect(database_url) as connection, connection.cursor() as cursor:
+        for table in ("files", "reminders", "automation_scenes"):
+            cursor.execute(f"SELECT user_id, count(*) FROM {table} GROUP BY user_id")
+            assert dict(cursor.fetchall()) == {"user_vic": 1}, table
+    connection.close()
+    blobs_after = sorted(path.name for path in (tmp_path / "data").rglob("*") if path.is_file())
+    assert len(blobs_after) < len(blobs_before)  # uma's stored file is gone from the blob store
+    kept = await (await client.get(f"{API}/files", headers=tokens["vic"])).json()
+    assert kept["total"] == 1

@@ -93,7 +93,9 @@ class Standings:
         if standing.disabled:
             raise Unauthorized("This account is disabled.", error_type="account_disabled",
                                hint="Ask the administrator to enable it.")
-        if int(claims.get("gen") or 0) != standing.generation:
+        # A token without a generation (issued before people had one, or minted through the TOKENS
+        # contract without it) is ended by disabling or deleting only.
+        if "gen" in claims and claims["gen"] != standing.generation:
             raise Unauthorized("This token has been revoked.", error_type="token_revoked",
                                hint="Renew it with POST /api/v1/auth/refresh, or log in again.")
 

@@ -66,7 +66,7 @@ class JwtTokens:
                   "iat": now, "exp": expires, "jti": uuid.uuid4().hex}
         if family:
             claims["fam"] = family
-        if generation:
+        if generation is not None:
             claims["gen"] = int(generation)
         return jwt.encode(claims, self._secret, algorithm=ALGORITHM), expires
 

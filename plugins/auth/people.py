@@ -12,7 +12,7 @@ import marshmallow
 from aiohttp import web
 from marshmallow import fields, validate, validates_schema
 
-from gateway.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
+from gateway.errors import BadRequest, Conflict, Forbidden, NotFound
 from gateway.identity import ADMIN_USER_ID, require_admin, require_user
 from gateway.openapi import api_doc
 from gateway.validation import parse_body, parse_query
@@ -20,7 +20,7 @@ from gateway.validation import parse_body, parse_query
 from . import store
 from .api import (USER_ID_PREFIX, Accounts, _Lenient, _username_field, accounts_of,
                   needs_database, rfc3339)
-from .schemas import (DeletedPerson, PersonWithCounts, InvitationAccepted, PasswordChanged, Person, PersonCreated, PersonList)
+from .schemas import DeletedPerson, InvitationAccepted, PasswordChanged, PersonCreated, PersonList, PersonWithCounts
 
 log = logging.getLogger("plugins.auth")
 
@@ -207,17 +207,17 @@ async def change_person(request: web.Request) -> web.Response:
     elif reset == "invitation":
         password_hash = ""
     disabling = body.get("disabled") is True and row["disabled_at"] is None
-    demoting = "is_admin" in body and body["is_admin"] != row["is_admin"]
+    rights_changed = "is_admin" in body and body["is_admin"] != row["is_admin"]
     ending = disabling or reset is not None
     changed = await store.update_user(
         accounts.context.db, row["username"], disabled=body.get("disabled"), is_admin=body.get("is_admin"),
         password_hash=password_hash, password_change_required=(True if password else None) if reset else None,
-        nickname=body.get("nickname"), new_generation=ending or demoting)
+        nickname=body.get("nickname"), new_generation=ending or rights_changed)
     if changed is None:
         raise NotFound("No such person.", error_type="user_not_found")
     if ending:
         await end_sessions(accounts, user_id)
-    elif demoting or "disabled" in body:
+    elif rights_changed or "disabled" in body:
         # The person's tokens carry their old rights: renewing gives new ones (no sign-out).
         await accounts.standings.changed(user_id, ended=False)
     answer = {**person_json(changed), "one_time_password": password, "invitation_code": None,

@@ -9,10 +9,10 @@ from __future__ import annotations
 from gateway.plugins import Plugin, Registrar
 from plugins.iot.contract import DEVICES
 
+from . import person_data
 from .api import RUNNER, routes
 from .runner import Runner
 from .settings import AutomationSettings
-from . import person_data
 
 
 class AutomationPlugin(Plugin):

@@ -15,7 +15,7 @@ from gateway.plugins import Plugin, Registrar
 from plugins.ai_core.contract import AI_CORE, message_too_long
 from plugins.sessions.contract import CONVERSATIONS
 
-from . import store
+from . import person_data, store
 from .admission import Admission, Turn
 from .channel import CHAT_CHANNEL, register_frames, routes
 from .contract import CHAT_TURNS, PRESENCE, REPLY_TAPS, TurnReply, chat_refused, may_chat
@@ -29,7 +29,6 @@ from .settings import ChatSettings
 from .taps import ReplyTapRegistry
 from .turns import TurnMachine
 from .waiters import TurnWaiters
-from . import person_data
 
 if TYPE_CHECKING:
     from gateway.hub import Connection

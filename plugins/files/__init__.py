@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from gateway.plugins import Plugin, Registrar
 
-from . import analysis
+from . import analysis, person_data
 from .api import FILE_STORE, routes
 from .contract import FILES
 from .settings import FilesSettings
 from .store import FileStore
-from . import person_data
 
 
 class FilesPlugin(Plugin):

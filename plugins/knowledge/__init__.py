@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from gateway.plugins import Plugin, Registrar
 
+from . import person_data
 from .api import KNOWLEDGE, routes
 from .settings import KnowledgeSettings
 from .store import KnowledgeStore
-from . import person_data
 
 
 class KnowledgePlugin(Plugin):

@@ -30,8 +30,8 @@ from gateway.plugins import Plugin, Registrar
 from gateway.schedule import rfc3339
 from gateway.validation import parse_body, parse_query
 
-from .contract import NOTIFICATIONS
 from . import person_data
+from .contract import NOTIFICATIONS
 from .offpage import OffPageDelivery
 from .schemas import (NOTIFICATION_TYPES, AllRead, Deleted, InboxPage, InboxQuery, NotificationFrame,
                       NotificationSettings, OneNotification, OwnerQuery, Pushed, PushBody, PushKey, Read,

@@ -14,10 +14,10 @@ from gateway.openapi import api_doc
 from gateway.plugins import Plugin, Registrar
 from gateway.validation import parse_body, parse_query
 
+from . import person_data
 from .schemas import (ID_PATH, Deleted, ListQuery, Occurrences, OneReminder, OwnerQuery, ReminderBody,
                       ReminderPage, ReminderSettings, ReminderUpdate, Saved)
 from .store import Reminders
-from . import person_data
 
 REMINDERS = web.AppKey("reminders.store", Reminders)
 routes = web.RouteTableDef()

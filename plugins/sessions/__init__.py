@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from gateway.plugins import Plugin, Registrar
 
+from . import person_data
 from .api import SESSION_UPDATED, routes
 from .contract import CONVERSATIONS
 from .schemas import SessionUpdatedFrame
 from .store import DEFAULT_TITLE, Conversations, generate_session_id, session_not_found
-from . import person_data
 
 __all__ = ["Conversations", "DEFAULT_TITLE", "SessionsPlugin", "generate_session_id", "plugin",
            "session_not_found"]

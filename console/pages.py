@@ -1,5 +1,6 @@
-"""The operator's web pages: fourteen panels rendered from `templates/` with aiohttp-jinja2,
-and the static files they load from `console/static/`.
+"""The operator's web pages: fifteen panels (the spec's fourteen and People, docs/console.md)
+rendered from `templates/` with aiohttp-jinja2, and the static files they load from
+`console/static/`.
 
 The pages carry no data: each panel's ES module fetches the console's own REST API and proxies
 (same origin, JSON) and listens on `/ws`. Every page and file is served under a strict Content
@@ -57,6 +58,7 @@ PANELS = (
     Panel("chat-platforms", "Chat Platforms", ("platform-bridge",)),
     Panel("clients", "Clients", ("gateway",)),
     Panel("model-config", "Model Config", ("ai-core", "gateway")),
+    Panel("people", "People", ("gateway",)),
 )
 
 routes = web.RouteTableDef()

@@ -64,6 +64,12 @@ ROWS = (
              methods=("GET", "POST", "PUT", "DELETE"),
              summary="The MCP servers the assistant uses, through the gateway's admin API "
                      "(`/api/v1/admin/mcp-servers*`, docs/mcp.md)"),
+    ProxyRow("/api/people", GATEWAY, "/api/v1/admin/users", admin=True, methods=("GET", "POST", "PATCH", "DELETE"),
+             summary="The people of the household, through the gateway's admin API (`/api/v1/admin/users*`, "
+                     "docs/auth.md)"),
+    ProxyRow("/api/api-keys", GATEWAY, "/api/v1/auth/api-keys", admin=True, methods=("GET", "DELETE"),
+             summary="Every personal API key (`?all=true`) and revoking one, through the gateway "
+                     "(`/api/v1/auth/api-keys*`, docs/auth.md)"),
     ProxyRow("/api/iot/devices", "iot-debug-service", "/api/v1/devices",
              summary="Simulated devices of the IoT debug service (`/api/v1/devices*`, docs/iot.md)"),
     ProxyRow("/api/tool-calls", "ai-core", "/api/v1/tools/calls",

@@ -31,6 +31,9 @@ class Identity:
     nickname: str = ""
     # "user" for people; "service" for another service calling with the service credential.
     kind: str = "user"
+    # What a personal API key may do (`chat`, `mcp`, `read`, `write`); None for a sign-in token,
+    # which may do everything its person may. Checked by `plugins.auth.contract.require_scope`.
+    scopes: frozenset[str] | None = None
 
 
 class Authenticator(Protocol):

@@ -14,11 +14,12 @@ from aiohttp import web
 from marshmallow import fields, validate
 
 from gateway.errors import Forbidden
-from gateway.identity import Identity, require_admin, require_user
+from gateway.identity import Identity, require_admin
 from gateway.openapi import api_doc
 from gateway.peers import PeerClient, PeerTimeout
 from gateway.plugins import Plugin, PluginSettings, Registrar
 from gateway.validation import load, read_json
+from plugins.auth.contract import require_scope
 
 from .mcp_servers_api import NAME_PATH, McpServerBody, McpServerChanged, McpServerList
 
@@ -60,12 +61,12 @@ def clients_of(request: web.Request) -> tuple[AiCoreMcp, AiCoreMcp]:
 
 async def require_mcp_person(request: web.Request) -> Identity:
     """The person an MCP client acts for: one check, so that the credentials /mcp takes (an
-    access token today; a personal API key with the `mcp` scope) are decided in one place.
+    access token, or a personal API key with the `mcp` scope) are decided in one place.
     The service credential names nobody here: refused."""
-    identity = await require_user(request)
+    identity = await require_scope(request, "mcp")
     if identity.kind == "service":
         raise Forbidden("The MCP server acts for a person: use a person's credential.", error_type="forbidden",
-                        hint="Send a person's access token as `Authorization: Bearer <token>`.")
+                        hint="Send a person's access token or API key as `Authorization: Bearer <token>`.")
     return identity
 
 

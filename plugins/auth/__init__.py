@@ -1,22 +1,28 @@
 """Authentication: two plugins from one package.
 
-- `auth_tokens` (no routes, no database): checks bearer tokens and the service credential for
-  any service; provides the core's `AUTHENTICATOR` and the `TOKENS` contract.
+- `auth_tokens` (no routes, no tables of its own): checks bearer tokens, personal API keys and
+  the service credential for any service, and where the service has the database, whether the
+  person may still use them (standing.py); provides the core's `AUTHENTICATOR` and the `TOKENS`
+  and `PERSON_DATA` contracts.
 - `auth`: registration, login, refresh, logout and /profile (with each person's time zone,
-  the `PERSON_ZONES` contract), with users and hashed refresh tokens in PostgreSQL.
+  the `PERSON_ZONES` contract), personal API keys (api_keys.py) and the administrator's people
+  routes (people.py), with users and hashed tokens and keys in PostgreSQL.
 
 See docs/auth.md."""
 from __future__ import annotations
 
 import asyncio
 import logging
+from typing import AsyncIterator
 
 from gateway.forwarding import parse_trusted_proxies
 from gateway.identity import AUTHENTICATOR
 from gateway.plugins import Plugin, PluginError
 
 from . import store
-from .contract import PERSON_ZONES, TOKENS
+from .contract import PERSON_DATA, PERSON_ZONES, TOKENS
+from .person_data import PersonData
+from .standing import PEOPLE_CHANNEL, STANDINGS, Standings
 from .passwords import PasswordHasher
 from .settings import AuthSettings
 from .tokens import DEFAULT_ACCESS_LIFETIME, REFRESH_LIFETIME, BearerAuthenticator, JwtTokens
@@ -41,8 +47,29 @@ class TokensPlugin(Plugin):
                 service_token=str(config.get("auth.service_token") or ""))
         except ValueError as error:
             raise PluginError(f"auth_tokens: {error}") from None
+        standings = Standings(registrar.context)
         registrar.provide(TOKENS, tokens)
-        registrar.provide(AUTHENTICATOR, BearerAuthenticator(tokens))
+        registrar.provide(AUTHENTICATOR, BearerAuthenticator(
+            tokens, standings, admin_username=str(config.get("auth.admin_username") or "admin")))
+        registrar.provide(PERSON_DATA, PersonData())
+        registrar.provide(STANDINGS, standings)
+
+        async def listen(context) -> AsyncIterator[None]:
+            """Hear every instance's changes of people (disabled, deleted, demoted)."""
+            if not context.has("bus"):
+                yield
+                return
+            subscription = await context.bus.subscribe(PEOPLE_CHANNEL, standings.on_message)
+
+            async def restored() -> None:
+                standings.forget()  # changes published while the bus was away were lost
+            context.bus.on_restored(restored)
+            try:
+                yield
+            finally:
+                await subscription.close()
+
+        registrar.lifespan(listen)
 
 
 class AuthPlugin(Plugin):
@@ -54,6 +81,8 @@ class AuthPlugin(Plugin):
 
     def setup(self, registrar) -> None:
         from .api import ACCOUNTS, PERSON_ZONES_KEY, AccountLimits, Accounts, routes
+        from .api_keys import routes as api_key_routes
+        from .people import routes as people_routes
 
         settings = registrar.settings
         try:
@@ -61,6 +90,9 @@ class AuthPlugin(Plugin):
         except ValueError as error:
             raise PluginError(str(error)) from None
         tokens = registrar.context.contracts.require(TOKENS)
+        person_data = registrar.context.contracts.require(PERSON_DATA)
+        if not isinstance(person_data, PersonData):
+            raise PluginError("auth: the PERSON_DATA contract must come from auth_tokens")
         if not isinstance(tokens, JwtTokens):
             raise PluginError("auth: the TOKENS contract must come from auth_tokens "
                               "(it signs refresh tokens too)")
@@ -72,7 +104,11 @@ class AuthPlugin(Plugin):
             account_limits=AccountLimits(free_failures=settings["account_free_failures"],
                                          window=settings["account_window_seconds"],
                                          max_delay=settings["account_max_delay_seconds"]),
-            admin_nickname=settings["admin_nickname"])
+            admin_nickname=settings["admin_nickname"],
+            standings=registrar.context.contracts.require(STANDINGS),
+            person_data=person_data,
+            people_may_be_admins=settings["people_may_be_admins"],
+            invitation_hours=settings["invitation_hours"])
         registrar.app_state(ACCOUNTS, accounts)
         if settings["default_timezone"] and not valid_zone(settings["default_timezone"]):
             raise PluginError(f"auth: default_timezone {settings['default_timezone']!r} is not a known IANA time zone")
@@ -80,6 +116,8 @@ class AuthPlugin(Plugin):
         registrar.app_state(PERSON_ZONES_KEY, zones)
         registrar.provide(PERSON_ZONES, zones)
         registrar.routes(routes)
+        registrar.routes(api_key_routes)
+        registrar.routes(people_routes)
         registrar.migrations("plugins.auth")
 
         async def purge(context) -> None:

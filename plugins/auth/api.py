@@ -9,7 +9,7 @@ import math
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 import marshmallow
 import psycopg2
@@ -28,9 +28,13 @@ from gateway.validation import load, parse_body, parse_query
 from . import store
 from .addresses import client_address, limit_key
 from .passwords import PasswordHasher
+from .standing import Standings
 from .schemas import LoggedOut, Profile, SignedIn, TokenPair
 from .tokens import JwtTokens, bearer_token, invalid_token
 from .zones import PersonZones, valid_zone
+
+if TYPE_CHECKING:
+    from .person_data import PersonData as PersonDataRegistry
 
 log = logging.getLogger("plugins.auth")
 
@@ -144,7 +148,9 @@ class Accounts:
 
     def __init__(self, context: Context, tokens: JwtTokens, hasher: PasswordHasher,
                  trusted_proxies: list[Network], rate_limit: int, admin_nickname: str,
-                 account_limits: AccountLimits = AccountLimits()):
+                 account_limits: AccountLimits = AccountLimits(), *, standings: Standings,
+                 person_data: PersonDataRegistry, people_may_be_admins: bool = False,
+                 invitation_hours: int = 72):
         self.context = context
         self.tokens = tokens
         self.hasher = hasher
@@ -152,6 +158,10 @@ class Accounts:
         self.rate_limit = rate_limit
         self.account_limits = account_limits
         self.admin_nickname = admin_nickname
+        self.standings = standings
+        self.person_data = person_data
+        self.people_may_be_admins = people_may_be_admins
+        self.invitation_hours = invitation_hours
 
     @property
     def config(self):
@@ -216,35 +226,46 @@ class Accounts:
             await self.context.bus.set(f"auth:login:wait:{account}:{client}", f"{time.time() + delay:.3f}",
                                        ttl=delay)
 
-    async def issue_pair(self, identity: Identity, *, record: bool = True, family: str | None = None) -> dict:
+    async def issue_pair(self, identity: Identity, *, record: bool = True, family: str | None = None,
+                         generation: int | None = None) -> dict:
         """A refresh token and an access token in `family`: a login's family, or a fresh one for a
-        new login."""
+        new login. `generation`: the person's token generation (standing.py)."""
         family = family or uuid.uuid4().hex
         refresh_token, refresh_claims = self.tokens.issue_refresh(identity, family)
         if record:
             await store.store_refresh(self.context.db, refresh_token, family, identity.user_id,
                                       refresh_claims["exp"])
-        token, expires = self.tokens.issue_access(identity, family=family)
+        token, expires = self.tokens.issue_access(identity, family=family, generation=generation)
         return {"token": token, "refresh_token": refresh_token, "expires": expires}
 
-    async def current_identity_of(self, user_id: str, username: str) -> Identity:
-        """The identity behind a token being renewed, as it is now: a deleted user or a renamed
-        administrator gets no new tokens."""
+    @staticmethod
+    def person_identity(row: dict) -> tuple[Identity, int]:
+        """A person's identity and token generation, from their row."""
+        return (Identity(user_id=USER_ID_PREFIX + row["username"], username=row["username"],
+                         nickname=row["nickname"], is_admin=bool(row["is_admin"])),
+                int(row["token_generation"]))
+
+    async def current_identity_of(self, user_id: str, username: str) -> tuple[Identity, int | None]:
+        """The identity (and token generation) behind a token being renewed, as it is now: a
+        deleted or disabled person or a renamed administrator gets no new tokens."""
         if user_id == ADMIN_USER_ID:
             if not _same(username, self.admin_username):
                 raise invalid_token("The administrator account has changed; log in again.")
-            return self.admin_identity()
+            return self.admin_identity(), None
         if not user_id.startswith(USER_ID_PREFIX):
             raise invalid_token()
         row = await store.find_user(self.context.db, user_id[len(USER_ID_PREFIX):])
         if row is None or USER_ID_PREFIX + row["username"] != user_id:
             raise invalid_token("The account no longer exists.", "user_not_found")
-        return Identity(user_id=user_id, username=row["username"], nickname=row["nickname"])
+        if row["disabled_at"] is not None:
+            raise invalid_token("This account is disabled.", "account_disabled",
+                                hint="Ask the administrator to enable it.")
+        return self.person_identity(row)
 
     # -- renewing
     async def rotate(self, refresh_token: str) -> dict:
         claims = self.tokens.verify_refresh(refresh_token)
-        identity = await self.current_identity_of(claims["sub"], str(claims.get("username") or ""))
+        identity, generation = await self.current_identity_of(claims["sub"], str(claims.get("username") or ""))
         new_token, new_claims = self.tokens.issue_refresh(identity, claims["fam"])
         outcome = await store.rotate_refresh(self.context.db, refresh_token, claims["fam"],
                                              new_token, new_claims["exp"])
@@ -258,7 +279,7 @@ class Accounts:
                                 hint="Log in again with POST /api/v1/auth/login.")
         if outcome != "rotated":
             raise invalid_token("The refresh token is not valid.", "invalid_refresh_token")
-        token, expires = self.tokens.issue_access(identity, family=claims["fam"])
+        token, expires = self.tokens.issue_access(identity, family=claims["fam"], generation=generation)
         return {"token": token, "refresh_token": new_token, "expires": expires}
 
     async def renew_from_access(self, access_token: str) -> dict:
@@ -267,13 +288,13 @@ class Accounts:
         if claims.get("fam") and await store.family_revoked(db, claims["fam"]):
             raise invalid_token("This login has been revoked.", "token_revoked",
                                 hint="Log in again with POST /api/v1/auth/login.")
-        identity = await self.current_identity_of(claims["sub"], str(claims.get("username") or ""))
+        identity, generation = await self.current_identity_of(claims["sub"], str(claims.get("username") or ""))
         if not await store.spend_access(db, claims["jti"], claims["sub"],
                                         claims["iat"] + self.tokens.refresh_lifetime):
             raise invalid_token("This access token was already renewed or logged out.", "token_revoked",
                                 hint="Use the refresh token you received, or log in again.")
         # The renewed tokens stay in the login's family, so logging that login out covers them too.
-        return await self.issue_pair(identity, family=claims.get("fam"))
+        return await self.issue_pair(identity, family=claims.get("fam"), generation=generation)
 
 
 ACCOUNTS = web.AppKey("auth.accounts", Accounts)
@@ -305,16 +326,15 @@ async def register(request: web.Request) -> web.Response:
     password_hash = await accounts.hasher.hash(body["password"])
     row = await store.create_user(accounts.context.db, body["username"], body["email"],
                                   body["nickname"], password_hash)
-    identity = Identity(user_id=USER_ID_PREFIX + row["username"], username=row["username"],
-                        nickname=row["nickname"])
-    pair = await accounts.issue_pair(identity)
+    identity, generation = accounts.person_identity(row)
+    pair = await accounts.issue_pair(identity, generation=generation)
     return web.json_response({"user_id": identity.user_id, "nickname": identity.nickname, **pair},
                              status=201)
 
 
 @routes.post("/api/v1/auth/login", name="auth.login")
 @api_doc("Log in with a username and password", body=LoginSchema, responses={200: SignedIn},
-         errors=(401, 429, 503), auth="none")
+         errors=(401, 403, 429, 503), auth="none")
 @needs_database("Logging in")
 async def login(request: web.Request) -> web.Response:
     accounts = accounts_of(request)
@@ -324,13 +344,14 @@ async def login(request: web.Request) -> web.Response:
     username, password = body["username"], body["password"]
     await accounts.wait_for_account(username, client)
     try:
-        identity = await _check_credentials(accounts, username, password)
+        identity, generation, must_change = await _check_credentials(accounts, username, password)
     except Unauthorized:
         await accounts.record_failure(username, client)
         raise
     if identity.user_id != ADMIN_USER_ID:
-        pair = await accounts.issue_pair(identity)
-        return web.json_response({"user_id": identity.user_id, "nickname": identity.nickname, **pair})
+        pair = await accounts.issue_pair(identity, generation=generation)
+        return web.json_response({"user_id": identity.user_id, "nickname": identity.nickname, **pair,
+                                  "password_change_required": must_change})
     try:
         pair = await accounts.issue_pair(identity)
     except DATABASE_ERRORS as error:
@@ -343,19 +364,25 @@ async def login(request: web.Request) -> web.Response:
     return web.json_response({"user_id": identity.user_id, "nickname": identity.nickname, **pair})
 
 
-async def _check_credentials(accounts: Accounts, username: str, password: str) -> Identity:
-    """The identity whose password this is; 401 `invalid_credentials` otherwise."""
+async def _check_credentials(accounts: Accounts, username: str, password: str) -> tuple[Identity, int | None, bool]:
+    """The identity whose password this is, their token generation and whether they must change
+    the password; 401 `invalid_credentials` otherwise (also for an invited person who has not
+    chosen one), 403 `account_disabled` for a disabled person's right password."""
     if _same(username, accounts.admin_username):
         if not _same(password, str(accounts.config.get("auth.admin_password") or "")):
             raise wrong_credentials()
-        return accounts.admin_identity()
+        return accounts.admin_identity(), None, False
     load(UsernameSchema(), {"username": username})
     row = await store.find_user(accounts.context.db, username)
     # The hash is checked even for an unknown user, so timing does not tell which names exist.
-    if not await accounts.hasher.check(password, row["password_hash"] if row else None) or row is None:
+    stored = row["password_hash"] if row and row["password_hash"] else None
+    if not await accounts.hasher.check(password, stored) or row is None or stored is None:
         raise wrong_credentials()
-    return Identity(user_id=USER_ID_PREFIX + row["username"], username=row["username"],
-                    nickname=row["nickname"])
+    if row["disabled_at"] is not None:
+        raise Forbidden("This account is disabled.", error_type="account_disabled",
+                        hint="Ask the administrator to enable it.")
+    identity, generation = accounts.person_identity(row)
+    return identity, generation, bool(row["password_change_required"])
 
 
 @routes.post("/api/v1/auth/refresh", name="auth.refresh")

@@ -1,14 +1,19 @@
-"""What the auth plugins offer other plugins: issuing and checking tokens."""
+"""What the auth plugins offer other plugins: issuing and checking tokens, each person's time
+zone, the scope check of personal API keys (`require_scope`) and the registry of what each
+plugin keeps of a person (`PERSON_DATA`), which deleting a person empties."""
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Awaitable, Callable, Protocol
+
+from aiohttp import web
 
 from gateway.contracts import ContractKey
-from gateway.identity import Identity
+from gateway.identity import Identity, require_user
 
 
 class Tokens(Protocol):
-    def issue_access(self, identity: Identity, *, family: str | None = None) -> tuple[str, int]:
+    def issue_access(self, identity: Identity, *, family: str | None = None,
+                     generation: int | None = None) -> tuple[str, int]:
         """A signed access token for `identity` and its lifetime in seconds."""
         ...
 
@@ -32,3 +37,51 @@ class PersonZones(Protocol):
 
 
 PERSON_ZONES: ContractKey[PersonZones] = ContractKey("auth.person_zones", "each person's time zone")
+
+
+# ---------------------------------------------------------------- what a credential may do
+
+# The scopes of a personal API key (docs/auth.md, "Personal API keys"). A sign-in token has them all.
+SCOPES = ("chat", "mcp", "read", "write")
+
+
+async def require_scope(request: web.Request, scope: str) -> Identity:
+    """The caller (401 without a credential), when their credential allows `scope` (else 403
+    `insufficient_scope`). REST calls under /api/ are checked for `read`/`write` already; every
+    route outside /api/ that people's credentials reach calls this (/ws/chat and the OpenAI door
+    ask for `chat`, /mcp for `mcp`)."""
+    from .tokens import allows, scope_refused
+
+    identity = await require_user(request)
+    if not allows(identity, scope):
+        raise scope_refused(scope)
+    return identity
+
+
+def allows_scope(identity: Identity, scope: str) -> bool:
+    """Whether `identity` may act within `scope` (for checks outside a request, e.g. a frame)."""
+    from .tokens import allows
+
+    return allows(identity, scope)
+
+
+# ---------------------------------------------------------------- a person's data
+
+# async count(user_id) -> {kind: how many}, e.g. {"sessions": 3, "messages": 120}
+PersonCounter = Callable[[str], Awaitable[dict[str, int]]]
+# async erase(user_id): delete every row (and blob, vector) the plugin keeps for the person.
+PersonEraser = Callable[[str], Awaitable[None]]
+
+
+class PersonData(Protocol):
+    def add(self, name: str, count: PersonCounter, erase: PersonEraser) -> None:
+        """Register what plugin `name` keeps of each person. When the administrator deletes a
+        person (DELETE /api/v1/admin/users/{id}), every `count` is asked first (the confirmation
+        shows the totals), then, once confirmed, every `erase` runs, and the account goes last.
+        An `erase` that fails stops the deletion with 503 (the person stays disabled, and the
+        deletion can be asked again: `erase` must be idempotent). A plugin registers at setup,
+        when the service has this contract (`context.contracts.get(PERSON_DATA)`)."""
+        ...
+
+
+PERSON_DATA: ContractKey[PersonData] = ContractKey("auth.person_data", "what each plugin keeps of a person")

@@ -28,3 +28,8 @@ class AuthSettings(PluginSettings):
     default_timezone = fields.String(load_default="", metadata={
         "description": "IANA time zone (e.g. \"Europe/Berlin\") of people who have not chosen their own "
                        "(PUT /api/v1/profile); empty: this machine's zone (TZ, /etc/localtime), else UTC."})
+    people_may_be_admins = fields.Boolean(load_default=False, metadata={
+        "description": "Whether the administrator may make people administrators too "
+                       "(PATCH /api/v1/admin/users/{id} with is_admin); false: only the configured one."})
+    invitation_hours = fields.Integer(load_default=72, validate=validate.Range(min=1, max=24 * 90), metadata={
+        "description": "How long an invitation link (a new person's, or a password reset's) works."})

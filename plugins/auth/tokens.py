@@ -13,8 +13,10 @@ import uuid
 import jwt
 from aiohttp import web
 
-from gateway.errors import Unauthorized
+from gateway.errors import Forbidden, Unauthorized
 from gateway.identity import Identity
+
+from .standing import API_KEY_PREFIX, Standings
 
 ALGORITHM = "HS256"
 ACCESS = "access"
@@ -51,10 +53,12 @@ class JwtTokens:
         self._service_token = service_token
 
     # -- access tokens
-    def issue_access(self, identity: Identity, *, family: str | None = None) -> tuple[str, int]:
+    def issue_access(self, identity: Identity, *, family: str | None = None,
+                     generation: int | None = None) -> tuple[str, int]:
         """A signed access token for `identity` and its expiry (Unix seconds). `family` ties the
         token to a login's refresh-token family, so revoking the family also stops this token
-        from being traded in at /auth/refresh."""
+        from being traded in at /auth/refresh; `generation` is the person's token generation
+        (standing.py), which ends the token when the person is disabled, deleted or demoted."""
         now = int(time.time())
         expires = now + self.access_lifetime
         claims = {"sub": identity.user_id, "username": identity.username,
@@ -62,11 +66,16 @@ class JwtTokens:
                   "iat": now, "exp": expires, "jti": uuid.uuid4().hex}
         if family:
             claims["fam"] = family
+        if generation is not None:
+            claims["gen"] = int(generation)
         return jwt.encode(claims, self._secret, algorithm=ALGORITHM), expires
 
     def verify_access(self, token: str) -> Identity:
-        claims = self._decode(token, ACCESS, verify_exp=True)
-        return identity_from_claims(claims)
+        return identity_from_claims(self.access_claims(token))
+
+    def access_claims(self, token: str) -> dict:
+        """The claims of a valid, unexpired access token; raises Unauthorized otherwise."""
+        return self._decode(token, ACCESS, verify_exp=True)
 
     def decode_access_for_refresh(self, token: str) -> dict:
         """Claims of an access token whose signature is valid, expired or not, provided it was
@@ -136,11 +145,38 @@ def bearer_token(request: web.Request) -> str | None:
     return None
 
 
-class BearerAuthenticator:
-    """The core's `authenticator` service: who is calling, from the bearer credential."""
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
-    def __init__(self, tokens: JwtTokens):
+
+def rest_scope(request: web.Request) -> str | None:
+    """The scope a personal API key needs for a REST call: `read` to look, `write` to change
+    (`write` includes `read`); None outside /api/, where each route asks with `require_scope`."""
+    if not request.path.startswith("/api/"):
+        return None
+    return "read" if request.method in SAFE_METHODS else "write"
+
+
+def scope_refused(scope: str) -> Forbidden:
+    return Forbidden(f"This API key does not have the `{scope}` scope.", error_type="insufficient_scope",
+                     hint=f"Create a key with the `{scope}` scope (POST /api/v1/auth/api-keys).")
+
+
+def allows(identity: Identity, scope: str) -> bool:
+    """Whether `identity` may act within `scope`: a sign-in token always; a key when it has the
+    scope (`write` covers `read`)."""
+    if identity.scopes is None:
+        return True
+    return scope in identity.scopes or (scope == "read" and "write" in identity.scopes)
+
+
+class BearerAuthenticator:
+    """The core's `authenticator` service: who is calling, from the bearer credential (an access
+    token, a personal API key, or the service credential)."""
+
+    def __init__(self, tokens: JwtTokens, standings: "Standings | None" = None, admin_username: str = "admin"):
         self.tokens = tokens
+        self.standings = standings
+        self.admin_username = admin_username
 
     async def identify(self, request: web.Request) -> Identity | None:
         token = bearer_token(request)
@@ -148,4 +184,15 @@ class BearerAuthenticator:
             return None
         if self.tokens.is_service_token(token):
             return SERVICE_IDENTITY
-        return self.tokens.verify_access(token)
+        if token.startswith(API_KEY_PREFIX):
+            if self.standings is None:
+                raise invalid_token("This service does not accept API keys.", "api_key_not_accepted")
+            identity = await self.standings.identify_key(token, self.admin_username)
+            scope = rest_scope(request)
+            if scope is not None and not allows(identity, scope):
+                raise scope_refused(scope)
+            return identity
+        claims = self.tokens.access_claims(token)
+        if self.standings is not None:
+            await self.standings.check_token(claims)
+        return identity_from_claims(claims)

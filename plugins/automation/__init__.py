@@ -9,6 +9,7 @@ from __future__ import annotations
 from gateway.plugins import Plugin, Registrar
 from plugins.iot.contract import DEVICES
 
+from . import person_data
 from .api import RUNNER, routes
 from .runner import Runner
 from .settings import AutomationSettings
@@ -31,6 +32,7 @@ class AutomationPlugin(Plugin):
         registrar.app_state(RUNNER, runner)
         registrar.routes(routes)
         registrar.job("time_triggers", runner.time_loop)
+        person_data.register(registrar)
         devices = registrar.context.contracts.get(DEVICES)
         if devices is not None:
             devices.on_change(runner.on_device_change)

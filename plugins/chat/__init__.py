@@ -15,7 +15,7 @@ from gateway.plugins import Plugin, Registrar
 from plugins.ai_core.contract import AI_CORE, message_too_long
 from plugins.sessions.contract import CONVERSATIONS
 
-from . import store
+from . import person_data, store
 from .admission import Admission, Turn
 from .channel import CHAT_CHANNEL, register_frames, routes
 from .contract import CHAT_TURNS, PRESENCE, REPLY_TAPS, TurnReply, chat_refused, may_chat
@@ -221,6 +221,7 @@ class ChatPlugin(Plugin):
         registrar.provide(CHAT_TURNS, chat)
         registrar.provide(PRESENCE, chat.presence)
         registrar.provide(REPLY_TAPS, chat.reply_taps)
+        person_data.register(registrar)
 
 
 plugin = ChatPlugin()

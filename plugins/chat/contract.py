@@ -11,7 +11,8 @@ from aiohttp import web
 from gateway.context import get_context
 from gateway.contracts import ContractKey
 from gateway.errors import Forbidden
-from gateway.identity import ADMIN_USER_ID, Identity, require_user
+from gateway.identity import ADMIN_USER_ID, Identity
+from plugins.auth.contract import require_scope
 
 if TYPE_CHECKING:
     from gateway.hub import Connection
@@ -41,8 +42,9 @@ def chat_refused() -> Forbidden:
 
 async def require_chat_user(request: web.Request) -> Identity:
     """The caller of a door to the assistant, when `may_chat` lets them in (else 403); a service
-    always, since it names the person it acts for and the turn it hands in asks for them."""
-    identity = await require_user(request)
+    always, since it names the person it acts for and the turn it hands in asks for them. A
+    personal API key needs its `chat` scope (403 `insufficient_scope`)."""
+    identity = await require_scope(request, "chat")
     if not (identity.kind == "service" or identity.is_admin
             or may_chat(get_context(request).config, identity.user_id)):
         raise chat_refused()

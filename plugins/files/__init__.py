@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from gateway.plugins import Plugin, Registrar
 
-from . import analysis
+from . import analysis, person_data
 from .api import FILE_STORE, routes
 from .contract import FILES
 from .settings import FilesSettings
@@ -21,6 +21,7 @@ from .store import FileStore
 
 class FilesPlugin(Plugin):
     name = "files"
+    optional_depends = ("auth_tokens",)  # set up after it, to tell it what it keeps of a person
     uses = ("database", "blobs")
     description = "Uploads, downloads and thumbnails on local disk or S3"
     settings_schema = FilesSettings
@@ -33,6 +34,7 @@ class FilesPlugin(Plugin):
         registrar.routes(routes)
         registrar.lifespan(files.lifespan)
         registrar.provide(FILES, files)
+        person_data.register(registrar, files)
 
 
 class ImagesPlugin(Plugin):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from gateway.plugins import Plugin, Registrar
 
+from . import person_data
 from .api import KNOWLEDGE, routes
 from .settings import KnowledgeSettings
 from .store import KnowledgeStore
@@ -29,6 +30,7 @@ class KnowledgePlugin(Plugin):
         registrar.routes(routes)
         registrar.lifespan(store.lifespan)
         registrar.job("indexer", store.indexer)
+        person_data.register(registrar, store)
 
 
 plugin = KnowledgePlugin()

@@ -30,6 +30,7 @@ from gateway.plugins import Plugin, Registrar
 from gateway.clock import rfc3339
 from gateway.validation import parse_body, parse_query
 
+from . import person_data
 from .contract import NOTIFICATIONS
 from .offpage import OffPageDelivery
 from .schemas import (NOTIFICATION_TYPES, AllRead, Deleted, InboxPage, InboxQuery, NotificationFrame,
@@ -337,6 +338,7 @@ class NotificationsPlugin(Plugin):
         registrar.app_state(OFFPAGE, offpage)
         registrar.routes(routes)
         registrar.migrations("plugins.notifications")
+        person_data.register(registrar)
         registrar.ws_server_message("notification", NotificationFrame, "A notification pushed to the user's devices "
                                     "(POST /api/v1/notifications/push, or a reminder); `missed` when it came while "
                                     "this device was away and is sent on its return.")

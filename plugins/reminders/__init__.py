@@ -14,6 +14,7 @@ from gateway.openapi import api_doc
 from gateway.plugins import Plugin, Registrar
 from gateway.validation import parse_body, parse_query
 
+from . import person_data
 from .schemas import (ID_PATH, Deleted, ListQuery, Occurrences, OneReminder, OwnerQuery, ReminderBody,
                       ReminderPage, ReminderSettings, ReminderUpdate, Saved)
 from .store import Reminders
@@ -107,6 +108,7 @@ class RemindersPlugin(Plugin):
         registrar.app_state(REMINDERS, store)
         registrar.routes(routes)
         registrar.migrations("plugins.reminders")
+        person_data.register(registrar)
 
         async def scheduler(context: Context) -> None:
             await store.loop.run()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from gateway.plugins import Plugin, Registrar
 
+from . import person_data
 from .api import SESSION_UPDATED, routes
 from .contract import CONVERSATIONS
 from .schemas import SessionUpdatedFrame
@@ -23,7 +24,9 @@ class SessionsPlugin(Plugin):
 
     def setup(self, registrar: Registrar) -> None:
         registrar.migrations("plugins.sessions")
-        registrar.provide(CONVERSATIONS, Conversations(registrar.context))
+        conversations = Conversations(registrar.context)
+        registrar.provide(CONVERSATIONS, conversations)
+        person_data.register(registrar, conversations)
         registrar.routes(routes)
         registrar.ws_server_message(SESSION_UPDATED, SessionUpdatedFrame,
                                     "A session of the user was renamed (by them on any device, or given a title "

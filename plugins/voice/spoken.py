@@ -79,6 +79,20 @@ class AudioStore:
                           (row["storage_key"],))
         return len(rows)
 
+    async def count_of(self, user_id: str) -> dict[str, int]:
+        """What deleting the person removes (auth contract `PERSON_DATA`)."""
+        rows = await fetch_all(self.context.db, "SELECT count(*) AS n FROM voice_reply_audio WHERE user_id = %s",
+                               (user_id,))
+        return {"spoken_replies": int(rows[0]["n"])}
+
+    async def delete_of(self, user_id: str) -> None:
+        """Every stored spoken reply of a person being deleted, blob first (as `delete_old`)."""
+        for row in await fetch_all(self.context.db, "SELECT storage_key FROM voice_reply_audio WHERE user_id = %s",
+                                   (user_id,)):
+            await self.context.blobs.delete(row["storage_key"])
+            await execute(self.context.db, "DELETE FROM voice_reply_audio WHERE storage_key = %s",
+                          (row["storage_key"],))
+
     async def sweep(self, context: "Context", interval: float = 3600.0) -> None:
         """The job: old reply audio goes, hour by hour."""
         while True:

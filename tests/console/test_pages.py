@@ -20,7 +20,7 @@ async def test_every_panel_renders_with_the_navigation_and_a_strict_policy(aioht
         assert "'unsafe-inline'" not in CONTENT_SECURITY_POLICY
         page = await response.text()
         assert f'<script type="module" src="/static/panel-{panel.slug}.js"></script>' in page
-        assert len(re.findall(r'<a href="/[a-z-]*"', page)) == len(PANELS) == 14
+        assert len(re.findall(r'<a href="/[a-z-]*"', page)) == len(PANELS) == 15
         assert "<script>" not in page and " style=" not in page and " on" + "click=" not in page
         assert (STATIC / f"panel-{panel.slug}.js").is_file()
 

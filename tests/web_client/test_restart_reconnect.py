@@ -1,11 +1,13 @@
 """The web client when the gateway closes its socket, in a real headless Chromium against the real
 frontend, gateway and AI core: 1012 "service restart" (a rolling restart replaced the worker) is
 answered by reconnecting at once, without a token renewal, and the reply in progress completes
-once; 1001 "going away" keeps the back-off. The gateway's own hub closes the sockets, as the
+once, and a message the gateway never got goes again; 1001 "going away" keeps the back-off. The gateway's own hub closes the sockets, as the
 rolling restart (`replaced()`, then `close_all()`) and a stop do."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 
 import pytest
 import pytest_asyncio
@@ -99,3 +101,43 @@ async def test_a_going_away_close_backs_off_before_reconnecting(services, browse
         assert await page.evaluate(AFTER_LOSS, "connecting") >= 350
         assert renewals != []
         await the_reply_completes_once(page)
+
+
+@pytest.mark.slow
+async def test_a_message_the_gateway_never_got_goes_again_after_a_service_restart(services, browser, admin_password):
+    """The line drops the page's next `message` frame on its way (the gateway never gets it, so
+    neither `stream_start` nor `queued` comes back); after the 1012 the page sends it again."""
+    dropped: list[str] = []
+    drop_next_message = False
+
+    def carry(route) -> None:
+        server = route.connect_to_server()
+
+        def from_page(frame) -> None:
+            nonlocal drop_next_message
+            if drop_next_message and isinstance(frame, str) and json.loads(frame).get("type") == "message":
+                drop_next_message = False
+                dropped.append(frame)
+                return
+            server.send(frame)
+        route.on_message(from_page)
+
+    async with open_page(browser=browser) as (page, errors):
+        await page.route_web_socket("**/ws/chat**", carry)
+        await page.goto(services.frontend_url)
+        await page.fill("input[name=username]", "admin")
+        await page.fill("input[name=password]", admin_password)
+        await page.click("#login-form button[type=submit]")
+        await page.wait_for_selector("#connection[data-state=open]", timeout=10000)
+        drop_next_message = True
+        await page.fill("textarea.input", "tell me something slow")
+        await page.keyboard.press("Enter")
+        await page.locator(".live article.message.user").last.wait_for(timeout=5000)
+        assert len(dropped) == 1
+        await asyncio.sleep(1)
+        assert await page.locator(".live article.message.assistant").count() == 0
+        hub = services.gateway[CONTEXT].hub
+        hub.replaced()
+        await hub.close_all()
+        await the_reply_completes_once(page)
+        assert errors == []

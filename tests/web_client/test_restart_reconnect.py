@@ -1,8 +1,9 @@
 """The web client when the gateway closes its socket, in a real headless Chromium against the real
 frontend, gateway and AI core: 1012 "service restart" (a rolling restart replaced the worker) is
 answered by reconnecting at once, without a token renewal, and the reply in progress completes
-once, and a message the gateway never got goes again; 1001 "going away" keeps the back-off. The gateway's own hub closes the sockets, as the
-rolling restart (`replaced()`, then `close_all()`) and a stop do."""
+once, and a message the gateway never got goes again; 1001 "going away" keeps the back-off. The
+gateway's own hub closes the sockets, as the rolling restart (`replaced()`, then `close_all()`)
+and a stop do."""
 from __future__ import annotations
 
 import asyncio

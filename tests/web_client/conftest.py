@@ -166,6 +166,7 @@ class Services:
     frontend_url: str
     gateway_url: str
     database_url: str = ""
+    gateway: web.Application | None = None  # the gateway itself (its hub closes sockets as a restart does)
 
 
 async def start(app: web.Application, port: int = 0) -> tuple[web.AppRunner, int]:
@@ -219,7 +220,7 @@ async def services(postgres_server, tmp_path_factory):
         runner, frontend_port = await start(create_app("frontend", config(), plugins=[frontend_plugin]))
         runners.append(runner)
         yield Services(frontend_url=f"http://127.0.0.1:{frontend_port}", gateway_url=gateway_url,
-                       database_url=postgres_server.database_url(database))
+                       database_url=postgres_server.database_url(database), gateway=gateway)
     finally:
         for runner in reversed(runners):
             await runner.cleanup()

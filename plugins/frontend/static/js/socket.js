@@ -1,9 +1,13 @@
 // /ws/chat for the open session: reconnects with back-off, resumes with `after=<turn_id>:<seq>`
 // (the gateway replays what this device missed) and drops any frame it has already seen, so an
-// interrupted reply completes once, without a repeat.
+// interrupted reply completes once, without a repeat. A close with 1012 "service restart" (a
+// rolling restart: another process already serves) is answered at once, not after a back-off.
 
 const BACKOFF_FIRST_MS = 500;
 const BACKOFF_MAX_MS = 15000;
+const SERVICE_RESTART = 1012;
+// Spread over this much so the devices of a replaced worker do not all arrive in one instant.
+const RESTART_JITTER_MS = 500;
 
 export function clientId() {
   let id = localStorage.getItem("assistant.client_id");
@@ -33,6 +37,7 @@ export class ChatSocket {
     this.failures = 0;
     this.timer = null;
     this.outbox = [];
+    this.unanswered = [];         // messages sent on this socket that got neither stream_start nor queued
     this.seen = new Map();        // turn_id -> highest seq applied
     this.lastOfSession = new Map(); // session_id -> "<turn_id>:<seq>", for `after`
     this.wanted = false;
@@ -76,6 +81,7 @@ export class ChatSocket {
   }
 
   drop() {
+    this.unanswered = [];
     if (this.ws) {
       const ws = this.ws;
       this.ws = null;
@@ -112,17 +118,20 @@ export class ChatSocket {
       this.failures = 0;
       this.setState("open");
       const pending = this.outbox.splice(0);
-      for (const frame of pending) ws.send(JSON.stringify(frame));
+      for (const frame of pending) this.transmit(ws, frame);
     };
     ws.onmessage = (event) => {
       let frame;
       try { frame = JSON.parse(event.data); } catch (error) { return; }
       this.receive(frame);
     };
-    ws.onclose = () => {
+    ws.onclose = (event) => {
       if (this.ws !== ws) return;
       this.ws = null;
-      this.scheduleRetry();
+      // The gateway may not have admitted these: they go again (same client_msg_id, so never twice).
+      this.outbox.unshift(...this.unanswered.splice(0));
+      if (event.code === SERVICE_RESTART) this.reconnectAfterRestart();
+      else this.scheduleRetry();
     };
   }
 
@@ -132,6 +141,13 @@ export class ChatSocket {
     const delay = Math.min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** (this.failures - 1));
     this.setState("waiting");
     this.reconnectSoon(delay * (0.75 + Math.random() * 0.5));
+  }
+
+  // Nothing is wrong: the replacement already serves, so no back-off and no token renewal.
+  reconnectAfterRestart() {
+    if (!this.wanted) return;
+    this.setState("waiting");
+    this.reconnectSoon(Math.random() * RESTART_JITTER_MS);
   }
 
   reconnectSoon(delay) {
@@ -147,6 +163,7 @@ export class ChatSocket {
       this.seen.set(frame.turn_id, frame.seq);
       if (frame.session_id) this.lastOfSession.set(frame.session_id, `${frame.turn_id}:${frame.seq}`);
     }
+    this.answered(frame);
     this.emit(frame.type, frame);
     this.emit("*", frame);
   }
@@ -155,10 +172,25 @@ export class ChatSocket {
   // client_msg_id, so the gateway never runs one twice).
   send(frame) {
     const full = {session_id: this.sessionId, timestamp: Date.now(), ...frame};
-    if (this.ws && this.ws.readyState === 1) this.ws.send(JSON.stringify(full));
+    if (this.ws && this.ws.readyState === 1) this.transmit(this.ws, full);
     else {
       this.outbox.push(full);
       this.reconnectSoon(0);
     }
+  }
+
+  transmit(ws, frame) {
+    ws.send(JSON.stringify(frame));
+    if (frame.type === "message" && frame.client_msg_id) this.unanswered.push(frame);
+  }
+
+  // A frame naming its client_msg_id (`queued`, an error) answers that message; a `stream_start`
+  // of the session answers its oldest one (the turns of a session start in order).
+  answered(frame) {
+    if (!this.unanswered.length) return;
+    let index = -1;
+    if (frame.client_msg_id) index = this.unanswered.findIndex((sent) => sent.client_msg_id === frame.client_msg_id);
+    else if (frame.type === "stream_start") index = this.unanswered.findIndex((sent) => sent.session_id === frame.session_id);
+    if (index >= 0) this.unanswered.splice(index, 1);
   }
 }

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from . import store
 from .contract import ChatEvent, EffectsOf, ToolFailed, ToolProgressEvent, ToolStatus
+from .providers import CompletionAccumulator, Delta
 
 if TYPE_CHECKING:
     from .peer import GatewayPeer
@@ -278,3 +279,24 @@ class ToolRunner:
         except Exception:
             log.exception("could not record the call %s of %s", call_id, name)
         return ToolOutcome(call_id, error is None, result, error)
+
+
+class ClientCalls:
+    """The client's function calls of one model answer, relayed as they stream (`tool_call`
+    events, numbered among the client's calls only: the assistant's own are run here)."""
+
+    def __init__(self, names: set[str]):
+        self.names = names
+        self.index_of: dict[int, int] = {}  # the provider's index -> the client's
+
+    async def relay(self, delta: Delta, accumulator: CompletionAccumulator, emit: Emit) -> None:
+        call = accumulator.call_at(delta.tool_index)
+        if call is None or call.name not in self.names:
+            return
+        if delta.tool_call_started:
+            self.index_of[delta.tool_index] = len(self.index_of)
+            await emit({"type": "tool_call", "index": self.index_of[delta.tool_index], "id": call.id,
+                        "name": call.name, "arguments": ""})
+        if delta.tool_arguments and delta.tool_index in self.index_of:
+            await emit({"type": "tool_call", "index": self.index_of[delta.tool_index], "id": None,
+                        "name": None, "arguments": delta.tool_arguments})

@@ -15,6 +15,7 @@ import aiohttp
 import orjson
 
 from gateway.fetch import FetchError, FetchPolicy, FetchRefused, endpoint_entry, refusal_of
+from gateway.peers import encode_body
 from gateway.sse import SseDecoder
 
 from .store import Candidate
@@ -213,7 +214,7 @@ async def stream_completion(http: aiohttp.ClientSession, candidate: Candidate, m
     decoder = SseDecoder()
     try:
         async with asyncio.timeout(first_token_timeout):
-            response = await http.post(completions_url(candidate.provider.base_url), json=body,
+            response = await http.post(completions_url(candidate.provider.base_url), data=encode_body(body),
                                        headers=headers)
     except TimeoutError:
         raise ProviderError("timeout", f"no answer within {first_token_timeout:g}s") from None

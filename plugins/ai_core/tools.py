@@ -130,6 +130,7 @@ def progress_event(tool_name: str, status: ToolStatus, progress: float, message:
 class ToolRegistry:
     def __init__(self):
         self._tools: dict[str, Tool] = {}
+        self._schemas: list[dict] | None = None  # built once: every turn offers them
 
     def register(self, tool: Tool) -> None:
         if tool.name in self._tools:
@@ -138,6 +139,7 @@ class ToolRegistry:
         if not tool.name.replace("_", "").replace("-", "").isalnum() or len(tool.name) > 64:
             raise ValueError(f"tool name {tool.name!r}: use letters, digits, _ and - (at most 64)")
         self._tools[tool.name] = tool
+        self._schemas = None
 
     def add(self, name: str, description: str, parameters: dict, handler: Handler, *,
             owner: str = "", **extra) -> Tool:
@@ -157,7 +159,10 @@ class ToolRegistry:
         return list(self._tools.values())
 
     def schemas(self) -> list[dict]:
-        return [tool.schema() for tool in self.all()]
+        """The tools as the models are offered them (one shared list: do not change it)."""
+        if self._schemas is None:
+            self._schemas = [tool.schema() for tool in self.all()]
+        return self._schemas
 
     def names_by_owner(self, default_owner: str) -> dict[str, list[str]]:
         """Tool names by the plugin that added each (the service's introspection, `tools`)."""

@@ -42,8 +42,7 @@ DEFAULT_SYSTEM_PROMPT = (
 VOICE_PROMPT = ("The reply will be spoken aloud: answer in short, natural sentences, without Markdown, "
                 "lists, code or emoji.")
 OUTPUT_EVENTS = {"delta", "thinking", "tool_progress", "tool_call"}
-# CHAT_PURPOSE (routing.py), the person's own conversation: its turns get the TURN_CONTEXT blocks
-# and are told to the TURN_FINISHED listeners; the work other purposes ask of the models is not.
+# CHAT_PURPOSE (routing.py): only the person's own conversation gets TURN_CONTEXT and TURN_FINISHED.
 
 
 @dataclass

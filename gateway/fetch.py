@@ -257,6 +257,9 @@ def _refuse_literal_address(policy: FetchPolicy, scheme: str, host: str | None, 
             raise FetchRefused(reason)
 
 
+MAX_REMEMBERED_ORIGINS = 1024
+
+
 def guarded_session(policy: FetchPolicy, *, resolver: AbstractResolver | None = None,
                     limit: int = 100, timeout: aiohttp.ClientTimeout | None = None,
                     use_dns_cache: bool = True, force_close: bool = False) -> aiohttp.ClientSession:
@@ -270,8 +273,17 @@ def guarded_session(policy: FetchPolicy, *, resolver: AbstractResolver | None = 
     connector = aiohttp.TCPConnector(resolver=GuardedResolver(policy, resolver or DefaultResolver()),
                                      limit=limit, use_dns_cache=use_dns_cache, force_close=force_close)
 
+    # (scheme, host, port) found allowed: a session's policy never changes, and parsing the
+    # address again cost a model call of the OpenAI door a good part of its added time (issue 44).
+    allowed: set[tuple[str, str | None, int | None]] = set()
+
     async def check_address(request: aiohttp.ClientRequest, handler) -> aiohttp.ClientResponse:
-        _refuse_literal_address(policy, request.url.scheme, request.url.host, request.url.port)
+        url = request.url
+        key = (url.scheme, url.host, url.port)
+        if key not in allowed:
+            _refuse_literal_address(policy, *key)
+            if len(allowed) < MAX_REMEMBERED_ORIGINS:
+                allowed.add(key)
         return await handler(request)
 
     return aiohttp.ClientSession(connector=connector, trust_env=False, middlewares=(check_address,),

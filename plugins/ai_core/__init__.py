@@ -28,12 +28,15 @@ from .api import ENGINE, routes
 from .builtin_tools import register_builtin_tools
 from .client import AiCoreClient
 from .completions import PurposeCompletions
+from .door import routes as door_routes
+from .door_media import routes as door_media_routes
 from .contract import AI_CORE, MODELS, TOOLS, TURN_CONTEXT, TURN_FINISHED
 from .engine import Engine
 from .mcp_servers_api import setup_mcp
 from .peer import GatewayPeer
 from .probe import routes as probe_routes
 from .providers import model_policy
+from .routing import ROUTING_CHANGED
 from .settings import AiCoreClientSettings, AiCoreSettings
 from .tools import ToolRegistry
 
@@ -43,7 +46,7 @@ log = logging.getLogger("plugins.ai_core")
 class AiCorePlugin(Plugin):
     name = "ai_core"
     depends = ("auth_tokens",)
-    uses = ("database",)
+    uses = ("database", "embeddings")  # embeddings: `/v1/embeddings` (loaded on its first use)
     description = "model routing with fallback, the SSE chat call, tools, the offline agent, /v1 door"
     settings_schema = AiCoreSettings
     # The model an operator names at start-up, seeded into the model tables (providers.py).
@@ -60,6 +63,8 @@ class AiCorePlugin(Plugin):
         registrar.migrations("plugins.ai_core")
         registrar.routes(routes)
         registrar.routes(probe_routes)
+        registrar.routes(door_routes)
+        registrar.routes(door_media_routes)
         registrar.provide(TOOLS, registry)
         registrar.report("tools", lambda: registry.names_by_owner(self.name))
         registrar.provide(TURN_CONTEXT, engine.turn_context)
@@ -76,7 +81,17 @@ class AiCorePlugin(Plugin):
                     context.config.get("models.default_model") or "")
                 if seeded:
                     log.info("seeded the provider 'openai' and the chat route from the environment")
+                    engine.routing.forget()
             yield
+
+        async def routing_changes(context) -> AsyncIterator[None]:
+            # Another instance's admin edit drops this one's copy of the routing tables (routing.py).
+            subscription = await context.bus.subscribe(ROUTING_CHANGED, engine.routing.on_changed)
+            context.bus.on_restored(engine.routing.on_bus_restored)
+            try:
+                yield
+            finally:
+                await subscription.close()
 
         async def model_connections(context) -> AsyncIterator[None]:
             # Not the service's own session: that one reaches the peers (trusted configuration);
@@ -91,6 +106,7 @@ class AiCorePlugin(Plugin):
                 await engine.models_http.close()
 
         registrar.lifespan(seed)
+        registrar.lifespan(routing_changes)
         registrar.lifespan(model_connections)
 
 

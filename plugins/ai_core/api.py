@@ -1,4 +1,4 @@
-"""The AI core's HTTP endpoints: the SSE chat call, the OpenAI-compatible door, image
+"""The AI core's HTTP endpoints: the SSE chat call (the OpenAI-compatible door: door.py), image
 descriptions, tool records and statistics, and the model tables for the administrator.
 Every endpoint requires a credential (a user's access token or the service credential); the
 endpoints that talk to the models ask the one rule of who may chat (the chat plugin's
@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
-from typing import Any
 
 import marshmallow
 from aiohttp import web
@@ -24,7 +22,6 @@ from gateway.validation import MAX_OFFSET, parse_body, parse_query
 from plugins.chat.contract import require_chat_user
 
 from . import store
-from .agent import AGENT_MODEL
 from .contract import ChatEvent, DoneEvent, message_too_long
 from .engine import Engine, Turn, TurnFailed
 
@@ -36,9 +33,8 @@ class CallerLeft(Exception):
     stops the reply): the turn ends there, and the model's stream with it."""
 from .images import ImageError, bad_image, origin
 from .providers import ProviderError
-from .schemas import (CHAT_EVENTS, OPENAI_CHUNKS, ChatCompletion, Description, IdChanged, NameChanged,
-                      OpenAiModels, PurposeChanged, StoredModels, StoredProviders, StoredRoute, ToolCalls,
-                      ToolCallStats, ToolList)
+from .schemas import (CHAT_EVENTS, Description, IdChanged, NameChanged, PurposeChanged, StoredModels,
+                      StoredProviders, StoredRoute, ToolCalls, ToolCallStats, ToolList)
 
 routes = web.RouteTableDef()
 
@@ -142,128 +138,6 @@ async def chat_stream(request: web.Request) -> web.StreamResponse:
     except (CallerLeft, ConnectionResetError):  # not an error: nobody reads the rest (a person stopped the reply)
         log.info("the caller closed the stream of a turn of session %s; the model was stopped", body["session_id"])
     return response
-
-
-# ---------------------------------------------------------------- OpenAI-compatible door
-
-class OpenAiBody(marshmallow.Schema):
-    class Meta:
-        unknown = marshmallow.EXCLUDE  # OpenAI clients send many optional fields
-
-    model = fields.String(load_default=ROUTING_ALIAS)
-    messages = fields.List(fields.Dict(), required=True, validate=validate.Length(min=1))
-    stream = fields.Boolean(load_default=False)
-    temperature = fields.Float(load_default=None, allow_none=True)
-    top_p = fields.Float(load_default=None, allow_none=True)
-    max_tokens = fields.Integer(load_default=None, allow_none=True)
-    user = fields.String(load_default=None, allow_none=True)
-
-
-def _check_messages(messages: list[dict], max_message_chars: int, max_chars: int) -> None:
-    """Known roles; each person's message within the bound of the chat call's `text`, and all
-    of them together within `max_conversation_chars`."""
-    total = 0
-    for index, message in enumerate(messages):
-        if message.get("role") not in ("system", "user", "assistant", "tool", "developer"):
-            raise BadRequest(f"messages[{index}].role is missing or unknown.", error_type="validation_error")
-        length = content_chars(message.get("content"))
-        if message["role"] == "user" and length > max_message_chars:
-            raise message_too_long(length, max_message_chars, "[plugins.ai_core] max_message_chars",
-                                   f"messages[{index}]")
-        total += length
-    if total > max_chars:
-        raise message_too_long(total, max_chars, "[plugins.ai_core] max_conversation_chars",
-                               "The messages' content")
-
-
-def content_chars(content: Any) -> int:
-    """Characters of a message's content: a string, or the text of its parts."""
-    if isinstance(content, str):
-        return len(content)
-    if isinstance(content, list):
-        return sum(len(part["text"]) for part in content
-                   if isinstance(part, dict) and isinstance(part.get("text"), str))
-    return 0
-
-
-@routes.post("/v1/chat/completions", name="ai_core.openai_chat")
-@api_doc("OpenAI-compatible chat completion (`model` `assistant`: the chat route)", body=OpenAiBody,
-         responses={200: {"application/json": ChatCompletion, "text/event-stream": OPENAI_CHUNKS}},
-         errors=(403, 404, 502, 503))
-async def openai_chat(request: web.Request) -> web.StreamResponse:
-    identity = await require_chat_user(request)
-    body = await parse_body(request, OpenAiBody())
-    engine = engine_of(request)
-    _check_messages(body["messages"], engine.settings["max_message_chars"], engine.settings["max_conversation_chars"])
-    user_id = identity.user_id if identity.kind != "service" else (body["user"] or identity.user_id)
-    preferred = None if body["model"] in (ROUTING_ALIAS, AGENT_MODEL, "") else body["model"]
-    if preferred:
-        chain, _ = await engine.candidates("chat", preferred)
-        if not chain or chain[0].model.id != preferred:
-            raise NotFound(f"The model {preferred!r} does not exist or is disabled.", error_type="model_not_found",
-                           hint=f"GET /v1/models lists the models; {ROUTING_ALIAS!r} uses the chat route.")
-    overrides = {key: body[key] for key in ("temperature", "top_p", "max_tokens") if body[key] is not None}
-    turn = Turn(user_id=user_id, messages=body["messages"], preferred_model=preferred, overrides=overrides)
-    completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
-    created = int(time.time())
-    if not body["stream"]:
-        async def raise_errors(event: ChatEvent) -> None:
-            if event["type"] == "error":
-                raise BadGateway(event["error"], error_type=event["errorType"])
-
-        try:
-            outcome = await engine.run(turn, raise_errors)
-        except TurnFailed as failure:
-            raise BadGateway(str(failure), error_type="model_failed") from None
-        usage = outcome.usage or {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
-        return web.json_response({
-            "id": completion_id, "object": "chat.completion", "created": created, "model": outcome.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": outcome.text},
-                         "finish_reason": outcome.finish_reason if outcome.finish_reason in (
-                             "stop", "length", "content_filter") else "stop"}],
-            "usage": usage})
-
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
-                                           "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-    await response.prepare(request)
-    model_named = body["model"]
-
-    def chunk(delta: dict, finish_reason: str | None = None, model: str | None = None) -> bytes:
-        payload = {"id": completion_id, "object": "chat.completion.chunk", "created": created,
-                   "model": model or model_named,
-                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
-        return b"data: " + json.dumps(payload, ensure_ascii=False).encode("utf-8", "replace") + b"\n\n"
-
-    await response.write(chunk({"role": "assistant", "content": ""}))
-
-    async def emit(event: ChatEvent) -> None:
-        if event["type"] == "delta":
-            await response.write(chunk({"content": event["content"]}))
-        elif event["type"] == "error":
-            await response.write(b"data: " + json.dumps({"error": {
-                "message": event["error"], "type": event["errorType"], "code": None}}).encode() + b"\n\n")
-
-    try:
-        outcome = await engine.run(turn, emit)
-    except TurnFailed:
-        await response.write_eof()
-        return response
-    finish = outcome.finish_reason if outcome.finish_reason in ("stop", "length", "content_filter") else "stop"
-    await response.write(chunk({}, finish, outcome.model))
-    await response.write(b"data: [DONE]\n\n")
-    await response.write_eof()
-    return response
-
-
-@routes.get("/v1/models", name="ai_core.openai_models")
-@api_doc("OpenAI-compatible model list: `assistant` and the enabled models", responses={200: OpenAiModels},
-         errors=(403, 503))
-async def openai_models(request: web.Request) -> web.Response:
-    await require_chat_user(request)
-    models = [m for m in await store.list_models(get_context(request).db) if m.enabled]
-    data = [{"id": ROUTING_ALIAS, "object": "model", "created": 0, "owned_by": "assistant"}]
-    data += [{"id": m.id, "object": "model", "created": 0, "owned_by": m.provider} for m in models]
-    return web.json_response({"object": "list", "data": data})
 
 
 # ---------------------------------------------------------------- vision
@@ -414,6 +288,7 @@ async def provider_save(request: web.Request) -> web.Response:
                          error_type="api_key_required",
                          hint="Send the provider's api_key along with the new base_url.")
     await store.save_provider(db, name, body["base_url"], api_key)
+    await engine_of(request).routing.changed()
     return web.json_response({"status": "saved", "name": name})
 
 
@@ -424,6 +299,7 @@ async def provider_delete(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     if not await store.delete_provider(get_context(request).db, name):
         raise NotFound(f"No provider named {name!r}.", error_type="provider_not_found")
+    await engine_of(request).routing.changed()
     return web.json_response({"status": "deleted", "name": name})
 
 
@@ -446,6 +322,7 @@ async def model_save(request: web.Request) -> web.Response:
     body = await parse_body(request, ModelBody())
     _same_name(model_id, body["id"], "id")
     await store.save_model(get_context(request).db, {**body, "id": model_id})
+    await engine_of(request).routing.changed()
     return web.json_response({"status": "saved", "id": model_id})
 
 
@@ -456,6 +333,7 @@ async def model_delete(request: web.Request) -> web.Response:
     model_id = request.match_info["id"]
     if not await store.delete_model(get_context(request).db, model_id):
         raise NotFound(f"No model with id {model_id!r}.", error_type="model_not_found")
+    await engine_of(request).routing.changed()
     return web.json_response({"status": "deleted", "id": model_id})
 
 
@@ -477,6 +355,7 @@ async def routing_save(request: web.Request) -> web.Response:
     body = await parse_body(request, RouteBody())
     _same_name(purpose, body["purpose"], "purpose")
     await store.save_route(get_context(request).db, purpose, body["fallback_chain"], body["required"])
+    await engine_of(request).routing.changed()
     return web.json_response({"status": "saved", "purpose": purpose})
 
 
@@ -487,4 +366,5 @@ async def routing_delete(request: web.Request) -> web.Response:
     purpose = request.match_info["purpose"]
     if not await store.delete_route(get_context(request).db, purpose):
         raise NotFound(f"No routing rule for {purpose!r}.", error_type="route_not_found")
+    await engine_of(request).routing.changed()
     return web.json_response({"status": "deleted", "purpose": purpose})

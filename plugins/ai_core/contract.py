@@ -246,6 +246,16 @@ class ErrorEvent(TypedDict):
     kind: NotRequired[str]
 
 
+class ToolCallEvent(TypedDict):
+    """A piece of a call of one of the client's functions (the OpenAI door only: the chat call
+    offers none): the first names it (`id`, `name`), the next carry `arguments` fragments."""
+    type: Literal["tool_call"]
+    index: int
+    id: str | None
+    name: str | None
+    arguments: str
+
+
 class Fallback(TypedDict):
     model: str
     kind: str
@@ -263,7 +273,8 @@ class DoneEvent(TypedDict):
     duration_ms: float
 
 
-ChatEvent = Union[DeltaEvent, ThinkingEvent, ToolProgressEvent, SystemInfoEvent, ErrorEvent, DoneEvent]
+ChatEvent = Union[DeltaEvent, ThinkingEvent, ToolProgressEvent, SystemInfoEvent, ErrorEvent, DoneEvent,
+                  ToolCallEvent]
 
 
 # ---------------------------------------------------------------- the client (gateway side)

@@ -24,7 +24,6 @@ from gateway.fetch import FetchPolicy, GuardedFetcher
 from gateway.identity import ADMIN_USER_ID
 from gateway.text import language_of
 
-from . import store
 from .agent import AGENT_MODEL, OfflineAgent, is_help_request
 from .confirmation import Confirmations
 from .contract import ChatEvent, ContextBlock, Fallback, FinishedTurn, SystemInfoEvent
@@ -32,8 +31,9 @@ from .hooks import TurnContextProviders, TurnFinishedListeners
 from .images import ImageError, ImageFetcher, origin
 from .peer import GatewayPeer
 from .providers import ProviderError, stream_completion
+from .routing import CHAT_PURPOSE, RoutingTable, supports_tools
 from .store import Candidate, Route
-from .tools import Emit, ToolRegistry, ToolRunner
+from .tools import ClientCalls, Emit, ToolRegistry, ToolRunner
 
 log = logging.getLogger("plugins.ai_core.engine")
 
@@ -42,10 +42,8 @@ DEFAULT_SYSTEM_PROMPT = (
     "Use the tools when they help; never invent a tool result.")
 VOICE_PROMPT = ("The reply will be spoken aloud: answer in short, natural sentences, without Markdown, "
                 "lists, code or emoji.")
-OUTPUT_EVENTS = {"delta", "thinking", "tool_progress"}
-# The purpose of the person's own conversation: its turns get the TURN_CONTEXT blocks and are
-# told to the TURN_FINISHED listeners; the work other purposes ask of the models is not.
-CHAT_PURPOSE = "chat"
+OUTPUT_EVENTS = {"delta", "thinking", "tool_progress", "tool_call"}
+# CHAT_PURPOSE (routing.py): only the person's own conversation gets TURN_CONTEXT and TURN_FINISHED.
 
 
 @dataclass
@@ -63,6 +61,12 @@ class Turn:
     use_tools: bool = True
     overrides: dict = field(default_factory=dict)
     message_id: str | None = None  # the person's message this turn answers, when the caller names it
+    # False: no turn context before it and no turn-finished listeners after it (the OpenAI door's
+    # requests, unless `door_remembers`): a relayed request is not the person's conversation.
+    remembers: bool = True
+    # The OpenAI door's client functions: offered to the model (with the assistant's own tools only
+    # when `use_tools`), and the model's calls of them returned to the client, not run here.
+    client_tools: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -72,6 +76,7 @@ class Outcome:
     finish_reason: str
     fallbacks: list[Fallback]
     usage: dict | None = None
+    tool_calls: list[dict] = field(default_factory=list)  # the client's functions to call (OpenAI's shape)
 
 
 class TurnFailed(Exception):
@@ -132,34 +137,13 @@ class Engine:
         self.agent = OfflineAgent(registry, self.runner, settings["max_message_chars"], self.confirmations)
         self.turn_context = TurnContextProviders(settings["turn_context_timeout"], settings["turn_context_max_chars"])
         self.turn_finished = TurnFinishedListeners(context)
+        self.routing = RoutingTable(context, settings["routing_cache_seconds"])
 
     # ------------------------------------------------------------ routing
 
     async def candidates(self, purpose: str, preferred: str | None = None) -> tuple[list[Candidate], Route | None]:
-        """The models to try for `purpose`, in order, read fresh from the database so an
-        administrator's edit applies to the very next request."""
-        providers, models, routes = await store.routing_snapshot(self.context.db)
-        route = routes.get(purpose)
-        if route is not None:
-            ids = list(route.fallback_chain)
-        else:
-            usable = sorted((m for m in models.values() if m.enabled), key=lambda m: (-m.priority, m.id))
-            if purpose == "chat":
-                ids = [m.id for m in usable if "vision" not in m.tags or "chat" in m.tags]
-            else:
-                ids = [m.id for m in usable if purpose in m.tags]
-        if preferred and preferred in models:
-            ids = [preferred] + [i for i in ids if i != preferred]
-        chain = []
-        for model_id in ids:
-            model = models.get(model_id)
-            if model is None or not model.enabled or model.provider not in providers:
-                continue
-            chain.append(Candidate(model, providers[model.provider]))
-        if not chain and purpose not in (CHAT_PURPOSE, "vision"):
-            # Background work (`thinking`, `memory`...) without a rule or tagged models: the chat chain.
-            return await self.candidates(CHAT_PURPOSE, preferred)
-        return chain, route
+        """The models to try for `purpose`, in order (routing.py: an edit applies to the next request)."""
+        return await self.routing.candidates(purpose, preferred)
 
     def fetcher(self) -> ImageFetcher:
         config = self.context.config
@@ -220,7 +204,7 @@ class Engine:
 
     async def run(self, turn: Turn, emit: Emit) -> Outcome:
         outcome = await self._answer(turn, emit)
-        if turn.purpose == CHAT_PURPOSE:
+        if turn.purpose == CHAT_PURPOSE and turn.remembers:
             await self.turn_finished.notify(FinishedTurn(
                 user_id=turn.user_id, session_id=turn.session_id, user_text=self.last_user_text(turn),
                 reply_text=outcome.text, model=outcome.model, history=self.history_of(turn),
@@ -268,7 +252,9 @@ class Engine:
         if turn.purpose == CHAT_PURPOSE and turn.messages is None and not images and is_help_request(turn.text):
             return await self._help(turn, chain, tracked)
         context: list[ContextBlock] = []
-        if chain and turn.purpose == CHAT_PURPOSE:  # only a model reads them
+        if turn.client_tools:  # the offline agent cannot call the client's functions
+            chain = [candidate for candidate in chain if supports_tools(candidate.model)]
+        if chain and turn.purpose == CHAT_PURPOSE and turn.remembers:  # only a model reads them
             context = await self.turn_context.blocks(turn.user_id, turn.session_id, self.last_user_text(turn))
         messages = self.build_messages(turn, images, context)
         fallbacks: list[Fallback] = []
@@ -283,7 +269,7 @@ class Engine:
                 log.warning("model %s failed before answering (%s): %s", candidate.model.id,
                             error.kind, error.message)
                 fallbacks.append({"model": candidate.model.id, "kind": error.kind, "error": error.message})
-        if chain and route is not None and route.required:
+        if (chain and route is not None and route.required) or turn.client_tools:
             await emit({"type": "error", "errorType": "all_models_failed", "model": None,
                         "error": f"every model routed for {purpose!r} failed: "
                                  + "; ".join(f"{f['model']} ({f['kind']})" for f in fallbacks)})
@@ -335,18 +321,20 @@ class Engine:
     async def _run_model(self, candidate: Candidate, messages: list[dict], turn: Turn, emit: Emit,
                          fallbacks: list[Fallback]) -> Outcome:
         conversation = list(messages)
-        tools = self.registry.schemas() if turn.use_tools else None
+        tools = self.tools_for(turn, candidate)
+        client_names = {tool["function"]["name"] for tool in turn.client_tools}
         text = ""
         usage = None
-        max_rounds = self.settings["max_tool_rounds"]
-        language = language_of(self.last_user_text(turn))
+        max_rounds = max(self.settings["max_tool_rounds"], 1 if client_names else 0)
+        language = ""  # the person's, for tool progress: found when a tool runs
         held_in_turn = False  # one call a turn waits for the person's yes
         for _ in range(max_rounds):
             accumulator = None
+            relayed = ClientCalls(client_names)
             # Closed at once when an emit fails (the caller left: a person stopped the reply),
             # so the model's connection goes with it, not when the generator is collected.
             async with contextlib.aclosing(stream_completion(
-                    self.models_http, candidate, conversation, tools or None,
+                    self.models_http, candidate, conversation, tools,
                     first_token_timeout=self.settings["first_token_timeout"],
                     idle_timeout=self.settings["idle_timeout"], overrides=turn.overrides)) as stream:
                 async for deltas, accumulator in stream:
@@ -355,6 +343,8 @@ class Engine:
                             await emit({"type": "delta", "content": delta.content})
                         if delta.reasoning:
                             await emit({"type": "thinking", "status": "thinking", "content": delta.reasoning})
+                        if delta.tool_index >= 0 and client_names:
+                            await relayed.relay(delta, accumulator, emit)
             if accumulator is None:
                 raise ProviderError("protocol", "the stream ended without a single chunk")
             completion = accumulator.completion
@@ -362,6 +352,10 @@ class Engine:
             text += completion.content
             if not completion.tool_calls:
                 return Outcome(text, candidate.model.id, completion.finish_reason or "stop", fallbacks, usage)
+            if any(call.name in client_names for call in completion.tool_calls):
+                calls = [call.message() for call in completion.tool_calls if call.name in client_names]
+                return Outcome(text, candidate.model.id, "tool_calls", fallbacks, usage, calls)
+            language = language or language_of(self.last_user_text(turn))
             conversation.append({"role": "assistant", "content": completion.content or None,
                                  "tool_calls": [call.message() for call in completion.tool_calls]})
             for call in completion.tool_calls:
@@ -381,6 +375,14 @@ class Engine:
                     "message": f"回答用了太多步骤，在第 {max_rounds} 步停下了。" if language == "zh"
                     else f"The answer took too many steps; it stopped after {max_rounds}."})
         return Outcome(text, candidate.model.id, "tool_limit", fallbacks, usage)
+
+    def tools_for(self, turn: Turn, candidate: Candidate) -> list[dict] | None:
+        """The functions offered to `candidate`: the client's, and the assistant's own when the
+        turn uses them; none to a model tagged `no_tools`."""
+        if not supports_tools(candidate.model):
+            return None
+        tools = list(turn.client_tools) + (self.registry.schemas() if turn.use_tools else [])
+        return tools or None
 
     async def complete_once(self, candidate: Candidate, messages: list[dict], overrides: dict | None = None) -> str:
         """A whole answer without tools or events (image descriptions, `MODELS.complete`)."""

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from typing import AsyncGenerator
 
 import aiohttp
+import orjson
 
 from gateway.fetch import FetchError, FetchPolicy, FetchRefused, endpoint_entry, refusal_of
+from gateway.peers import encode_body
 from gateway.sse import SseDecoder
 
 from .store import Candidate
@@ -45,6 +47,10 @@ class Delta:
     content: str = ""
     reasoning: str = ""
     tool_call_started: str = ""  # name of a tool call that just began
+    # A piece of a tool call, as the OpenAI door relays a client's calls: its index in the
+    # answer (-1: none), and the arguments' fragment.
+    tool_index: int = -1
+    tool_arguments: str = ""
 
 
 @dataclass
@@ -76,6 +82,10 @@ class CompletionAccumulator:
         self.completion = Completion()
         self._calls: dict[int, ToolCall] = {}
 
+    def call_at(self, index: int) -> ToolCall | None:
+        """The tool call at the provider's `index`, as far as it arrived."""
+        return self._calls.get(index)
+
     def add(self, chunk: dict) -> list[Delta]:
         if "error" in chunk and not chunk.get("choices"):
             error = chunk["error"]
@@ -106,16 +116,46 @@ class CompletionAccumulator:
                     call = ToolCall(id=fragment.get("id") or f"call_{index}", name=function.get("name") or "")
                     self._calls[index] = call
                     self.completion.tool_calls.append(call)
-                    deltas.append(Delta(tool_call_started=call.name))
+                    deltas.append(Delta(tool_call_started=call.name, tool_index=index))
                 else:
                     if fragment.get("id"):
                         call.id = fragment["id"]
                     if function.get("name"):
                         call.name += function["name"]
-                call.arguments += function.get("arguments") or ""
+                arguments = function.get("arguments") or ""
+                call.arguments += arguments
+                if arguments:
+                    deltas.append(Delta(tool_index=index, tool_arguments=arguments))
             if choice.get("finish_reason"):
                 self.completion.finish_reason = choice["finish_reason"]
         return deltas
+
+
+def coalesced(deltas: list[Delta]) -> list[Delta]:
+    """`deltas` with neighbouring pieces of plain text (or of reasoning) joined into one."""
+    if len(deltas) < 2:
+        return deltas
+    joined: list[Delta] = []
+    for delta in deltas:
+        last = joined[-1] if joined else None
+        if last is not None and delta.tool_index < 0 and last.tool_index < 0:
+            if delta.content and not delta.reasoning and last.content and not last.reasoning:
+                last.content += delta.content
+                continue
+            if delta.reasoning and not delta.content and last.reasoning and not last.content:
+                last.reasoning += delta.reasoning
+                continue
+        joined.append(delta)
+    return joined
+
+
+def loads_chunk(data: str) -> dict:
+    """One event's JSON: orjson (a few times faster: dozens of chunks a reply), json where orjson
+    refuses what json takes (half a surrogate pair, escaped)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 def _classify_status(status: int) -> str:
@@ -139,12 +179,33 @@ def request_body(candidate: Candidate, messages: list[dict], tools: list[dict] |
     return body
 
 
+def parse_events(events: list[str], accumulator: CompletionAccumulator,
+                 ) -> tuple[list[Delta], bool, bool, ProviderError | None]:
+    """What one read brought, as one batch: a turn that falls behind (a busy machine) catches up
+    in fewer, larger writes instead of one per chunk. (deltas, any chunk parsed, [DONE] seen,
+    the failure that stopped it)."""
+    batch: list[Delta] = []
+    parsed = False
+    for data in events:
+        if data.strip() == "[DONE]":
+            return batch, parsed, True, None
+        try:
+            batch.extend(accumulator.add(loads_chunk(data)))
+        except ValueError:
+            return batch, parsed, False, ProviderError("protocol", f"a stream event is not JSON: {data[:200]!r}")
+        except ProviderError as error:
+            return batch, parsed, False, error
+        parsed = True
+    return batch, parsed, False, None
+
+
 async def stream_completion(http: aiohttp.ClientSession, candidate: Candidate, messages: list[dict],
                             tools: list[dict] | None, *, first_token_timeout: float,
                             idle_timeout: float, overrides: dict | None = None,
                             ) -> AsyncGenerator[tuple[list[Delta], CompletionAccumulator], None]:
-    """Yield (what arrived, the accumulator so far) for each chunk. Raises ProviderError; the
-    timeouts bound the wait for the first chunk and for each later one."""
+    """Yield (what arrived, the accumulator so far) for each read of the stream that brought a
+    chunk (neighbouring text joined: `coalesced`). Raises ProviderError; the timeouts bound the
+    wait for the first chunk and for each later one."""
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     if candidate.provider.api_key:
         headers["Authorization"] = f"Bearer {candidate.provider.api_key}"
@@ -153,7 +214,7 @@ async def stream_completion(http: aiohttp.ClientSession, candidate: Candidate, m
     decoder = SseDecoder()
     try:
         async with asyncio.timeout(first_token_timeout):
-            response = await http.post(completions_url(candidate.provider.base_url), json=body,
+            response = await http.post(completions_url(candidate.provider.base_url), data=encode_body(body),
                                        headers=headers)
     except TimeoutError:
         raise ProviderError("timeout", f"no answer within {first_token_timeout:g}s") from None
@@ -196,17 +257,16 @@ async def stream_completion(http: aiohttp.ClientSession, candidate: Candidate, m
                 events = decoder.feed(raw) if raw else [data for data in (decoder.finish(),) if data is not None]
             except ValueError as error:
                 raise ProviderError("protocol", str(error)) from None
-            for data in events:
-                if data.strip() == "[DONE]":
-                    return
-                try:
-                    chunk = json.loads(data)
-                except ValueError:
-                    raise ProviderError("protocol", f"a stream event is not JSON: {data[:200]!r}") from None
-                deltas = accumulator.add(chunk)
-                if deltas:
-                    received_any = True
-                yield deltas, accumulator
+            batch, parsed, done, failure = parse_events(events, accumulator)
+            if failure is not None:  # what came before it still goes out first, as it would have alone
+                if batch:
+                    yield coalesced(batch), accumulator
+                raise failure
+            if parsed:
+                received_any = received_any or bool(batch)
+                yield coalesced(batch), accumulator
+            if done:
+                return
             if not raw:
                 if accumulator.completion.finish_reason is None:
                     raise ProviderError("connection", "the stream ended before the answer was finished")

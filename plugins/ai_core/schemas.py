@@ -31,15 +31,29 @@ OPENAI_CHUNKS = {
 }
 
 
+class CalledFunction(marshmallow.Schema):
+    name = fields.String(required=True)
+    arguments = fields.String(required=True, metadata={"description": "JSON text, as the model wrote it."})
+
+
+class CompletionToolCall(marshmallow.Schema):
+    id = fields.String(required=True)
+    type = fields.String(required=True, validate=validate.Equal("function"))
+    function = fields.Nested(CalledFunction, required=True)
+
+
 class CompletionMessage(marshmallow.Schema):
     role = fields.String(required=True, validate=validate.Equal("assistant"))
-    content = fields.String(required=True)
+    content = fields.String(required=True, allow_none=True, metadata={"description": "null with tool_calls only."})
+    tool_calls = fields.List(fields.Nested(CompletionToolCall), metadata={
+        "description": "Calls of the client's functions (finish_reason `tool_calls`)."})
 
 
 class CompletionChoice(marshmallow.Schema):
     index = fields.Integer(required=True)
     message = fields.Nested(CompletionMessage, required=True)
-    finish_reason = fields.String(required=True, validate=validate.OneOf(["stop", "length", "content_filter"]))
+    finish_reason = fields.String(required=True, validate=validate.OneOf(["stop", "length", "content_filter",
+                                                                          "tool_calls"]))
 
 
 class ChatCompletion(marshmallow.Schema):
@@ -63,6 +77,36 @@ class OpenAiModels(marshmallow.Schema):
     object = fields.String(required=True, validate=validate.Equal("list"))
     data = fields.List(fields.Nested(OpenAiModel), required=True,
                        metadata={"description": "`assistant` first: the chat route."})
+
+
+class Embedding(marshmallow.Schema):
+    object = fields.String(required=True, validate=validate.Equal("embedding"))
+    index = fields.Integer(required=True)
+    embedding = fields.Raw(required=True, metadata={
+        "oneOf": [{"type": "array", "items": {"type": "number"}}, {"type": "string"}],
+        "description": "Floats, or with encoding_format base64 their little-endian float32 bytes in base64."})
+
+
+class EmbeddingUsage(marshmallow.Schema):
+    prompt_tokens = fields.Integer(required=True, metadata={"description": "Estimated: a word or CJK character each."})
+    total_tokens = fields.Integer(required=True)
+
+
+class EmbeddingList(marshmallow.Schema):
+    """OpenAI's embeddings answer."""
+    object = fields.String(required=True, validate=validate.Equal("list"))
+    data = fields.List(fields.Nested(Embedding), required=True)
+    model = fields.String(required=True, metadata={"description": "The embedder's model id."})
+    usage = fields.Nested(EmbeddingUsage, required=True)
+
+
+class Transcript(marshmallow.Schema):
+    """OpenAI's transcription: `text`; with verbose_json also task, language, duration (s), segments."""
+    text = fields.String(required=True)
+    task = fields.String()
+    language = fields.String()
+    duration = fields.Float()
+    segments = fields.List(fields.Dict())
 
 
 class Description(marshmallow.Schema):

@@ -64,6 +64,24 @@ class AiCoreSettings(PluginSettings):
     confirm_seconds = fields.Float(load_default=300.0, validate=POSITIVE, metadata={
         "description": "Seconds a call waiting for the person's confirmation stays confirmable."})
 
+    routing_cache_seconds = fields.Float(load_default=300.0, validate=validate.Range(min=0), metadata={
+        "description": "Seconds the providers, models and routing rules are kept in memory between reads. An "
+                       "edit through the admin API applies to the next request at once, on every instance the bus "
+                       "reaches; this bounds how long an edit made some other way (SQL) goes unseen (0: read "
+                       "them for every request)."})
+    door_remembers = fields.Boolean(load_default=False, metadata={
+        "description": "Treat requests to the OpenAI-compatible door (`/v1/chat/completions`) as the person's "
+                       "conversation: turn context (memory recall) before each and turn-finished listeners "
+                       "(memory extraction, thinking) after it. Off: a relayed request stays a relayed request."})
+    door_tools = fields.String(load_default="own", validate=validate.OneOf(("own", "client", "mixed")), metadata={
+        "description": "Which functions a model gets at the OpenAI door: `own` (the client's when it sends `tools`, "
+                       "else the assistant's own, run here), `client` (only the client's, never the assistant's) "
+                       "or `mixed` (the client's and the assistant's own together)."})
+    voice_timeout = fields.Float(load_default=120.0, validate=POSITIVE, metadata={
+        "description": "Seconds the voice service may take to transcribe or speak for `/v1/audio/*`."})
+    max_embedding_inputs = fields.Integer(load_default=256, validate=POSITIVE, metadata={
+        "description": "Most texts in one `/v1/embeddings` request (each at most `max_message_chars`)."})
+
 
 class AiCoreClientSettings(PluginSettings):
     """`[plugins.ai_core_client]`: how long a service waits for the AI core, per kind of call

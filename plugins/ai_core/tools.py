@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from . import store
 from .contract import ChatEvent, EffectsOf, ToolFailed, ToolProgressEvent, ToolStatus
+from .providers import CompletionAccumulator, Delta
 
 if TYPE_CHECKING:
     from .peer import GatewayPeer
@@ -129,6 +130,7 @@ def progress_event(tool_name: str, status: ToolStatus, progress: float, message:
 class ToolRegistry:
     def __init__(self):
         self._tools: dict[str, Tool] = {}
+        self._schemas: list[dict] | None = None  # built once: every turn offers them
 
     def register(self, tool: Tool) -> None:
         if tool.name in self._tools:
@@ -137,6 +139,7 @@ class ToolRegistry:
         if not tool.name.replace("_", "").replace("-", "").isalnum() or len(tool.name) > 64:
             raise ValueError(f"tool name {tool.name!r}: use letters, digits, _ and - (at most 64)")
         self._tools[tool.name] = tool
+        self._schemas = None
 
     def add(self, name: str, description: str, parameters: dict, handler: Handler, *,
             owner: str = "", **extra) -> Tool:
@@ -160,7 +163,10 @@ class ToolRegistry:
         return list(self._tools.values())
 
     def schemas(self) -> list[dict]:
-        return [tool.schema() for tool in self.all()]
+        """The tools as the models are offered them (one shared list: do not change it)."""
+        if self._schemas is None:
+            self._schemas = [tool.schema() for tool in self.all()]
+        return self._schemas
 
     def names_by_owner(self, default_owner: str) -> dict[str, list[str]]:
         """Tool names by the plugin that added each (the service's introspection, `tools`)."""
@@ -282,3 +288,24 @@ class ToolRunner:
         except Exception:
             log.exception("could not record the call %s of %s", call_id, name)
         return ToolOutcome(call_id, error is None, result, error)
+
+
+class ClientCalls:
+    """The client's function calls of one model answer, relayed as they stream (`tool_call`
+    events, numbered among the client's calls only: the assistant's own are run here)."""
+
+    def __init__(self, names: set[str]):
+        self.names = names
+        self.index_of: dict[int, int] = {}  # the provider's index -> the client's
+
+    async def relay(self, delta: Delta, accumulator: CompletionAccumulator, emit: Emit) -> None:
+        call = accumulator.call_at(delta.tool_index)
+        if call is None or call.name not in self.names:
+            return
+        if delta.tool_call_started:
+            self.index_of[delta.tool_index] = len(self.index_of)
+            await emit({"type": "tool_call", "index": self.index_of[delta.tool_index], "id": call.id,
+                        "name": call.name, "arguments": ""})
+        if delta.tool_arguments and delta.tool_index in self.index_of:
+            await emit({"type": "tool_call", "index": self.index_of[delta.tool_index], "id": None,
+                        "name": None, "arguments": delta.tool_arguments})

@@ -37,7 +37,7 @@ async def test_completions_with_fallback_streaming_and_not(ai_core, provider):
         assert provider.requests[-1]["body"]["model"] == "upstream-steady"
 
         listed = await client.models.list()
-        assert [m.id for m in listed.data] == ["assistant", "flaky", "steady"]
+        assert [m.id for m in listed.data] == ["assistant", "embeddings", "flaky", "steady"]
 
         with pytest.raises(openai.NotFoundError):
             await client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "x"}])

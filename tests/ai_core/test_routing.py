@@ -140,3 +140,21 @@ async def test_every_endpoint_requires_a_credential(ai_core):
     assert response.status == 400
     response = await ai_core.post("/api/v1/chat/stream", headers=ALICE, json={"text": "hi", "user_id": "admin"})
     assert response.status == 403
+
+
+async def test_an_edit_reaches_every_instance_sharing_the_bus(make_ai_core, provider, redis_url, bus_prefix):
+    """The routing tables are kept in memory (issue 44); an edit on one instance is seen by the
+    next request of another sharing the database and Redis, with no restart."""
+    shared = {"bus.redis_url": redis_url, "bus.prefix": bus_prefix}
+    first, second = await make_ai_core(overrides=shared), await make_ai_core(overrides=shared)
+    await configure(first, provider, {"one": "ok", "two": "ok"}, chain=["one"])
+    assert (await chat(second))[-1]["model"] == "one"  # read once, kept
+    await configure(first, provider, {}, chain=["two"])
+    for _ in range(50):  # the announcement crosses Redis
+        if (await chat(second))[-1]["model"] == "two":
+            break
+    else:
+        raise AssertionError("the second instance kept the old chain")
+    response = await first.delete("/api/v1/models/models/two", headers=SERVICE)
+    assert response.status == 200
+    assert (await chat(first))[-1]["model"] == "offline-agent"  # this instance: at once

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from gateway.plugins import Plugin
 from plugins.ai_core.contract import TURN_CONTEXT, TURN_FINISHED, FinishedTurn
 from tests.ai_core.conftest import SERVICE, configure, read_events, text_of
@@ -67,10 +69,14 @@ async def test_context_blocks_reach_the_system_message_and_a_late_or_broken_prov
     assert turn.history == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
 
 
-async def test_the_openai_door_gets_the_blocks_in_its_own_system_message(make_ai_core, provider):
+@pytest.mark.parametrize("remembers", [False, True])
+async def test_the_openai_door_remembers_only_when_configured(make_ai_core, provider, remembers):
+    """A request to the OpenAI door is a relayed request (issue 44): no recall before it and no
+    listener after it, unless `door_remembers`; then the blocks go in its own system message."""
     hooks = HookPlugin()
     client = await make_ai_core(hooks, overrides={"plugins.ai_core": {
-        "first_token_timeout": 3.0, "idle_timeout": 3, "tool_timeout": 3, "turn_context_timeout": 0.3}})
+        "first_token_timeout": 3.0, "idle_timeout": 3, "tool_timeout": 3, "turn_context_timeout": 0.3,
+        "door_remembers": remembers}})
     await configure(client, provider, {"m1": "plain"}, chain=["m1"])
     response = await client.post("/v1/chat/completions", headers=SERVICE, json={
         "user": "u2", "messages": [{"role": "system", "content": "Be brief."},
@@ -78,7 +84,14 @@ async def test_the_openai_door_gets_the_blocks_in_its_own_system_message(make_ai
     assert response.status == 200, await response.text()
     messages = provider.requests[-1]["body"]["messages"]
     assert [m["role"] for m in messages] == ["system", "user"]
-    assert messages[0]["content"].startswith("Be brief.\n\nFacts for this turn:\n- u2 asked about what should I cook")
+    if remembers:
+        assert messages[0]["content"].startswith("Be brief.\n\nFacts for this turn:\n- u2 asked about what should I cook")
+        await asyncio.wait_for(hooks.told.wait(), 5)
+        assert [t.user_text for t in hooks.finished] == ["what should I cook"]
+    else:
+        assert messages[0]["content"] == "Be brief."
+        await asyncio.sleep(0.2)
+        assert hooks.asked == [] and hooks.finished == []
 
 
 async def test_the_offline_agent_skips_the_providers_and_other_purposes_tell_no_listener(make_ai_core):

@@ -5,7 +5,11 @@ server serves several "providers" (`{url}/<behaviour>/v1`):
 - `/<behaviour>/v1/chat/completions`, streamed (or one `chat.completion` when the request says
   `"stream": false`): any name not below answers "Hello from <model>."; `thinker` streams
   reasoning first; `tools` calls `get_current_time`, then answers with its result; `vision`
-  describes the image it was sent (its size kept in `images_seen`); `ratelimited` is 429,
+  describes the image it was sent (its size kept in `images_seen`); `caller` calls the client's
+  function (`tool_choice`'s, else the first of `tools`) with `{"location": "Paris"}` sent in
+  fragments, then answers "The tool said: <its result>."; any answer asked for
+  `response_format` `json_object` is `{"greeting": "Hello from <model>."}`, and one asked for
+  `stream_options.include_usage` ends with a usage chunk; `ratelimited` is 429,
   `broken` 500; `stalled` waits for `release`; `slow` streams the default answer word by word,
   `slow_delay` seconds (0.15) apart; `dies` drops the connection mid-answer;
   `replay-<name>` replays a captured stream byte for byte; `call-<tool>` calls the tool `<tool>`
@@ -155,6 +159,9 @@ class FakeProvider:
             await response.write(b"data: [DONE]\n\n")
             await response.write_eof()
             return response
+        if behaviour == "caller" and body.get("tools") and not any(m.get("role") == "tool" for m in body["messages"]):
+            await self.call_client_function(response, model, body)
+            return response
         if behaviour == "vision":
             self.images_seen.append(self.image_size(body))
             pieces = list(VISION_DESCRIPTION)
@@ -167,6 +174,11 @@ class FakeProvider:
             elif behaviour == "thinker":
                 await response.write(chunk(model, {"role": "assistant", "reasoning_content": "Let me think."}))
                 text = "Thought it through."
+            elif behaviour == "caller":
+                result = [m for m in body["messages"] if m.get("role") == "tool"][-1]["content"]
+                text = f"The tool said: {result}."
+            elif (body.get("response_format") or {}).get("type") == "json_object":
+                text = json.dumps({"greeting": f"Hello from {model}."})
             elif self.asks_title(body):
                 if self.title_gate is not None:
                     await asyncio.wait_for(self.title_gate.wait(), 20)
@@ -180,9 +192,29 @@ class FakeProvider:
                 await asyncio.sleep(self.slow_delay)
             await response.write(chunk(model, {"content": piece}))
         await response.write(chunk(model, {}, "stop"))
+        await self.finish(response, model, body)
+        return response
+
+    async def call_client_function(self, response: web.StreamResponse, model: str, body: dict) -> None:
+        choice = body.get("tool_choice")
+        name = (choice["function"]["name"] if isinstance(choice, dict)
+                else body["tools"][0]["function"]["name"])
+        await response.write(chunk(model, {"role": "assistant", "content": None, "tool_calls": [
+            {"index": 0, "id": "call_client1", "type": "function", "function": {"name": name, "arguments": ""}}]}))
+        for fragment in ['{"loca', 'tion": ', '"Paris"}']:
+            await response.write(chunk(model, {"tool_calls": [{"index": 0, "function": {"arguments": fragment}}]}))
+        await response.write(chunk(model, {}, "tool_calls"))
+        await self.finish(response, model, body)
+
+    @staticmethod
+    async def finish(response: web.StreamResponse, model: str, body: dict) -> None:
+        if (body.get("stream_options") or {}).get("include_usage"):
+            await response.write(b"data: " + json.dumps({
+                "id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1, "model": model,
+                "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12}}).encode()
+                + b"\n\n")
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
-        return response
 
     @staticmethod
     def asks_title(body: dict) -> bool:

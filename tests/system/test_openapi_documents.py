@@ -226,6 +226,16 @@ async def test_the_ai_cores_answers_fit_its_document(aiohttp_client, make_config
         await api.call("GET", path, headers=as_peer)
     status, _ = await api.call("DELETE", "/api/v1/models/models/none", "/api/v1/models/models/{id}", headers=as_peer)
     assert status == 404
+    # The OpenAI door (the model cannot be reached: the offline agent answers) and its embeddings.
+    status, answer = await api.call("POST", "/v1/chat/completions", headers=as_peer, json={
+        "messages": [{"role": "user", "content": "现在几点"}], "seed": 1, "stop": "\n"})
+    assert status == 200 and answer["model"] == "offline-agent"
+    # The client's functions: the model that takes them cannot be reached, and the offline agent cannot call them.
+    status, answer = await api.call("POST", "/v1/chat/completions", headers=as_peer, json={
+        "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]})
+    assert status == 502 and answer["errorType"] == "all_models_failed"
+    status, answer = await api.call("POST", "/v1/embeddings", headers=as_peer, json={"input": ["one", "two"]})
+    assert status == 200 and len(answer["data"]) == 2
 
 
 def png() -> bytes:

@@ -42,6 +42,11 @@ class ErrorFrame(marshmallow.Schema):
 
     error = marshmallow.fields.String(required=True, metadata={"description": "What went wrong, for a person."})
     errorType = marshmallow.fields.String(metadata={"description": "What went wrong, for a program."})
+    hint = marshmallow.fields.String(metadata={"description": "What to do about it, when there is something."})
+    session_id = marshmallow.fields.String(metadata={"description": "The session of the frame it answers, "
+                                                                    "when that frame has one."})
+    client_msg_id = marshmallow.fields.String(allow_none=True, metadata={
+        "description": "The message it answers, when one (null: the frame named none)."})
 
 
 @dataclass

@@ -13,7 +13,7 @@ from marshmallow import fields, validate
 
 from gateway.asyncapi import websocket_endpoint
 from gateway.context import get_context
-from gateway.errors import ApiError, BadRequest, Conflict, Forbidden, NotFound
+from gateway.errors import BadRequest, Conflict, Forbidden, NotFound
 from gateway.openapi import api_doc
 from gateway.validation import parse_query
 from gateway.ws import dispatch_frame, require_identity
@@ -21,7 +21,7 @@ from plugins.ai_core.contract import MESSAGE_TOO_LONG
 
 from .admission import Turn
 from .contract import require_chat_user
-from .frames import ERROR_FIELDS, client_info, error_frame, now_ms
+from .frames import client_info, error_fields, error_frame, now_ms
 from .keys import session_key
 from .presence import SESSION_KEY
 
@@ -235,7 +235,7 @@ async def handle_connect(request: web.Request) -> web.StreamResponse:
             await chat.replay.replay_into(connection, session_key(identity.user_id, session_id), after)
         async for frame in ws:
             if frame.type == WSMsgType.TEXT:
-                await dispatch_frame(request.app, connection, frame.data, error_fields=ERROR_FIELDS)
+                await dispatch_frame(request.app, connection, frame.data, error_fields=error_fields)
             elif frame.type == WSMsgType.BINARY:
                 connection.send(error_frame("binary frames are not accepted on /ws/chat; send JSON text"))
             elif frame.type == WSMsgType.ERROR:
@@ -250,7 +250,8 @@ def register_frames(registrar, chat: "ChatChannel") -> None:
     @registrar.ws_message("message", MessageFrame())
     async def on_message(connection: "Connection", frame: dict) -> None:
         identity = require_identity(connection)
-        session_id = frame["session_id"] or connection.data[SESSION_KEY]
+        # Stored in the frame: an error frame (gateway.ws.dispatch_frame) names the session it is about.
+        session_id = frame["session_id"] = frame["session_id"] or connection.data[SESSION_KEY]
         content = frame["content"] or ""
         if len(content) > chat.max_message_chars:
             connection.send(error_frame(f"content is longer than {chat.max_message_chars} characters",
@@ -261,16 +262,11 @@ def register_frames(registrar, chat: "ChatChannel") -> None:
                                         client_msg_id=frame["client_msg_id"]))
             return
         client_id, device_name, user_agent = frame["client_id"], frame["device_name"], frame["user_agent"]
-        try:
-            turn = Turn(session_id=session_id, user_id=identity.user_id, text=content, mode=frame["mode"],
-                        attachments=frame["attachments"], client_msg_id=frame["client_msg_id"], sender=connection.id,
-                        client=client_info(client_id or connection.client_id, device_name or connection.device_name,
-                                           user_agent or connection.user_agent))
-            await chat.turns.submit(turn, session_known=session_id == connection.data[SESSION_KEY])
-        except ApiError as error:
-            hint = {"hint": error.hint} if error.hint else {}
-            connection.send(error_frame(error.error, errorType=error.error_type, session_id=session_id,
-                                        client_msg_id=frame["client_msg_id"], **hint))
+        turn = Turn(session_id=session_id, user_id=identity.user_id, text=content, mode=frame["mode"],
+                    attachments=frame["attachments"], client_msg_id=frame["client_msg_id"], sender=connection.id,
+                    client=client_info(client_id or connection.client_id, device_name or connection.device_name,
+                                       user_agent or connection.user_agent))
+        await chat.turns.submit(turn, session_known=session_id == connection.data[SESSION_KEY])
 
     @registrar.ws_message("ping")
     async def on_ping(connection: "Connection", frame: dict) -> None:
@@ -279,13 +275,11 @@ def register_frames(registrar, chat: "ChatChannel") -> None:
     @registrar.ws_message("history", HistoryFrame())
     async def on_history(connection: "Connection", frame: dict) -> None:
         identity = require_identity(connection)
-        session_id = frame["session_id"] or connection.data[SESSION_KEY]
+        session_id = frame["session_id"] = frame["session_id"] or connection.data[SESSION_KEY]
         # The caller's own session (ids are per owner; the administrator reads other users' over HTTP).
         session = await chat.conversations.get_session(identity.user_id, session_id)
         if session is None:
-            connection.send(error_frame(f"no session {session_id}", errorType="session_not_found",
-                                        session_id=session_id))
-            return
+            raise NotFound(f"no session {session_id}", error_type="session_not_found")
         limit = frame["limit"]
         if frame["before_id"] is not None:
             page = await chat.conversations.list_messages(identity.user_id, session_id, limit=limit + 1,
@@ -305,56 +299,44 @@ def register_frames(registrar, chat: "ChatChannel") -> None:
         """Stop the user's running reply wherever it runs: here at once, else every instance
         is asked over the bus (one of them runs it). A stop finding no running turn is ignored."""
         identity = require_identity(connection)
-        session_id = frame["session_id"] or connection.data[SESSION_KEY]
+        session_id = frame["session_id"] = frame["session_id"] or connection.data[SESSION_KEY]
         await chat.request_stop(identity.user_id, session_id, frame["turn_id"])
 
     @registrar.ws_message("regenerate", RegenerateFrame())
     async def on_regenerate(connection: "Connection", frame: dict) -> None:
         identity = require_identity(connection)
-        session_id = frame["session_id"] or connection.data[SESSION_KEY]
-        try:
-            if await chat.conversations.get_session(identity.user_id, session_id) is None:
-                raise NotFound(f"no session {session_id}", error_type="session_not_found")
-            asked = await chat.conversations.last_message(identity.user_id, session_id, "user")
-            if asked is None:
-                raise Conflict("This session has no message to answer again.", error_type="nothing_to_regenerate")
-            turn = Turn(session_id=session_id, user_id=identity.user_id, text=asked["content"], mode="text",
-                        sender=connection.id, reuse=asked,
-                        client=client_info(connection.client_id, connection.device_name, connection.user_agent))
+        session_id = frame["session_id"] = frame["session_id"] or connection.data[SESSION_KEY]
+        if await chat.conversations.get_session(identity.user_id, session_id) is None:
+            raise NotFound(f"no session {session_id}", error_type="session_not_found")
+        asked = await chat.conversations.last_message(identity.user_id, session_id, "user")
+        if asked is None:
+            raise Conflict("This session has no message to answer again.", error_type="nothing_to_regenerate")
+        turn = Turn(session_id=session_id, user_id=identity.user_id, text=asked["content"], mode="text",
+                    sender=connection.id, reuse=asked,
+                    client=client_info(connection.client_id, connection.device_name, connection.user_agent))
 
-            async def rewrite() -> None:
-                await chat.truncate(identity.user_id, session_id, asked["id"] + 1, "regenerate")
+        async def rewrite() -> None:
+            await chat.truncate(identity.user_id, session_id, asked["id"] + 1, "regenerate")
 
-            await chat.turns.submit_rewrite(turn, rewrite)
-        except ApiError as error:
-            connection.send(_api_error_frame(error, session_id))
+        await chat.turns.submit_rewrite(turn, rewrite)
 
     @registrar.ws_message("edit", EditFrame())
     async def on_edit(connection: "Connection", frame: dict) -> None:
         identity = require_identity(connection)
-        session_id = frame["session_id"] or connection.data[SESSION_KEY]
+        session_id = frame["session_id"] = frame["session_id"] or connection.data[SESSION_KEY]
         content = frame["content"]
-        client_msg_id = frame["client_msg_id"]
-        try:
-            chat.check_length(content)
-            if not content.strip():
-                raise BadRequest("an edited message needs content", error_type="invalid_frame")
-            edited = await chat.conversations.get_message(identity.user_id, session_id, frame["message_id"])
-            if edited is None or edited["role"] != "user":
-                raise NotFound(f"no message {frame['message_id']} of yours in session {session_id}",
-                               error_type="message_not_found")
-            turn = Turn(session_id=session_id, user_id=identity.user_id, text=content, mode="text",
-                        client_msg_id=client_msg_id, sender=connection.id,
-                        client=client_info(connection.client_id, connection.device_name, connection.user_agent))
+        chat.check_length(content)
+        if not content.strip():
+            raise BadRequest("an edited message needs content", error_type="invalid_frame")
+        edited = await chat.conversations.get_message(identity.user_id, session_id, frame["message_id"])
+        if edited is None or edited["role"] != "user":
+            raise NotFound(f"no message {frame['message_id']} of yours in session {session_id}",
+                           error_type="message_not_found")
+        turn = Turn(session_id=session_id, user_id=identity.user_id, text=content, mode="text",
+                    client_msg_id=frame["client_msg_id"], sender=connection.id,
+                    client=client_info(connection.client_id, connection.device_name, connection.user_agent))
 
-            async def rewrite() -> None:
-                await chat.truncate(identity.user_id, session_id, edited["id"], "edit")
+        async def rewrite() -> None:
+            await chat.truncate(identity.user_id, session_id, edited["id"], "edit")
 
-            await chat.turns.submit_rewrite(turn, rewrite)
-        except ApiError as error:
-            connection.send(_api_error_frame(error, session_id, client_msg_id=client_msg_id))
-
-
-def _api_error_frame(error: ApiError, session_id: str, **extra) -> dict:
-    hint = {"hint": error.hint} if error.hint else {}
-    return error_frame(error.error, errorType=error.error_type, session_id=session_id, **hint, **extra)
+        await chat.turns.submit_rewrite(turn, rewrite)

@@ -211,10 +211,7 @@ class QueuedFrame(marshmallow.Schema):
 
 class ChatErrorFrame(ErrorFrame):
     msg_type = _msg_type(required=True)
-    session_id = fields.String()
     turn_id = fields.String()
-    client_msg_id = fields.String(allow_none=True, metadata={"description": "The message it answers, when one."})
-    hint = fields.String(metadata={"description": "What to do about it, when there is something."})
     seq = fields.Integer(metadata={"description": "An error within a reply (`reply_too_large`): its place in it."})
     response_mode = response_mode()
     timestamp = fields.Integer()

@@ -13,8 +13,12 @@ from gateway.ws import error_frame as core_error_frame
 if TYPE_CHECKING:
     from plugins.ai_core.contract import ChatEvent
 
-# The spec gives every frame on /ws/chat a msg_type; the core's error frames get it here.
-ERROR_FIELDS = {"msg_type": "system_info"}
+
+def error_fields() -> dict:
+    """The spec gives every frame on /ws/chat a msg_type and a timestamp; the core's error
+    frames get them here (`dispatch_frame`'s error_fields)."""
+    return {"msg_type": "system_info", "timestamp": now_ms()}
+
 
 _encode = json.JSONEncoder(ensure_ascii=False).encode
 
@@ -47,7 +51,7 @@ def turn_error_text(error_type: str) -> str:
 
 
 def error_frame(error: str, **extra) -> dict:
-    return core_error_frame(error, **ERROR_FIELDS, **extra)
+    return core_error_frame(error, **(error_fields() | extra))
 
 
 def reply_id(turn_id: str) -> str:

@@ -263,15 +263,12 @@ class VoiceStreams:
     async def voice_input(self, connection: "Connection", frame: dict) -> None:
         identity = connection.identity
         assert identity is not None
-        session_id = frame["session_id"] or self.turns.session_of(connection)
-        try:
-            audio = await decode_audio(frame["audio_data"], self.max_upload_bytes)
-            answer = await self.client.transcribe(audio, user_id=identity.user_id, language=frame["language"],
-                                                  audio_format=frame["format"])
-        except ApiError as error:
-            connection.send(error_frame(error.error, error.error_type or "invalid_audio", session_id=session_id,
-                                        client_msg_id=frame["client_msg_id"]))
-            return
+        # An ApiError is answered by the chat socket's dispatch (gateway.ws.dispatch_frame), which
+        # names the frame's session_id and client_msg_id: the ones resolved here are stored in it.
+        session_id = frame["session_id"] = frame["session_id"] or self.turns.session_of(connection)
+        audio = await decode_audio(frame["audio_data"], self.max_upload_bytes)
+        answer = await self.client.transcribe(audio, user_id=identity.user_id, language=frame["language"],
+                                              audio_format=frame["format"])
         body = answer.json() or {}
         message_id = "voice_" + secrets.token_hex(8)
         if answer.status >= 400 or not body.get("success", True):
@@ -287,24 +284,20 @@ class VoiceStreams:
                          "language": str(body.get("language") or ""), "duration_ms": int(body.get("duration_ms") or 0),
                          "client_msg_id": frame["client_msg_id"], "timestamp": now_ms()})
         if text:
-            await self._submit(connection, session_id, text, frame["mode"], frame["client_msg_id"] or message_id)
+            frame["client_msg_id"] = frame["client_msg_id"] or message_id
+            await self._submit(connection, session_id, text, frame["mode"], frame["client_msg_id"])
 
     async def start(self, connection: "Connection", frame: dict) -> None:
         identity = connection.identity
         assert identity is not None
-        session_id = frame["session_id"] or self.turns.session_of(connection)
+        session_id = frame["session_id"] = frame["session_id"] or self.turns.session_of(connection)
         existing = self._open.get(connection.id)
         if existing is not None:
             await existing.fail("A voice stream was already open; both are closed. Start again.",
                                 "voice_stream_already_open")
             return
-        try:
-            ws = await self.client.open_stream(frame["language"], frame["format"], frame["sample_rate"],
-                                               user_id=identity.user_id)
-        except ApiError as error:
-            connection.send(error_frame(error.error, error.error_type or "voice_service_failed",
-                                        session_id=session_id, **({"hint": error.hint} if error.hint else {})))
-            return
+        ws = await self.client.open_stream(frame["language"], frame["format"], frame["sample_rate"],
+                                           user_id=identity.user_id)
         if connection.closing or connection.ws.closed:  # the device went while the recognizer opened
             with contextlib.suppress(Exception):
                 await ws.close()
@@ -355,18 +348,18 @@ class VoiceStreams:
         connection.send(stream.frame("voice_final", text, is_final=True, language=str(final.get("language") or ""),
                                      duration_ms=int(final.get("duration_ms") or 0)))
         if text:  # an empty final text means no speech: no turn
-            await self._submit(connection, stream.session_id, text, stream.mode, stream.message_id)
+            try:
+                await self._submit(connection, stream.session_id, text, stream.mode, stream.message_id)
+            except ApiError as error:  # a task of its own: no frame's dispatch is there to answer it
+                connection.send(error_frame(error.error, error.error_type or "bad_request",
+                                            session_id=stream.session_id, client_msg_id=stream.message_id))
 
     async def _submit(self, connection: "Connection", session_id: str, text: str, mode: str,
                       client_msg_id: str) -> None:
         identity = connection.identity
         assert identity is not None
-        try:
-            await self.turns.submit_turn(identity.user_id, session_id, text, mode,
-                                         exclude_connection_id=connection.id, client_msg_id=client_msg_id)
-        except ApiError as error:
-            connection.send(error_frame(error.error, error.error_type or "bad_request", session_id=session_id,
-                                        client_msg_id=client_msg_id))
+        await self.turns.submit_turn(identity.user_id, session_id, text, mode,
+                                     exclude_connection_id=connection.id, client_msg_id=client_msg_id)
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -182,7 +182,8 @@ async def test_websocket_frames_are_dispatched_by_type_and_validated(aiohttp_cli
         assert "unknown message type 'nope'" in (await ws.receive_json())["error"]
         await ws.send_json({"type": "whoami"})  # a handler's ApiError is an error frame
         assert await ws.receive_json() == {"type": "error", "error": "This operation is limited to the administrator.",
-                                           "channel": "test", "errorType": "admin_only"}
+                                           "channel": "test", "errorType": "admin_only",
+                                           "hint": "Log in with the administrator account."}
         await ws.send_json({"type": "sample_ping", "text": "still open"})
         assert (await ws.receive_json())["text"] == "still open"
     async with client.ws_connect("/ws/test?user=admin") as ws:

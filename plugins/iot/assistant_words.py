@@ -26,8 +26,6 @@ def spoken_number(value: Any) -> str:
 
 
 _MODES_ZH = {"cool": "制冷", "heat": "制热", "fan": "送风", "dry": "除湿", "auto": "自动"}
-
-
 _FAN_ZH = {"auto": "自动", "low": "低", "medium": "中", "high": "高"}
 
 
@@ -191,7 +189,6 @@ def summarize_reading(result: dict, language: str) -> str:
 
 
 TOPIC = {"en": "Lights and devices", "zh": "灯和设备"}
-
 
 _KINDS = {"light": ("light", "灯"), "air_conditioner": ("air conditioner", "空调"), "curtain": ("curtains", "窗帘"),
           "lock": ("door", "门"), "temperature_sensor": ("temperature sensor", "温度传感器"),

@@ -105,8 +105,6 @@ class Entity:
 
 
 MAX_ATTRIBUTES = 20
-
-
 _DEFAULTS: dict[str, Any] = {"bool": None, "int": None, "number": None, "enum": None, "string": None}
 
 

@@ -16,8 +16,6 @@ class DiscoveryError(ValueError):
 
 
 _TEMPLATE = re.compile(r"^\{\{\s*(.+?)\s*\}\}$", re.S)
-
-
 _PATH_PART = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[\s*['\"]([^'\"]+)['\"]\s*\]|\[\s*(\d+)\s*\]")
 
 

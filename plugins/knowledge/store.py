@@ -272,7 +272,7 @@ class KnowledgeStore:
             return []
         # A few more than asked: a hit whose document was deleted a moment ago is dropped below.
         hits = await self.indexer.vector_call(self.context.vectors.search, COLLECTION, query, where=where,
-                                       limit=limit + 5, mode=mode)
+                                              limit=limit + 5, mode=mode)
         if not hits:
             return []
         rows = await fetch_all(

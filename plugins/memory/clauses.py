@@ -35,7 +35,7 @@ HYPOTHETICAL_EN = re.compile(
     r"wish|let's say|what if|in a story|role-?play|for example|e\.g)\b", re.IGNORECASE)
 HYPOTHETICAL_ZH = re.compile(r"如果|假如|假设|要是|万一|假若|倘若|想象|比如|例如|的话|举个例子|扮演|假装")
 REPORTED_EN = re.compile(r"\b(?:said|says|saying|told|tells|asked|asks|wrote|writes|quote|quoted|"
-                          r"according to)\b", re.IGNORECASE)
+                         r"according to)\b", re.IGNORECASE)
 REPORTED_ZH = re.compile(r"(?<!小)说(?!明)|告诉|问我|写道|写着|引用|据说|听说")
 JOKING = re.compile(r"\b(?:lol|lmao|rofl|haha+|hehe+|jk|just kidding|kidding)\b|😂|🤣|😜|哈哈|开玩笑|逗你", re.IGNORECASE)
 

@@ -380,7 +380,7 @@ class StreamDecoder:
                         continue   # one damaged packet is skipped, not the stream
                     for frame in frames:
                         for samples in resample_within(resampler, frame, self._count, self.max_seconds,
-                                                        "The stream"):
+                                                       "The stream"):
                             self._append(samples)
                 for samples in frames_to_samples(resampler.resample(None)):
                     self._append(samples)

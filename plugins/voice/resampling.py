@@ -36,7 +36,7 @@ def resample(samples: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
 
 
 def resample_within(resampler: Any, frame: Any, total: int, max_seconds: float,
-                     what: str = "The audio") -> list[np.ndarray]:
+                    what: str = "The audio") -> list[np.ndarray]:
     """One decoded frame at 16 kHz, refused before resampling when its own rate is out of range
     or its output would take the audio past `max_seconds` (`total`: the samples so far)."""
     check_rate(frame.sample_rate, what)

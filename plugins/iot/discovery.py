@@ -6,11 +6,11 @@ empty config removes it (device-based discovery, `<prefix>/device/<id>/config` w
 components in `cmps`, is split into one config per component by mqtt.py). This module is pure:
 a config in, an `Entity` out (discovery_entity.py) — its properties, how each state topic's
 payload becomes property values, and which payloads an operation publishes, built per component
-by discovery_components.py. Components: light (default and json
-schemas), switch, sensor, binary_sensor, cover, lock, climate; JSON attributes become read-only
-properties. Abbreviated keys and the `~` base topic are expanded; value templates are read
-(discovery_templates.py) when they are the simple kind (`{{ value }}`, `{{ value_json.a.b }}`, `{{ value_json['a'] }}` with
-`float`, `int`, `round(n)`, `lower`, `upper` filters)."""
+by discovery_components.py. Components: light (default and json schemas), switch, sensor,
+binary_sensor, cover, lock, climate; JSON attributes become read-only properties. Abbreviated
+keys and the `~` base topic are expanded; value templates are read (discovery_templates.py)
+when they are the simple kind (`{{ value }}`, `{{ value_json.a.b }}`, `{{ value_json['a'] }}`
+with `float`, `int`, `round(n)`, `lower`, `upper` filters)."""
 from __future__ import annotations
 
 from .discovery_components import BUILDERS

@@ -11,7 +11,6 @@ from gateway.validation import finite_number
 
 from .discovery_templates import render_value
 
-
 Reader = Callable[[str], dict[str, Any]]  # a state topic's payload -> property values
 
 

@@ -24,7 +24,7 @@ from gateway.context import get_context
 from gateway.database import fetch_all, start_embedded
 from plugins.auth import tokens_plugin
 from plugins.sessions import plugin as sessions_plugin
-from plugins.sessions.store import SEARCH_COUNT_SQL, SEARCH_PAGE_SQL, escape_like
+from plugins.sessions.queries import SEARCH_COUNT_SQL, SEARCH_PAGE_SQL, escape_like
 from plugins.sessions.contract import CONVERSATIONS
 
 QUERIES = ["紫色的长颈鹿", "长颈鹿", "quarterly budget", "budget", "喝水", "relaxing music", "the"]

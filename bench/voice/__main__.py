@@ -24,7 +24,7 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from plugins.voice import audio  # noqa: E402
+from plugins.voice import audio, audio_limits, resampling  # noqa: E402
 from plugins.voice.engines import Recognition  # noqa: E402
 from plugins.voice.engines.espeak import EspeakSynthesizer  # noqa: E402
 from plugins.voice.engines.piper import PiperSynthesizer  # noqa: E402
@@ -99,7 +99,7 @@ async def recognition(runs: int) -> list[dict]:
                 started = time.perf_counter()
                 result = await engine.recognize(samples, language if given else None)
                 times.append(time.perf_counter() - started)
-            seconds += len(samples) / audio.SAMPLE_RATE
+            seconds += len(samples) / audio_limits.SAMPLE_RATE
             processing += statistics.median(times)
             clips += 1
             if language == "en":
@@ -141,7 +141,7 @@ async def synthesis(runs: int) -> list[dict]:
                 samples.append(time.perf_counter() - started)
             times.append(statistics.median(samples))
             lengths.append(len(speech.samples) / speech.sample_rate)
-            heard = await listener.recognize(audio.resample(speech.samples, speech.sample_rate, audio.SAMPLE_RATE),
+            heard = await listener.recognize(resampling.resample(speech.samples, speech.sample_rate, audio_limits.SAMPLE_RATE),
                                              language)
             units = english_words if language == "en" else chinese_characters
             edits += edit_distance(units(sentence), units(heard.text))
@@ -239,8 +239,8 @@ async def stream_latency(service: StreamingService, runs: int, label: str, clips
     stop to its text) and `recognised_ms` (the audio recognised after stop)."""
     samples = np.concatenate([audio.decode(clip.read_bytes()) for clip in clips])
     if cut_seconds is not None:
-        samples = samples[:int(cut_seconds * audio.SAMPLE_RATE)]
-    samples = np.concatenate([samples, np.zeros(int(trailing_silence * audio.SAMPLE_RATE), np.float32)])
+        samples = samples[:int(cut_seconds * audio_limits.SAMPLE_RATE)]
+    samples = np.concatenate([samples, np.zeros(int(trailing_silence * audio_limits.SAMPLE_RATE), np.float32)])
     latencies, interims, processing, recognised, texts = [], [], [], [], []
     for _ in range(runs):
         latency, frame, count = await service.stream(samples, "en")
@@ -255,7 +255,7 @@ async def stream_latency(service: StreamingService, runs: int, label: str, clips
             "p90_ms": 1000 * ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))],
             "max_ms": 1000 * ordered[-1], "processing_ms": statistics.median(processing),
             "recognised_s": statistics.median(recognised) / 1000, "interims": statistics.mean(interims),
-            "audio_s": len(samples) / audio.SAMPLE_RATE}
+            "audio_s": len(samples) / audio_limits.SAMPLE_RATE}
 
 
 async def stream_accuracy(service: StreamingService) -> dict:
@@ -270,7 +270,7 @@ async def stream_accuracy(service: StreamingService) -> dict:
         words = english_words if language == "en" else chinese_characters
         totals[language][0] += edit_distance(words(reference), words(frame["text"]))
         totals[language][1] += len(words(reference))
-        print(f"  streamed | {len(samples) / audio.SAMPLE_RATE:.1f} s | {frame['text']!r}")
+        print(f"  streamed | {len(samples) / audio_limits.SAMPLE_RATE:.1f} s | {frame['text']!r}")
     return {"wer_en": totals["en"][0] / totals["en"][1], "cer_zh": totals["zh"][0] / totals["zh"][1]}
 
 

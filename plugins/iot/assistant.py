@@ -6,8 +6,9 @@ every tool reaching the gateway does; an operation is recorded with source `assi
 
 A device is named the way people name it — by its name in any language ("客厅灯"), by room and
 kind ("bedroom" + "air_conditioner"), by what it reports ("temperature" in the bedroom) — or by
-its id; `resolve` finds it among the person's devices, or says which ones were meant. The
-offline agent reads English and Chinese requests with phrases.py and says what it did."""
+its id; `resolve` (device_resolution.py) finds it among the person's devices, or says which
+ones were meant. The offline agent reads English and Chinese requests with phrases.py and says
+what it did with assistant_words.py."""
 from __future__ import annotations
 
 from typing import Any
@@ -15,8 +16,10 @@ from typing import Any
 from gateway.plugins import Plugin, Registrar
 from plugins.ai_core.contract import TOOLS, Effect, GatewayFailed, ToolCall, ToolFailed, Tools, gateway_offers
 
-from .phrases import (PROPERTY_TYPES, ROOM_WORDS, TYPE_WORDS, find_word, normalize, parse_listing, parse_operation,
-                      parse_reading, room_in, type_in)
+from .assistant_words import (TOPIC, operate_progress, read_progress, spoken_name, spoken_number, summarize_list,
+                              summarize_operation, summarize_reading)
+from .device_resolution import Resolution, in_room, reading_of, resolve, text_argument, type_of
+from .phrases import parse_listing, parse_operation, parse_reading
 
 DEVICES_PATH = "/api/v1/devices"
 SOURCE = "assistant"
@@ -78,103 +81,6 @@ READ_EXAMPLES = {
     "zh": ["门锁了吗", "门锁上了吗", "门锁好了吗", "门有没有锁", "温度多少", "温度是多少", "多少度", "湿度多少",
            "湿度是多少", "灯开着吗", "灯关了吗", "空调开着吗", "窗帘开着吗"],
 }
-
-
-# ---------------------------------------------------------------- finding the device meant
-
-def _names(device: dict) -> list[str]:
-    return [normalize(name) for name in [device.get("name") or "", *(device.get("names") or {}).values()] if name]
-
-
-def _room_names(device: dict) -> list[str]:
-    return [normalize(name) for name in [device.get("room") or "", *(device.get("room_names") or {}).values()] if name]
-
-
-def in_room(device: dict, room: str) -> bool:
-    said = normalize(room).removeprefix("the ")
-    known = ROOM_WORDS.get(said) or ROOM_WORDS.get(room_in(said) or "")
-    return (known is not None and device.get("room") == known) or said in _room_names(device)
-
-
-def type_of(said: str) -> str:
-    """A kind of device as the model or a person said it, as a device type."""
-    said = normalize(said)
-    return TYPE_WORDS.get(said) or type_in(said) or said.replace(" ", "_")
-
-
-# A reading and the properties that report it: a room without a thermometer has its air
-# conditioner's own (`temperature` in the simulation and the MQTT climate mapping;
-# `current_temperature` where a device names it so).
-READINGS = {"temperature": ("temperature", "current_temperature"), "humidity": ("humidity", "current_humidity")}
-
-
-def reading_of(device: dict, reading: str) -> str | None:
-    """The property of `device` that reports `reading`, or None."""
-    state = device.get("state") or {}
-    return next((name for name in READINGS.get(reading, (reading,)) if name in state), None)
-
-
-class Resolution:
-    """The device meant (`device`), or what to tell the person: none fits, or several do."""
-
-    def __init__(self, device: dict | None = None, candidates: list[dict] | None = None):
-        self.device = device
-        self.candidates = candidates or []
-
-
-_FILLERS = {"the", "my", "a", "our", "in", "of"}
-
-
-def resolve(devices: list[dict], *, device: str | None = None, room: str | None = None, kind: str | None = None,
-            reading: str | None = None) -> Resolution:
-    if device:
-        said = normalize(device).removeprefix("the ").removeprefix("my ")
-        for candidate in devices:
-            if said == normalize(candidate["id"]) or said in _names(candidate):
-                return Resolution(candidate)
-        named = [candidate for candidate in devices
-                 if any(said in name or name in said for name in _names(candidate))]
-        if len(named) == 1:
-            return Resolution(named[0])
-        room_word, kind_word = room_in(said), find_word(said, TYPE_WORDS)
-        room = room or room_word
-        kind = kind or (kind_word[1] if kind_word else None)
-        if not room and not kind:
-            return Resolution(candidates=named)
-        # Words besides the room and the kind ("garage" of "garage door") must be in the name.
-        rest = said
-        for word in (room_word, kind_word[0] if kind_word else None):
-            rest = rest.replace(word, " ") if word else rest
-        rest = " ".join(part for part in rest.replace("的", " ").split() if part not in _FILLERS)
-        if rest:
-            candidates = [candidate for candidate in devices
-                          if any(rest in name for name in _names(candidate) + _room_names(candidate))]
-            return resolve(candidates, room=room, kind=kind, reading=reading) if candidates else Resolution()
-    candidates = list(devices)
-    if kind:
-        wanted = type_of(kind)
-        candidates = [candidate for candidate in candidates if candidate["type"] == wanted]
-    elif reading:
-        candidates = [candidate for candidate in candidates if reading_of(candidate, reading) is not None]
-        if room and any(in_room(other, room) for other in devices):
-            # What reports it in that room: its sensor, else its air conditioner.
-            candidates = [candidate for candidate in candidates if in_room(candidate, room)]
-        preferred = [candidate for candidate in candidates if candidate["type"] == PROPERTY_TYPES.get(reading)]
-        candidates = preferred or candidates
-    if room:
-        here = [candidate for candidate in candidates if in_room(candidate, room)]
-        # A place that is none of the person's rooms ("the front door" for the one lock, filed under
-        # the entrance) does not rule out the only device of its kind.
-        a_room = any(in_room(other, room) for other in devices)
-        candidates = here if here or a_room or len(candidates) != 1 else candidates
-    if len(candidates) == 1:
-        return Resolution(candidates[0])
-    return Resolution(candidates=candidates)
-
-
-def _text(arguments: dict, key: str) -> str | None:
-    value = arguments.get(key)
-    return str(value) if value not in (None, "") else None
 
 
 def compact(device: dict) -> dict:
@@ -241,8 +147,8 @@ def _changed(operation: dict) -> dict:
 async def operate_device(arguments: dict, call: ToolCall) -> dict:
     operation = requested_operation(arguments)
     devices = await _devices(call)
-    resolution = resolve(devices, device=_text(arguments, "device"), room=_text(arguments, "room"),
-                         kind=_text(arguments, "type"))
+    resolution = resolve(devices, device=text_argument(arguments, "device"), room=text_argument(arguments, "room"),
+                         kind=text_argument(arguments, "type"))
     if resolution.device is None and arguments.get("all") is True and resolution.candidates:
         results = []
         for index, device in enumerate(resolution.candidates):
@@ -281,7 +187,7 @@ def device_effects(device: dict, operation: dict) -> list[Effect]:
     curtain (`curtain.open`)."""
     changed = _changed(operation)
     kind = device.get("type")
-    en, zh = _name(device, "en"), _name(device, "zh")
+    en, zh = spoken_name(device, "en"), spoken_name(device, "zh")
     if kind == "lock" and (changed.get("switch") is False or changed.get("locked") is False):
         return [Effect("lock.unlock", {"en": f"Unlock the {en}", "zh": f"解锁{zh}"})]
     if kind in OPENINGS or kind == "curtain":
@@ -290,7 +196,7 @@ def device_effects(device: dict, operation: dict) -> list[Effect]:
             (isinstance(position, (int, float)) and not isinstance(position, bool) and position > 0)
         if opening:
             part = isinstance(position, (int, float)) and 0 < position < 100
-            words = ({"en": f"Open the {en} to {_number(position)}%", "zh": f"把{zh}打开到{_number(position)}%"}
+            words = ({"en": f"Open the {en} to {spoken_number(position)}%", "zh": f"把{zh}打开到{spoken_number(position)}%"}
                      if part else {"en": f"Open the {en}", "zh": f"打开{zh}"})
             return [Effect(f"{kind}.open", words)]
     return []
@@ -304,8 +210,8 @@ async def operate_effects(arguments: dict, call: ToolCall) -> list[Effect]:
     except ToolFailed:
         return []  # the call fails without touching anything
     devices = await _devices(call)
-    resolution = resolve(devices, device=_text(arguments, "device"), room=_text(arguments, "room"),
-                         kind=_text(arguments, "type"))
+    resolution = resolve(devices, device=text_argument(arguments, "device"), room=text_argument(arguments, "room"),
+                         kind=text_argument(arguments, "type"))
     if resolution.device is not None:
         targets = [resolution.device]
     elif arguments.get("all") is True:
@@ -318,8 +224,8 @@ async def operate_effects(arguments: dict, call: ToolCall) -> list[Effect]:
 async def read_device(arguments: dict, call: ToolCall) -> dict:
     devices = await _devices(call)
     reading = str(arguments["property"]) if arguments.get("property") else None
-    resolution = resolve(devices, device=_text(arguments, "device"), room=_text(arguments, "room"),
-                         kind=_text(arguments, "type"), reading=reading)
+    resolution = resolve(devices, device=text_argument(arguments, "device"), room=text_argument(arguments, "room"),
+                         kind=text_argument(arguments, "type"), reading=reading)
     if resolution.device is None:
         return {**_not_resolved(resolution, devices), "property": reading}
     device = resolution.device
@@ -333,237 +239,6 @@ async def read_device(arguments: dict, call: ToolCall) -> dict:
         result["value"] = state[reported]
         result["unit"] = ((device.get("properties") or {}).get(reported) or {}).get("unit")
     return result
-
-
-# ---------------------------------------------------------------- what the offline agent says
-
-def _name(device: dict, language: str) -> str:
-    names = device.get("names") or {}
-    if language == "zh":
-        return names.get("zh") or device.get("name") or device["id"]
-    name = names.get("en") or device.get("name") or device["id"]
-    return name[:1].lower() + name[1:] if name[1:2].islower() else name
-
-
-def _room(device: dict, language: str) -> str:
-    names = device.get("room_names") or {}
-    room = names.get(language) or names.get("en") or str(device.get("room") or "").replace("_", " ")
-    return room if language == "zh" else room.lower()
-
-
-def _number(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-_MODES_ZH = {"cool": "制冷", "heat": "制热", "fan": "送风", "dry": "除湿", "auto": "自动"}
-_FAN_ZH = {"auto": "自动", "low": "低", "medium": "中", "high": "高"}
-
-
-def state_words(device: dict, language: str) -> str:
-    """A device's state in a few words: "on, brightness 80%" / "开，亮度80%"."""
-    state = device.get("state") or {}
-    zh = language == "zh"
-    words = []
-    for key, value in state.items():
-        if key == "on":
-            words.append(("开" if value else "关") if zh else ("on" if value else "off"))
-        elif key == "locked":
-            words.append(("已锁" if value else "未锁") if zh else ("locked" if value else "unlocked"))
-        elif key == "position":
-            words.append((f"拉开{_number(value)}%" if value else "关闭") if zh
-                         else (f"open {_number(value)}%" if value else "closed"))
-        elif key == "brightness":
-            words.append(f"亮度{_number(value)}%" if zh else f"brightness {_number(value)}%")
-        elif key == "color_temp":
-            words.append(f"色温{_number(value)}K" if zh else f"{_number(value)} K")
-        elif key == "target_temperature":
-            words.append(f"设定{_number(value)}°C" if zh else f"set to {_number(value)} °C")
-        elif key == "mode":
-            words.append(f"{_MODES_ZH.get(value, value)}模式" if zh else f"{value} mode")
-        elif key == "fan":
-            words.append(f"风速{_FAN_ZH.get(value, value)}" if zh else f"fan {value}")
-        elif key == "temperature":
-            words.append(f"{_number(value)}°C" if zh else f"{_number(value)} °C")
-        elif key == "humidity":
-            words.append(f"湿度{_number(value)}%" if zh else f"{_number(value)}% humidity")
-        else:
-            words.append(f"{key} {value}")
-    if device.get("online") is False:
-        words.append("离线" if zh else "offline")
-    return ("，" if zh else ", ").join(words)
-
-
-def summarize_list(result: dict, language: str) -> str:
-    devices = result["devices"]
-    if language == "zh":
-        if not devices:
-            return "没有找到符合的设备。"
-        lines = [f"你有{len(devices)}个设备："]
-        lines += [f"- {_name(d, 'zh')}（{_room(d, 'zh')}）：{state_words(d, 'zh')}" for d in devices]
-        return "\n".join(lines)
-    if not devices:
-        return "I found no such device."
-    lines = [f"You have {len(devices)} device{'s' if len(devices) != 1 else ''}:"]
-    lines += [f"- {d.get('name') or d['id']} ({_room(d, 'en')}): {state_words(d, 'en')}" for d in devices]
-    return "\n".join(lines)
-
-
-def _did(device: dict, key: str, value: Any, language: str) -> str:
-    """What setting `key` to `value` did, as a phrase: "turned on the living room light"."""
-    name, zh = _name(device, language), language == "zh"
-    if key in ("switch", "on", "locked"):
-        locking = device["type"] == "lock" or key == "locked"
-        if locking:
-            return (f"已锁上{name}" if value else f"已解锁{name}") if zh else \
-                (f"locked the {name}" if value else f"unlocked the {name}")
-        return (f"已打开{name}" if value else f"已关闭{name}") if zh else \
-            (f"turned on the {name}" if value else f"turned off the {name}")
-    if key == "position":
-        if value == 0:
-            return f"已关上{name}" if zh else f"closed the {name}"
-        if value == 100:
-            return f"已完全拉开{name}" if zh else f"opened the {name}"
-        return f"已把{name}拉开到{_number(value)}%" if zh else f"opened the {name} to {_number(value)}%"
-    if key == "brightness":
-        return f"已把{name}的亮度调到{_number(value)}%" if zh else f"set the {name}'s brightness to {_number(value)}%"
-    if key == "color_temp":
-        return f"已把{name}的色温调到{_number(value)}K" if zh else \
-            f"set the {name}'s colour temperature to {_number(value)} K"
-    if key == "target_temperature":
-        return f"已把{name}调到{_number(value)}°C" if zh else f"set the {name} to {_number(value)} °C"
-    if key == "mode":
-        return f"已把{name}调到{_MODES_ZH.get(value, value)}模式" if zh else f"set the {name} to {value} mode"
-    if key == "fan":
-        return f"已把{name}的风速调到{_FAN_ZH.get(value, value)}" if zh else f"set the {name}'s fan to {value}"
-    return f"已把{name}的{key}设为{value}" if zh else f"set the {name}'s {key} to {value}"
-
-
-def _which(candidates: list[dict], language: str) -> str:
-    names = [_name(device, language) for device in candidates]
-    if language == "zh":
-        return "、".join(names)
-    return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
-
-
-def _unresolved(result: dict, language: str) -> str | None:
-    if result["status"] == "ambiguous":
-        which = _which(result["candidates"], language)
-        return f"你指的是哪一个：{which}？" if language == "zh" else f"Which one do you mean: the {which}?"
-    if result["status"] == "not_found":
-        known = [_name(device, language) for device in result["devices"]]
-        if language == "zh":
-            return "没有找到这个设备。" + (f"你的设备有：{'、'.join(known)}。" if known else "你还没有设备。")
-        return "I couldn't find that device. " + (f"Your devices: {', '.join(known)}." if known
-                                                  else "You have no devices yet.")
-    return None
-
-
-def summarize_operation(result: dict, language: str) -> str:
-    if result["status"] == "done_all":
-        return ("\n" if language == "zh" else " ").join(summarize_operation(one, language)
-                                                         for one in result["results"])
-    unresolved = _unresolved(result, language)
-    if unresolved is not None:
-        return unresolved
-    device, zh = result["device"], language == "zh"
-    if result["status"] == "refused":
-        return (f"没能操作{_name(device, language)}：{result['error']}" if zh
-                else f"I couldn't do that to the {_name(device, language)}: {result['error']}")
-    phrases = [_did(device, key, value, language) for key, value in result["requested"].items()]
-    if zh:
-        sentence = "，".join(phrases) + "。"
-        if not result.get("changes"):
-            sentence = f"{_name(device, language)}本来就是这样（{state_words(device, 'zh')}）。"
-        return sentence
-    if not result.get("changes"):
-        return f"The {_name(device, language)} already was like that ({state_words(device, 'en')})."
-    sentence = " and ".join(phrases)
-    return f"Done: I {sentence}."
-
-
-def summarize_reading(result: dict, language: str) -> str:
-    unresolved = _unresolved(result, language)
-    if unresolved is not None:
-        return unresolved
-    device, zh = result["device"], language == "zh"
-    name, room = _name(device, language), _room(device, language)
-    if result["status"] == "no_such_reading":
-        return (f"{name}没有这项读数。它现在：{state_words(device, 'zh')}。" if zh
-                else f"The {name} does not report that. It is {state_words(device, 'en')}.")
-    reading, value = result.get("property"), result.get("value")
-    offline = ("（设备离线，这是最后的读数）" if zh else " (the device is offline: this is its last reading)") \
-        if device.get("online") is False else ""
-    if reading == "temperature":
-        return (f"{room}现在{_number(value)}°C。" if zh else f"It is {_number(value)} °C in the {room}.") + offline
-    if reading == "humidity":
-        return (f"{room}的湿度是{_number(value)}%。" if zh else f"The humidity in the {room} is {_number(value)}%.") \
-            + offline
-    if reading == "locked":
-        return ((f"是的，{name}已锁上。" if value else f"没有，{name}没有锁。") if zh
-                else (f"Yes, the {name} is locked." if value else f"No, the {name} is unlocked.")) + offline
-    if reading == "on":
-        return ((f"是的，{name}开着（{state_words(device, 'zh')}）。" if value else f"没有，{name}关着。") if zh
-                else (f"Yes, the {name} is on ({state_words(device, 'en')})." if value
-                      else f"No, the {name} is off.")) + offline
-    if reading == "position":
-        if zh:
-            return (f"{name}关着。" if not value else f"{name}拉开了{_number(value)}%。") + offline
-        return (f"The {name} is closed." if not value else f"The {name} is open {_number(value)}%.") + offline
-    if reading is None:
-        return (f"{name}：{state_words(device, 'zh')}。" if zh
-                else f"The {name} is {state_words(device, 'en')}.") + offline
-    unit = result.get("unit") or ""
-    return (f"{name}的{reading}是{_number(value)}{unit}。" if zh
-            else f"The {name}'s {reading} is {_number(value)}{(' ' + unit) if unit and unit != '%' else unit}.") \
-        + offline
-
-
-# ---------------------------------------------------------------- what a person reads
-
-TOPIC = {"en": "Lights and devices", "zh": "灯和设备"}
-_KINDS = {"light": ("light", "灯"), "air_conditioner": ("air conditioner", "空调"), "curtain": ("curtains", "窗帘"),
-          "lock": ("door", "门"), "temperature_sensor": ("temperature sensor", "温度传感器"),
-          "humidity_sensor": ("humidity sensor", "湿度传感器")}
-
-
-def device_words(arguments: dict, language: str) -> str:
-    """The device a call is about, as a person says it ("the living room light", "客厅灯")."""
-    zh = language == "zh"
-    named = _text(arguments, "device")
-    if named:
-        return named.replace("_", " ")
-    room, kind = _text(arguments, "room") or "", _text(arguments, "type") or ""
-    plain = kind.replace("_", " ")
-    what = _KINDS.get(type_of(kind) if kind else "", (plain, plain))[1 if zh else 0]
-    if arguments.get("all") is True and what:
-        return f"所有的{what}" if zh else f"all the {what}s".replace("ss", "s")
-    if zh:
-        return f"{room}{what}" or "设备"
-    return "the " + " ".join(part for part in (room, what) if part) if room or what else "the device"
-
-
-def operate_progress(arguments: dict, language: str) -> str:
-    zh, device = language == "zh", device_words(arguments, language)
-    locking = bool(_text(arguments, "type")) and type_of(_text(arguments, "type") or "") == "lock"
-    if arguments.get("action") == "switch":
-        on = arguments.get("value") is True
-        if locking:
-            return (f"正在{'锁上' if on else '解锁'}{device}…" if zh
-                    else f"{'Locking' if on else 'Unlocking'} {device}…")
-        return f"正在{'打开' if on else '关闭'}{device}…" if zh else f"Turning {'on' if on else 'off'} {device}…"
-    value, wanted = arguments.get("value"), arguments.get("property")
-    if wanted == "target_temperature" and isinstance(value, (int, float)):
-        return f"正在把{device}调到{_number(value)}度…" if zh else f"Setting {device} to {_number(value)}°…"
-    if wanted in ("position", "brightness") and isinstance(value, (int, float)):
-        return f"正在把{device}调到{_number(value)}%…" if zh else f"Setting {device} to {_number(value)}%…"
-    return f"正在调节{device}…" if zh else f"Adjusting {device}…"
-
-
-def read_progress(arguments: dict, language: str) -> str:
-    if not any(_text(arguments, key) for key in ("device", "room", "type")):
-        return "正在查看你的设备…" if language == "zh" else "Checking your devices…"
-    device = device_words(arguments, language)
-    return f"正在查看{device}…" if language == "zh" else f"Checking {device}…"
 
 
 async def devices_offered(call: ToolCall) -> bool:

@@ -19,7 +19,9 @@ from typing import Any
 import aiomqtt
 
 from .devices import DeviceService
-from .discovery import DiscoveryError, Entity, entity_from, parse_topic
+from .discovery import entity_from, parse_topic
+from .discovery_entity import Entity
+from .discovery_templates import DiscoveryError
 from .model import Device, DeviceUnreachable
 
 log = logging.getLogger("plugins.iot.mqtt")

@@ -29,7 +29,7 @@ class KnowledgePlugin(Plugin):
         registrar.app_state(KNOWLEDGE, store)
         registrar.routes(routes)
         registrar.lifespan(store.lifespan)
-        registrar.job("indexer", store.indexer)
+        registrar.job("indexer", store.indexer.run)
         person_data.register(registrar, store)
 
 

@@ -2,7 +2,7 @@
 `POST <root>/bot<token>/<method>` with a JSON body, answered `{"ok": true, "result": ...}` or
 `{"ok": false, "error_code", "description", "parameters": {"retry_after"}}`; files from
 `<root>/file/bot<token>/<file_path>`. The token is part of every URL, so no error text that
-leaves this module carries a URL."""
+leaves this module carries a URL. A Telegram chat's replier is here too."""
 from __future__ import annotations
 
 import asyncio
@@ -11,6 +11,7 @@ from typing import Any
 
 import aiohttp
 
+from .replies import Streamer
 from .store import mask
 
 MAX_MESSAGE_CHARS = 4096
@@ -154,3 +155,17 @@ class StreamedMessage:
                     return
                 await asyncio.sleep(error.retry_after or 1.0)
         self.shown, self.last_edit = part, time.monotonic()
+
+
+class TelegramReplier:
+    """Answers in a Telegram chat, the reply streamed into one message edited as it grows."""
+
+    def __init__(self, api: BotApi, chat_id: str, interval: float, reply_to: object):
+        self.api, self.chat_id, self.interval = api, chat_id, interval
+        self.reply_to = reply_to if isinstance(reply_to, int) else None
+
+    async def say(self, text: str) -> None:
+        await self.api.send(self.chat_id, text, self.reply_to)
+
+    def streamer(self) -> Streamer:
+        return StreamedMessage(self.api, self.chat_id, self.interval, self.reply_to)

@@ -10,7 +10,8 @@ from . import person_data
 from .api import SESSION_UPDATED, routes
 from .contract import CONVERSATIONS
 from .schemas import SessionUpdatedFrame
-from .store import DEFAULT_TITLE, DEFAULT_TITLES, Conversations, default_title, generate_session_id, session_not_found
+from .store import Conversations, generate_session_id, session_not_found
+from .title_text import DEFAULT_TITLE, DEFAULT_TITLES, default_title
 
 __all__ = ["Conversations", "DEFAULT_TITLE", "DEFAULT_TITLES", "SessionsPlugin", "default_title", "generate_session_id", "plugin",
            "session_not_found"]

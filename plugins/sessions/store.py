@@ -1,13 +1,12 @@
 """The conversations store: sessions and their messages in PostgreSQL, provided to other plugins
 as the `CONVERSATIONS` contract (the chat channel, webhooks). Every method is async and returns
-the spec's shapes with integer epoch-millisecond timestamps."""
+the spec's shapes with integer epoch-millisecond timestamps. Its named SQL is in queries.py, the
+recent history each instance keeps in history_cache.py, default titles in title_text.py."""
 from __future__ import annotations
 
-import collections
 import logging
 import secrets
 import string
-import time
 
 import psycopg2
 import psycopg2.errors
@@ -18,139 +17,15 @@ from gateway.database import execute, fetch_all, fetch_one, fetch_required, fetc
 from gateway.errors import Conflict, NotFound
 from gateway.text import dumps_text
 
+from .history_cache import HISTORY_DEPTH, HISTORY_VERSION_TTL, RecentHistoryCache, history_version_key, session_key
+from .queries import (ADD_MESSAGE_SQL, ADD_MESSAGES_SQL, MESSAGE_COLUMNS, SEARCH_COUNT_SQL, SEARCH_PAGE_SQL,
+                      SESSION_COLUMNS, TOTALS_SQL, escape_like)
+from .title_text import default_title, title_from
+
 log = logging.getLogger("plugins.sessions.store")
 
-# A session created without a title is named in its person's language (docs/sessions.md, "Default
-# titles"); the spec's 新对话 when the language is unknown. Each of these counts as "no title yet":
-# the first message's words replace it.
-DEFAULT_TITLES = {"zh": "新对话", "en": "New chat"}
-DEFAULT_TITLE = DEFAULT_TITLES["zh"]
-_DEFAULT_TITLES_SQL = ", ".join(f"'{title}'" for title in DEFAULT_TITLES.values())
 SESSION_ID_ALPHABET = string.ascii_lowercase + string.digits
 HISTORY_ROLES = ("user", "assistant")
-
-SESSION_COLUMNS = ("id, user_id, title, is_main, "
-                   "(extract(epoch FROM created_at) * 1000)::bigint AS created_at, "
-                   "(extract(epoch FROM updated_at) * 1000)::bigint AS updated_at")
-MESSAGE_COLUMNS = ("id, session_id, user_id, role, msg_type, content, metadata, client_msg_id, "
-                   "(extract(epoch FROM created_at) * 1000)::bigint AS created_at")
-
-# The two search statements, named so that the plan test and the benchmark EXPLAIN exactly these.
-TOTALS_SQL = ("SELECT (SELECT count(DISTINCT user_id) FROM chat_sessions) AS users, "
-              "(SELECT count(*) FROM chat_sessions) AS sessions, (SELECT count(*) FROM chat_messages) AS messages")
-SEARCH_COUNT_SQL = "SELECT count(*) FROM chat_messages WHERE user_id = %s AND content ILIKE %s"
-SEARCH_PAGE_SQL = (
-    "SELECT m.id, m.session_id, s.title AS session_title, m.role, m.content, "
-    "(extract(epoch FROM m.created_at) * 1000)::bigint AS created_at "
-    "FROM chat_messages AS m JOIN chat_sessions AS s ON s.user_id = m.user_id AND s.id = m.session_id "
-    "WHERE m.user_id = %s AND m.content ILIKE %s "
-    "ORDER BY m.id DESC LIMIT %s OFFSET %s")
-
-
-# Recent history is read at the start of every chat turn, on the way to the first token. Each
-# instance keeps the latest messages of recently used sessions; a counter on the bus, bumped
-# after every write to a session's messages (on any instance), says whether a copy is current.
-# The counter never restarts while a copy could still be used: it lives for years and is bumped,
-# not deleted, when a session goes away (a client may reuse the id).
-HISTORY_DEPTH = 50            # messages kept per session: a turn asking for at most this many is served
-HISTORY_CACHE_SESSIONS = 2000
-HISTORY_CACHE_CHARS = 8_000_000
-HISTORY_CACHE_AGE = 86400.0
-HISTORY_VERSION_TTL = 10 * 365 * 86400.0
-
-
-def session_key(user_id: str, session_id: str) -> str:
-    """One string for the session `session_id` of `user_id` (ids are per owner): the length
-    prefix keeps it unambiguous whatever characters the two hold."""
-    return f"{len(user_id)}.{user_id}.{session_id}"
-
-
-def history_version_key(user_id: str, session_id: str) -> str:
-    return f"sessions:history-version:{session_key(user_id, session_id)}"
-
-
-class CachedHistory:
-    """One session's copy: the last HISTORY_DEPTH history messages, their ids beside them."""
-
-    __slots__ = ("version", "ids", "items", "complete", "chars", "stored")
-
-    def __init__(self, version: int, rows: list[dict], complete: bool, stored: float):
-        """`rows`: {id, role, content}, oldest first."""
-        rows = rows[-HISTORY_DEPTH:]
-        self.version, self.complete, self.stored = version, complete, stored
-        self.ids = [row["id"] for row in rows]
-        self.items = [{"role": row["role"], "content": row["content"]} for row in rows]
-        self.chars = sum(len(item["content"]) for item in self.items)
-
-
-class RecentHistoryCache:
-    """Per session a `CachedHistory` (whether it is all of the session's history, when it was
-    stored), least recently used dropped first, bounded by sessions and by characters.
-
-    A turn reads its session's copy and adds two messages to it: both are kept cheap (a slice of
-    items made once, an append), as every turn of a burst does them before its first token."""
-
-    def __init__(self, max_sessions: int = HISTORY_CACHE_SESSIONS, max_chars: int = HISTORY_CACHE_CHARS):
-        self.max_sessions, self.max_chars = max_sessions, max_chars
-        self._entries: collections.OrderedDict[str, CachedHistory] = collections.OrderedDict()
-        self._chars = 0
-
-    def get(self, session_id: str, version: int, limit: int) -> list[dict] | None:
-        """The last `limit` messages, oldest first. The dicts are the copy's own: read them only."""
-        entry = self._entries.get(session_id)
-        if entry is None:
-            return None
-        items = entry.items
-        if entry.version != version or time.monotonic() - entry.stored > HISTORY_CACHE_AGE or \
-                (limit > len(items) and not entry.complete):
-            return None
-        self._entries.move_to_end(session_id)
-        return items[max(0, len(items) - limit):]
-
-    def put(self, session_id: str, version: int, rows: list[dict], complete: bool) -> None:
-        self._store(session_id, CachedHistory(version, rows, complete, time.monotonic()))
-
-    def appended(self, session_id: str, version: int, message: tuple[int, str, str]) -> None:
-        """A message was written and the counter bumped to `version`. The copy follows when it
-        was current just before (nobody else bumped in between) and the message goes at its end
-        by id — or is already in it (read after the insert, before the bump); else it is forgotten."""
-        entry = self._entries.get(session_id)
-        if entry is None:
-            return
-        message_id, role, content = message
-        if entry.version != version - 1:
-            self.drop(session_id)
-        elif not entry.ids or message_id > entry.ids[-1]:
-            entry.version = version
-            entry.ids.append(message_id)
-            entry.items.append({"role": role, "content": content})
-            grown = len(content)
-            if len(entry.ids) > HISTORY_DEPTH:
-                del entry.ids[0]
-                grown -= len(entry.items.pop(0)["content"])
-                entry.complete = False
-            entry.chars += grown
-            self._chars += grown
-            self._trim()
-        elif message_id in entry.ids:
-            entry.version = version
-        else:  # an older id committed after a newer one was taken in: order unknown here
-            self.drop(session_id)
-
-    def _store(self, session_id: str, entry: CachedHistory) -> None:
-        self.drop(session_id)
-        self._entries[session_id] = entry
-        self._chars += entry.chars
-        self._trim()
-
-    def _trim(self) -> None:
-        while self._entries and (len(self._entries) > self.max_sessions or self._chars > self.max_chars):
-            self.drop(next(iter(self._entries)))
-
-    def drop(self, session_id: str) -> None:
-        entry = self._entries.pop(session_id, None)
-        if entry is not None:
-            self._chars -= entry.chars
 
 
 def generate_session_id() -> str:
@@ -161,101 +36,6 @@ def session_not_found(session_id: str) -> NotFound:
     """The same answer for a missing session and another user's: its existence stays private."""
     return NotFound(f"Session {session_id} was not found.", error_type="session_not_found",
                     hint="List your sessions with GET /api/v1/sessions, or create one with POST /api/v1/sessions.")
-
-
-def escape_like(text: str) -> str:
-    """`text` as a literal inside a LIKE pattern (backslash is PostgreSQL's default escape)."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-# One message: inserted, its session touched when it went in, and the row returned; or the
-# row stored before with the same client_msg_id (`duplicate`).
-ADD_MESSAGE_SQL = (
-    f"WITH inserted AS ("
-    f"  INSERT INTO chat_messages (session_id, user_id, role, msg_type, content, metadata, client_msg_id)"
-    f"  VALUES (%(session)s, %(user)s, %(role)s, %(type)s, %(content)s, %(metadata)s, %(client)s)"
-    f"  ON CONFLICT (user_id, session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING"
-    f"  RETURNING {MESSAGE_COLUMNS}), "
-    f"touched AS (UPDATE chat_sessions SET updated_at = now(), "
-    f"  title = CASE WHEN title IN ({_DEFAULT_TITLES_SQL}) AND %(title)s::text IS NOT NULL THEN %(title)s ELSE title END "
-    f"  WHERE user_id = %(user)s AND id = %(session)s AND EXISTS (SELECT 1 FROM inserted)) "
-    f"SELECT *, false AS duplicate FROM inserted "
-    f"UNION ALL "
-    f"SELECT {MESSAGE_COLUMNS}, true AS duplicate FROM chat_messages "
-    f"WHERE user_id = %(user)s AND session_id = %(session)s "
-    f"AND client_msg_id = %(client)s AND NOT EXISTS (SELECT 1 FROM inserted)")
-
-# Many messages at once: the same outcome per message as ADD_MESSAGE_SQL, from one JSON array
-# of them (gateway.database.json_rows). One constant statement whatever the batch's size: a
-# statement of two CTEs per message cost PostgreSQL ~15 ms to plan and run for 50 messages, and
-# this process 27 µs a message to quote (bench/README.md). The ids are drawn in the batch's
-# order, so the rows can be matched to their messages (and messages stored together are
-# numbered in the order they came).
-ADD_MESSAGES_SQL = f"""WITH given AS (
-  SELECT batch_index, session AS session_id, "user" AS user_id, role, type AS msg_type, content,
-         metadata::jsonb AS metadata, client AS client_msg_id, title, nextval('chat_messages_id_seq') AS new_id
-  FROM json_to_recordset(%s::json) AS given (batch_index int, session text, "user" text, role text, type text,
-                                              content text, metadata text, client text, title text)
-  ORDER BY batch_index),
-inserted AS (
-  INSERT INTO chat_messages (id, session_id, user_id, role, msg_type, content, metadata, client_msg_id)
-  SELECT new_id, session_id, user_id, role, msg_type, content, metadata, client_msg_id FROM given
-  ON CONFLICT (user_id, session_id, client_msg_id) WHERE client_msg_id IS NOT NULL DO NOTHING
-  RETURNING *),
-touched AS (
-  UPDATE chat_sessions SET updated_at = now(),
-    title = CASE WHEN chat_sessions.title IN ({_DEFAULT_TITLES_SQL}) AND changed.title IS NOT NULL
-                 THEN changed.title ELSE chat_sessions.title END
-  FROM (SELECT DISTINCT ON (inserted.user_id, inserted.session_id) inserted.user_id, inserted.session_id, given.title
-        FROM inserted JOIN given ON given.new_id = inserted.id
-        ORDER BY inserted.user_id, inserted.session_id, given.title IS NULL, inserted.id) AS changed
-  WHERE chat_sessions.user_id = changed.user_id AND chat_sessions.id = changed.session_id),
-outcome AS (
-  SELECT given.batch_index, inserted.*, false AS duplicate FROM given JOIN inserted ON inserted.id = given.new_id
-  UNION ALL
-  SELECT given.batch_index, stored.*, true FROM given JOIN chat_messages AS stored
-    ON stored.user_id = given.user_id AND stored.session_id = given.session_id
-    AND stored.client_msg_id = given.client_msg_id
-  WHERE NOT EXISTS (SELECT 1 FROM inserted WHERE inserted.id = given.new_id))
-SELECT batch_index, {MESSAGE_COLUMNS}, duplicate FROM outcome"""
-
-
-TITLE_CHARS = 60
-
-
-def default_title(language: str | None) -> str:
-    """The title of a session created without one: in `language` (a code such as "en" or
-    "zh-CN", or an Accept-Language header's value, its preferences in order), the first it names
-    that there is a title for; else the spec's 新对话."""
-    ranked = []
-    for position, part in enumerate((language or "").split(",")):
-        tag, _, parameters = part.partition(";")
-        weight = 1.0
-        for parameter in parameters.split(";"):
-            name, _, value = parameter.strip().partition("=")
-            if name.strip().lower() == "q":
-                try:
-                    weight = float(value)
-                except ValueError:
-                    weight = 0.0
-        primary = tag.strip().split("-")[0].split("_")[0].lower()
-        if primary in DEFAULT_TITLES and weight > 0:
-            ranked.append((-weight, position, primary))
-    return DEFAULT_TITLES[min(ranked)[2]] if ranked else DEFAULT_TITLE
-
-
-def title_from(text: str | None) -> str | None:
-    """A session's title from its first message, until one is given (a rename, or a better one
-    the assistant makes): its first line of words, cut at a word near TITLE_CHARS. None for a
-    message with no words (an image alone), which leaves the title for the next."""
-    line = next((" ".join(line.split()) for line in (text or "").splitlines() if line.strip()), "")
-    if not line:
-        return None
-    if len(line) <= TITLE_CHARS:
-        return line
-    cut = line[:TITLE_CHARS]
-    space = cut.rfind(" ")
-    return (cut[:space] if space > TITLE_CHARS // 2 else cut).rstrip(" ,.;:!?，。；：！？") + "…"
 
 
 def _message(row: dict) -> dict:

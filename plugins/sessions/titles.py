@@ -1,7 +1,7 @@
 """A better title for a new conversation, made by a language model (the `session_titles` plugin
 of the ai-core service; docs/sessions.md, "Titles from the first message").
 
-A session is titled at once from its first message (store.py, `title_from`). After the first
+A session is titled at once from its first message (title_text.py, `title_from`). After the first
 exchange of a session (a chat turn with no history before it), a listener of the AI core's
 `TURN_FINISHED` asks a model of the routing purpose `title` (`MODELS`; without a route or model
 tagged `title`, the chat models) for a short title, and sets it through the gateway's sessions
@@ -20,7 +20,7 @@ from gateway.peers import PeerClient, PeerFailed, PeerTimeout
 from gateway.plugins import Plugin, Registrar
 from plugins.ai_core.contract import MODELS, TURN_FINISHED, FinishedTurn, Models
 
-from .store import TITLE_CHARS, title_from
+from .title_text import TITLE_CHARS, title_from
 
 log = logging.getLogger("plugins.sessions.titles")
 

@@ -3,7 +3,8 @@
 In: any container FFmpeg knows (WAV, MP3, OGG/Opus, FLAC, WebM/Opus...), sniffed from the bytes,
 plus raw `pcm`, which has no header and so is defined here: signed 16-bit little-endian mono at
 16 kHz unless the caller names another `sample_rate`. Everything becomes 16 kHz mono float32,
-what every recognizer takes. These functions block: callers run them in an executor.
+what every recognizer takes (resampling.py), after the limits of audio_limits.py. These functions
+block: callers run them in an executor.
 
 A stream (`StreamDecoder`) is decoded as its chunks arrive: a thread per stream runs FFmpeg's
 demuxer on a pipe the chunks are written into, so each byte is decoded once, never the whole
@@ -17,9 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from .audio_limits import (SAMPLE_RATE, AudioError, check_channels, check_declared, check_rate, resampled_length,
+                           too_long)
+from .resampling import frames_to_samples, new_resampler, pcm_to_samples, resample_within
+
 log = logging.getLogger("voice.audio")
 
-SAMPLE_RATE = 16000
 # Below this RMS (about -55 dBFS) a recording holds no speech: answered as no_speech rather than
 # handed to a recognizer that would make words up from noise.
 SILENCE_RMS = 0.0018
@@ -28,71 +32,6 @@ CONTAINERS = {"webm": "matroska", "wav": "wav", "opus": "ogg", "ogg": "ogg", "mp
               "m4a": "mp4", "mp4": "mp4", "aac": "aac"}
 STREAM_FORMATS = ("webm", "wav", "pcm", "opus", "ogg")
 ENCODINGS = {"wav": "audio/wav", "mp3": "audio/mpeg", "ogg": "audio/ogg"}
-# Sample rates taken from a header or a caller. Resampling to 16 kHz makes SAMPLE_RATE / rate
-# output samples of each input one: a header declaring 8 Hz turns an 81-byte FLAC into gigabytes.
-# Speech below 4 kHz is not worth recognising, and nothing records above 192 kHz.
-MIN_SAMPLE_RATE, MAX_SAMPLE_RATE = 4000, 192000
-# More channels than any speech recording has (9.1.6 and third-order ambisonics have 16).
-MAX_CHANNELS = 32
-# Codecs whose declared length is exact (a count of samples or bytes), not FFmpeg's estimate
-# from the bit rate (an MP3 without a Xing header): trusted to refuse a file before decoding it.
-EXACT_LENGTH_CODECS = ("flac", "pcm_")
-
-
-class AudioError(Exception):
-    """Audio that cannot become speech: the service answers it with `success: false`."""
-
-    def __init__(self, message: str, error_type: str, hint: str = "", status: int = 400):
-        super().__init__(message)
-        self.message, self.error_type, self.hint, self.status = message, error_type, hint, status
-
-
-def check_rate(rate: int, what: str = "The audio") -> None:
-    if not MIN_SAMPLE_RATE <= rate <= MAX_SAMPLE_RATE:
-        raise AudioError(f"{what} declares a sample rate of {rate} Hz.", "sample_rate_unsupported",
-                         f"Send audio sampled at {MIN_SAMPLE_RATE} to {MAX_SAMPLE_RATE} Hz (16000 is best).")
-
-
-def check_channels(channels: int, what: str = "The audio") -> None:
-    if channels > MAX_CHANNELS:
-        raise AudioError(f"{what} declares {channels} channels.", "audio_undecodable",
-                         f"Send mono or stereo audio (at most {MAX_CHANNELS} channels).")
-
-
-def too_long(max_seconds: float, what: str = "The audio") -> AudioError:
-    return AudioError(f"{what} is longer than {max_seconds:g} seconds.", "audio_too_long",
-                      "Send a shorter recording.", status=413)
-
-
-def resampled_length(samples: int, rate: int) -> int:
-    """How many 16 kHz samples `samples` at `rate` become: known before any is allocated."""
-    return -(-samples * SAMPLE_RATE // rate)
-
-
-def _resampler() -> Any:
-    import av
-    return av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
-
-
-def _frames_to_samples(frames: list[Any]) -> list[np.ndarray]:
-    return [frame.to_ndarray().reshape(-1).astype(np.float32, copy=False) for frame in frames]
-
-
-def pcm_to_samples(data: bytes, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
-    """Raw `pcm` (s16le mono at `sample_rate`) as 16 kHz float32."""
-    samples = np.frombuffer(data[: len(data) // 2 * 2], dtype="<i2").astype(np.float32) / 32768.0
-    if sample_rate == SAMPLE_RATE or not len(samples):
-        return samples
-    return resample(samples, sample_rate, SAMPLE_RATE)
-
-
-def resample(samples: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
-    import av
-    frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1).astype(np.float32), format="flt", layout="mono")
-    frame.sample_rate = from_rate
-    resampler = av.AudioResampler(format="flt", layout="mono", rate=to_rate)
-    parts = _frames_to_samples(resampler.resample(frame)) + _frames_to_samples(resampler.resample(None))
-    return np.concatenate(parts) if parts else np.zeros(0, np.float32)
 
 
 def decode(data: bytes, format_hint: str | None = None, sample_rate: int | None = None,
@@ -131,13 +70,13 @@ def _decode_container(data: bytes, format_hint: str | None, max_seconds: float) 
                     raise AudioError("The file holds no audio track.", "audio_undecodable",
                                      "Send WAV, MP3, OGG/Opus, FLAC, WebM or raw pcm.")
                 stream = container.streams.audio[0]
-                _check_declared(stream, max_seconds)
-                resampler, parts, total = _resampler(), [], 0
+                check_declared(stream, max_seconds)
+                resampler, parts, total = new_resampler(), [], 0
                 for frame in container.decode(stream):
-                    for samples in _resample_within(resampler, frame, total, max_seconds):
+                    for samples in resample_within(resampler, frame, total, max_seconds):
                         parts.append(samples)
                         total += len(samples)
-                parts.extend(_frames_to_samples(resampler.resample(None)))
+                parts.extend(frames_to_samples(resampler.resample(None)))
                 return np.concatenate(parts) if parts else np.zeros(0, np.float32)
         except AudioError:
             raise
@@ -146,28 +85,6 @@ def _decode_container(data: bytes, format_hint: str | None, max_seconds: float) 
     raise AudioError(f"The audio cannot be decoded ({type(last_error).__name__}: {last_error}).",
                      "audio_undecodable", "Send WAV, MP3, OGG/Opus, FLAC, WebM, or raw pcm (16 kHz mono "
                                           "s16le, or name its sample_rate).")
-
-
-def _check_declared(stream: Any, max_seconds: float | None, what: str = "The audio") -> None:
-    """Refuse from the header alone: a rate or channel count out of range, or (where the codec
-    states it exactly) a length over `max_seconds`. Headers can lie: frames are checked too."""
-    codec = stream.codec_context
-    if codec.sample_rate:   # 0: not known before decoding
-        check_rate(codec.sample_rate, what)
-    check_channels(codec.channels, what)
-    if (max_seconds is not None and stream.duration and stream.time_base
-            and codec.name.startswith(EXACT_LENGTH_CODECS) and stream.duration * stream.time_base > max_seconds):
-        raise too_long(max_seconds, what)
-
-
-def _resample_within(resampler: Any, frame: Any, total: int, max_seconds: float,
-                     what: str = "The audio") -> list[np.ndarray]:
-    """One decoded frame at 16 kHz, refused before resampling when its own rate is out of range
-    or its output would take the audio past `max_seconds` (`total`: the samples so far)."""
-    check_rate(frame.sample_rate, what)
-    if total + resampled_length(frame.samples, frame.sample_rate) > max_seconds * SAMPLE_RATE:
-        raise too_long(max_seconds, what)
-    return _frames_to_samples(resampler.resample(frame))
 
 
 def is_silent(samples: np.ndarray) -> bool:
@@ -355,10 +272,10 @@ class StreamDecoder:
         """One resampler for the whole stream: chunk edges leave no clicks or rounding drift."""
         import av
         if self._stream_resampler is None:
-            self._stream_resampler = _resampler()
+            self._stream_resampler = new_resampler()
         frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1).astype(np.float32), format="flt", layout="mono")
         frame.sample_rate = self.pcm_rate
-        parts = _frames_to_samples(self._stream_resampler.resample(frame))
+        parts = frames_to_samples(self._stream_resampler.resample(frame))
         return np.concatenate(parts) if parts else np.zeros(0, np.float32)
 
     def _parse_wav_header(self) -> bytes:
@@ -426,7 +343,7 @@ class StreamDecoder:
             self._pipe.end()
             self._thread.join(timeout)
         if self._stream_resampler is not None:
-            self._append(np.concatenate(_frames_to_samples(self._stream_resampler.resample(None)) or
+            self._append(np.concatenate(frames_to_samples(self._stream_resampler.resample(None)) or
                                         [np.zeros(0, np.float32)]))
             self._stream_resampler = None
         # Undecodable bytes after some audio leave that audio; a limit refuses the stream.
@@ -452,8 +369,8 @@ class StreamDecoder:
                          buffer_size=4096) as container:
                 if not container.streams.audio:
                     raise AudioError("The stream holds no audio track.", "audio_undecodable")
-                _check_declared(container.streams.audio[0], None, "The stream")
-                resampler = _resampler()
+                check_declared(container.streams.audio[0], None, "The stream")
+                resampler = new_resampler()
                 for packet in container.demux(audio=0):
                     if self._closed:
                         return
@@ -462,10 +379,10 @@ class StreamDecoder:
                     except av.FFmpegError:
                         continue   # one damaged packet is skipped, not the stream
                     for frame in frames:
-                        for samples in _resample_within(resampler, frame, self._count, self.max_seconds,
-                                                        "The stream"):
+                        for samples in resample_within(resampler, frame, self._count, self.max_seconds,
+                                                       "The stream"):
                             self._append(samples)
-                for samples in _frames_to_samples(resampler.resample(None)):
+                for samples in frames_to_samples(resampler.resample(None)):
                     self._append(samples)
         except AudioError as error:
             self.error = error

@@ -12,8 +12,9 @@ import pytest
 from plugins.ai_core.agent import best_match
 from plugins.ai_core.builtin_tools import register_builtin_tools
 from plugins.ai_core.tools import ToolRegistry
-from plugins.iot.assistant import (add_device_tools, resolve, summarize_list, summarize_operation,
-                                   summarize_reading)
+from plugins.iot.assistant import add_device_tools
+from plugins.iot.assistant_words import summarize_list, summarize_operation, summarize_reading
+from plugins.iot.device_resolution import resolve
 from plugins.iot.phrases import chinese_number, parse_operation, parse_reading
 from plugins.knowledge.assistant import add_search_knowledge
 from plugins.memory.tools import add_memory_tools

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from plugins.iot.discovery import DiscoveryError, entity_from, parse_topic, render_value
+from plugins.iot.discovery import entity_from, parse_topic
+from plugins.iot.discovery_templates import DiscoveryError, render_value
 
 
 def test_topics_are_parsed_with_and_without_a_node_id():

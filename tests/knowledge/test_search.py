@@ -9,7 +9,7 @@ import pytest
 from aiohttp import web
 
 from gateway.context import get_context
-from plugins.knowledge.store import COLLECTION
+from plugins.knowledge.indexer import COLLECTION
 from tests.support.servers import free_port
 
 # Each target shares no word with the question that should find it.

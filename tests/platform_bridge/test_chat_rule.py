@@ -10,7 +10,7 @@ import pytest
 
 from gateway.identity import Identity
 from plugins.auth.tokens import JwtTokens
-from plugins.platform_bridge.bridge import CHAT_NOT_ENABLED
+from plugins.platform_bridge.messages import CHAT_NOT_ENABLED
 from tests.platform_bridge.conftest import SERVICE, stored_messages
 
 ANSWER = "Hello from scripted."

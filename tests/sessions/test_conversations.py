@@ -193,7 +193,7 @@ async def test_a_default_title_in_any_language_is_replaced_by_the_first_message(
 
 
 def test_a_title_from_chinese_words_is_cut_without_a_space():
-    from plugins.sessions.store import title_from
+    from plugins.sessions.title_text import title_from
 
     assert title_from("帮我写一封邮件给房东，说明下个月的房租会晚三天到账，因为工资发放推迟了，请他谅解，谢谢。还有其他事情需要讨论一下，比如说暖气的问题和楼道灯的问题") \
         .endswith("…")

@@ -7,7 +7,7 @@ from gateway.context import get_context
 from gateway.database import execute
 from plugins.auth import tokens_plugin
 from plugins.sessions import plugin as sessions_plugin
-from plugins.sessions.store import HISTORY_DEPTH, RecentHistoryCache
+from plugins.sessions.history_cache import HISTORY_DEPTH, RecentHistoryCache
 from plugins.sessions.contract import CONVERSATIONS
 
 

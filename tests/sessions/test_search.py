@@ -5,7 +5,7 @@ import time
 
 from bench.search.history import NEEDLES, fill
 from gateway.database import fetch_value
-from plugins.sessions.store import SEARCH_COUNT_SQL, SEARCH_PAGE_SQL, escape_like
+from plugins.sessions.queries import SEARCH_COUNT_SQL, SEARCH_PAGE_SQL, escape_like
 from tests.sessions.conftest import API
 
 RESULT_FIELDS = {"message_id", "session_id", "session_title", "role", "content", "created_at"}

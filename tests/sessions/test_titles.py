@@ -20,7 +20,7 @@ from plugins.auth.contract import TOKENS
 from plugins.chat import plugin as chat_plugin
 from plugins.files import files_plugin
 from plugins.sessions import plugin as sessions_plugin
-from plugins.sessions.store import title_from
+from plugins.sessions.title_text import title_from
 from plugins.sessions.titles import clean_title
 from plugins.sessions.titles import plugin as titles_plugin
 from tests.support.fake_openai import FakeProvider, serve_fake_provider, route_to_model

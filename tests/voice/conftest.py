@@ -14,7 +14,7 @@ import pytest
 
 from gateway.app import create_app
 from plugins.auth import tokens_plugin
-from plugins.voice import audio
+from plugins.voice import audio, audio_limits
 from plugins.voice.service import plugin as voice_plugin
 from bench.voice.scoring import edit_distance
 from tests.ai_core.conftest import SERVICE, access_token, bearer
@@ -59,7 +59,7 @@ def encoded(samples: np.ndarray, container: str, codec: str, rate: int = 16000) 
         stream = output.add_stream(codec, rate=rate, layout="mono")
         resampler = av.AudioResampler(format=stream.codec_context.format.name, layout="mono", rate=rate)
         frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1).astype(np.float32), format="flt", layout="mono")
-        frame.sample_rate = audio.SAMPLE_RATE
+        frame.sample_rate = audio_limits.SAMPLE_RATE
         for resampled in resampler.resample(frame) + resampler.resample(None):
             for packet in stream.encode(resampled):
                 output.mux(packet)

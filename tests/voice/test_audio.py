@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from plugins.voice import audio
+from plugins.voice import audio, audio_limits
 from tests.voice.conftest import ENGLISH, encoded, samples_of
 
 
@@ -20,14 +20,14 @@ def test_a_stream_decodes_while_chunks_arrive(container, audio_format):
     for start in range(0, half, 500):
         decoder.feed(data[start:min(start + 500, half)])
     deadline = time.monotonic() + 10
-    while decoder.sample_count < audio.SAMPLE_RATE // 2 and time.monotonic() < deadline:
+    while decoder.sample_count < audio_limits.SAMPLE_RATE // 2 and time.monotonic() < deadline:
         time.sleep(0.02)
     partial = decoder.sample_count
-    assert partial >= audio.SAMPLE_RATE // 2, "no audio decoded before the stream ended"  # of 1.5 s fed
+    assert partial >= audio_limits.SAMPLE_RATE // 2, "no audio decoded before the stream ended"  # of 1.5 s fed
     for start in range(half, len(data), 500):
         decoder.feed(data[start:start + 500])
     whole = decoder.finish()
-    assert abs(len(whole) - len(original)) < 0.05 * audio.SAMPLE_RATE
+    assert abs(len(whole) - len(original)) < 0.05 * audio_limits.SAMPLE_RATE
     assert partial < len(whole)
 
 
@@ -43,7 +43,7 @@ def test_a_dropped_stream_frees_its_thread():
 def test_garbage_in_a_stream_is_reported():
     decoder = audio.StreamDecoder("webm")
     decoder.feed(b"not a webm stream at all " * 200)
-    with pytest.raises(audio.AudioError) as raised:
+    with pytest.raises(audio_limits.AudioError) as raised:
         decoder.finish()
     assert raised.value.error_type == "audio_undecodable"
 
@@ -62,7 +62,7 @@ def test_a_stream_decoders_tail_is_the_samples_after_a_point():
 
 
 def test_the_last_pause_followed_by_speech_is_where_a_segment_ends():
-    rate = audio.SAMPLE_RATE
+    rate = audio_limits.SAMPLE_RATE
     speech = (0.1 * np.sin(np.arange(rate) * 0.3)).astype(np.float32)          # 1 s of sound
     quiet = np.zeros(int(0.4 * rate), np.float32)
     clip = np.concatenate([speech, quiet, speech, quiet, speech])

@@ -14,7 +14,7 @@ import numpy as np
 import psutil
 import pytest
 
-from plugins.voice import audio
+from plugins.voice import audio, audio_limits
 from tests.support.voice_gateway import (ai_core_url, chat_settings, gateway_port, make_voice_gateway,  # noqa: F401
                                          provider, token_for)
 from tests.support.voice_gateway import ALICE as GATEWAY_ALICE
@@ -176,10 +176,10 @@ async def test_a_wav_upload_declaring_1_hz_is_refused(light_service):
 
 def test_pcm_too_long_for_its_rate_is_refused_before_resampling():
     # 1 MB of pcm at 4 kHz: 131 s, over a 120 s limit before anything is resampled.
-    with pytest.raises(audio.AudioError) as refused:
+    with pytest.raises(audio_limits.AudioError) as refused:
         audio.decode(b"\0" * 1_048_576, "pcm", 4000, max_seconds=120.0)
     assert refused.value.error_type == "audio_too_long" and refused.value.status == 413
-    with pytest.raises(audio.AudioError) as refused:
+    with pytest.raises(audio_limits.AudioError) as refused:
         audio.decode(b"\0" * 1000, "pcm", 1)
     assert refused.value.error_type == "sample_rate_unsupported"
 

@@ -10,7 +10,7 @@ import aiohttp
 import numpy as np
 import pytest
 
-from plugins.voice import audio
+from plugins.voice import audio, audio_limits, resampling
 from tests.voice.conftest import (ALICE, CHINESE, ENGLISH, SERVICE, character_error_rate, encoded, needs_espeak, pcm16,
                                   samples_of, word_error_rate)
 
@@ -87,7 +87,7 @@ async def test_the_service_credential_names_the_user(voice_service, caplog):
 def test_every_format_decodes_to_16k_mono(container, codec, rate, hint):
     original = samples_of(ENGLISH)
     decoded = audio.decode(encoded(original, container, codec, rate), hint)
-    assert abs(len(decoded) - len(original)) < 0.05 * audio.SAMPLE_RATE
+    assert abs(len(decoded) - len(original)) < 0.05 * audio_limits.SAMPLE_RATE
     assert decoded.dtype == np.float32
     # The same speech came back (lossy codecs shift it a little).
     length = min(len(decoded), len(original))
@@ -97,12 +97,12 @@ def test_every_format_decodes_to_16k_mono(container, codec, rate, hint):
 def test_pcm_is_s16le_16k_unless_a_rate_is_named():
     original = samples_of(ENGLISH)
     assert len(audio.decode(pcm16(original), "pcm")) == len(original)
-    at_8k = audio.resample(original, 16000, 8000)
+    at_8k = resampling.resample(original, 16000, 8000)
     assert abs(len(audio.decode(pcm16(at_8k), "pcm", 8000)) - len(original)) < 200
 
 
 async def test_pcm_upload_with_its_sample_rate(voice_service):
-    at_8k = audio.resample(samples_of(ENGLISH), 16000, 8000)
+    at_8k = resampling.resample(samples_of(ENGLISH), 16000, 8000)
     body = await transcribe(voice_service, pcm16(at_8k), language="en", format="pcm", sample_rate=8000)
     assert word_error_rate(ENGLISH_TEXT, body["text"]) <= 0.35
 
@@ -118,7 +118,7 @@ async def test_empty_audio_is_a_clear_400(voice_service):
 
 
 async def test_silence_is_no_speech(voice_service):
-    silence = encoded(np.zeros(audio.SAMPLE_RATE * 2, np.float32), "wav", "pcm_s16le")
+    silence = encoded(np.zeros(audio_limits.SAMPLE_RATE * 2, np.float32), "wav", "pcm_s16le")
     body = await transcribe(voice_service, silence, status=422, language="en")
     assert body["success"] is False and body["errorType"] == "no_speech"
 
@@ -194,7 +194,7 @@ async def test_tts_speaks_chinese_as_ogg(voice_service):
     response = await voice_service.post("/api/v1/tts", headers=ALICE, json={"text": "你好，今天天气很好。", "format": "ogg"})
     assert response.status == 200 and response.content_type == "audio/ogg"
     assert response.headers["X-Voice"] == "espeak:cmn-latn-pinyin"
-    assert len(audio.decode(await response.read())) > audio.SAMPLE_RATE   # more than a second of speech
+    assert len(audio.decode(await response.read())) > audio_limits.SAMPLE_RATE   # more than a second of speech
 
 
 async def test_tts_speed_changes_the_length(voice_service):
@@ -258,7 +258,7 @@ async def test_without_espeak_ng_the_status_says_so_and_mandarin_speech_is_422(m
 
 
 async def test_noise_is_no_speech_not_invented_text(voice_service):
-    noise = (0.1 * np.random.default_rng(7).standard_normal(audio.SAMPLE_RATE * 2)).astype(np.float32)
+    noise = (0.1 * np.random.default_rng(7).standard_normal(audio_limits.SAMPLE_RATE * 2)).astype(np.float32)
     for language in ("en", "zh"):
         body = await transcribe(voice_service, encoded(noise, "wav", "pcm_s16le"), status=422, language=language)
         assert body["errorType"] == "no_speech"

@@ -8,7 +8,7 @@ import threading
 import aiohttp
 import numpy as np
 
-from plugins.voice import audio
+from plugins.voice import audio_limits, resampling
 from plugins.voice.service import SERVICE as SERVICE_KEY
 from tests.voice.conftest import ALICE, CHINESE, ENGLISH, RECORDINGS, character_error_rate, encoded, pcm16, \
     samples_of, word_error_rate
@@ -97,7 +97,7 @@ async def test_a_wav_stream_and_an_ogg_stream(voice_service):
 async def test_a_silent_stream_ends_with_an_empty_final(voice_service):
     async with voice_service.ws_connect(f"{STREAM}?language=en&format=pcm", headers=ALICE) as socket:
         await ready(socket)
-        await socket.send_bytes(pcm16(np.zeros(audio.SAMPLE_RATE, np.float32)))
+        await socket.send_bytes(pcm16(np.zeros(audio_limits.SAMPLE_RATE, np.float32)))
         await socket.send_json({"type": "stop"})
         final = (await frames_until_close(socket))[-1]
     assert final["type"] == "final" and final["text"] == ""
@@ -217,7 +217,7 @@ async def test_the_final_is_the_interim_when_only_silence_followed(make_voice_se
 
 
 async def test_a_pcm_stream_at_its_own_sample_rate(voice_service):
-    at_8k = audio.resample(samples_of(ENGLISH), 16000, 8000)
+    at_8k = resampling.resample(samples_of(ENGLISH), 16000, 8000)
     async with voice_service.ws_connect(f"{STREAM}?language=en&format=pcm&sample_rate=8000", headers=ALICE) as socket:
         await ready(socket)
         for piece in chunks(pcm16(at_8k), 1601):   # odd sizes: a sample split across two frames
@@ -261,7 +261,7 @@ async def test_an_engine_without_a_fitted_pass_recognises_streams_as_usual(make_
 async def test_a_paused_stream_is_recognised_whole_without_segments(make_voice_service):
     # `stream_segments` is off by default: the same two sentences, and the final recognises it all.
     client = await make_voice_service(stt_engines=["whisper"], tts_engines=[], interim_interval_seconds=0.3)
-    pause = np.zeros(int(0.6 * audio.SAMPLE_RATE), np.float32)
+    pause = np.zeros(int(0.6 * audio_limits.SAMPLE_RATE), np.float32)
     speech = np.concatenate([samples_of(ENGLISH), pause, samples_of(ENGLISH)])
     async with client.ws_connect(f"{STREAM}?language=en&format=pcm", headers=ALICE) as socket:
         await ready(socket)
@@ -279,7 +279,7 @@ async def test_after_a_pause_the_final_recognises_only_the_audio_past_the_kept_s
     client = await make_voice_service(stt_engines=["whisper"], tts_engines=[], interim_interval_seconds=0.3,
                                       stream_segments=True)
     second = RECORDINGS / "sense_and_sensibility_01_austen_64kb-0930.wav"    # "he might even have been ..."
-    pause = np.zeros(int(0.6 * audio.SAMPLE_RATE), np.float32)
+    pause = np.zeros(int(0.6 * audio_limits.SAMPLE_RATE), np.float32)
     speech = np.concatenate([samples_of(ENGLISH), pause, samples_of(second)])
     async with client.ws_connect(f"{STREAM}?language=en&format=pcm", headers=ALICE) as socket:
         await ready(socket)
@@ -292,7 +292,7 @@ async def test_after_a_pause_the_final_recognises_only_the_audio_past_the_kept_s
     assert final["type"] == "final" and final["text"].startswith(segment["text"] + " "), (segment, final)
     said = ENGLISH_TEXT + " " + second.with_suffix(".txt").read_text(encoding="utf-8")
     assert word_error_rate(said, final["text"]) <= 0.25, final
-    assert final["duration_ms"] == len(speech) * 1000 // audio.SAMPLE_RATE
+    assert final["duration_ms"] == len(speech) * 1000 // audio_limits.SAMPLE_RATE
     # Only the tail: past the first sentence and half the pause, the second sentence.
     assert 3290 <= final["recognised_ms"] <= final["duration_ms"] - 2990, final
     await released(client)

@@ -23,7 +23,7 @@ from aiohttp.web_runner import GracefulExit
 from .version import __version__
 from .asyncapi import add_document_route as add_asyncapi_route
 from .blobs import create_blob_store
-from .bus import create_bus
+from .bus_factory import create_bus
 from .config import Config, ConfigError
 from .context import Context
 from .database import (apply_migrations, create_pool, drop_connections, keep_embedded_running,

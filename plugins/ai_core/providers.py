@@ -13,7 +13,8 @@ from typing import AsyncGenerator
 
 import aiohttp
 
-from gateway.fetch import FetchError, FetchPolicy, FetchRefused, endpoint_entry, refusal_of
+from gateway.fetch import FetchError, FetchRefused, refusal_of
+from gateway.fetch_policy import FetchPolicy, endpoint_entry
 from gateway.sse import SseDecoder
 
 from .store import Candidate

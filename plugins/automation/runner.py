@@ -19,7 +19,8 @@ import marshmallow
 
 from gateway.context import Context
 from gateway.errors import ApiError, NotFound
-from gateway.fetch import FetchError, FetchPolicy, GuardedFetcher
+from gateway.fetch import FetchError, GuardedFetcher
+from gateway.fetch_policy import FetchPolicy
 from gateway.clock import rfc3339
 from gateway.schedule import DueLoop, judge_lateness
 from plugins.auth.contract import PERSON_ZONES

@@ -19,7 +19,8 @@ import aiohttp
 from gateway.context import Context
 from gateway.database import execute, fetch_all, fetch_one
 from gateway.errors import BadRequest, NotFound, ServiceUnavailable
-from gateway.fetch import FetchError, FetchPolicy, FetchRefused, GuardedFetcher
+from gateway.fetch import FetchError, FetchRefused, GuardedFetcher
+from gateway.fetch_policy import FetchPolicy
 from gateway.clock import rfc3339
 
 from . import webpush

@@ -302,7 +302,7 @@ def main() -> None:
     try:
         if not admin_url:
             sys.path.insert(0, str(ROOT))
-            from gateway.database import start_embedded
+            from gateway.embedded_database import start_embedded
 
             admin_url, embedded = start_embedded(Path(tempfile.mkdtemp(prefix="bench-voice-pg-")))
         database_url = scratch_database(admin_url, "bench_voice")

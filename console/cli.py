@@ -409,7 +409,7 @@ def db_stop() -> None:
 @main.command("db:status")
 def db_status() -> None:
     """Which database ports answer, the embedded PostgreSQL, and the containers."""
-    from gateway.database import embedded_status
+    from gateway.embedded_database import embedded_status
 
     config = _load_config()
     for check in containers.port_checks(config):

@@ -14,7 +14,7 @@ from aiohttp import web
 from marshmallow import fields
 
 from gateway.config import Config
-from gateway.database import embedded_status
+from gateway.embedded_database import embedded_status
 from gateway.errors import ApiError
 from gateway.openapi import api_doc
 

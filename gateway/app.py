@@ -25,15 +25,16 @@ from aiohttp.web_runner import GracefulExit
 from .version import __version__
 from .asyncapi import add_document_route as add_asyncapi_route
 from .blobs import create_blob_store
-from .bus import create_bus
+from .bus_factory import create_bus
 from .config import Config, ConfigError
 from .context import Context
-from .database import (apply_migrations, create_pool, drop_connections, keep_embedded_running,
-                       migration_files, resolve_database_url)
+from .database import create_pool, drop_connections, resolve_database_url
+from .embedded_database import keep_embedded_running
 from .embeddings import create_embedder
 from .errors import ApiError, error_middleware
 from .fetch import RESOLVER
 from .introspection import INTROSPECTION_PATH, introspection
+from .migrations import apply_migrations, migration_files
 from .openapi import ASYNCAPI_PATH, DOCS_PATH, OPENAPI_PATH, add_document_routes, api_doc
 from .plugins import (Plugin, PluginError, PluginRecord, Registrar, Registry, installed_plugins,
                       select_plugins)

@@ -103,7 +103,8 @@ def migrate(service_id: str | None) -> None:
     from .services import load_services
 
     async def go() -> list[str]:
-        from .database import apply_migrations, create_pool, migration_files, resolve_database_url
+        from .database import create_pool, resolve_database_url
+        from .migrations import apply_migrations, migration_files
         from .typedefs import REGISTRY
 
         config = Config.load()

@@ -27,7 +27,8 @@ from typing import Any, Sequence
 
 import aiohttp
 
-from .fetch import FetchError, FetchPolicy, endpoint_entry, guarded_session, refusal_of
+from .fetch import FetchError, guarded_session, refusal_of
+from .fetch_policy import FetchPolicy, endpoint_entry
 
 log = logging.getLogger("gateway.embeddings")
 

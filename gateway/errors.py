@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from . import bus, database
+from . import database, redis_bus
 from .blobs import BlobError, BlobNotFound
 from .typedefs import REQUEST_ID
 
@@ -108,7 +108,7 @@ def unavailable_error(error: BaseException) -> ApiError | None:
             hint="Try again in a few seconds. Operators: check DATABASE_URL's server, or the embedded "
                  "one in DATA_DIR/postgres (its log is postgres/log there); see docs/operations.md.",
             headers={"Retry-After": RETRY_AFTER_SECONDS})
-    if bus.unavailable(error):
+    if redis_bus.unavailable(error):
         return ServiceUnavailable(
             "The message bus (Redis) is unavailable.", error_type="bus_unavailable",
             hint="Try again in a few seconds. Operators: check the Redis server at REDIS_URL; "

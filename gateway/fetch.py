@@ -1,9 +1,7 @@
-"""The one egress policy for addresses that a caller or an administrator supplied (a model
-provider's `base_url`, an image link, a webhook target...). Without it such an address is a way
-into the host's network: the cloud metadata service, the database port, an admin page on
-loopback. Two ways to use it: `GuardedFetcher` for one bounded request, `guarded_session` for a
-long-lived client session (the model providers' streaming calls); both connect through the same
-guarded connector.
+"""The guarded fetcher: every outbound fetch of an address that a caller or an administrator
+supplied goes through it, under the egress policy (fetch_policy.py). Two ways to use it:
+`GuardedFetcher` for one bounded request, `guarded_session` for a long-lived client session (the
+model providers' streaming calls); both connect through the same guarded connector.
 
 What it guarantees, hop by hop:
 
@@ -11,10 +9,8 @@ What it guarantees, hop by hop:
 - every address the host name resolves to is checked, and the connection goes to exactly the
   addresses that were checked (the check runs inside the connector's resolver, so a second DNS
   answer cannot slip a different address in between);
-- link-local (169.254.0.0/16, fe80::/10), cloud metadata, multicast, unspecified and reserved
-  addresses are refused always; loopback and private ranges only when the operator allowed
-  them (`[fetch] allow_private = true`, or per host, `host:port`, or network in
-  `[fetch] allow_hosts`; for one purpose only in `[fetch] <purpose>_hosts`, e.g. `model_hosts`);
+- the addresses the policy refuses are refused (link-local and cloud metadata always; loopback
+  and private ranges unless the operator allowed them, see fetch_policy.py);
 - redirects are followed by hand, each new address checked again; when a redirect leaves the
   original origin (scheme, host or port) only the headers of `CROSS_ORIGIN_HEADERS` go on, so a
   credential the caller set (`Authorization`, `Cookie`, an `X-Api-Key`, a signature) is never
@@ -29,11 +25,10 @@ What it guarantees, hop by hop:
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import socket
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 from urllib.parse import SplitResult, urljoin, urlsplit
 
 import aiohttp
@@ -42,10 +37,8 @@ from aiohttp.resolver import DefaultResolver
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from .contracts import ContractKey
+from .fetch_policy import FetchPolicy, literal_address
 from .text import loads_utf8_safe
-
-IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_BYTES = 2 * 1024 * 1024
@@ -59,15 +52,6 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 # webhook's signature...) stays with the origin the caller meant it for.
 CROSS_ORIGIN_HEADERS = frozenset({"accept", "accept-encoding", "accept-language", "content-language",
                                   "content-type", "user-agent"})
-
-# Instance metadata services that do not sit in 169.254.0.0/16 (which is refused as a whole).
-METADATA_ADDRESSES: frozenset[IpAddress] = frozenset(ipaddress.ip_address(a) for a in (
-    "fd00:ec2::254",     # AWS, IPv6
-    "100.100.100.200",   # Alibaba Cloud
-    "192.0.0.192",       # Oracle Cloud
-))
-# Addresses that carry an IPv4 address inside an IPv6 one; the inner address is what is reached.
-NAT64_NETWORK = ipaddress.ip_network("64:ff9b::/96")
 
 
 class FetchError(Exception):
@@ -90,131 +74,6 @@ class FetchTooLarge(FetchError):
     kind = "too_large"
 
 
-@dataclass(frozen=True)
-class FetchPolicy:
-    """Which addresses outside the public internet may be reached."""
-
-    allow_private: bool = False
-    allow_hosts: frozenset[str] = frozenset()        # lower-case host names
-    allow_networks: tuple[IpNetwork, ...] = ()
-    allow_endpoints: frozenset[tuple[str, int]] = frozenset()  # (lower-case host name or address, port)
-    # The settings that would allow a refused address, named in the refusal.
-    remedy: str = "[fetch] allow_private = true or by listing it in [fetch] allow_hosts"
-
-    @classmethod
-    def from_config(cls, config, *, purpose: str = "", also_allow: Iterable[str] = ()) -> "FetchPolicy":
-        """The `[fetch]` policy. With a `purpose` (`model`), the entries of `[fetch] <purpose>_hosts`
-        are allowed too, for that purpose only; `also_allow` adds entries the caller derived from
-        the operator's own configuration (the endpoint of `OPENAI_BASE_URL`)."""
-        settings = config.section("fetch") if hasattr(config, "section") else dict(config or {})
-        entries = _entries(settings.get("allow_hosts"), "fetch.allow_hosts")
-        remedy = cls.remedy
-        if purpose:
-            key = f"{purpose}_hosts"
-            entries += _entries(settings.get(key), f"fetch.{key}")
-            remedy = f"[fetch] allow_private = true or by listing it in [fetch] {key} or allow_hosts"
-        return cls.build(bool(settings.get("allow_private", False)), [*entries, *also_allow], remedy=remedy)
-
-    @classmethod
-    def build(cls, allow_private: bool = False, allow_hosts: Iterable[str] = (), *,
-              remedy: str | None = None) -> "FetchPolicy":
-        """`allow_hosts` mixes host names (`llm.lan`), addresses (`10.0.0.5`), networks
-        (`192.168.1.0/24`) and single endpoints (`127.0.0.1:11434`, `llm.lan:8000`,
-        `[::1]:8000`); a bad entry is a configuration error, raised as ValueError."""
-        names, networks, endpoints = set(), [], set()
-        for entry in _entries(allow_hosts, "fetch.allow_hosts"):
-            entry = entry.lower()
-            try:
-                networks.append(ipaddress.ip_network(entry.strip("[]"), strict=False))
-                continue
-            except ValueError:
-                pass
-            host, separator, port = entry.rpartition(":")
-            if separator and port.isdigit() and 0 < int(port) < 65536 and host \
-                    and (host.startswith("[") == host.endswith("]")) and ("[" in host or ":" not in host):
-                endpoints.add((_host_key(host.strip("[]")), int(port)))
-            elif "/" in entry or ":" in entry or "[" in entry:
-                raise ValueError(f"[fetch] allow_hosts / <purpose>_hosts: {entry!r} is neither a host name, "
-                                 f"an endpoint (host:port) nor a network")
-            else:
-                names.add(_host_key(entry))
-        return cls(allow_private, frozenset(names), tuple(networks), frozenset(endpoints),
-                   remedy or cls.remedy)
-
-    def refusal(self, host: str, address: IpAddress, port: int | None = None) -> str | None:
-        """Why `host` may not be reached at `address` (on `port`), or None when it may."""
-        inner = _embedded_ipv4(address)
-        if inner is not None:
-            address = inner
-        if address.is_link_local or address in METADATA_ADDRESSES:
-            return f"{host} resolves to {address}, a link-local or cloud metadata address, which is never fetched"
-        if address.is_multicast or address.is_unspecified:
-            return f"{host} resolves to {address}, which is not a unicast address"
-        if not (address.is_loopback or address.is_private):
-            if address.is_reserved:
-                return f"{host} resolves to {address}, which is not a unicast address"
-            if address.is_global:
-                return None
-        if self.allow_private or _host_key(host) in self.allow_hosts:
-            return None
-        if any(address.version == network.version and address in network for network in self.allow_networks):
-            return None
-        if port is not None and ((_host_key(host), port) in self.allow_endpoints
-                                 or (str(address), port) in self.allow_endpoints):
-            return None
-        where = f"{host}:{port}" if port is not None else host
-        return (f"{where} resolves to {address}, a loopback or private address; the operator can allow it "
-                f"with {self.remedy}")
-
-
-def _entries(value: Any, setting: str) -> list[str]:
-    """A list setting given as a TOML list, or as one string separated by commas or spaces."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [part for part in value.replace(",", " ").split() if part]
-    if not isinstance(value, (list, tuple, set, frozenset)):
-        raise ValueError(f"{setting} must be a list of hosts, endpoints or networks")
-    return [str(entry).strip() for entry in value if str(entry).strip()]
-
-
-def _host_key(host: str) -> str:
-    """A host as policies compare it: a name lower-cased without its final dot, an address in
-    its canonical form (so `[0::1]` and `::1` are one endpoint)."""
-    address = _literal_address(host)
-    return str(address) if address is not None else host.lower().rstrip(".")
-
-
-def endpoint_entry(url: str) -> str | None:
-    """The `host:port` allow-list entry of an http(s) URL (None when it has no host), for an
-    address the operator configured themself."""
-    try:
-        parts = urlsplit(url)
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        return None
-    if parts.scheme not in ("http", "https") or not host:
-        return None
-    port = port or (443 if parts.scheme == "https" else 80)
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _embedded_ipv4(address: IpAddress) -> ipaddress.IPv4Address | None:
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            return address.ipv4_mapped
-        if address in NAT64_NETWORK:
-            return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    return None
-
-
-def _literal_address(host: str) -> IpAddress | None:
-    try:
-        return ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
-    except ValueError:
-        return None
-
-
 class GuardedResolver(AbstractResolver):
     """Resolves through `inner` and refuses the whole answer when any address is not allowed,
     so the connector connects only to addresses that passed the policy."""
@@ -232,7 +91,7 @@ class GuardedResolver(AbstractResolver):
         if not results:
             raise FetchError(f"{host} has no address")
         for result in results:
-            address = _literal_address(result["host"])
+            address = literal_address(result["host"])
             if address is None:
                 raise FetchRefused(f"{host} resolved to {result['host']!r}, which is not an IP address")
             reason = self.policy.refusal(host, address, port or None)
@@ -250,7 +109,7 @@ def _refuse_literal_address(policy: FetchPolicy, scheme: str, host: str | None, 
         raise FetchRefused(f"only http and https URLs are fetched, not {scheme or 'a relative URL'!r}")
     if not host:
         raise FetchRefused("the URL has no host")
-    address = _literal_address(host)
+    address = literal_address(host)
     if address is not None:
         reason = policy.refusal(host, address, port)
         if reason:

@@ -151,7 +151,7 @@ def main() -> None:
         admin_url = os.environ.get("DATABASE_URL")
         handle = None
         if not admin_url:
-            from gateway.database import start_embedded
+            from gateway.embedded_database import start_embedded
             admin_url, handle = start_embedded(data_dir / "pg")
         database_url = scratch_database(admin_url, "bench_console")
         try:

@@ -21,7 +21,8 @@ from bench.support import drop_database, scratch_database
 from gateway.app import create_app
 from gateway.config import Config
 from gateway.context import get_context
-from gateway.database import fetch_all, start_embedded
+from gateway.database import fetch_all
+from gateway.embedded_database import start_embedded
 from plugins.auth import tokens_plugin
 from plugins.sessions import plugin as sessions_plugin
 from plugins.sessions.queries import SEARCH_COUNT_SQL, SEARCH_PAGE_SQL, escape_like

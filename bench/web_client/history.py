@@ -176,7 +176,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-history-"))
     admin_url, embedded = os.environ.get("DATABASE_URL", ""), None
     if not admin_url:
-        from gateway.database import start_embedded
+        from gateway.embedded_database import start_embedded
 
         admin_url, embedded = start_embedded(work / "pg")
     database_url = scratch_database(admin_url, "bench_history")

@@ -20,7 +20,8 @@ from datetime import datetime
 
 import aiohttp
 
-from gateway.fetch import FetchPolicy, GuardedFetcher
+from gateway.fetch import GuardedFetcher
+from gateway.fetch_policy import FetchPolicy
 from gateway.identity import ADMIN_USER_ID
 from gateway.text import language_of
 

@@ -13,7 +13,8 @@ import re
 from urllib.parse import urlsplit
 
 from gateway.errors import BadRequest
-from gateway.fetch import FetchError, FetchPolicy, FetchRefused, FetchTimeout, FetchTooLarge, GuardedFetcher
+from gateway.fetch import FetchError, FetchRefused, FetchTimeout, FetchTooLarge, GuardedFetcher
+from gateway.fetch_policy import FetchPolicy
 
 log = logging.getLogger("plugins.ai_core.images")
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, AsyncIterator
 
-from gateway.fetch import FetchPolicy
+from gateway.fetch_policy import FetchPolicy
 
 from .contract import ToolFailed
 from .mcp_egress import guarded_http_client

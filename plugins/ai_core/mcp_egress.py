@@ -11,7 +11,8 @@ import ipaddress
 import socket
 from typing import Any, AsyncIterator
 
-from gateway.fetch import FetchPolicy, FetchRefused
+from gateway.fetch import FetchRefused
+from gateway.fetch_policy import FetchPolicy
 
 PURPOSE = "mcp"
 

@@ -14,7 +14,8 @@ from typing import AsyncGenerator
 import aiohttp
 import orjson
 
-from gateway.fetch import FetchError, FetchPolicy, FetchRefused, endpoint_entry, refusal_of
+from gateway.fetch import FetchError, FetchRefused, refusal_of
+from gateway.fetch_policy import FetchPolicy, endpoint_entry
 from gateway.peers import encode_body
 from gateway.sse import SseDecoder
 

@@ -14,7 +14,8 @@ import marshmallow
 
 from gateway.context import Context
 from gateway.errors import ApiError
-from gateway.fetch import FetchError, FetchPolicy, GuardedFetcher
+from gateway.fetch import FetchError, GuardedFetcher
+from gateway.fetch_policy import FetchPolicy
 from plugins.chat.contract import CHAT_TURNS, TurnFailed, may_chat
 from plugins.iot.contract import DEVICES
 from plugins.notifications.contract import NOTIFICATIONS

@@ -17,7 +17,8 @@ from urllib.parse import urlsplit
 from gateway.context import Context
 from gateway.database import execute, fetch_all, fetch_one
 from gateway.errors import BadRequest, NotFound, ServiceUnavailable
-from gateway.fetch import FetchError, FetchPolicy, FetchRefused, GuardedFetcher
+from gateway.fetch import FetchError, FetchRefused, GuardedFetcher
+from gateway.fetch_policy import FetchPolicy
 from gateway.peers import PeerClient, PeerFailed, PeerTimeout
 from gateway.clock import rfc3339
 

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from gateway import bus, database
+from gateway import database, redis_bus
 from gateway.context import Context
 from gateway.database import execute, fetch_all, fetch_one, fetch_value, transaction
 from gateway.errors import BadRequest, Conflict, NotFound
@@ -258,7 +258,7 @@ class Reminders:
                 if not await self._fire_one():
                     break
             except Exception as error:
-                if self._claimed is None or database.unavailable(error) or bus.unavailable(error):
+                if self._claimed is None or database.unavailable(error) or redis_bus.unavailable(error):
                     raise  # the stores are away: the loop tries the whole round again
                 await self._record_failure(*self._claimed)
         return await fetch_value(self.db, "SELECT min(next_run_at) FROM reminders WHERE next_run_at IS NOT NULL")

@@ -17,7 +17,7 @@ import pytest
 from gateway.config import PROJECT_ROOT, Config
 from gateway.database import execute, fetch_all
 from plugins.chat import store
-from gateway.bus import RedisBus
+from gateway.redis_bus import RedisBus
 from plugins.chat.frames import now_ms
 from plugins.chat.keys import RUNNING_TURNS, lock_key, message_key, session_key
 from plugins.chat.replay import Replay

@@ -2,7 +2,8 @@
 turn learns about a previous one that never ended."""
 import pytest
 
-from gateway.bus import InProcessBus, RedisBus
+from gateway.memory_bus import InProcessBus
+from gateway.redis_bus import RedisBus
 from plugins.chat.replay import Replay
 
 

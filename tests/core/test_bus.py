@@ -7,7 +7,8 @@ import tempfile
 
 import pytest
 
-from gateway.bus import InProcessBus, RedisBus, redis_exceptions, unavailable
+from gateway.memory_bus import InProcessBus
+from gateway.redis_bus import RedisBus, redis_exceptions, unavailable
 from tests.support.servers import NO_REDIS_SERVER, free_port, redis_answers
 
 

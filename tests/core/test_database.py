@@ -12,9 +12,10 @@ import pytest
 
 from gateway.app import create_app
 from gateway.context import get_context
-from gateway.database import (KEPT_CURSOR, DatabaseError, _connection, _put_back, _take_idle, apply_migrations,
-                              create_pool, embedded_status, execute, fetch_all, fetch_value, json_rows,
-                              migration_files, restart_embedded, transaction, unavailable)
+from gateway.database import (KEPT_CURSOR, DatabaseError, _put_back, _take_idle, create_pool, execute, fetch_all,
+                              fetch_value, json_rows, pooled_connection, transaction, unavailable)
+from gateway.embedded_database import embedded_status, restart_embedded
+from gateway.migrations import apply_migrations, migration_files
 from tests.core.sample_plugin import SamplePlugin
 
 
@@ -204,7 +205,7 @@ async def test_pooled_connections_are_handed_on_to_waiters_and_dropped_when_unus
 
         # A connection that comes back in the middle of a transaction is closed, not lent out again.
         with pytest.warns(ResourceWarning):  # aiopg's release says so
-            async with _connection(pool) as connection:
+            async with pooled_connection(pool) as connection:
                 async with connection.cursor() as cursor:
                     await cursor.execute("BEGIN")
         assert connection.closed
@@ -243,10 +244,10 @@ async def test_statements_reuse_their_connections_cursor_and_leave_no_garbage_cy
         with pytest.raises(asyncio.CancelledError):
             await statement
         assert await fetch_value(pool, "SELECT 3") == 3
-        async with _connection(pool) as connection:
+        async with pooled_connection(pool) as connection:
             assert KEPT_CURSOR in connection.__dict__
         assert len(await fetch_all(pool, "SELECT generate_series(1, 150) AS n")) == 150
-        async with _connection(pool) as connection:  # its result is not held while the connection waits
+        async with pooled_connection(pool) as connection:  # its result is not held while the connection waits
             assert KEPT_CURSOR not in connection.__dict__
         assert await fetch_all(pool, "SELECT 4 AS n") == [{"n": 4}]
     finally:

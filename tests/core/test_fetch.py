@@ -10,8 +10,8 @@ import pytest
 from aiohttp import web
 from aiohttp.abc import AbstractResolver
 
-from gateway.fetch import (FetchError, FetchPolicy, FetchRefused, FetchTimeout, FetchTooLarge,
-                           GuardedFetcher)
+from gateway.fetch import FetchError, FetchRefused, FetchTimeout, FetchTooLarge, GuardedFetcher
+from gateway.fetch_policy import FetchPolicy
 
 
 class StaticResolver(AbstractResolver):
@@ -257,7 +257,7 @@ async def test_an_endpoint_entry_allows_one_port_only(origin):
 def test_a_purposes_hosts_are_allowed_for_that_purpose_only(make_config):
     import ipaddress
 
-    from gateway.fetch import endpoint_entry
+    from gateway.fetch_policy import endpoint_entry
 
     loopback = ipaddress.ip_address("127.0.0.1")
     config = make_config({"fetch.allow_hosts": [], "fetch.model_hosts": ["127.0.0.1:11434"]})

@@ -242,7 +242,7 @@ async def settle(condition, timeout: float = 3.0):
 
 
 async def test_notify_due_wakes_the_loops_of_other_instances_over_the_bus(make_config, redis_url, bus_prefix):
-    from gateway.bus import RedisBus
+    from gateway.redis_bus import RedisBus
 
     contexts = []
     for _ in range(2):

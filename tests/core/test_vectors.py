@@ -15,7 +15,7 @@ from aiohttp import web
 
 from gateway.config import Config
 from gateway.embeddings import Embedder, LocalE5Embedder, OpenAIEmbedder
-from gateway.fetch import FetchPolicy
+from gateway.fetch_policy import FetchPolicy
 from gateway.lexical import Tokenizer
 from gateway.shared_vectors import SharedEngine, VectorsHost
 from gateway.edge_engine import EdgeEngine

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from gateway.app import create_app
-from gateway.database import embedded_status, fetch_value, restart_embedded
+from gateway.database import fetch_value
+from gateway.embedded_database import embedded_status, restart_embedded
 from plugins.ai_core import client_plugin as ai_core_client_plugin
 from plugins.auth import tokens_plugin
 from plugins.chat import plugin as chat_plugin

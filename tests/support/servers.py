@@ -52,7 +52,7 @@ class PostgresForTests:
         self.handle = None
         self.directory = None
         if not (self.url and postgres_answers(self.url)):
-            from gateway.database import start_embedded
+            from gateway.embedded_database import start_embedded
 
             self.directory = Path(tempfile.mkdtemp(prefix="gateway-test-pg-"))
             self.url, self.handle = start_embedded(self.directory)

@@ -12,7 +12,8 @@ import pytest
 from aiohttp import web
 
 from gateway.app import create_app
-from gateway.database import DatabaseError, create_pool, fetch_all, migration_files
+from gateway.database import DatabaseError, create_pool, fetch_all
+from gateway.migrations import migration_files
 from gateway.plugins import Plugin
 
 GOOD = "CREATE TABLE probe_items (id serial PRIMARY KEY, text text NOT NULL);\n" \

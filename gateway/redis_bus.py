@@ -1,0 +1,354 @@
+"""The Redis bus (see bus.py): `REDIS_URL`, shared by every instance that points at the same
+Redis. Commands of many tasks go out pipelined, and the frames of replies are folded into one
+script call per batch (redis_scripts.py)."""
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any, cast
+
+from .batching import Batcher
+from .bus import Bus, Entry, Record
+from .redis_scripts import (DELETE_IF_SCRIPT, FAN_OUT_SCRIPT, FRAMES_SCRIPT, INCR_SCRIPT, MEMBERS_SCRIPT,
+                            RENEW_IF_SCRIPT, STREAM_APPEND_EXPIRING_SCRIPT, STREAM_RESTART_SCRIPT)
+from .text import dumps_text
+
+if TYPE_CHECKING:
+    from redis.asyncio.client import PubSub
+    from redis.commands.core import AsyncScript
+
+log = logging.getLogger("gateway.redis_bus")
+
+# Seconds between attempts to subscribe again while Redis is away: doubling from the first to the
+# most, so an outage costs few attempts and a return is noticed within the most.
+RESUBSCRIBE_FIRST_DELAY = 0.1
+RESUBSCRIBE_MAX_DELAY = 2.0
+
+
+def _fields(entry: Entry) -> list[str]:
+    """A stream entry as a script's arguments: field, value, field, value..."""
+    return [item for pair in entry.items() for item in pair]
+
+
+def _stream_args(entry: Entry, max_len: int | None) -> list:
+    """A stream entry as the appending scripts take it in ARGV (`APPEND_LUA`): max_len ('' for
+    none), then the entry's fields."""
+    return ["" if max_len is None else max_len, *_fields(entry)]
+
+
+def redis_exceptions():
+    import redis.exceptions
+
+    return redis.exceptions
+
+
+def unavailable(error: BaseException) -> bool:
+    """Whether `error` says Redis cannot be reached now (down, restarting, the connection lost).
+    The client reconnects at the next command, and subscriptions are made again (`RedisBus`)."""
+    exceptions = redis_exceptions()
+    return isinstance(error, (exceptions.ConnectionError, exceptions.TimeoutError))
+
+
+# The options of `RedisBus.stream_append`'s XADD (no ttl), which `FRAMES_SCRIPT` can do.
+_FOLDABLE_XADD_OPTIONS = frozenset({"maxlen", "approximate"})
+
+
+class _FrameKeys:
+    """The KEYS of one `FRAMES_SCRIPT` call: every key its items touch, once each."""
+
+    __slots__ = ("keys", "_positions")
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self._positions: dict[str, int] = {}
+
+    def position(self, key: str) -> int:
+        """Where `key` is in KEYS, counted from 1 as Lua does."""
+        number = self._positions.get(key)
+        if number is None:
+            self.keys.append(key)
+            number = self._positions[key] = len(self.keys)
+        return number
+
+
+class RedisBus(Bus):
+    """Shared by every instance that points at the same Redis."""
+
+    shared = True
+
+    def __init__(self, url: str, prefix: str = "assistant:", max_connections: int = 256):
+        super().__init__(prefix)
+        import redis.asyncio as redis
+
+        self.url = url
+        # A burst (hundreds of chat turns at once) needs more connections than redis-py's default
+        # of 100, and one more than the most should wait for a free connection (up to 10 s), not
+        # fail at once with "Too many connections".
+        pool = redis.BlockingConnectionPool.from_url(url, decode_responses=True, max_connections=max_connections,
+                                                     timeout=10)
+        self.client = redis.Redis.from_pool(pool)
+        # Every command (but subscriptions) of many tasks goes out in one pipeline while one is in
+        # flight: each frame of a reply is one, a turn adds some twenty more, and a burst of turns
+        # would otherwise cost a round trip (and its CPU, in this process and in Redis) each. Alone,
+        # a command goes out at once.
+        self._commands: Batcher[tuple, Any] = Batcher(self._run_one, self._run_many, max_batch=256)
+        self._pubsub: PubSub | None = None
+        self._reader: asyncio.Task | None = None
+        self._subscriptions_lost = False  # the reader is waiting to reconnect
+        self._reconnected = asyncio.Event()  # ensure_listening did: the reader reads on at once
+        self._incr = self.client.register_script(INCR_SCRIPT)
+        self._delete_if = self.client.register_script(DELETE_IF_SCRIPT)
+        self._renew_if = self.client.register_script(RENEW_IF_SCRIPT)
+        self._stream_restart = self.client.register_script(STREAM_RESTART_SCRIPT)
+        self._fan_out = self.client.register_script(FAN_OUT_SCRIPT)
+        self._frames = self.client.register_script(FRAMES_SCRIPT)
+        self._members = self.client.register_script(MEMBERS_SCRIPT)
+        self._stream_append_expiring = self.client.register_script(STREAM_APPEND_EXPIRING_SCRIPT)
+
+    async def ping(self) -> None:
+        await self.client.ping()
+
+    def _command(self, name: str, *args: Any, **options: Any) -> "asyncio.Future[Any]":
+        """A redis-py command, pipelined with the others in flight (see `_commands`)."""
+        return self._commands.submit((name, args, options))
+
+    def _script(self, script: "AsyncScript", keys: list, args: list) -> "asyncio.Future[Any]":
+        return self._commands.submit((script, (keys, args), {}))
+
+    async def publish(self, channel: str, message: dict) -> None:
+        await self._command("publish", self.prefix + channel, json.dumps(message))
+
+    async def fan_out(self, holders: str, channel_prefix: str, origin: str, message: dict, *,
+                      record: Record | None = None) -> None:
+        keys, args = [self.prefix + holders], [time.time(), origin, self.prefix + channel_prefix, json.dumps(message)]
+        if record is not None:
+            key, entry, max_len = record
+            keys.append(self.prefix + key)
+            args += _stream_args(entry, max_len)
+        await self._script(self._fan_out, keys, args)
+
+    async def _run_one(self, command: tuple) -> Any:
+        name, args, options = command
+        if not isinstance(name, str):  # a script
+            keys, script_args = args
+            return await name(keys=keys, args=script_args)  # loads the script when Redis lacks it
+        return await getattr(self.client, name)(*args, **options)
+
+    async def _run_many(self, commands: list[tuple]) -> list[Any]:
+        sent, folded = self._fold_frames(commands)
+        results: list[Any] = []
+        for result, count in zip(await self._pipeline(sent), folded):
+            if not count:
+                results.append(result)
+            elif isinstance(result, Exception):  # the whole call failed: so did each of its items
+                results.extend([result] * count)
+            else:
+                results.extend(result)
+        return results
+
+    def _fold_frames(self, commands: list[tuple]) -> tuple[list[tuple], list[int]]:
+        """`commands` with each run of two or more frames in a row (`_frame_item`) made one
+        `FRAMES_SCRIPT` call: a burst of replies costs a command per batch, not per frame. Only
+        a run in a row is folded, so every command still reaches Redis in the order submitted.
+        Returns the commands to send and, for each, how many of `commands` it answers for: 0
+        for one sent as it was, else a list of that many results."""
+        sent: list[tuple] = []
+        folded: list[int] = []
+        keys, items = _FrameKeys(), []
+        index, total = 0, len(commands)
+        while index < total:
+            end = index
+            while end < total and (item := self._frame_item(commands[end], keys)) is not None:
+                items.append(item)
+                end += 1
+            if len(items) > 1:
+                payload = dumps_text(items)
+                sent.append((self._frames, (keys.keys, [payload]), {}))
+                folded.append(len(items))
+                index = end
+            else:  # not a frame, or a frame alone: sent as it is
+                sent.append(commands[index])
+                folded.append(0)
+                index += 1
+            if items:
+                keys, items = _FrameKeys(), []
+        return sent, folded
+
+    def _frame_item(self, command: tuple, keys: "_FrameKeys") -> list | None:
+        """`command` as an item of `FRAMES_SCRIPT` (its keys named by their place in `keys`),
+        or None when it is not a frame: a `fan_out`, or a `stream_append` without a ttl."""
+        name, args, options = command
+        if name is self._fan_out:
+            script_keys, script_args = args
+            if len(script_keys) == 1:
+                return ["fan_out", keys.position(script_keys[0]), 0, *script_args]
+            return ["fan_out", keys.position(script_keys[0]), keys.position(script_keys[1]),
+                    *script_args[:5], script_args[5:]]
+        if name == "xadd" and options.keys() <= _FOLDABLE_XADD_OPTIONS and options.get("approximate", True):
+            key, entry = args
+            max_len = options.get("maxlen")
+            return ["append", keys.position(key), "" if max_len is None else max_len, _fields(entry)]
+        return None
+
+    async def _pipeline(self, commands: list[tuple]) -> list[Any]:
+        """`commands` in one round trip: a result per command, an Exception for one that failed."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            for name, args, options in commands:
+                if not isinstance(name, str):
+                    keys, script_args = args
+                    pipe.evalsha(name.sha, len(keys), *keys, *script_args)
+                else:
+                    getattr(pipe, name)(*args, **options)
+            results = await pipe.execute(raise_on_error=False)
+        # A Redis that restarted has forgotten the scripts: those commands again, one by one,
+        # which loads them.
+        for index, result in enumerate(results):
+            if isinstance(result, redis_exceptions().NoScriptError):
+                try:
+                    results[index] = await self._run_one(commands[index])
+                except Exception as error:
+                    results[index] = error
+        return results
+
+    async def _listen(self, channel: str) -> None:
+        if self._pubsub is None:
+            self._pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        await self._pubsub.subscribe(self.prefix + channel)
+        if self._reader is None:
+            self._reader = asyncio.create_task(self._read(), name="bus-redis-reader")
+
+    async def ensure_listening(self) -> None:
+        """While Redis was away the reader tries again only every so often (up to
+        RESUBSCRIBE_MAX_DELAY): reconnect now, which subscribes again to every channel. An
+        instance about to say "send me these" (a hub's holder mark) must be listening first."""
+        if self._pubsub is not None and self._subscriptions_lost:
+            await self._pubsub.ping()
+            self._reconnected.set()
+            if self._subscriptions_lost:
+                self._subscriptions_lost = False
+                self._restored()
+
+    async def _unlisten(self, channel: str) -> None:
+        if self._pubsub is None:
+            return
+        name = self.prefix + channel
+        try:
+            await self._pubsub.unsubscribe(name)
+        except Exception as error:  # Redis is away: its subscriptions went with the connection
+            log.warning("unsubscribing from %s while Redis is away (%s)", channel, error)
+        finally:
+            # Forgotten now, not when Redis confirms: a reconnect meanwhile (redis-py's on_connect)
+            # subscribes again to every channel it still lists, pending unsubscriptions included.
+            # The closing side (a hub at shutdown, a connection leaving) must not fail either way.
+            self._pubsub.channels.pop(name, None)
+            self._pubsub.channels.pop(name.encode(), None)
+
+    async def _read(self) -> None:
+        """Deliver what the subscribed channels receive. While Redis is away each read tries to
+        reconnect, less often the longer it lasts; once it answers, redis-py subscribes the new
+        connection to the same channels (`PubSub.on_connect`). What was published meanwhile is
+        lost, as Redis pub/sub never keeps messages."""
+        assert self._pubsub is not None
+        skip = len(self.prefix)
+        retry_delay = 0.0  # 0 while connected
+        while True:
+            try:
+                message = await self._pubsub.get_message(timeout=1.0)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                self._subscriptions_lost = True
+                if not retry_delay:
+                    log.warning("lost the Redis subscription (%s); reconnecting", error)
+                retry_delay = min(max(retry_delay * 2, RESUBSCRIBE_FIRST_DELAY), RESUBSCRIBE_MAX_DELAY)
+                self._reconnected.clear()
+                with contextlib.suppress(asyncio.TimeoutError):  # ensure_listening may reconnect sooner
+                    await asyncio.wait_for(self._reconnected.wait(), retry_delay)
+                continue
+            if retry_delay:
+                log.warning("Redis subscription restored")
+                retry_delay = 0.0
+                if self._subscriptions_lost:  # not already reconnected by ensure_listening
+                    self._subscriptions_lost = False
+                    self._restored()
+            if message and message.get("type") == "message":
+                self._deliver(message["channel"][skip:], message["data"])
+
+    async def incr(self, key: str, ttl: float) -> tuple[int, float]:
+        count, remaining_ms = await self._script(self._incr, [self.prefix + key], [max(1, int(ttl * 1000))])
+        return int(count), max(0.0, int(remaining_ms) / 1000)
+
+    async def set(self, key: str, value: str, ttl: float | None = None, only_if_absent: bool = False) -> bool:
+        result = await self._command("set", self.prefix + key, value,
+                                     px=int(ttl * 1000) if ttl else None, nx=only_if_absent)
+        return bool(result)
+
+    # The client decodes replies (`decode_responses=True`): values are str, where redis-py's
+    # types, which do not follow that setting, say `bytes | str`.
+    async def get(self, key: str) -> str | None:
+        return cast("str | None", await self._command("get", self.prefix + key))
+
+    async def get_many(self, keys: list[str]) -> list[str | None]:
+        if not keys:
+            return []
+        return cast("list[str | None]", await self._command("mget", [self.prefix + key for key in keys]))
+
+    async def delete(self, key: str) -> None:
+        await self._command("delete", self.prefix + key)
+
+    async def delete_if(self, key: str, value: str) -> bool:
+        return bool(await self._script(self._delete_if, [self.prefix + key], [value]))
+
+    async def renew_if(self, key: str, value: str, ttl: float) -> bool:
+        return bool(await self._script(self._renew_if, [self.prefix + key], [value, max(1, int(ttl * 1000))]))
+
+    # Expiring sets are sorted sets scored by each member's expiry time (Redis server clock via
+    # TIME would cost a round trip; instances' clocks are assumed to agree within seconds).
+    async def mark(self, key: str, member: str, ttl: float) -> None:
+        expires = time.time() + ttl
+        await self._command("zadd", self.prefix + key, {member: expires})
+
+    async def unmark(self, key: str, member: str) -> None:
+        await self._command("zrem", self.prefix + key, member)
+
+    async def members(self, key: str) -> builtins.set[str]:
+        return set(await self._script(self._members, [self.prefix + key], [time.time()]))
+
+    # Streams are Redis Streams; entry ids are Redis's own and stay inside.
+    async def stream_append(self, key: str, entry: Entry, *, max_len: int | None = None,
+                            ttl: float | None = None) -> None:
+        if ttl is None:
+            await self._command("xadd", self.prefix + key, entry, maxlen=max_len, approximate=True)
+            return
+        await self._script(self._stream_append_expiring, [self.prefix + key],
+                           [max(1, int(ttl * 1000)), *_stream_args(entry, max_len)])
+
+    async def stream_read(self, key: str) -> list[Entry]:
+        # Decoded (see `get`), and XRANGE answers a list, empty for a missing key: redis-py's
+        # `bytes | str` and `| None` are for other settings and commands.
+        entries = cast("list[tuple[str, Entry]]", await self._command("xrange", self.prefix + key))
+        return [fields for _, fields in entries]
+
+    async def stream_restart(self, key: str, entry: Entry, ttl: float, *,
+                             finished: tuple[str, str]) -> list[Entry]:
+        entries = await self._script(self._stream_restart, [self.prefix + key],
+                                     [max(1, int(ttl * 1000)), *finished, *_fields(entry)])
+        return [dict(zip(values[::2], values[1::2])) for _, values in entries or ()]
+
+    async def close(self) -> None:
+        self._closed = True  # before any await: no subscription may open a connection after this
+        await self._commands.close()
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+            self._reader = None
+        if self._pubsub is not None:
+            await self._pubsub.aclose()
+            self._pubsub = None
+        await super().close()
+        await self.client.aclose()

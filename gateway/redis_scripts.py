@@ -1,0 +1,109 @@
+"""The Lua scripts of the Redis bus (redis_bus.py): each makes one step of what would otherwise
+be several commands, atomic in Redis and one round trip."""
+
+INCR_SCRIPT = """
+local count = redis.call('INCR', KEYS[1])
+if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return {count, redis.call('PTTL', KEYS[1])}
+"""
+
+DELETE_IF_SCRIPT = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+RENEW_IF_SCRIPT = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+
+# The old stream's entries come back only when its last entry lacks the `finished` mark.
+STREAM_RESTART_SCRIPT = """
+local previous = {}
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+if #last > 0 then
+  local fields, finished = last[1][2], false
+  for i = 1, #fields, 2 do
+    if fields[i] == ARGV[2] and fields[i + 1] == ARGV[3] then finished = true end
+  end
+  if not finished then previous = redis.call('XRANGE', KEYS[1], '-', '+') end
+end
+redis.call('DEL', KEYS[1])
+redis.call('XADD', KEYS[1], '*', unpack(ARGV, 4))
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return previous
+"""
+
+
+MEMBERS_SCRIPT = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+return redis.call('ZRANGE', KEYS[1], 0, -1)
+"""
+
+# Lua functions the scripts below share. `append`: add the fields entry[first], entry[first + 1]...
+# to stream `key`, trimmed to about `max_len` entries ('' for no trimming); the entry's id.
+APPEND_LUA = """
+local function append(key, max_len, entry, first)
+  if max_len == '' then
+    return redis.call('XADD', key, '*', unpack(entry, first))
+  end
+  return redis.call('XADD', key, 'MAXLEN', '~', max_len, '*', unpack(entry, first))
+end
+"""
+
+# `fan_out`: publish `message` on `channel_prefix .. holder` for every holder of `holders` not
+# expired by `now` but `origin`; how many were sent.
+FAN_OUT_LUA = """
+local function fan_out(holders, now, origin, channel_prefix, message)
+  local sent = 0
+  for _, holder in ipairs(redis.call('ZRANGEBYSCORE', holders, now, '+inf')) do
+    if holder ~= origin then
+      redis.call('PUBLISH', channel_prefix .. holder, message)
+      sent = sent + 1
+    end
+  end
+  return sent
+end
+"""
+
+# ARGV: ttl in ms, then the entry (`redis_bus._stream_args`).
+STREAM_APPEND_EXPIRING_SCRIPT = APPEND_LUA + """
+append(KEYS[1], ARGV[2], ARGV, 3)
+return redis.call('PEXPIRE', KEYS[1], ARGV[1])
+"""
+
+
+# KEYS[1]: the holders (a sorted set scored by expiry), KEYS[2] (optional): the stream to append to.
+# ARGV: now, origin, channel prefix, message, then with KEYS[2] the entry (`redis_bus._stream_args`).
+FAN_OUT_SCRIPT = APPEND_LUA + FAN_OUT_LUA + """
+if #KEYS > 1 then append(KEYS[2], ARGV[5], ARGV, 6) end
+return fan_out(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+"""
+
+
+# Many frames (fan_outs and plain appends, `redis_bus.RedisBus._fold_frames`) in one call: one command to
+# pack and one reply to parse instead of one each, which was most of what a frame cost this
+# process. ARGV[1]: a JSON list of items, each naming its keys by their position in KEYS (every
+# key the call touches, once each):
+#   ["fan_out", holders, stream (0: none), now, origin, channel prefix, message[, max_len, fields]]
+#   ["append", stream, max_len, fields]
+# Each item runs on its own (pcall): one that fails (a key of the wrong type) answers its error
+# in its place among the results, and the others still run.
+FRAMES_SCRIPT = APPEND_LUA + FAN_OUT_LUA + """
+local function run(item)
+  if item[1] == 'append' then return append(KEYS[item[2]], item[3], item[4], 1) end
+  if item[3] > 0 then append(KEYS[item[3]], item[8], item[9], 1) end
+  return fan_out(KEYS[item[2]], item[4], item[5], item[6], item[7])
+end
+local results = {}
+for i, item in ipairs(cjson.decode(ARGV[1])) do
+  local ok, result = pcall(run, item)
+  if not ok then  -- an error reply among the results: redis-py makes it that item's ResponseError
+    if type(result) == 'table' then result = result.err end
+    result = {err = tostring(result)}
+  end
+  results[i] = result
+end
+return results
+"""

@@ -11,7 +11,7 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import psutil
 
@@ -19,10 +19,23 @@ from gateway.config import PROJECT_ROOT
 from gateway.services import ServiceSpec
 from gateway.workers import rolling_status_path
 
-from .processes import RUNNING, ManagedService, SupervisorError, kill_tree, service_command
+from .processes import RUNNING, ManagedService, SupervisorError, SupervisorSettings, kill_tree, service_command
 
-if TYPE_CHECKING:
-    from .supervisor import Supervisor
+
+class Supervisor(Protocol):
+    """What a rolling restart asks of the console's supervisor (console/supervisor.py)."""
+    data_dir: Path
+    settings: SupervisorSettings
+
+    async def _note(self, service: ManagedService, text: str) -> None: ...
+
+    def child_environment(self) -> dict[str, str]: ...
+
+    async def _read_output(self, service: ManagedService, process: asyncio.subprocess.Process) -> None: ...
+
+    async def _monitor(self, service: ManagedService, process: asyncio.subprocess.Process) -> None: ...
+
+    def _set_state(self, service: ManagedService, state: str, error: str | None = None) -> Any: ...
 
 
 def rolls(spec: ServiceSpec) -> bool:
@@ -32,7 +45,7 @@ def rolls(spec: ServiceSpec) -> bool:
     return "workers" in spec.extra
 
 
-async def rolling_restart(supervisor: "Supervisor", service: ManagedService) -> None:
+async def rolling_restart(supervisor: Supervisor, service: ManagedService) -> None:
     spec = service.spec
     if not rolls(spec):
         raise SupervisorError(spec.id, f"{spec.id} keeps state in its process (the service table gives it "
@@ -48,7 +61,7 @@ async def rolling_restart(supervisor: "Supervisor", service: ManagedService) -> 
     service.restarts += 1
 
 
-async def _roll_workers(supervisor: "Supervisor", service: ManagedService) -> None:
+async def _roll_workers(supervisor: Supervisor, service: ManagedService) -> None:
     spec, process = service.spec, service.process
     status_file = rolling_status_path(supervisor.data_dir, spec.id)
     before = _read_json(status_file)
@@ -76,7 +89,7 @@ async def _roll_workers(supervisor: "Supervisor", service: ManagedService) -> No
     await supervisor._note(service, f"rolling restart done: {record.get('replaced')} workers replaced")
 
 
-async def _replace_process(supervisor: "Supervisor", service: ManagedService) -> None:
+async def _replace_process(supervisor: Supervisor, service: ManagedService) -> None:
     spec, old = service.spec, service.process
     ready_file = supervisor.data_dir / "run" / f"{spec.id}-replacement.ready"
     ready_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -35,6 +35,7 @@ from .errors import ApiError, error_middleware
 from .fetch import RESOLVER
 from .introspection import INTROSPECTION_PATH, introspection
 from .migrations import apply_migrations, migration_files
+from .workers import REPLACED_SIGNAL, watch_parent
 from .openapi import ASYNCAPI_PATH, DOCS_PATH, OPENAPI_PATH, add_document_routes, api_doc
 from .plugins import (Plugin, PluginError, PluginRecord, Registrar, Registry, installed_plugins,
                       select_plugins)
@@ -347,12 +348,6 @@ def listen_host(config: Config, service_id: str, host: str | None = None) -> str
     return host or str(configured.get(service_id) or "127.0.0.1")
 
 
-# Sent to a service process by whoever starts its replacement (a rolling restart: the workers'
-# parent, or the console for a service of one process): drain and stop as on SIGTERM, but close
-# the WebSockets with 1012 "service restart", since the replacement already serves the port.
-REPLACED_SIGNAL = getattr(signal, "SIGUSR2", None)
-
-
 def run(service_id: str, host: str | None = None, port: int | None = None, config: Config | None = None,
         worker_index: int | None = None, reuse_port: bool = False, ready_file: Path | None = None) -> None:
     """Serve `service_id` in this process; `worker_index`: as one of `gateway serve --workers N`'s
@@ -366,8 +361,6 @@ def run(service_id: str, host: str | None = None, port: int | None = None, confi
     asyncio.set_event_loop(loop)
     app = create_app(service_id, config, spec=spec)
     if worker_index is not None:
-        from .workers import watch_parent
-
         app[WORKER_INDEX] = worker_index
         app.on_response_prepare.append(_name_worker)
         watch_parent(loop)

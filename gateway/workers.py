@@ -54,6 +54,12 @@ READY_TIMEOUT = 120.0
 MAX_SOCKET_PATH = 100
 
 
+# Sent to a service process by whoever starts its replacement (a rolling restart: the workers'
+# parent, or the console for a service of one process): drain and stop as on SIGTERM, but close
+# the WebSockets with 1012 "service restart", since the replacement already serves the port.
+REPLACED_SIGNAL = getattr(signal, "SIGUSR2", None)
+
+
 def can_share_port() -> bool:
     return os.name == "posix" and hasattr(socket, "SO_REUSEPORT")
 
@@ -289,8 +295,6 @@ class RollingRestart:
         written.replace(self.status_file)
 
     async def roll(self, workers: list[Worker], stop: asyncio.Event) -> None:
-        from .app import REPLACED_SIGNAL
-
         self.generation += 1
         self.record("rolling", replaced=0, workers=len(workers))
         log.info("%s: rolling restart %d of %d workers", self.service_id, self.generation, len(workers))

@@ -337,7 +337,8 @@ class Engine:
             async with contextlib.aclosing(stream_completion(
                     self.models_http, candidate, conversation, tools,
                     first_token_timeout=self.settings["first_token_timeout"],
-                    idle_timeout=self.settings["idle_timeout"], overrides=turn.overrides)) as stream:
+                    idle_timeout=self.settings["idle_timeout"], overrides=turn.overrides,
+                    coalesce=turn.messages is not None)) as stream:
                 async for deltas, accumulator in stream:
                     for delta in deltas:
                         if delta.content:

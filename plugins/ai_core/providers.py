@@ -132,6 +132,10 @@ class CompletionAccumulator:
         return deltas
 
 
+def _as_they_came(deltas: list[Delta]) -> list[Delta]:
+    return deltas
+
+
 def coalesced(deltas: list[Delta]) -> list[Delta]:
     """`deltas` with neighbouring pieces of plain text (or of reasoning) joined into one."""
     if len(deltas) < 2:
@@ -202,11 +206,13 @@ def parse_events(events: list[str], accumulator: CompletionAccumulator,
 
 async def stream_completion(http: aiohttp.ClientSession, candidate: Candidate, messages: list[dict],
                             tools: list[dict] | None, *, first_token_timeout: float,
-                            idle_timeout: float, overrides: dict | None = None,
+                            idle_timeout: float, overrides: dict | None = None, coalesce: bool = False,
                             ) -> AsyncGenerator[tuple[list[Delta], CompletionAccumulator], None]:
     """Yield (what arrived, the accumulator so far) for each read of the stream that brought a
-    chunk (neighbouring text joined: `coalesced`). Raises ProviderError; the timeouts bound the
-    wait for the first chunk and for each later one."""
+    chunk; with `coalesce`, neighbouring text joined (fewer writes for the OpenAI door; a chat
+    turn keeps the model's pieces, which its devices see as they come). Raises ProviderError;
+    the timeouts bound the wait for the first chunk and for each later one."""
+    join = coalesced if coalesce else _as_they_came
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     if candidate.provider.api_key:
         headers["Authorization"] = f"Bearer {candidate.provider.api_key}"
@@ -261,11 +267,11 @@ async def stream_completion(http: aiohttp.ClientSession, candidate: Candidate, m
             batch, parsed, done, failure = parse_events(events, accumulator)
             if failure is not None:  # what came before it still goes out first, as it would have alone
                 if batch:
-                    yield coalesced(batch), accumulator
+                    yield join(batch), accumulator
                 raise failure
             if parsed:
                 received_any = received_any or bool(batch)
-                yield coalesced(batch), accumulator
+                yield join(batch), accumulator
             if done:
                 return
             if not raw:

@@ -22,6 +22,7 @@ import aiohttp
 
 from gateway.fetch import RESOLVER, guarded_session
 from gateway.plugins import Plugin, Registrar
+from plugins.auth.contract import PERSON_DATA, add_peer_person_data
 
 from . import store
 from .api import ENGINE, routes
@@ -32,6 +33,7 @@ from .door import routes as door_routes
 from .door_media import routes as door_media_routes
 from .contract import AI_CORE, MODELS, TOOLS, TURN_CONTEXT, TURN_FINISHED
 from .engine import Engine
+from .person_data import register as register_person_data
 from .mcp_servers_api import setup_mcp
 from .peer import GatewayPeer
 from .probe import routes as probe_routes
@@ -72,6 +74,7 @@ class AiCorePlugin(Plugin):
         registrar.provide(ENGINE, engine)
         registrar.provide(MODELS, PurposeCompletions(engine))
         setup_mcp(registrar, registry)
+        register_person_data(registrar)
 
         async def seed(context) -> AsyncIterator[None]:
             base_url = context.config.get("models.openai_base_url")
@@ -113,10 +116,16 @@ class AiCorePlugin(Plugin):
 class AiCoreClientPlugin(Plugin):
     name = "ai_core_client"
     description = "The client of the AI core: chat stream, image descriptions, model tables"
+    optional_depends = ("auth_tokens",)
     settings_schema = AiCoreClientSettings
 
     def setup(self, registrar: Registrar) -> None:
-        registrar.provide(AI_CORE, AiCoreClient(registrar.context, registrar.settings))
+        client = AiCoreClient(registrar.context, registrar.settings)
+        registrar.provide(AI_CORE, client)
+        # What the AI core keeps of a person goes when the administrator deletes them.
+        person_data_registry = registrar.context.contracts.get(PERSON_DATA)
+        if person_data_registry is not None:
+            add_peer_person_data(person_data_registry, "ai_core", client)
 
 
 plugin = AiCorePlugin()

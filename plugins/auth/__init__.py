@@ -24,6 +24,7 @@ from .contract import PERSON_DATA, PERSON_ZONES, TOKENS
 from .person_data import PersonData
 from .standing import PEOPLE_CHANNEL, STANDINGS, Standings
 from .passwords import PasswordHasher
+from .person_data_api import routes as person_data_routes
 from .settings import AuthSettings
 from .tokens import DEFAULT_ACCESS_LIFETIME, REFRESH_LIFETIME, BearerAuthenticator, JwtTokens
 from .zones import PersonZones, valid_zone
@@ -52,6 +53,7 @@ class TokensPlugin(Plugin):
         registrar.provide(AUTHENTICATOR, BearerAuthenticator(
             tokens, standings, admin_username=str(config.get("auth.admin_username") or "admin")))
         registrar.provide(PERSON_DATA, PersonData())
+        registrar.routes(person_data_routes)
         registrar.provide(STANDINGS, standings)
 
         async def listen(context) -> AsyncIterator[None]:

@@ -3,12 +3,15 @@ zone, the scope check of personal API keys (`require_scope`) and the registry of
 plugin keeps of a person (`PERSON_DATA`), which deleting a person empties."""
 from __future__ import annotations
 
-from typing import Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Awaitable, Callable, Protocol
 
 from aiohttp import web
 
 from gateway.contracts import ContractKey
 from gateway.identity import Identity, require_user
+
+if TYPE_CHECKING:
+    from gateway.peers import PeerClient
 
 
 class Tokens(Protocol):
@@ -85,3 +88,27 @@ class PersonData(Protocol):
 
 
 PERSON_DATA: ContractKey[PersonData] = ContractKey("auth.person_data", "what each plugin keeps of a person")
+
+
+# The same route on every service (served by auth_tokens, person_data_api.py): GET counts what the
+# service keeps of a person, DELETE erases it; the service credential only.
+PERSON_DATA_PATH = "/api/v1/people/{user_id}/data"
+
+
+def add_peer_person_data(person_data: PersonData, name: str, peer: "PeerClient") -> None:
+    """Register, in the gateway, what another service keeps of each person, asked through its
+    peer client. A service that cannot be reached fails the count (502 `<peer>_unreachable`), so
+    the administrator's deletion is refused before anything is deleted."""
+    from urllib.parse import quote
+
+    def path(user_id: str) -> str:
+        return PERSON_DATA_PATH.format(user_id=quote(user_id, safe=""))
+
+    async def count(user_id: str) -> dict[str, int]:
+        answer = await peer.call("GET", path(user_id))
+        return {str(kind): int(number) for kind, number in dict(answer.get("counts") or {}).items()}
+
+    async def erase(user_id: str) -> None:
+        await peer.call("DELETE", path(user_id))
+
+    person_data.add(name, count, erase)

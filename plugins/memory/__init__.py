@@ -19,8 +19,9 @@ from typing import AsyncIterator
 
 from gateway.peers import PeerTimeout
 from gateway.plugins import Plugin, Registrar
+from plugins.auth.contract import PERSON_DATA, add_peer_person_data
 
-from . import api, proxy, thinking_api
+from . import api, person_data, proxy, thinking_api
 from .client import MemoryClient, MemoryTransport
 from .contract import MEMORY
 from .settings import MemoryClientSettings, MemoryProxySettings, MemorySettings
@@ -42,6 +43,7 @@ class MemoryPlugin(Plugin):
         registrar.routes(thinking_api.routes)
         registrar.app_state(api.STORE, store)
         registrar.middleware(api.outage_middleware)
+        person_data.register(registrar, store)
 
         async def collection(context) -> AsyncIterator[None]:
             await store.start()
@@ -67,8 +69,13 @@ class MemoryProxyPlugin(Plugin):
 
     def setup(self, registrar: Registrar) -> None:
         registrar.routes(proxy.routes)
-        registrar.app_state(proxy.TRANSPORT, MemoryTransport(registrar.context, PeerTimeout.from_config(
-            registrar.context.config, total=registrar.settings["timeout"])))
+        transport = MemoryTransport(registrar.context, PeerTimeout.from_config(
+            registrar.context.config, total=registrar.settings["timeout"]))
+        registrar.app_state(proxy.TRANSPORT, transport)
+        # What the memory service keeps of a person goes when the administrator deletes them.
+        person_data_registry = registrar.context.contracts.get(PERSON_DATA)
+        if person_data_registry is not None:
+            add_peer_person_data(person_data_registry, "memory_service", transport)
 
 
 class MemoryClientPlugin(Plugin):

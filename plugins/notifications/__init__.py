@@ -338,7 +338,7 @@ class NotificationsPlugin(Plugin):
         registrar.app_state(OFFPAGE, offpage)
         registrar.routes(routes)
         registrar.migrations("plugins.notifications")
-        person_data.register(registrar)
+        person_data.register(registrar, offpage.bridge)
         registrar.ws_server_message("notification", NotificationFrame, "A notification pushed to the user's devices "
                                     "(POST /api/v1/notifications/push, or a reminder); `missed` when it came while "
                                     "this device was away and is sent on its return.")

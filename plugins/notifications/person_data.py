@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from gateway.database import execute, fetch_required
 from gateway.plugins import Registrar
-from plugins.auth.contract import PERSON_DATA
+from gateway.peers import PeerClient
+from plugins.auth.contract import PERSON_DATA, add_peer_person_data
 
 
-def register(registrar: Registrar) -> None:
+def register(registrar: Registrar, bridge: PeerClient) -> None:
     person_data = registrar.context.contracts.get(PERSON_DATA)
     if person_data is None:
         return
@@ -24,3 +25,8 @@ def register(registrar: Registrar) -> None:
             await execute(registrar.context.db, f"DELETE FROM {table} WHERE user_id = %s", (user_id,))
 
     person_data.add("notifications", count, erase)
+    # The chat-platform accounts a person linked, kept by the platform bridge (the notifications
+    # plugin is the gateway's client of it), where this deployment names one (PLATFORM_BRIDGE_URL):
+    # the bridge is optional, and a table port nobody serves would refuse every deletion.
+    if registrar.context.config.get("peers.platform_bridge_url"):
+        add_peer_person_data(person_data, "platform_bridge", bridge)

@@ -7,6 +7,7 @@ from gateway.plugins import Plugin, Registrar
 from .api import routes
 from .bridge import Bridge
 from .keys import BRIDGE
+from .person_data import register as register_person_data
 from .settings import BridgeSettings
 
 
@@ -23,6 +24,7 @@ class PlatformBridgePlugin(Plugin):
         registrar.app_state(BRIDGE, bridge)
         registrar.routes(routes)
         registrar.lifespan(bridge.lifespan)
+        register_person_data(registrar)
 
 
 plugin = PlatformBridgePlugin()

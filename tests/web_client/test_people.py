@@ -69,6 +69,7 @@ async def test_an_invitation_link_lets_the_person_choose_a_password_and_sign_in(
         await form.locator("button[type=submit]").click()
         assert await form.locator(".form-error").inner_text() == "The two passwords differ."
         await form.locator("input[name=repeat]").fill(CHOSEN_PASSWORD)
+        assert await form.locator(".form-error").is_hidden()   # the correction clears the complaint
         await screenshot(page, "web-invitation")
         await form.locator("button[type=submit]").click()
         await in_the_chat(page)

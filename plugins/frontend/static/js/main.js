@@ -215,6 +215,11 @@ function forgetInvitationInAddress() {
   history.replaceState(history.state, "", url.pathname + url.search + url.hash);
 }
 
+// A correction clears the last complaint.
+function clearErrorOnInput(form) {
+  form.addEventListener("input", () => formError(form, ""));
+}
+
 function checkRepeated(form, password) {
   if (password === String(new FormData(form).get("repeat"))) return true;
   formError(form, t("password.mismatch"));
@@ -224,6 +229,7 @@ function checkRepeated(form, password) {
 
 function wireInvitation(code) {
   const form = $("#invitation-form");
+  clearErrorOnInput(form);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     formError(form, "");
@@ -248,6 +254,7 @@ function wireInvitation(code) {
 // After a sign-in with a one-time password the person chooses their own before anything else.
 function wirePasswordChange() {
   const form = $("#password-form");
+  clearErrorOnInput(form);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     formError(form, "");

@@ -5,7 +5,8 @@ requests itself and calls the gateway as a non-browser client).
 
 The refresh token never reaches the page's JavaScript: the answers of login, register, refresh,
 accepting an invitation and changing the password have it taken out of the body and put into an
-HttpOnly, SameSite=Strict cookie scoped to `/api/v1/auth/`; refresh and logout get it put back into their bodies (docs/web-client.md)."""
+HttpOnly, SameSite=Strict cookie scoped to `/api/v1/auth/`; refresh and logout get it put back
+into their bodies (docs/web-client.md)."""
 from __future__ import annotations
 
 import asyncio

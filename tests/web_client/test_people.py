@@ -44,7 +44,8 @@ async def add_person(services, username: str, *, invite: bool) -> dict:
 
 
 async def can_sign_in(services, username: str, password: str) -> bool:
-    status, _ = await gateway(services, "POST", "/auth/login", json={"username": username, "password": password})
+    status, _ = await gateway(services, "POST", "/auth/login",
+                              json={"username": username, "password": password})
     return status == 200
 
 
@@ -105,7 +106,8 @@ async def test_a_spent_invitation_is_explained_in_chinese(services, browser):
         await form.locator("input[name=repeat]").fill(CHOSEN_PASSWORD)
         await form.locator("button[type=submit]").click()
         await form.locator(".form-error:not([hidden])").wait_for()
-        assert await form.locator(".form-error").inner_text() == "此邀请无法使用：已过期或已被使用。请向管理员索取新的邀请。"
+        assert await form.locator(".form-error").inner_text() == \
+            "此邀请无法使用：已过期或已被使用。请向管理员索取新的邀请。"
         # "I have an account" leads to the ordinary sign-in.
         await form.locator("[data-action=invitation-to-login]").click()
         await page.locator("#login-form").wait_for()

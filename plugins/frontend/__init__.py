@@ -146,8 +146,9 @@ async def static(request: web.Request) -> web.StreamResponse:
 
 @api_doc("Any gateway API call, carried to the gateway", auth="optional", produces="application/octet-stream",
          errors=(403, 413, 502), tags=("frontend",), body_required=False, path={"tail": {"type": "string"}},
-         description="Carried to the gateway's same path (its answer passed back unchanged). Login, register and "
-                     "refresh answers have the refresh token moved into an HttpOnly cookie.")
+         description="Carried to the gateway's same path (its answer passed back unchanged). Login, register, "
+                     "refresh, invitation and password answers have the refresh token moved into an HttpOnly "
+                     "cookie.")
 async def proxy(request: web.Request) -> web.StreamResponse:
     return await proxy_api(request.app[PROXY], request)
 

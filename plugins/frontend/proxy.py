@@ -3,9 +3,10 @@ the frontend's own origin, so the browser talks to one origin only (CSP `connect
 and the gateway's Origin checks stay as strict as they are (the proxy refuses cross-site
 requests itself and calls the gateway as a non-browser client).
 
-The refresh token never reaches the page's JavaScript: the answers of login, register and
-refresh have it taken out of the body and put into an HttpOnly, SameSite=Strict cookie scoped
-to `/api/v1/auth/`; refresh and logout get it put back into their bodies (docs/web-client.md)."""
+The refresh token never reaches the page's JavaScript: the answers of login, register, refresh,
+accepting an invitation and changing the password have it taken out of the body and put into an
+HttpOnly, SameSite=Strict cookie scoped to `/api/v1/auth/`; refresh and logout get it put back
+into their bodies (docs/web-client.md)."""
 from __future__ import annotations
 
 import asyncio
@@ -25,7 +26,8 @@ from gateway.forwarding import Network, forwarded_client, vouch_headers
 REFRESH_COOKIE = "assistant_refresh"
 COOKIE_PATH = "/api/v1/auth/"
 COOKIE_MAX_AGE = 30 * 24 * 3600
-TOKEN_ENDPOINTS = {"auth/login", "auth/register", "auth/refresh"}
+# Answers carrying a new refresh token: accepting an invitation and changing the password sign in too.
+TOKEN_ENDPOINTS = {"auth/login", "auth/register", "auth/refresh", "auth/invitation", "auth/password"}
 # A second refresh presenting the same (just spent) token within this many seconds gets the
 # first one's answer instead of tripping the gateway's reuse detection: two tabs of one browser
 # share the cookie and may both renew at the same moment.
@@ -126,7 +128,7 @@ async def _call_gateway(state: ProxyState, request: web.Request, tail: str,
 
 
 async def token_call(state: ProxyState, request: web.Request, tail: str) -> web.Response:
-    """login, register, refresh and logout: small JSON bodies, the refresh token moved between
+    """login, register, refresh, invitation, password and logout: small JSON bodies, the refresh token moved between
     the body and the cookie."""
     raw = await request.read()
     if len(raw) > 64 * 1024:

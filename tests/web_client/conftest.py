@@ -189,7 +189,9 @@ async def services(postgres_server, tmp_path_factory):
             "core.data_dir": str(data), "auth.admin_username": "admin", "auth.admin_password": TEST_ADMIN_PASSWORD,
             "auth.jwt_secret": "test-jwt-secret-" + "x" * 32, "auth.service_token": SERVICE_TOKEN,
             "database.url": postgres_server.database_url(database), "fetch.model_hosts": ["127.0.0.1"],
-            "peers.gateway_url": gateway_url, **overrides}, environ={})
+            "peers.gateway_url": gateway_url,
+            # The household's people (test_people.py) chat too, not only the administrator.
+            "auth.chat_for_all_users": True, **overrides}, environ={})
 
     runners = []
     try:

@@ -24,6 +24,7 @@ export class ApiClient {
     this.listeners = new Set();
     this.renewing = null;
     this.timer = null;
+    this.oneTimePassword = null;
   }
 
   onChange(listener) { this.listeners.add(listener); return () => this.listeners.delete(listener); }
@@ -41,10 +42,11 @@ export class ApiClient {
     this.timer = setTimeout(() => this.renew().catch(() => {}), wait * 1000);
   }
 
-  async post(path, body) {
+  async post(path, body, token = null) {
+    const headers = {"Content-Type": "application/json", "Accept-Language": language()};
+    if (token) headers.Authorization = `Bearer ${token}`;
     const response = await fetch(this.base + path, {
-      method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body || {}),
-      credentials: "same-origin",
+      method: "POST", headers, body: JSON.stringify(body || {}), credentials: "same-origin",
     });
     const answer = await response.json().catch(() => ({}));
     if (!response.ok) throw new ApiError(response.status, answer);
@@ -52,8 +54,32 @@ export class ApiClient {
   }
 
   async login(username, password) {
-    this.accept(await this.post("/auth/login", {username, password}));
+    const answer = await this.post("/auth/login", {username, password});
+    this.accept(answer);
+    // A one-time password: kept in memory only until the person has chosen their own, which
+    // the shell asks for before anything else (POST /auth/password needs the current one).
+    this.oneTimePassword = answer.password_change_required ? password : null;
     await this.loadProfile();
+    this.emit();
+  }
+
+  // Accept an invitation (the code from the link) with the password the person chose: signed in.
+  async acceptInvitation(code, password) {
+    this.accept(await this.post("/auth/invitation", {code, password}));
+    this.oneTimePassword = null;
+    await this.loadProfile();
+    this.emit();
+  }
+
+  get passwordChangeRequired() { return Boolean(this.token && this.oneTimePassword); }
+
+  // The person's own password instead of the one-time one. The answer's new tokens replace
+  // this login's (the gateway ends every earlier login of the person).
+  async changePassword(newPassword) {
+    const token = await this.validToken();
+    this.accept(await this.post("/auth/password",
+      {current_password: this.oneTimePassword, new_password: newPassword}, token));
+    this.oneTimePassword = null;
     this.emit();
   }
 
@@ -122,6 +148,7 @@ export class ApiClient {
     this.token = null;
     this.expires = 0;
     this.profile = null;
+    this.oneTimePassword = null;
     clearTimeout(this.timer);
     localStorage.removeItem(SIGNED_IN_MARK);
     if (was) this.emit();

@@ -197,7 +197,85 @@ function wireLogin() {
   document.querySelector('[data-action="to-login"]').addEventListener("click", () => swap(false));
 }
 
+// One card of the sign-in page: "login", "register", "invitation" or "password".
+const AUTH_FORMS = ["login", "register", "invitation", "password"];
+function showAuthForm(name) {
+  $("#boot").hidden = true;
+  $("#login").hidden = false;
+  $("#shell").hidden = true;
+  for (const form of AUTH_FORMS) $(`#${form}-form`).hidden = form !== name;
+  $(`#${name}-form input`).focus();
+}
+
+// The invitation link (PUBLIC_BASE_URL/?invitation=<code>) leaves the address once used: a
+// reload or a bookmark must not offer a spent code again.
+function forgetInvitationInAddress() {
+  const url = new URL(location.href);
+  url.searchParams.delete("invitation");
+  history.replaceState(history.state, "", url.pathname + url.search + url.hash);
+}
+
+// A correction clears the last complaint.
+function clearErrorOnInput(form) {
+  form.addEventListener("input", () => formError(form, ""));
+}
+
+function checkRepeated(form, password) {
+  if (password === String(new FormData(form).get("repeat"))) return true;
+  formError(form, t("password.mismatch"));
+  form.querySelector('input[name="repeat"]').focus();
+  return false;
+}
+
+function wireInvitation(code) {
+  const form = $("#invitation-form");
+  clearErrorOnInput(form);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    formError(form, "");
+    const password = String(new FormData(form).get("password"));
+    if (!checkRepeated(form, password)) return;
+    try {
+      await api.acceptInvitation(code, password);
+      form.reset();
+      forgetInvitationInAddress();
+    } catch (error) {
+      if (error instanceof ApiError && error.errorType === "invalid_invitation") forgetInvitationInAddress();
+      formError(form, error instanceof ApiError && error.errorType === "invalid_invitation"
+        ? t("invitation.invalid") : error.message);
+    }
+  });
+  document.querySelector('[data-action="invitation-to-login"]').addEventListener("click", () => {
+    forgetInvitationInAddress();
+    showAuthForm("login");
+  });
+}
+
+// After a sign-in with a one-time password the person chooses their own before anything else.
+function wirePasswordChange() {
+  const form = $("#password-form");
+  clearErrorOnInput(form);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    formError(form, "");
+    const password = String(new FormData(form).get("new_password"));
+    if (!checkRepeated(form, password)) return;
+    try {
+      await api.changePassword(password);
+      form.reset();
+    } catch (error) {
+      formError(form, error instanceof ApiError && error.errorType === "validation_error"
+        ? t("password.length") : error.message);
+    }
+  });
+  document.querySelector('[data-action="password-signout"]').addEventListener("click", () => api.logout());
+}
+
 function showSignedIn(signedIn) {
+  if (signedIn && api.passwordChangeRequired) {
+    showAuthForm("password");
+    return;
+  }
   $("#boot").hidden = true;
   $("#login").hidden = signedIn;
   $("#shell").hidden = !signedIn;
@@ -213,7 +291,7 @@ function showSignedIn(signedIn) {
     }
     mounted.clear();
     currentPane = null;
-    $("#login-form input").focus();
+    showAuthForm("login");
     // The chat and its Markdown libraries are not needed to paint the sign-in form; fetch them
     // while the person types, so the chat opens at once after signing in.
     (window.requestIdleCallback || setTimeout)(() => import("./panes/chat.js").catch(() => {}));
@@ -253,6 +331,14 @@ async function start() {
   followNotificationClicks(app);
   offline.start();
   installable();
+  wirePasswordChange();
+  const invitation = new URLSearchParams(location.search).get("invitation");
+  if (invitation) {
+    // Whoever was signed in on this browser before, the link is for the person it invites.
+    wireInvitation(invitation);
+    showAuthForm("invitation");
+    return;
+  }
   await signInFromCookie();
 }
 

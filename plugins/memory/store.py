@@ -109,12 +109,10 @@ class MemoryStore:
 
     async def start(self) -> None:
         """At service start: prepare the collection when the vector store answers; a store that is
-        down now is tried again at the first request (which answers 503 meanwhile)."""
+        down now is tried again at the first request (which answers 503 meanwhile). The models
+        are not loaded here: the first search that needs them loads them (gateway.idle)."""
         try:
             await self.collection()
-            await self.relevance.anchors()
-            if self.second_opinion is not None:
-                await self.second_opinion.prepare()
         except Exception as error:  # noqa: BLE001 - the service starts anyway; requests report it
             log.warning("the memory collection could not be prepared at start (%s); retrying on use", error)
 

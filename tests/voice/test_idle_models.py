@@ -3,6 +3,7 @@ says which are in memory, and a request after a release answers as before, only 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from gateway import idle
 from gateway.app import create_app
 from plugins.auth import tokens_plugin
+from plugins.voice.engines.whisper import MODEL_BYTES, MODEL_SHA256, model_files_in
 from plugins.voice.service import plugin as voice_plugin
 from tests.voice.conftest import ALICE, ENGLISH
 from tests.voice.test_service import ENGLISH_TEXT, transcribe, word_error_rate
@@ -70,3 +72,16 @@ async def test_requests_during_a_release_all_answer(voice_service):
         assert speech.status == 200, await speech.text()
         answers.append(recognised["text"])
     assert len(set(answers)) == 1, answers
+
+
+def test_whispers_model_is_written_once_into_the_model_directory(tmp_path):
+    """Read from files, CTranslate2 holds the model alone (100 MB, not 240 with in-memory files)."""
+    target = model_files_in(tmp_path / "models")
+    assert target is not None and (target / "model.bin").stat().st_size == MODEL_BYTES
+    assert hashlib.sha256((target / "model.bin").read_bytes()).hexdigest() == MODEL_SHA256
+    written = (target / "model.bin").stat().st_mtime_ns
+    assert model_files_in(tmp_path / "models") == target
+    assert (target / "model.bin").stat().st_mtime_ns == written
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the directory would be")
+    assert model_files_in(blocked) is None   # then the in-memory files are used

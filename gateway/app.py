@@ -344,6 +344,7 @@ def run(service_id: str, host: str | None = None, port: int | None = None, confi
     """Serve `service_id` in this process; `worker_index`: as one of `gateway serve --workers N`'s
     processes (gateway.workers), sharing the port and stopping when the parent is gone."""
     config = config or Config.load()
+    idle.limit_malloc_arenas(int(config.get("core.malloc_arenas", idle.DEFAULT_MALLOC_ARENAS)))
     spec = get_service(service_id, data_dir=config.data_dir)
     loop = new_event_loop(config)
     asyncio.set_event_loop(loop)

@@ -23,7 +23,7 @@ class PocketSphinxRecognizer:
     def __init__(self) -> None:
         self.loaded = False   # ready to recognise; the decoders are made on first use
         # A decoder is not thread-safe: one per recognition at a time, all dropped when idle.
-        self._decoders = IdleModel("PocketSphinx en-us", list)
+        self._decoders: IdleModel[list[Any]] = IdleModel("PocketSphinx en-us", list)
         self._lock = threading.Lock()
 
     @property

@@ -94,17 +94,28 @@ def test_uses_arriving_during_a_load_wait_for_it_and_share_it(idle_seconds):
 
 
 def test_uses_racing_releases_all_answer(idle_seconds):
-    """Uses and releases interleaved as fast as they come: every use answers."""
-    idle_seconds(0.001)
+    """Releases forced as fast as they come, between and during uses: every use answers."""
+    idle_seconds(60)
     holder = IdleModel("racing model", Weights, unload=lambda model: setattr(model, "closed", True))
+    stop = threading.Event()
+
+    def release_forever() -> None:
+        while not stop.is_set():
+            holder.release(only_if_idle=False)   # refused while a use runs
 
     def use(number: int) -> str:
-        time.sleep(0.002 * (number % 3))
+        time.sleep(0.001 * (number % 3))
         with holder.using() as model:
             return model.answer(f"n{number}")
 
-    with ThreadPoolExecutor(4) as pool:
-        answers = list(pool.map(use, range(200)))
+    releaser = threading.Thread(target=release_forever)
+    releaser.start()
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(use, range(200)))
+    finally:
+        stop.set()
+        releaser.join()
     assert answers == [f"N{number}" for number in range(200)]
     assert holder.loads >= 2   # released in between, and loaded again
 

@@ -150,6 +150,14 @@ def release_idle() -> list[str]:
     return released
 
 
+def release_now(*holders: IdleModel) -> list[str]:
+    """Drop these models now unless a use runs (after a start that needed them once); blocking."""
+    released = [holder.name for holder in holders if holder.release(only_if_idle=False)]
+    if released:
+        give_memory_back()
+    return released
+
+
 def _next_due() -> float | None:
     dues = [due for holder in list(_holders) if (due := holder.due()) is not None]
     return min(dues) if dues else None

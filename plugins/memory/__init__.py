@@ -21,12 +21,10 @@ from gateway.peers import PeerTimeout
 from gateway.plugins import Plugin, Registrar
 from plugins.auth.contract import PERSON_DATA, add_peer_person_data
 
-from . import api, person_data, proxy, thinking_api
+from . import proxy
 from .client import MemoryClient, MemoryTransport
 from .contract import MEMORY
 from .settings import MemoryClientSettings, MemoryProxySettings, MemorySettings
-from .neutral_form import NeutralFormJob
-from .store import MemoryStore
 
 
 class MemoryPlugin(Plugin):
@@ -37,6 +35,12 @@ class MemoryPlugin(Plugin):
     settings_schema = MemorySettings
 
     def setup(self, registrar: Registrar) -> None:
+        # Imported here: the store brings numpy and the relevance models' code, which the services
+        # that load only this package's client plugins (the AI core, the gateway) do not need.
+        from . import api, person_data, thinking_api
+        from .neutral_form import NeutralFormJob
+        from .store import MemoryStore
+
         store = MemoryStore(registrar.context, registrar.settings)
         registrar.migrations("plugins.memory")
         registrar.routes(api.routes)

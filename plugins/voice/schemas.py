@@ -55,7 +55,11 @@ class SttEngine(marshmallow.Schema):
     name = fields.String(required=True)
     languages = fields.List(fields.String(), required=True)
     model = fields.String(required=True)
-    loaded = fields.Boolean(required=True)
+    loaded = fields.Boolean(required=True, metadata={
+        "description": "Ready to use: installed and configured (its model is read on first use)."})
+    model_loaded = fields.Boolean(required=True, metadata={
+        "description": "Its model is in memory now: read on first use, released after `[core] "
+                       "model_idle_seconds` without use (docs/operations.md, \"Memory\")."})
     detects_language = fields.Boolean(required=True)
     error = fields.String(allow_none=True, metadata={"description": "Why it is not loaded."})
 
@@ -74,7 +78,11 @@ class SttStatus(marshmallow.Schema):
 
 class TtsEngine(marshmallow.Schema):
     name = fields.String(required=True)
-    loaded = fields.Boolean(required=True)
+    loaded = fields.Boolean(required=True, metadata={
+        "description": "Ready to use: installed and configured (its model is read on first use)."})
+    model_loaded = fields.Boolean(required=True, metadata={
+        "description": "Its model is in memory now: read on first use, released after `[core] "
+                       "model_idle_seconds` without use (docs/operations.md, \"Memory\")."})
     voices = fields.Integer(required=True)
     error = fields.String(allow_none=True)
 

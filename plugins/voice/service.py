@@ -595,7 +595,8 @@ class VoiceEnginesPlugin(Plugin):
     settings_schema = VoiceEngineSettings
 
     def setup(self, registrar: Registrar) -> None:
-        settings = registrar.settings
+        settings = {**registrar.settings, "model_directory": registrar.settings["model_directory"]
+                    or str(registrar.context.config.data_dir / "models")}
         engines = Engines.build(settings, EngineHttpOf(registrar.context))
         service = VoiceService(engines, settings, asyncio.Semaphore(settings["recognitions_at_once"]))
         registrar.routes(routes)

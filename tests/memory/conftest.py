@@ -21,7 +21,10 @@ __all__ = ["SERVICE", "ALICE", "BOB", "ADMIN"]
 def make_memory_service(aiohttp_client, make_config, database_url):
     """The memory-service (a test client on a loopback port); `overrides` are configuration."""
     async def build(overrides: dict | None = None):
-        config = make_config({"database.url": database_url, **(overrides or {})})
+        # Models kept once loaded (as at start-up before issue 44): the AI core's 3 s recall must
+        # not wait for a release's reload on a loaded test machine. tests/memory/test_idle.py
+        # covers the release.
+        config = make_config({"database.url": database_url, "core.model_idle_seconds": 0, **(overrides or {})})
         return await aiohttp_client(create_app("memory-service", config, plugins=[tokens_plugin, memory_plugin]))
     return build
 

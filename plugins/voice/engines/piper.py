@@ -4,6 +4,7 @@ two cores (bench/voice)."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import threading
 from pathlib import Path
@@ -11,20 +12,26 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from gateway.idle import IdleModel
 from . import EngineFailed, EngineHttp, Speech, Voice
 
 
-_loaded: dict[Path, Any] = {}
+_loaded: dict[Path, IdleModel] = {}
 _loaded_lock = threading.Lock()
 _loaded_lock_for_synthesis = threading.Lock()
 
 
-def shared_voice(path: Path) -> Any:
-    """One ONNX session per voice and process: a service (or a test session) loads it once."""
+def _load_voice(path: Path) -> Any:
     from piper import PiperVoice
+    return PiperVoice.load(str(path))
+
+
+def shared_voice(path: Path) -> IdleModel:
+    """One ONNX session per voice and process, read on first use and released when idle
+    (gateway.idle): a service (or a test session) shares it."""
     with _loaded_lock:
         if path not in _loaded:
-            _loaded[path] = PiperVoice.load(str(path))
+            _loaded[path] = IdleModel(f"Piper voice {path.name}", lambda: _load_voice(path))
         return _loaded[path]
 
 
@@ -41,8 +48,8 @@ class PiperSynthesizer:
     name = "piper"
 
     def __init__(self) -> None:
-        self.loaded = False
-        self._voices: dict[str, tuple[Voice, Any]] = {}
+        self.loaded = False   # ready to speak; a voice's model is read on first use
+        self._voices: dict[str, tuple[Voice, IdleModel]] = {}
         self._lock = _loaded_lock_for_synthesis   # the shared sessions speak one sentence at a time
 
     async def load(self) -> None:
@@ -53,9 +60,7 @@ class PiperSynthesizer:
                                error_type="engine_unavailable", status=503)
 
     def _load(self) -> None:
-        try:
-            import piper  # noqa: F401
-        except ImportError:
+        if importlib.util.find_spec("piper") is None:
             return
         for path, language in packaged_voices():
             config = json.loads(Path(f"{path}.json").read_text())
@@ -63,6 +68,10 @@ class PiperSynthesizer:
             voice = Voice(id=f"piper:{voice_name}", name=f"{voice_name} (Piper)", language=language,
                           engine=self.name, sample_rate=int(config["audio"]["sample_rate"]))
             self._voices[voice.id] = (voice, shared_voice(path))
+
+    @property
+    def model_loaded(self) -> bool:
+        return any(model.loaded for _, model in self._voices.values())
 
     def voices(self) -> list[Voice]:
         return [voice for voice, _ in self._voices.values()]
@@ -72,8 +81,8 @@ class PiperSynthesizer:
 
     def _synthesize(self, text: str, voice: Voice, speed: float) -> Speech:
         from piper import SynthesisConfig
-        _, model = self._voices[voice.id]
-        with self._lock:
+        _, holder = self._voices[voice.id]
+        with holder.using() as model, self._lock:
             chunks = [chunk.audio_float_array for chunk in
                       model.synthesize(text, SynthesisConfig(length_scale=1.0 / speed))]
         samples = np.concatenate(chunks).astype(np.float32) if chunks else np.zeros(0, np.float32)

@@ -4,11 +4,13 @@ recognises free speech poorly: bench/README.md)."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import threading
 from typing import Any, Iterable
 
 import numpy as np
 
+from gateway.idle import IdleModel
 from . import EngineFailed, EngineHttp, Recognition
 
 
@@ -19,13 +21,18 @@ class PocketSphinxRecognizer:
     detects_language = False
 
     def __init__(self) -> None:
-        self.loaded = False
-        self._decoders: list[Any] = []   # a decoder is not thread-safe: one per recognition at a time
+        self.loaded = False   # ready to recognise; the decoders are made on first use
+        # A decoder is not thread-safe: one per recognition at a time, all dropped when idle.
+        self._decoders: IdleModel[list[Any]] = IdleModel("PocketSphinx en-us", list)
         self._lock = threading.Lock()
 
+    @property
+    def model_loaded(self) -> bool:
+        return self._decoders.loaded
+
     async def load(self) -> None:
-        decoder = await asyncio.get_running_loop().run_in_executor(None, self._new_decoder)
-        self._decoders.append(decoder)
+        if importlib.util.find_spec("pocketsphinx") is None:
+            raise EngineFailed("PocketSphinx is not installed.", error_type="engine_unavailable", status=503)
         self.loaded = True
 
     @staticmethod
@@ -41,8 +48,13 @@ class PocketSphinxRecognizer:
         return await asyncio.get_running_loop().run_in_executor(None, self._recognize, samples)
 
     def _recognize(self, samples: np.ndarray) -> Recognition:
+        with self._decoders.using() as decoders:
+            return self._decode(decoders, samples)
+
+    def _decode(self, decoders: list[Any], samples: np.ndarray) -> Recognition:
         with self._lock:
-            decoder = self._decoders.pop() if self._decoders else self._new_decoder()
+            decoder = decoders.pop() if decoders else None
+        decoder = decoder or self._new_decoder()
         try:
             pcm = (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
             decoder.start_utt()
@@ -52,7 +64,7 @@ class PocketSphinxRecognizer:
             return Recognition(text=hypothesis.hypstr.strip() if hypothesis else "", language="en")
         finally:
             with self._lock:
-                self._decoders.append(decoder)
+                decoders.append(decoder)
 
 
 def factory(settings: dict, http: EngineHttp) -> Iterable[Any]:

@@ -90,6 +90,7 @@ class Engines:
         languages = self.stt_languages()
         return {"engines": [{"name": item.engine.name, "languages": list(item.engine.languages),
                              "model": item.engine.model, "loaded": bool(item.engine.loaded),
+                             "model_loaded": model_loaded(item.engine),
                              "detects_language": bool(item.engine.detects_language), "error": item.error}
                             for item in self.recognizers],
                 "default_engine": loaded[0].name if loaded else None, "languages": languages,
@@ -126,12 +127,19 @@ class Engines:
     def tts_status(self) -> dict:
         voices = self.voices()
         return {"engines": [{"name": item.engine.name, "loaded": bool(item.engine.loaded),
+                             "model_loaded": model_loaded(item.engine),
                              "voices": len(item.engine.voices()) if item.engine.loaded else 0, "error": item.error}
                             for item in self.synthesizers],
                 "voices": len(voices), "languages": self.tts_languages(),
                 "default_voices": {language: voice.id for language in API_LANGUAGES
                                    if (voice := self.voice_for(language)) is not None},
                 "ready": bool(voices)}
+
+
+def model_loaded(engine: Any) -> bool:
+    """Whether the engine's model is in memory now: engines that read one on first use and
+    release it when idle say so (`model_loaded`); for the others, being loaded is all there is."""
+    return bool(getattr(engine, "model_loaded", engine.loaded))
 
 
 def guess_language(text: str) -> str:

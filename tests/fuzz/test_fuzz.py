@@ -470,10 +470,12 @@ async def test_fuzzing_the_gateway_and_the_ai_core_finds_nothing(services, capsy
 # What the console answers, by design and as documented, when what it drives is not there: a
 # proxied service stopped (the fuzzer stops them too) or not in its table, the gateway refusing
 # its login (the stand-in gateway has no plugins), no Docker for the database panel's compose
-# buttons. Any other status >= 500 fails the round.
+# buttons, a backup that `gateway backup` could not take (the round's stand-in services have no
+# database of their own). Any other status >= 500 fails the round.
 CONSOLE_DOWNSTREAM_FAILURES = frozenset({
     (502, "service_unreachable"), (502, "service_not_configured"), (502, "credential_refused"),
-    (502, "gateway_login_failed"), (503, "docker_unavailable"), (502, "compose_failed")})
+    (502, "gateway_login_failed"), (503, "docker_unavailable"), (502, "compose_failed"),
+    (502, "backup_failed")})
 
 # The console's service table in its round: real `gateway serve` processes with no plugins
 # (started, stopped, restarted and built by the fuzzer in a second or two each), under the ids

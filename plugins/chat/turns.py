@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("plugins.chat.turns")
 
+# How long an edit or a regeneration waits for the turn before it to let the session go.
+REWRITE_LOCK_WAIT = 3.0
+
 
 class TurnMachine:
     def __init__(self, context: "Context", *, admission: Admission, relay: Relay, waiters: TurnWaiters,
@@ -94,7 +97,7 @@ class TurnMachine:
         await self.pacer.start()
         await self._limit_rate(turn.user_id)
         session = turn.session
-        if not await self._lock(session):
+        if not await self._lock_within(session, REWRITE_LOCK_WAIT):
             raise turn_running()
         try:
             if await store.queue_length(self.context.db, session.user_id, session.session_id):
@@ -153,6 +156,16 @@ class TurnMachine:
         if self._stopping or session in self._draining or not await self.admission.lock(session):
             return False
         self._draining[session] = None  # reserved until the task exists
+        return True
+
+    async def _lock_within(self, session: SessionRef, seconds: float) -> bool:
+        """The lock, waiting up to `seconds` for it: a turn's `stream_end` goes out before its
+        drain lets the lock go, and a device regenerating or editing at once must not be refused."""
+        deadline = asyncio.get_running_loop().time() + seconds
+        while not await self._lock(session):
+            if self._stopping or asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(0.05)
         return True
 
     async def _unlock(self, session: SessionRef) -> None:

@@ -232,6 +232,9 @@ def template_matches(template: str, path: str) -> bool:
     return re.fullmatch(pattern, path) is not None
 
 
+UNFILLED_PLACEHOLDER = re.compile(r"%7B\w+%7D", re.IGNORECASE)
+
+
 def excuse_for(failure, case, response, service_id: str = "") -> str | None:
     """Why a failure is not the service's fault, or None: it counts."""
     kind = type(failure).__name__
@@ -241,6 +244,11 @@ def excuse_for(failure, case, response, service_id: str = "") -> str | None:
     if kind == "ServerError" and service_id == "console" \
             and (response.status_code, error_type_of(response)) in CONSOLE_DOWNSTREAM_FAILURES:
         return f"{response.status_code} {error_type_of(response)}"
+    if kind == "UndefinedStatusCode" and response.status_code == 404 \
+            and UNFILLED_PLACEHOLDER.search(str(response.request.url or "")):
+        # The stateful phase follows a link it could not fill (introspection's answer has no
+        # `user_id` for the service credential) and sends `{user_id}` itself: no route matches.
+        return "404 for a link's unfilled {placeholder} in the path"
     if kind == "AllowHeaderMismatch":
         path = case.operation.path
         paths = case.operation.schema.raw_schema["paths"]

@@ -14,7 +14,12 @@ from plugins.platform_bridge.messages import CHAT_NOT_ENABLED
 from tests.platform_bridge.conftest import SERVICE, stored_messages
 
 ANSWER = "Hello from scripted."
-BOB_TOKEN, _ = JwtTokens(secret="test-jwt-secret-" + "x" * 32).issue_access(Identity("user_bob", "bob"))
+
+
+def bob_token() -> str:
+    """Issued when the test runs: an access token lives 15 minutes, shorter than the suite."""
+    token, _ = JwtTokens(secret="test-jwt-secret-" + "x" * 32).issue_access(Identity("user_bob", "bob"))
+    return token
 
 
 @pytest.fixture
@@ -34,7 +39,7 @@ async def test_a_linked_person_who_may_not_chat_is_told_so_and_gets_no_turn(make
                                                                             provider):
     bridge = await make_bridge()
     bot = await bridge.add_bot()
-    await link(bridge, telegram, bot["id"], 555, {"Authorization": f"Bearer {BOB_TOKEN}"}, {})
+    await link(bridge, telegram, bot["id"], 555, {"Authorization": f"Bearer {bob_token()}"}, {})
     asked = len(provider.requests)
     telegram.say(555, "hello")
     await telegram.wait_for_texts(555, 2)

@@ -22,7 +22,7 @@ import aiohttp
 
 from gateway.fetch import RESOLVER, guarded_session
 from gateway.plugins import Plugin, Registrar
-from plugins.auth.contract import PERSON_DATA, add_peer_person_data
+from plugins.auth.contract import keep_peer_person_data
 
 from . import store
 from .api import ENGINE, routes
@@ -123,9 +123,7 @@ class AiCoreClientPlugin(Plugin):
         client = AiCoreClient(registrar.context, registrar.settings)
         registrar.provide(AI_CORE, client)
         # What the AI core keeps of a person goes when the administrator deletes them.
-        person_data_registry = registrar.context.contracts.get(PERSON_DATA)
-        if person_data_registry is not None:
-            add_peer_person_data(person_data_registry, "ai_core", client)
+        keep_peer_person_data(registrar, "ai_core", client)
 
 
 plugin = AiCorePlugin()

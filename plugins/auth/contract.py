@@ -3,15 +3,17 @@ zone, the scope check of personal API keys (`require_scope`) and the registry of
 plugin keeps of a person (`PERSON_DATA`), which deleting a person empties."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Awaitable, Callable, Mapping, Protocol, Sequence
 
 from aiohttp import web
 
 from gateway.contracts import ContractKey
+from gateway.database import execute, fetch_required
 from gateway.identity import Identity, require_user
 
 if TYPE_CHECKING:
     from gateway.peers import PeerClient
+    from gateway.plugins import Registrar
 
 
 class Tokens(Protocol):
@@ -95,7 +97,36 @@ PERSON_DATA: ContractKey[PersonData] = ContractKey("auth.person_data", "what eac
 PERSON_DATA_PATH = "/api/v1/people/{user_id}/data"
 
 
-def add_peer_person_data(person_data: PersonData, name: str, peer: "PeerClient") -> None:
+def keep_person_data(registrar: "Registrar", name: str, count: PersonCounter, erase: PersonEraser) -> None:
+    """Register, at setup, what plugin `name` keeps of each person, on a service that has the
+    registry (one without `auth_tokens` has no deletion to take part in)."""
+    registry = registrar.context.contracts.get(PERSON_DATA)
+    if registry is not None:
+        registry.add(name, count, erase)
+
+
+def row_counter(registrar: "Registrar", tables: Mapping[str, str]) -> PersonCounter:
+    """A count of a person's rows: each kind named to the table that holds it (a `user_id` column)."""
+    columns = ", ".join(f"(SELECT count(*) FROM {table} WHERE user_id = %(user_id)s) AS {kind}"
+                        for kind, table in tables.items())
+
+    async def count(user_id: str) -> dict[str, int]:
+        row = await fetch_required(registrar.context.db, f"SELECT {columns}", {"user_id": user_id})
+        return {kind: int(row[kind] or 0) for kind in tables}
+
+    return count
+
+
+def row_eraser(registrar: "Registrar", tables: Sequence[str]) -> PersonEraser:
+    """An erase of a person's rows from `tables`, in that order (what references another goes first)."""
+    async def erase(user_id: str) -> None:
+        for table in tables:
+            await execute(registrar.context.db, f"DELETE FROM {table} WHERE user_id = %s", (user_id,))
+
+    return erase
+
+
+def keep_peer_person_data(registrar: "Registrar", name: str, peer: "PeerClient") -> None:
     """Register, in the gateway, what another service keeps of each person, asked through its
     peer client. A service that cannot be reached fails the count (502 `<peer>_unreachable`), so
     the administrator's deletion is refused before anything is deleted."""
@@ -111,4 +142,4 @@ def add_peer_person_data(person_data: PersonData, name: str, peer: "PeerClient")
     async def erase(user_id: str) -> None:
         await peer.call("DELETE", path(user_id))
 
-    person_data.add(name, count, erase)
+    keep_person_data(registrar, name, count, erase)

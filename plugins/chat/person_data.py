@@ -1,23 +1,10 @@
 """What the chat plugin keeps of a person, for deleting them (auth contract `PERSON_DATA`)."""
 from __future__ import annotations
 
-from gateway.database import execute, fetch_value
 from gateway.plugins import Registrar
-from plugins.auth.contract import PERSON_DATA
+from plugins.auth.contract import keep_person_data, row_counter, row_eraser
 
 
 def register(registrar: Registrar) -> None:
-    person_data = registrar.context.contracts.get(PERSON_DATA)
-    if person_data is None:
-        return
-
-    async def count(user_id: str) -> dict[str, int]:
-        clients = await fetch_value(registrar.context.db, "SELECT count(*) FROM known_clients WHERE user_id = %s",
-                                    (user_id,))
-        return {"known_clients": int(clients or 0)}
-
-    async def erase(user_id: str) -> None:
-        await execute(registrar.context.db, "DELETE FROM chat_turn_queue WHERE user_id = %s", (user_id,))
-        await execute(registrar.context.db, "DELETE FROM known_clients WHERE user_id = %s", (user_id,))
-
-    person_data.add("chat", count, erase)
+    keep_person_data(registrar, "chat", row_counter(registrar, {"known_clients": "known_clients"}),
+                     row_eraser(registrar, ["chat_turn_queue", "known_clients"]))

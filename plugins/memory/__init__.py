@@ -19,7 +19,7 @@ from typing import AsyncIterator
 
 from gateway.peers import PeerTimeout
 from gateway.plugins import Plugin, Registrar
-from plugins.auth.contract import PERSON_DATA, add_peer_person_data
+from plugins.auth.contract import keep_peer_person_data
 
 from . import proxy
 from .client import MemoryClient, MemoryTransport
@@ -77,9 +77,7 @@ class MemoryProxyPlugin(Plugin):
             registrar.context.config, total=registrar.settings["timeout"]))
         registrar.app_state(proxy.TRANSPORT, transport)
         # What the memory service keeps of a person goes when the administrator deletes them.
-        person_data_registry = registrar.context.contracts.get(PERSON_DATA)
-        if person_data_registry is not None:
-            add_peer_person_data(person_data_registry, "memory_service", transport)
+        keep_peer_person_data(registrar, "memory_service", transport)
 
 
 class MemoryClientPlugin(Plugin):

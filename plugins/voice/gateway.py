@@ -16,7 +16,7 @@ from gateway.identity import require_user
 from gateway.openapi import api_doc
 from gateway.plugins import Plugin, PluginSettings, Registrar
 from gateway.validation import parse_body
-from plugins.auth.contract import PERSON_DATA
+from plugins.auth.contract import keep_person_data
 from plugins.chat.contract import REPLY_TAPS
 
 from .voice_service_client import VoiceServiceClient, VoiceUnavailable, refused
@@ -255,9 +255,7 @@ class VoicePlugin(Plugin):
         registrar.job("delete_old_reply_audio", audio_store.sweep)
         registrar.app_state(CLIENT, client)
         registrar.app_state(AUDIO, audio_store)
-        person_data = context.contracts.get(PERSON_DATA)
-        if person_data is not None:
-            person_data.add("voice", audio_store.count_of, audio_store.delete_of)
+        keep_person_data(registrar, "voice", audio_store.count_of, audio_store.delete_of)
         registrar.app_state(SETTINGS, dict(settings))
         spoken = SpokenReplies(context, client, audio_store, settings)
         context.contracts.require(REPLY_TAPS).add(SPOKEN_MODES, spoken.tap)

@@ -38,7 +38,7 @@ from .introspection import INTROSPECTION_PATH, introspection
 from .migrations import apply_migrations, migration_files
 from .workers import REPLACED_SIGNAL, watch_parent
 from .openapi import ASYNCAPI_PATH, DOCS_PATH, OPENAPI_PATH, add_document_routes, api_doc
-from .plugins import (Plugin, PluginError, PluginRecord, Registrar, Registry, installed_plugins,
+from .plugins import (Job, Plugin, PluginError, PluginRecord, Registrar, Registry, installed_plugins,
                       select_plugins)
 from .services import ServiceSpec, get_service
 from .typedefs import CONTEXT, REGISTRY, REQUEST_ID, SERVICE_ID, WORKER_INDEX
@@ -204,17 +204,32 @@ def create_app(service_id: str, config: Config | None = None, *, plugins: list[P
     for _, lifespan in registry.lifespans:
         app.cleanup_ctx.append(_lifespan_ctx(lifespan, context))
 
-    async def start_jobs(app: web.Application) -> None:
-        for job in registry.jobs:
-            await context.scheduler.spawn(_guarded(job.name, job.factory(context)))
-
-    app.on_startup.append(start_jobs)
+    _run_jobs(app, registry.jobs, context)
 
     async def close_websockets(app: web.Application) -> None:
         await context.hub.close_all()
 
     app.on_shutdown.append(close_websockets)
     return app
+
+
+def _run_jobs(app: web.Application, jobs: list[Job], context: Context) -> None:
+    """The plugins' declared jobs (`registrar.job`): started once every lifespan has run, and
+    cancelled as the service begins to stop, before the lifespans end, so that no job outlives
+    what it uses. A job that fails is logged once and not restarted."""
+    running: list[aiojobs.Job] = []
+
+    async def start(app: web.Application) -> None:
+        for job in jobs:
+            running.append(await context.scheduler.spawn(_guarded(job.name, job.factory(context))))
+
+    async def stop(app: web.Application) -> None:
+        for job in running:
+            await job.close()
+        running.clear()
+
+    app.on_startup.append(start)
+    app.on_shutdown.append(stop)
 
 
 def _lifespan_ctx(lifespan, context: Context):

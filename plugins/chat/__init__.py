@@ -6,7 +6,6 @@ See docs/chat.md."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import TYPE_CHECKING, AsyncIterator, Callable
 
@@ -173,20 +172,17 @@ class ChatChannel:
         await waiters.start()
         # One instance alone stops its turns itself (request_stop): only a shared bus is listened to.
         stops = await context.bus.subscribe(STOP_CHANNEL, self._on_stop) if context.bus.shared else None
-        housekeeping = asyncio.create_task(self._housekeeping(), name="chat-housekeeping")
         try:
             yield
         finally:
-            housekeeping.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await housekeeping
             if stops is not None:
                 await stops.close()
             await self.turns.stop()
             await waiters.stop()
 
-    async def _housekeeping(self) -> None:
-        """Renew live presence, pick up queues whose instance died, forget old finished turns."""
+    async def housekeeping(self, context: Context) -> None:
+        """Renew live presence, pick up queues whose instance died, forget old finished turns (a
+        job: it starts after the lifespan set the turn machine up, and stops before it ends)."""
         rounds = 0
         while True:
             await asyncio.sleep(self.sweep_interval)
@@ -218,6 +214,7 @@ class ChatPlugin(Plugin):
         register_frames(registrar, chat)
         register_frame_schemas(registrar)
         registrar.lifespan(chat.lifespan)
+        registrar.job("housekeeping", chat.housekeeping)
         registrar.provide(CHAT_TURNS, chat)
         registrar.provide(PRESENCE, chat.presence)
         registrar.provide(REPLY_TAPS, chat.reply_taps)

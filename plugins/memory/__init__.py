@@ -51,18 +51,15 @@ class MemoryPlugin(Plugin):
 
         async def collection(context) -> AsyncIterator[None]:
             await store.start()
-            # Memories stored in the person's words are rewritten once (docs/memory.md, "A memory").
-            rewriting = asyncio.get_running_loop().create_task(NeutralFormJob(store).run())
             yield
-            rewriting.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await rewriting
             if store.reindexing is not None:
                 store.reindexing.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await store.reindexing
 
         registrar.lifespan(collection)
+        # Memories stored in the person's words are rewritten once (docs/memory.md, "A memory").
+        registrar.job("neutral_form", lambda context: NeutralFormJob(store).run())
 
 
 class MemoryProxyPlugin(Plugin):

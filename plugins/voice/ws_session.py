@@ -38,7 +38,6 @@ def segment_end(samples: np.ndarray, start: int) -> int | None:
     return None if pause is None else start + pause
 
 
-
 @routes.get("/api/v1/transcribe/stream", name="voice.transcribe_stream")
 @api_doc("Streaming recognition (WebSocket upgrade): binary audio frames in, interim and final text out",
          query=StreamQuery, responses={101: None}, headers={"Upgrade": "`websocket`"}, errors=(400,),

@@ -9,7 +9,8 @@ from gateway.identity import require_admin
 from gateway.openapi import api_doc
 from gateway.validation import parse_body
 
-from .common import KEY_PARAMETER, PREFIX, ModelBody, ProviderBody, RouteBody, ai_core_of, path_key, same_as_path
+from .common import (KEY_PARAMETER, PREFIX, ModelBody, ProviderBody, RouteBody, ai_core_of, path_key,
+                     same_as_path)
 from .schemas import ModelChanged, Models, ProviderChanged, Providers, RouteChanged, RoutingRule
 
 routes = web.RouteTableDef()

@@ -13,8 +13,8 @@ from plugins.chat.contract import PRESENCE, Presence
 from plugins.sessions.contract import CONVERSATIONS, Conversations
 
 from .common import PREFIX, ClientsQuery, MessagesQuery, NoteBody
-from .schemas import (KnownClients, LiveSessions, LiveSessionsByUser, NoteSaved, SessionState, StoredMessagePage,
-                      StoredTotals)
+from .schemas import (KnownClients, LiveSessions, LiveSessionsByUser, NoteSaved, SessionState,
+                      StoredMessagePage, StoredTotals)
 
 routes = web.RouteTableDef()
 

@@ -5,15 +5,14 @@ spec/console.md.
 States reported: `stopped`, `starting` (spawned, health check not passed yet), `running`
 (health check passed), `stopping`, `building`, `failed` (exited on its own, or never became
 healthy; `lastError` says which). Commands are fixed argument lists from the service table,
-never a shell and never anything from a request.
+never a shell and never anything from a request. Watching a running service (its output, its
+exit, a restart after a crash) is in console/watching.py.
 """
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -29,8 +28,7 @@ from .processes import (BUILDING, FAILED, PEER_URL_VARIABLES, RUNNING, STARTING,
                         child_environment, find_orphans, iso, kill_tree, service_command, terminate_orphans)
 from .push import PushHub
 from .rolling import rolling_restart, rolls
-
-log = logging.getLogger("console.supervisor")
+from .watching import ServiceWatch
 
 # The states, settings and errors of supervised services live in processes.py; named here too,
 # where the console's modules and tests have always found them.
@@ -39,7 +37,7 @@ __all__ = ["BUILDING", "FAILED", "PEER_URL_VARIABLES", "RUNNING", "STARTING", "S
            "build_records_path", "find_orphans", "terminate_orphans"]
 
 
-class Supervisor:
+class Supervisor(ServiceWatch):
     def __init__(self, specs: list[ServiceSpec], data_dir: Path, logs: LogStore, hub: PushHub,
                  settings: SupervisorSettings | None = None, host: str = "127.0.0.1",
                  line_listener: Callable[[str, str], object] | None = None,
@@ -192,12 +190,6 @@ class Supervisor:
         self.hub.publish({"type": "status", "service": service.spec.id,
                           "status": self.status(service.spec.id)})
 
-    async def _note(self, service: ManagedService, text: str) -> None:
-        """A line of the console's own in the service's log, so the log tells the whole story."""
-        line = f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} [console] {text}"
-        await self.logs.get(service.spec.id).append((line + "\n").encode())
-        self.hub.publish({"type": "log", "service": service.spec.id, "line": line, "source": "console"})
-
     def child_environment(self) -> dict[str, str]:
         return child_environment(self.specs, self.data_dir, self.peer_urls)
 
@@ -291,85 +283,6 @@ class Supervisor:
                                       f"{self.settings.stop_timeout:g}s; killing it (SIGKILL)")
             kill_tree(process.pid)
             await service.monitor_task
-
-    async def _read_output(self, service: ManagedService, process: asyncio.subprocess.Process) -> None:
-        service_log = self.logs.get(service.spec.id)
-        pending = b""
-        while True:
-            chunk = await process.stdout.read(65536)
-            if not chunk:
-                break
-            await service_log.append(chunk)
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                self._heard(service.spec.id, line.decode("utf-8", "replace").rstrip("\r"))
-        if pending:
-            await service_log.append(b"\n")
-            self._heard(service.spec.id, pending.decode("utf-8", "replace"))
-
-    def _heard(self, service_id: str, line: str) -> None:
-        self.hub.publish({"type": "log", "service": service_id, "line": line, "source": "service"})
-        if self.line_listener is not None:
-            try:
-                self.line_listener(service_id, line)
-            except Exception:  # a listener's bug must not stop the service's log
-                log.exception("a log line listener failed")
-
-    async def _monitor(self, service: ManagedService, process: asyncio.subprocess.Process) -> None:
-        reader = service.reader_task
-        code = await process.wait()
-        await reader
-        if process is not service.process:  # replaced by a rolling restart
-            await self._note(service, f"replaced pid {process.pid} stopped (exit code {code})")
-            return
-        service.exit_code = code
-        if service.stopping:
-            await self._note(service, f"stopped (exit code {code})")
-            self._set_state(service, STOPPED)
-            return
-        if service.state == STARTING:
-            return  # the starter reports it, with the reason
-        message = f"{service.spec.id} exited unexpectedly with code {code}"
-        ran_for = time.monotonic() - (service.started_monotonic or time.monotonic())
-        if ran_for > self.settings.restart_backoff_max:
-            service.consecutive_failures = 0
-        service.consecutive_failures += 1
-        self._set_state(service, FAILED, message)
-        await self._note(service, message)
-        log.warning(message)
-        if self.settings.restart_on_exit:
-            self._schedule_restart(service)
-
-    def _schedule_restart(self, service: ManagedService) -> None:
-        delay = min(self.settings.restart_backoff_initial * 2 ** (service.consecutive_failures - 1),
-                    self.settings.restart_backoff_max)
-        service.restart_task = asyncio.ensure_future(self._restart_later(service, delay))
-
-    async def _restart_later(self, service: ManagedService, delay: float) -> None:
-        await self._note(service, f"restarting in {delay:g}s "
-                                  f"(failure {service.consecutive_failures} in a row)")
-        await asyncio.sleep(delay)
-        async with service.lock:
-            service.restart_task = None  # from here on, a stop waits for the lock instead of cancelling
-            if service.state != FAILED:
-                return
-            if service.last_build is not None and not service.last_build.ok:
-                await self._note(service, "not restarted: its last build failed")
-                return
-            try:
-                await self._start_locked(service)
-            except SupervisorError:
-                service.consecutive_failures += 1
-                self._schedule_restart(service)
-                return
-            service.restarts += 1
-
-    @staticmethod
-    def _cancel_restart(service: ManagedService) -> None:
-        if service.restart_task is not None and service.restart_task is not asyncio.current_task():
-            service.restart_task.cancel()
-        service.restart_task = None
 
     def _refuse_failed_build(self, service: ManagedService) -> None:
         """A service whose last build failed would start on what failed to build: refused until

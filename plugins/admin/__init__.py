@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from gateway.plugins import Plugin, Registrar
 
-from .api import TIMEOUTS, ProviderTimeouts, routes
+from . import model_catalog, provider_checks, sessions
+from .provider_checks import TIMEOUTS, ProviderTimeouts
 from .settings import AdminSettings
 
 
@@ -22,7 +23,9 @@ class AdminPlugin(Plugin):
         settings = registrar.settings
         registrar.app_state(TIMEOUTS, ProviderTimeouts(health_check=settings["health_check_timeout"],
                                                        fetch_models=settings["fetch_models_timeout"]))
-        registrar.routes(routes)
+        registrar.routes(sessions.routes)
+        registrar.routes(model_catalog.routes)
+        registrar.routes(provider_checks.routes)
 
 
 plugin = AdminPlugin()

@@ -23,7 +23,7 @@ from plugins.chat.contract import require_chat_user
 
 from . import store
 from .contract import ChatEvent, DoneEvent, message_too_long
-from .engine import Engine, Turn, TurnFailed
+from .engine import Engine
 
 log = logging.getLogger("plugins.ai_core.api")
 
@@ -35,6 +35,7 @@ from .images import ImageError, bad_image, origin
 from .providers import ProviderError
 from .schemas import (CHAT_EVENTS, Description, IdChanged, NameChanged, PurposeChanged, StoredModels,
                       StoredProviders, StoredRoute, ToolCalls, ToolCallStats, ToolList)
+from .turn_types import Turn, TurnFailed
 
 routes = web.RouteTableDef()
 

@@ -27,10 +27,11 @@ from plugins.chat.contract import require_chat_user
 from .agent import AGENT_MODEL
 from .api import ROUTING_ALIAS, engine_of
 from .contract import ChatEvent, message_too_long
-from .engine import Engine, Outcome, Turn, TurnFailed
+from .engine import Engine
 from .images import ImageError, bad_image
 from .routing import CHAT_PURPOSE, VISION_PURPOSE, supports_tools
 from .schemas import OPENAI_CHUNKS, ChatCompletion, OpenAiModels
+from .turn_types import Outcome, Turn, TurnFailed
 
 routes = web.RouteTableDef()
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from dataclasses import dataclass, field
 from datetime import datetime
 
 import aiohttp
@@ -27,14 +26,16 @@ from gateway.text import language_of
 
 from .agent import AGENT_MODEL, OfflineAgent, is_help_request
 from .confirmation import Confirmations
-from .contract import ChatEvent, ContextBlock, Fallback, FinishedTurn, SystemInfoEvent
+from .contract import ChatEvent, ContextBlock, Fallback, FinishedTurn
 from .hooks import TurnContextProviders, TurnFinishedListeners
 from .images import ImageError, ImageFetcher, origin
+from .notices import connect_model_notice, console_address, model_unavailable_notice
 from .peer import GatewayPeer
 from .providers import ProviderError, stream_completion
 from .routing import CHAT_PURPOSE, RoutingTable, supports_tools
 from .store import Candidate, Route
 from .tools import ClientCalls, Emit, ToolRegistry, ToolRunner
+from .turn_types import Outcome, Turn, TurnFailed
 
 log = logging.getLogger("plugins.ai_core.engine")
 
@@ -45,84 +46,6 @@ VOICE_PROMPT = ("The reply will be spoken aloud: answer in short, natural senten
                 "lists, code or emoji.")
 OUTPUT_EVENTS = {"delta", "thinking", "tool_progress", "tool_call"}
 # CHAT_PURPOSE (routing.py): only the person's own conversation gets TURN_CONTEXT and TURN_FINISHED.
-
-
-@dataclass
-class Turn:
-    user_id: str
-    session_id: str | None = None
-    text: str = ""
-    history: list[dict] = field(default_factory=list)
-    mode: str = "text"
-    images: list[str] = field(default_factory=list)
-    # The OpenAI-compatible door passes the whole conversation instead of text and history.
-    messages: list[dict] | None = None
-    purpose: str = "chat"
-    preferred_model: str | None = None
-    use_tools: bool = True
-    overrides: dict = field(default_factory=dict)
-    message_id: str | None = None  # the person's message this turn answers, when the caller names it
-    # False: no turn context before it and no turn-finished listeners after it (the OpenAI door's
-    # requests, unless `door_remembers`): a relayed request is not the person's conversation.
-    remembers: bool = True
-    # The OpenAI door's client functions: offered to the model (with the assistant's own tools only
-    # when `use_tools`), and the model's calls of them returned to the client, not run here.
-    client_tools: list[dict] = field(default_factory=list)
-
-
-@dataclass
-class Outcome:
-    text: str
-    model: str
-    finish_reason: str
-    fallbacks: list[Fallback]
-    usage: dict | None = None
-    tool_calls: list[dict] = field(default_factory=list)  # the client's functions to call (OpenAI's shape)
-
-
-class TurnFailed(Exception):
-    """The turn ended in an error after output had been sent (already reported by an event)."""
-
-
-def model_unavailable_notice(text: str, fallbacks: list[Fallback]) -> SystemInfoEvent:
-    """What the person is told when every routed model failed and the offline agent answers."""
-    refused = all(fallback["kind"] == "refused" for fallback in fallbacks)
-    if language_of(text) == "zh":
-        message = ("语言模型的地址不被允许访问（出站策略），由内置离线助手代答；请管理员检查模型服务的地址设置。"
-                   if refused else "语言模型暂时不可用，由内置离线助手代答；请稍后再试。")
-    else:
-        message = ("The language model's address is not allowed by the server's egress policy, so the "
-                   "built-in offline assistant answers instead; an administrator can allow it."
-                   if refused else "The language model is unavailable right now, so the built-in offline "
-                                   "assistant answers instead; try again in a moment.")
-    return {"type": "system_info", "level": "warning", "message": message,
-            "action": "configure_model" if refused else "retry"}
-
-
-# The console's page where the administrator connects a model (spec/console.md, "Model Config").
-MODEL_CONFIG_PATH = "model-config"
-LOOPBACK = "127.0.0.1"
-
-
-def console_address(settings: dict, config) -> str:
-    """The console's Model Config page: `[plugins.ai_core] console_url`, else the console's own
-    address from `[console]` (the operator's machine)."""
-    base = settings.get("console_url") or ""
-    if not base:
-        host = str(config.get("console.host") or LOOPBACK)
-        host = LOOPBACK if host in ("0.0.0.0", "::", "") else host
-        base = f"http://{host}:{int(config.get('console.port') or 9090)}/"
-    return base.rstrip("/") + "/" + MODEL_CONFIG_PATH
-
-
-def connect_model_notice(language: str, address: str) -> SystemInfoEvent:
-    """What the administrator is told, once a session, when the offline agent could not help."""
-    if language == "zh":
-        message = f"还没有连接语言模型，所以我只能做“帮助”里列出的事。可以在控制台的“模型配置”页连接一个：{address}"
-    else:
-        message = (f"No language model is connected, so I can only do what “help” lists. "
-                   f"Connect one on the console's Model Config page: {address}")
-    return {"type": "system_info", "level": "info", "message": message, "action": "configure_model"}
 
 
 class Engine:

@@ -82,7 +82,8 @@ class AuthPlugin(Plugin):
     settings_schema = AuthSettings
 
     def setup(self, registrar) -> None:
-        from .api import ACCOUNTS, PERSON_ZONES_KEY, AccountLimits, Accounts, routes
+        from . import login, profile, registration
+        from .accounts import ACCOUNTS, PERSON_ZONES_KEY, AccountLimits, Accounts
         from .api_keys import routes as api_key_routes
         from .people import routes as people_routes
 
@@ -117,7 +118,9 @@ class AuthPlugin(Plugin):
         zones = PersonZones(registrar.context, settings["default_timezone"])
         registrar.app_state(PERSON_ZONES_KEY, zones)
         registrar.provide(PERSON_ZONES, zones)
-        registrar.routes(routes)
+        registrar.routes(registration.routes)
+        registrar.routes(login.routes)
+        registrar.routes(profile.routes)
         registrar.routes(api_key_routes)
         registrar.routes(people_routes)
         registrar.migrations("plugins.auth")

@@ -19,7 +19,7 @@ from gateway.clock import rfc3339
 from gateway.validation import parse_body, parse_query
 
 from . import store
-from .api import _Lenient, accounts_of, needs_database
+from .accounts import _Lenient, accounts_of, needs_database
 from .contract import SCOPES
 from .schemas import ApiKey, ApiKeyCreated, ApiKeyList
 from .standing import API_KEY_PREFIX

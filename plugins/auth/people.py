@@ -19,7 +19,7 @@ from gateway.clock import rfc3339
 from gateway.validation import parse_body, parse_query
 
 from . import store
-from .api import USER_ID_PREFIX, Accounts, _Lenient, _username_field, accounts_of, needs_database
+from .accounts import USER_ID_PREFIX, Accounts, _Lenient, _username_field, accounts_of, needs_database
 from .schemas import DeletedPerson, InvitationAccepted, PasswordChanged, PersonCreated, PersonList, PersonWithCounts
 
 log = logging.getLogger("plugins.auth")

@@ -247,6 +247,13 @@ async def handle_connect(request: web.Request) -> web.StreamResponse:
 
 
 def register_frames(registrar, chat: "ChatChannel") -> None:
+    """The frames a person sends on /ws/chat, each to its handler."""
+    register_conversation_frames(registrar, chat)
+    register_control_frames(registrar, chat)
+
+
+def register_conversation_frames(registrar, chat: "ChatChannel") -> None:
+    """`message` (a new turn), `ping`, and `history` (a page of the session's messages)."""
     @registrar.ws_message("message", MessageFrame())
     async def on_message(connection: "Connection", frame: dict) -> None:
         identity = require_identity(connection)
@@ -294,6 +301,8 @@ def register_frames(registrar, chat: "ChatChannel") -> None:
                          "offset": frame["offset"], "before_id": frame["before_id"], "timestamp": now_ms()})
 
 
+def register_control_frames(registrar, chat: "ChatChannel") -> None:
+    """`stop` (the running reply), and the rewrites: `regenerate` and `edit`."""
     @registrar.ws_message("stop", StopFrame())
     async def on_stop(connection: "Connection", frame: dict) -> None:
         """Stop the user's running reply wherever it runs: here at once, else every instance

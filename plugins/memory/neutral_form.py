@@ -22,7 +22,8 @@ from gateway.embeddings import EmbeddingError
 from gateway.vector_store import VectorStoreUnavailable
 
 from .person import neutral
-from .store import COLUMNS, MemoryStore, item, slot_of
+from .merging import slot_of
+from .store import COLUMNS, MemoryStore, item
 
 log = logging.getLogger("plugins.memory.neutral_form")
 

@@ -15,7 +15,7 @@ import json
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from gateway.context import Context
 from gateway import database
@@ -25,7 +25,7 @@ from gateway.idle import idle_seconds
 from gateway.errors import BadRequest, Conflict, NotFound
 from gateway.vector_store import IndexItem, SearchMode, VectorStoreUnavailable
 
-from . import rules
+from .merging import SlotReading, find_counterpart, read_slots, slot_of
 from .relevance import E5_ALONE_FLOOR, Relevance, relevance, second_opinion
 from .schemas import DEFAULT_CATEGORY
 
@@ -260,7 +260,9 @@ class MemoryStore:
                     reading: SlotReading, *, category: str, priority: int, source: str,
                     source_session_id: str | None, source_message_id: str | None) -> Written:
         """Decide and apply a create under the person's lock (held by the caller's transaction)."""
-        existing = await self.counterpart(cursor, owner, content, vector, reading)
+        existing = await find_counterpart(cursor, self.context.vectors, COLLECTION, owner, content, vector,
+                                          reading, limit=self.duplicate_candidates,
+                                          threshold=self.duplicate_similarity)
         if existing is not None:
             action, row = existing
             # A duplicate keeps the longer text (the newer when equal); a contradiction the new one.
@@ -297,32 +299,6 @@ class MemoryStore:
         memory = dict(await cursor.fetchone())
         await self.context.vectors.upsert(collection, [item(memory, vector)])
         return Written("created", memory, None)
-
-    async def counterpart(self, cursor, owner: str, content: str, vector: list[float],
-                          reading: SlotReading) -> tuple[str, dict] | None:
-        """The existing memory a new text (`vector`: its passage embedding) merges into
-        ("merged") or replaces ("superseded"), if any."""
-        async def rows(sql: str, params: Sequence) -> list[dict]:
-            await cursor.execute(f"SELECT id::text AS id, content, category, slot FROM memories WHERE {sql}", params)
-            return [dict(row) for row in await cursor.fetchall()]
-
-        # 1. The same slot: same value, a duplicate; another value, a contradiction.
-        if len(reading.slots) == 1:
-            slot = reading.slots[0]
-            for row in await rows("user_id = %s AND slot = %s ORDER BY updated_at DESC LIMIT 1", (owner, slot.key)):
-                old = await asyncio.to_thread(rules.slot_statement, row["content"])
-                same = old is not None and old.value == slot.value
-                return ("merged" if same else "superseded"), row
-        # 2. The nearest memories by meaning, passage against passage (both sides as stored): the
-        # scores are the similarities `duplicate_similarity` is measured in.
-        hits = await self.context.vectors.nearest(COLLECTION, vector, where={"user_id": owner},
-                                                  limit=self.duplicate_candidates)
-        if not hits:
-            return None
-        similarity = {hit.id: hit.score for hit in hits}
-        candidates = await rows("user_id = %s AND id = ANY(%s::uuid[])", (owner, list(similarity)))
-        return await asyncio.to_thread(nearest_counterpart, content, candidates, similarity,
-                                       self.duplicate_similarity)
 
     async def update(self, memory_id: str, owner: str | None, changes: dict) -> dict:
         """Edit a memory as asked (no merging: an edit says exactly what the memory should be)."""
@@ -388,38 +364,6 @@ def item(row: dict, vector: list[float] | None = None) -> IndexItem:
 def fingerprint(content: str, category: str, priority: int, source: str) -> str:
     """What a write asked for, to tell a retry (the same) from a reused key (another write)."""
     return hashlib.sha256(json.dumps([content, category, priority, source]).encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class SlotReading:
-    slots: list[rules.Slot]   # every slot the text states
-    slot: str | None          # the one slot it states and nothing else (the memory's `slot`)
-
-
-def read_slots(content: str) -> SlotReading:
-    return SlotReading(rules.slots(content), slot_of(content))
-
-
-def nearest_counterpart(content: str, candidates: list[dict], similarity: dict[str, float],
-                        threshold: float) -> tuple[str, dict] | None:
-    """Among the nearest memories (`similarity`: passage against passage): the same words merge,
-    a negation flip supersedes, else the most similar one the guards let merge, from `threshold`."""
-    for row in candidates:
-        if rules.same_words(row["content"], content):
-            return "merged", row
-    for row in candidates:
-        if rules.negation_flip(row["content"], content):
-            return "superseded", row
-    mergeable = [row for row in candidates if rules.may_merge(row["content"], content)]
-    if not mergeable:
-        return None
-    best = max(mergeable, key=lambda row: similarity[row["id"]])
-    return ("merged", best) if similarity[best["id"]] >= threshold else None
-
-
-def slot_of(content: str) -> str | None:
-    slot = rules.slot_statement(content)
-    return slot.key if slot else None
 
 
 def parse_id(memory_id: str) -> str:

@@ -117,7 +117,7 @@ async def test_the_command_line_sends_the_configured_token_on_loopback(service_t
     import asyncio
 
     from console.app import create_console_app
-    from console.cli import ConsoleHandle
+    from console.handle import ConsoleHandle
     from gateway.config import Config
 
     specs = service_table([{"id": "alpha", "name": "Alpha"}])

@@ -241,7 +241,7 @@ async def test_voices_and_tts_status(voice_service):
 
 
 def test_markup_is_not_read_aloud():
-    from plugins.voice.service import speakable
+    from plugins.voice.synthesis import speakable
     assert speakable("**Bold** and `code` with [a link](http://x.y) ## no") == "Bold and code with a link no"
     assert speakable("Here:\n```python\nprint(1)\n```\nDone.") == "Here: Done."
 

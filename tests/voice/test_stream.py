@@ -9,7 +9,7 @@ import aiohttp
 import numpy as np
 
 from plugins.voice import audio_limits, resampling
-from plugins.voice.service import SERVICE as SERVICE_KEY
+from plugins.voice.recognition import SERVICE as SERVICE_KEY
 from tests.voice.conftest import ALICE, CHINESE, ENGLISH, RECORDINGS, character_error_rate, encoded, pcm16, \
     samples_of, word_error_rate
 

@@ -20,6 +20,7 @@ from gateway.ws import dispatch_frame, require_identity
 from plugins.ai_core.contract import MESSAGE_TOO_LONG
 
 from .admission import Turn
+from .chat_channel import ChatChannel
 from .contract import require_chat_user
 from .frames import client_info, error_fields, error_frame, now_ms
 from .keys import session_key
@@ -27,8 +28,6 @@ from .presence import SESSION_KEY
 
 if TYPE_CHECKING:
     from gateway.hub import Connection
-
-    from . import ChatChannel
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_\-.:]{1,128}\Z")  # \Z: `$` would let a trailing newline through
 MODES = ("text", "voice_msg", "voice_assistant")
@@ -246,7 +245,7 @@ async def handle_connect(request: web.Request) -> web.StreamResponse:
     return ws
 
 
-def register_frames(registrar, chat: "ChatChannel") -> None:
+def register_frames(registrar, chat: ChatChannel) -> None:
     @registrar.ws_message("message", MessageFrame())
     async def on_message(connection: "Connection", frame: dict) -> None:
         identity = require_identity(connection)

@@ -28,7 +28,7 @@ from .asyncapi import add_document_route as add_asyncapi_route
 from .blobs import create_blob_store
 from .bus_factory import create_bus
 from .config import Config, ConfigError
-from .context import Context
+from .context import CONTEXT, Context
 from .database import create_pool, drop_connections, resolve_database_url
 from .embedded_database import keep_embedded_running
 from .embeddings import create_embedder
@@ -38,10 +38,10 @@ from .introspection import INTROSPECTION_PATH, introspection
 from .migrations import apply_migrations, migration_files
 from .workers import REPLACED_SIGNAL, watch_parent
 from .openapi import ASYNCAPI_PATH, DOCS_PATH, OPENAPI_PATH, add_document_routes, api_doc
-from .plugins import (Job, Plugin, PluginError, PluginRecord, Registrar, Registry, installed_plugins,
-                      select_plugins)
+from .plugins import (REGISTRY, Job, Plugin, PluginError, PluginRecord, Registrar, Registry,
+                      installed_plugins, select_plugins)
 from .services import ServiceSpec, get_service
-from .typedefs import CONTEXT, REGISTRY, REQUEST_ID, SERVICE_ID, WORKER_INDEX
+from .typedefs import REQUEST_ID, SERVICE_ID, WORKER_INDEX
 from .vectors import open_vector_index
 
 log = logging.getLogger("gateway.app")

@@ -21,7 +21,7 @@ from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 
 from .openapi import ASYNCAPI_PATH, api_doc
-from .typedefs import REGISTRY
+from .plugins import REGISTRY
 
 ASYNCAPI_VERSION = "3.0.0"
 

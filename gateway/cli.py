@@ -12,7 +12,7 @@ import click
 
 from .config import Config, ConfigError
 from .database import DatabaseError
-from .plugins import PluginError, installed_plugins
+from .plugins import REGISTRY, PluginError, installed_plugins
 
 
 def _configure_logging(level: str) -> None:
@@ -105,7 +105,6 @@ def migrate(service_id: str | None) -> None:
     async def go() -> list[str]:
         from .database import create_pool, resolve_database_url
         from .migrations import apply_migrations, migration_files
-        from .typedefs import REGISTRY
 
         config = Config.load()
         specs = [s for s in load_services(data_dir=config.data_dir) if service_id in (None, s.id)]

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Callable, Generic, TypeVar, overload
 
 from aiohttp import web
 
+from .clock import Clock, SystemClock
 from .contracts import Contracts
+from .hub import WebSocketHub
 from .peers import peer_addresses
-from .schedule import Clock, SystemClock
-from .typedefs import CONTEXT
 
 if TYPE_CHECKING:
     import aiojobs
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from .bus import Bus
     from .config import Config
     from .embeddings import Embedder
-    from .hub import WebSocketHub
     from .vectors import VectorIndex
 
 T = TypeVar("T")
@@ -61,8 +60,6 @@ class Context:
     vectors: _Slot[VectorIndex] = _Slot()
 
     def __init__(self, service_id: str, config: "Config", service_name: str = ""):
-        from .hub import WebSocketHub
-
         self.service_id = service_id
         self.service_name = service_name or service_id
         self.config = config
@@ -103,6 +100,9 @@ class Context:
     def peer_headers(self) -> dict[str, str]:
         """The credential this service presents to its peers (`SERVICE_TOKEN`)."""
         return {"Authorization": f"Bearer {self.config.get('auth.service_token') or ''}"}
+
+
+CONTEXT = web.AppKey("context", Context)
 
 
 def get_context(request_or_app: web.Request | web.Application) -> Context:

@@ -20,16 +20,15 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 from aiohttp import WSCloseCode, web
 
 from .text import dumps_text
+from .typedefs import Identity
 
 if TYPE_CHECKING:
-    from .bus import Record, Subscription
-    from .context import Context
-    from .identity import Identity
+    from .bus import Bus, Record, Subscription
 
 log = logging.getLogger("gateway.hub")
 
@@ -57,7 +56,7 @@ class Connection:
     connected_at: float = field(default_factory=time.time)
     max_pending: int = DEFAULT_MAX_PENDING
     data: dict = field(default_factory=dict)  # per-connection state plugins keep
-    identity: "Identity | None" = None  # who authenticated the handshake (see gateway.ws.require_admin)
+    identity: Identity | None = None  # who authenticated the handshake (see gateway.ws.require_admin)
     # Write state; slots (not a __dict__) keep an idle connection small.
     _pending: "collections.deque[str] | None" = field(default=None, init=False, repr=False)
     _writer: "asyncio.Task | None" = field(default=None, init=False, repr=False)
@@ -231,8 +230,21 @@ def _when_done(future: asyncio.Future) -> asyncio.Future:
     return mine
 
 
+class HubContext(Protocol):
+    """What the hub reads of its service's context: the service's id and its bus. The context
+    (gateway/context.py) builds the hub, so the hub names what it needs rather than its class."""
+
+    @property
+    def service_id(self) -> str: ...
+
+    @property
+    def bus(self) -> Bus: ...
+
+    def has(self, name: str) -> bool: ...
+
+
 class WebSocketHub:
-    def __init__(self, context: "Context"):
+    def __init__(self, context: HubContext):
         self.context = context
         self.instance_id = uuid.uuid4().hex
         scope = context.service_id

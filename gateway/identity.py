@@ -1,6 +1,7 @@
-"""Who is calling. The core defines only the shape of an identity and the questions every
-plugin asks; the auth plugin answers them by providing the `AUTHENTICATOR` contract. (Who may
-talk to the assistant is the chat plugin's rule: `plugins.chat.contract.may_chat`.)
+"""Who is calling. The core defines only the shape of an identity (`Identity`, kept in
+gateway/typedefs.py beside the request key that holds it) and the questions every plugin
+asks; the auth plugin answers them by providing the `AUTHENTICATOR` contract. (Who may talk to
+the assistant is the chat plugin's rule: `plugins.chat.contract.may_chat`.)
 
     from gateway.identity import require_user, require_admin, owner_for
 
@@ -10,7 +11,6 @@ talk to the assistant is the chat plugin's rule: `plugins.chat.contract.may_chat
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 from aiohttp import web
@@ -18,22 +18,9 @@ from aiohttp import web
 from .context import get_context
 from .contracts import ContractKey
 from .errors import Forbidden, Unauthorized
-from .typedefs import IDENTITY
+from .typedefs import IDENTITY, Identity
 
 ADMIN_USER_ID = "admin"
-
-
-@dataclass(frozen=True, slots=True)
-class Identity:
-    user_id: str
-    username: str
-    is_admin: bool = False
-    nickname: str = ""
-    # "user" for people; "service" for another service calling with the service credential.
-    kind: str = "user"
-    # What a personal API key may do (`chat`, `mcp`, `read`, `write`); None for a sign-in token,
-    # which may do everything its person may. Checked by `plugins.auth.contract.require_scope`.
-    scopes: frozenset[str] | None = None
 
 
 class Authenticator(Protocol):

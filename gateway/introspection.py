@@ -11,12 +11,11 @@ import marshmallow
 from aiohttp import web
 from marshmallow import fields
 
-from .context import Context
+from .context import CONTEXT, Context
 from .database import fetch_all
 from .errors import Unauthorized
 from .openapi import api_doc
-from .plugins import PluginSettings, Registry
-from .typedefs import CONTEXT, REGISTRY
+from .plugins import REGISTRY, PluginSettings, Registry
 
 log = logging.getLogger("gateway.introspection")
 

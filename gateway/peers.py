@@ -18,7 +18,7 @@ import asyncio
 import json
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Callable, Mapping, Protocol
 
 import aiohttp
 import orjson
@@ -30,7 +30,6 @@ from .sse import MAX_LINE, EventTooLarge, SseDecoder
 from .text import loads_utf8_safe
 
 if TYPE_CHECKING:
-    from .context import Context
     from .services import ServiceSpec
 
 # Peer name (the stem of its `[peers]` key): (its id in the service table, its variable).
@@ -80,6 +79,22 @@ def peer_addresses(config: Config, specs: "list[ServiceSpec] | None" = None) -> 
         configured = str(config.get(f"peers.{name}_url") or "").rstrip("/")
         addresses[name] = configured or (f"http://{TABLE_HOST}:{spec.port}" if spec else "")
     return addresses
+
+
+class PeerContext(Protocol):
+    """What a peer client reads of its service's context: where peers answer, the credential,
+    the one client session, the configuration. The context (gateway/context.py) asks this module
+    for the addresses, so the client names what it needs rather than the context's class."""
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def http(self) -> aiohttp.ClientSession: ...
+
+    def peer_url(self, peer: str) -> str: ...
+
+    def peer_headers(self) -> dict[str, str]: ...
 
 
 @dataclass(frozen=True)
@@ -156,7 +171,7 @@ class PeerClient:
     (`<prefix>_unreachable`, `<prefix>_failed`); `passed_refusals` are errorTypes of a 401/403
     that are the peer's answer about the request (an operation refused), not our credential."""
 
-    def __init__(self, context: "Context", peer: str, *, timeout: PeerTimeout, service: str,
+    def __init__(self, context: PeerContext, peer: str, *, timeout: PeerTimeout, service: str,
                  error_prefix: str | None = None, unreachable: type[PeerFailed] = PeerFailed,
                  refused: type[PeerFailed] | None = None, passed_refusals: tuple[str, ...] = ()):
         self.context, self.peer, self.timeout, self.service = context, peer, timeout, service

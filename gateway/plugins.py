@@ -273,6 +273,9 @@ class Registry:
         self.route_owners[key] = owner
 
 
+REGISTRY = web.AppKey("registry", Registry)
+
+
 def installed_plugins(names: Iterable[str] | None = None) -> dict[str, Plugin]:
     """Plugins published under the entry-point group, by name; only `names` when given, so a
     plugin that fails to import stops only the services that use it."""

@@ -1,8 +1,8 @@
-"""Time for features that act at a moment: a clock tests can set, the next instant of a repeat
-in a person's time zone, the lateness policy, and the due loop that wakes when something is due.
+"""Time for features that act at a moment: the next instant of a repeat in a person's time
+zone, the lateness policy, and the due loop that wakes when something is due.
 
-- `SystemClock` is the real time; `ManualClock` is set and advanced by tests on a running
-  service (`context.clock`), and whatever sleeps on it wakes when it moves, so no test waits.
+- What "now" is comes from the service's clock (`context.clock`, gateway/clock.py): the real
+  time, or a test's `ManualClock`, whose moves wake whatever sleeps on it, so no test waits.
 - `next_occurrence(repeat, anchor, after, zone)`: the first instant of the repeat strictly
   after `after`, in UTC. Repeats are computed on the wall clock of `zone` from the `anchor` (the
   first occurrence), never from the previous occurrence: a monthly reminder set on the 31st falls
@@ -23,8 +23,10 @@ import contextlib
 import logging
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
-from typing import TYPE_CHECKING, Awaitable, Callable, Literal, Protocol
+from typing import TYPE_CHECKING, Awaitable, Callable, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from .clock import aware_utc
 
 if TYPE_CHECKING:
     from .bus import Subscription
@@ -39,69 +41,6 @@ UTC = timezone.utc
 EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST_INSTANT = datetime(9998, 12, 31, 23, 59, 59, tzinfo=UTC)
 MAX_LATE_SECONDS = 2**31 - 1
-
-
-# ---------------------------------------------------------------- clocks
-
-class Clock(Protocol):
-    def now(self) -> datetime:
-        """The current instant, timezone-aware, in UTC."""
-        ...
-
-    async def sleep_until(self, instant: datetime, wake: asyncio.Event) -> None:
-        """Return at `instant`, or earlier when `wake` is set (or the clock moves); callers
-        check the time again, so an early return is always safe."""
-        ...
-
-
-class SystemClock:
-    """The real time."""
-
-    def now(self) -> datetime:
-        return datetime.now(UTC)
-
-    async def sleep_until(self, instant: datetime, wake: asyncio.Event) -> None:
-        seconds = (instant - self.now()).total_seconds()
-        if seconds <= 0:
-            return
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(wake.wait(), timeout=seconds)
-
-
-class ManualClock:
-    """A clock that stands still until a test sets or advances it; sleepers wake when it moves."""
-
-    def __init__(self, start: datetime):
-        self._now = _aware(start)
-        self._sleepers: set[asyncio.Event] = set()
-
-    def now(self) -> datetime:
-        return self._now
-
-    def set(self, instant: datetime) -> None:
-        self._now = _aware(instant)
-        for sleeper in list(self._sleepers):
-            sleeper.set()
-
-    def advance(self, by: timedelta | float) -> datetime:
-        """Move forward by `by` (seconds or a timedelta); returns the new time."""
-        self.set(self._now + (by if isinstance(by, timedelta) else timedelta(seconds=by)))
-        return self._now
-
-    async def sleep_until(self, instant: datetime, wake: asyncio.Event) -> None:
-        if self._now >= instant:
-            return
-        self._sleepers.add(wake)
-        try:
-            await wake.wait()
-        finally:
-            self._sleepers.discard(wake)
-
-
-def _aware(instant: datetime) -> datetime:
-    if instant.tzinfo is None:
-        raise ValueError("a clock needs a timezone-aware datetime")
-    return instant.astimezone(UTC)
 
 
 # ---------------------------------------------------------------- zones and wall times
@@ -219,7 +158,7 @@ def next_occurrence(repeat: Repeat | str, anchor: datetime, after: datetime, zon
         repeat = Repeat(repeat)
     if isinstance(zone, str):
         zone = zone_named(zone)
-    anchor, after = _aware(anchor), _aware(after)
+    anchor, after = aware_utc(anchor), aware_utc(after)
     if repeat.kind == "none":
         return None
     local_anchor = anchor.astimezone(zone).replace(tzinfo=None)
@@ -342,9 +281,9 @@ class DueLoop:
     async def notify_due(self, instant: datetime) -> None:
         """Something is due at `instant`: wake this instance's loop, and the other instances'
         (over the bus), if they planned to sleep past it."""
-        self._consider(_aware(instant))
+        self._consider(aware_utc(instant))
         if self.context.has("bus") and getattr(self.context.bus, "shared", False):
-            await self.context.bus.publish(DUE_CHANNEL, {"loop": self.name, "due": _aware(instant).isoformat()})
+            await self.context.bus.publish(DUE_CHANNEL, {"loop": self.name, "due": aware_utc(instant).isoformat()})
 
     def _consider(self, instant: datetime) -> None:
         if self._planned is None or instant < self._planned:

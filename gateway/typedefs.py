@@ -1,21 +1,30 @@
-"""Every typed key the core stores on the application. Plugins keep their own keys."""
+"""The typed keys the core stores on the application and on each request, and the shape of
+who is calling (`Identity`), which every part of the core reads. Imports nothing of the gateway,
+so any module may stand on it; a key holding a core object lives beside that object's class
+(`gateway.context.CONTEXT`, `gateway.plugins.REGISTRY`). Plugins keep their own keys."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from aiohttp import web
 
-if TYPE_CHECKING:
-    from .context import Context
-    from .identity import Identity
-    from .plugins import Registry
-
-# Declared by annotation where the value's class would be a circular import at run time.
-CONTEXT: web.AppKey[Context] = web.AppKey("context")
-REGISTRY: web.AppKey[Registry] = web.AppKey("registry")
 SERVICE_ID = web.AppKey("service_id", str)
 # Which of `gateway serve --workers N`'s processes this is (0 to N-1); absent with one process.
 WORKER_INDEX = web.AppKey("worker_index", int)
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    user_id: str
+    username: str
+    is_admin: bool = False
+    nickname: str = ""
+    # "user" for people; "service" for another service calling with the service credential.
+    kind: str = "user"
+    # What a personal API key may do (`chat`, `mcp`, `read`, `write`); None for a sign-in token,
+    # which may do everything its person may. Checked by `plugins.auth.contract.require_scope`.
+    scopes: frozenset[str] | None = None
+
 
 # Per-request state.
 REQUEST_ID = web.RequestKey("request_id", str)

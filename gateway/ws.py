@@ -20,8 +20,8 @@ from aiohttp import web
 from .errors import ApiError, Unauthorized, unavailable_error
 from .hub import Connection
 from .identity import Identity, ensure_admin
+from .plugins import REGISTRY
 from .text import loads_utf8_safe
-from .typedefs import REGISTRY
 
 log = logging.getLogger("gateway.ws")
 

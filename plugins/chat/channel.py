@@ -20,6 +20,7 @@ from gateway.ws import dispatch_frame, require_identity
 from plugins.ai_core.contract import MESSAGE_TOO_LONG
 
 from .admission import Turn
+from .chat_channel import ChatChannel
 from .contract import require_chat_user
 from .frames import client_info, error_fields, error_frame, now_ms
 from .keys import session_key
@@ -27,8 +28,6 @@ from .presence import SESSION_KEY
 
 if TYPE_CHECKING:
     from gateway.hub import Connection
-
-    from . import ChatChannel
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_\-.:]{1,128}\Z")  # \Z: `$` would let a trailing newline through
 MODES = ("text", "voice_msg", "voice_assistant")
@@ -246,13 +245,13 @@ async def handle_connect(request: web.Request) -> web.StreamResponse:
     return ws
 
 
-def register_frames(registrar, chat: "ChatChannel") -> None:
+def register_frames(registrar, chat: ChatChannel) -> None:
     """The frames a person sends on /ws/chat, each to its handler."""
     register_conversation_frames(registrar, chat)
     register_control_frames(registrar, chat)
 
 
-def register_conversation_frames(registrar, chat: "ChatChannel") -> None:
+def register_conversation_frames(registrar, chat: ChatChannel) -> None:
     """`message` (a new turn), `ping`, and `history` (a page of the session's messages)."""
     @registrar.ws_message("message", MessageFrame())
     async def on_message(connection: "Connection", frame: dict) -> None:
@@ -301,7 +300,7 @@ def register_conversation_frames(registrar, chat: "ChatChannel") -> None:
                          "offset": frame["offset"], "before_id": frame["before_id"], "timestamp": now_ms()})
 
 
-def register_control_frames(registrar, chat: "ChatChannel") -> None:
+def register_control_frames(registrar, chat: ChatChannel) -> None:
     """`stop` (the running reply), and the rewrites: `regenerate` and `edit`."""
     @registrar.ws_message("stop", StopFrame())
     async def on_stop(connection: "Connection", frame: dict) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime, timedelta, timezone
 
+from gateway.clock import ManualClock
 from gateway.context import get_context
-from gateway.schedule import ManualClock
 from plugins.automation.api import RUNNER
 from plugins.iot.contract import DeviceChange
 from tests.automation.conftest import API, feed_followed

@@ -10,8 +10,8 @@ import pytest
 from aiohttp import web
 
 from gateway.app import create_app
+from gateway.context import CONTEXT
 from gateway.identity import Identity
-from gateway.typedefs import CONTEXT
 from plugins.ai_core import plugin as ai_core_plugin
 from plugins.auth import tokens_plugin
 from plugins.ai_core import client_plugin as ai_core_client_plugin

@@ -10,9 +10,9 @@ import aiohttp
 import pytest
 
 from gateway.app import create_app
+from gateway.context import CONTEXT
 from plugins.ai_core import client_plugin as ai_core_client_plugin
 from plugins.auth import tokens_plugin
-from gateway.typedefs import CONTEXT
 from plugins.chat import plugin as chat_plugin
 from plugins.chat.contract import CHAT_TURNS
 from plugins.files import files_plugin

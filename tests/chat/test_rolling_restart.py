@@ -20,9 +20,9 @@ from aiohttp import web
 
 from console.app import create_console_app
 from gateway.config import PROJECT_ROOT
+from gateway.context import CONTEXT
 from gateway.identity import Identity
 from gateway.services import load_services
-from gateway.typedefs import CONTEXT
 from gateway.workers import redis_server_binary, rolling_status_path
 from plugins.auth.contract import TOKENS
 from plugins.sessions.contract import CONVERSATIONS

@@ -10,8 +10,7 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 
 from gateway.app import create_app
 from gateway.asyncapi import build_document, service_channels, websocket_endpoint
-from gateway.plugins import Plugin, PluginError
-from gateway.typedefs import REGISTRY
+from gateway.plugins import REGISTRY, Plugin, PluginError
 from plugins.ai_core import client_plugin as ai_core_client_plugin
 from plugins.auth import tokens_plugin
 from plugins.chat import plugin as chat_plugin

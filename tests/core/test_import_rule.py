@@ -1,6 +1,8 @@
-"""The import rule of DESIGN.md: a plugin reaches another plugin only through that plugin's
-`contract.py`, and the core (`gateway/`) knows no plugin at all. Read from the source with
-`ast`, so a lazy import inside a function counts as much as one at the top."""
+"""The import rules. DESIGN.md's: a plugin reaches another plugin only through that plugin's
+`contract.py`, and the core (`gateway/`) knows no plugin at all. And no circle between the
+modules of gateway/, plugins/ and console/ (issue 42). Read from the source with `ast`, so a
+lazy import inside a function or one under `if TYPE_CHECKING:` counts as much as one at the
+top."""
 from __future__ import annotations
 
 import ast
@@ -92,4 +94,135 @@ def test_the_rule_catches_every_form_of_a_planted_violation(tmp_path):
         f"plugins/chat/sub/deep.py:1 imports plugins.sessions.store {only('sessions')}",
         f"plugins/files/__init__.py:1 imports plugins.sessions.store {only('sessions')}",
         f"plugins/files/__init__.py:2 imports plugins.sessions {only('sessions')}",
+    ]
+
+
+# The second rule: no circle between modules, whether the import is at the top, under
+# `if TYPE_CHECKING:` or inside a function. A circle hidden that way still means two modules
+# that cannot be understood, tested or loaded one without the other.
+
+SOURCE_FOLDERS = ("gateway", "plugins", "console")
+
+
+def project_modules(root: Path) -> dict[str, Path]:
+    """Every module of the source folders by dotted name; a package is its `__init__`."""
+    return {module_name(path, root): path
+            for folder in SOURCE_FOLDERS for path in sorted((root / folder).rglob("*.py"))}
+
+
+def resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The project module `name` loads: itself when it is one (a submodule named by
+    `from package import submodule`), else the nearest enclosing module (`from module import
+    name`, or a package's `__init__` for a name it defines); None outside the project."""
+    parts = name.split(".")
+    while parts:
+        candidate = ".".join(parts)
+        if candidate in modules:
+            return candidate
+        parts.pop()
+    return None
+
+
+def import_graph(root: Path) -> dict[str, dict[str, int]]:
+    """module -> {module it imports: first line}. A package's `__init__` importing its own
+    submodules is an edge like any other, so it is a circle only when the submodule imports
+    the package back; an import of `a.b.c` is not taken to import `a` and `a.b`, whose
+    `__init__` Python has already begun running by then."""
+    modules = project_modules(root)
+    graph: dict[str, dict[str, int]] = {}
+    for name, path in modules.items():
+        edges = graph.setdefault(name, {})
+        for line, imported in imported_modules(path, root):
+            target = resolve(imported, modules)
+            if target is not None and target != name:
+                edges.setdefault(target, line)
+    return graph
+
+
+def strongly_connected(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """Tarjan's components of more than one module, iteratively (no recursion limit)."""
+    index: dict[str, int] = {}
+    lowest: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = lowest[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, successors = work[-1]
+            for successor in successors:
+                if successor not in index:
+                    index[successor] = lowest[successor] = len(index)
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(sorted(graph[successor]))))
+                    break
+                if successor in on_stack:
+                    lowest[node] = min(lowest[node], index[successor])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    lowest[parent] = min(lowest[parent], lowest[node])
+                if lowest[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        components.append(sorted(component))
+    return sorted(components)
+
+
+def circles(root: Path) -> list[str]:
+    """Each circle as its modules and the imports that close it, `module:line -> module`."""
+    graph = import_graph(root)
+    reports = []
+    for component in strongly_connected(graph):
+        members = set(component)
+        edges = [f"{source}:{line} -> {target}" for source in component
+                 for target, line in sorted(graph[source].items()) if target in members]
+        reports.append(f"circle of {len(component)}: {', '.join(component)}\n    "
+                       + "\n    ".join(edges))
+    return reports
+
+
+def test_no_module_imports_itself_back_through_others():
+    found = circles(PROJECT_ROOT)
+    assert not found, "import circles:\n" + "\n".join(found)
+
+
+def test_the_checker_finds_every_form_of_a_planted_circle(tmp_path):
+    root = plant(tmp_path, {
+        "gateway/__init__.py": "",
+        "gateway/a.py": "from gateway.b import thing\n",
+        "gateway/b.py": ("from typing import TYPE_CHECKING\n"
+                         "if TYPE_CHECKING:\n    from gateway.c import Other\n"),
+        "gateway/c.py": "def f():\n    from . import a\n",
+        "gateway/leaf.py": "import os\n",
+        "gateway/user.py": "from gateway import leaf\nfrom gateway.leaf import name\n",
+        "plugins/__init__.py": "",
+        "plugins/chat/__init__.py": "from .channel import Channel\nfrom .quiet import q\n",
+        "plugins/chat/channel.py": "from plugins.chat import SETTING\n",
+        "plugins/chat/quiet.py": "from plugins.chat import contract\n",
+        "plugins/chat/contract.py": "",
+        "console/__init__.py": "",
+        "console/one.py": "import console.two\n",
+        "console/two.py": "import console.one as one\n",
+    })
+    assert circles(root) == [
+        "circle of 2: console.one, console.two\n"
+        "    console.one:1 -> console.two\n    console.two:1 -> console.one",
+        "circle of 3: gateway.a, gateway.b, gateway.c\n"
+        "    gateway.a:1 -> gateway.b\n    gateway.b:3 -> gateway.c\n    gateway.c:2 -> gateway.a",
+        "circle of 2: plugins.chat, plugins.chat.channel\n"
+        "    plugins.chat:1 -> plugins.chat.channel\n    plugins.chat.channel:1 -> plugins.chat",
     ]

@@ -6,10 +6,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from gateway.clock import rfc3339
+from gateway.clock import ManualClock, SystemClock, rfc3339
 from gateway.context import Context
-from gateway.schedule import (DueLoop, ManualClock, Repeat, SystemClock, judge_lateness, localize,
-                              next_occurrence, zone_named)
+from gateway.schedule import DueLoop, Repeat, judge_lateness, localize, next_occurrence, zone_named
 
 UTC = timezone.utc
 NEW_YORK = ZoneInfo("America/New_York")

@@ -16,9 +16,8 @@ from typing import Protocol
 
 from aiohttp import web
 
-from gateway.context import Context
+from gateway.context import CONTEXT, Context
 from gateway.contracts import ContractKey, Contracts
-from gateway.typedefs import CONTEXT
 from plugins.auth.contract import TOKENS
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.typedefs import CONTEXT
+from gateway.context import CONTEXT
 from plugins.iot.contract import DEVICES, DeviceChange, DeviceError
 from plugins.iot.gateway import FEED
 from tests.devices.conftest import (ADMIN, ALICE, BOB, SERVICE, chat_socket, following, frames_of_type,

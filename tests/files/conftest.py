@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.app import create_app
-from gateway.typedefs import CONTEXT
+from gateway.context import CONTEXT
 from plugins.ai_core import client_plugin as ai_core_client_plugin
 from plugins.files import files_plugin, images_plugin
 from tests.support.identities import TestIdentitiesPlugin

@@ -18,7 +18,7 @@ from aiohttp import web
 
 from gateway.app import create_app
 from gateway.context import get_context
-from gateway.typedefs import REGISTRY
+from gateway.plugins import REGISTRY
 from plugins.ai_core import plugin as ai_core_plugin
 from plugins.auth import tokens_plugin
 from plugins.memory import client_plugin

@@ -7,9 +7,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from gateway.app import create_app
+from gateway.clock import ManualClock
 from gateway.context import get_context
 from gateway.identity import Identity
-from gateway.schedule import ManualClock
 from plugins.auth import tokens_plugin
 from plugins.notifications import plugin as notifications_plugin
 from plugins.notifications.contract import NOTIFICATIONS

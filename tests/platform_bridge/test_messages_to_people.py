@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from gateway.schedule import ManualClock
+from gateway.clock import ManualClock
 from tests.notifications.devices import bearer
 from tests.platform_bridge.conftest import SERVICE
 from tests.reminders.conftest import ALICE as ALICE_IDENTITY

@@ -11,9 +11,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from gateway.app import create_app
+from gateway.clock import ManualClock
 from gateway.context import get_context
 from gateway.identity import Identity
-from gateway.schedule import ManualClock
 from plugins.auth import auth_plugin, tokens_plugin
 from plugins.notifications import plugin as notifications_plugin
 from plugins.reminders import plugin as reminders_plugin

@@ -14,8 +14,8 @@ import aiohttp
 import pytest
 
 from gateway.app import create_app
+from gateway.clock import ManualClock
 from gateway.context import get_context
-from gateway.schedule import ManualClock
 from plugins.ai_core import client_plugin as ai_core_client_plugin
 from plugins.ai_core import plugin as ai_core_plugin
 from plugins.auth import auth_plugin, tokens_plugin

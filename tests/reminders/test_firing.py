@@ -3,9 +3,9 @@ with two gateway instances sharing PostgreSQL and Redis, after a restart late (w
 window) or skipped (beyond it), and repeating across month ends and daylight-saving changes."""
 from datetime import datetime, timedelta
 
+from gateway.clock import ManualClock
 from gateway.context import get_context
 from gateway.database import execute, fetch_all
-from gateway.schedule import ManualClock
 from tests.notifications.devices import device_away, device_known, nothing_arrives, until
 
 from .conftest import START, UTC

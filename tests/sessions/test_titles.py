@@ -13,7 +13,7 @@ import pytest
 from gateway.app import create_app
 from gateway.context import get_context
 from gateway.identity import Identity
-from gateway.typedefs import REGISTRY
+from gateway.plugins import REGISTRY
 from plugins.ai_core import client_plugin as ai_core_client_plugin
 from plugins.ai_core import plugin as ai_core_plugin
 from plugins.auth import tokens_plugin

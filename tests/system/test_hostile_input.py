@@ -11,8 +11,8 @@ from aiohttp import web
 from gateway.app import AccessLogger, ServiceRunner, create_app
 from gateway.context import get_context
 from gateway.identity import Identity
+from gateway.plugins import REGISTRY
 from gateway.services import get_service
-from gateway.typedefs import REGISTRY
 from tests.support.servers import free_port
 from plugins.auth.contract import TOKENS
 

@@ -19,7 +19,7 @@ import pytest
 
 from gateway.database import create_pool, fetch_all
 from gateway.migrations import migration_files
-from gateway.typedefs import REGISTRY
+from gateway.plugins import REGISTRY
 from tests.upgrades.make_fixture import FIXTURES, postgres_tool
 from tests.upgrades.stack import SECRETS, Stack, running_stack
 

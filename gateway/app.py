@@ -224,8 +224,10 @@ def _run_jobs(app: web.Application, jobs: list[Job], context: Context) -> None:
             running.append(await context.scheduler.spawn(_guarded(job.name, job.factory(context))))
 
     async def stop(app: web.Application) -> None:
-        for job in running:
-            await job.close()
+        outcomes = await asyncio.gather(*(job.close() for job in running), return_exceptions=True)
+        for job, outcome in zip(jobs, outcomes):
+            if isinstance(outcome, BaseException):  # it did not end within core.shutdown_timeout
+                log.warning("background job %s did not stop: %r", job.name, outcome)
         running.clear()
 
     app.on_startup.append(start)

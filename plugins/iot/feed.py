@@ -121,8 +121,10 @@ class DeviceFeed:
         complained = False
         while True:
             try:
-                connecting = self.peer.connect(FEED_PATH, heartbeat=self.settings["feed_heartbeat"])
-                socket = await asyncio.wait_for(connecting, self.settings["timeout"])
+                # asyncio.timeout, not wait_for: on Python 3.11 a wait_for whose connect fails as the
+                # job is cancelled raises the failure, and the cancellation is lost.
+                async with asyncio.timeout(self.settings["timeout"]):
+                    socket = await self.peer.connect(FEED_PATH, heartbeat=self.settings["feed_heartbeat"])
                 async with socket:
                     log.info("following the IoT service's changes at %s", self.peer.base_url() + FEED_PATH)
                     self.following.set()

@@ -128,7 +128,7 @@ def type_in(text: str) -> str | None:
 
 def _percent(text: str) -> float | None:
     """A share the person named: 30%, 30 percent, 百分之三十, 一半 / half (50), fully / 全部 (100)."""
-    match = re.search(rf"(\d+(?:\.\d+)?)\s*(?:%|percent|per cent)", text) or re.search(rf"百分之{_NUMBER}", text)
+    match = re.search(r"(\d+(?:\.\d+)?)\s*(?:%|percent|per cent)", text) or re.search(rf"百分之{_NUMBER}", text)
     if match:
         return _number(match.group(1))
     if re.search(r"一半|half", text):

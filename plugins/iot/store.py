@@ -73,7 +73,7 @@ class DeviceStore:
     async def set_online(self, adapter: str, online: bool, owner: str | None = None,
                          device_id: str | None = None) -> list[Device]:
         """Mark an adapter's devices (or one of them) online or offline; the devices that changed."""
-        sql = (f"UPDATE iot_devices SET online = %s, updated_at = now() WHERE adapter = %s AND online <> %s")
+        sql = ("UPDATE iot_devices SET online = %s, updated_at = now() WHERE adapter = %s AND online <> %s")
         params: list[Any] = [online, adapter, online]
         if owner is not None:
             sql += " AND owner = %s"

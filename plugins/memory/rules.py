@@ -107,7 +107,7 @@ SLOT_PATTERNS: list[tuple[str, re.Pattern]] = [(key, re.compile(pattern)) for ke
     ("favourite:{K}", rf"\b{_SUBJECT_MY} (?:favourite|favorite) (?P<k>[a-z][a-z ]{{1,20}}?) is\s+{_V}"),
     ("name", rf"(?:{_ZH_I}(?:叫|名叫|的名字是|的名字叫|名字叫|名字是)){_ZV}{_ZH_END}"),
     ("home", rf"{_ZH_I}(?:现在|目前)?(?:住在|家在|搬到了|搬到){_ZV}{_ZH_END}"),
-    ("workplace", rf"(?:我|用户)在(?P<v>[^,.;!?，。；！？、\s]{{1,24}}?)(?:工作|上班)"),
+    ("workplace", r"(?:我|用户)在(?P<v>[^,.;!?，。；！？、\s]{1,24}?)(?:工作|上班)"),
     ("job", rf"{_ZH_I}(?:的职业是|的工作是|是一名){_ZV}{_ZH_END}"),
     ("age", r"(?:我|用户)(?:今年)?(?P<v>\d{1,3})岁"),
     ("birthday", rf"{_ZH_I}的?生日[是在]{_ZV}{_ZH_END}"),

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-import aiohttp
 import marshmallow
 from aiohttp import web
 from marshmallow import fields, validate

@@ -11,7 +11,6 @@ repeat moves on to its next occurrence after now."""
 from __future__ import annotations
 
 import logging
-import re
 import uuid
 from datetime import datetime, timedelta
 from typing import Any

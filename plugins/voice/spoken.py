@@ -15,7 +15,6 @@ import contextlib
 import hashlib
 import io
 import logging
-import re
 import secrets
 import wave
 from typing import TYPE_CHECKING

@@ -30,7 +30,7 @@ from .addresses import client_address, limit_key
 from .passwords import PasswordHasher
 from .standing import Standings
 from .schemas import LoggedOut, Profile, SignedIn, TokenPair
-from .tokens import JwtTokens, bearer_token, invalid_token
+from .tokens import PASSWORD_CHANGE_PENDING, JwtTokens, bearer_token, invalid_token
 from .zones import PersonZones, valid_zone
 
 if TYPE_CHECKING:
@@ -227,15 +227,17 @@ class Accounts:
                                        ttl=delay)
 
     async def issue_pair(self, identity: Identity, *, record: bool = True, family: str | None = None,
-                         generation: int | None = None) -> dict:
+                         generation: int | None = None, password_change_required: bool = False) -> dict:
         """A refresh token and an access token in `family`: a login's family, or a fresh one for a
-        new login. `generation`: the person's token generation (standing.py)."""
+        new login. `generation`: the person's token generation (standing.py);
+        `password_change_required`: the access token opens only choosing a password."""
         family = family or uuid.uuid4().hex
         refresh_token, refresh_claims = self.tokens.issue_refresh(identity, family)
         if record:
             await store.store_refresh(self.context.db, refresh_token, family, identity.user_id,
                                       refresh_claims["exp"])
-        token, expires = self.tokens.issue_access(identity, family=family, generation=generation)
+        token, expires = self.tokens.issue_access(identity, family=family, generation=generation,
+                                                  password_change_required=password_change_required)
         return {"token": token, "refresh_token": refresh_token, "expires": expires}
 
     @staticmethod
@@ -245,13 +247,14 @@ class Accounts:
                          nickname=row["nickname"], is_admin=bool(row["is_admin"])),
                 int(row["token_generation"]))
 
-    async def current_identity_of(self, user_id: str, username: str) -> tuple[Identity, int | None]:
-        """The identity (and token generation) behind a token being renewed, as it is now: a
-        deleted or disabled person or a renamed administrator gets no new tokens."""
+    async def current_identity_of(self, user_id: str, username: str) -> tuple[Identity, int | None, bool]:
+        """The identity, token generation and whether the password must still be changed, behind
+        a token being renewed, as they are now: a deleted or disabled person or a renamed
+        administrator gets no new tokens, and a renewal keeps a pending password change."""
         if user_id == ADMIN_USER_ID:
             if not _same(username, self.admin_username):
                 raise invalid_token("The administrator account has changed; log in again.")
-            return self.admin_identity(), None
+            return self.admin_identity(), None, False
         if not user_id.startswith(USER_ID_PREFIX):
             raise invalid_token()
         row = await store.find_user(self.context.db, user_id[len(USER_ID_PREFIX):])
@@ -260,12 +263,14 @@ class Accounts:
         if row["disabled_at"] is not None:
             raise invalid_token("This account is disabled.", "account_disabled",
                                 hint="Ask the administrator to enable it.")
-        return self.person_identity(row)
+        identity, generation = self.person_identity(row)
+        return identity, generation, bool(row["password_change_required"])
 
     # -- renewing
     async def rotate(self, refresh_token: str) -> dict:
         claims = self.tokens.verify_refresh(refresh_token)
-        identity, generation = await self.current_identity_of(claims["sub"], str(claims.get("username") or ""))
+        identity, generation, must_change = await self.current_identity_of(
+            claims["sub"], str(claims.get("username") or ""))
         new_token, new_claims = self.tokens.issue_refresh(identity, claims["fam"])
         outcome = await store.rotate_refresh(self.context.db, refresh_token, claims["fam"],
                                              new_token, new_claims["exp"])
@@ -279,7 +284,8 @@ class Accounts:
                                 hint="Log in again with POST /api/v1/auth/login.")
         if outcome != "rotated":
             raise invalid_token("The refresh token is not valid.", "invalid_refresh_token")
-        token, expires = self.tokens.issue_access(identity, family=claims["fam"], generation=generation)
+        token, expires = self.tokens.issue_access(identity, family=claims["fam"], generation=generation,
+                                                  password_change_required=must_change)
         return {"token": token, "refresh_token": new_token, "expires": expires}
 
     async def renew_from_access(self, access_token: str) -> dict:
@@ -288,13 +294,15 @@ class Accounts:
         if claims.get("fam") and await store.family_revoked(db, claims["fam"]):
             raise invalid_token("This login has been revoked.", "token_revoked",
                                 hint="Log in again with POST /api/v1/auth/login.")
-        identity, generation = await self.current_identity_of(claims["sub"], str(claims.get("username") or ""))
+        identity, generation, must_change = await self.current_identity_of(
+            claims["sub"], str(claims.get("username") or ""))
         if not await store.spend_access(db, claims["jti"], claims["sub"],
                                         claims["iat"] + self.tokens.refresh_lifetime):
             raise invalid_token("This access token was already renewed or logged out.", "token_revoked",
                                 hint="Use the refresh token you received, or log in again.")
         # The renewed tokens stay in the login's family, so logging that login out covers them too.
-        return await self.issue_pair(identity, family=claims.get("fam"), generation=generation)
+        return await self.issue_pair(identity, family=claims.get("fam"), generation=generation,
+                                     password_change_required=must_change)
 
 
 ACCOUNTS = web.AppKey("auth.accounts", Accounts)
@@ -349,7 +357,8 @@ async def login(request: web.Request) -> web.Response:
         await accounts.record_failure(username, client)
         raise
     if identity.user_id != ADMIN_USER_ID:
-        pair = await accounts.issue_pair(identity, generation=generation)
+        # With a one-time password the tokens open only choosing one's own (tokens.py).
+        pair = await accounts.issue_pair(identity, generation=generation, password_change_required=must_change)
         return web.json_response({"user_id": identity.user_id, "nickname": identity.nickname, **pair,
                                   "password_change_required": must_change})
     try:
@@ -516,7 +525,7 @@ async def _profile_of(request: web.Request, caller: Identity, user_id: str) -> d
     if user_id == caller.user_id and caller.kind == "service":
         return {"user_id": caller.user_id, "username": caller.username,
                 "nickname": caller.nickname or caller.username, "is_admin": caller.is_admin,
-                "created_at": None, "timezone": zone, **zone_fields}
+                "created_at": None, "timezone": zone, "password_change_required": False, **zone_fields}
     if user_id == ADMIN_USER_ID:
         admin = accounts.admin_identity()
         try:
@@ -527,7 +536,8 @@ async def _profile_of(request: web.Request, caller: Identity, user_id: str) -> d
             log.warning("profile without a database: %s", error)
             created_at = None
         return {"user_id": admin.user_id, "username": admin.username, "nickname": admin.nickname,
-                "is_admin": True, "created_at": rfc3339(created_at, "seconds"), "timezone": zone, **zone_fields}
+                "is_admin": True, "created_at": rfc3339(created_at, "seconds"), "timezone": zone,
+                "password_change_required": False, **zone_fields}
     username = user_id[len(USER_ID_PREFIX):] if user_id.startswith(USER_ID_PREFIX) else ""
     try:
         row = await store.find_user(accounts.context.db, username) if username else None
@@ -537,9 +547,11 @@ async def _profile_of(request: web.Request, caller: Identity, user_id: str) -> d
         # The spec: the profile still answers, from the token, with created_at null.
         log.warning("profile without a database: %s", error)
         return {"user_id": caller.user_id, "username": caller.username, "nickname": caller.nickname,
-                "is_admin": False, "created_at": None, "timezone": zone, **zone_fields}
+                "is_admin": False, "created_at": None, "timezone": zone,
+                "password_change_required": bool(request.get(PASSWORD_CHANGE_PENDING)), **zone_fields}
     if row is None or USER_ID_PREFIX + row["username"] != user_id:
         raise NotFound("The user does not exist.", error_type="user_not_found",
                        hint="The account may have been deleted; log in again.")
     return {"user_id": user_id, "username": row["username"], "nickname": row["nickname"], "is_admin": False,
-            "created_at": rfc3339(row["created_at"], "seconds"), "timezone": zone, **zone_fields}
+            "created_at": rfc3339(row["created_at"], "seconds"), "timezone": zone,
+            "password_change_required": bool(row["password_change_required"]), **zone_fields}

@@ -145,8 +145,9 @@ SECURITY: dict[str, list[dict[str, list[str]]]] = {
     "peer": [{"bearer": []}],                     # the peer credential (SERVICE_TOKEN) only
     "console": [{}, {"bearer": []}, {"basic": []}],  # the console: none on loopback
 }
-# Statuses an `auth` adds: a bad credential, a credential that may not do this.
-AUTH_ERRORS = {"user": (401,), "optional": (401,), "admin": (401, 403), "peer": (401, 403),
+# Statuses an `auth` adds: a bad credential, a credential that may not do this (also where a
+# person's may: a key without the scope, a token the authenticator limits to fewer routes).
+AUTH_ERRORS = {"user": (401, 403), "optional": (401, 403), "admin": (401, 403), "peer": (401, 403),
                "console": (401, 403), "none": ()}
 # Media types whose body is text rather than bytes, when a response names no schema.
 _TEXT = ("text/", "application/json", "application/x-ndjson")

@@ -193,15 +193,17 @@ class Accounts:
                                        ttl=delay)
 
     async def issue_pair(self, identity: Identity, *, record: bool = True, family: str | None = None,
-                         generation: int | None = None) -> dict:
+                         generation: int | None = None, password_change_required: bool = False) -> dict:
         """A refresh token and an access token in `family`: a login's family, or a fresh one for a
-        new login. `generation`: the person's token generation (standing.py)."""
+        new login. `generation`: the person's token generation (standing.py);
+        `password_change_required`: the access token opens only choosing a password."""
         family = family or uuid.uuid4().hex
         refresh_token, refresh_claims = self.tokens.issue_refresh(identity, family)
         if record:
             await store.store_refresh(self.context.db, refresh_token, family, identity.user_id,
                                       refresh_claims["exp"])
-        token, expires = self.tokens.issue_access(identity, family=family, generation=generation)
+        token, expires = self.tokens.issue_access(identity, family=family, generation=generation,
+                                                  password_change_required=password_change_required)
         return {"token": token, "refresh_token": refresh_token, "expires": expires}
 
     @staticmethod
@@ -211,13 +213,14 @@ class Accounts:
                          nickname=row["nickname"], is_admin=bool(row["is_admin"])),
                 int(row["token_generation"]))
 
-    async def current_identity_of(self, user_id: str, username: str) -> tuple[Identity, int | None]:
-        """The identity (and token generation) behind a token being renewed, as it is now: a
-        deleted or disabled person or a renamed administrator gets no new tokens."""
+    async def current_identity_of(self, user_id: str, username: str) -> tuple[Identity, int | None, bool]:
+        """The identity, token generation and whether the password must still be changed, behind
+        a token being renewed, as they are now: a deleted or disabled person or a renamed
+        administrator gets no new tokens, and a renewal keeps a pending password change."""
         if user_id == ADMIN_USER_ID:
             if not _same(username, self.admin_username):
                 raise invalid_token("The administrator account has changed; log in again.")
-            return self.admin_identity(), None
+            return self.admin_identity(), None, False
         if not user_id.startswith(USER_ID_PREFIX):
             raise invalid_token()
         row = await store.find_user(self.context.db, user_id[len(USER_ID_PREFIX):])
@@ -226,12 +229,14 @@ class Accounts:
         if row["disabled_at"] is not None:
             raise invalid_token("This account is disabled.", "account_disabled",
                                 hint="Ask the administrator to enable it.")
-        return self.person_identity(row)
+        identity, generation = self.person_identity(row)
+        return identity, generation, bool(row["password_change_required"])
 
     # -- renewing
     async def rotate(self, refresh_token: str) -> dict:
         claims = self.tokens.verify_refresh(refresh_token)
-        identity, generation = await self.current_identity_of(claims["sub"], str(claims.get("username") or ""))
+        identity, generation, must_change = await self.current_identity_of(
+            claims["sub"], str(claims.get("username") or ""))
         new_token, new_claims = self.tokens.issue_refresh(identity, claims["fam"])
         outcome = await store.rotate_refresh(self.context.db, refresh_token, claims["fam"],
                                              new_token, new_claims["exp"])
@@ -245,7 +250,8 @@ class Accounts:
                                 hint="Log in again with POST /api/v1/auth/login.")
         if outcome != "rotated":
             raise invalid_token("The refresh token is not valid.", "invalid_refresh_token")
-        token, expires = self.tokens.issue_access(identity, family=claims["fam"], generation=generation)
+        token, expires = self.tokens.issue_access(identity, family=claims["fam"], generation=generation,
+                                                  password_change_required=must_change)
         return {"token": token, "refresh_token": new_token, "expires": expires}
 
     async def renew_from_access(self, access_token: str) -> dict:
@@ -254,13 +260,15 @@ class Accounts:
         if claims.get("fam") and await store.family_revoked(db, claims["fam"]):
             raise invalid_token("This login has been revoked.", "token_revoked",
                                 hint="Log in again with POST /api/v1/auth/login.")
-        identity, generation = await self.current_identity_of(claims["sub"], str(claims.get("username") or ""))
+        identity, generation, must_change = await self.current_identity_of(
+            claims["sub"], str(claims.get("username") or ""))
         if not await store.spend_access(db, claims["jti"], claims["sub"],
                                         claims["iat"] + self.tokens.refresh_lifetime):
             raise invalid_token("This access token was already renewed or logged out.", "token_revoked",
                                 hint="Use the refresh token you received, or log in again.")
         # The renewed tokens stay in the login's family, so logging that login out covers them too.
-        return await self.issue_pair(identity, family=claims.get("fam"), generation=generation)
+        return await self.issue_pair(identity, family=claims.get("fam"), generation=generation,
+                                     password_change_required=must_change)
 
 
 ACCOUNTS = web.AppKey("auth.accounts", Accounts)

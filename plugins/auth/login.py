@@ -57,7 +57,8 @@ async def login(request: web.Request) -> web.Response:
         await accounts.record_failure(username, client)
         raise
     if identity.user_id != ADMIN_USER_ID:
-        pair = await accounts.issue_pair(identity, generation=generation)
+        # With a one-time password the tokens open only choosing one's own (tokens.py).
+        pair = await accounts.issue_pair(identity, generation=generation, password_change_required=must_change)
         return web.json_response({"user_id": identity.user_id, "nickname": identity.nickname, **pair,
                                   "password_change_required": must_change})
     try:

@@ -156,6 +156,8 @@ async def create_person(request: web.Request) -> web.Response:
     row = await store.create_user(accounts.context.db, body["username"], body["email"],
                                   body["nickname"] or body["username"], password_hash,
                                   is_admin=body["is_admin"], password_change_required=bool(password))
+    # Someone new under a deleted person's name: instances that kept "deleted" must read again.
+    await accounts.standings.changed(USER_ID_PREFIX + row["username"], ended=False)
     answer = {**person_json(row), "one_time_password": password, "invitation_code": None,
               "invitation_url": None, "invitation_expires": None}
     if body["invite"]:

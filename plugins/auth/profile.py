@@ -16,6 +16,7 @@ from gateway.validation import parse_body, parse_query
 from . import store
 from .accounts import DATABASE_ERRORS, PERSON_ZONES_KEY, USER_ID_PREFIX, accounts_of, log
 from .schemas import Profile
+from .tokens import PASSWORD_CHANGE_PENDING
 from .zones import valid_zone
 
 routes = web.RouteTableDef()
@@ -79,7 +80,7 @@ async def _profile_of(request: web.Request, caller: Identity, user_id: str) -> d
     if user_id == caller.user_id and caller.kind == "service":
         return {"user_id": caller.user_id, "username": caller.username,
                 "nickname": caller.nickname or caller.username, "is_admin": caller.is_admin,
-                "created_at": None, "timezone": zone, **zone_fields}
+                "created_at": None, "timezone": zone, "password_change_required": False, **zone_fields}
     if user_id == ADMIN_USER_ID:
         admin = accounts.admin_identity()
         try:
@@ -90,7 +91,8 @@ async def _profile_of(request: web.Request, caller: Identity, user_id: str) -> d
             log.warning("profile without a database: %s", error)
             created_at = None
         return {"user_id": admin.user_id, "username": admin.username, "nickname": admin.nickname,
-                "is_admin": True, "created_at": rfc3339(created_at, "seconds"), "timezone": zone, **zone_fields}
+                "is_admin": True, "created_at": rfc3339(created_at, "seconds"), "timezone": zone,
+                "password_change_required": False, **zone_fields}
     username = user_id[len(USER_ID_PREFIX):] if user_id.startswith(USER_ID_PREFIX) else ""
     try:
         row = await store.find_user(accounts.context.db, username) if username else None
@@ -100,9 +102,11 @@ async def _profile_of(request: web.Request, caller: Identity, user_id: str) -> d
         # The spec: the profile still answers, from the token, with created_at null.
         log.warning("profile without a database: %s", error)
         return {"user_id": caller.user_id, "username": caller.username, "nickname": caller.nickname,
-                "is_admin": False, "created_at": None, "timezone": zone, **zone_fields}
+                "is_admin": False, "created_at": None, "timezone": zone,
+                "password_change_required": bool(request.get(PASSWORD_CHANGE_PENDING)), **zone_fields}
     if row is None or USER_ID_PREFIX + row["username"] != user_id:
         raise NotFound("The user does not exist.", error_type="user_not_found",
                        hint="The account may have been deleted; log in again.")
     return {"user_id": user_id, "username": row["username"], "nickname": row["nickname"], "is_admin": False,
-            "created_at": rfc3339(row["created_at"], "seconds"), "timezone": zone, **zone_fields}
+            "created_at": rfc3339(row["created_at"], "seconds"), "timezone": zone,
+            "password_change_required": bool(row["password_change_required"]), **zone_fields}

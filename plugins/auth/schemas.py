@@ -35,6 +35,10 @@ class Profile(marshmallow.Schema):
     timezone_chosen = fields.Boolean(required=True, metadata={
         "description": "Whether the person chose `timezone` (PUT /api/v1/profile); false: the deployment's "
                        "default, which a client may replace once with the device's zone."})
+    password_change_required = fields.Boolean(required=True, metadata={
+        "description": "The person signed in with a one-time password and must choose their own (POST "
+                       "/api/v1/auth/password) before anything else: until then their tokens open only that, "
+                       "this profile, refresh and logout (403 `password_change_required` elsewhere)."})
 
 
 # ---------------------------------------------------------------- people (the administrator's)

@@ -31,6 +31,18 @@ MINIMUM_SECRET_BYTES = 32
 _REQUIRED_CLAIMS = ["sub", "typ", "iat", "exp", "jti"]
 _LOGIN_HINT = "Log in again with POST /api/v1/auth/login, or renew with POST /api/v1/auth/refresh."
 
+# The claim of an access token issued while its person must still choose their own password (a
+# one-time password from the administrator, docs/auth.md "People"). Every service refuses such a
+# token (403 `password_change_required`) except for what choosing the password needs: no database
+# read, so the AI core and services without a database refuse it too.
+PASSWORD_CHANGE_CLAIM = "pcr"
+# What such a token still opens (logout and refresh read their credentials themselves).
+PASSWORD_CHANGE_OPENS = frozenset({("POST", "/api/v1/auth/password"), ("GET", "/api/v1/profile"),
+                                   ("HEAD", "/api/v1/profile"), ("POST", "/api/v1/auth/logout"),
+                                   ("POST", "/api/v1/auth/refresh")})
+# Set on a request made with such a token, for the profile's answer without a database.
+PASSWORD_CHANGE_PENDING: web.RequestKey[bool] = web.RequestKey("auth.password_change_required")
+
 
 def invalid_token(error: str = "The token is invalid.", error_type: str = "invalid_token",
                   hint: str = _LOGIN_HINT) -> Unauthorized:
@@ -54,11 +66,12 @@ class JwtTokens:
 
     # -- access tokens
     def issue_access(self, identity: Identity, *, family: str | None = None,
-                     generation: int | None = None) -> tuple[str, int]:
+                     generation: int | None = None, password_change_required: bool = False) -> tuple[str, int]:
         """A signed access token for `identity` and its expiry (Unix seconds). `family` ties the
         token to a login's refresh-token family, so revoking the family also stops this token
         from being traded in at /auth/refresh; `generation` is the person's token generation
-        (standing.py), which ends the token when the person is disabled, deleted or demoted."""
+        (standing.py), which ends the token when the person is disabled, deleted or demoted;
+        `password_change_required` limits it to choosing a password (PASSWORD_CHANGE_CLAIM)."""
         now = int(time.time())
         expires = now + self.access_lifetime
         claims = {"sub": identity.user_id, "username": identity.username,
@@ -68,6 +81,8 @@ class JwtTokens:
             claims["fam"] = family
         if generation is not None:
             claims["gen"] = int(generation)
+        if password_change_required:
+            claims[PASSWORD_CHANGE_CLAIM] = True
         return jwt.encode(claims, self._secret, algorithm=ALGORITHM), expires
 
     def verify_access(self, token: str) -> Identity:
@@ -161,6 +176,17 @@ def scope_refused(scope: str) -> Forbidden:
                      hint=f"Create a key with the `{scope}` scope (POST /api/v1/auth/api-keys).")
 
 
+def password_change_required() -> Forbidden:
+    return Forbidden("Choose your own password before anything else: this login used a one-time password.",
+                     error_type="password_change_required",
+                     hint="Choose your own password with POST /api/v1/auth/password.")
+
+
+def opens_before_password_change(request: web.Request) -> bool:
+    """Whether a token limited to choosing a password may make this request."""
+    return (request.method, request.path) in PASSWORD_CHANGE_OPENS
+
+
 def allows(identity: Identity, scope: str) -> bool:
     """Whether `identity` may act within `scope`: a sign-in token always; a key when it has the
     scope (`write` covers `read`)."""
@@ -195,4 +221,8 @@ class BearerAuthenticator:
         claims = self.tokens.access_claims(token)
         if self.standings is not None:
             await self.standings.check_token(claims)
+        if claims.get(PASSWORD_CHANGE_CLAIM) is True:
+            if not opens_before_password_change(request):
+                raise password_change_required()
+            request[PASSWORD_CHANGE_PENDING] = True
         return identity_from_claims(claims)

@@ -96,7 +96,18 @@ async def sign_in(client, username: str, password: str) -> dict:
     return await answer.json()
 
 
+async def change_password(client, login: dict, current: str, new: str) -> dict:
+    """The answer of POST /auth/password: the person's new tokens."""
+    answer = await client.post(f"{API}/auth/password", headers=bearer(login["token"]),
+                               json={"current_password": current, "new_password": new})
+    assert answer.status == 200, await answer.text()
+    return await answer.json()
+
+
 async def person_with_login(client, admin: str, username: str) -> tuple[dict, dict]:
-    """A person made by the administrator, signed in with their one-time password."""
+    """A person made by the administrator, signed in with their one-time password, who then chose
+    their own (`person["password"]`): a login whose tokens open everything the person may."""
     person = await add_person(client, admin, username)
-    return person, await sign_in(client, username, person["one_time_password"])
+    first = await sign_in(client, username, person["one_time_password"])
+    person["password"] = f"{username}-own-password"
+    return person, await change_password(client, first, person["one_time_password"], person["password"])

@@ -77,7 +77,7 @@ async def test_a_key_cannot_make_keys_nor_change_the_password(one):
     assert await status_and_type(await one.post(f"{API}/auth/api-keys", json={"name": "more"}, headers=bearer(key))) \
         == (403, "api_key_not_allowed")
     changed = await one.post(f"{API}/auth/password", headers=bearer(key),
-                             json={"current_password": person["one_time_password"], "new_password": "stolen!"})
+                             json={"current_password": person["password"], "new_password": "stolen!"})
     assert await status_and_type(changed) == (403, "api_key_not_allowed")
 
 

@@ -89,7 +89,8 @@ async def test_profile_while_the_database_is_down(aiohttp_client, auth_config, p
             answer = await response.json()
             # the deployment's default zone: a chosen one cannot be read now
             assert answer == {"user_id": "user_alice", "username": "alice", "nickname": "Alice", "is_admin": False,
-                              "created_at": None, "timezone": answer["timezone"], "timezone_chosen": False} and answer["timezone"]
+                              "created_at": None, "timezone": answer["timezone"], "timezone_chosen": False,
+                              "password_change_required": False} and answer["timezone"]
         response = await client.get(f"{API}/profile", headers=bearer(admin["token"]))
         assert response.status == 200
         assert (await response.json())["created_at"] is None

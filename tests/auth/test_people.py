@@ -11,8 +11,8 @@ import aiohttp
 import psycopg2
 import pytest
 
-from tests.auth.people_support import (API, add_person, admin_token, bearer, build_people_app, person_with_login,
-                                       sign_in)
+from tests.auth.people_support import (API, add_person, admin_token, bearer, build_people_app, change_password,
+                                       person_with_login, sign_in)
 
 
 @pytest.fixture
@@ -64,6 +64,78 @@ async def test_a_person_made_with_a_one_time_password_changes_it(one):
     listed = await (await one.get(f"{API}/admin/users", headers=bearer(admin))).json()
     assert [p["user_id"] for p in listed["users"]] == ["user_carol"] and listed["total"] == 1
     assert "one_time_password" not in listed["users"][0] and not listed["users"][0]["password_change_required"]
+
+
+PASSWORD_HINT = "Choose your own password with POST /api/v1/auth/password."
+
+
+async def opens_only_choosing_a_password(client, token: str) -> None:
+    """A token from a one-time password: 403 `password_change_required` everywhere (REST, a route
+    outside /api/ as /mcp, a WebSocket as /ws/chat) but the profile, which says so."""
+    for method, path, body in (("GET", f"{API}/probe/me", None), ("GET", f"{API}/sessions", None),
+                               ("POST", f"{API}/auth/api-keys", {"name": "early"}),
+                               ("PUT", f"{API}/profile", {"timezone": "Europe/Berlin"}),
+                               ("POST", f"{API}/probe/things", None), ("POST", "/mcp-probe", None)):
+        refused = await error_of(await client.request(method, path, json=body, headers=bearer(token)),
+                                 403, "password_change_required")
+        assert refused["hint"] == PASSWORD_HINT, (method, path)
+    with pytest.raises(aiohttp.WSServerHandshakeError) as refused_socket:
+        await client.ws_connect(f"/ws/held?token={token}")
+    assert refused_socket.value.status == 403
+    profile = await client.get(f"{API}/profile", headers=bearer(token))
+    assert profile.status == 200, await profile.text()
+    assert (await profile.json())["password_change_required"] is True
+
+
+async def opens_everything(client, token: str, user_id: str) -> None:
+    assert (await (await me(client, token)).json())["user_id"] == user_id
+    assert (await client.get(f"{API}/sessions", headers=bearer(token))).status == 200
+    assert (await client.post("/mcp-probe", headers=bearer(token))).status == 200
+    profile = await (await client.get(f"{API}/profile", headers=bearer(token))).json()
+    assert profile["password_change_required"] is False
+    async with client.ws_connect(f"/ws/held?token={token}") as socket:
+        assert (await socket.receive_json())["connected"] == user_id
+
+
+async def test_a_one_time_password_opens_nothing_but_choosing_ones_own(one):
+    admin = await admin_token(one)
+    person = await add_person(one, admin, "lena")
+    signed_in = await sign_in(one, "lena", person["one_time_password"])
+    await opens_only_choosing_a_password(one, signed_in["token"])
+    # Renewing keeps the limit, with the refresh token as with the access token.
+    rotated = await (await one.post(f"{API}/auth/refresh", json={"refresh_token": signed_in["refresh_token"]})).json()
+    await opens_only_choosing_a_password(one, rotated["token"])
+    renewed = await one.post(f"{API}/auth/refresh", headers=bearer(rotated["token"]))
+    assert renewed.status == 200, await renewed.text()
+    renewed_login = await renewed.json()
+    await opens_only_choosing_a_password(one, renewed_login["token"])
+
+    changed = await change_password(one, renewed_login, person["one_time_password"], "lenas-own")
+    await opens_everything(one, changed["token"], "user_lena")
+    await error_of(await me(one, renewed_login["token"]), 401, "token_revoked")
+    renewed_again = await (await one.post(f"{API}/auth/refresh", json={"refresh_token": changed["refresh_token"]})).json()
+    await opens_everything(one, renewed_again["token"], "user_lena")
+    # Signing in again with her own password gives a token without the limit.
+    await opens_everything(one, (await sign_in(one, "lena", "lenas-own"))["token"], "user_lena")
+
+
+async def test_after_a_reset_the_new_one_time_password_opens_nothing_else_either(one):
+    admin = await admin_token(one)
+    person, login = await person_with_login(one, admin, "mona")
+    await opens_everything(one, login["token"], "user_mona")
+    reset = await (await one.patch(f"{API}/admin/users/user_mona", json={"reset_password": "one_time_password"},
+                                   headers=bearer(admin))).json()
+    assert reset["password_change_required"] is True
+    signed_in = await sign_in(one, "mona", reset["one_time_password"])
+    assert signed_in["password_change_required"] is True
+    await opens_only_choosing_a_password(one, signed_in["token"])
+    # She may leave without choosing: logging out works with the limited token.
+    logged_out = await one.post(f"{API}/auth/logout", headers=bearer(signed_in["token"]), json={})
+    assert logged_out.status == 200, await logged_out.text()
+    again = await sign_in(one, "mona", reset["one_time_password"])
+    changed = await change_password(one, again, reset["one_time_password"], "monas-second")
+    await opens_everything(one, changed["token"], "user_mona")
+    assert (await sign_in(one, "mona", "monas-second"))["password_change_required"] is False
 
 
 async def test_an_invitation_lets_the_person_choose_a_password_once(aiohttp_client, auth_config):
@@ -130,7 +202,7 @@ async def test_disabling_ends_everything_at_once_on_every_instance(two_instances
     await error_of(await second.post(f"{API}/auth/refresh", json={"refresh_token": login["refresh_token"]}),
                    401, "account_disabled")
     await error_of(await second.post(f"{API}/auth/login", json={"username": "frank",
-                                                                 "password": person["one_time_password"]}),
+                                                                 "password": person["password"]}),
                    403, "account_disabled")
     with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
         await second.ws_connect(f"/ws/held?token={login['token']}")
@@ -138,7 +210,7 @@ async def test_disabling_ends_everything_at_once_on_every_instance(two_instances
 
     enabled = await second.patch(f"{API}/admin/users/user_frank", json={"disabled": False}, headers=bearer(admin))
     assert (await enabled.json())["disabled"] is False
-    again = await sign_in(first, "frank", person["one_time_password"])
+    again = await sign_in(first, "frank", person["password"])
     assert (await me(second, again["token"])).status == 200
     # What disabling ended stays ended: the old token, the old login, the key.
     await error_of(await me(second, login["token"]), 401, "token_revoked")
@@ -232,7 +304,8 @@ async def test_deleting_a_person_asks_first_then_removes_all_of_their_data(two_i
     # Someone new under the same name is someone else: the old token stays refused, theirs works.
     newcomer = await add_person(first, admin, "jack")
     assert (await me(second, login["token"])).status == 401
-    fresh = await sign_in(second, "jack", newcomer["one_time_password"])
+    fresh = await change_password(second, await sign_in(second, "jack", newcomer["one_time_password"]),
+                                  newcomer["one_time_password"], "the-new-jack")
     assert (await me(first, fresh["token"])).status == 200
     sessions = await (await first.get(f"{API}/sessions", headers=bearer(fresh["token"]))).json()
     assert sessions.get("total", len(sessions.get("sessions", []))) == 0

@@ -86,3 +86,28 @@ async def test_the_ai_core_refuses_a_revoked_key_and_a_disabled_person_at_once(d
     await gateway.patch(f"{API}/admin/users/user_lou", json={"disabled": True}, headers=bearer(admin))
     refused = await ai_core.get("/v1/models", headers=bearer(login["token"]))
     assert refused.status == 401 and (await refused.json())["errorType"] == "account_disabled"
+
+
+async def test_a_one_time_passwords_login_opens_neither_door_until_the_password_is_changed(doors):
+    """The limit is a claim of the token: the AI core refuses it too, without asking the gateway."""
+    gateway, ai_core = doors
+    admin = await admin_token(gateway)
+    person = await (await gateway.post(f"{API}/admin/users", json={"username": "max"}, headers=bearer(admin))).json()
+    login = await (await gateway.post(f"{API}/auth/login", json={"username": "max",
+                                                                 "password": person["one_time_password"]})).json()
+    assert login["password_change_required"] is True
+    with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+        await gateway.ws_connect(f"/ws/chat?token={login['token']}")
+    assert refused.value.status == 403
+    for method, path in (("GET", "/v1/models"), ("POST", "/v1/chat/completions")):
+        answer = await ai_core.request(method, path, headers=bearer(login["token"]),
+                                       json={"model": "assistant", "messages": [{"role": "user", "content": "hi"}]})
+        assert answer.status == 403 and (await answer.json())["errorType"] == "password_change_required"
+
+    changed = await gateway.post(f"{API}/auth/password", headers=bearer(login["token"]),
+                                 json={"current_password": person["one_time_password"], "new_password": "max-own"})
+    assert changed.status == 200, await changed.text()
+    token = (await changed.json())["token"]
+    async with gateway.ws_connect(f"/ws/chat?token={token}") as socket:
+        assert not socket.closed
+    assert (await ai_core.get("/v1/models", headers=bearer(token))).status == 200

@@ -71,15 +71,22 @@ export class ApiClient {
     this.emit();
   }
 
-  get passwordChangeRequired() { return Boolean(this.token && this.oneTimePassword); }
+  // Until the person has chosen their own password their tokens open nothing else (403
+  // password_change_required): after the login (which said so) and after a reload (the profile
+  // says so; the one-time password is then asked again, as it is no longer in memory).
+  get passwordChangeRequired() {
+    return Boolean(this.token && (this.oneTimePassword || (this.profile && this.profile.password_change_required)));
+  }
 
-  // The person's own password instead of the one-time one. The answer's new tokens replace
-  // this login's (the gateway ends every earlier login of the person).
-  async changePassword(newPassword) {
+  // The person's own password instead of the one-time one (`currentPassword`: typed again after a
+  // reload). The answer's new tokens replace this login's (the gateway ends every earlier login).
+  async changePassword(newPassword, currentPassword = this.oneTimePassword) {
     const token = await this.validToken();
     this.accept(await this.post("/auth/password",
-      {current_password: this.oneTimePassword, new_password: newPassword}, token));
+      {current_password: currentPassword, new_password: newPassword}, token));
     this.oneTimePassword = null;
+    if (this.profile) this.profile = {...this.profile, password_change_required: false};
+    await this.loadProfile().catch(() => {});   // the change is made; the profile can follow later
     this.emit();
   }
 
@@ -132,7 +139,7 @@ export class ApiClient {
   // "Tomorrow at 9" means 9 where the person is: a profile whose zone nobody chose takes this
   // device's once (a choice, made here or in Settings, is never overridden).
   async adoptDeviceZone() {
-    if (!this.profile || this.profile.timezone_chosen !== false) return;
+    if (!this.profile || this.profile.timezone_chosen !== false || this.passwordChangeRequired) return;
     let zone = "";
     try { zone = Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (error) { return; }
     if (!zone) return;

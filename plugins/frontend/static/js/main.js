@@ -204,7 +204,7 @@ function showAuthForm(name) {
   $("#login").hidden = false;
   $("#shell").hidden = true;
   for (const form of AUTH_FORMS) $(`#${form}-form`).hidden = form !== name;
-  $(`#${name}-form input`).focus();
+  $(`#${name}-form input:not([disabled])`).focus();
 }
 
 // The invitation link (PUBLIC_BASE_URL/?invitation=<code>) leaves the address once used: a
@@ -258,10 +258,11 @@ function wirePasswordChange() {
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     formError(form, "");
-    const password = String(new FormData(form).get("new_password"));
+    const fields = new FormData(form);
+    const password = String(fields.get("new_password"));
     if (!checkRepeated(form, password)) return;
     try {
-      await api.changePassword(password);
+      await api.changePassword(password, api.oneTimePassword || String(fields.get("current_password")));
       form.reset();
     } catch (error) {
       formError(form, error instanceof ApiError && error.errorType === "validation_error"
@@ -273,6 +274,10 @@ function wirePasswordChange() {
 
 function showSignedIn(signedIn) {
   if (signedIn && api.passwordChangeRequired) {
+    // After a reload the one-time password is no longer in memory: the person types it again.
+    const current = $("#password-form .current-password");
+    current.hidden = Boolean(api.oneTimePassword);
+    current.querySelector("input").disabled = current.hidden;
     showAuthForm("password");
     return;
   }

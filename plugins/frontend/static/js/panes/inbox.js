@@ -78,7 +78,8 @@ export function watchUnread(app, show) {
   async function refresh() {
     clearTimeout(timer);
     timer = null;
-    if (!app.api.signedIn) return;
+    // Nothing but the new password is open before it is chosen (403 password_change_required).
+    if (!app.api.signedIn || app.api.passwordChangeRequired) return;
     const ask = ++asked;
     try {
       const answer = await app.api.get("/notifications", {unread: "true", limit: 1});

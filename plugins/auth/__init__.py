@@ -17,7 +17,8 @@ from typing import AsyncIterator
 
 from gateway.forwarding import parse_trusted_proxies
 from gateway.identity import AUTHENTICATOR
-from gateway.plugins import Plugin, PluginError
+from gateway.context import Context
+from gateway.plugins import Plugin, PluginError, Registrar
 
 from . import store
 from .contract import PERSON_DATA, PERSON_ZONES, TOKENS
@@ -38,7 +39,7 @@ class TokensPlugin(Plugin):
     name = "auth_tokens"
     description = "Checks bearer tokens and the service credential"
 
-    def setup(self, registrar) -> None:
+    def setup(self, registrar: Registrar) -> None:
         config = registrar.config
         try:
             tokens = JwtTokens(
@@ -56,7 +57,7 @@ class TokensPlugin(Plugin):
         registrar.routes(person_data_routes)
         registrar.provide(STANDINGS, standings)
 
-        async def listen(context) -> AsyncIterator[None]:
+        async def listen(context: Context) -> AsyncIterator[None]:
             """Hear every instance's changes of people (disabled, deleted, demoted)."""
             if not context.has("bus"):
                 yield
@@ -81,7 +82,7 @@ class AuthPlugin(Plugin):
     description = "Registration, login, token refresh and logout, user profiles"
     settings_schema = AuthSettings
 
-    def setup(self, registrar) -> None:
+    def setup(self, registrar: Registrar) -> None:
         from . import login, profile, registration
         from .accounts import ACCOUNTS, PERSON_ZONES_KEY, AccountLimits, Accounts
         from .api_keys import routes as api_key_routes
@@ -125,7 +126,7 @@ class AuthPlugin(Plugin):
         registrar.routes(people_routes)
         registrar.migrations("plugins.auth")
 
-        async def purge(context) -> None:
+        async def purge(context: Context) -> None:
             """Expired refresh and spent access tokens are useless; keep the tables small."""
             while True:
                 try:

@@ -12,13 +12,14 @@ import math
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import marshmallow
 import psycopg2
 from aiohttp import web
 from marshmallow import fields, validate
 
+from gateway.config import Config
 from gateway.context import Context
 from gateway.database import DatabaseTimeout, unavailable as database_unavailable
 from gateway.errors import ServiceUnavailable, TooManyRequests, Unauthorized
@@ -51,7 +52,7 @@ class _Lenient(marshmallow.Schema):
         unknown = marshmallow.EXCLUDE  # clients may send extra fields (device names and the like)
 
 
-def _username_field(**kwargs) -> fields.String:
+def _username_field(**kwargs: Any) -> fields.String:
     return fields.String(required=True, validate=[
         validate.Length(min=3, max=32),
         validate.Regexp(USERNAME_PATTERN, error="Use only letters, digits and underscores."),
@@ -105,7 +106,7 @@ class AccountLimits:
         beyond = failures - self.free_failures
         if beyond <= 0:
             return 0
-        return min(self.max_delay, 2 ** min(beyond - 1, 20))
+        return min(self.max_delay, int(2 ** min(beyond - 1, 20)))
 
 
 class Accounts:
@@ -130,7 +131,7 @@ class Accounts:
         self.invitation_hours = invitation_hours
 
     @property
-    def config(self):
+    def config(self) -> Config:
         return self.context.config
 
     @property

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from typing import Any
 
 import marshmallow
 from aiohttp import web
@@ -54,7 +55,7 @@ class ChangePerson(marshmallow.Schema):
     nickname = fields.String(validate=validate.Length(min=1, max=32))
 
     @validates_schema
-    def not_empty(self, data, **kwargs):
+    def not_empty(self, data: dict[str, Any], **kwargs: Any) -> None:
         if not data:
             raise marshmallow.ValidationError("Name at least one change.", "_schema")
 

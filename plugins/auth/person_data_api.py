@@ -4,6 +4,8 @@ same shape over its own `PERSON_DATA` registry; the gateway's deletion of a pers
 the memory service, the AI core, the IoT service and the platform bridge."""
 from __future__ import annotations
 
+from typing import cast
+
 from aiohttp import web
 from marshmallow import Schema, fields
 
@@ -13,6 +15,7 @@ from gateway.identity import require_user
 from gateway.openapi import api_doc
 
 from .contract import PERSON_DATA
+from .person_data import PersonData as PersonDataRegistry
 
 routes = web.RouteTableDef()
 
@@ -26,14 +29,15 @@ class PersonDataCounts(Schema):
         "description": "What this service keeps of the person, by kind (after DELETE: what it removed)."})
 
 
-async def _registry(request: web.Request):
+async def _registry(request: web.Request) -> PersonDataRegistry | None:
     identity = await require_user(request)
     if identity.kind != "service":
         raise Forbidden("Only the service credential reaches a person's data here.", error_type="forbidden",
                         hint="The administrator deletes a person through the gateway: "
                              "DELETE /api/v1/admin/users/{id}.")
     # None: no plugin of this service keeps anything of a person (the IoT and voice services).
-    return get_context(request).contracts.get(PERSON_DATA)
+    # auth_tokens provides its own registry, which also counts and erases (person_data.py).
+    return cast("PersonDataRegistry | None", get_context(request).contracts.get(PERSON_DATA))
 
 
 @routes.get(PATH, name="person_data.count")

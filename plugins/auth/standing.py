@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from datetime import datetime
 
 import psycopg2
 import psycopg2.errors
@@ -156,7 +157,7 @@ class Standings:
                         is_admin=bool(row["is_admin"]), scopes=scopes)
 
     @staticmethod
-    def _stale(last_used_at) -> bool:
+    def _stale(last_used_at: datetime | None) -> bool:
         return last_used_at is None or time.time() - last_used_at.timestamp() >= LAST_USED_RESOLUTION_SECONDS
 
     def _warn(self, message: str) -> None:

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timezone
+from typing import Any, cast
 
+import aiopg
 import psycopg2
 import psycopg2.errors
 
@@ -23,7 +25,7 @@ USER_COLUMNS = ("username, email, nickname, password_hash, created_at, disabled_
                 " password_change_required, token_generation")
 
 
-async def create_user(db, username: str, email: str, nickname: str, password_hash: str, *,
+async def create_user(db: aiopg.Pool, username: str, email: str, nickname: str, password_hash: str, *,
                       is_admin: bool = False, password_change_required: bool = False) -> dict:
     try:
         async with transaction(db) as cursor:
@@ -31,7 +33,7 @@ async def create_user(db, username: str, email: str, nickname: str, password_has
                 "INSERT INTO auth_users (username, email, nickname, password_hash, is_admin,"
                 " password_change_required) VALUES (%s, %s, %s, %s, %s, %s) RETURNING " + USER_COLUMNS,
                 (username, email, nickname, password_hash, is_admin, password_change_required))
-            row = await cursor.fetchone()
+            row: dict[str, Any] = await cursor.fetchone()
             # A new person of a deleted one's name is someone else: their tokens are not refused.
             await cursor.execute("DELETE FROM auth_deleted_people WHERE user_id = %s", ("user_" + row["username"],))
             return row
@@ -40,16 +42,16 @@ async def create_user(db, username: str, email: str, nickname: str, password_has
                        hint="Choose another username.") from None
 
 
-async def find_user(db, username: str) -> dict | None:
+async def find_user(db: aiopg.Pool, username: str) -> dict | None:
     return await fetch_one(
         db, "SELECT " + USER_COLUMNS + " FROM auth_users WHERE lower(username) = lower(%s)", (username,))
 
 
-async def list_users(db) -> list[dict]:
+async def list_users(db: aiopg.Pool) -> list[dict]:
     return await fetch_all(db, "SELECT " + USER_COLUMNS + " FROM auth_users ORDER BY lower(username)")
 
 
-async def person_state(db, user_id: str, username: str) -> dict | None:
+async def person_state(db: aiopg.Pool, user_id: str, username: str) -> dict | None:
     """What decides whether a person's access token still counts: their token generation and
     whether they are disabled; `deleted` for a person deleted lately; None for no such person."""
     return await fetch_one(
@@ -59,9 +61,10 @@ async def person_state(db, user_id: str, username: str) -> dict | None:
         (username, user_id, user_id))
 
 
-async def update_user(db, username: str, *, disabled: bool | None = None, is_admin: bool | None = None,
-                      password_hash: str | None = None, password_change_required: bool | None = None,
-                      nickname: str | None = None, new_generation: bool = False) -> dict | None:
+async def update_user(db: aiopg.Pool, username: str, *, disabled: bool | None = None,
+                      is_admin: bool | None = None, password_hash: str | None = None,
+                      password_change_required: bool | None = None, nickname: str | None = None,
+                      new_generation: bool = False) -> dict | None:
     """Change a person; `new_generation` ends every access token issued before."""
     assignments: list[str] = []
     values: list[object] = []
@@ -89,7 +92,7 @@ async def update_user(db, username: str, *, disabled: bool | None = None, is_adm
             " RETURNING " + USER_COLUMNS, (*values, username))
 
 
-async def delete_user(db, username: str) -> bool:
+async def delete_user(db: aiopg.Pool, username: str) -> bool:
     """Remove a person's account and everything of theirs the auth plugin keeps."""
     user_id = "user_" + username
     async with transaction(db) as cursor:
@@ -105,7 +108,7 @@ async def delete_user(db, username: str) -> bool:
         return True
 
 
-async def count_own_rows(db, user_id: str) -> dict[str, int]:
+async def count_own_rows(db: aiopg.Pool, user_id: str) -> dict[str, int]:
     row = await fetch_required(
         db, "SELECT (SELECT count(*) FROM auth_api_keys WHERE user_id = %s AND revoked_at IS NULL) AS api_keys,"
             " (SELECT count(*) FROM auth_refresh_tokens WHERE user_id = %s AND revoked_at IS NULL"
@@ -114,19 +117,19 @@ async def count_own_rows(db, user_id: str) -> dict[str, int]:
 
 
 # -- invitations
-async def create_invitation(db, code: str, user_id: str, expires: float) -> None:
+async def create_invitation(db: aiopg.Pool, code: str, user_id: str, expires: float) -> None:
     await execute(db, "INSERT INTO auth_invitations (code_hash, user_id, expires_at) VALUES (%s, %s, %s)",
                   (token_hash(code), user_id, _timestamp(expires)))
 
 
-async def take_invitation(db, code: str) -> str | None:
+async def take_invitation(db: aiopg.Pool, code: str) -> str | None:
     """The person an unexpired invitation names; the invitation is used up."""
-    return await fetch_value(
+    return cast("str | None", await fetch_value(
         db, "DELETE FROM auth_invitations WHERE code_hash = %s RETURNING"
-            " CASE WHEN expires_at > now() THEN user_id END", (token_hash(code),))
+            " CASE WHEN expires_at > now() THEN user_id END", (token_hash(code),)))
 
 
-async def drop_invitations(db, user_id: str) -> None:
+async def drop_invitations(db: aiopg.Pool, user_id: str) -> None:
     await execute(db, "DELETE FROM auth_invitations WHERE user_id = %s", (user_id,))
 
 
@@ -134,7 +137,7 @@ async def drop_invitations(db, user_id: str) -> None:
 KEY_COLUMNS = "id, user_id, name, scopes, created_at, expires_at, last_used_at, revoked_at"
 
 
-async def create_api_key(db, key_id: str, user_id: str, name: str, key: str, scopes: list[str],
+async def create_api_key(db: aiopg.Pool, key_id: str, user_id: str, name: str, key: str, scopes: list[str],
                          expires_at: datetime | None) -> dict:
     return await fetch_required(
         db, "INSERT INTO auth_api_keys (id, user_id, name, key_hash, scopes, expires_at)"
@@ -142,7 +145,7 @@ async def create_api_key(db, key_id: str, user_id: str, name: str, key: str, sco
         (key_id, user_id, name, token_hash(key), scopes, expires_at))
 
 
-async def list_api_keys(db, user_id: str | None) -> list[dict]:
+async def list_api_keys(db: aiopg.Pool, user_id: str | None) -> list[dict]:
     """A person's keys (every key with None), newest first; revoked ones included."""
     if user_id is None:
         return await fetch_all(db, "SELECT " + KEY_COLUMNS + " FROM auth_api_keys ORDER BY created_at DESC, id")
@@ -150,7 +153,7 @@ async def list_api_keys(db, user_id: str | None) -> list[dict]:
                                " ORDER BY created_at DESC, id", (user_id,))
 
 
-async def revoke_api_key(db, key_id: str, user_id: str | None) -> dict | None:
+async def revoke_api_key(db: aiopg.Pool, key_id: str, user_id: str | None) -> dict | None:
     """Revoke a key (a person's own, or anyone's with None); None when there is no such key."""
     owner = "" if user_id is None else " AND user_id = %s"
     values: tuple = (key_id,) if user_id is None else (key_id, user_id)
@@ -159,12 +162,12 @@ async def revoke_api_key(db, key_id: str, user_id: str | None) -> dict | None:
             + " RETURNING " + KEY_COLUMNS, values)
 
 
-async def revoke_user_api_keys(db, user_id: str) -> int:
+async def revoke_user_api_keys(db: aiopg.Pool, user_id: str) -> int:
     return await execute(db, "UPDATE auth_api_keys SET revoked_at = now() WHERE user_id = %s AND revoked_at IS NULL",
                          (user_id,))
 
 
-async def api_key_for(db, key: str) -> dict | None:
+async def api_key_for(db: aiopg.Pool, key: str) -> dict | None:
     """The key with its person's state, when it is valid now (not revoked, not expired)."""
     return await fetch_one(
         db, "SELECT k.id, k.user_id, k.scopes, k.last_used_at, u.username, u.nickname, u.is_admin,"
@@ -175,23 +178,24 @@ async def api_key_for(db, key: str) -> dict | None:
         (token_hash(key),))
 
 
-async def touch_api_key(db, key_id: str) -> None:
+async def touch_api_key(db: aiopg.Pool, key_id: str) -> None:
     await execute(db, "UPDATE auth_api_keys SET last_used_at = now() WHERE id = %s", (key_id,))
 
 
-async def installed_at(db) -> datetime | None:
+async def installed_at(db: aiopg.Pool) -> datetime | None:
     """When the auth tables were created: the administrator's account dates from then."""
-    return await fetch_value(
-        db, "SELECT applied_at FROM schema_migrations WHERE plugin = 'auth' ORDER BY version LIMIT 1")
+    return cast("datetime | None", await fetch_value(
+        db, "SELECT applied_at FROM schema_migrations WHERE plugin = 'auth' ORDER BY version LIMIT 1"))
 
 
-async def store_refresh(db, token: str, family: str, user_id: str, expires: float) -> None:
+async def store_refresh(db: aiopg.Pool, token: str, family: str, user_id: str, expires: float) -> None:
     await execute(db, "INSERT INTO auth_refresh_tokens (token_hash, family_id, user_id, expires_at)"
                       " VALUES (%s, %s, %s, %s)",
                   (token_hash(token), family, user_id, _timestamp(expires)))
 
 
-async def rotate_refresh(db, old_token: str, family: str, new_token: str, new_expires: float) -> str:
+async def rotate_refresh(db: aiopg.Pool, old_token: str, family: str, new_token: str,
+                         new_expires: float) -> str:
     """Spend `old_token` and record `new_token` in its family, atomically.
 
     Returns "rotated"; "unknown" when the token was never issued (or has been purged);
@@ -219,29 +223,29 @@ async def rotate_refresh(db, old_token: str, family: str, new_token: str, new_ex
         return "rotated"
 
 
-async def family_revoked(db, family: str) -> bool:
+async def family_revoked(db: aiopg.Pool, family: str) -> bool:
     return bool(await fetch_value(
         db, "SELECT EXISTS (SELECT 1 FROM auth_refresh_tokens WHERE family_id = %s AND revoked_at IS NOT NULL)",
         (family,)))
 
 
-async def revoke_family(db, family: str) -> int:
+async def revoke_family(db: aiopg.Pool, family: str) -> int:
     return await execute(db, "UPDATE auth_refresh_tokens SET revoked_at = now()"
                              " WHERE family_id = %s AND revoked_at IS NULL", (family,))
 
 
-async def revoke_user(db, user_id: str) -> int:
+async def revoke_user(db: aiopg.Pool, user_id: str) -> int:
     return await execute(db, "UPDATE auth_refresh_tokens SET revoked_at = now()"
                              " WHERE user_id = %s AND revoked_at IS NULL", (user_id,))
 
 
-async def revoke_user_except(db, user_id: str, kept_families: set[str]) -> int:
+async def revoke_user_except(db: aiopg.Pool, user_id: str, kept_families: set[str]) -> int:
     return await execute(db, "UPDATE auth_refresh_tokens SET revoked_at = now()"
                              " WHERE user_id = %s AND revoked_at IS NULL AND NOT family_id = ANY(%s)",
                          (user_id, sorted(kept_families)))
 
 
-async def spend_access(db, jti: str, user_id: str, expires: float) -> bool:
+async def spend_access(db: aiopg.Pool, jti: str, user_id: str, expires: float) -> bool:
     """Mark an access token as spent; False when it already was."""
     inserted = await execute(
         db, "INSERT INTO auth_spent_access_tokens (jti, user_id, expires_at) VALUES (%s, %s, %s)"
@@ -249,7 +253,7 @@ async def spend_access(db, jti: str, user_id: str, expires: float) -> bool:
     return inserted == 1
 
 
-async def purge_expired(db) -> None:
+async def purge_expired(db: aiopg.Pool) -> None:
     await execute(db, "DELETE FROM auth_refresh_tokens WHERE expires_at < now()")
     await execute(db, "DELETE FROM auth_spent_access_tokens WHERE expires_at < now()")
     await execute(db, "DELETE FROM auth_invitations WHERE expires_at < now()")

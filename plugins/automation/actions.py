@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from typing import Any, cast
 
+import aiopg
 import marshmallow
 
 from gateway.context import Context
@@ -45,7 +46,7 @@ class ActionFailed(Exception):
 def loaded_action(raw: Any) -> dict:
     """A saved action with its defaults; one that no longer loads (a type since removed) fails."""
     try:
-        return ACTIONS[raw["type"]]().load(raw)
+        return cast(dict, ACTIONS[raw["type"]]().load(raw))
     except (KeyError, TypeError, marshmallow.ValidationError) as error:
         raise ActionFailed(f"this action cannot be run: {error}") from None
 
@@ -84,7 +85,7 @@ class Actions:
         self.settings = settings
 
     @property
-    def db(self):
+    def db(self) -> aiopg.Pool:
         return self.context.db
 
     async def scene_results(self, scene: dict, scenes_seen: tuple[str, ...]) -> list[dict]:

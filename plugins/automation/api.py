@@ -5,7 +5,7 @@ body) and reaches any rule or scene by its id."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 
@@ -35,7 +35,7 @@ def runner_of(request: web.Request) -> Runner:
 
 
 def requested_owner(request: web.Request, body: dict | None = None) -> str | None:
-    return (body or {}).get("user_id") or parse_query(request, OwnerQuery())["user_id"]
+    return cast("str | None", (body or {}).get("user_id") or parse_query(request, OwnerQuery())["user_id"])
 
 
 async def rule_for(request: web.Request, user: Identity, requested: str | None) -> dict:
@@ -307,7 +307,7 @@ async def event_owner(request: web.Request) -> str:
         if not query["user_id"]:
             raise BadRequest("Name the user whose rules the event is for.", error_type="validation_error",
                              hint="With X-Webhook-Key, pass ?user_id=<the person's user id>.")
-        return query["user_id"]
+        return str(query["user_id"])
     user = await require_user(request)
     return owner_for(user, query["user_id"])
 

@@ -304,12 +304,12 @@ def compare(value: Any, comparison: dict) -> bool:
             return value is expected if isinstance(value, bool) and isinstance(expected, bool) else False
         if isinstance(expected, (int, float)) and isinstance(value, (int, float)):
             return float(value) == float(expected)
-        return value == expected
+        return bool(value == expected)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     if comparison.get("above") is not None:
-        return float(value) > comparison["above"]
-    return float(value) < comparison["below"]
+        return bool(float(value) > comparison["above"])
+    return bool(float(value) < comparison["below"])
 
 
 def crossed(change: dict, comparison: dict) -> bool:

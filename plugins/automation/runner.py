@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Coroutine
+
+import aiopg
 
 from gateway.clock import rfc3339
 from gateway.context import Context
@@ -43,7 +45,7 @@ class Runner:
         return self.context.clock.now()
 
     @property
-    def db(self):
+    def db(self) -> aiopg.Pool:
         return self.context.db
 
     async def zone_for(self, user_id: str, config: dict) -> str:
@@ -160,12 +162,12 @@ class Runner:
         self.due_loop = DueLoop(context, "automation", self.claim_and_fire, max_sleep=self.settings["poll_interval"])
         await self.due_loop.run()
 
-    async def _spawn(self, work) -> None:
+    async def _spawn(self, work: Coroutine[Any, Any, object]) -> None:
         scheduler = self.context.scheduler
         await scheduler.spawn(self._logged(work))
 
     @staticmethod
-    async def _logged(work) -> None:
+    async def _logged(work: Coroutine[Any, Any, object]) -> None:
         try:
             await work
         except asyncio.CancelledError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hmac
 import re
 import time
+from typing import cast
 
 import marshmallow
 from aiohttp import web
@@ -54,7 +55,7 @@ def endpoints_of(bot: dict) -> dict:
 def platform_config(platform: str, config: dict) -> dict:
     """The platform's fields, validated; a wrong one is named `config.<field>` in `fields`."""
     try:
-        return CONFIG_SCHEMAS[platform]().load(config)
+        return cast(dict, CONFIG_SCHEMAS[platform]().load(config))
     except marshmallow.ValidationError as error:
         messages = error.messages if isinstance(error.messages, dict) else {"_schema": error.messages}
         fields = {f"config.{name}": problem for name, problem in messages.items()}

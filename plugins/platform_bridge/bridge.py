@@ -7,9 +7,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Awaitable
+from typing import AsyncIterator, Awaitable
 
 import aiohttp
+import aiopg
 
 from gateway.context import Context
 from gateway.peers import PeerClient, PeerFailed, PeerTimeout
@@ -55,7 +56,7 @@ class Bridge:
         self.stopping = False
 
     @property
-    def db(self):
+    def db(self) -> aiopg.Pool:
         return self.context.db
 
     @property
@@ -64,7 +65,7 @@ class Bridge:
 
     # ------------------------------------------------------------ start, stop, status
 
-    async def lifespan(self, context: Context):
+    async def lifespan(self, context: Context) -> AsyncIterator[None]:
         self.messages.gateway = GatewayTurns(context, self.settings["reply_timeout"])
         for bot in await store.list_bots(self.db):
             await self._start(bot)

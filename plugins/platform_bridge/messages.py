@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import AsyncIterator
 
+import aiopg
+
 from gateway.context import Context
 from gateway.peers import PeerFailed
 
@@ -50,7 +52,7 @@ class Messages:
         self.gateway: GatewayTurns | None = None
 
     @property
-    def db(self):
+    def db(self) -> aiopg.Pool:
         return self.context.db
 
     @contextlib.asynccontextmanager

@@ -2,6 +2,8 @@
 with the same schemas."""
 from __future__ import annotations
 
+from typing import Any
+
 import marshmallow
 from marshmallow import ValidationError, fields, validate, validates_schema
 
@@ -22,7 +24,7 @@ class TelegramConfig(marshmallow.Schema):
         TELEGRAM_SECRET, error="1-256 characters of A-Z, a-z, 0-9, _ and -"))
 
     @validates_schema
-    def secret_for_webhook(self, data: dict, **_) -> None:
+    def secret_for_webhook(self, data: dict, **_: Any) -> None:
         if data.get("mode") == "webhook" and not data.get("webhook_secret"):
             raise ValidationError("webhook mode needs a webhook_secret (Telegram sends it in "
                                   "X-Telegram-Bot-Api-Secret-Token)", "webhook_secret")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import secrets
 import string
-from typing import Any
+from typing import Any, cast
+
+import aiopg
 
 from gateway.database import execute, fetch_all, fetch_one, fetch_value, transaction
 
@@ -33,8 +35,8 @@ def mask(secret: str) -> str:
     return "••••" + secret[-4:] if len(secret) > 8 else "••••"
 
 
-async def create_bot(db, *, name: str, platform: str, enabled: bool, config: dict, users: list[dict],
-                     allow_linking: bool) -> dict:
+async def create_bot(db: aiopg.Pool, *, name: str, platform: str, enabled: bool, config: dict,
+                     users: list[dict], allow_linking: bool) -> dict:
     shown, hidden = split_config(platform, config)
     bot_id = new_bot_id()
     async with transaction(db) as cursor:
@@ -46,7 +48,7 @@ async def create_bot(db, *, name: str, platform: str, enabled: bool, config: dic
     return await require_bot(db, bot_id)
 
 
-async def _replace_allow_list(cursor, bot_id: str, users: list[dict]) -> None:
+async def _replace_allow_list(cursor: aiopg.Cursor, bot_id: str, users: list[dict]) -> None:
     await cursor.execute("DELETE FROM bridge_users WHERE bot_id = %s AND linked_by = 'allow_list'", (bot_id,))
     for user in users:
         await cursor.execute(
@@ -55,7 +57,7 @@ async def _replace_allow_list(cursor, bot_id: str, users: list[dict]) -> None:
             "linked_by = 'allow_list'", (bot_id, user["platform_user_id"], user["user_id"]))
 
 
-async def update_bot(db, bot: dict, changes: dict) -> dict:
+async def update_bot(db: aiopg.Pool, bot: dict, changes: dict) -> dict:
     """`changes`: validated fields of a PATCH; `config` already merged with the stored one."""
     async with transaction(db) as cursor:
         if "config" in changes:
@@ -72,12 +74,12 @@ async def update_bot(db, bot: dict, changes: dict) -> dict:
     return await require_bot(db, bot["id"])
 
 
-async def get_bot(db, bot_id: str) -> dict | None:
+async def get_bot(db: aiopg.Pool, bot_id: str) -> dict | None:
     row = await fetch_one(db, f"SELECT {BOT_COLUMNS} FROM bridge_bots WHERE id = %s", (bot_id,))  # noqa: S608
     return _bot(row) if row else None
 
 
-async def require_bot(db, bot_id: str) -> dict:
+async def require_bot(db: aiopg.Pool, bot_id: str) -> dict:
     from gateway.errors import NotFound
 
     bot = await get_bot(db, bot_id)
@@ -86,7 +88,7 @@ async def require_bot(db, bot_id: str) -> dict:
     return bot
 
 
-async def list_bots(db) -> list[dict]:
+async def list_bots(db: aiopg.Pool) -> list[dict]:
     rows = await fetch_all(db, f"SELECT {BOT_COLUMNS} FROM bridge_bots ORDER BY created_at, id")  # noqa: S608
     return [_bot(row) for row in rows]
 
@@ -96,35 +98,36 @@ def _bot(row: dict) -> dict:
     return {**row, "config": {**row.pop("settings"), **row.pop("secrets")}}
 
 
-async def delete_bot(db, bot_id: str) -> bool:
+async def delete_bot(db: aiopg.Pool, bot_id: str) -> bool:
     return await execute(db, "DELETE FROM bridge_bots WHERE id = %s", (bot_id,)) > 0
 
 
-async def set_error(db, bot_id: str, error: str | None) -> None:
+async def set_error(db: aiopg.Pool, bot_id: str, error: str | None) -> None:
     await execute(db, "UPDATE bridge_bots SET last_error = %s WHERE id = %s AND last_error IS DISTINCT FROM %s",
                   (error, bot_id, error))
 
 
 # ---------------------------------------------------------------- who may talk
 
-async def users_of(db, bot_id: str) -> list[dict]:
+async def users_of(db: aiopg.Pool, bot_id: str) -> list[dict]:
     return await fetch_all(db, "SELECT platform_user_id, user_id, linked_by FROM bridge_users WHERE bot_id = %s "
                                "ORDER BY created_at, platform_user_id", (bot_id,))
 
 
-async def accounts_of(db, user_id: str) -> list[dict]:
+async def accounts_of(db: aiopg.Pool, user_id: str) -> list[dict]:
     """The platform accounts linked to a gateway user on the enabled bots, with their bot."""
     return await fetch_all(db, """
         SELECT u.platform_user_id, b.id AS bot_id FROM bridge_users u JOIN bridge_bots b ON b.id = u.bot_id
         WHERE u.user_id = %s AND b.enabled ORDER BY b.created_at, u.platform_user_id""", (user_id,))
 
 
-async def user_for(db, bot_id: str, platform_user_id: str) -> str | None:
-    return await fetch_value(db, "SELECT user_id FROM bridge_users WHERE bot_id = %s AND platform_user_id = %s",
-                             (bot_id, platform_user_id))
+async def user_for(db: aiopg.Pool, bot_id: str, platform_user_id: str) -> str | None:
+    return cast("str | None", await fetch_value(
+        db, "SELECT user_id FROM bridge_users WHERE bot_id = %s AND platform_user_id = %s",
+        (bot_id, platform_user_id)))
 
 
-async def new_link_code(db, bot_id: str, user_id: str, ttl_seconds: int) -> dict:
+async def new_link_code(db: aiopg.Pool, bot_id: str, user_id: str, ttl_seconds: int) -> dict:
     """Six digits, unique among the bot's live codes; one live code per user (a new one replaces it)."""
     async with transaction(db) as cursor:
         await cursor.execute("DELETE FROM bridge_link_codes WHERE bot_id = %s AND (user_id = %s OR expires_at < now())",
@@ -140,7 +143,8 @@ async def new_link_code(db, bot_id: str, user_id: str, ttl_seconds: int) -> dict
                 return dict(row)
 
 
-async def redeem_link_code(db, bot_id: str, code: str, platform_user_id: str, max_failures: int) -> str | None:
+async def redeem_link_code(db: aiopg.Pool, bot_id: str, code: str, platform_user_id: str,
+                           max_failures: int) -> str | None:
     """The gateway user the code was issued for, now linked to the sender; None for a wrong or
     expired code (used once either way). A wrong code counts against every live code of the
     bot, since it could have been a guess at any of them; a code reaching `max_failures` is
@@ -163,7 +167,7 @@ async def redeem_link_code(db, bot_id: str, code: str, platform_user_id: str, ma
 
 # ---------------------------------------------------------------- the generic webhook's messages
 
-async def first_delivery(db, bot_id: str, keys: list[str], keep_seconds: float) -> bool:
+async def first_delivery(db: aiopg.Pool, bot_id: str, keys: list[str], keep_seconds: float) -> bool:
     """Record the keys of an incoming message (its message_id, its signature) for
     `keep_seconds`; False when any of them was recorded before and has not expired: a replay,
     or a client sending the same message again."""
@@ -186,7 +190,7 @@ def session_id_for(bot_id: str, chat_id: str, generation: int) -> str:
     return f"{bot_id}_{chat_id}_{generation}"[:128]
 
 
-async def session_for(db, bot_id: str, chat_id: str, user_id: str, *, new: bool = False) -> str:
+async def session_for(db: aiopg.Pool, bot_id: str, chat_id: str, user_id: str, *, new: bool = False) -> str:
     """The chat's session for the user; `new` (the `/new` command) moves on to the next one."""
     generation = await fetch_value(
         db, "INSERT INTO bridge_chats (bot_id, chat_id, user_id, generation) VALUES (%s, %s, %s, %s) "
@@ -197,7 +201,7 @@ async def session_for(db, bot_id: str, chat_id: str, user_id: str, *, new: bool 
 
 # ---------------------------------------------------------------- Telegram updates
 
-async def record_updates(db, bot_id: str, updates: list[dict]) -> None:
+async def record_updates(db: aiopg.Pool, bot_id: str, updates: list[dict]) -> None:
     """Keep the updates and move the offset past them in one transaction: after a restart
     getUpdates asks from there, and an update Telegram sends again is not kept twice."""
     if not updates:
@@ -210,13 +214,13 @@ async def record_updates(db, bot_id: str, updates: list[dict]) -> None:
                              (max(int(update["update_id"]) for update in updates) + 1, bot_id))
 
 
-async def record_update(db, bot_id: str, update: dict) -> bool:
+async def record_update(db: aiopg.Pool, bot_id: str, update: dict) -> bool:
     """One update from the webhook; False when it was received before."""
     return await execute(db, "INSERT INTO bridge_updates (bot_id, update_id, body) VALUES (%s, %s, %s) "
                              "ON CONFLICT DO NOTHING", (bot_id, int(update["update_id"]), json.dumps(update))) > 0
 
 
-async def pending_updates(db, bot_id: str) -> list[dict]:
+async def pending_updates(db: aiopg.Pool, bot_id: str) -> list[dict]:
     """Updates received but not begun, oldest first. One begun when the bridge stopped is marked
     `interrupted` and not answered again: its reply may already have been sent."""
     await execute(db, "UPDATE bridge_updates SET status = 'interrupted' WHERE bot_id = %s AND status = 'running'",
@@ -226,13 +230,13 @@ async def pending_updates(db, bot_id: str) -> list[dict]:
     return [row["body"] for row in rows]
 
 
-async def claim_update(db, bot_id: str, update_id: int) -> bool:
+async def claim_update(db: aiopg.Pool, bot_id: str, update_id: int) -> bool:
     """Only one worker begins an update."""
     return await execute(db, "UPDATE bridge_updates SET status = 'running' WHERE bot_id = %s AND update_id = %s "
                              "AND status = 'received'", (bot_id, update_id)) > 0
 
 
-async def finish_update(db, bot_id: str, update_id: int) -> None:
+async def finish_update(db: aiopg.Pool, bot_id: str, update_id: int) -> None:
     await execute(db, "UPDATE bridge_updates SET status = 'done' WHERE bot_id = %s AND update_id = %s",
                   (bot_id, update_id))
     # Done updates are only kept to refuse a repeat; Telegram never repeats an old one.
@@ -240,13 +244,13 @@ async def finish_update(db, bot_id: str, update_id: int) -> None:
                   (bot_id, update_id - 1000))
 
 
-async def offset_of(db, bot_id: str) -> int:
+async def offset_of(db: aiopg.Pool, bot_id: str) -> int:
     return int(await fetch_value(db, "SELECT update_offset FROM bridge_bots WHERE id = %s", (bot_id,)) or 0)
 
 
 # ---------------------------------------------------------------- the message log
 
-async def log_message(db, bot_id: str, limit: int, **entry: Any) -> int:
+async def log_message(db: aiopg.Pool, bot_id: str, limit: int, **entry: Any) -> int:
     """Append to the bot's log, keeping its newest `limit` entries."""
     columns = ("direction", "chat_id", "platform_user_id", "user_id", "session_id", "text", "latency_ms", "error")
     values = [entry.get(column) for column in columns]
@@ -260,7 +264,8 @@ async def log_message(db, bot_id: str, limit: int, **entry: Any) -> int:
     return entry_id
 
 
-async def messages(db, bot_id: str, limit: int, before: int | None, keep: int) -> tuple[list[dict], bool]:
+async def messages(db: aiopg.Pool, bot_id: str, limit: int, before: int | None,
+                   keep: int) -> tuple[list[dict], bool]:
     rows = await fetch_all(
         db, "SELECT id, direction, chat_id, platform_user_id, user_id, session_id, text, latency_ms, error, "
             "created_at FROM (SELECT * FROM bridge_messages WHERE bot_id = %s ORDER BY id DESC LIMIT %s) AS kept "

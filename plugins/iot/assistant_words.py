@@ -10,8 +10,8 @@ from .device_resolution import text_argument, type_of
 def spoken_name(device: dict, language: str) -> str:
     names = device.get("names") or {}
     if language == "zh":
-        return names.get("zh") or device.get("name") or device["id"]
-    name = names.get("en") or device.get("name") or device["id"]
+        return str(names.get("zh") or device.get("name") or device["id"])
+    name: str = names.get("en") or device.get("name") or device["id"]
     return name[:1].lower() + name[1:] if name[1:2].islower() else name
 
 

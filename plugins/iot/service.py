@@ -11,12 +11,12 @@ from gateway.context import Context, get_context
 from gateway.hub import Connection
 from gateway.identity import ADMIN_USER_ID, Identity, owner_for, require_user
 from gateway.openapi import api_doc
-from gateway.plugins import Plugin, Registrar
+from gateway.plugins import JobFactory, Plugin, Registrar
 from gateway.validation import parse_body, parse_query
 from gateway.ws import dispatch_frame, error_frame
 
 from .adapters import SimulationAdapter
-from .devices import EVERY_OWNER, DeviceService
+from .devices import EVERY_OWNER, DeviceAdapter, DeviceService
 from .model import timestamp
 from .schemas import (DeviceAnswer, DeviceList, DeviceListQuery, DeviceRemovedFrame, DeviceUpdateFrame,
                       HistoryPage, HistoryQuery, OperateAnswer, OperateBody, OwnerQuery, PongFrame, WatchQuery)
@@ -152,7 +152,7 @@ class IotPlugin(Plugin):
             registrar.job(adapter.name, _runner(adapter))
 
 
-def _runner(adapter):
+def _runner(adapter: DeviceAdapter) -> JobFactory:
     async def run(context: Context) -> None:
         await adapter.run()
     return run

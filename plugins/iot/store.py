@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Iterable
 
+import aiopg
 from psycopg2.extras import Json
 
 from gateway.database import execute, fetch_all, fetch_one, fetch_value, transaction
@@ -30,7 +31,7 @@ def operation_of(row: dict) -> dict:
 
 
 class DeviceStore:
-    def __init__(self, db):
+    def __init__(self, db: aiopg.Pool) -> None:
         self.db = db
 
     async def insert_missing(self, devices: Iterable[Device]) -> None:
@@ -110,7 +111,7 @@ class DeviceStore:
             params.append(device_ids)
         return [device_of(row) for row in await fetch_all(self.db, sql + " ORDER BY owner", params)]
 
-    async def locked(self, cursor, owner: str, device_id: str) -> Device | None:
+    async def locked(self, cursor: aiopg.Cursor, owner: str, device_id: str) -> Device | None:
         """The device's row, locked until the transaction of `cursor` ends."""
         await cursor.execute(f"SELECT {COLUMNS} FROM iot_devices WHERE owner = %s AND device_id = %s FOR UPDATE",
                              (owner, device_id))
@@ -118,15 +119,15 @@ class DeviceStore:
         return device_of(dict(row)) if row else None
 
     @staticmethod
-    async def write_state(cursor, device: Device, values: dict[str, Any]) -> Device:
+    async def write_state(cursor: aiopg.Cursor, device: Device, values: dict[str, Any]) -> Device:
         await cursor.execute(f"UPDATE iot_devices SET state = state || %s, updated_at = now() "
                              f"WHERE owner = %s AND device_id = %s RETURNING {COLUMNS}",
                              (Json(values), device.owner, device.id))
         return device_of(dict(await cursor.fetchone()))
 
     @staticmethod
-    async def record(cursor, owner: str, device_id: str, action: str, changes: dict, source: str, actor: str,
-                     success: bool, error: str | None) -> dict:
+    async def record(cursor: aiopg.Cursor, owner: str, device_id: str, action: str, changes: dict,
+                     source: str, actor: str, success: bool, error: str | None) -> dict:
         await cursor.execute(
             "INSERT INTO iot_operations (id, owner, device_id, action, changes, source, actor, success, error) "
             "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING *",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import re
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Awaitable, Callable
 from zoneinfo import ZoneInfo
 
 from gateway.plugins import Plugin, Registrar
@@ -292,7 +292,7 @@ async def _find(call: ToolCall, which: str) -> dict:
     return {"candidates": matches[:LISTED], "pending": len(pending)}
 
 
-def _which_tool(status: str):
+def _which_tool(status: str) -> Callable[[dict, ToolCall], Awaitable[dict]]:
     async def handler(arguments: dict, call: ToolCall) -> dict:
         which = " ".join(str(arguments.get("reminder") or "").split())
         if not which:
@@ -309,7 +309,7 @@ def _which_tool(status: str):
     return handler
 
 
-def _summarize_which(done_en: str, done_zh: str):
+def _summarize_which(done_en: str, done_zh: str) -> Callable[[dict, str], str]:
     def summarize(result: dict, language: str) -> str:
         state = result["status"]
         if state == "not_found":

@@ -112,8 +112,8 @@ def read_request(text: str) -> ReminderWords:
     return _read(text, _EN_REPEAT, _EN_WHEN_RE, _EN_ASK, _EN_TRIM, " ", language)
 
 
-def _read(text: str, repeats, when_re: re.Pattern, ask: re.Pattern, trim: str, joiner: str,
-          language: str) -> ReminderWords:
+def _read(text: str, repeats: list[tuple[re.Pattern, str]], when_re: re.Pattern, ask: re.Pattern, trim: str,
+          joiner: str, language: str) -> ReminderWords:
     rest = " ".join(text.split())
     repeat_type = "none"
     repeat_words = ""
@@ -343,8 +343,9 @@ def resolve_when(when: str, now: datetime, zone: ZoneInfo | str, repeat_type: st
     reading = (_normalize_zh(when, local_now) if language == "zh"
                else _normalize_en(when, local_now, repeating=repeat_type != "none"))
     settings = {"RELATIVE_BASE": local_now, "PREFER_DATES_FROM": "future", "RETURN_AS_TIMEZONE_AWARE": False}
-    wall = dateparser.parse(reading.phrase, languages=[language, "en"] if language == "zh" else ["en"],
-                            settings=settings) if reading.phrase else None
+    languages = [language, "en"] if language == "zh" else ["en"]
+    wall: datetime | None = (dateparser.parse(reading.phrase, languages=languages, settings=settings)
+                             if reading.phrase else None)
     if wall is None:
         raise NotUnderstood(f"I could not read a time in {when!r}")
     if reading.offset and repeat_type == "none":

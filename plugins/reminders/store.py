@@ -13,8 +13,10 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 from zoneinfo import ZoneInfo
+
+import aiopg
 
 from gateway import database, redis_bus
 from gateway.context import Context
@@ -109,7 +111,7 @@ class Reminders:
         self.loop = DueLoop(context, "reminders", self.claim_and_fire, max_sleep=settings["check_interval"])
 
     @property
-    def db(self):
+    def db(self) -> aiopg.Pool:
         return self.context.db
 
     def now(self) -> datetime:
@@ -260,7 +262,8 @@ class Reminders:
                 if self._claimed is None or database.unavailable(error) or redis_bus.unavailable(error):
                     raise  # the stores are away: the loop tries the whole round again
                 await self._record_failure(*self._claimed)
-        return await fetch_value(self.db, "SELECT min(next_run_at) FROM reminders WHERE next_run_at IS NOT NULL")
+        return cast("datetime | None", await fetch_value(
+            self.db, "SELECT min(next_run_at) FROM reminders WHERE next_run_at IS NOT NULL"))
 
     async def _fire_one(self) -> bool:
         now = self.now()

@@ -8,6 +8,8 @@ import json
 import uuid
 from datetime import timedelta
 
+import aiopg
+
 from gateway.clock import rfc3339
 from gateway.context import Context
 from gateway.database import execute, fetch_all, fetch_one
@@ -47,7 +49,7 @@ class Notifications:
         self._goodbyes: set[asyncio.Future] = set()
 
     @property
-    def db(self):
+    def db(self) -> aiopg.Pool:
         return self.context.db
 
     async def push(self, user_id: str, type: str, title: str, body: str, data: dict | None = None, *,

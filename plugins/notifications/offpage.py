@@ -14,6 +14,8 @@ import uuid
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import aiopg
+
 from gateway.context import Context
 from gateway.database import execute, fetch_all, fetch_one
 from gateway.errors import BadRequest, NotFound, ServiceUnavailable
@@ -65,7 +67,7 @@ class OffPageDelivery:
         self._keys_lock = asyncio.Lock()
 
     @property
-    def db(self):
+    def db(self) -> aiopg.Pool:
         return self.context.db
 
     @property

@@ -17,14 +17,14 @@ import contextlib
 import logging
 import secrets
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
 from gateway.clock import now_ms
 from gateway.errors import ApiError
 from gateway.ws import error_frame as core_error_frame
-from plugins.chat.contract import CHAT_TURNS
+from plugins.chat.contract import CHAT_TURNS, ChatTurns
 
 from .voice_service_client import VoiceServiceClient, VoiceRefused, VoiceUnavailable
 
@@ -38,7 +38,7 @@ log = logging.getLogger("plugins.voice.streams")
 REORDER_WINDOW = 16
 
 
-def error_frame(error: str, error_type: str, **extra) -> dict:
+def error_frame(error: str, error_type: str, **extra: Any) -> dict:
     """Errors on /ws/chat carry msg_type `system_info` like chat's own."""
     return core_error_frame(error, msg_type="system_info", errorType=error_type, timestamp=now_ms(), **extra)
 
@@ -85,7 +85,7 @@ class VoiceStream:
         self._reader = asyncio.create_task(self._read(), name=f"voice-stream-read-{self.message_id}")
         self._watcher = asyncio.create_task(self._watch(), name=f"voice-stream-watch-{self.message_id}")
 
-    def frame(self, kind: str, text: str, **extra) -> dict:
+    def frame(self, kind: str, text: str, **extra: Any) -> dict:
         return {"type": kind, "role": "user", "msg_type": "chat", "message_id": self.message_id,
                 "session_id": self.session_id, "text": text, "content": text, "timestamp": now_ms(), **extra}
 
@@ -255,7 +255,7 @@ class VoiceStreams:
         return len(self._open)
 
     @property
-    def turns(self):
+    def turns(self) -> ChatTurns:
         return self.context.contracts.require(CHAT_TURNS)
 
     # ------------------------------------------------------------------ frames

@@ -13,7 +13,7 @@ import json
 
 import aiohttp
 
-from gateway.peers import PeerAnswer, PeerClient, PeerFailed, PeerTimeout
+from gateway.peers import PeerAnswer, PeerClient, PeerContext, PeerFailed, PeerTimeout
 
 PEER = "voice_service"
 STREAM_PATH = "/api/v1/transcribe/stream"
@@ -31,7 +31,7 @@ class VoiceUnavailable(PeerFailed):
 
 
 class VoiceServiceClient(PeerClient):
-    def __init__(self, context, *, timeout: float, connect_timeout: float):
+    def __init__(self, context: PeerContext, *, timeout: float, connect_timeout: float):
         super().__init__(context, PEER, service="voice service", unreachable=VoiceUnavailable, refused=VoiceRefused,
                          timeout=PeerTimeout(connect=connect_timeout, total=timeout))
 

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from gateway.text import HAN
 from . import (EngineFailed, EngineHttp, SpeechRecognizer, SpeechSynthesizer, Voice, engine_factories)
@@ -110,8 +110,8 @@ class Engines:
         return list(seen.values())
 
     def synthesizer_of(self, voice: Voice) -> SpeechSynthesizer:
-        return next(item.engine for item in self.synthesizers
-                    if item.engine.loaded and item.engine.name == voice.engine)
+        return cast(SpeechSynthesizer, next(item.engine for item in self.synthesizers
+                                            if item.engine.loaded and item.engine.name == voice.engine))
 
     def voice_for(self, language: str) -> Voice | None:
         voices = {voice.id: voice for voice in self.voices()}

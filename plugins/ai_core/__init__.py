@@ -20,6 +20,7 @@ from typing import AsyncIterator
 
 import aiohttp
 
+from gateway.context import Context
 from gateway.fetch import RESOLVER, guarded_session
 from gateway.plugins import Plugin, Registrar
 from plugins.auth.contract import keep_peer_person_data
@@ -76,7 +77,7 @@ class AiCorePlugin(Plugin):
         setup_mcp(registrar, registry)
         register_person_data(registrar)
 
-        async def seed(context) -> AsyncIterator[None]:
+        async def seed(context: Context) -> AsyncIterator[None]:
             base_url = context.config.get("models.openai_base_url")
             if base_url:
                 seeded = await store.seed_from_environment(
@@ -87,7 +88,7 @@ class AiCorePlugin(Plugin):
                     engine.routing.forget()
             yield
 
-        async def routing_changes(context) -> AsyncIterator[None]:
+        async def routing_changes(context: Context) -> AsyncIterator[None]:
             # Another instance's admin edit drops this one's copy of the routing tables (routing.py).
             subscription = await context.bus.subscribe(ROUTING_CHANGED, engine.routing.on_changed)
             context.bus.on_restored(engine.routing.on_bus_restored)
@@ -96,7 +97,7 @@ class AiCorePlugin(Plugin):
             finally:
                 await subscription.close()
 
-        async def model_connections(context) -> AsyncIterator[None]:
+        async def model_connections(context: Context) -> AsyncIterator[None]:
             # Not the service's own session: that one reaches the peers (trusted configuration);
             # providers are reached only where the egress policy for models allows.
             engine.models_http = guarded_session(

@@ -7,9 +7,9 @@ connect_timeout` to connect, then a read timeout per kind of call from
 `[plugins.ai_core_client]`."""
 from __future__ import annotations
 
-from typing import Any, AsyncGenerator
+from typing import Any, AsyncGenerator, cast
 
-from gateway.peers import PeerClient, PeerFailed, PeerTimeout
+from gateway.peers import PeerClient, PeerContext, PeerFailed, PeerTimeout
 
 from .contract import AiCoreError, ChatEvent, ChatRequest, ImageDescription, StreamStop
 
@@ -19,7 +19,7 @@ STREAM_PATH = "/api/v1/chat/stream"
 
 
 class AiCoreClient(PeerClient):
-    def __init__(self, context, settings: dict):
+    def __init__(self, context: PeerContext, settings: dict) -> None:
         super().__init__(context, "ai_core", service="AI core", unreachable=AiCoreError,
                          timeout=PeerTimeout.from_config(context.config, read=settings["admin_timeout"]))
         self.chat_read_timeout = settings["chat_read_timeout"]
@@ -52,7 +52,7 @@ class AiCoreClient(PeerClient):
     # ------------------------------------------------------------ the model tables
 
     async def providers(self) -> list[dict]:
-        return (await self.call_models("GET", "/providers"))["providers"]
+        return cast("list[dict]", (await self.call_models("GET", "/providers"))["providers"])
 
     async def save_provider(self, name: str, base_url: str, api_key: str | None = None) -> None:
         body = {"name": name, "base_url": base_url}
@@ -64,7 +64,7 @@ class AiCoreClient(PeerClient):
         await self.call_models("DELETE", f"/providers/{name}")
 
     async def models(self) -> list[dict]:
-        return (await self.call_models("GET", "/models"))["models"]
+        return cast("list[dict]", (await self.call_models("GET", "/models"))["models"])
 
     async def save_model(self, model_id: str, fields: dict) -> None:
         await self.call_models("POST", f"/models/{model_id}", {**fields, "id": model_id})
@@ -73,7 +73,7 @@ class AiCoreClient(PeerClient):
         await self.call_models("DELETE", f"/models/{model_id}")
 
     async def routes(self) -> list[dict]:
-        return await self.call_models("GET", "/routing")
+        return cast("list[dict]", await self.call_models("GET", "/routing"))
 
     async def save_route(self, purpose: str, fallback_chain: list[str], required: bool) -> None:
         await self.call_models("POST", f"/routing/{purpose}", {"fallback_chain": fallback_chain, "required": required})
@@ -88,8 +88,9 @@ class AiCoreClient(PeerClient):
             body["url"] = url
         if payload is not None:
             body["json"] = payload
-        return await self.call_models("POST", f"/providers/{provider}/probe", body,
-                                      PeerTimeout.from_config(self.context.config, read=timeout + PROBE_MARGIN))
+        return cast(dict, await self.call_models(
+            "POST", f"/providers/{provider}/probe", body,
+            PeerTimeout.from_config(self.context.config, read=timeout + PROBE_MARGIN)))
 
     async def call_models(self, method: str, path: str, body: Any = None, timeout: PeerTimeout | None = None) -> Any:
         return await self.ask(method, "/api/v1/models" + path, body, timeout)

@@ -20,6 +20,7 @@ import secrets
 import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from gateway.context import Context
 from gateway.database import execute, fetch_one
 
 from .contract import SystemInfoEvent
@@ -105,7 +106,7 @@ class Confirmations:
     # Seconds a tool's `effects` may take (it usually asks the gateway once).
     EFFECTS_TIMEOUT = 10.0
 
-    def __init__(self, context, registry: ToolRegistry, runner: ToolRunner, settings: dict):
+    def __init__(self, context: Context, registry: ToolRegistry, runner: ToolRunner, settings: dict) -> None:
         self.context = context
         self.registry = registry
         self.runner = runner

@@ -107,7 +107,7 @@ EffectsOf = Callable[[dict, ToolCall], Awaitable[list[Effect]]]
 
 class Tools(Protocol):
     def add(self, name: str, description: str, parameters: dict,
-            handler: Callable[..., Awaitable[Any]], *, owner: str = "", **extra) -> Any:
+            handler: Callable[..., Awaitable[Any]], *, owner: str = "", **extra: Any) -> Any:
         """Register a tool the models may call: `parameters` is its JSON schema, `handler(arguments,
         call)` runs it. `extra`: the offline agent's `examples`, `parse_arguments`, `summarize`,
         what a person reads per language — `topic`, `help` (things to say) and `progress` —

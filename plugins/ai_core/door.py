@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Any
+from typing import Any, Mapping
 
 import marshmallow
 import orjson
@@ -75,7 +75,8 @@ class StreamOptions(marshmallow.Schema):
 class Stop(fields.Field):
     """OpenAI's `stop`: a string or up to four."""
 
-    def _deserialize(self, value, attr, data, **kwargs):
+    def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None,
+                     **kwargs: Any) -> str | list[str]:
         if isinstance(value, str):
             return value
         if isinstance(value, list) and len(value) <= 4 and all(isinstance(item, str) for item in value):

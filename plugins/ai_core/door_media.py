@@ -7,6 +7,7 @@ import base64
 import io
 import re
 import struct
+from typing import Any
 
 import aiohttp
 import marshmallow
@@ -17,7 +18,7 @@ from gateway.context import get_context
 from gateway.embeddings import EmbeddingError
 from gateway.errors import ApiError, BadRequest, ServiceUnavailable
 from gateway.openapi import api_doc
-from gateway.peers import PeerAnswer, PeerClient, PeerTimeout
+from gateway.peers import PeerContext, PeerAnswer, PeerClient, PeerTimeout
 from gateway.validation import parse_body
 from plugins.chat.contract import require_chat_user
 
@@ -52,7 +53,7 @@ class EmbeddingsBody(marshmallow.Schema):
     user = fields.String(load_default=None, allow_none=True)
 
 
-def texts_of(value, max_inputs: int, max_chars: int) -> list[str]:
+def texts_of(value: Any, max_inputs: int, max_chars: int) -> list[str]:
     """The texts to embed; 400 for token arrays, empty strings and too many or too long texts."""
     texts = [value] if isinstance(value, str) else value
     if not isinstance(texts, list) or not texts:
@@ -138,7 +139,7 @@ class SpeechBody(marshmallow.Schema):
 
 
 class VoicePeer(PeerClient):
-    def __init__(self, context, read_timeout: float):
+    def __init__(self, context: PeerContext, read_timeout: float) -> None:
         super().__init__(context, "voice_service", service="voice service", error_prefix="voice_service",
                          timeout=PeerTimeout.from_config(context.config, read=read_timeout))
 

@@ -19,6 +19,7 @@ from datetime import datetime
 
 import aiohttp
 
+from gateway.context import Context
 from gateway.fetch import GuardedFetcher
 from gateway.fetch_policy import FetchPolicy
 from gateway.identity import ADMIN_USER_ID
@@ -52,7 +53,8 @@ class Engine:
     # The model providers' session (guarded by the egress policy), set by the plugin's lifespan.
     models_http: aiohttp.ClientSession
 
-    def __init__(self, context, registry: ToolRegistry, settings: dict, gateway: GatewayPeer | None = None):
+    def __init__(self, context: Context, registry: ToolRegistry, settings: dict,
+                 gateway: GatewayPeer | None = None) -> None:
         self.context = context
         self.registry = registry
         self.settings = settings

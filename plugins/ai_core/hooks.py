@@ -9,6 +9,8 @@ import asyncio
 import logging
 from typing import Any, Awaitable, Coroutine
 
+from gateway.context import Context
+
 from .contract import ContextBlock, FinishedTurn, TurnContextProvider, TurnFinishedListener
 
 log = logging.getLogger("plugins.ai_core.hooks")
@@ -76,7 +78,7 @@ class TurnContextProviders:
 class TurnFinishedListeners:
     """`TURN_FINISHED`: the listeners, told of each finished chat turn in the background."""
 
-    def __init__(self, context):
+    def __init__(self, context: Context) -> None:
         self.context = context
         self._listeners: dict[str, TurnFinishedListener] = {}
 

@@ -19,7 +19,7 @@ from gateway.fetch_policy import FetchPolicy
 
 from .contract import ToolFailed
 from .mcp_egress import guarded_http_client
-from .tools import Tool, ToolCallContext, ToolRegistry
+from .tools import Handler, Tool, ToolCallContext, ToolRegistry
 
 log = logging.getLogger("plugins.ai_core.mcp")
 
@@ -185,7 +185,7 @@ class Connection:
             self.registry.unregister(name)
         self.tools = []
 
-    def _handler(self, tool_name: str):
+    def _handler(self, tool_name: str) -> Handler:
         async def call(arguments: dict, _call: ToolCallContext) -> Any:
             session = self.session
             if session is None:

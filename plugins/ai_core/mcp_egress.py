@@ -11,13 +11,14 @@ import ipaddress
 import socket
 from typing import Any, AsyncIterator
 
+from gateway.config import Config
 from gateway.fetch import FetchRefused
 from gateway.fetch_policy import FetchPolicy
 
 PURPOSE = "mcp"
 
 
-def mcp_policy(config) -> FetchPolicy:
+def mcp_policy(config: Config) -> FetchPolicy:
     """`[fetch]` plus `[fetch] mcp_hosts`: where the administrator's MCP servers may answer."""
     return FetchPolicy.from_config(config, purpose=PURPOSE)
 

@@ -9,6 +9,7 @@ no stream of the server's own messages: GET (no route) answers 405, as the trans
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from aiohttp import web
 from marshmallow import fields, validate
@@ -16,7 +17,7 @@ from marshmallow import fields, validate
 from gateway.errors import Forbidden
 from gateway.identity import Identity, require_admin
 from gateway.openapi import api_doc
-from gateway.peers import PeerClient, PeerTimeout
+from gateway.peers import PeerContext, PeerClient, PeerTimeout
 from gateway.plugins import Plugin, PluginSettings, Registrar
 from gateway.validation import load, read_json
 from plugins.auth.contract import require_scope
@@ -40,7 +41,7 @@ class McpSettings(PluginSettings):
 class AiCoreMcp(PeerClient):
     """The AI core, asked for MCP: its error answers passed on as it said them."""
 
-    def __init__(self, context, read_timeout: float):
+    def __init__(self, context: PeerContext, read_timeout: float) -> None:
         super().__init__(context, "ai_core", service="AI core", error_prefix="ai_core",
                          timeout=PeerTimeout.from_config(context.config, read=read_timeout))
 
@@ -99,7 +100,7 @@ async def checked_body(request: web.Request) -> dict:
     await require_admin(request)
     body = await read_json(request)
     load(McpServerBody(), body)
-    return body
+    return cast(dict, body)
 
 
 async def forward_admin(request: web.Request, method: str, path: str, body: dict | None = None) -> web.Response:

@@ -26,6 +26,7 @@ from gateway.validation import read_json
 
 from .api import ENGINE
 from .engine import Engine
+from .tools import Tool
 
 routes = web.RouteTableDef()
 
@@ -48,7 +49,7 @@ def published_tools(engine: Engine) -> list:
     return [tool for tool in engine.registry.all() if not tool.owner.startswith("mcp:")]
 
 
-def tool_entry(tool) -> dict:
+def tool_entry(tool: Tool) -> dict:
     entry: dict[str, Any] = {"name": tool.name, "description": tool.description,
                              "inputSchema": tool.parameters or {"type": "object", "properties": {}}}
     if tool.topic.get("en"):

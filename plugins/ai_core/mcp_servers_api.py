@@ -9,22 +9,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 import marshmallow
 from aiohttp import web
 from marshmallow import fields, validate
 
-from gateway.context import get_context
+from gateway.context import Context, get_context
 from gateway.contracts import ContractKey
 from gateway.errors import BadRequest, Conflict, NotFound
 from gateway.identity import require_admin
 from gateway.openapi import api_doc
+from gateway.plugins import Registrar
 from gateway.validation import parse_body
 
 from . import mcp_store
 from .mcp_client import McpServers, command_allowed
 from .store import mask_key
+from .tools import ToolRegistry
 
 log = logging.getLogger("plugins.ai_core.mcp")
 routes = web.RouteTableDef()
@@ -72,7 +74,7 @@ class McpServerBody(marshmallow.Schema):
         "description": "Seconds one call may take (the AI core's tool_timeout bounds it too)."})
 
     @marshmallow.validates_schema
-    def _transport_fields(self, data: dict, **_) -> None:
+    def _transport_fields(self, data: dict, **_: Any) -> None:
         if data.get("transport") == "stdio" and not data.get("command"):
             raise marshmallow.ValidationError("a stdio server needs its command", "command")
         if data.get("transport") == "http" and not data.get("url"):
@@ -119,7 +121,7 @@ def shown(row: dict, servers: McpServers) -> dict:
             "timeout_seconds": row["timeout_seconds"], "status": servers.state_of(row["name"])}
 
 
-async def follow_table(context) -> None:
+async def follow_table(context: Context) -> None:
     """This instance's connections, made to match the table now."""
     await context.contracts.require(MCP_SERVERS).follow(await mcp_store.list_servers(context.db))
 
@@ -189,7 +191,7 @@ async def delete_mcp_server(request: web.Request) -> web.Response:
 
 
 
-def setup_mcp(registrar, registry) -> None:
+def setup_mcp(registrar: Registrar, registry: ToolRegistry) -> None:
     """The AI core's side of MCP: the admin routes, this instance's connections (opened at
     start, closed at stop) and the sync that follows changes other instances saved."""
     from .mcp_egress import mcp_policy
@@ -201,7 +203,7 @@ def setup_mcp(registrar, registry) -> None:
     registrar.routes(routes)
     registrar.routes(server_routes)
 
-    async def connections(context) -> AsyncIterator[None]:
+    async def connections(context: Context) -> AsyncIterator[None]:
         try:
             await follow_table(context)
         except Exception:  # the database may come later: the sync tries again
@@ -211,7 +213,7 @@ def setup_mcp(registrar, registry) -> None:
         finally:
             await servers.close()
 
-    async def sync(context) -> None:
+    async def sync(context: Context) -> None:
         while True:
             await asyncio.sleep(SYNC_SECONDS)
             try:

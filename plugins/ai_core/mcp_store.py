@@ -3,17 +3,19 @@ from __future__ import annotations
 
 import json
 
+import aiopg
+
 from gateway.database import execute, fetch_all
 
 COLUMNS = ("name", "transport", "command", "args", "env", "url", "headers", "enabled", "allowed_tools",
            "timeout_seconds")
 
 
-async def list_servers(db) -> list[dict]:
+async def list_servers(db: aiopg.Pool) -> list[dict]:
     return await fetch_all(db, f"SELECT {', '.join(COLUMNS)}, updated_at FROM ai_mcp_servers ORDER BY name")
 
 
-async def save_server(db, server: dict, *, create_only: bool = False) -> bool:
+async def save_server(db: aiopg.Pool, server: dict, *, create_only: bool = False) -> bool:
     """Insert `server`, or replace the one of its name unless `create_only`; False when
     `create_only` found the name taken."""
     values = {**server, "args": json.dumps(server["args"]), "env": json.dumps(server["env"]),
@@ -26,5 +28,5 @@ async def save_server(db, server: dict, *, create_only: bool = False) -> bool:
                              f"ON CONFLICT (name) {conflict}", values) > 0
 
 
-async def delete_server(db, name: str) -> bool:
+async def delete_server(db: aiopg.Pool, name: str) -> bool:
     return await execute(db, "DELETE FROM ai_mcp_servers WHERE name = %s", (name,)) > 0

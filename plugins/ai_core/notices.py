@@ -3,6 +3,7 @@
 a model (`connect_model_notice`, at the console's Model Config page)."""
 from __future__ import annotations
 
+from gateway.config import Config
 from gateway.text import language_of
 
 from .contract import Fallback, SystemInfoEvent
@@ -28,7 +29,7 @@ MODEL_CONFIG_PATH = "model-config"
 LOOPBACK = "127.0.0.1"
 
 
-def console_address(settings: dict, config) -> str:
+def console_address(settings: dict, config: Config) -> str:
     """The console's Model Config page: `[plugins.ai_core] console_url`, else the console's own
     address from `[console]` (the operator's machine)."""
     base = settings.get("console_url") or ""

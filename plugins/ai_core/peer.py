@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.peers import PeerAnswer, PeerClient, PeerFailed, PeerTimeout
+from gateway.peers import PeerContext, PeerAnswer, PeerClient, PeerFailed, PeerTimeout
 
 from .contract import GatewayFailed
 
@@ -19,7 +19,7 @@ class GatewayPeer(PeerClient):
     """Every failure is a `GatewayFailed`, worded for the model that reads it: the gateway's
     status and errorType when it answered, none when it could not be reached."""
 
-    def __init__(self, context, read_timeout: float):
+    def __init__(self, context: PeerContext, read_timeout: float) -> None:
         super().__init__(context, "gateway", service="gateway",
                          timeout=PeerTimeout.from_config(context.config, read=read_timeout))
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass, field
-from typing import AsyncGenerator
+from typing import AsyncGenerator, cast
 
 import aiohttp
 import orjson
 
+from gateway.config import Config
 from gateway.fetch import FetchError, FetchRefused, refusal_of
 from gateway.fetch_policy import FetchPolicy, endpoint_entry
 from gateway.peers import encode_body
@@ -22,7 +23,7 @@ from gateway.sse import SseDecoder
 from .store import Candidate
 
 
-def model_policy(config) -> FetchPolicy:
+def model_policy(config: Config) -> FetchPolicy:
     """Where model providers may be reached: the `[fetch]` policy plus `[fetch] model_hosts`, plus
     the endpoint of `OPENAI_BASE_URL` (`models.openai_base_url`) while it is set: an address the
     operator gave themself, such as a local inference server on loopback."""
@@ -79,7 +80,7 @@ class Completion:
 class CompletionAccumulator:
     """Folds `chat.completion.chunk` objects into a Completion, reporting what each added."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.completion = Completion()
         self._calls: dict[int, ToolCall] = {}
 
@@ -158,9 +159,9 @@ def loads_chunk(data: str) -> dict:
     """One event's JSON: orjson (a few times faster: dozens of chunks a reply), json where orjson
     refuses what json takes (half a surrogate pair, escaped)."""
     try:
-        return orjson.loads(data)
+        return cast(dict, orjson.loads(data))
     except orjson.JSONDecodeError:
-        return json.loads(data)
+        return cast(dict, json.loads(data))
 
 
 def _classify_status(status: int) -> str:

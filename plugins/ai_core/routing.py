@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 import time
 
+from gateway.context import Context
+
 from . import store
 from .store import Candidate, Model, Provider, Route
 
@@ -32,7 +34,7 @@ def supports_tools(model: Model) -> bool:
 
 
 class RoutingTable:
-    def __init__(self, context, max_age: float):
+    def __init__(self, context: Context, max_age: float) -> None:
         self.context = context
         self.max_age = max_age
         self._snapshot: Snapshot | None = None

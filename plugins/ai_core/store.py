@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import cast
+
+import aiopg
+
 from gateway.database import execute, fetch_all, fetch_value, transaction
 
 
@@ -42,7 +47,7 @@ class Candidate:
     provider: Provider
 
 
-def _iso(value) -> str:
+def _iso(value: datetime | None) -> str:
     return value.isoformat() if value is not None else ""
 
 
@@ -62,12 +67,12 @@ def mask_key(api_key: str) -> str:
 
 # ---------------------------------------------------------------- providers
 
-async def list_providers(db) -> list[Provider]:
+async def list_providers(db: aiopg.Pool) -> list[Provider]:
     rows = await fetch_all(db, "SELECT name, base_url, api_key FROM ai_providers ORDER BY name")
     return [Provider(**row) for row in rows]
 
 
-async def save_provider(db, name: str, base_url: str, api_key: str | None) -> None:
+async def save_provider(db: aiopg.Pool, name: str, base_url: str, api_key: str | None) -> None:
     """`api_key` None keeps the stored key (the admin page shows only a masked key)."""
     if api_key is None:
         await execute(db, """
@@ -81,22 +86,23 @@ async def save_provider(db, name: str, base_url: str, api_key: str | None) -> No
                 api_key = EXCLUDED.api_key, updated_at = now()""", (name, base_url, api_key))
 
 
-async def get_provider_key(db, name: str) -> str | None:
-    return await fetch_value(db, "SELECT api_key FROM ai_providers WHERE name = %s", (name,))
+async def get_provider_key(db: aiopg.Pool, name: str) -> str | None:
+    key = await fetch_value(db, "SELECT api_key FROM ai_providers WHERE name = %s", (name,))
+    return cast("str | None", key)
 
 
-async def delete_provider(db, name: str) -> bool:
+async def delete_provider(db: aiopg.Pool, name: str) -> bool:
     return await execute(db, "DELETE FROM ai_providers WHERE name = %s", (name,)) > 0
 
 
 # ---------------------------------------------------------------- models
 
-async def list_models(db) -> list[Model]:
+async def list_models(db: aiopg.Pool) -> list[Model]:
     rows = await fetch_all(db, "SELECT * FROM ai_models ORDER BY priority DESC, id")
     return [_model(row) for row in rows]
 
 
-async def save_model(db, model: dict) -> None:
+async def save_model(db: aiopg.Pool, model: dict) -> None:
     await execute(db, """
         INSERT INTO ai_models (id, name, provider, description, priority, tags, params, enabled)
         VALUES (%(id)s, %(name)s, %(provider)s, %(description)s, %(priority)s, %(tags)s,
@@ -107,18 +113,18 @@ async def save_model(db, model: dict) -> None:
                   {**model, "tags": json.dumps(list(model["tags"])), "params": json.dumps(model["params"])})
 
 
-async def delete_model(db, model_id: str) -> bool:
+async def delete_model(db: aiopg.Pool, model_id: str) -> bool:
     return await execute(db, "DELETE FROM ai_models WHERE id = %s", (model_id,)) > 0
 
 
 # ---------------------------------------------------------------- routing
 
-async def list_routes(db) -> list[Route]:
+async def list_routes(db: aiopg.Pool) -> list[Route]:
     rows = await fetch_all(db, "SELECT purpose, fallback_chain, required FROM ai_routes ORDER BY purpose")
     return [Route(row["purpose"], tuple(row["fallback_chain"]), row["required"]) for row in rows]
 
 
-async def save_route(db, purpose: str, fallback_chain: list[str], required: bool) -> None:
+async def save_route(db: aiopg.Pool, purpose: str, fallback_chain: list[str], required: bool) -> None:
     await execute(db, """
         INSERT INTO ai_routes (purpose, fallback_chain, required) VALUES (%s, %s, %s)
         ON CONFLICT (purpose) DO UPDATE SET fallback_chain = EXCLUDED.fallback_chain,
@@ -126,11 +132,11 @@ async def save_route(db, purpose: str, fallback_chain: list[str], required: bool
                   (purpose, json.dumps(fallback_chain), required))
 
 
-async def delete_route(db, purpose: str) -> bool:
+async def delete_route(db: aiopg.Pool, purpose: str) -> bool:
     return await execute(db, "DELETE FROM ai_routes WHERE purpose = %s", (purpose,)) > 0
 
 
-async def routing_snapshot(db) -> tuple[dict[str, Provider], dict[str, Model], dict[str, Route]]:
+async def routing_snapshot(db: aiopg.Pool) -> tuple[dict[str, Provider], dict[str, Model], dict[str, Route]]:
     """Everything routing needs, read in one round trip per table on one connection."""
     async with transaction(db) as cursor:
         await cursor.execute("SELECT name, base_url, api_key FROM ai_providers")
@@ -143,7 +149,7 @@ async def routing_snapshot(db) -> tuple[dict[str, Provider], dict[str, Model], d
     return providers, models, routes
 
 
-async def seed_from_environment(db, base_url: str, api_key: str, model_name: str) -> bool:
+async def seed_from_environment(db: aiopg.Pool, base_url: str, api_key: str, model_name: str) -> bool:
     """First start only: a provider, a model and the `chat` route from OPENAI_BASE_URL,
     OPENAI_API_KEY and DEFAULT_MODEL. Later edits by the administrator are never overwritten."""
     async with transaction(db) as cursor:
@@ -168,7 +174,7 @@ async def seed_from_environment(db, base_url: str, api_key: str, model_name: str
 
 # ---------------------------------------------------------------- tool calls
 
-async def record_tool_call(db, record: dict) -> None:
+async def record_tool_call(db: aiopg.Pool, record: dict) -> None:
     await execute(db, """
         INSERT INTO ai_tool_calls (call_id, tool_name, arguments, result, error, status, duration_ms,
                                    session_id, user_id, model)
@@ -183,7 +189,7 @@ def _call(row: dict) -> dict:
     return {**row, "created_at": _iso(row["created_at"])}
 
 
-async def list_tool_calls(db, tool_name: str | None, user_id: str | None, page: int,
+async def list_tool_calls(db: aiopg.Pool, tool_name: str | None, user_id: str | None, page: int,
                           page_size: int) -> tuple[list[dict], int]:
     where, params = [], []
     if tool_name:
@@ -202,7 +208,7 @@ async def list_tool_calls(db, tool_name: str | None, user_id: str | None, page: 
     return [_call(row) for row in rows], int(total)
 
 
-async def tool_call_statistics(db) -> list[dict]:
+async def tool_call_statistics(db: aiopg.Pool) -> list[dict]:
     rows = await fetch_all(db, """
         SELECT tool_name, count(*) AS count,
                count(*) FILTER (WHERE status = 'failed') AS failures,

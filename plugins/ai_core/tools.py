@@ -14,6 +14,8 @@ from . import store
 from .contract import ChatEvent, EffectsOf, ToolFailed, ToolProgressEvent, ToolStatus
 from .providers import CompletionAccumulator, Delta
 
+from gateway.context import Context
+
 if TYPE_CHECKING:
     from .peer import GatewayPeer
 
@@ -128,7 +130,7 @@ def progress_event(tool_name: str, status: ToolStatus, progress: float, message:
 
 
 class ToolRegistry:
-    def __init__(self):
+    def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
         self._schemas: list[dict] | None = None  # built once: every turn offers them
 
@@ -142,7 +144,7 @@ class ToolRegistry:
         self._schemas = None
 
     def add(self, name: str, description: str, parameters: dict, handler: Handler, *,
-            owner: str = "", **extra) -> Tool:
+            owner: str = "", **extra: Any) -> Tool:
         """Register a tool without importing this module: `context.contracts.require(TOOLS).add(...)`."""
         tool = Tool(name, description, parameters, handler, owner=owner, **extra)
         self.register(tool)
@@ -212,7 +214,8 @@ class ToolRunner:
     # Seconds the tools' `available` checks may take together before help is composed.
     AVAILABLE_TIMEOUT = 3.0
 
-    def __init__(self, registry: ToolRegistry, context, timeout: float, gateway: "GatewayPeer | None" = None):
+    def __init__(self, registry: ToolRegistry, context: Context, timeout: float,
+                 gateway: "GatewayPeer | None" = None) -> None:
         self.registry = registry
         self.context = context
         self.timeout = timeout

@@ -15,7 +15,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from plugins.sessions.contract import CONVERSATIONS
+from plugins.sessions.contract import CONVERSATIONS, Conversations
 
 from . import store
 from .frames import now_ms, queued_frame
@@ -78,7 +78,7 @@ class Admission:
         return self.context.hub.instance_id
 
     @property
-    def conversations(self):
+    def conversations(self) -> Conversations:
         return self.context.contracts.require(CONVERSATIONS)
 
     # ------------------------------------------------------------------ the lock

@@ -4,17 +4,19 @@ handler reaches the app's `ChatChannel` under `CHAT_CHANNEL`."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import marshmallow
 from aiohttp import WSMsgType, web
 from marshmallow import fields, validate
+from marshmallow.types import StrSequenceOrSet, UnknownOption
 
 from gateway.asyncapi import websocket_endpoint
 from gateway.context import get_context
 from gateway.errors import BadRequest, Conflict, Forbidden, NotFound
 from gateway.openapi import api_doc
+from gateway.plugins import Registrar
 from gateway.validation import parse_query
 from gateway.ws import dispatch_frame, require_identity
 from plugins.ai_core.contract import MESSAGE_TOO_LONG
@@ -97,7 +99,8 @@ class MessageFrame(marshmallow.Schema):
     user_agent = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=MAX_USER_AGENT),
                                metadata={"description": "Default: the handshake's User-Agent header."})
 
-    def load(self, data, *, many=None, partial=None, unknown=None):
+    def load(self, data: Mapping[str, Any] | Sequence[Mapping[str, Any]], *, many: bool | None = None,
+             partial: bool | StrSequenceOrSet | None = None, unknown: UnknownOption | None = None) -> Any:
         """Most frames are plain text: those are read without marshmallow's machinery, which
         costs a tenth of a millisecond on the path to the first token of every turn. Anything
         else (attachments, a value of another type, an invalid one) goes through the schema;
@@ -110,7 +113,7 @@ class MessageFrame(marshmallow.Schema):
         return super().load(data, many=many, partial=partial, unknown=unknown)
 
 
-def plain_message_frame(data) -> dict | None:
+def plain_message_frame(data: object) -> dict | None:
     """`MessageFrame().load(data, unknown=EXCLUDE)` of a frame without attachments whose fields
     are all valid and of their exact types; None for any other frame."""
     if not isinstance(data, dict):
@@ -245,13 +248,13 @@ async def handle_connect(request: web.Request) -> web.StreamResponse:
     return ws
 
 
-def register_frames(registrar, chat: ChatChannel) -> None:
+def register_frames(registrar: Registrar, chat: ChatChannel) -> None:
     """The frames a person sends on /ws/chat, each to its handler."""
     register_conversation_frames(registrar, chat)
     register_control_frames(registrar, chat)
 
 
-def register_conversation_frames(registrar, chat: ChatChannel) -> None:
+def register_conversation_frames(registrar: Registrar, chat: ChatChannel) -> None:
     """`message` (a new turn), `ping`, and `history` (a page of the session's messages)."""
     @registrar.ws_message("message", MessageFrame())
     async def on_message(connection: "Connection", frame: dict) -> None:
@@ -300,7 +303,7 @@ def register_conversation_frames(registrar, chat: ChatChannel) -> None:
                          "offset": frame["offset"], "before_id": frame["before_id"], "timestamp": now_ms()})
 
 
-def register_control_frames(registrar, chat: ChatChannel) -> None:
+def register_control_frames(registrar: Registrar, chat: ChatChannel) -> None:
     """`stop` (the running reply), and the rewrites: `regenerate` and `edit`."""
     @registrar.ws_message("stop", StopFrame())
     async def on_stop(connection: "Connection", frame: dict) -> None:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, AsyncIterator, Callable
+from typing import TYPE_CHECKING, AsyncIterator, Callable, cast
 
 from gateway.context import Context
 from plugins.ai_core.contract import AI_CORE, message_too_long
-from plugins.sessions.contract import CONVERSATIONS
+from plugins.sessions.contract import CONVERSATIONS, Conversations
 
 from . import store
 from .admission import Admission, Turn
@@ -57,7 +57,7 @@ class ChatChannel:
         self.reply_taps = ReplyTapRegistry()
 
     @property
-    def conversations(self):
+    def conversations(self) -> Conversations:
         return self.context.contracts.require(CONVERSATIONS)
 
     async def submit_turn(self, user_id: str, session_id: str, text: str, mode: str = "text",
@@ -82,7 +82,7 @@ class ChatChannel:
             raise chat_refused()
 
     def session_of(self, connection: "Connection") -> str:
-        return connection.data[SESSION_KEY]
+        return cast(str, connection.data[SESSION_KEY])
 
     async def submit_and_wait(self, user_id: str, session_id: str, text: str, mode: str = "text", *,
                               metadata: dict | None = None, timeout: float | None = None,

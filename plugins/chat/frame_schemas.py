@@ -3,6 +3,8 @@ declared with the core so the service's AsyncAPI document lists them (`register_
 tests/chat/test_frame_documents.py checks every frame of real turns against them."""
 from __future__ import annotations
 
+from typing import Any
+
 import marshmallow
 from marshmallow import fields, validate
 
@@ -19,7 +21,7 @@ RESPONSE_MODES = ("text", "voice_msg", "voice_assistant")
 MULTI_MESSAGE_TYPES = ("chat", "action", "system_info")
 
 
-def response_mode(**options) -> fields.String:
+def response_mode(**options: Any) -> fields.String:
     """The mode of the turn a frame belongs to (spec: ServerMessage.response_mode): `text`, or a
     spoken reply's `voice_msg` / `voice_assistant`."""
     return fields.String(validate=validate.OneOf(RESPONSE_MODES), **options,
@@ -27,7 +29,7 @@ def response_mode(**options) -> fields.String:
                                                   "`voice_msg` or `voice_assistant`."})
 
 
-def _msg_type(**options) -> fields.String:
+def _msg_type(**options: Any) -> fields.String:
     return fields.String(validate=validate.OneOf(MSG_TYPES), **options,
                          metadata={"description": "How a client renders it; always filled by the backend."})
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gateway.clock import now_ms
 from gateway.text import dumps_text
@@ -50,7 +50,7 @@ def turn_error_text(error_type: str) -> str:
     return TURN_ERRORS.get(error_type, TURN_ERRORS["ai_core_failed"])
 
 
-def error_frame(error: str, **extra) -> dict:
+def error_frame(error: str, **extra: Any) -> dict:
     return core_error_frame(error, **(error_fields() | extra))
 
 
@@ -116,7 +116,7 @@ def review_frame(turn_id: str, review: list[dict]) -> dict:
             "review_messages": review}
 
 
-def stream_end_frame(turn_id: str, text: str, finish_reason: str, **extra) -> dict:
+def stream_end_frame(turn_id: str, text: str, finish_reason: str, **extra: Any) -> dict:
     """The frame that ends a turn's reply, whichever way it ended."""
     return {"type": "stream_end", "role": "assistant", "msg_type": "chat", "message_id": reply_id(turn_id),
             "turn_id": turn_id, "text": text, "content": text, "finish_reason": finish_reason, **extra}

@@ -63,7 +63,7 @@ def outcome_read(future: "asyncio.Future") -> None:
         future.exception()
 
 
-def confirmation(task: "asyncio.Task") -> dict:
+def confirmation(task: "asyncio.Task[dict]") -> dict:
     """The stored user message, or TurnFailed when it could not be stored."""
     try:
         return task.result()

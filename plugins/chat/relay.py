@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 
 from gateway.text import dumps_text
 from plugins.ai_core.contract import AiCore
-from plugins.sessions.contract import CONVERSATIONS
+from plugins.sessions.contract import CONVERSATIONS, Conversations
 
 from . import store
 from .admission import Admission, Turn
@@ -44,7 +44,7 @@ class Relay:
         self.awaiting_first_event = 0
 
     @property
-    def conversations(self):
+    def conversations(self) -> Conversations:
         return self.context.contracts.require(CONVERSATIONS)
 
     def request_stop(self, user_id: str, session_id: str, turn_id: str | None) -> bool:

@@ -13,10 +13,10 @@ import contextlib
 import functools
 import logging
 import math
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine
 
 from gateway.errors import Conflict, ServiceUnavailable, TooManyRequests
-from plugins.sessions.contract import CONVERSATIONS
+from plugins.sessions.contract import CONVERSATIONS, Conversations
 
 from . import store
 from .admission import Admission, Turn
@@ -54,7 +54,7 @@ class TurnMachine:
         self.pacer = StartPacer()
 
     @property
-    def conversations(self):
+    def conversations(self) -> Conversations:
         return self.context.contracts.require(CONVERSATIONS)
 
     # ------------------------------------------------------------------ submitting
@@ -272,7 +272,7 @@ class TurnMachine:
                 self._background(self.waiters.settle(
                     turn.turn_id, outcome or TurnFailed(f"the turn ended without a reply ({status})", "turn_" + status)))
 
-    def _background(self, coroutine) -> None:
+    def _background(self, coroutine: Coroutine[Any, Any, Any]) -> None:
         """Bookkeeping nobody waits for; `stop` lets it finish."""
         task = asyncio.create_task(coroutine)
         self._bookkeeping.add(task)

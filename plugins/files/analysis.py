@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import io
 import logging
+from typing import IO
 
 import marshmallow
 from aiohttp import BodyPartReader, web
@@ -55,7 +56,7 @@ async def describe(ai_core: AiCore, jpeg: bytes, user_id: str) -> tuple[str, str
     return (description, described["model"]) if description else None
 
 
-async def analyze(request: web.Request, source, file_size: int, user_id: str) -> dict:
+async def analyze(request: web.Request, source: IO[bytes], file_size: int, user_id: str) -> dict:
     files = request.config_dict[FILE_STORE]
     try:
         result, preview = await files.run_image_work(imaging.analyze_image, source, file_size, True)

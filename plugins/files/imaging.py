@@ -152,13 +152,13 @@ def top_colours(image: Image.Image, count: int = 6) -> list[dict]:
             for pixels, rgb in merged if 1000 * pixels >= all_pixels]
 
 
-def _readable(tag_name: str, value):
+def _readable(tag_name: str, value: Any) -> str | int | float | list | None:
     """EXIF values as JSON a person can read; None for what is binary or meaningless."""
     if isinstance(value, bytes):
-        value = value.rstrip(b"\x00")
-        if not value or len(value) > 256 or any(b < 32 or b > 126 for b in value):
+        stripped = value.rstrip(b"\x00")
+        if not stripped or len(stripped) > 256 or any(b < 32 or b > 126 for b in stripped):
             return None
-        return value.decode("ascii")
+        return stripped.decode("ascii")
     if isinstance(value, str):
         value = value.replace("\x00", "").strip()
         return value[:256] or None

@@ -14,7 +14,7 @@ import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, AsyncIterator, Callable
+from typing import IO, Any, AsyncIterator, Callable, TypeVar
 
 from aiohttp import BodyPartReader, web
 
@@ -28,6 +28,8 @@ from gateway.identity import Identity
 from . import imaging
 from .naming import client_filename, sanitize_filename
 from .sniffing import RASTER_IMAGE_TYPES, SNIFF_BYTES, UnsupportedType, sniff
+
+T = TypeVar("T")
 
 log = logging.getLogger("plugins.files")
 
@@ -83,7 +85,7 @@ class FileStore:
             self._executor.shutdown(wait=True, cancel_futures=True)
             self._executor = None
 
-    async def run_image_work(self, function: Callable, *args):
+    async def run_image_work(self, function: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
 
     # ----------------------------------------------------------- records and access

@@ -32,6 +32,8 @@ TOKEN_ENDPOINTS = {"auth/login", "auth/register", "auth/refresh", "auth/invitati
 # first one's answer instead of tripping the gateway's reuse detection: two tabs of one browser
 # share the cookie and may both renew at the same moment.
 REFRESH_GRACE = 20.0
+# Either end of the proxied chat socket: the browser's, or the gateway's.
+WebSocket = web.WebSocketResponse | aiohttp.ClientWebSocketResponse
 
 # Request headers a browser's call may carry on to the gateway; everything else (cookies, Origin,
 # hop-by-hop headers) stays here.
@@ -235,7 +237,7 @@ async def proxy_api(state: ProxyState, request: web.Request) -> web.StreamRespon
     return await pass_through(state, request, tail)
 
 
-async def _pump(source, target, default_close: int) -> None:
+async def _pump(source: WebSocket, target: WebSocket, default_close: int) -> None:
     """Frames from one side to the other until the source closes; then the other side closes
     with the source's code."""
     async for message in source:

@@ -4,6 +4,8 @@ administrator acts on a user's knowledge with `?user_id=` (and reaches any base 
 its id)."""
 from __future__ import annotations
 
+from typing import cast
+
 from aiohttp import web
 
 from gateway.identity import owner_for, require_user
@@ -27,7 +29,7 @@ def store_of(request: web.Request) -> KnowledgeStore:
 
 def requested_owner(request: web.Request, body: dict | None = None) -> str | None:
     """Whose knowledge the administrator names: `user_id` in the body, else in the query."""
-    return (body or {}).get("user_id") or parse_query(request, OwnerQuery())["user_id"]
+    return cast("str | None", (body or {}).get("user_id") or parse_query(request, OwnerQuery())["user_id"])
 
 
 @routes.post("/api/v1/knowledge/bases", name="knowledge.create_base")

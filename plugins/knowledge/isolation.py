@@ -15,7 +15,7 @@ import multiprocessing
 import resource
 import signal
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, cast
 
 from . import extraction
 
@@ -70,7 +70,7 @@ def extract_isolated(data: bytes, content_type: str, charset: str | None, limits
         child.close()
     kind, value = outcome
     if kind == "ok":
-        return value
+        return cast(extraction.Extracted, value)
     raise {"unsupported": extraction.UnsupportedDocumentType, "unreadable": extraction.UnreadableDocument,
            "too_complex": extraction.DocumentTooComplex}[kind](value)
 

@@ -6,8 +6,10 @@ from gateway.database import fetch_all
 from gateway.plugins import Registrar
 from plugins.auth.contract import keep_person_data, row_counter
 
+from .store import KnowledgeStore
 
-def register(registrar: Registrar, knowledge) -> None:
+
+def register(registrar: Registrar, knowledge: KnowledgeStore) -> None:
     async def erase(user_id: str) -> None:
         for base in await fetch_all(registrar.context.db, "SELECT id FROM knowledge_bases WHERE user_id = %s",
                                     (user_id,)):

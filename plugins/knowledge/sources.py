@@ -4,7 +4,7 @@ process with CPU-time and memory limits (isolation.py), in the store's executor.
 from __future__ import annotations
 
 import codecs
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, cast
 
 from gateway.context import Context
 from gateway.errors import BadRequest
@@ -115,9 +115,12 @@ class SourceReader:
                                    max_pdf_content_bytes=settings["extract_max_pdf_content_bytes"])
         try:
             if extraction.needs_isolation(content_type):
-                return await self.in_executor(isolation.extract_isolated, data, content_type, charset, limits,
-                                              settings["extract_cpu_seconds"], settings["extract_memory_bytes"])
-            return await self.in_executor(lambda: extraction.extract(data, content_type, charset=charset))
+                return cast(extraction.Extracted, await self.in_executor(
+                    isolation.extract_isolated, data, content_type, charset, limits,
+                    settings["extract_cpu_seconds"], settings["extract_memory_bytes"]))
+            extracted = await self.in_executor(
+                lambda: extraction.extract(data, content_type, charset=charset))
+            return cast(extraction.Extracted, extracted)
         except extraction.UnsupportedDocumentType:
             raise unsupported_document_type(content_type) from None
         except extraction.UnreadableDocument as error:

@@ -17,6 +17,7 @@ import contextlib
 from typing import AsyncIterator
 
 
+from gateway.context import Context
 from gateway.peers import PeerTimeout
 from gateway.plugins import Plugin, Registrar
 from plugins.auth.contract import keep_peer_person_data
@@ -49,7 +50,7 @@ class MemoryPlugin(Plugin):
         registrar.middleware(api.outage_middleware)
         person_data.register(registrar, store)
 
-        async def collection(context) -> AsyncIterator[None]:
+        async def collection(context: Context) -> AsyncIterator[None]:
             await store.start()
             yield
             if store.reindexing is not None:

@@ -5,6 +5,7 @@ write), as on the AI core."""
 from __future__ import annotations
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from gateway.embeddings import EmbeddingError
 from gateway.errors import BadRequest, ServiceUnavailable
@@ -48,7 +49,7 @@ def required_owner(identity: Identity, requested: str | None) -> str:
 
 
 @web.middleware
-async def outage_middleware(request: web.Request, handler) -> web.StreamResponse:
+async def outage_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """The vector store or the embedding model down: a 503 with the spec's error body."""
     try:
         return await handler(request)

@@ -9,9 +9,9 @@ MEMORY_SERVICE_URL), with the service credential acting for a named person.
 - `MemoryClient`: the `MEMORY` contract (contract.py) for the plugins that use memories."""
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from gateway.peers import PeerClient, PeerTimeout
+from gateway.peers import PeerClient, PeerContext, PeerTimeout
 
 from .contract import MemoryServiceError, MemoryUnavailable, SearchMode, Source
 from .schemas import IDEMPOTENCY_KEY, REPLAYED
@@ -28,7 +28,7 @@ class Answer(NamedTuple):
 
 
 class MemoryTransport(PeerClient):
-    def __init__(self, context, timeout: PeerTimeout):
+    def __init__(self, context: PeerContext, timeout: PeerTimeout) -> None:
         super().__init__(context, PEER, service="memory service", timeout=timeout,
                          unreachable=MemoryUnavailable, refused=MemoryServiceError)
 
@@ -95,7 +95,7 @@ class MemoryClient:
     async def get(self, user_id: str, memory_id: str) -> dict | None:
         return await self._ok("GET", f"{MEMORIES}/{memory_id}", params={"user_id": user_id}, missing_is_none=True)
 
-    async def update(self, user_id: str, memory_id: str, **fields) -> dict | None:
+    async def update(self, user_id: str, memory_id: str, **fields: Any) -> dict | None:
         changes = {key: fields[key] for key in ("content", "category", "priority") if fields.get(key) is not None}
         return await self._ok("PUT", f"{MEMORIES}/{memory_id}", body={"user_id": user_id, **changes},
                               missing_is_none=True)

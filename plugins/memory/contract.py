@@ -8,7 +8,7 @@ previous_content, created_at, updated_at; a search hit adds `score`). Every call
 person it acts for; the client asks with the service credential on their behalf."""
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from gateway.contracts import ContractKey
 from gateway.peers import PeerFailed
@@ -56,7 +56,7 @@ class MemoryStore(Protocol):
         """The memory; None when the person has no such memory."""
         ...
 
-    async def update(self, user_id: str, memory_id: str, **fields) -> dict | None:
+    async def update(self, user_id: str, memory_id: str, **fields: Any) -> dict | None:
         """The memory after changing any of `content`, `category`, `priority`; None when the
         person has no such memory."""
         ...

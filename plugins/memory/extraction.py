@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from gateway.context import Context
 from gateway.plugins import Registrar
 from plugins.ai_core.contract import MODELS, TURN_FINISHED, FinishedTurn, Models
 
@@ -128,8 +129,9 @@ def _items(value: Any) -> list[Any] | None:
         return value
     if isinstance(value, dict):
         for key in ("facts", "memories", "items", "results"):
-            if isinstance(value.get(key), list):
-                return value[key]
+            items = value.get(key)
+            if isinstance(items, list):
+                return items
         if "content" in value:
             return [value]
     return None
@@ -249,7 +251,7 @@ async def apply_facts(memory: MemoryStore, user_id: str, facts: list[Fact], know
 class Extraction:
     """The TURN_FINISHED listener: facts from the model or, without one, from the rules."""
 
-    def __init__(self, context, settings: dict):
+    def __init__(self, context: Context, settings: dict) -> None:
         self.context = context
         self.settings = settings
         # Bursts of turns queue here rather than each asking the model at once.

@@ -7,6 +7,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
+import aiopg
+
 from . import rules
 
 if TYPE_CHECKING:
@@ -44,8 +46,8 @@ def slot_of(content: str) -> str | None:
     return slot.key if slot else None
 
 
-async def find_counterpart(cursor, vectors: VectorIndex, collection: str, owner: str, content: str,
-                          vector: list[float], reading: SlotReading, *, limit: int,
+async def find_counterpart(cursor: aiopg.Cursor, vectors: VectorIndex, collection: str, owner: str,
+                          content: str, vector: list[float], reading: SlotReading, *, limit: int,
                           threshold: float) -> tuple[str, dict] | None:
     """The existing memory a new text (`vector`: its passage embedding) merges into
     ("merged") or replaces ("superseded"), if any, among the `limit` nearest (in the store's

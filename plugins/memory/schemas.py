@@ -2,6 +2,8 @@
 unchanged (docs/memory.md)."""
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 import marshmallow
 from marshmallow import fields, validate
 
@@ -36,13 +38,13 @@ USER_ID = fields.String(load_default=None, validate=validate.Length(min=1, max=1
 
 
 class Category(fields.String):
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(validate=validate.OneOf(CATEGORIES), metadata={
             "description": f"One of {', '.join(CATEGORIES)}."}, **kwargs)
 
 
 class Priority(fields.Integer):
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(strict=True, validate=validate.Range(min=PRIORITY_MIN, max=PRIORITY_MAX), metadata={
             "description": f"{PRIORITY_MIN} (trivia) to {PRIORITY_MAX} (must never be forgotten); "
                            f"default {DEFAULT_PRIORITY}."}, **kwargs)
@@ -50,7 +52,7 @@ class Priority(fields.Integer):
 
 # ---------------------------------------------------------------- requests
 
-def idempotency_key(headers) -> str | None:
+def idempotency_key(headers: Mapping[str, str]) -> str | None:
     """A create's Idempotency-Key header, checked; None without one."""
     key = headers.get(IDEMPOTENCY_KEY)
     if key is None:

@@ -229,7 +229,8 @@ RULES_EN: list[Rule] = [(re.compile(pattern, re.IGNORECASE), build) for pattern,
 ]]
 
 
-def _zh(template: str, category: str, priority: int, value: Callable[[str], str | None] = _value_zh):
+def _zh(template: str, category: str, priority: int,
+        value: Callable[[str], str | None] = _value_zh) -> Callable[[re.Match], tuple[str, str, int] | None]:
     def build(match: re.Match) -> tuple[str, str, int] | None:
         found = value(match["v"])
         if found is None:
@@ -245,7 +246,7 @@ def _home_zh(raw: str) -> str | None:
     return None if value is None or re.search(r"酒店|宾馆|旅馆|民宿|朋友家|医院", value) else value
 
 
-def _zh_as_said(category: str, priority: int):
+def _zh_as_said(category: str, priority: int) -> Callable[[re.Match], tuple[str, str, int] | None]:
     def build(match: re.Match) -> tuple[str, str, int] | None:
         return sentence_zh(strip_end(match.group(0))), category, priority
     return build

@@ -17,6 +17,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import aiopg
+
 from gateway.context import Context
 from gateway import database
 from gateway.database import fetch_all, fetch_one, fetch_value, transaction
@@ -233,7 +235,8 @@ class MemoryStore:
                     (owner, client_key, request_hash, written.memory["id"], written.action, written.replaced))
             return written
 
-    async def replay(self, owner: str, client_key: str, request_hash: str, cursor=None) -> Written | None:
+    async def replay(self, owner: str, client_key: str, request_hash: str,
+                     cursor: aiopg.Cursor | None = None) -> Written | None:
         """The answer to an earlier write with this key, its memory as it is now; None when
         there was none (or it expired, or its memory was deleted)."""
         sql = (f"SELECT w.request_hash, w.action, w.replaced, m.* FROM memory_writes w, "
@@ -256,8 +259,8 @@ class MemoryStore:
         action, replaced = row.pop("action"), row.pop("replaced")
         return Written(action, row, replaced, replayed=True)
 
-    async def write(self, cursor, collection: str, owner: str, content: str, vector: list[float],
-                    reading: SlotReading, *, category: str, priority: int, source: str,
+    async def write(self, cursor: aiopg.Cursor, collection: str, owner: str, content: str,
+                    vector: list[float], reading: SlotReading, *, category: str, priority: int, source: str,
                     source_session_id: str | None, source_message_id: str | None) -> Written:
         """Decide and apply a create under the person's lock (held by the caller's transaction)."""
         existing = await find_counterpart(cursor, self.context.vectors, COLLECTION, owner, content, vector,

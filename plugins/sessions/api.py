@@ -5,6 +5,7 @@ administrator reaches any user's session, picked with `user_id` (docs/sessions.m
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import marshmallow
 from aiohttp import web
@@ -72,7 +73,7 @@ class MessagePageQuery(PageQuery):
     latest = fields.Boolean(load_default=False)
 
     @marshmallow.validates_schema
-    def one_way_of_paging(self, data: dict, **_) -> None:
+    def one_way_of_paging(self, data: dict, **_: Any) -> None:
         if (data["before_id"] is not None or data["latest"]) and data["offset"]:
             raise marshmallow.ValidationError("offset pages from the oldest; leave it out with before_id or latest",
                                               "offset")

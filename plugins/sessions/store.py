@@ -8,6 +8,7 @@ import logging
 import secrets
 import string
 
+import aiopg
 import psycopg2
 import psycopg2.errors
 
@@ -54,7 +55,7 @@ class Conversations:
         self._message_writes: Batcher[dict, dict | None] = Batcher(self._insert_message, self._insert_messages)
 
     @property
-    def db(self):
+    def db(self) -> aiopg.Pool:
         return self.context.db
 
     # ------------------------------------------------------------ sessions
@@ -217,7 +218,7 @@ class Conversations:
         async with transaction(self.db) as cursor:
             await cursor.execute("DELETE FROM chat_messages WHERE user_id = %s AND session_id = %s AND id >= %s",
                                  (user_id, session_id, message_id))
-            deleted = cursor.rowcount
+            deleted = int(cursor.rowcount)
             if deleted:
                 await cursor.execute("UPDATE chat_sessions SET updated_at = now() WHERE user_id = %s AND id = %s",
                                      (user_id, session_id))
@@ -280,7 +281,7 @@ class Conversations:
         async with transaction(self.db) as cursor:
             await cursor.execute("DELETE FROM chat_messages WHERE user_id = %s AND session_id = %s",
                                  (user_id, session_id))
-            deleted = cursor.rowcount
+            deleted = int(cursor.rowcount)
             await cursor.execute("UPDATE chat_sessions SET updated_at = now() WHERE user_id = %s AND id = %s",
                                  (user_id, session_id))
         await self._history_changed(user_id, session_id)

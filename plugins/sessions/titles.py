@@ -16,6 +16,7 @@ import logging
 import re
 from urllib.parse import quote
 
+from gateway.context import Context
 from gateway.peers import PeerClient, PeerFailed, PeerTimeout
 from gateway.plugins import Plugin, Registrar
 from plugins.ai_core.contract import MODELS, TURN_FINISHED, FinishedTurn, Models
@@ -70,7 +71,7 @@ def title_messages(turn: FinishedTurn) -> list[dict]:
 class SessionTitles:
     """The TURN_FINISHED listener."""
 
-    def __init__(self, context):
+    def __init__(self, context: Context) -> None:
         self.context = context
         self.gateway = PeerClient(context, "gateway", service="gateway",
                                   timeout=PeerTimeout.from_config(context.config, total=GATEWAY_TIMEOUT))

@@ -10,10 +10,11 @@ import ipaddress
 import logging
 import os
 import time
-from typing import AsyncIterator
+from typing import AsyncIterator, Awaitable, Callable
 
 import marshmallow
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 from yarl import URL
 
 from gateway import __version__
@@ -72,7 +73,8 @@ def _failure(error: SupervisorError, supervisor: Supervisor) -> ApiError:
                     extra={"service": error.service, "services": supervisor.statuses()})
 
 
-async def _transition(request: web.Request, action) -> web.Response:
+async def _transition(request: web.Request,
+                      action: Callable[[], Awaitable[dict | list[dict]]]) -> web.Response:
     supervisor = _supervisor(request)
     try:
         result = await action()
@@ -126,7 +128,7 @@ async def get_service(request: web.Request) -> web.Response:
     return web.json_response(_supervisor(request).status(_known(request)))
 
 
-def _service_action(name: str):
+def _service_action(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handler(request: web.Request) -> web.Response:
         service_id = _known(request)
         return await _transition(request, lambda: getattr(_supervisor(request), name)(service_id))
@@ -220,7 +222,7 @@ def console_credential(config: Config, host: str) -> str:
         return str(token)
     if is_loopback(host):
         return ""
-    credential = config.get("auth.admin_password")
+    credential: str = config.get("auth.admin_password")
     if not credential:
         raise ConfigError(f"the console is bound to {host}, which is not a loopback address: set "
                           f"CONSOLE_TOKEN (or ADMIN_PASSWORD) so that it can require a credential")
@@ -243,9 +245,9 @@ def _presented(request: web.Request, admin_username: str) -> str | None:
     return None
 
 
-def credential_middleware(admin_username: str):
+def credential_middleware(admin_username: str) -> Middleware:
     @web.middleware
-    async def require_credential(request: web.Request, handler):
+    async def require_credential(request: web.Request, handler: Handler) -> web.StreamResponse:
         expected = request.app[CREDENTIAL]
         if expected and request.path != "/api/health":
             presented = _presented(request, admin_username)
@@ -274,7 +276,7 @@ def is_cross_site(request: web.Request) -> bool:
 
 
 @web.middleware
-async def same_site_only(request: web.Request, handler):
+async def same_site_only(request: web.Request, handler: Handler) -> web.StreamResponse:
     """The console starts and stops processes, so a web page the operator happens to open must
     not drive it: a state-changing request (POST, PUT, PATCH, DELETE) or the `/ws` upgrade (which
     CORS does not cover) started by another site is refused; and so is a Host header naming

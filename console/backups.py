@@ -67,7 +67,8 @@ class Backups:
 
     def _load_state(self) -> dict[str, Any] | None:
         try:
-            return json.loads(self.state_file.read_text()).get("last")
+            last: dict[str, Any] | None = json.loads(self.state_file.read_text()).get("last")
+            return last
         except (OSError, ValueError, AttributeError):
             return None
 

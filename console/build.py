@@ -104,7 +104,8 @@ def packaging_digest(root: Path) -> str:
 
 def check_assets(root: Path, paths: Iterable[str]) -> StepReport:
     """Each path (from `root`) exists; a folder holds at least one file. Blocking (stat calls)."""
-    present, missing = [], []
+    present: list[str] = []
+    missing: list[str] = []
     for name in paths:
         path = root / name
         if path.is_dir():

@@ -22,7 +22,7 @@ from gateway.services import ServiceSpec
 
 from . import cli_data
 from .app import run_console
-from .build import BuildEnvironment, BuildRecords, StepReport, run_build
+from .build import BuildEnvironment, BuildRecords, BuildReport, StepReport, run_build
 from .cli_common import (build_through_console, check_console_assets, fail_with, load_config, load_specs,
                          port_option, print_services)
 from .handle import ConsoleHandle, spawn_console
@@ -202,7 +202,7 @@ def build(service_id: str | None, port: int | None) -> None:
         click.echo(f"{spec.id}: built")
 
 
-async def _build_here(spec: ServiceSpec, timeout: float):
+async def _build_here(spec: ServiceSpec, timeout: float) -> BuildReport:
     """A build without the console: each step printed as it finishes, commands' output passed on."""
     async def notify(step: StepReport) -> None:
         click.echo(f"{spec.id}: {step.line()}")
@@ -219,6 +219,7 @@ async def _build_here(spec: ServiceSpec, timeout: float):
 @click.pass_context
 def help_command(ctx: click.Context) -> None:
     """Show this help."""
+    assert ctx.parent is not None  # a command of the `main` group
     click.echo(ctx.parent.get_help())
 
 

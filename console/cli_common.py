@@ -28,7 +28,7 @@ def load_specs() -> list[ServiceSpec]:
         raise click.ClickException(str(error)) from None
 
 
-def format_uptime(seconds: float) -> str:
+def format_uptime(seconds: float | None) -> str:
     seconds = int(seconds or 0)
     hours, rest = divmod(seconds, 3600)
     minutes, seconds = divmod(rest, 60)

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from typing import Callable
+
 import click
 
 from gateway.config import PROJECT_ROOT, Config, ConfigError
@@ -16,14 +18,14 @@ from .cli_common import fail_with, load_config, port_option
 from .handle import ConsoleHandle
 
 
-def _docker(action) -> containers.CommandResult:
+def _docker(action: Callable[[], containers.CommandResult]) -> containers.CommandResult:
     try:
         return action()
     except containers.DockerUnavailable as error:
         raise click.ClickException(str(error)) from None
 
 
-def _compose(action, verb: str) -> None:
+def _compose(action: Callable[[], containers.CommandResult], verb: str) -> None:
     result = _docker(action)
     click.echo(result.output)
     if result.code != 0:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import marshmallow
 from aiohttp import web
@@ -188,7 +188,7 @@ async def db_status(request: web.Request) -> web.Response:
     return web.json_response(await request.app[DATABASE].online())
 
 
-def _compose_route(action: str, summary: str):
+def _compose_route(action: str, summary: str) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handler(request: web.Request) -> web.Response:
         return web.json_response(await request.app[DATABASE].compose(action))
     handler.__name__ = f"db_{action}"

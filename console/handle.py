@@ -36,7 +36,8 @@ class ConsoleHandle:
 
     def recorded(self) -> dict:
         try:
-            return json.loads(self.state_file.read_text())
+            record: dict = json.loads(self.state_file.read_text())
+            return record
         except (OSError, ValueError):
             return {}
 
@@ -88,7 +89,7 @@ def spawn_console(handle: ConsoleHandle) -> int:
     handle.directory.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "console", "serve", "--host", handle.host, "--port", str(handle.port)]
     options: dict = {}
-    if os.name == "posix":
+    if sys.platform != "win32":  # (os.name == "posix" everywhere else; mypy reads this test)
         options["start_new_session"] = True  # survives the terminal that started it
     else:
         options["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.DETACHED_PROCESS

@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import re
 from pathlib import Path
+from typing import Awaitable, Callable
 
 import aiohttp_jinja2
 import jinja2
@@ -64,7 +65,7 @@ PANELS = (
 routes = web.RouteTableDef()
 
 
-def _page_handler(panel: Panel):
+def _page_handler(panel: Panel) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def page(request: web.Request) -> web.Response:
         response = aiohttp_jinja2.render_template(f"{panel.slug}.html", request,
                                                   {"panels": PANELS, "panel": panel})

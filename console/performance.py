@@ -21,6 +21,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import psutil
 
+from gateway.config import Config
+
 log = logging.getLogger("console.performance")
 
 DEFAULT_INTERVAL = 5.0
@@ -35,7 +37,7 @@ class PerformanceSettings:
     history: int = DEFAULT_HISTORY
 
     @classmethod
-    def from_config(cls, config) -> "PerformanceSettings":
+    def from_config(cls, config: Config) -> "PerformanceSettings":
         section = config.section("console")
         interval = float(section.get("performance_interval") or DEFAULT_INTERVAL)
         history = int(section.get("performance_history") or DEFAULT_HISTORY)
@@ -171,7 +173,7 @@ class SocketCounter:
 
     TABLES = ("tcp", "tcp6", "udp", "udp6")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.inodes: set[str] | None = self._inet_inodes() if sys.platform.startswith("linux") else None
 
     def _inet_inodes(self) -> set[str] | None:

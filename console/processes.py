@@ -12,9 +12,11 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import AbstractSet
 
 import psutil
 
+from gateway.config import Config
 from gateway.peers import PEER_SERVICES
 from gateway.services import ServiceSpec
 from gateway.workers import can_share_port
@@ -58,7 +60,7 @@ class SupervisorSettings:
     health_interval: float = 0.2
 
     @classmethod
-    def from_config(cls, config) -> "SupervisorSettings":
+    def from_config(cls, config: Config) -> "SupervisorSettings":
         section = config.section("console")
         defaults = cls()
         return cls(**{name: type(getattr(defaults, name))(section[name])
@@ -144,7 +146,7 @@ def kill_tree(pid: int) -> None:
 
 
 def find_orphans(service_ids: set[str], data_dir: Path,
-                 exclude: set[int] = frozenset()) -> list[psutil.Process]:
+                 exclude: AbstractSet[int] = frozenset()) -> list[psutil.Process]:
     """Services that a previous console left running on this DATA_DIR (it was killed, or the
     machine's session ended). Matches the command line the supervisor starts and the DATA_DIR it
     passes, so nothing else on the machine is ever taken for one. Blocking."""
@@ -162,7 +164,7 @@ def find_orphans(service_ids: set[str], data_dir: Path,
     return found
 
 
-def terminate_orphans(service_ids: set[str], data_dir: Path, exclude: set[int] = frozenset(),
+def terminate_orphans(service_ids: set[str], data_dir: Path, exclude: AbstractSet[int] = frozenset(),
                       timeout: float = 10.0) -> list[int]:
     """SIGTERM the orphans of `find_orphans`, SIGKILL those still alive after `timeout`. Blocking."""
     found = find_orphans(service_ids, data_dir, exclude)

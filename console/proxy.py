@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import AsyncIterator
+from typing import AsyncIterator, Awaitable, Callable
 
 import aiohttp
 from aiohttp import web
@@ -205,7 +205,8 @@ async def _answer(request: web.Request, upstream: aiohttp.ClientResponse) -> web
     return response
 
 
-def _route_handler(row: ProxyRow, method: str, path: str):
+def _route_handler(row: ProxyRow, method: str,
+                   path: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     """One handler per documented operation (each carries its own `api_doc`)."""
     async def handler(request: web.Request) -> web.StreamResponse:
         return await forward(request, row)

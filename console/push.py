@@ -21,7 +21,7 @@ STT_RECORD_MARKER = " voice.stt: "
 
 
 class PushHub:
-    def __init__(self):
+    def __init__(self) -> None:
         self._sockets: set[web.WebSocketResponse] = set()
         self._listeners: list[Callable[[dict], None]] = []
         self._sending: set[asyncio.Task] = set()  # held so that no send is collected half-way

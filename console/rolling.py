@@ -51,10 +51,11 @@ async def rolling_restart(supervisor: Supervisor, service: ManagedService) -> No
         raise SupervisorError(spec.id, f"{spec.id} keeps state in its process (the service table gives it "
                                        f"no `workers`), so it cannot be replaced one process at a time; "
                                        f"restart it instead", "rolling_unsupported", status=409)
-    if not (service.alive and service.state == RUNNING):
+    process = service.process
+    if process is None or not (service.alive and service.state == RUNNING):
         raise SupervisorError(spec.id, f"{spec.id} is not running ({service.state}); start it instead",
                               "not_running", status=409)
-    if await asyncio.get_running_loop().run_in_executor(None, _has_workers, service.process.pid):
+    if await asyncio.get_running_loop().run_in_executor(None, _has_workers, process.pid):
         await _roll_workers(supervisor, service)
     else:
         await _replace_process(supervisor, service)
@@ -63,6 +64,7 @@ async def rolling_restart(supervisor: Supervisor, service: ManagedService) -> No
 
 async def _roll_workers(supervisor: Supervisor, service: ManagedService) -> None:
     spec, process = service.spec, service.process
+    assert process is not None  # rolling_restart found it running
     status_file = rolling_status_path(supervisor.data_dir, spec.id)
     before = _read_json(status_file)
     generation = before.get("generation", 0) if before.get("pid") == process.pid else 0
@@ -91,6 +93,7 @@ async def _roll_workers(supervisor: Supervisor, service: ManagedService) -> None
 
 async def _replace_process(supervisor: Supervisor, service: ManagedService) -> None:
     spec, old = service.spec, service.process
+    assert old is not None  # rolling_restart found it running
     ready_file = supervisor.data_dir / "run" / f"{spec.id}-replacement.ready"
     ready_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     ready_file.unlink(missing_ok=True)
@@ -114,6 +117,7 @@ async def _replace_process(supervisor: Supervisor, service: ManagedService) -> N
             raise SupervisorError(spec.id, message, "rolling_failed")
         await asyncio.sleep(0.1)
     retired_monitor = service.monitor_task
+    assert retired_monitor is not None  # set with the process it watches
     service.process, service.reader_task = new, reader
     service.started_at, service.started_monotonic = time.time(), time.monotonic()
     service.monitor_task = asyncio.ensure_future(supervisor._monitor(service, new))
@@ -137,6 +141,7 @@ def _has_workers(pid: int) -> bool:
 
 def _read_json(path: Path) -> dict:
     try:
-        return json.loads(path.read_text())
+        record: dict = json.loads(path.read_text())
+        return record
     except (OSError, ValueError):
         return {}

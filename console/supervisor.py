@@ -93,7 +93,8 @@ class Supervisor(ServiceWatch):
         spec = service.spec
         return {
             "id": spec.id, "name": spec.name, "port": spec.port, "status": service.state,
-            "running": service.state == RUNNING, "pid": service.process.pid if service.alive else None,
+            "running": service.state == RUNNING,
+            "pid": service.process.pid if service.alive and service.process is not None else None,
             "uptime": service.uptime(), "startedAt": iso(service.started_at) if service.alive else None,
             "exitCode": service.exit_code, "lastError": service.last_error, "restarts": service.restarts,
             "depends": list(spec.depends), "healthUrl": self.health_url(spec),
@@ -105,7 +106,7 @@ class Supervisor(ServiceWatch):
         return [self.status(spec.id) for spec in self.specs]
 
     def child_pids(self) -> list[int]:
-        return [s.process.pid for s in self._services.values() if s.alive]
+        return [s.process.pid for s in self._services.values() if s.alive and s.process is not None]
 
     def pids(self) -> dict[str, int]:
         """Each live service's main process, by service id (the performance sampler's list)."""
@@ -247,8 +248,10 @@ class Supervisor(ServiceWatch):
         last = "no answer"
         while True:
             if not service.alive:
+                assert service.process is not None  # _start_locked started it before asking
                 raise SupervisorError(spec.id, f"{spec.id} exited with code {service.process.returncode} "
                                                f"before its health check passed; see its log")
+            assert self._http is not None  # open() made it, before any service starts
             try:
                 async with self._http.get(url, timeout=aiohttp.ClientTimeout(total=2)) as response:
                     if response.status == 200:
@@ -260,6 +263,7 @@ class Supervisor(ServiceWatch):
                 raise SupervisorError(spec.id, f"{spec.id}: health check {url} did not pass within "
                                                f"{timeout:g}s (last: {last})",
                                       "health_check_failed")
+            assert service.monitor_task is not None  # set with the process
             await asyncio.wait([service.monitor_task], timeout=self.settings.health_interval)
 
     async def _stop_locked(self, service: ManagedService) -> None:
@@ -277,12 +281,14 @@ class Supervisor(ServiceWatch):
             process.terminate()
         except ProcessLookupError:
             pass
-        done, _ = await asyncio.wait([service.monitor_task], timeout=self.settings.stop_timeout)
+        monitor = service.monitor_task
+        assert monitor is not None  # set with the process, which runs
+        done, _ = await asyncio.wait([monitor], timeout=self.settings.stop_timeout)
         if not done:
             await self._note(service, f"pid {process.pid} did not stop within "
                                       f"{self.settings.stop_timeout:g}s; killing it (SIGKILL)")
             kill_tree(process.pid)
-            await service.monitor_task
+            await monitor
 
     def _refuse_failed_build(self, service: ManagedService) -> None:
         """A service whose last build failed would start on what failed to build: refused until

@@ -39,6 +39,7 @@ class ServiceWatch:
     async def _read_output(self, service: ManagedService, process: asyncio.subprocess.Process) -> None:
         service_log = self.logs.get(service.spec.id)
         pending = b""
+        assert process.stdout is not None  # every service starts with stdout=PIPE
         while True:
             chunk = await process.stdout.read(65536)
             if not chunk:
@@ -62,6 +63,7 @@ class ServiceWatch:
 
     async def _monitor(self, service: ManagedService, process: asyncio.subprocess.Process) -> None:
         reader = service.reader_task
+        assert reader is not None  # set before the monitor starts
         code = await process.wait()
         await reader
         if process is not service.process:  # replaced by a rolling restart

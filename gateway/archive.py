@@ -12,9 +12,12 @@ import os
 import tarfile
 import zlib
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, TYPE_CHECKING, Any, Iterator
 
 from .archive_crypto import ENCRYPTION_MAGIC, BackupError, DecryptingReader, EncryptingWriter
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 FORMAT = "assistant-backup"
 FORMAT_VERSION = 1
@@ -42,10 +45,12 @@ class _HashingReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:
-        data = self._source.read(len(buffer))
-        self.sha256.update(data)
-        buffer[:len(data)] = data
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        # Released before returning: RawIOBase.read resizes its bytearray once this returns.
+        with memoryview(buffer) as view:
+            data = self._source.read(len(view))
+            self.sha256.update(data)
+            view[:len(data)] = data
         return len(data)
 
 

@@ -6,7 +6,10 @@ import io
 import os
 import struct
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer, WriteableBuffer
 
 
 class BackupError(Exception):
@@ -52,12 +55,12 @@ class EncryptingWriter(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, data) -> int:
-        self._buffer.extend(data)
+    def write(self, data: ReadableBuffer) -> int:
+        self._buffer += data
         while len(self._buffer) > RECORD_PLAINTEXT:
             self._record(bytes(self._buffer[:RECORD_PLAINTEXT]), final=False)
             del self._buffer[:RECORD_PLAINTEXT]
-        return len(data)
+        return memoryview(data).nbytes
 
     def _record(self, plaintext: bytes, final: bool) -> None:
         sealed = self._cipher.encrypt(_nonce(self._prefix, self._counter), plaintext,
@@ -123,13 +126,15 @@ class DecryptingReader(io.RawIOBase):
             raise BackupError("the passphrase is wrong (or the archive is corrupt): its first record does not decrypt")
         raise BackupError(f"the archive is corrupt: encrypted record {self._counter} does not decrypt")
 
-    def readinto(self, buffer) -> int:
+    def readinto(self, buffer: WriteableBuffer) -> int:
         while not self._pending:
             if self._finished:
                 return 0
             self._next_record()
-        size = min(len(buffer), len(self._pending))
-        buffer[:size] = self._pending[:size]
+        # Released before returning: RawIOBase.read resizes its bytearray once this returns.
+        with memoryview(buffer) as view:
+            size = min(len(view), len(self._pending))
+            view[:size] = self._pending[:size]
         self._pending = self._pending[size:]
         return size
 

@@ -19,6 +19,7 @@ import marshmallow
 from aiohttp import web
 from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
+from apispec.ext.marshmallow.openapi import OpenAPIConverter
 
 from .openapi import ASYNCAPI_PATH, api_doc
 from .plugins import REGISTRY
@@ -93,7 +94,7 @@ def websocket_endpoint(summary: str, *, query: Any = None, auth: str = "user",
     return decorate
 
 
-def _instance(schema: Any) -> marshmallow.Schema | None:
+def _instance(schema: type[marshmallow.Schema] | marshmallow.Schema | None) -> marshmallow.Schema | None:
     if schema is None:
         return None
     return schema() if isinstance(schema, type) else schema
@@ -169,7 +170,7 @@ def build_document(title: str, version: str, channels: list[Channel], descriptio
             "channels": document_channels, "operations": operations, "components": components}
 
 
-def _message(converter, frame: Frame, inbound: bool) -> dict:
+def _message(converter: OpenAPIConverter, frame: Frame, inbound: bool) -> dict:
     """A frame's message object; its payload requires `type` to be the frame's type. Clients may
     send fields a schema does not name (the dispatch ignores them); the server sends none."""
     payload: dict[str, Any] = (copy.deepcopy(converter.schema2jsonschema(frame.schema)) if frame.schema is not None

@@ -21,11 +21,12 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO, AsyncIterator, Callable
 
 from .archive import (BLOBS_PREFIX, CONFIGURATION_PREFIX, DATA_DIR_SKIPPED, DATA_PREFIX, DATABASE_MEMBER, FORMAT,
                       FORMAT_VERSION, READ_CHUNK, RESTORED_CONFIGURATION, ArchiveWriter, opened_archive, verify_archive)
 from .archive_crypto import BackupError
+from .config import Config
 from .pg_tools import (database_holds_data, dump_database, empty_database, migration_levels, postgres_tool,
                        restore_database)
 from .version import __version__
@@ -64,7 +65,7 @@ def _configuration_files() -> list[tuple[str, Path]]:
     return found
 
 
-async def create_backup(config, target: Path, passphrase: str | None = None,
+async def create_backup(config: Config, target: Path, passphrase: str | None = None,
                         progress: Callable[[str], None] = lambda message: None) -> BackupResult:
     """Write the archive of this deployment (the environment's configuration) to `target`."""
     from .blobs import BlobNotFound, create_blob_store
@@ -155,7 +156,7 @@ class RestoreResult:
     configuration_files: list[str]
 
 
-async def restore_backup(config, source: Path, passphrase: str | None = None, force: bool = False,
+async def restore_backup(config: Config, source: Path, passphrase: str | None = None, force: bool = False,
                          progress: Callable[[str], None] = lambda message: None) -> RestoreResult:
     """Restore the archive into the environment's DATA_DIR, database and blob storage."""
     from .blobs import create_blob_store
@@ -246,7 +247,7 @@ def _write_private(handle: IO[bytes], target: Path) -> None:
     os.replace(temporary, target)
 
 
-async def _chunks_of(loop, handle: IO[bytes]):
+async def _chunks_of(loop: asyncio.AbstractEventLoop, handle: IO[bytes]) -> AsyncIterator[bytes]:
     while chunk := await loop.run_in_executor(None, handle.read, READ_CHUNK):
         yield chunk
 

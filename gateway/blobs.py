@@ -13,7 +13,13 @@ import uuid
 from pathlib import Path
 
 import aiohttp
-from typing import AsyncIterable, AsyncIterator
+from typing import (Any, AsyncIterable, AsyncIterator, BinaryIO, Callable, Iterator, TypeVar, TypeVarTuple,
+                    Unpack)
+
+from .config import Config
+
+Result = TypeVar("Result")
+Arguments = TypeVarTuple("Arguments")
 
 CHUNK = 256 * 1024
 S3_PART = 8 * 1024 * 1024  # S3 parts must be at least 5 MiB, except the last
@@ -87,14 +93,14 @@ class LocalBlobStore(BlobStore):
     def _path(self, key: str) -> Path:
         return self.root / check_key(key)
 
-    async def _run(self, function, *args):
+    async def _run(self, function: Callable[[Unpack[Arguments]], Result], *args: Unpack[Arguments]) -> Result:
         return await asyncio.get_running_loop().run_in_executor(None, function, *args)
 
     async def put(self, key: str, data: bytes | AsyncIterable[bytes], content_type: str = "") -> int:
         path = self._path(key)
         temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.part")
 
-        def open_file():
+        def open_file() -> BinaryIO:
             path.parent.mkdir(parents=True, exist_ok=True)
             return open(temporary, "wb")
 
@@ -157,7 +163,7 @@ class LocalBlobStore(BlobStore):
 
 
 @contextlib.contextmanager
-def _s3_failures(operation: str, key: str):
+def _s3_failures(operation: str, key: str) -> Iterator[None]:
     """The S3 endpoint being down or refusing is a BlobError, whatever library raised it."""
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -172,7 +178,8 @@ def _s3_failures(operation: str, key: str):
 class S3BlobStore(BlobStore):
     kind = "s3"
 
-    def __init__(self, client, bucket: str, exit_stack: contextlib.AsyncExitStack):
+    # `client`: aiobotocore's S3 client, a class it builds at run time and ships no types for.
+    def __init__(self, client: Any, bucket: str, exit_stack: contextlib.AsyncExitStack):
         self.client = client
         self.bucket = bucket
         self._exit_stack = exit_stack
@@ -285,7 +292,7 @@ class S3BlobStore(BlobStore):
         await self._exit_stack.aclose()
 
 
-async def create_blob_store(config) -> BlobStore:
+async def create_blob_store(config: Config) -> BlobStore:
     endpoint = config.get("blobs.s3_endpoint")
     if not endpoint:
         return LocalBlobStore(config.data_dir / "blobs")

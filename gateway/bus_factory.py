@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 from .bus import Bus
+from .config import Config
 from .memory_bus import InProcessBus
 from .redis_bus import RedisBus
 
 
-async def create_bus(config) -> Bus:
+async def create_bus(config: Config) -> Bus:
     url = config.get("bus.redis_url")
     prefix = config.get("bus.prefix") or "assistant:"
     if not url:

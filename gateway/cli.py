@@ -23,10 +23,10 @@ def _configure_logging(level: str) -> None:
 class GatewayGroup(click.Group):
     """Adds the commands that installed plugins offer, without failing when one cannot load."""
 
-    def list_commands(self, ctx):
+    def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(self._plugin_commands()))
 
-    def get_command(self, ctx, name):
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         return super().get_command(ctx, name) or self._plugin_commands().get(name)
 
     def _plugin_commands(self) -> dict:

@@ -43,7 +43,7 @@ class _Slot(Generic[T]):
     @overload
     def __get__(self, instance: object, owner: type | None = None) -> T: ...
 
-    def __get__(self, instance, owner=None):
+    def __get__(self, instance: object | None, owner: type | None = None) -> "_Slot[T] | T":
         if instance is None:
             return self
         raise RuntimeError(f"context.{self.name} is not available: the service has not "

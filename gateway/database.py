@@ -18,6 +18,7 @@ import aiopg
 import psycopg2
 import psycopg2.extras
 
+from .config import Config
 from .embedded_database import start_embedded
 from .text import dumps_text
 
@@ -63,7 +64,7 @@ def redact(url: str) -> str:
     return url
 
 
-async def resolve_database_url(config) -> tuple[str, Any]:
+async def resolve_database_url(config: Config) -> tuple[str, Any]:
     url = config.get("database.url")
     if url:
         return url, None
@@ -248,7 +249,8 @@ async def fetch_value(db: aiopg.Pool, sql: str, params: Sequence | dict = ()) ->
 async def execute(db: aiopg.Pool, sql: str, params: Sequence | dict = ()) -> int:
     """Run one statement; return the number of rows it touched."""
     async with pooled_connection(db) as connection:
-        return (await _executed(connection, sql, params)).rowcount
+        touched: int = (await _executed(connection, sql, params)).rowcount
+        return touched
 
 
 @contextlib.asynccontextmanager
@@ -261,7 +263,7 @@ async def transaction(db: aiopg.Pool) -> AsyncIterator[Any]:
 
 
 @contextlib.asynccontextmanager
-async def in_transaction(connection, cursor) -> AsyncIterator[None]:
+async def in_transaction(connection: aiopg.Connection, cursor: aiopg.Cursor) -> AsyncIterator[None]:
     """BEGIN ... COMMIT, or ROLLBACK on any error. Written out rather than aiopg's Transaction
     so that a task cancelled mid-transaction (a client hanging up) leaves no half-open state:
     if the rollback itself cannot finish, the connection is closed and the pool drops it."""

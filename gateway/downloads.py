@@ -12,6 +12,7 @@ from typing import Callable, Mapping
 from aiohttp import web
 
 from .blobs import BlobNotFound, BlobStore
+from .config import Config
 from .errors import ApiError
 
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
@@ -25,7 +26,7 @@ class LinkSigner:
     secret and the purpose, so a link's signature is never a token and a link signed for one
     purpose does not open another's."""
 
-    def __init__(self, config, purpose: str):
+    def __init__(self, config: Config, purpose: str):
         self.config, self.purpose = config, purpose
 
     def _signature(self, subject: str, expires: int) -> str:

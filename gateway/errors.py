@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.typedefs import Handler
 
 from . import database, redis_bus
 from .blobs import BlobError, BlobNotFound
@@ -138,7 +139,7 @@ def _from_http_exception(exc: web.HTTPException, request: web.Request) -> ApiErr
 
 
 @web.middleware
-async def error_middleware(request: web.Request, handler) -> web.StreamResponse:
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     request_id = request.headers.get(REQUEST_ID_HEADER) or uuid.uuid4().hex[:16]
     request[REQUEST_ID] = request_id
     if "\x00" in request.path or "\x00" in request.rel_url.query_string:

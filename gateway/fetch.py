@@ -28,7 +28,7 @@ import asyncio
 import json
 import socket
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol, TypedDict, Unpack
 from urllib.parse import SplitResult, urljoin, urlsplit
 
 import aiohttp
@@ -36,7 +36,8 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from .contracts import ContractKey
+from .config import Config
+from .contracts import ContractKey, Contracts
 from .fetch_policy import FetchPolicy, literal_address
 from .text import loads_utf8_safe
 
@@ -136,7 +137,8 @@ def guarded_session(policy: FetchPolicy, *, resolver: AbstractResolver | None = 
     # address again cost a model call of the OpenAI door a good part of its added time (issue 44).
     allowed: set[tuple[str, str | None, int | None]] = set()
 
-    async def check_address(request: aiohttp.ClientRequest, handler) -> aiohttp.ClientResponse:
+    async def check_address(request: aiohttp.ClientRequest,
+                            handler: aiohttp.ClientHandlerType) -> aiohttp.ClientResponse:
         url = request.url
         key = (url.scheme, url.host, url.port)
         if key not in allowed:
@@ -200,6 +202,26 @@ def _redirect_target(url: str, location: str) -> str:
         raise FetchRefused(f"the redirect's Location is malformed: {error}") from None
 
 
+class FetcherOptions(TypedDict, total=False):
+    """What a caller of `from_config` or `for_context` may set over the `[fetch]` section."""
+
+    timeout: float
+    max_bytes: int
+    max_redirects: int
+    resolver: AbstractResolver | None
+
+
+class FetchContext(Protocol):
+    """What `for_context` reads of a service's context. The context (gateway/context.py) reaches
+    this module through the embedder, so the fetcher names what it needs rather than its class."""
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def contracts(self) -> Contracts: ...
+
+
 class GuardedFetcher:
     """Fetches caller-supplied URLs under a `FetchPolicy`. Cheap to create; every fetch opens
     its own short-lived connection pool, so nothing is shared with the service's own client
@@ -218,7 +240,8 @@ class GuardedFetcher:
         self.resolver = resolver
 
     @classmethod
-    def from_config(cls, config, policy: FetchPolicy | None = None, **overrides) -> "GuardedFetcher":
+    def from_config(cls, config: Config, policy: FetchPolicy | None = None,
+                    **overrides: Unpack[FetcherOptions]) -> "GuardedFetcher":
         """Limits from the `[fetch]` section (timeout, max_bytes, max_redirects); the policy from
         it too (allow_private, allow_hosts) unless a purpose's own `policy` is given."""
         settings = config.section("fetch")
@@ -231,13 +254,14 @@ class GuardedFetcher:
         return cls(policy or FetchPolicy.from_config(config), **options)
 
     @classmethod
-    def for_context(cls, context, **overrides) -> "GuardedFetcher":
+    def for_context(cls, context: FetchContext, *, policy: FetchPolicy | None = None,
+                    **overrides: Unpack[FetcherOptions]) -> "GuardedFetcher":
         """`from_config` with the resolver a plugin provides as the `RESOLVER` contract, if any
         (split-horizon DNS in production; a fixed table in tests)."""
         resolver = context.contracts.get(RESOLVER)
         if resolver is not None:
             overrides.setdefault("resolver", resolver)
-        return cls.from_config(context.config, **overrides)
+        return cls.from_config(context.config, policy, **overrides)
 
     def check_url(self, url: str) -> None:
         """Refuse a URL before any network use: its scheme, and its host when that is an address."""

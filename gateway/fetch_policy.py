@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 from urllib.parse import urlsplit
+
+from .config import Config
 
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -39,11 +41,13 @@ class FetchPolicy:
     remedy: str = "[fetch] allow_private = true or by listing it in [fetch] allow_hosts"
 
     @classmethod
-    def from_config(cls, config, *, purpose: str = "", also_allow: Iterable[str] = ()) -> "FetchPolicy":
+    def from_config(cls, config: Config | Mapping[str, Any] | None, *, purpose: str = "",
+                    also_allow: Iterable[str] = ()) -> "FetchPolicy":
         """The `[fetch]` policy. With a `purpose` (`model`), the entries of `[fetch] <purpose>_hosts`
         are allowed too, for that purpose only; `also_allow` adds entries the caller derived from
         the operator's own configuration (the endpoint of `OPENAI_BASE_URL`)."""
-        settings = config.section("fetch") if hasattr(config, "section") else dict(config or {})
+        # The configuration, or its `[fetch]` section alone.
+        settings = config.section("fetch") if isinstance(config, Config) else dict(config or {})
         entries = _entries(settings.get("allow_hosts"), "fetch.allow_hosts")
         remedy = cls.remedy
         if purpose:

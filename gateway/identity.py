@@ -33,7 +33,7 @@ AUTHENTICATOR: ContractKey[Authenticator] = ContractKey("core.authenticator", "w
 
 
 async def current_identity(request: web.Request) -> Identity | None:
-    cached = request.get(IDENTITY)
+    cached: Identity | None = request.get(IDENTITY)
     if cached is not None:
         return cached
     authenticator = get_context(request).contracts.get(AUTHENTICATOR)

@@ -9,6 +9,7 @@ import importlib.metadata
 from collections import Counter
 from dataclasses import dataclass, field
 
+from .config import Config
 from .plugins import Plugin, PluginError, installed_entry_points, load_entry_point
 from .services import ServiceSpec
 
@@ -42,7 +43,8 @@ def error_summary(error: Exception) -> dict[str, str]:
     return {"type": type(cause).__name__, "message": str(cause)}
 
 
-def installed_plugin_list(config, specs: list[ServiceSpec], distribution: str | None = None) -> list[InstalledPlugin]:
+def installed_plugin_list(config: Config, specs: list[ServiceSpec],
+                          distribution: str | None = None) -> list[InstalledPlugin]:
     """Every installed plugin (only `distribution`'s when given), sorted by name; one that fails
     to import is listed with its error instead of stopping the list."""
     entry_points = [entry_point for entry_point in installed_entry_points()

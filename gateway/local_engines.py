@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
+from .config import Config
 from .edge_engine import EdgeEngine
 from .qdrant_engine import QdrantClientEngine
 from .vector_store import Engine
 
 
-def vectors_directory(config, service_id: str) -> Path:
+def vectors_directory(config: Config, service_id: str) -> Path:
     """`[vectors] path`, else `DATA_DIR/vectors/<service id>`: one directory per service."""
     configured = str(config.get("vectors.path") or "")
     return Path(configured).expanduser().resolve() if configured else config.data_dir / "vectors" / service_id
@@ -18,7 +18,7 @@ def vectors_directory(config, service_id: str) -> Path:
 
 
 
-def create_local_engine(config, service_id: str) -> Engine:
+def create_local_engine(config: Config, service_id: str) -> Engine:
     settings = config.section("vectors")
     url = str(settings.get("qdrant_url") or "")
     if url:

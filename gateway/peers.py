@@ -18,7 +18,8 @@ import asyncio
 import json
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Callable, Mapping, Protocol
+from typing import (TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Callable, Mapping, Protocol, TypedDict,
+                    Unpack)
 
 import aiohttp
 import orjson
@@ -115,6 +116,13 @@ class PeerTimeout:
         return cls(connect=float(connect) if connect else None, read=read, total=total)
 
 
+class ErrorOptions(TypedDict, total=False):
+    """What a `PeerFailed` passes on to `ApiError` as it is."""
+
+    headers: Mapping[str, str] | None
+    extra: Mapping[str, Any] | None
+
+
 class PeerFailed(ApiError):
     """A call to a peer that did not succeed, as the spec's error body: `status` is what an
     endpoint answers with, `peer_status` what the peer answered (None when it was not reached),
@@ -125,7 +133,7 @@ class PeerFailed(ApiError):
 
     def __init__(self, error: str, error_type: str | None = None, hint: str | None = None,
                  status: int | None = None, *, peer_status: int | None = None, retry_after: str | None = None,
-                 **options):
+                 **options: Unpack[ErrorOptions]):
         if retry_after and "headers" not in options:
             options["headers"] = {"Retry-After": retry_after}
         super().__init__(error, error_type, hint, status, **options)
@@ -163,6 +171,17 @@ def encode_body(body: Any) -> bytes:
         return orjson.dumps(body)
     except TypeError:
         return json.dumps(body).encode()
+
+
+class RequestOptions(TypedDict, total=False):
+    """`PeerClient.request`'s keyword arguments, for the calls that pass them on."""
+
+    params: Mapping[str, Any] | None
+    json_body: Any
+    data: Any
+    headers: Mapping[str, str] | None
+    timeout: PeerTimeout | None
+    quoted: bool
 
 
 class PeerClient:
@@ -261,7 +280,7 @@ class PeerClient:
             raise self.not_reached(error) from None
         return self.check(answer)
 
-    async def call(self, method: str, path: str, **options) -> dict:
+    async def call(self, method: str, path: str, **options: Unpack[RequestOptions]) -> dict:
         """The JSON object of a 2xx answer; the peer's error answer raised as `refused`."""
         answer = await self.request(method, path, **options)
         if answer.status >= 400:
@@ -356,13 +375,15 @@ class PeerClient:
                                          f"{self.error_prefix}_failed", status=502) from None
 
     async def connect(self, path: str, *, params: Mapping[str, str] | None = None,
-                      **options) -> aiohttp.ClientWebSocketResponse:
+                      **options: Any) -> aiohttp.ClientWebSocketResponse:
         """A WebSocket to the peer; a refused credential or a peer that cannot be reached is
         `unreachable`, any other refused handshake `refused` with its status."""
         options.setdefault("timeout", aiohttp.ClientWSTimeout(ws_receive=None, ws_close=self.timeout.connect))
         try:
-            return await self.context.http.ws_connect(self.base_url() + path, params=params,
-                                                      headers=self.headers(), **options)
+            # Typed here: with `options` open, the session's overloads cannot tell the answer's.
+            websocket: aiohttp.ClientWebSocketResponse = await self.context.http.ws_connect(
+                self.base_url() + path, params=params, headers=self.headers(), **options)
+            return websocket
         except aiohttp.WSServerHandshakeError as error:
             if error.status in CREDENTIAL_REFUSED or error.status >= 500:
                 raise self.unreachable(f"The {self.service} refused the connection ({error.status}).",

@@ -6,9 +6,13 @@ import asyncio
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from .archive_crypto import BackupError
+
+if TYPE_CHECKING:
+    import aiopg
 
 # ---------------------------------------------------------------- PostgreSQL tools
 
@@ -69,7 +73,7 @@ USER_SCHEMAS = ("SELECT nspname FROM pg_namespace WHERE left(nspname, 3) <> 'pg_
                 "AND nspname <> 'information_schema'")
 
 
-async def database_holds_data(db) -> bool:
+async def database_holds_data(db: aiopg.Pool) -> bool:
     from .database import fetch_value
 
     return bool(await fetch_value(db, "SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n "
@@ -77,7 +81,7 @@ async def database_holds_data(db) -> bool:
                                       f"AND n.nspname IN ({USER_SCHEMAS}))"))
 
 
-async def empty_database(db) -> None:
+async def empty_database(db: aiopg.Pool) -> None:
     """Drop every schema of ours (`--force`): the dump then lands on nothing."""
     from .database import execute, fetch_all
 
@@ -86,7 +90,7 @@ async def empty_database(db) -> None:
     await execute(db, "CREATE SCHEMA IF NOT EXISTS public")
 
 
-async def migration_levels(db) -> dict[str, int]:
+async def migration_levels(db: aiopg.Pool) -> dict[str, int]:
     from .database import fetch_all
 
     try:

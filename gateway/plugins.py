@@ -25,10 +25,12 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Class
 
 import marshmallow
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 if TYPE_CHECKING:
     import click
 
+    from .config import Config
     from .context import Context
     from .contracts import ContractKey
 
@@ -65,7 +67,7 @@ class Plugin:
     # The installed distribution that publishes it (set from the entry point; "" when inline).
     distribution: str = ""
 
-    def enabled(self, config) -> bool:
+    def enabled(self, config: Config) -> bool:
         section = config.get(f"plugins.{self.name}") or {}
         return bool(section.get("enabled", True)) if isinstance(section, dict) else True
 
@@ -92,14 +94,15 @@ class PluginSettings(marshmallow.Schema):
         "description": "Whether services that list this plugin load it."})
 
 
-def load_settings(plugin: "Plugin", config) -> dict:
+def load_settings(plugin: "Plugin", config: Config) -> dict:
     """The plugin's validated settings, defaults filled in."""
     raw = (config.section("plugins") or {}).get(plugin.name, {})
     if not isinstance(raw, dict):
         raise PluginError(f"[plugins.{plugin.name}] must be a table of settings, not {raw!r}")
     schema = (plugin.settings_schema or PluginSettings)()
     try:
-        return schema.load(raw)
+        settings: dict = schema.load(raw)
+        return settings
     except marshmallow.ValidationError as error:
         problems = "; ".join(f"plugins.{plugin.name}.{key}: "
                              f"{' '.join(map(str, texts)) if isinstance(texts, list) else texts}"
@@ -160,7 +163,7 @@ class Registrar:
         self._settings = load_settings(plugin, context.config)
 
     @property
-    def config(self):
+    def config(self) -> Config:
         return self.context.config
 
     @property
@@ -226,7 +229,7 @@ class Registrar:
         self.context.contracts.provide(key, implementation, owner=self._plugin.name)
         self.record.provides.append(key.name)
 
-    def middleware(self, middleware) -> None:
+    def middleware(self, middleware: Middleware) -> None:
         self._registry.middlewares.append(middleware)
 
     def app_state(self, key: "web.AppKey[T]", value: "T") -> None:
@@ -250,7 +253,7 @@ class Registrar:
 class Registry:
     """Everything the loaded plugins registered, checked for clashes as it is filled."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.records: dict[str, PluginRecord] = {}
         self.route_tables: list[web.RouteTableDef] = []
         self.route_owners: dict[tuple[str, str], str] = {}
@@ -259,7 +262,7 @@ class Registry:
         self.jobs: list[Job] = []
         self.migrations: list[Migrations] = []
         self.lifespans: list[tuple[str, Lifespan]] = []
-        self.middlewares: list = []
+        self.middlewares: list[Middleware] = []
         self.app_state: dict[web.AppKey, tuple[object, str]] = {}
         self.reports: list[tuple[str, str, Report]] = []  # (section, reporting plugin, report)
         # Plugins the service table names that this service did not load: {name: reason}.
@@ -302,12 +305,11 @@ def installed_entry_points() -> list[importlib.metadata.EntryPoint]:
 
 def load_entry_point(entry_point: importlib.metadata.EntryPoint) -> Plugin:
     try:
-        plugin = entry_point.load()
+        loaded = entry_point.load()
     except Exception as error:  # a broken plugin must say who it is
         raise PluginError(f"plugin {entry_point.name!r} ({entry_point.value}) failed to import: "
                           f"{error!r}") from error
-    if isinstance(plugin, type):
-        plugin = plugin()
+    plugin: Plugin = loaded() if isinstance(loaded, type) else loaded
     if plugin.name and plugin.name != entry_point.name:
         raise PluginError(f"entry point {entry_point.name!r} publishes a plugin named {plugin.name!r}; "
                           f"the two names must match")
@@ -329,7 +331,7 @@ def not_installed(name: str, known: set[str]) -> str:
               f"built yet belongs in `planned` in conf/services.toml.")
 
 
-def select_plugins(names: Iterable[str], available: dict[str, Plugin], config,
+def select_plugins(names: Iterable[str], available: dict[str, Plugin], config: Config,
                    planned: Iterable[str] = (), skipped: dict[str, str] | None = None) -> list[Plugin]:
     """The named plugins that are installed and enabled, in dependency order.
 

@@ -41,7 +41,8 @@ class QdrantClientEngine(Engine):
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vectors")
             self.where = str(path)
 
-    async def _call(self, method: str, *args, **kwargs):
+    # Any: the client's method named `method`, called as given (qdrant-client ships no types here).
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
         try:

@@ -9,6 +9,7 @@ import contextlib
 import json
 import logging
 import time
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 from .batching import Batcher
@@ -40,7 +41,7 @@ def _stream_args(entry: Entry, max_len: int | None) -> list:
     return ["" if max_len is None else max_len, *_fields(entry)]
 
 
-def redis_exceptions():
+def redis_exceptions() -> ModuleType:
     import redis.exceptions
 
     return redis.exceptions

@@ -85,13 +85,13 @@ class RowError(Exception):
     """A value of a service row that is not what the table takes; the message says what is."""
 
 
-def string_list(value, key: str) -> tuple[str, ...]:
+def string_list(value: object, key: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
         raise RowError(f"`{key}` must be a list of non-empty strings")
     return tuple(value)
 
 
-def build_items(value) -> tuple[BuildItem, ...]:
+def build_items(value: object) -> tuple[BuildItem, ...]:
     """A row's `build`: each item a built-in step's name or a command (a non-empty list of
     arguments, run without a shell)."""
     if not isinstance(value, list):

@@ -18,6 +18,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
+from .config import Config
 from .lexical import SparseVector
 from .local_engines import create_local_engine
 from .vector_store import Engine, IndexHit, StoredPoint, VectorStoreUnavailable, Where
@@ -27,7 +28,7 @@ log = logging.getLogger("gateway.shared_vectors")
 SOCKET_SETTING = "vectors.shared_socket"
 
 
-def hosts_vectors(config) -> bool:
+def hosts_vectors(config: Config) -> bool:
     """Whether the parent of several workers must hold the vector store: the embedded engines
     lock their directory; a Qdrant server (QDRANT_URL) is shared by itself."""
     return not config.get("vectors.qdrant_url")
@@ -44,7 +45,7 @@ def _sparse(vector: SparseVector | None) -> list | None:
 class VectorsHost:
     """In the parent: the engine, and the socket its workers call it through."""
 
-    def __init__(self, config, service_id: str, socket_path: Path):
+    def __init__(self, config: Config, service_id: str, socket_path: Path):
         self.config, self.service_id, self.socket_path = config, service_id, socket_path
         self._engine: Engine | None = None
         self._opening = asyncio.Lock()
@@ -121,7 +122,7 @@ class SharedEngine(Engine):
         self.socket_path = socket_path
         self._http: aiohttp.ClientSession | None = None
 
-    async def _call(self, method: str, **arguments) -> Any:
+    async def _call(self, method: str, **arguments: object) -> Any:
         if self._http is None:
             self._http = aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=self.socket_path),
                                                timeout=aiohttp.ClientTimeout(total=120))

@@ -56,7 +56,8 @@ def _describe(messages: Any, prefix: str = "") -> list[str]:
 
 def load(schema: marshmallow.Schema, data: Any, where: str = "body") -> dict:
     try:
-        return schema.load(data)
+        loaded: dict = schema.load(data)
+        return loaded
     except marshmallow.ValidationError as error:
         details = "; ".join(_describe(error.messages))
         raise BadRequest(f"Invalid {where}: {details}", error_type="validation_error",

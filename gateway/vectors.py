@@ -27,8 +27,9 @@ import logging
 import re
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Literal, Sequence
+from typing import Callable, Literal, Sequence, TypeVar
 
+from .config import Config
 from .embeddings import Embedder
 from .lexical import LexicalEncoder, SparseVector, Tokenizer
 
@@ -37,6 +38,9 @@ from .shared_vectors import SharedEngine
 from .vector_store import Engine, IndexHit, IndexItem, SEARCH_MODES, SearchMode, StoredPoint, UPSERT_BATCH, Where, COLLECTION_NAME
 
 log = logging.getLogger("gateway.vectors")
+# What the tokenizer thread is given (a text, or a batch of them) and what it gives back.
+Source = TypeVar("Source")
+Encoded = TypeVar("Encoded")
 
 
 def _slug(text: str) -> str:
@@ -129,7 +133,7 @@ class VectorIndex:
     def _documents(self, texts: list[str]) -> list[SparseVector]:
         return [self.encoder.document(text) for text in texts]
 
-    async def _lexical(self, function, text):
+    async def _lexical(self, function: Callable[[Source], Encoded], text: Source) -> Encoded:
         return await asyncio.get_running_loop().run_in_executor(self._tokenizer_thread, function, text)
 
     async def ensure(self, collection: str, *, keyword_fields: Sequence[str] = ()) -> bool:
@@ -256,7 +260,7 @@ async def _none() -> None:
 
 
 
-def create_engine(config, service_id: str) -> Engine:
+def create_engine(config: Config, service_id: str) -> Engine:
     """The service's engine: the parent's, through its socket, for one of several workers;
     else its own."""
     shared_socket = config.section("vectors").get("shared_socket")
@@ -265,7 +269,7 @@ def create_engine(config, service_id: str) -> Engine:
     return create_local_engine(config, service_id)
 
 
-async def open_vector_index(config, service_id: str, embedder: Embedder) -> VectorIndex:
+async def open_vector_index(config: Config, service_id: str, embedder: Embedder) -> VectorIndex:
     """The service's index as `[vectors]` describes it; the engine is opened off the event loop
     (the embedded one reads its shards' directory). A bad setting raises ValueError naming it."""
     settings = config.section("vectors")

@@ -30,7 +30,7 @@ log = logging.getLogger("gateway.ws")
 ECHOED_FIELDS = ("session_id", "client_msg_id")
 
 
-def error_frame(error: str, **extra) -> dict:
+def error_frame(error: str, **extra: object) -> dict:
     return {"type": "error", "error": error, **extra}
 
 

@@ -17,7 +17,7 @@ import psutil
 
 from gateway.peers import PEER_SERVICES
 from gateway.services import ServiceSpec
-from gateway.workers import can_share_port
+from gateway.worker_count import can_share_port
 
 from .build import BuildReport
 

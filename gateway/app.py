@@ -36,7 +36,7 @@ from .errors import ApiError, error_middleware
 from .fetch import RESOLVER
 from .introspection import INTROSPECTION_PATH, introspection
 from .migrations import apply_migrations, migration_files
-from .workers import REPLACED_SIGNAL, watch_parent
+from .worker_process import REPLACED_SIGNAL, watch_parent
 from .openapi import ASYNCAPI_PATH, DOCS_PATH, OPENAPI_PATH, add_document_routes, api_doc
 from .plugins import (REGISTRY, Job, Plugin, PluginError, PluginRecord, Registrar, Registry,
                       installed_plugins, select_plugins)

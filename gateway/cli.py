@@ -73,7 +73,9 @@ def serve(context: click.Context, service_id: str, host: str | None, port: int |
     """Run one service in the foreground; SIGTERM drains and stops it (every worker)."""
     from .app import run
     from .services import get_service
-    from .workers import redis_server_binary, run_workers, worker_count
+    from .embedded_bus import redis_server_binary
+    from .worker_count import worker_count
+    from .workers import run_workers
 
     try:
         if worker_index is not None:

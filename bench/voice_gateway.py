@@ -93,7 +93,8 @@ def serve_gateway(port: int, database_url: str, ai_core_url: str, voice_url: str
     from aiohttp import web
 
     sys.path.insert(0, str(ROOT))
-    from gateway.app import create_app, new_event_loop
+    from gateway.app import create_app
+    from gateway.serving import new_event_loop
     from gateway.config import Config
     from plugins.ai_core import client_plugin as ai_core_client_plugin
     from plugins.auth import tokens_plugin

@@ -19,7 +19,7 @@ import psutil
 from gateway.config import Config
 from gateway.peers import PEER_SERVICES
 from gateway.services import ServiceSpec
-from gateway.workers import can_share_port
+from gateway.worker_count import can_share_port
 
 from .build import BuildReport
 

@@ -1,7 +1,8 @@
 """A rolling restart: a service's processes replaced one at a time, each new one serving before
 the old one drains (its WebSockets told to reconnect with 1012), so that clients barely notice.
-With workers, their parent does it (SIGHUP; `gateway.workers.RollingRestart`); with one process,
-the console starts the replacement on the same port (SO_REUSEPORT) first (docs/operations.md)."""
+With workers, their parent does it (SIGHUP; `gateway.rolling_restart.RollingRestart`); with one
+process, the console starts the replacement on the same port (SO_REUSEPORT) first
+(docs/operations.md)."""
 from __future__ import annotations
 
 import asyncio
@@ -16,8 +17,8 @@ from typing import Any, Protocol
 import psutil
 
 from gateway.config import PROJECT_ROOT
+from gateway.rolling_restart import rolling_status_path
 from gateway.services import ServiceSpec
-from gateway.workers import rolling_status_path
 
 from .processes import RUNNING, ManagedService, SupervisorError, SupervisorSettings, kill_tree, service_command
 

@@ -71,9 +71,11 @@ def serve(context: click.Context, service_id: str, host: str | None, port: int |
           worker_index: int | None, bus_url: str | None, vectors_socket: str | None, reuse_port: bool,
           ready_file: Path | None) -> None:
     """Run one service in the foreground; SIGTERM drains and stops it (every worker)."""
-    from .app import run
+    from .serving import run
     from .services import get_service
-    from .workers import redis_server_binary, run_workers, worker_count
+    from .embedded_bus import redis_server_binary
+    from .worker_count import worker_count
+    from .workers import run_workers
 
     try:
         if worker_index is not None:

@@ -1,7 +1,7 @@
 """The context plugins share: configuration, storage clients, the bus, the WebSocket hub,
 the job scheduler, one HTTP client session, the embedding model and vector index and the contracts plugins provide each other.
 
-Clients are opened when the service starts (see `app.py`); touching one before that, or on a
+Clients are opened when the service starts (see `core_resources.py`); touching one before that, or on a
 service that did not ask for it, raises a clear error instead of an AttributeError."""
 from __future__ import annotations
 

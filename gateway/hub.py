@@ -1,29 +1,26 @@
 """Who is connected over WebSocket, on which devices, and delivery to them.
 
-Each connection has a bounded send queue drained by its own writer task: a client that stops
-reading is disconnected once the queue is full, instead of growing the server's memory (as
-Home Assistant's websocket_api does). With a shared bus (Redis), each instance marks itself on the
-bus as a holder of every user it holds connections of, and a message for a user is also sent to
-the other holders of that user only (`Bus.fan_out`, one script call that also appends a reply's
-frame to its replay stream): a frame for a user whose devices are all on this instance (a worker)
-costs no publish, and instances without that user's devices hear nothing of it.
+With a shared bus (Redis), each instance marks itself on the bus as a holder of every user it
+holds connections of, and a message for a user is also sent to the other holders of that user
+only (`Bus.fan_out`, one script call that also appends a reply's frame to its replay stream): a
+frame for a user whose devices are all on this instance (a worker) costs no publish, and
+instances without that user's devices hear nothing of it.
 
 `send_to_user` is the one way to send to a user's devices. Frames of a numbered run (one chat
 reply: `turn_id`, `seq` from 0) carry both in the delivery's envelope, so a connection that is
-being replayed such a run (see `Connection.hold`) filters live frames without parsing them."""
+being replayed such a run (see `Connection.hold`) filters live frames without parsing them. One
+connection's own state, queue and writer are gateway/connection.py's."""
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
-import time
 import uuid
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Awaitable, Callable, Protocol
 
 from aiohttp import WSCloseCode, web
 
+from .connection import DEFAULT_MAX_PENDING, Connection
 from .text import dumps_text
 from .typedefs import Identity
 
@@ -36,198 +33,12 @@ log = logging.getLogger("gateway.hub")
 # service) each have their own connections, and one's frames for a user are not another's.
 DELIVERY_CHANNEL = "hub.deliver"  # + service + instance: the deliveries other instances send one instance
 HOLDERS = "hub.holders"  # + service + user: the instances holding a connection of the user
-DEFAULT_MAX_PENDING = 512
 # Presence entries expire unless renewed, so a crashed instance's connections drop out by themselves.
 PRESENCE_TTL = 60.0
 # How long a shutdown waits for closed connections to leave the bus before giving up on them.
 LEAVING_BOUND = 5.0
 ONLINE_USERS = "presence:users"
-ConnectionListener = Callable[["Connection"], Awaitable[None]]
-
-
-@dataclass(eq=False, slots=True)
-class Connection:
-    ws: web.WebSocketResponse
-    user_id: str
-    client_id: str = ""
-    device_name: str = ""
-    user_agent: str = ""
-    id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    connected_at: float = field(default_factory=time.time)
-    max_pending: int = DEFAULT_MAX_PENDING
-    data: dict = field(default_factory=dict)  # per-connection state plugins keep
-    identity: Identity | None = None  # who authenticated the handshake (see gateway.ws.require_admin)
-    # Write state; slots (not a __dict__) keep an idle connection small.
-    _pending: "collections.deque[str] | None" = field(default=None, init=False, repr=False)
-    _writer: "asyncio.Task | None" = field(default=None, init=False, repr=False)
-    closing: bool = field(default=False, init=False)
-    # Replay state: deliveries held while a replay is read, then what the replay covered.
-    _held: "list[tuple[str, str | None, int]] | None" = field(default=None, init=False, repr=False)
-    _replayed: "dict[str, int] | None" = field(default=None, init=False, repr=False)
-
-    # An idle connection holds no queue and no task: both exist only while something is
-    # waiting to be written (bench/chat measures memory per idle connection).
-
-    def send(self, message: dict | str) -> bool:
-        """Queue a message without waiting; False (and the connection closes) when it is full."""
-        if self.closing:
-            return False
-        payload = message if isinstance(message, str) else dumps_text(message)
-        if self._writer is None:
-            return self._write_now(payload)
-        pending = self._pending
-        assert pending is not None, "a writer task exists only with its queue"  # see _write_now
-        if len(pending) >= self.max_pending:
-            log.warning("closing WebSocket %s of %s: %d messages unread", self.id[:8], self.user_id,
-                        self.max_pending)
-            self.closing = True
-            asyncio.create_task(self.ws.close(code=WSCloseCode.POLICY_VIOLATION,
-                                              message=b"too many unread messages"))
-            return False
-        pending.append(payload)
-        return True
-
-    def deliver(self, payload: str, turn_id: str | None = None, seq: int = -1) -> bool:
-        """`send` for the hub's deliveries: held while a replay is read (`hold`), dropped when
-        the replay already sent that frame of that run."""
-        if self._held is not None:
-            self._held.append((payload, turn_id, seq))
-            return True
-        if turn_id is not None and self._replayed is not None and self._replayed.get(turn_id, -1) >= seq:
-            return True
-        return self.send(payload)
-
-    def hold(self) -> None:
-        """Hold deliveries until `release`: a device that resumes reads its replay first, and
-        a frame delivered meanwhile must come after the replay (or not at all, when the replay
-        had it)."""
-        self._held = []
-
-    def release(self, replayed: dict[str, int] | None = None) -> None:
-        """Stop holding; from now on drop frames of run `turn_id` up to `replayed[turn_id]`
-        (the replay sent those), then send what was held, in order."""
-        held, self._held = self._held or [], None
-        if replayed:
-            self._replayed = {**(self._replayed or {}), **replayed}
-        for payload, turn_id, seq in held:
-            self.deliver(payload, turn_id, seq)
-
-    def _write_now(self, payload: str) -> bool:
-        """Write at once when nothing waits before it: a frame is usually written to the socket
-        without waiting, and a writer task per frame would cost more than the write (a streamed
-        reply sends dozens per second per device). Only a write that must wait (the socket's
-        buffer is full) leaves a writer behind to finish it and drain what queues meanwhile."""
-        write = self.ws.send_str(payload)
-        try:
-            waiting_on = write.send(None)
-        except StopIteration:
-            return True
-        except (ConnectionResetError, RuntimeError):
-            self.closing = True
-            return False
-        except UnicodeEncodeError:
-            return self._write_now(_encodable(payload))
-        self._pending = collections.deque()
-        writer = asyncio.create_task(self._write(_Resumed(write, waiting_on)), name=f"ws-writer-{self.id[:8]}")
-        # A writer cancelled before its first step never runs its `finally`: close the write it owns.
-        writer.add_done_callback(lambda _: write.close())
-        self._writer = writer
-        return True
-
-    async def _write(self, unfinished: "_Resumed | None" = None) -> None:
-        """Finish the write that had to wait, then drain what is pending, in order, then end;
-        the next send writes at once again."""
-        try:
-            if unfinished is not None:
-                try:
-                    await unfinished
-                except (ConnectionResetError, RuntimeError):
-                    self.closing = True
-                    return
-            while self._pending:
-                payload = self._pending.popleft()
-                try:
-                    try:
-                        await self.ws.send_str(payload)
-                    except UnicodeEncodeError:
-                        await self.ws.send_str(_encodable(payload))
-                except (ConnectionResetError, RuntimeError):
-                    self.closing = True
-                    return
-        finally:
-            self._writer = None
-            if not self._pending:
-                self._pending = None
-
-    async def stop(self) -> None:
-        self.closing = True
-        writer = self._writer
-        if writer is not None:
-            writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await writer
-        self._writer = self._pending = None
-
-    def describe(self) -> dict[str, Any]:
-        return {"connection_id": self.id, "user_id": self.user_id, "client_id": self.client_id,
-                "device_name": self.device_name, "user_agent": self.user_agent,
-                "connected_at": int(self.connected_at * 1000)}
-
-
-def _encodable(text: str) -> str:
-    """`text` with what UTF-8 cannot carry (half of a surrogate pair, which JSON may escape)
-    replaced by `?`, so the frame still goes out."""
-    return text.encode("utf-8", "replace").decode("utf-8")
-
-
-class _Resumed:
-    """A coroutine that already ran up to its first wait, continued where it stopped when
-    awaited (Python 3.12's eager tasks do this; this code also runs on 3.11).
-
-    The future the coroutine waits on may be shared (aiohttp's drain waiter is one per
-    connection, and closing the socket waits on it too), so it is never handed to the task
-    itself: the task waits on a future of its own that completes with it, then the coroutine
-    goes on and reads the shared future's outcome as it would have."""
-
-    __slots__ = ("coroutine", "waiting_on")
-
-    def __init__(self, coroutine, waiting_on):
-        self.coroutine, self.waiting_on = coroutine, waiting_on
-
-    def __await__(self):
-        coroutine, waiting_on = self.coroutine, self.waiting_on
-        while True:
-            try:
-                if asyncio.isfuture(waiting_on):
-                    yield from _when_done(waiting_on).__await__()
-                else:
-                    yield waiting_on  # a bare yield (asyncio.sleep(0))
-            except GeneratorExit:
-                coroutine.close()
-                raise
-            except BaseException as error:  # cancelled while waiting: the coroutine decides
-                try:
-                    waiting_on = coroutine.throw(error)
-                except StopIteration as done:
-                    return done.value
-            else:
-                try:
-                    waiting_on = coroutine.send(None)
-                except StopIteration as done:
-                    return done.value
-
-
-def _when_done(future: asyncio.Future) -> asyncio.Future:
-    """A future of our own that completes (with nothing) when `future` does."""
-    mine = future.get_loop().create_future()
-
-    def done(_):
-        if not mine.done():
-            mine.set_result(None)
-
-    future.add_done_callback(done)
-    mine.add_done_callback(lambda _: future.remove_done_callback(done))
-    return mine
+ConnectionListener = Callable[[Connection], Awaitable[None]]
 
 
 class HubContext(Protocol):
@@ -244,7 +55,7 @@ class HubContext(Protocol):
 
 
 class WebSocketHub:
-    def __init__(self, context: HubContext):
+    def __init__(self, context: HubContext) -> None:
         self.context = context
         self.instance_id = uuid.uuid4().hex
         scope = context.service_id

@@ -47,7 +47,7 @@ ERROR_MEANINGS = {
     504: "A peer or upstream did not answer in time.",
 }
 # Statuses any route may answer, whatever it declares (the core's middleware, and the service's
-# runner for a request line or headers over aiohttp's limits: gateway.app.ServiceRunner).
+# runner for a request line or headers over aiohttp's limits: gateway.serving.ServiceRunner).
 ALWAYS = (431, 500)
 
 

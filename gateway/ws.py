@@ -17,8 +17,8 @@ from typing import Callable, Mapping
 import marshmallow
 from aiohttp import web
 
+from .connection import Connection
 from .errors import ApiError, Unauthorized, unavailable_error
-from .hub import Connection
 from .identity import Identity, ensure_admin
 from .plugins import REGISTRY
 from .text import loads_utf8_safe

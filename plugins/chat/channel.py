@@ -29,7 +29,7 @@ from .keys import session_key
 from .presence import SESSION_KEY
 
 if TYPE_CHECKING:
-    from gateway.hub import Connection
+    from gateway.connection import Connection
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_\-.:]{1,128}\Z")  # \Z: `$` would let a trailing newline through
 MODES = ("text", "voice_msg", "voice_assistant")

@@ -25,7 +25,7 @@ from .turns import TurnMachine
 from .waiters import TurnWaiters
 
 if TYPE_CHECKING:
-    from gateway.hub import Connection
+    from gateway.connection import Connection
 
 log = logging.getLogger("plugins.chat")
 

@@ -15,7 +15,7 @@ from gateway.identity import ADMIN_USER_ID, Identity
 from plugins.auth.contract import require_scope
 
 if TYPE_CHECKING:
-    from gateway.hub import Connection
+    from gateway.connection import Connection
 
 
 # ---------------------------------------------------------------- who may chat

@@ -13,8 +13,8 @@ from . import store
 from .keys import LIVE_SESSIONS, LIVE_TTL, SessionRef, activity_key, lock_key
 
 if TYPE_CHECKING:
+    from gateway.connection import Connection
     from gateway.context import Context
-    from gateway.hub import Connection
 
 ONLINE_CLIENTS = "chat:clients-online"
 SESSION_KEY = "chat_session"

@@ -15,7 +15,7 @@ from .keys import RUNNING_REPLAY_TTL, replay_key
 
 if TYPE_CHECKING:
     from gateway.bus import Bus, Entry, Record
-    from gateway.hub import Connection
+    from gateway.connection import Connection
 
 log = logging.getLogger("plugins.chat.replay")
 

@@ -1,7 +1,7 @@
 """`[plugins.chat]`: the chat channel's settings, defaults in one place (docs/configuration.md)."""
 from marshmallow import fields, validate
 
-from gateway.hub import DEFAULT_MAX_PENDING
+from gateway.connection import DEFAULT_MAX_PENDING
 from gateway.sse import MAX_LINE
 from gateway.plugins import PluginSettings
 from plugins.ai_core.contract import DEFAULT_MAX_MESSAGE_CHARS

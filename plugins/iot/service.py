@@ -7,8 +7,8 @@ from __future__ import annotations
 from aiohttp import WSMsgType, web
 
 from gateway.asyncapi import websocket_endpoint
+from gateway.connection import Connection
 from gateway.context import Context, get_context
-from gateway.hub import Connection
 from gateway.identity import ADMIN_USER_ID, Identity, owner_for, require_user
 from gateway.openapi import api_doc
 from gateway.plugins import JobFactory, Plugin, Registrar

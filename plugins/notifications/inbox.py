@@ -11,10 +11,10 @@ from datetime import timedelta
 import aiopg
 
 from gateway.clock import rfc3339
+from gateway.connection import Connection
 from gateway.context import Context
 from gateway.database import execute, fetch_all, fetch_one
 from gateway.errors import NotFound
-from gateway.hub import Connection
 
 from .offpage import OffPageDelivery
 

@@ -29,8 +29,8 @@ from plugins.chat.contract import CHAT_TURNS, ChatTurns
 from .voice_service_client import VoiceServiceClient, VoiceRefused, VoiceUnavailable
 
 if TYPE_CHECKING:
+    from gateway.connection import Connection
     from gateway.context import Context
-    from gateway.hub import Connection
 
 log = logging.getLogger("plugins.voice.streams")
 # Chunks that came early and are held while an earlier one is awaited; the next one past them

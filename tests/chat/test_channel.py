@@ -8,7 +8,7 @@ import logging
 import aiohttp
 import pytest
 
-from gateway.app import AccessLogger
+from gateway.serving import AccessLogger
 from gateway.text import without_lone_surrogates
 
 from tests.chat.conftest import ADMIN, ALICE, BOB, context_of, eventually, receive_until, token_for

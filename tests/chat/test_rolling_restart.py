@@ -21,9 +21,10 @@ from aiohttp import web
 from console.app import create_console_app
 from gateway.config import PROJECT_ROOT
 from gateway.context import CONTEXT
+from gateway.embedded_bus import redis_server_binary
 from gateway.identity import Identity
+from gateway.rolling_restart import rolling_status_path
 from gateway.services import load_services
-from gateway.workers import redis_server_binary, rolling_status_path
 from plugins.auth.contract import TOKENS
 from plugins.sessions.contract import CONVERSATIONS
 from tests.chat.conftest import SERVICE_TOKEN, eventually, sse_chunk

@@ -24,12 +24,12 @@ import aiohttp
 import psutil
 import pytest
 
-from gateway.app import WORKER_HEADER
 from gateway.config import PROJECT_ROOT
+from gateway.embedded_bus import redis_server_binary
 from gateway.services import ServiceSpec, load_services
+from gateway.serving import WORKER_HEADER
 from gateway.settings_reference import toml_value
-from gateway.workers import (MAX_AUTO_WORKERS, auto_workers, cpu_quota, machine_cores, redis_server_binary,
-                             worker_count)
+from gateway.worker_count import MAX_AUTO_WORKERS, auto_workers, cpu_quota, machine_cores, worker_count
 from tests.chat.conftest import ADMIN, eventually, receive_until, token_for
 from tests.chat.test_failover import (FAST_FAILOVER, assert_dead_turn_ended_then_queued_turn_ran,
                                      hold_a_turn_and_queue_another, queue_rows,

@@ -220,7 +220,7 @@ class RestartableRedis:
         self.process: subprocess.Popen | None = None
 
     async def start(self) -> None:
-        from gateway.workers import redis_server_binary
+        from gateway.embedded_bus import redis_server_binary
 
         server = redis_server_binary()
         if server is None:

@@ -9,7 +9,8 @@ import sys
 import pytest
 from aiohttp import WSCloseCode, WSMsgType, web, ClientSession
 
-from gateway.app import create_app, new_event_loop
+from gateway.app import create_app
+from gateway.serving import new_event_loop
 from gateway.config import Config, ConfigError
 from gateway.context import get_context
 from gateway.plugins import Plugin

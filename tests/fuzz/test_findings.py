@@ -76,7 +76,7 @@ async def test_the_chat_channel_asks_for_a_credential_before_it_judges_the_origi
 @pytest.mark.parametrize("service_id", ["gateway", "ai-core"])
 def test_every_operation_documents_the_431_of_an_over_long_request(service_id, make_config):
     """The services answer a request line or headers over aiohttp's limits with 431 whatever the
-    path (gateway.app.ServiceRunner); the document did not say so, and the fuzzer's long query
+    path (gateway.serving.ServiceRunner); the document did not say so, and the fuzzer's long query
     strings got an undocumented status."""
     app = create_app(service_id, make_config(), spec=get_service(service_id))
     document = build_document(app, service_id, "test")

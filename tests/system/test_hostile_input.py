@@ -8,7 +8,8 @@ import re
 import pytest
 from aiohttp import web
 
-from gateway.app import AccessLogger, ServiceRunner, create_app
+from gateway.app import create_app
+from gateway.serving import AccessLogger, ServiceRunner
 from gateway.context import get_context
 from gateway.identity import Identity
 from gateway.plugins import REGISTRY

@@ -188,7 +188,7 @@ async def test_chat_upload_and_rename_go_through_the_proxy(services):
 
 
 async def test_a_service_listens_on_loopback_unless_configured_otherwise(make_config):
-    from gateway.app import listen_host
+    from gateway.serving import listen_host
 
     assert listen_host(make_config(), "frontend") == "127.0.0.1"
     opened = make_config({"core.listen_hosts": {"frontend": "0.0.0.0"}})

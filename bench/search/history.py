@@ -1,5 +1,5 @@
 """A large, varied message history written straight into the sessions plugin's tables, for the
-search plan test and the benchmark. Generated inside PostgreSQL (one INSERT ... SELECT), so
+search plan test and the benchmark. Generated inside PostgreSQL (INSERT ... SELECT in batches), so
 100,000 messages take seconds, not minutes."""
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ ENGLISH = ["what is the weather like today", "schedule a meeting for tomorrow", 
            "translate this sentence"]
 # Rare needles the searches look for, placed in a known number of messages.
 NEEDLES = {"紫色的长颈鹿": 3, "quarterly budget": 5}
+BATCH = 10_000
 
 
 async def fill(db, user_id: str, messages: int, sessions: int = 200) -> None:
@@ -23,14 +24,17 @@ async def fill(db, user_id: str, messages: int, sessions: int = 200) -> None:
                   "INSERT INTO chat_sessions (id, user_id, title) "
                   "SELECT 'bench_' || s, %s, '会话 ' || s FROM generate_series(1, %s) AS s",
                   (user_id, sessions))
-    await execute(db,
-                  "INSERT INTO chat_messages (session_id, user_id, role, content) "
-                  "SELECT 'bench_' || (1 + i %% %s), %s, "
-                  "       CASE WHEN i %% 2 = 0 THEN 'user' ELSE 'assistant' END, "
-                  "       (%s::text[])[1 + i %% 10] || '，' || (%s::text[])[1 + (i / 10) %% 10] || ' ' "
-                  "       || substr(md5(i::text), 1, 12) || ' ' || (%s::text[])[1 + (i / 100) %% 10] "
-                  "FROM generate_series(1, %s) AS i",
-                  (sessions, user_id, CHINESE, ENGLISH, CHINESE, messages))
+    # In batches: each statement (the trigram index grows with it) well inside the pool's
+    # statement timeout, even on a busy machine.
+    for first in range(1, messages + 1, BATCH):
+        await execute(db,
+                      "INSERT INTO chat_messages (session_id, user_id, role, content) "
+                      "SELECT 'bench_' || (1 + i %% %s), %s, "
+                      "       CASE WHEN i %% 2 = 0 THEN 'user' ELSE 'assistant' END, "
+                      "       (%s::text[])[1 + i %% 10] || '，' || (%s::text[])[1 + (i / 10) %% 10] || ' ' "
+                      "       || substr(md5(i::text), 1, 12) || ' ' || (%s::text[])[1 + (i / 100) %% 10] "
+                      "FROM generate_series(%s, %s) AS i",
+                      (sessions, user_id, CHINESE, ENGLISH, CHINESE, first, min(first + BATCH - 1, messages)))
     for needle, count in NEEDLES.items():
         await execute(db,
                       "INSERT INTO chat_messages (session_id, user_id, role, content) "

@@ -1,7 +1,6 @@
 """Message search: substrings in Chinese and English, paging, whose messages, and the plan on a
 100,000-message history (the trigram index, not a scan)."""
 import json
-import time
 
 from bench.search.history import NEEDLES, fill
 from gateway.database import fetch_value
@@ -90,8 +89,6 @@ async def test_a_100000_message_history_is_searched_through_the_trigram_index(se
                      if node.get("Relation Name") == "chat_messages" or node.get("Index Name")]
             assert ("Bitmap Index Scan", "chat_messages_content_trgm") in reads, json.dumps(plan)
             assert ("Seq Scan", None) not in reads, json.dumps(plan)
-        started = time.monotonic()
+        # How fast is bench/search's to say (bench/README.md); here, that the index is what is read.
         body = await search(client, headers["alice"], q=needle)
-        elapsed = time.monotonic() - started
         assert body["total"] == count and all(needle in r["content"] for r in body["results"])
-        assert elapsed < 0.5, f"searching {needle!r} took {elapsed:.3f}s"

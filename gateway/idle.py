@@ -164,7 +164,9 @@ def mapped_files() -> set[str]:
 
 
 def unused_libraries() -> set[str]:
-    """Files the loads of models now released mapped, which no loaded model's load mapped."""
+    """Files the loads of models now released mapped, which no loaded model's load mapped. (A
+    model loaded while a library was already mapped does not count it: paged out with the model
+    that mapped it, its pages are read again by the next use, slower, never failing.)"""
     holders = list(_holders)
     released = set().union(*(holder.libraries for holder in holders if not holder.loaded))
     return released - set().union(*(holder.libraries for holder in holders if holder.loaded))

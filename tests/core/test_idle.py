@@ -2,9 +2,13 @@
 because of a release, and one arriving during a load waits for it."""
 from __future__ import annotations
 
+import mmap
+import os
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -118,6 +122,48 @@ def test_uses_racing_releases_all_answer(idle_seconds):
         releaser.join()
     assert answers == [f"N{number}" for number in range(200)]
     assert holder.loads >= 2   # released in between, and loaded again
+
+
+def resident_kib(path: Path) -> int:
+    """Resident KiB of this process's mappings of `path` (/proc/self/smaps)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            fields = line.split()
+            if "-" in fields[0] and len(fields) >= 5 and ":" in fields[3]:
+                inside = len(fields) == 6 and fields[5] == str(path)
+            elif inside and fields[0] == "Rss:":
+                total += int(fields[1])
+    return total
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/maps and madvise: Linux only")
+def test_the_files_a_load_mapped_are_paged_out_when_the_model_is_released(idle_seconds, tmp_path):
+    """A library a model's load imported stays mapped (a process cannot unload it); its pages that
+    the model's use read are handed back with the model."""
+    idle_seconds(60)
+    library = tmp_path / "libmodel.so"
+    library.write_bytes(os.urandom(4 << 20))
+    with open(library, "rb") as file:
+        os.fsync(file.fileno())   # clean pages: what the kernel may drop
+    mapped: list[mmap.mmap] = []   # stays mapped after the release, as an imported library does
+
+    def load() -> Weights:
+        with open(library, "rb") as file:
+            mapped.append(mmap.mmap(file.fileno(), 0, prot=mmap.PROT_READ))
+        return Weights()
+
+    holder = IdleModel("mapping model", load)
+    with holder.using():
+        assert sum(mapped[0][offset] for offset in range(0, len(mapped[0]), 4096)) >= 0   # read every page
+    assert str(library) in holder.libraries
+    assert resident_kib(library) >= 4000
+    assert idle.release_now(holder) == ["mapping model"]
+    left = resident_kib(library)
+    if left >= 1000 and idle.page_out({str(library)}) == 0:
+        pytest.skip("madvise(MADV_PAGEOUT) is refused here (Linux before 5.4)")
+    assert left < 1000
+    mapped[0].close()
 
 
 def test_zero_keeps_a_model_once_loaded(idle_seconds):

@@ -80,9 +80,11 @@ class PiperSynthesizer:
         return await asyncio.get_running_loop().run_in_executor(None, self._synthesize, text, voice, speed)
 
     def _synthesize(self, text: str, voice: Voice, speed: float) -> Speech:
-        from piper import SynthesisConfig
         _, holder = self._voices[voice.id]
         with holder.using() as model, self._lock:
+            # Imported once the voice is loaded: piper imports ONNX Runtime, which is then counted
+            # among the libraries the load mapped (paged out when the voice is released).
+            from piper import SynthesisConfig
             chunks = [chunk.audio_float_array for chunk in
                       model.synthesize(text, SynthesisConfig(length_scale=1.0 / speed))]
         samples = np.concatenate(chunks).astype(np.float32) if chunks else np.zeros(0, np.float32)

@@ -17,15 +17,16 @@ from typing import AsyncIterator, Awaitable, Callable
 
 import aiohttp
 from aiohttp import web
-from yarl import URL
 
 from gateway.errors import ApiError, NotFound
 from gateway.openapi import api_doc
+from gateway.peers import PeerTimeout
 
 from .peers import GATEWAY, PeerError, Peers
 from .typedefs import PEERS, PROXY_MAX_BODY
 
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
+HEALTH_TIMEOUT = PeerTimeout(connect=None, total=5.0)
 CHUNK = 64 * 1024
 # Request headers a proxied call carries; the caller's credential (for the console) never does.
 FORWARDED_REQUEST_HEADERS = ("Content-Type", "Accept", "Accept-Language", "Range", "If-None-Match",
@@ -95,13 +96,12 @@ def _peers(request: web.Request) -> Peers:
     return request.app[PEERS]
 
 
-def target_url(peers: Peers, row: ProxyRow, request: web.Request) -> URL:
-    """The service's URL for this request: the prefix swapped, the rest of the path and the query
-    string kept exactly as they came (still percent-encoded)."""
+def target_path(row: ProxyRow, request: web.Request) -> str:
+    """The service's path for this request: the prefix swapped, the rest of the path and the
+    query string kept exactly as they came (still percent-encoded)."""
     rest = request.rel_url.raw_path[len(row.console_prefix):]
     query = request.rel_url.raw_query_string
-    return URL(peers.base_url(row.service) + row.target_prefix + rest + (f"?{query}" if query else ""),
-               encoded=True)
+    return row.target_prefix + rest + (f"?{query}" if query else "")
 
 
 def _too_large(limit: int) -> ApiError:
@@ -145,22 +145,21 @@ async def _body(request: web.Request, row: ProxyRow) -> bytes | BoundedBody | No
 
 async def forward(request: web.Request, row: ProxyRow) -> web.StreamResponse:
     peers = _peers(request)
-    url = target_url(peers, row, request)
+    client = peers.client(row.service)
+    path = target_path(row, request)
     body = await _body(request, row)
     base_headers = {name: request.headers[name] for name in FORWARDED_REQUEST_HEADERS if name in request.headers}
     refused: dict[str, str] | None = None
     for attempt in (1, 2):
-        credential = await peers.admin_headers(refused) if row.admin else peers.service_headers()
+        # The service credential is the client's own; a gateway row's administrator token replaces it.
+        credential = await peers.admin_headers(refused) if row.admin else {}
         try:
-            upstream = await peers.http.request(request.method, url, headers={**base_headers, **credential},
-                                                data=body.__aiter__() if isinstance(body, BoundedBody) else body,
-                                                allow_redirects=False)
-        except (aiohttp.ClientError, asyncio.TimeoutError, ApiError) as error:
+            upstream = await client.open(request.method, path, headers={**base_headers, **credential},
+                                         data=body.__aiter__() if isinstance(body, BoundedBody) else body, quoted=True)
+        except ApiError:  # no answer (the client's 502), or the body's own 413 the session wrapped
             if isinstance(body, BoundedBody) and body.exceeded:
                 raise _too_large(body.limit) from None
-            if isinstance(error, ApiError):
-                raise
-            raise peers.unreachable(row.service, error) from None
+            raise
         if upstream.status == 401:
             upstream.release()
             if row.admin and attempt == 1:
@@ -243,11 +242,7 @@ async def service_health(request: web.Request) -> web.StreamResponse:
     if spec is None:
         raise NotFound(f"Unknown service {service_id!r}.", error_type="unknown_service",
                        hint=f"The service table lists: {', '.join(peers.specs)}.")
-    try:
-        upstream = await peers.http.get(peers.base_url(service_id) + spec.health,
-                                        timeout=aiohttp.ClientTimeout(total=5), allow_redirects=False)
-    except (aiohttp.ClientError, asyncio.TimeoutError) as error:
-        raise peers.unreachable(service_id, error) from None
+    upstream = await peers.client(service_id, credential=False).open("GET", spec.health, timeout=HEALTH_TIMEOUT)
     try:
         return await _answer(request, upstream)
     finally:

@@ -5,7 +5,7 @@
   all find each other this way.
 - How it is called (`PeerClient`): over the service's one client session, with the one service
   credential (SERVICE_TOKEN), within a `PeerTimeout`: a JSON call, a server-sent-event stream,
-  a WebSocket connect.
+  a WebSocket connect, an answer left unread for a proxy to pass on (the console's).
 - What a failure is (`PeerFailed`, the spec's error body): no usable answer (no address, not
   reachable, past the time limit, an error without the spec's body) and a refused credential
   are 502 `<peer>_unreachable`, the service's own configuration to fix; the peer's own error
@@ -77,8 +77,8 @@ def peer_addresses(config: Config, specs: "list[ServiceSpec] | None" = None) -> 
     addresses = {}
     for name, (table_id, _) in PEER_SERVICES.items():
         spec = by_id.get(table_id)
-        configured = str(config.get(f"peers.{name}_url") or "").rstrip("/")
-        addresses[name] = configured or (f"http://{TABLE_HOST}:{spec.port}" if spec else "")
+        addresses[name] = (service_url(config, spec) if spec else  # the variable, else the table
+                           str(config.get(f"peers.{name}_url") or "").rstrip("/"))
     return addresses
 
 
@@ -272,13 +272,27 @@ class PeerClient:
         if json_body is not None:
             data, headers = encode_body(json_body), {"Content-Type": "application/json", **(headers or {})}
         try:
-            url: str | yarl.URL = yarl.URL(self.base_url() + path, encoded=True) if quoted else self.base_url() + path
-            async with self.context.http.request(method, url, params=query, data=data, headers=self.headers(headers),
+            async with self.context.http.request(method, self._url(path, quoted), params=query, data=data,
+                                                 headers=self.headers(headers),
                                                  timeout=(timeout or self.timeout).client_timeout()) as response:
                 answer = PeerAnswer(response.status, await response.read(), response.headers.copy())
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as error:  # ValueError: a bad URL
             raise self.not_reached(error) from None
         return self.check(answer)
+
+    def _url(self, path: str, quoted: bool) -> str | yarl.URL:
+        return yarl.URL(self.base_url() + path, encoded=True) if quoted else self.base_url() + path
+
+    async def open(self, method: str, path: str, *, data: Any = None, headers: Mapping[str, str] | None = None,
+                   timeout: PeerTimeout | None = None, quoted: bool = False) -> aiohttp.ClientResponse:
+        """The peer's answer unread, whatever its status, redirects not followed: for a proxy
+        that passes it on as it comes (the caller releases it). Only no answer is raised."""
+        try:
+            return await self.context.http.request(method, self._url(path, quoted), data=data,
+                                                   headers=self.headers(headers), allow_redirects=False,
+                                                   timeout=(timeout or self.timeout).client_timeout())
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as error:  # ValueError: a bad URL
+            raise self.not_reached(error) from None
 
     async def call(self, method: str, path: str, **options: Unpack[RequestOptions]) -> dict:
         """The JSON object of a 2xx answer; the peer's error answer raised as `refused`."""

@@ -1,7 +1,8 @@
 """The one peer transport (gateway/peers.py) against a real loopback server: where a peer is
 found, and the one mapping of failures — unreachable or a refused credential is 502 with the
 spec's body, the peer's own error body is passed on with its status — for a JSON call, a
-server-sent-event stream and a WebSocket connect, each within its time limit."""
+server-sent-event stream and a WebSocket connect, each within its time limit; and an answer
+opened unread for a proxy."""
 from __future__ import annotations
 
 import asyncio
@@ -50,6 +51,9 @@ def peer_app() -> web.Application:
         await guard(request)
         return web.json_response({"raw_path": request.raw_path})
 
+    async def redirect(request: web.Request) -> web.Response:
+        raise web.HTTPFound("/echo")
+
     async def slow(request: web.Request) -> web.Response:
         await asyncio.sleep(5)
         return web.json_response({})
@@ -82,6 +86,7 @@ def peer_app() -> web.Application:
     app.router.add_get("/failing/{status}", failing)
     app.router.add_get("/raw/{rest:.*}", raw)
     app.router.add_get("/slow", slow)
+    app.router.add_get("/redirect", redirect)
     app.router.add_post("/events", events)
     app.router.add_get("/socket", socket)
     return app
@@ -150,6 +155,23 @@ async def test_a_quoted_path_goes_as_it_is(peer_url, make_peer):
     """An id quoted whole stays one segment, even `..`, which a URL would otherwise resolve away."""
     peer = await make_peer(peer_url)
     assert await peer.call("GET", "/raw/%2E%2E/a%2Fb", quoted=True) == {"raw_path": "/raw/%2E%2E/a%2Fb"}
+
+
+async def test_an_answer_opened_for_a_proxy_comes_unread_whatever_its_status(peer_url, make_peer):
+    """`open`: the answer as it came (a refused credential and a bare 500 included), a redirect
+    not followed; only no answer is raised."""
+    peer = await make_peer(peer_url)
+    for path, status in (("/echo?q=%C3%A9", 200), ("/forbidden", 403), ("/bare", 500), ("/redirect", 302)):
+        answer = await peer.open("GET", path, quoted=True)
+        try:
+            assert answer.status == status, path
+            if status == 200:
+                assert (await answer.json())["query"] == {"q": "\u00e9"}
+        finally:
+            answer.release()
+    with pytest.raises(PeerFailed) as raised:
+        await (await make_peer(f"http://127.0.0.1:{free_port()}")).open("GET", "/echo")
+    assert (raised.value.status, raised.value.error_type) == (502, "memory_service_unreachable")
 
 
 async def test_a_call_past_its_time_limit_is_502(peer_url, make_peer):

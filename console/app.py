@@ -22,7 +22,7 @@ from gateway.asyncapi import add_document_route
 from gateway.config import Config, ConfigError
 from gateway.errors import ApiError, Forbidden, NotFound, Unauthorized, error_middleware
 from gateway.openapi import add_document_routes, api_doc
-from gateway.peers import service_url
+from gateway.peer_location import service_url
 from gateway.services import ServiceSpec, load_services
 from gateway.validation import parse_query
 

@@ -1,6 +1,6 @@
 """How the console reaches the services it supervises: through the core's one peer transport
 (gateway/peers.py), one `PeerClient` per service of the table, each found where every service
-finds its peers (`gateway.peers.service_url`: the service's `*_URL` variable or `[peers]`
+finds its peers (`gateway.peer_location.service_url`: the service's `*_URL` variable or `[peers]`
 setting, else its port of the service table on 127.0.0.1, the addresses the supervisor hands
 each service for its peers), over one client session, with the service credential
 (SERVICE_TOKEN) or, for the gateway's administrator API, an access token the console gets by
@@ -23,7 +23,8 @@ from typing import Any, Mapping
 import aiohttp
 
 from gateway.config import Config
-from gateway.peers import PeerAnswer, PeerClient, PeerFailed, PeerTimeout, service_url
+from gateway.peer_location import service_url
+from gateway.peers import PeerAnswer, PeerClient, PeerFailed, PeerTimeout
 from gateway.services import ServiceSpec
 
 GATEWAY = "gateway"

@@ -17,7 +17,7 @@ from typing import AbstractSet
 import psutil
 
 from gateway.config import Config
-from gateway.peers import PEER_SERVICES
+from gateway.peer_location import PEER_SERVICES
 from gateway.services import ServiceSpec
 from gateway.worker_count import can_share_port
 

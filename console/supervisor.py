@@ -44,7 +44,7 @@ class Supervisor(ServiceWatch):
                  build_environment: BuildEnvironment | None = None, peer_urls: dict[str, str] | None = None):
         self.specs = list(specs)
         # Where each service's peers find it, by service id, when no `*_URL` variable says
-        # (`gateway.peers.service_url`: a `[peers]` setting of the configuration, else the table).
+        # (`gateway.peer_location.service_url`: a `[peers]` setting of the configuration, else the table).
         self.peer_urls = dict(peer_urls or {})
         # Called with (service id, line) for each line a service writes: the STT log reads its
         # entries from the voice service's output this way.

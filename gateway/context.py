@@ -12,7 +12,7 @@ from aiohttp import web
 from .clock import Clock, SystemClock
 from .contracts import Contracts
 from .hub import WebSocketHub
-from .peers import peer_addresses
+from .peer_location import peer_addresses
 
 if TYPE_CHECKING:
     import aiojobs

@@ -14,7 +14,7 @@ import aiohttp
 from gateway.context import Context
 from gateway.errors import Conflict, NotFound
 from gateway.introspection import describe_service
-from gateway.peers import service_url
+from gateway.peer_location import service_url
 from gateway.inventory import InstalledPlugin, installed_plugin_list
 from gateway.services import OVERRIDE_FILE, ServiceSpec, load_services, set_plugin_enabled
 

@@ -13,7 +13,8 @@ from aiohttp import web
 from gateway.app import create_app
 from gateway.context import get_context
 from gateway.errors import error_response
-from gateway.peers import PeerClient, PeerFailed, PeerTimeout, peer_addresses, service_url
+from gateway.peer_location import peer_addresses, service_url
+from gateway.peers import PeerClient, PeerFailed, PeerTimeout
 from gateway.services import ServiceSpec
 from tests.support.servers import free_port
 

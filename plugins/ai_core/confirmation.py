@@ -21,8 +21,8 @@ import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from gateway.context import Context
-from gateway.database import execute, fetch_one
 
+from . import store
 from .contract import SystemInfoEvent
 from .tools import Emit, Tool, ToolCallContext, ToolRegistry, ToolRunner, decode_arguments, phrase
 
@@ -180,35 +180,23 @@ class Confirmations:
         return the notice that asks the person."""
         confirmation_id = "cf_" + secrets.token_hex(12)
         expires = datetime.now(timezone.utc) + timedelta(seconds=self.ttl)
-        await execute(self.context.db, """
-            UPDATE ai_pending_confirmations SET status = 'superseded', decided_at = now()
-             WHERE user_id = %s AND session_id = %s AND status = 'pending'""", (user_id, session_id))
-        await execute(self.context.db, """
-            INSERT INTO ai_pending_confirmations (id, user_id, session_id, tool_name, arguments, kinds, effect,
-                                                  language, model, expires_at)
-            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
-                      (confirmation_id, user_id, session_id, tool_name, json.dumps(arguments, ensure_ascii=False),
-                       hold.kinds, hold.effect, language, model, expires))
+        await store.supersede_confirmations(self.context.db, user_id, session_id)
+        await store.insert_confirmation(self.context.db, confirmation_id, user_id, session_id, tool_name,
+                                        json.dumps(arguments, ensure_ascii=False), hold.kinds, hold.effect,
+                                        language, model, expires)
         return {"type": "system_info", "level": "warning", "action": "confirm",
                 "message": phrase(ASK, language).format(effect=hold.effect), "effect": hold.effect,
                 "confirmation_id": confirmation_id, "expires_at": expires.isoformat(timespec="seconds")}
 
     async def pending(self, user_id: str, session_id: str) -> Pending | None:
-        row = await fetch_one(self.context.db, """
-            SELECT id, user_id, session_id, tool_name, arguments, effect, language, model,
-                   expires_at <= now() AS expired
-              FROM ai_pending_confirmations
-             WHERE user_id = %s AND session_id = %s AND status = 'pending'
-             ORDER BY created_at DESC LIMIT 1""", (user_id, session_id))
+        row = await store.pending_confirmation(self.context.db, user_id, session_id)
         return Pending(**row) if row else None
 
     async def decide(self, pending: Pending, status: str) -> bool:
         """Move the call from `pending` to `status`, once: False when it was decided already (or,
         to be confirmed, has expired meanwhile)."""
-        still_valid = " AND expires_at > now()" if status == "confirmed" else ""
-        changed = await execute(self.context.db, f"""
-            UPDATE ai_pending_confirmations SET status = %s, decided_at = now()
-             WHERE id = %s AND status = 'pending'{still_valid}""", (status, pending.id))
+        changed = await store.decide_confirmation(self.context.db, pending.id, status,
+                                                  unexpired_only=status == "confirmed")
         return changed == 1
 
     async def answer(self, text: str, *, user_id: str, session_id: str, emit: Emit) -> tuple[str, str | None] | None:

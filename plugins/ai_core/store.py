@@ -10,7 +10,7 @@ from typing import cast
 
 import aiopg
 
-from gateway.database import execute, fetch_all, fetch_value, transaction
+from gateway.database import execute, fetch_all, fetch_one, fetch_value, transaction
 
 
 @dataclass(frozen=True)
@@ -220,3 +220,41 @@ async def tool_call_statistics(db: aiopg.Pool) -> list[dict]:
              "mean_duration_ms": round(float(row["mean_duration_ms"] or 0), 3),
              "p95_duration_ms": round(float(row["p95_duration_ms"] or 0), 3),
              "last_called_at": _iso(row["last_called_at"])} for row in rows]
+
+
+# -- the tool calls that wait for a person's yes (confirmation.py)
+async def supersede_confirmations(db: aiopg.Pool, user_id: str, session_id: str) -> None:
+    """The session's pending call, if any, lapses: a session waits for one yes at a time."""
+    await execute(db, """
+            UPDATE ai_pending_confirmations SET status = 'superseded', decided_at = now()
+             WHERE user_id = %s AND session_id = %s AND status = 'pending'""", (user_id, session_id))
+
+
+async def insert_confirmation(db: aiopg.Pool, confirmation_id: str, user_id: str, session_id: str, tool_name: str,
+                              arguments: str, kinds: list[str], effect: str, language: str, model: str | None,
+                              expires: datetime) -> None:
+    """Store a pending call; `arguments` is its JSON text."""
+    await execute(db, """
+            INSERT INTO ai_pending_confirmations (id, user_id, session_id, tool_name, arguments, kinds, effect,
+                                                  language, model, expires_at)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
+                  (confirmation_id, user_id, session_id, tool_name, arguments, kinds, effect, language, model,
+                   expires))
+
+
+async def pending_confirmation(db: aiopg.Pool, user_id: str, session_id: str) -> dict | None:
+    """The session's newest pending call, with `expired`."""
+    return await fetch_one(db, """
+            SELECT id, user_id, session_id, tool_name, arguments, effect, language, model,
+                   expires_at <= now() AS expired
+              FROM ai_pending_confirmations
+             WHERE user_id = %s AND session_id = %s AND status = 'pending'
+             ORDER BY created_at DESC LIMIT 1""", (user_id, session_id))
+
+
+async def decide_confirmation(db: aiopg.Pool, confirmation_id: str, status: str, *, unexpired_only: bool) -> int:
+    """Move a pending call to `status` (with `unexpired_only`, only if it has not expired); rows changed."""
+    still_valid = " AND expires_at > now()" if unexpired_only else ""
+    return await execute(db, f"""
+            UPDATE ai_pending_confirmations SET status = %s, decided_at = now()
+             WHERE id = %s AND status = 'pending'{still_valid}""", (status, confirmation_id))

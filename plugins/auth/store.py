@@ -258,3 +258,17 @@ async def purge_expired(db: aiopg.Pool) -> None:
     await execute(db, "DELETE FROM auth_spent_access_tokens WHERE expires_at < now()")
     await execute(db, "DELETE FROM auth_invitations WHERE expires_at < now()")
     await execute(db, "DELETE FROM auth_deleted_people WHERE deleted_at < now() - interval '1 day'")
+
+
+async def stored_timezone(db: aiopg.Pool, user_id: str) -> str | None:
+    """The time zone a person chose (zones.py checks it is still a zone), if any."""
+    zone = await fetch_value(db, "SELECT timezone FROM auth_user_preferences WHERE user_id = %s",
+                             (user_id,))
+    return zone if isinstance(zone, str) else None
+
+
+async def store_timezone(db: aiopg.Pool, user_id: str, zone: str) -> None:
+    await execute(db,
+                  "INSERT INTO auth_user_preferences (user_id, timezone) VALUES (%s, %s) "
+                  "ON CONFLICT (user_id) DO UPDATE SET timezone = EXCLUDED.timezone, updated_at = now()",
+                  (user_id, zone))

@@ -9,7 +9,8 @@ import zoneinfo
 from pathlib import Path
 
 from gateway.context import Context
-from gateway.database import execute, fetch_value
+
+from . import store
 
 FALLBACK_ZONE = "UTC"
 
@@ -51,12 +52,8 @@ class PersonZones:
         return (await self.chosen_zone(user_id)) or self.default_zone
 
     async def chosen_zone(self, user_id: str) -> str | None:
-        zone = await fetch_value(self.context.db, "SELECT timezone FROM auth_user_preferences WHERE user_id = %s",
-                                 (user_id,))
-        return zone if isinstance(zone, str) and valid_zone(zone) else None
+        zone = await store.stored_timezone(self.context.db, user_id)
+        return zone if zone is not None and valid_zone(zone) else None
 
     async def set_zone(self, user_id: str, zone: str) -> None:
-        await execute(self.context.db,
-                      "INSERT INTO auth_user_preferences (user_id, timezone) VALUES (%s, %s) "
-                      "ON CONFLICT (user_id) DO UPDATE SET timezone = EXCLUDED.timezone, updated_at = now()",
-                      (user_id, zone))
+        await store.store_timezone(self.context.db, user_id, zone)

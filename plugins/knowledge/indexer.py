@@ -10,19 +10,17 @@ import logging
 from typing import Any, Callable, Sequence
 
 from gateway.context import Context
-from gateway.database import execute, fetch_all, fetch_one, fetch_value
 from gateway.database import unavailable as database_unavailable
 from gateway.embeddings import EmbeddingError
 from gateway.vector_store import IndexItem, VectorStoreUnavailable
 
+from . import index_store
 from .records import vector_store_unavailable
 
 log = logging.getLogger("plugins.knowledge")
 
 COLLECTION = "knowledge"
 KEYWORD_FIELDS = ("user_id", "kb_id", "document_id")
-# A claim whose heartbeat is older than this was left by a service that stopped.
-STALE_CLAIM_SECONDS = 60
 # The indexer looks for unclaimed work this often even when nothing woke it (another instance's
 # documents, stale claims).
 IDLE_POLL_SECONDS = 15.0
@@ -70,9 +68,7 @@ class Indexer:
             created = await self.context.vectors.ensure(COLLECTION, keyword_fields=KEYWORD_FIELDS)
             self._collection_ready = True
         if created:
-            queued = await execute(self.context.db, "UPDATE knowledge_documents SET index_status = 'pending', "
-                                   "index_attempts = 0, index_error = NULL, index_claimed_at = NULL "
-                                   "WHERE chunk_count > 0")
+            queued = await index_store.queue_every_document(self.context.db)
             if queued:
                 log.info("the knowledge collection is new: %d documents queued for indexing", queued)
                 self._wake.set()
@@ -81,15 +77,12 @@ class Indexer:
         """Embed and store every chunk of a claimed document, then mark it ready. False when the
         document was deleted or re-queued meanwhile (its vectors are then removed or redone)."""
         await self.prepare_collection()
-        document = await fetch_one(self.context.db, "SELECT title, kb_id, user_id FROM knowledge_documents "
-                                   "WHERE id = %s", (document_id,))
+        document = await index_store.document_to_index(self.context.db, document_id)
         if document is None:
             return False
         batch, position = self.settings["index_batch"], -1
         while True:
-            rows = await fetch_all(self.context.db, "SELECT id, position, text, heading_path FROM knowledge_chunks "
-                                   "WHERE document_id = %s AND position > %s ORDER BY position LIMIT %s",
-                                   (document_id, position, batch))
+            rows = await index_store.chunks_after(self.context.db, document_id, position, batch)
             if not rows:
                 break
             position = rows[-1]["position"]
@@ -101,22 +94,17 @@ class Indexer:
             await self.context.vectors.upsert(COLLECTION, items)
             if heartbeat and not await self._still_claimed(document_id):
                 return False
-        done = await execute(self.context.db, "UPDATE knowledge_documents SET index_status = 'ready', "
-                             "index_error = NULL, index_claimed_at = NULL WHERE id = %s AND index_status = 'indexing'",
-                             (document_id,))
-        if not done and await fetch_value(self.context.db, "SELECT 1 FROM knowledge_documents WHERE id = %s",
-                                          (document_id,)) is None:
+        done = await index_store.mark_ready(self.context.db, document_id)
+        if not done and not await index_store.document_exists(self.context.db, document_id):
             await self.forget_vectors(document_id)
             return False
         return bool(done)
 
     async def _still_claimed(self, document_id: str) -> bool:
-        touched = await execute(self.context.db, "UPDATE knowledge_documents SET index_claimed_at = now() "
-                                "WHERE id = %s AND index_status = 'indexing'", (document_id,))
+        touched = await index_store.keep_claim(self.context.db, document_id)
         if touched:
             return True
-        if await fetch_value(self.context.db, "SELECT 1 FROM knowledge_documents WHERE id = %s",
-                             (document_id,)) is None:
+        if not await index_store.document_exists(self.context.db, document_id):
             await self.forget_vectors(document_id)  # deleted while it was being indexed
         return False
 
@@ -126,20 +114,12 @@ class Indexer:
     # -------------------------------------------------------------- the indexer
 
     async def _claim(self) -> str | None:
-        row = await fetch_one(
-            self.context.db,
-            "UPDATE knowledge_documents SET index_status = 'indexing', index_claimed_at = now() WHERE id = ("
-            " SELECT id FROM knowledge_documents WHERE index_status = 'pending' OR (index_status = 'indexing'"
-            f" AND index_claimed_at < now() - interval '{STALE_CLAIM_SECONDS} seconds')"
-            " ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id")
-        return str(row["id"]) if row else None
+        return await index_store.claim_next(self.context.db)
 
     async def run(self, context: Context) -> None:
         """The background job: index queued documents one after another, for as long as the
         service runs. Documents that failed are given another chance at each start."""
-        requeued = await self._retry_on_start(execute, self.context.db,
-                                              "UPDATE knowledge_documents SET index_status = 'pending', "
-                                              "index_attempts = 0 WHERE index_status = 'failed'")
+        requeued = await self._retry_on_start(index_store.requeue_failed, self.context.db)
         if requeued:
             log.info("%d knowledge documents that failed to index are queued again", requeued)
         pause = 0.0
@@ -179,12 +159,7 @@ class Indexer:
         if document_id is None:
             return 5.0
         try:
-            row = await fetch_one(
-                self.context.db,
-                "UPDATE knowledge_documents SET index_attempts = index_attempts + 1, index_error = %s, "
-                "index_claimed_at = NULL, index_status = CASE WHEN %s THEN 'failed' ELSE 'pending' END "
-                "WHERE id = %s AND index_status = 'indexing' RETURNING index_attempts",
-                (reason[:1000], final, document_id))
+            row = await index_store.release_claim(self.context.db, document_id, reason[:1000], final)
         except Exception as error:  # the database is down too: the claim goes stale and is retaken
             log.warning("could not release knowledge document %s: %s", document_id, error)
             return 5.0

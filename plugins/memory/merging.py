@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import aiopg
 
 from . import rules
+from .counterpart_store import memories_among, newest_in_slot
 
 if TYPE_CHECKING:
     from gateway.vectors import VectorIndex
@@ -52,14 +53,10 @@ async def find_counterpart(cursor: aiopg.Cursor, vectors: VectorIndex, collectio
     """The existing memory a new text (`vector`: its passage embedding) merges into
     ("merged") or replaces ("superseded"), if any, among the `limit` nearest (in the store's
     `collection`) and its own slot."""
-    async def rows(sql: str, params: Sequence) -> list[dict]:
-        await cursor.execute(f"SELECT id::text AS id, content, category, slot FROM memories WHERE {sql}", params)
-        return [dict(row) for row in await cursor.fetchall()]
-
     # 1. The same slot: same value, a duplicate; another value, a contradiction.
     if len(reading.slots) == 1:
         slot = reading.slots[0]
-        for row in await rows("user_id = %s AND slot = %s ORDER BY updated_at DESC LIMIT 1", (owner, slot.key)):
+        for row in await newest_in_slot(cursor, owner, slot.key):
             old = await asyncio.to_thread(rules.slot_statement, row["content"])
             same = old is not None and old.value == slot.value
             return ("merged" if same else "superseded"), row
@@ -69,5 +66,5 @@ async def find_counterpart(cursor: aiopg.Cursor, vectors: VectorIndex, collectio
     if not hits:
         return None
     similarity = {hit.id: hit.score for hit in hits}
-    candidates = await rows("user_id = %s AND id = ANY(%s::uuid[])", (owner, list(similarity)))
+    candidates = await memories_among(cursor, owner, list(similarity))
     return await asyncio.to_thread(nearest_counterpart, content, candidates, similarity, threshold)

@@ -17,13 +17,15 @@ import logging
 from typing import Any
 
 from gateway import database
-from gateway.database import fetch_all, fetch_one, fetch_value, transaction
+from gateway.database import transaction
 from gateway.embeddings import EmbeddingError
 from gateway.vector_store import VectorStoreUnavailable
 
 from .person import neutral
 from .merging import slot_of
-from .store import COLUMNS, MemoryStore, item
+from .neutral_form_store import (database_now, job_state, memories_after, record_job_progress,
+                                rewrite_content)
+from .store import MemoryStore, item
 
 log = logging.getLogger("plugins.memory.neutral_form")
 
@@ -62,28 +64,23 @@ class NeutralFormJob:
 
     async def _run(self) -> bool:
         db = self.store.context.db
-        state = await fetch_one(db, "SELECT position, done FROM memory_jobs WHERE name = %s", (JOB,))
+        state = await job_state(db, JOB)
         if state is not None and state["done"]:
             return True
         if self.started is None:
             # What existed when the service started: new memories are written neutral already
             # (or, through the API, as given).
-            self.started = await fetch_value(db, "SELECT clock_timestamp()")
+            self.started = await database_now(db)
         last = state["position"] if state is not None else ""
         collection = await self.store.collection()
         while True:
-            rows = await fetch_all(db, "SELECT id::text AS id, content FROM memories WHERE id::text > %s "
-                                   "AND created_at < %s ORDER BY id::text LIMIT %s", (last, self.started, BATCH))
+            rows = await memories_after(db, last, self.started, BATCH)
             for row in rows:
                 new = rewritten(row["content"])
                 if new is not None:
                     await self._rewrite(collection, row["id"], row["content"], new)
             last = rows[-1]["id"] if rows else last
-            async with transaction(db) as cursor:
-                await cursor.execute(
-                    "INSERT INTO memory_jobs (name, position, done) VALUES (%s, %s, %s) "
-                    "ON CONFLICT (name) DO UPDATE SET position = EXCLUDED.position, done = EXCLUDED.done, "
-                    "updated_at = now()", (JOB, last, not rows))
+            await record_job_progress(db, JOB, last, not rows)
             if not rows:
                 log.info("memories in the neutral form: %d rewritten", self.rewritten)
                 return True
@@ -91,10 +88,8 @@ class NeutralFormJob:
     async def _rewrite(self, collection: str, memory_id: str, old: str, new: str) -> None:
         """One memory and its vector together; skipped when it changed meanwhile."""
         async with transaction(self.store.context.db) as cursor:
-            await cursor.execute(f"UPDATE memories SET content = %s, slot = %s WHERE id = %s AND content = %s "
-                                 f"RETURNING {COLUMNS}", (new, slot_of(new), memory_id, old))
-            row = await cursor.fetchone()
+            row = await rewrite_content(cursor, memory_id, old, new, slot_of(new))
             if row is None:
                 return
-            await self.store.context.vectors.upsert(collection, [item(dict(row))])
+            await self.store.context.vectors.upsert(collection, [item(row)])
         self.rewritten += 1

@@ -13,13 +13,10 @@ import aiopg
 from gateway.clock import rfc3339
 from gateway.connection import Connection
 from gateway.context import Context
-from gateway.database import execute, fetch_all, fetch_one
 from gateway.errors import NotFound
 
+from . import store
 from .offpage import OffPageDelivery
-
-_COLUMNS = "id::text AS id, user_id, type, title, body, data, created_at, read_at"
-
 
 def _inbox_item(row: dict) -> dict:
     return {"id": row["id"], "type": row["type"], "title": row["title"], "body": row["body"],
@@ -59,15 +56,12 @@ class Notifications:
         row: dict = {"id": str(uuid.UUID(notification_id)) if notification_id else str(uuid.uuid4()),
                      "user_id": user_id, "type": type, "title": title, "body": body, "data": data or {},
                      "created_at": created_at, "read_at": None}
-        inserted = await fetch_one(self.db, """
-            INSERT INTO notifications (id, user_id, type, title, body, data, created_at)
-            VALUES (%(id)s, %(user_id)s, %(type)s, %(title)s, %(body)s, %(data)s::jsonb, %(created_at)s)
-            ON CONFLICT (id) DO NOTHING RETURNING id""", {**row, "data": json.dumps(row["data"])})
+        inserted = await store.insert_notification(self.db, {**row, "data": json.dumps(row["data"])})
         hub = self.context.hub
         # Asked before sending: whether anyone was there to receive it.
         delivered = await hub.is_online(user_id)
         if inserted is None:  # pushed before under this id (a retry): the stored one, not sent again
-            stored = await fetch_one(self.db, f"SELECT {_COLUMNS} FROM notifications WHERE id = %s", (row["id"],))
+            stored = await store.notification_by_id(self.db, row["id"])
             if stored is not None:
                 return {"id": stored["id"], "type": stored["type"], "title": stored["title"],
                         "user_id": stored["user_id"], "timestamp": rfc3339(stored["created_at"]),
@@ -79,47 +73,30 @@ class Notifications:
 
     # -- the inbox
     async def page(self, user_id: str, *, unread_only: bool, type: str | None, limit: int, offset: int) -> dict:
-        filters = ["user_id = %(user_id)s"]
-        if unread_only:
-            filters.append("read_at IS NULL")
-        if type:
-            filters.append("type = %(type)s")
-        where = " AND ".join(filters)
-        params = {"user_id": user_id, "type": type, "limit": limit, "offset": offset}
-        rows = await fetch_all(self.db, f"""
-            SELECT {_COLUMNS} FROM notifications WHERE {where}
-            ORDER BY created_at DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s""", params)
-        counts = await fetch_one(self.db, f"""
-            SELECT count(*) FILTER (WHERE {where}) AS total,
-                   count(*) FILTER (WHERE read_at IS NULL) AS unread
-            FROM notifications WHERE user_id = %(user_id)s""", params) or {}
+        rows, counts = await store.inbox_page(self.db, user_id, unread_only=unread_only, type=type, limit=limit,
+                                              offset=offset)
         return {"notifications": [_inbox_item(row) for row in rows], "count": len(rows),
                 "total": int(counts.get("total") or 0), "unread": int(counts.get("unread") or 0),
                 "limit": limit, "offset": offset}
 
     async def get(self, user_id: str, notification_id: str) -> dict:
-        row = await fetch_one(self.db, f"SELECT {_COLUMNS} FROM notifications WHERE id = %s AND user_id = %s",
-                              (_uuid_or_404(notification_id), user_id))
+        row = await store.notification_of(self.db, user_id, _uuid_or_404(notification_id))
         if row is None:
             raise _not_found(notification_id)
         return _inbox_item(row)
 
     async def mark_read(self, user_id: str, notification_id: str) -> dict:
-        row = await fetch_one(self.db, f"""
-            UPDATE notifications SET read_at = coalesce(read_at, %s)
-            WHERE id = %s AND user_id = %s RETURNING {_COLUMNS}""",
-                              (self.context.clock.now(), _uuid_or_404(notification_id), user_id))
+        now = self.context.clock.now()
+        row = await store.mark_read(self.db, user_id, _uuid_or_404(notification_id), now)
         if row is None:
             raise _not_found(notification_id)
         return _inbox_item(row)
 
     async def mark_all_read(self, user_id: str) -> int:
-        return await execute(self.db, "UPDATE notifications SET read_at = %s WHERE user_id = %s AND read_at IS NULL",
-                             (self.context.clock.now(), user_id))
+        return await store.mark_all_read(self.db, user_id, self.context.clock.now())
 
     async def delete(self, user_id: str, notification_id: str) -> None:
-        if not await execute(self.db, "DELETE FROM notifications WHERE id = %s AND user_id = %s",
-                             (_uuid_or_404(notification_id), user_id)):
+        if not await store.delete_notification(self.db, user_id, _uuid_or_404(notification_id)):
             raise _not_found(notification_id)
 
     # -- devices coming and going
@@ -129,33 +106,23 @@ class Notifications:
         if not connection.client_id:
             return
         now = self.context.clock.now()
-        device = await fetch_one(self.db, """
-            INSERT INTO notification_devices (user_id, client_id, last_seen, connected)
-            VALUES (%s, %s, %s, true)
-            ON CONFLICT (user_id, client_id) DO UPDATE SET connected = true
-            RETURNING last_seen, (xmax <> 0) AS known""", (connection.user_id, connection.client_id, now))
+        device = await store.device_connected(self.db, connection.user_id, connection.client_id, now)
         if device is None or not device["known"]:
             return  # a device seen for the first time was never away
-        missed = await fetch_all(self.db, f"""
-            SELECT * FROM (SELECT {_COLUMNS} FROM notifications
-                           WHERE user_id = %s AND read_at IS NULL AND created_at > %s AND created_at <= %s
-                           ORDER BY created_at DESC LIMIT %s) AS newest
-            ORDER BY created_at, id""", (connection.user_id, device["last_seen"], now, self.max_missed))
+        missed = await store.missed_notifications(self.db, connection.user_id, device["last_seen"], now,
+                                                  self.max_missed)
         for row in missed:
             await self.context.hub.send_to_user(connection.user_id, _frame(row, self.context, missed=True),
                                                 only=connection.id)
-        await execute(self.db, "UPDATE notification_devices SET last_seen = greatest(last_seen, %s) "
-                               "WHERE user_id = %s AND client_id = %s", (now, connection.user_id, connection.client_id))
+        await store.device_seen(self.db, connection.user_id, connection.client_id, now)
 
     async def on_disconnect(self, connection: Connection) -> None:
         if not connection.client_id:
             return
         # Shielded: the connection's handler is usually being cancelled (the client went), and
         # a goodbye left unwritten would have the device re-sent what it saw live.
-        goodbye = asyncio.ensure_future(execute(self.db, """
-            UPDATE notification_devices SET last_seen = greatest(last_seen, %s), connected = false
-            WHERE user_id = %s AND client_id = %s""",
-                                                (self.context.clock.now(), connection.user_id, connection.client_id)))
+        goodbye = asyncio.ensure_future(store.device_left(self.db, connection.user_id, connection.client_id,
+                                                          self.context.clock.now()))
         self._goodbyes.add(goodbye)
         goodbye.add_done_callback(self._goodbyes.discard)
         await asyncio.shield(goodbye)
@@ -167,14 +134,11 @@ class Notifications:
         if not devices:
             return
         users, clients = zip(*devices)
-        await execute(self.db, """
-            UPDATE notification_devices SET last_seen = greatest(last_seen, %s)
-            WHERE (user_id, client_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))""",
-                      (self.context.clock.now(), list(users), list(clients)))
+        await store.devices_seen(self.db, list(users), list(clients), self.context.clock.now())
 
     async def prune(self, retention_days: int) -> int:
         cutoff = self.context.clock.now() - timedelta(days=retention_days)
-        return await execute(self.db, "DELETE FROM notifications WHERE created_at < %s", (cutoff,))
+        return await store.delete_notifications_before(self.db, cutoff)
 
 
 def _uuid_or_404(notification_id: str) -> str:

@@ -17,14 +17,13 @@ from urllib.parse import urlsplit
 import aiopg
 
 from gateway.context import Context
-from gateway.database import execute, fetch_all, fetch_one
 from gateway.errors import BadRequest, NotFound, ServiceUnavailable
 from gateway.fetch import FetchError, FetchRefused, GuardedFetcher
 from gateway.fetch_policy import FetchPolicy
 from gateway.peers import PeerClient, PeerFailed, PeerTimeout
 from gateway.clock import rfc3339
 
-from . import webpush
+from . import store, webpush
 
 log = logging.getLogger("plugins.notifications.push")
 
@@ -51,9 +50,6 @@ def _invalid(field: str, problem: str) -> BadRequest:
     return BadRequest(f"Invalid body: {field}: {problem}", error_type="validation_error",
                       hint="Send the browser's PushSubscription as PushSubscription.toJSON() gives it.",
                       extra={"fields": {field: [problem]}})
-
-
-_SUBSCRIPTION_COLUMNS = "id::text AS id, user_id, endpoint, p256dh, auth, device_name, created_at, last_push_at, last_error"
 
 
 class OffPageDelivery:
@@ -149,24 +145,14 @@ class OffPageDelivery:
         """Store (or take over: the same browser, another person) a subscription; whether it is new."""
         endpoint, p256dh, auth = self.validate(body)
         now = self.context.clock.now()
-        row = await fetch_one(self.db, f"""
-            INSERT INTO push_subscriptions (id, user_id, endpoint, p256dh, auth, device_name, created_at)
-            VALUES (%s, %s, %s, %s, %s, %s, %s)
-            ON CONFLICT (endpoint) DO UPDATE SET user_id = excluded.user_id, p256dh = excluded.p256dh,
-                auth = excluded.auth, device_name = excluded.device_name, last_error = NULL
-            RETURNING {_SUBSCRIPTION_COLUMNS}, (xmax = 0) AS created""",
-                              (str(uuid.uuid4()), user_id, endpoint, p256dh, auth, body["device_name"].strip(), now))
-        assert row is not None
+        row = await store.upsert_subscription(self.db, str(uuid.uuid4()), user_id, endpoint, p256dh, auth,
+                                              body["device_name"].strip(), now)
         # The oldest beyond the bound are forgotten: browsers that stopped being used.
-        await execute(self.db, """
-            DELETE FROM push_subscriptions WHERE user_id = %s AND id NOT IN (
-                SELECT id FROM push_subscriptions WHERE user_id = %s ORDER BY position DESC LIMIT %s)""",
-                      (user_id, user_id, self.settings["push_max_subscriptions"]))
+        await store.keep_newest_subscriptions(self.db, user_id, self.settings["push_max_subscriptions"])
         return _subscription(row), bool(row["created"])
 
     async def subscriptions(self, user_id: str) -> list[dict]:
-        rows = await fetch_all(self.db, f"SELECT {_SUBSCRIPTION_COLUMNS} FROM push_subscriptions "
-                                        "WHERE user_id = %s ORDER BY position", (user_id,))
+        rows = await store.subscriptions_in_order(self.db, user_id)
         return [_subscription(row) for row in rows]
 
     async def unsubscribe(self, user_id: str, subscription_id: str) -> None:
@@ -174,8 +160,7 @@ class OffPageDelivery:
             key = str(uuid.UUID(subscription_id))
         except ValueError:
             key = None
-        if key is None or not await execute(self.db, "DELETE FROM push_subscriptions WHERE id = %s AND user_id = %s",
-                                            (key, user_id)):
+        if key is None or not await store.delete_subscription_of(self.db, user_id, key):
             raise NotFound(f"No push subscription {subscription_id!r} of yours.", error_type="subscription_not_found",
                            hint="List them with GET /api/v1/notifications/push/subscriptions.")
 
@@ -208,8 +193,7 @@ class OffPageDelivery:
     async def deliver(self, user_id: str, notification: dict) -> None:
         sends = []
         if notification["type"] in self.settings["push_types"]:
-            rows = await fetch_all(self.db, f"SELECT {_SUBSCRIPTION_COLUMNS} FROM push_subscriptions "
-                                            "WHERE user_id = %s", (user_id,))
+            rows = await store.subscriptions_of(self.db, user_id)
             if rows:
                 payload = webpush.fit_payload({
                     "id": notification["id"], "type": notification["type"], "title": notification["title"],
@@ -253,7 +237,7 @@ class OffPageDelivery:
                     await self._record(subscription, None)
                     return
                 if result.status in GONE_STATUSES:
-                    await execute(self.db, "DELETE FROM push_subscriptions WHERE id = %s", (subscription["id"],))
+                    await store.forget_subscription(self.db, subscription["id"])
                     log.info("push subscription %s is gone (%d): forgotten", subscription["id"], result.status)
                     return
                 problem = f"{_origin(endpoint)} answered {result.status}: {result.text()[:200]}"
@@ -270,11 +254,9 @@ class OffPageDelivery:
 
     async def _record(self, subscription: dict, error: str | None) -> None:
         if error is None:
-            await execute(self.db, "UPDATE push_subscriptions SET last_push_at = %s, last_error = NULL WHERE id = %s",
-                          (self.context.clock.now(), subscription["id"]))
+            await store.record_push_sent(self.db, subscription["id"], self.context.clock.now())
         else:
-            await execute(self.db, "UPDATE push_subscriptions SET last_error = %s WHERE id = %s",
-                          (error[:500], subscription["id"]))
+            await store.record_push_error(self.db, subscription["id"], error[:500])
 
     async def message_platforms(self, user_id: str, notification: dict) -> None:
         """The notification as a chat message to every chat-platform account the person linked:

@@ -25,7 +25,8 @@ from .gateway_schemas import (LANGUAGES, AudioQuery, SpeechBody, SpeechStatus, S
                               VoiceList, VoiceStatus, VoiceStreamChunkFrame, VoiceStreamEndFrame, VoiceStreamStartFrame,
                               VoiceTranscriptFrame)
 from .gateway_streams import VoiceStreams
-from .spoken import AUDIO_TYPES, SPOKEN_MODES, AudioStore, SpokenReplies, owner_of
+from .audio_store import AUDIO_TYPES, AudioStore, owner_of
+from .spoken import SPOKEN_MODES, SpokenReplies
 
 MB = 1024 * 1024
 POSITIVE = validate.Range(min=0, min_inclusive=False)

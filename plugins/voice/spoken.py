@@ -12,19 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import io
 import logging
-import secrets
 import wave
 from typing import TYPE_CHECKING
 
-from gateway.database import execute, fetch_all
-from gateway.downloads import LinkSigner
 from gateway.errors import ApiError
 from gateway.text import language_of
 from plugins.chat.contract import ReplyStream
 
+from .audio_store import AUDIO_TYPES, AudioStore
 from .voice_service_client import VoiceServiceClient, VoiceUnavailable, refused
 from .speech import SentenceCutter
 
@@ -34,79 +31,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("plugins.voice.spoken")
 
 SPOKEN_MODES = ("voice_msg", "voice_assistant")
-AUDIO_TYPES = {"wav": "audio/wav", "mp3": "audio/mpeg", "ogg": "audio/ogg"}
-
-
-
-def owner_of(user_id: str) -> str:
-    """The audio folder of a user: not the id itself, which may hold any character."""
-    return hashlib.sha256(b"voice-audio:" + user_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-
-
-class AudioStore:
-    """Reply audio in the blob store under `voice/replies/<owner>/<name>`, links to it, and
-    its deletion after `retention_days` (each stored key is recorded in `voice_reply_audio`)."""
-
-    def __init__(self, context: "Context", url_ttl: int, retention_days: float):
-        self.context = context
-        self.url_ttl = url_ttl
-        self.retention_days = retention_days
-        self.links = LinkSigner(context.config, "voice-audio")
-
-    @staticmethod
-    def key(owner: str, name: str) -> str:
-        return f"voice/replies/{owner}/{name}"
-
-    async def put(self, user_id: str, audio: bytes, extension: str) -> str:
-        """Store `audio`; its signed URL."""
-        owner, name = owner_of(user_id), f"{secrets.token_hex(16)}.{extension}"
-        key = self.key(owner, name)
-        # Recorded first: a blob is never stored without the row that lets it be deleted.
-        await execute(self.context.db, "INSERT INTO voice_reply_audio (storage_key, user_id) VALUES (%s, %s)",
-                      (key, user_id))
-        await self.context.blobs.put(key, audio, AUDIO_TYPES.get(extension, ""))
-        return self.url(owner, name)
-
-    async def delete_old(self, limit: int = 500) -> int:
-        """Delete up to `limit` stored audios older than the retention; how many."""
-        rows = await fetch_all(self.context.db, "SELECT storage_key FROM voice_reply_audio WHERE created_at < "
-                               "now() - %s * interval '1 day' ORDER BY created_at LIMIT %s",
-                               (self.retention_days, limit))
-        for row in rows:
-            await self.context.blobs.delete(row["storage_key"])
-            await execute(self.context.db, "DELETE FROM voice_reply_audio WHERE storage_key = %s",
-                          (row["storage_key"],))
-        return len(rows)
-
-    async def count_of(self, user_id: str) -> dict[str, int]:
-        """What deleting the person removes (auth contract `PERSON_DATA`)."""
-        rows = await fetch_all(self.context.db, "SELECT count(*) AS n FROM voice_reply_audio WHERE user_id = %s",
-                               (user_id,))
-        return {"spoken_replies": int(rows[0]["n"])}
-
-    async def delete_of(self, user_id: str) -> None:
-        """Every stored spoken reply of a person being deleted, blob first (as `delete_old`)."""
-        for row in await fetch_all(self.context.db, "SELECT storage_key FROM voice_reply_audio WHERE user_id = %s",
-                                   (user_id,)):
-            await self.context.blobs.delete(row["storage_key"])
-            await execute(self.context.db, "DELETE FROM voice_reply_audio WHERE storage_key = %s",
-                          (row["storage_key"],))
-
-    async def sweep(self, context: "Context", interval: float = 3600.0) -> None:
-        """The job: old reply audio goes, hour by hour."""
-        while True:
-            try:
-                while await self.delete_old() == 500:
-                    pass
-            except Exception as error:  # an outage must not end the job
-                log.warning("deleting old reply audio failed: %r", error)
-            await asyncio.sleep(interval)
-
-    def url(self, owner: str, name: str) -> str:
-        base = str(self.context.config.get("core.public_base_url") or "").rstrip("/")
-        return f"{base}/api/v1/voice/audio/{owner}/{name}?{self.links.query(f'{owner}/{name}', self.url_ttl)}"
-
-
 class SpokenReplies:
     """The tap's factory, and what every spoken reply of this service shares."""
 

@@ -95,6 +95,17 @@ def parse_query(request: web.Request, schema: marshmallow.Schema) -> dict:
 Result = TypeVar("Result")
 
 
+async def read_part(part: BodyPartReader, limit: int, too_large: Callable[[], Exception]) -> bytes:
+    """A multipart part's bytes, refused with `too_large()` as soon as they pass `limit` (a large
+    upload is never read whole first)."""
+    data = bytearray()
+    while chunk := await part.read_chunk(256 * 1024):
+        data.extend(chunk)
+        if len(data) > limit:
+            raise too_large()
+    return bytes(data)
+
+
 async def with_multipart_field(request: web.Request, names: tuple[str, ...],
                                consume: Callable[[BodyPartReader], Awaitable[Result]], *, hint: str) -> Result:
     """Stream the first multipart part named one of `names` into `consume` (other parts are

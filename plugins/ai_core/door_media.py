@@ -19,7 +19,7 @@ from gateway.embeddings import EmbeddingError
 from gateway.errors import ApiError, BadRequest, ServiceUnavailable
 from gateway.openapi import api_doc
 from gateway.peers import PeerContext, PeerAnswer, PeerClient, PeerTimeout
-from gateway.validation import parse_body
+from gateway.validation import parse_body, read_part
 from plugins.chat.contract import require_chat_user
 
 from .api import engine_of
@@ -160,12 +160,10 @@ async def read_form(request: web.Request) -> dict:
                 await part.release()
                 continue
             limit = MAX_AUDIO_BYTES if part.name == "file" else 4096
-            data = bytearray()
-            while chunk := await part.read_chunk(64 * 1024):
-                data.extend(chunk)
-                if len(data) > limit:
-                    raise ApiError(f"The field `{part.name}` is larger than {limit} bytes.", status=413,
-                                   error_type="audio_too_large" if part.name == "file" else "validation_error")
+            name = part.name
+            data = await read_part(part, limit, lambda: ApiError(
+                f"The field `{name}` is larger than {limit} bytes.", status=413,
+                error_type="audio_too_large" if name == "file" else "validation_error"))
             found[part.name] = ((bytes(data), part.filename or "audio", part.headers.get("Content-Type") or
                                  "application/octet-stream") if part.name == "file"
                                 else data.decode("utf-8", "replace").strip())

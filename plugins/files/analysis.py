@@ -20,7 +20,7 @@ from gateway.context import get_context
 from gateway.errors import BadRequest
 from gateway.identity import Identity, require_user
 from gateway.openapi import api_doc
-from gateway.validation import load, read_json, with_multipart_field
+from gateway.validation import load, read_json, read_part, with_multipart_field
 from plugins.ai_core.contract import AI_CORE, AiCore, AiCoreError
 
 from . import imaging
@@ -114,19 +114,13 @@ async def handle_analyze_file(request: web.Request) -> web.Response:
 
 async def read_limited(part: BodyPartReader) -> bytes:
     """The whole part (Pillow needs it all anyway), refused as soon as it passes 10 MB."""
-    data = bytearray()
-    while True:
-        chunk = await part.read_chunk(256 * 1024)
-        if not chunk:
-            break
-        data.extend(chunk)
-        if len(data) > MAX_ANALYSIS_UPLOAD_BYTES:
-            raise BadRequest("The image is larger than 10 MB.", error_type="file_too_large",
-                             hint=f"Send at most {MAX_ANALYSIS_UPLOAD_BYTES} bytes.")
+    data = await read_part(part, MAX_ANALYSIS_UPLOAD_BYTES, lambda: BadRequest(
+        "The image is larger than 10 MB.", error_type="file_too_large",
+        hint=f"Send at most {MAX_ANALYSIS_UPLOAD_BYTES} bytes."))
     try:
-        mime_type = sniff(bytes(data[:4096]), part.headers.get("Content-Type", ""), part.filename or "")
+        mime_type = sniff(data[:4096], part.headers.get("Content-Type", ""), part.filename or "")
     except UnsupportedType as error:
         raise unsupported_type(str(error)) from None
     if mime_type not in ANALYSIS_UPLOAD_TYPES:
         raise unsupported_type(f"{mime_type} cannot be analysed; send JPEG, PNG or GIF")
-    return bytes(data)
+    return data

@@ -15,7 +15,7 @@ from gateway.errors import ApiError, BadRequest, Forbidden, NotFound, Unauthoriz
 from gateway.identity import require_user
 from gateway.openapi import api_doc
 from gateway.plugins import Plugin, PluginSettings, Registrar
-from gateway.validation import parse_body
+from gateway.validation import parse_body, read_part
 from plugins.auth.contract import keep_person_data
 from plugins.chat.contract import REPLY_TAPS
 
@@ -78,15 +78,9 @@ def client_of(request: web.Request) -> VoiceServiceClient:
 
 
 async def read_limited(part: BodyPartReader, limit: int) -> bytes:
-    chunks, size = [], 0
-    while chunk := await part.read_chunk(256 * 1024):
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(f"The recording is larger than {limit // MB} MB.", error_type="file_too_large",
-                           hint="Send at most 10 MB, or stream it over /ws/chat.", status=413,
-                           extra={"success": False})
-        chunks.append(chunk)
-    return b"".join(chunks)
+    return await read_part(part, limit, lambda: ApiError(
+        f"The recording is larger than {limit // MB} MB.", error_type="file_too_large",
+        hint="Send at most 10 MB, or stream it over /ws/chat.", status=413, extra={"success": False}))
 
 
 def failure(error: ApiError) -> ApiError:

@@ -10,7 +10,7 @@ from aiohttp import BodyPartReader, web
 from gateway.errors import ApiError
 from gateway.identity import require_user
 from gateway.openapi import api_doc
-from gateway.validation import load
+from gateway.validation import load, read_part
 
 from . import audio
 from .recognition import SERVICE, caller, failure
@@ -80,12 +80,7 @@ async def transcribe(request: web.Request) -> web.Response:
 
 async def read_limited(part: BodyPartReader, limit: int, *, what: str = "The audio", status: int = 413,
                        error_type: str = "audio_too_large") -> bytes:
-    """A multipart part, refused as soon as it passes `limit` (never read whole first)."""
-    data = bytearray()
-    while chunk := await part.read_chunk(64 * 1024):
-        data.extend(chunk)
-        if len(data) > limit:
-            raise failure(f"{what} is larger than {limit} bytes.", error_type,
-                          "Send a shorter recording, or compress it (Opus, MP3)." if status == 413
-                          else "Send the form fields as short text.", status)
-    return bytes(data)
+    return await read_part(part, limit, lambda: failure(
+        f"{what} is larger than {limit} bytes.", error_type,
+        "Send a shorter recording, or compress it (Opus, MP3)." if status == 413
+        else "Send the form fields as short text.", status))

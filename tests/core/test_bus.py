@@ -6,6 +6,7 @@ import subprocess
 import tempfile
 
 import pytest
+import redis.asyncio
 
 from gateway.memory_bus import InProcessBus
 from gateway.redis_bus import RedisBus, redis_exceptions, unavailable
@@ -32,6 +33,15 @@ async def collect(bus, channel):
 
     subscription = await bus.subscribe(channel, handler)
     return received, arrived, subscription
+
+
+async def subscribers(url: str, channel: str) -> int:
+    """How many connections Redis has subscribed to `channel` (PUBSUB NUMSUB)."""
+    client = redis.asyncio.from_url(url)
+    try:
+        return int(dict(await client.pubsub_numsub(channel)).get(channel.encode(), 0))
+    finally:
+        await client.aclose()
 
 
 async def wait_for(condition, timeout=3.0):
@@ -354,10 +364,12 @@ async def test_a_bus_that_returns_is_listened_to_at_once_when_asked_and_its_list
         await asyncio.sleep(1.5)  # the reader finds Redis gone and backs off
         await restartable_redis.start()
         await bus.ensure_listening()
-        await asyncio.wait_for(restored.wait(), 1)
+        # Subscribed again when ensure_listening returns, not at the reader's next try.
+        assert await subscribers(restartable_redis.url, bus_prefix + "inbox:me") == 1
+        await asyncio.wait_for(restored.wait(), 5)
         await bus.mark("holders:u", "me", 10)
         await sender.fan_out("holders:u", "inbox:", "them", {"frame": 1})
-        await wait_for(lambda: len(received) == 1, timeout=1.0)  # well before the reader's next try
+        await wait_for(lambda: len(received) == 1, timeout=5.0)
     finally:
         await bus.close()
         await sender.close()

@@ -16,6 +16,9 @@ tests/support/fake_voice.py (which times only the gateway's own path).
 
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres .venv/bin/python -m bench.voice_gateway
 
+`--base REV` runs REV's voice service and gateway beside this checkout's, alternating
+(bench/voice_compare.py).
+
 Without DATABASE_URL an embedded PostgreSQL is started in a temporary directory."""
 from __future__ import annotations
 
@@ -142,9 +145,10 @@ class Processes:
     def __init__(self, log_dir: Path):
         self.log_dir, self.started = log_dir, []
 
-    def start(self, name: str, *args: str, environ: dict | None = None) -> subprocess.Popen:
+    def start(self, name: str, *args: str, environ: dict | None = None, root: Path = ROOT) -> subprocess.Popen:
+        """`root`: the checkout whose code the process runs (`--base` starts another's)."""
         log = open(self.log_dir / f"{name}.log", "wb")
-        process = subprocess.Popen(list(args), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+        process = subprocess.Popen(list(args), stdout=log, stderr=subprocess.STDOUT, cwd=root,
                                    env={**os.environ, **(environ or {})})
         process.log_path = str(self.log_dir / f"{name}.log")  # type: ignore[attr-defined]
         self.started.append(process)
@@ -283,6 +287,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--voice-url", default="", help="a running voice service (with SERVICE_TOKEN "
                                                         f"{SERVICE_TOKEN!r}); default: start one")
+    parser.add_argument("--base", metavar="REV", help="also run revision REV's voice service and gateway, "
+                        "the rounds alternating between the two (bench/voice_compare.py)")
     parser.add_argument("--serve", choices=["mock", "gateway", "stand-in"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--database-url", help=argparse.SUPPRESS)
@@ -295,6 +301,10 @@ def main() -> None:
         return serve_stand_in(args.port)
     if args.serve == "gateway":
         return serve_gateway(args.port, args.database_url, args.ai_core_url, args.voice_url, args.data_dir)
+    if args.base:
+        from bench.voice_compare import compare
+
+        return compare(args.base, args.rounds)
 
     data_dir = Path(tempfile.mkdtemp(prefix="bench-voice-"))
     processes = Processes(data_dir)

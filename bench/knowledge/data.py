@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-EVAL_DIR = REPO_ROOT.parent / "shared" / "eval" / "retrieval"
+# BENCH_EVAL_DIR: elsewhere (a worktree whose parent holds no shared/)
+EVAL_DIR = Path(os.environ.get("BENCH_EVAL_DIR") or REPO_ROOT.parent / "shared" / "eval" / "retrieval")
 
 # name -> (language, qrels file)
 SETS = {"cranfield": ("en", "test.tsv"), "cmrc2018_zh": ("zh", "dev.tsv")}

@@ -374,9 +374,16 @@ def main() -> None:
         help="time the modes again after the embedded engine's optimize() (the core keeps "
         "HNSW off, so it changes little now)",
     )
+    parser.add_argument("--base", metavar="REV", help="the speed part on revision REV and on this "
+                        "checkout, alternating (bench/knowledge/compare.py)")
+    parser.add_argument("--rounds", type=int, default=5, help="with --base: alternating rounds")
     args = parser.parse_args()
     args.only = set(args.only or ("quality", "speed"))
     data.eval_dir()
+    if args.base:
+        from .compare import compare
+
+        return compare(args.base, args.chunks, args.searches, args.rounds)
     asyncio.run(main_async(args))
 
 

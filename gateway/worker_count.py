@@ -15,11 +15,6 @@ from .services import ServiceSpec
 log = logging.getLogger("gateway.workers")
 
 MAX_AUTO_WORKERS = 8
-# At or below this many cores "auto" is one worker: with the load generator, the model and the
-# databases on the same cores a second worker found none idle, and every frame it relayed cost
-# a bus round trip (bench/README.md, "Workers": x0.81 the turns per second at 200 turns, x0.56
-# at 1000, the first token x6.9 later at 1).
-FEW_CORES = 2
 
 
 def can_share_port() -> bool:
@@ -55,12 +50,10 @@ def cpu_quota(cgroup_root: Path) -> float | None:
 
 
 def auto_workers(cores: int) -> int:
-    """Every core this process may run on, at most `MAX_AUTO_WORKERS` (a worker is a whole
+    """Every core this process may run on, at most `MAX_AUTO_WORKERS`: a worker is a whole
     instance of about 170 MB resident, and one person's devices do not keep more than eight
-    cores busy), and one on a machine of `FEW_CORES` or fewer, where a second one only loses."""
-    if cores <= FEW_CORES:
-        return 1
-    return min(cores, MAX_AUTO_WORKERS)
+    cores busy."""
+    return max(1, min(cores, MAX_AUTO_WORKERS))
 
 
 def worker_count(spec: ServiceSpec, requested: int | None, bus_at_hand: bool = True) -> int:

@@ -452,7 +452,7 @@ def test_the_shipped_gateway_runs_on_every_core_with_no_configuration():
     """Issue 23: `bin/console.sh start --fresh` runs the gateway on every core (at most 8); only
     the gateway runs several workers."""
     services = {spec.id: spec for spec in load_services(PROJECT_ROOT / "conf" / "services.toml")}
-    assert worker_count(services["gateway"], None) == min(machine_cores(), MAX_AUTO_WORKERS)
+    assert worker_count(services["gateway"], None) == auto_workers(machine_cores())
     assert [spec.id for spec in services.values() if spec.extra.get("workers", 1) != 1] == ["gateway"]
 
 
@@ -476,7 +476,7 @@ def test_a_cpu_quota_caps_the_cores_counted(tmp_path):
 def test_the_service_table_decides_who_runs_several_workers():
     gateway = ServiceSpec(id="gateway", name="Gateway", port=1, extra={"workers": "auto"})
     assert 1 <= worker_count(gateway, None) <= MAX_AUTO_WORKERS
-    assert [auto_workers(cores) for cores in (1, 2, 3, 4, 8, 16)] == [1, 1, 3, 4, 8, MAX_AUTO_WORKERS]
+    assert [auto_workers(cores) for cores in (1, 2, 3, 4, 8, 16)] == [1, 2, 3, 4, 8, MAX_AUTO_WORKERS]
     assert worker_count(gateway, 3) == 3
     memory = ServiceSpec(id="memory-service", name="memory", port=2)
     assert worker_count(memory, None) == 1

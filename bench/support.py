@@ -1,14 +1,34 @@
-"""What the benchmarks share: loopback ports, waiting for a server they started, and a scratch
-database on a PostgreSQL they were pointed at (created, then dropped with everything in it)."""
+"""What the benchmarks share: loopback ports, waiting for a server they started, a scratch
+database on a PostgreSQL they were pointed at (created, then dropped with everything in it), and
+an older revision checked out beside this one for the side-by-side `--base` runs."""
 from __future__ import annotations
 
+import contextlib
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import Iterator
 from urllib.parse import urlsplit, urlunsplit
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@contextlib.contextmanager
+def checkout(revision: str) -> Iterator[Path]:
+    """`revision` checked out into a temporary git worktree, removed on leaving."""
+    path = Path(tempfile.mkdtemp(prefix="bench-base-")) / "tree"
+    subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(path), revision], cwd=ROOT, check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False)
+        shutil.rmtree(path.parent, ignore_errors=True)
 
 
 def free_port() -> int:

@@ -12,33 +12,19 @@ import asyncio
 import contextlib
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Iterator
 
 import aiohttp
 
-from bench.support import drop_database, free_port, scratch_database, wait_until_up
+from bench.support import checkout, drop_database, free_port, scratch_database, wait_until_up
 from bench.voice_gateway import (JWT_SECRET, ROOT, SERVICE_TOKEN, Processes, admin_token, first_segment,
                                  percentile, stream_once, utterance, with_silence)
 
 MEASURES = (("final", "`voice_stream_end` → `voice_final`, ending on speech"),
             ("trailing", "the same with 0.5 s of silence after the speech"),
             ("segment", "first sentence → first `stream_segments`"))
-
-
-@contextlib.contextmanager
-def worktree(revision: str) -> Iterator[Path]:
-    """`revision` checked out into a temporary git worktree, removed on leaving."""
-    path = Path(tempfile.mkdtemp(prefix="bench-voice-base-")) / "tree"
-    subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(path), revision], cwd=ROOT, check=True)
-    try:
-        yield path
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False)
-        shutil.rmtree(path.parent, ignore_errors=True)
 
 
 def start_side(processes: Processes, name: str, root: Path, admin_url: str, mock_url: str,
@@ -117,7 +103,7 @@ def compare(base: str, rounds: int) -> None:
             from gateway.embedded_database import start_embedded
 
             admin_url, embedded = start_embedded(Path(tempfile.mkdtemp(prefix="bench-voice-pg-")))
-        with worktree(base) as base_root:
+        with checkout(base) as base_root:
             mock_port = free_port()
             mock = processes.start("mock-ai-core", sys.executable, "-m", "bench.voice_gateway", "--serve", "mock",
                                    "--port", str(mock_port))

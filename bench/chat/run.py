@@ -64,7 +64,7 @@ from typing import AsyncIterator, Iterator
 
 import aiohttp
 
-from bench.support import drop_database, free_port, scratch_database, wait_until_up
+from bench.support import checkout, drop_database, free_port, scratch_database, wait_until_up
 
 ROOT = Path(__file__).resolve().parents[2]
 JWT_SECRET = "bench-chat-jwt-secret-" + "q" * 32
@@ -818,22 +818,10 @@ async def run_burst(args, processes: Processes, database_url: str, data_dir: Pat
                       f"each further delta {per_delta:.1f} µs")
 
 
-@contextlib.contextmanager
-def worktree(revision: str) -> Iterator[Path]:
-    """`revision` checked out into a temporary git worktree, removed on leaving."""
-    path = Path(tempfile.mkdtemp(prefix="bench-chat-base-")) / "tree"
-    subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(path), revision], cwd=ROOT, check=True)
-    try:
-        yield path
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False)
-        shutil.rmtree(path.parent, ignore_errors=True)
-
-
 async def run_compare(args, processes: Processes, database_url: str, data_dir: Path) -> None:
     """The bursts of `run_burst` against the bare relay, this checkout's gateway and revision
     `--base`'s, interleaved: the figures of the two gateways are taken under the same drift."""
-    with worktree(args.base) as base_root, relays(processes, database_url, data_dir / "compare") as servers:
+    with checkout(args.base) as base_root, relays(processes, database_url, data_dir / "compare") as servers:
         base_port = free_port()
         base = start_gateway_app(processes, base_port, database_url, servers.mock_url, data_dir / "compare-base",
                                  root=base_root, log_name="gateway-base")

@@ -19,24 +19,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
+
+from bench.support import checkout
 
 from . import data
 from .run import MODES, _percentile
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@contextlib.contextmanager
-def worktree(revision: str) -> Iterator[Path]:
-    """`revision` checked out into a temporary git worktree, removed on leaving."""
-    path = Path(tempfile.mkdtemp(prefix="bench-knowledge-base-")) / "tree"
-    subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(path), revision], cwd=ROOT, check=True)
-    try:
-        yield path
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False)
-        shutil.rmtree(path.parent, ignore_errors=True)
 
 
 class Side:
@@ -89,7 +78,7 @@ def compare(base: str, chunks: int, searches: int, rounds: int) -> None:
     log_dir = Path(tempfile.mkdtemp(prefix="bench-knowledge-compare-"))
     sides: dict[str, Side] = {}
     try:
-        with worktree(base) as base_root:
+        with checkout(base) as base_root:
             began = time.perf_counter()
             sides = {"before": Side("before", base_root, chunks, log_dir), "now": Side("now", ROOT, chunks, log_dir)}
             for side in sides.values():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from abc import ABC, abstractmethod
 import time
 from datetime import datetime, timezone
 from typing import Callable
@@ -17,18 +18,20 @@ from .push import PushHub
 log = logging.getLogger("console.supervisor")
 
 
-class ServiceWatch:
+class ServiceWatch(ABC):
     logs: LogStore
     hub: PushHub
     settings: SupervisorSettings
     # Called with (service id, line) for each line a service writes.
     line_listener: Callable[[str, str], object] | None
 
+    @abstractmethod
     def _set_state(self, service: ManagedService, state: str, error: str | None = None) -> None:
-        raise NotImplementedError  # the supervisor's: it publishes the service's whole status
+        """The supervisor's: it publishes the service's whole status."""
 
+    @abstractmethod
     async def _start_locked(self, service: ManagedService) -> None:
-        raise NotImplementedError  # the supervisor's
+        """The supervisor's: a start under the service's lock."""
 
     async def _note(self, service: ManagedService, text: str) -> None:
         """A line of the console's own in the service's log, so the log tells the whole story."""

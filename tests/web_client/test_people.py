@@ -129,6 +129,7 @@ async def page_reloaded_in_the_middle(page, one_time: str) -> None:
     await current.fill(one_time)
     await form.locator("input[name=new_password]").fill(CHOSEN_PASSWORD)
     await form.locator("input[name=repeat]").fill(CHOSEN_PASSWORD)
+    await screenshot(page, "web-password-change-after-reload")
 
 
 @pytest.mark.slow

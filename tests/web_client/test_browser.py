@@ -329,6 +329,31 @@ async def test_going_back_to_a_conversation_shows_both_sides_of_it(services, bro
 
 
 @pytest.mark.slow
+async def test_a_message_sent_while_a_new_chat_is_made_goes_to_the_new_chat(services, browser, admin_password):
+    """Typed at once after "New chat", before the gateway made the conversation: the message used
+    to go to the conversation being left, and its reply never showed in the new one."""
+    async with signed_in(services, browser, admin_password) as page:
+        await chat_titled(page, "Left behind", "Tell me about plums")
+        may_answer = asyncio.Event()
+
+        async def held(route) -> None:
+            if route.request.method == "POST":
+                await may_answer.wait()
+            await route.continue_()
+
+        await page.route("**/sessions", held)
+        await page.click(".drawer-actions button")
+        await send(page, "Tell me about cherries")
+        may_answer.set()
+        await page.locator(".live article.message.assistant:not(.streaming)").wait_for(timeout=10000)
+        await page.locator(".conversation-header", has_text="Tell me about cherries").wait_for()
+        await page.unroute("**/sessions")
+        await page.locator(".session", has_text="Left behind").first.click()
+        await assert_both_sides_shown(page, "Tell me about plums")
+        assert await page.locator(".history article.message.user", has_text="cherries").count() == 0
+
+
+@pytest.mark.slow
 async def test_the_models_title_replaces_the_first_message_title_without_a_reload(services, browser, admin_password):
     async with signed_in(services, browser, admin_password) as page:
         await page.click(".drawer-actions button")

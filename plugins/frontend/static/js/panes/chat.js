@@ -33,7 +33,7 @@ export function mount(root, app) {
   const {api, t} = app;
   const state = {
     sessions: [], current: null, turns: new Map(), pending: new Map(), shownIds: new Set(),
-    unread: new Set(), attachments: [], searching: false,
+    unread: new Set(), attachments: [], searching: false, creating: null,
     sessionBases: new Map(),   // session id -> its own knowledge base's id (attached documents)
     // Replies streaming in the open session (turn keys), and an edit sent, waiting for its history_changed.
     streaming: new Set(), awaitingEdit: null,
@@ -132,9 +132,21 @@ export function mount(root, app) {
     // The message box gets the focus unless the person moved it meanwhile (into the search box,
     // say): what they type there must stay there.
     const focused = document.activeElement;
-    const session = await api.send("POST", "/sessions", {});
-    state.sessions.unshift(session);
-    await select(session.id);
+    // A message sent before the new conversation exists waits for it (else it would go to the
+    // one being left, and vanish from the view as the new one opens).
+    let shown = null;
+    const made = api.send("POST", "/sessions", {}).then((session) => {
+      state.sessions.unshift(session);
+      shown = select(session.id);
+    });
+    const creating = made.catch(() => undefined);
+    state.creating = creating;
+    try {
+      await made;
+      await shown;
+    } finally {
+      if (state.creating === creating) state.creating = null;
+    }
     if (document.activeElement === focused || document.activeElement === document.body) input.focus();
   }
 
@@ -752,18 +764,20 @@ export function mount(root, app) {
     touch(state.current);
   }
 
-  composer.addEventListener("submit", (event) => {
+  composer.addEventListener("submit", async (event) => {
     event.preventDefault();
     const text = input.value.trim();
     const ready = state.attachments.filter((item) => item.file_id);
     if (!text && !ready.length) return;
     // Still uploading, or a document not yet in the conversation's knowledge base.
     if (state.attachments.some((item) => !item.file_id || (item.type === "document" && !item.document_id))) return;
-    sendText(text, ready.map((item) => ({...item})));
+    const attachments = ready.map((item) => ({...item}));
     input.value = "";
     state.attachments = [];
     renderTray();
     autosize();
+    if (state.creating) await state.creating;
+    sendText(text, attachments);
   });
 
   input.addEventListener("keydown", (event) => {

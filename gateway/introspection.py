@@ -123,7 +123,7 @@ def describe_plugins(registry: Registry, applied: dict[str, list[str]]) -> list[
             "ws_types": list(record.ws_types), "ws_server_types": server_types.get(name, []),
             "jobs": list(record.jobs), "provides": list(record.provides),
             "migrations": applied.get(name, []), "settings_section": f"plugins.{name}",
-            "settings_keys": sorted((plugin.settings_schema or PluginSettings)().fields),
+            "settings_keys": sorted((plugin.settings_class or PluginSettings).schema().fields),
             "reported": reported.get(name, {})})
     return described
 

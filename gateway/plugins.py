@@ -8,7 +8,7 @@ A plugin is an object (usually a module-level instance of `Plugin`) with:
 - `depends`: names of plugins whose setup must run first;
 - `optional_depends`: plugins whose setup runs first when they are loaded in the same service
   (their contracts are then there to `get`); their absence is no error;
-- `settings_schema`: a `PluginSettings` subclass declaring `[plugins.<name>]`, checked at start-up;
+- `settings_class`: a `PluginSettings` dataclass declaring `[plugins.<name>]`, checked at start-up;
 - `enabled(config)`: whether configuration switches it on (default: `plugins.<name>.enabled`,
   true when unset);
 - `setup(registrar)`: called once, registers everything through the registrar;
@@ -20,8 +20,9 @@ import difflib
 import importlib.metadata
 import inspect
 import logging
+import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, ClassVar, Iterable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, ClassVar, Generic, Iterable, Mapping, TypeVar
 
 import marshmallow
 from aiohttp import web
@@ -55,7 +56,7 @@ class Plugin:
     version: str = ""
     depends: tuple[str, ...] = ()
     optional_depends: tuple[str, ...] = ()
-    settings_schema: "type[PluginSettings] | None" = None
+    settings_class: "type[PluginSettings] | None" = None
     # Storage the service must open for this plugin: "database", "blobs", "vectors" (with
     # "embeddings"), "embeddings" alone (migrations imply the database).
     uses: tuple[str, ...] = ()
@@ -81,28 +82,68 @@ class Plugin:
         return f"<plugin {self.name} {self.version}>"
 
 
-class PluginSettings(marshmallow.Schema):
-    """A plugin's `[plugins.<name>]` section: subclass it, declare each key with its default
+# Where a settings class's field keeps its marshmallow declaration (gateway.plugins.setting).
+SETTING_FIELD = "gateway.setting"
+
+
+def setting(declaration: marshmallow.fields.Field) -> Any:
+    """A key of a settings class, declared once: its marshmallow field (type, validation,
+    description) checks the TOML value, and the field's `load_default` is the attribute's
+    default. Typed `Any` so that the class annotation (`limit: int = setting(...)`) is what
+    mypy sees."""
+    default = declaration.load_default
+    metadata = {SETTING_FIELD: declaration}
+    if default is marshmallow.missing:
+        raise TypeError("a setting needs a load_default: an unset key must still have a value")
+    if callable(default):
+        return field(default_factory=default, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+S = TypeVar("S", bound="PluginSettings", covariant=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PluginSettings:
+    """A plugin's `[plugins.<name>]` section: subclass it as a frozen dataclass whose
+    attributes are declared with `setting(field)`, the field carrying its default
     (`load_default`) and a `metadata={"description": ...}`; the configuration reference in
     docs/configuration.md is generated from these (`gateway plugins --reference`). An unknown
-    key or a value of the wrong type stops the service at start-up, naming the key."""
+    key or a value of the wrong type stops the service at start-up, naming the key; the plugin
+    reads the values as attributes mypy checks (`registrar.settings.limit`)."""
 
-    class Meta:
-        unknown = marshmallow.RAISE
+    enabled: bool = setting(marshmallow.fields.Boolean(load_default=True, metadata={
+        "description": "Whether services that list this plugin load it."}))
 
-    enabled = marshmallow.fields.Boolean(load_default=True, metadata={
-        "description": "Whether services that list this plugin load it."})
+    @classmethod
+    def schema(cls) -> marshmallow.Schema:
+        """The marshmallow schema of the section, built from the settings' declarations."""
+        return _settings_schema(cls)(unknown=marshmallow.RAISE)
+
+    @classmethod
+    def load(cls: type[S], raw: Mapping[str, Any]) -> S:
+        return cls(**cls.schema().load(raw))
 
 
-def load_settings(plugin: "Plugin", config: Config) -> dict:
+_SCHEMAS: dict[type[PluginSettings], type[marshmallow.Schema]] = {}
+
+
+def _settings_schema(settings_class: type[PluginSettings]) -> type[marshmallow.Schema]:
+    schema = _SCHEMAS.get(settings_class)
+    if schema is None:
+        declared = {item.name: item.metadata[SETTING_FIELD] for item in dataclasses.fields(settings_class)}
+        schema = _SCHEMAS[settings_class] = marshmallow.Schema.from_dict(
+            declared, name=f"{settings_class.__name__}Schema")
+    return schema
+
+
+def load_settings(plugin: "Plugin", config: Config) -> PluginSettings:
     """The plugin's validated settings, defaults filled in."""
     raw = (config.section("plugins") or {}).get(plugin.name, {})
     if not isinstance(raw, dict):
         raise PluginError(f"[plugins.{plugin.name}] must be a table of settings, not {raw!r}")
-    schema = (plugin.settings_schema or PluginSettings)()
     try:
-        settings: dict = schema.load(raw)
-        return settings
+        return (plugin.settings_class or PluginSettings).load(raw)
     except marshmallow.ValidationError as error:
         problems = "; ".join(f"plugins.{plugin.name}.{key}: "
                              f"{' '.join(map(str, texts)) if isinstance(texts, list) else texts}"
@@ -152,23 +193,24 @@ class PluginRecord:
     has_migrations: bool = False
 
 
-class Registrar:
-    """What a plugin's setup registers with. One per plugin, all writing into one Registry."""
+class Registrar(Generic[S]):
+    """What a plugin's setup registers with. One per plugin, all writing into one Registry;
+    `Registrar[MySettings]` in a plugin's `setup` types its `settings`."""
 
     def __init__(self, registry: "Registry", plugin: Plugin, context: "Context"):
         self._registry = registry
         self._plugin = plugin
         self.context = context
         self.record = registry.records[plugin.name]
-        self._settings = load_settings(plugin, context.config)
+        self._settings: S = load_settings(plugin, context.config)  # type: ignore[assignment]
 
     @property
     def config(self) -> Config:
         return self.context.config
 
     @property
-    def settings(self) -> dict:
-        """This plugin's own section, `[plugins.<name>]`, validated by its `settings_schema`
+    def settings(self) -> S:
+        """This plugin's own section, `[plugins.<name>]`, validated by its `settings_class`
         with every default filled in."""
         return self._settings
 

@@ -1,4 +1,4 @@
-"""Plugin settings described from their `settings_schema`, for `gateway plugins` and the
+"""Plugin settings described from their `settings_class`, for `gateway plugins` and the
 Markdown reference in docs/configuration.md. The schemas hold each default and description
 once; everything a person reads about `[plugins.<name>]` is generated from them."""
 from __future__ import annotations
@@ -34,7 +34,7 @@ class SettingDescription:
 def describe_settings(plugin: Plugin) -> list[SettingDescription]:
     """Each key of the plugin's `[plugins.<name>]` table; a plugin without a schema has only
     `enabled`."""
-    schema = (plugin.settings_schema or PluginSettings)()
+    schema = (plugin.settings_class or PluginSettings).schema()
     return [SettingDescription(key=name, type=type_name(field), default=default_of(field),
                                description=str(field.metadata.get("description", "")))
             for name, field in schema.fields.items()]
@@ -92,7 +92,7 @@ def markdown_reference(plugins: Iterable[Plugin]) -> str:
     lines = [
         "# Configuration reference: plugin settings",
         "",
-        "Generated from each plugin's `settings_schema` (`gateway.plugins.PluginSettings`) by",
+        "Generated from each plugin's `settings_class` (`gateway.plugins.PluginSettings`) by",
         "",
         f"    {REFERENCE_COMMAND}",
         "",

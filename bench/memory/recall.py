@@ -100,7 +100,7 @@ def sweep(scored: list[Scored], measure: str, floors: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--floor", type=float, default=MemorySettings().load({})["min_relevance"])
+    parser.add_argument("--floor", type=float, default=MemorySettings().min_relevance)
     parser.add_argument("--single", action="store_true", help="the table for e5 alone (relevance_second_model "
                         "= false) at --floor")
     args = parser.parse_args()

@@ -17,12 +17,12 @@ class AdminPlugin(Plugin):
     # Without sessions there are no stored totals: /stats answers 503.
     optional_depends = ("chat", "sessions")
     description = "Administrator endpoints: live sessions, known clients, model providers, models, routing"
-    settings_schema = AdminSettings
+    settings_class = AdminSettings
 
-    def setup(self, registrar: Registrar) -> None:
+    def setup(self, registrar: Registrar[AdminSettings]) -> None:
         settings = registrar.settings
-        registrar.app_state(TIMEOUTS, ProviderTimeouts(health_check=settings["health_check_timeout"],
-                                                       fetch_models=settings["fetch_models_timeout"]))
+        registrar.app_state(TIMEOUTS, ProviderTimeouts(health_check=settings.health_check_timeout,
+                                                       fetch_models=settings.fetch_models_timeout))
         registrar.routes(sessions.routes)
         registrar.routes(model_catalog.routes)
         registrar.routes(provider_checks.routes)

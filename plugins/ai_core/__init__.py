@@ -51,18 +51,18 @@ class AiCorePlugin(Plugin):
     depends = ("auth_tokens",)
     uses = ("database", "embeddings")  # embeddings: `/v1/embeddings` (loaded on its first use)
     description = "model routing with fallback, the SSE chat call, tools, the offline agent, /v1 door"
-    settings_schema = AiCoreSettings
+    settings_class = AiCoreSettings
     # The model an operator names at start-up, seeded into the model tables (providers.py).
     environment = {"OPENAI_BASE_URL": ("models.openai_base_url", str),
                    "OPENAI_API_KEY": ("models.openai_api_key", str),
                    "DEFAULT_MODEL": ("models.default_model", str)}
 
-    def setup(self, registrar: Registrar) -> None:
+    def setup(self, registrar: Registrar[AiCoreSettings]) -> None:
         context = registrar.context
-        settings = dict(registrar.settings)
+        settings = registrar.settings
         registry = ToolRegistry()
-        register_builtin_tools(registry, settings["timezone"])
-        engine = Engine(context, registry, settings, GatewayPeer(context, settings["tool_timeout"]))
+        register_builtin_tools(registry, settings.timezone)
+        engine = Engine(context, registry, settings, GatewayPeer(context, settings.tool_timeout))
         registrar.migrations("plugins.ai_core")
         registrar.routes(routes)
         registrar.routes(probe_routes)
@@ -118,9 +118,9 @@ class AiCoreClientPlugin(Plugin):
     name = "ai_core_client"
     description = "The client of the AI core: chat stream, image descriptions, model tables"
     optional_depends = ("auth_tokens",)
-    settings_schema = AiCoreClientSettings
+    settings_class = AiCoreClientSettings
 
-    def setup(self, registrar: Registrar) -> None:
+    def setup(self, registrar: Registrar[AiCoreClientSettings]) -> None:
         client = AiCoreClient(registrar.context, registrar.settings)
         registrar.provide(AI_CORE, client)
         # What the AI core keeps of a person goes when the administrator deletes them.

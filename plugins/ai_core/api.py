@@ -104,7 +104,7 @@ async def chat_stream(request: web.Request) -> web.StreamResponse:
     identity = await require_chat_user(request)
     body = await parse_body(request, ChatStreamBody())
     user_id = acting_user(identity, body["user_id"])
-    limit = engine_of(request).settings["max_message_chars"]
+    limit = engine_of(request).settings.max_message_chars
     if len(body["text"]) > limit:
         raise message_too_long(len(body["text"]), limit, "[plugins.ai_core] max_message_chars", "The text")
     if not body["text"].strip() and not body["attachments"]:

@@ -12,6 +12,7 @@ from typing import Any, AsyncGenerator, cast
 from gateway.peers import PeerClient, PeerContext, PeerFailed, PeerTimeout
 
 from .contract import AiCoreError, ChatEvent, ChatRequest, ImageDescription, StreamStop
+from .settings import AiCoreClientSettings
 
 # The AI core takes a probe's own time limit to answer; the read waits a little longer.
 PROBE_MARGIN = 5.0
@@ -19,11 +20,11 @@ STREAM_PATH = "/api/v1/chat/stream"
 
 
 class AiCoreClient(PeerClient):
-    def __init__(self, context: PeerContext, settings: dict) -> None:
+    def __init__(self, context: PeerContext, settings: AiCoreClientSettings) -> None:
         super().__init__(context, "ai_core", service="AI core", unreachable=AiCoreError,
-                         timeout=PeerTimeout.from_config(context.config, read=settings["admin_timeout"]))
-        self.chat_read_timeout = settings["chat_read_timeout"]
-        self.vision_timeout = PeerTimeout.from_config(context.config, read=settings["vision_timeout"])
+                         timeout=PeerTimeout.from_config(context.config, read=settings.admin_timeout))
+        self.chat_read_timeout = settings.chat_read_timeout
+        self.vision_timeout = PeerTimeout.from_config(context.config, read=settings.vision_timeout)
 
     def not_reached(self, error: BaseException) -> PeerFailed:
         detail = str(error)

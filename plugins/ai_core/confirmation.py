@@ -24,13 +24,10 @@ from gateway.context import Context
 
 from . import store
 from .contract import SystemInfoEvent
+from .settings import AiCoreSettings
 from .tools import Emit, Tool, ToolCallContext, ToolRegistry, ToolRunner, decode_arguments, phrase
 
 log = logging.getLogger("plugins.ai_core.confirmation")
-
-# The kinds that wait for a yes unless configuration says otherwise.
-DEFAULT_EFFECTS = ("lock.unlock", "cover.open", "garage_door.open", "automation.disable", "automation.http",
-                   "memory.delete", "knowledge.delete", "records.delete")
 
 # A whole message that says yes, or no (compared without case, spaces at the ends and punctuation).
 YES = {"yes", "y", "yeah", "yep", "yes please", "ok", "okay", "sure", "confirm", "confirmed", "do it", "go ahead",
@@ -106,13 +103,13 @@ class Confirmations:
     # Seconds a tool's `effects` may take (it usually asks the gateway once).
     EFFECTS_TIMEOUT = 10.0
 
-    def __init__(self, context: Context, registry: ToolRegistry, runner: ToolRunner, settings: dict) -> None:
+    def __init__(self, context: Context, registry: ToolRegistry, runner: ToolRunner, settings: AiCoreSettings) -> None:
         self.context = context
         self.registry = registry
         self.runner = runner
-        self.effect_kinds = set(settings["confirm_effects"])
-        self.tool_names = set(settings["confirm_tools"])
-        self.ttl = float(settings["confirm_seconds"])
+        self.effect_kinds = set(settings.confirm_effects)
+        self.tool_names = set(settings.confirm_tools)
+        self.ttl = float(settings.confirm_seconds)
 
     # ------------------------------------------------------------ which calls wait
 

@@ -195,10 +195,10 @@ async def with_images(engine: Engine, messages: list[dict]) -> tuple[list[dict],
 async def door_turn(request: web.Request, identity: Identity, body: dict) -> Turn:
     """The turn a request asks for, every refusal before any model is asked."""
     engine = engine_of(request)
-    check_messages(body["messages"], engine.settings["max_message_chars"], engine.settings["max_conversation_chars"])
+    check_messages(body["messages"], engine.settings.max_message_chars, engine.settings.max_conversation_chars)
     check_tool_choice(body)
     client_tools = [{"type": "function", "function": tool["function"]} for tool in body["tools"] or ()]
-    door_tools = engine.settings["door_tools"]
+    door_tools = engine.settings.door_tools
     own_tools = door_tools == "mixed" or (door_tools == "own" and not client_tools)
     messages, has_images = await with_images(engine, body["messages"])
     purpose = VISION_PURPOSE if has_images else CHAT_PURPOSE
@@ -222,7 +222,7 @@ async def door_turn(request: web.Request, identity: Identity, body: dict) -> Tur
     if (body["stream_options"] or {}).get("include_usage"):
         overrides["stream_options"] = {"include_usage": True}
     return Turn(user_id=user_id, messages=messages, preferred_model=preferred, overrides=overrides,
-                purpose=purpose, remembers=engine.settings["door_remembers"], client_tools=client_tools,
+                purpose=purpose, remembers=engine.settings.door_remembers, client_tools=client_tools,
                 use_tools=own_tools)
 
 

@@ -94,7 +94,7 @@ async def openai_embeddings(request: web.Request) -> web.Response:
     if body["model"] not in (EMBEDDINGS_MODEL, embedder.model_id):
         raise ApiError(f"The embeddings model {body['model']!r} does not exist.", error_type="model_not_found",
                        status=404, hint=f"Use {EMBEDDINGS_MODEL!r}: the configured embeddings provider.")
-    texts = texts_of(body["input"], settings["max_embedding_inputs"], settings["max_message_chars"])
+    texts = texts_of(body["input"], settings.max_embedding_inputs, settings.max_message_chars)
     try:
         await embedder.prepare()
         if body["dimensions"] is not None and body["dimensions"] != embedder.dimension:
@@ -145,7 +145,7 @@ class VoicePeer(PeerClient):
 
 
 def voice_of(request: web.Request) -> VoicePeer:
-    return VoicePeer(get_context(request), engine_of(request).settings["voice_timeout"])
+    return VoicePeer(get_context(request), engine_of(request).settings.voice_timeout)
 
 
 async def read_form(request: web.Request) -> dict:

@@ -37,6 +37,7 @@ from .routing import CHAT_PURPOSE, RoutingTable, supports_tools
 from .store import Candidate, Route
 from .tools import ClientCalls, Emit, ToolRegistry, ToolRunner
 from .turn_types import Outcome, Turn, TurnFailed
+from .settings import AiCoreSettings
 
 log = logging.getLogger("plugins.ai_core.engine")
 
@@ -53,17 +54,17 @@ class Engine:
     # The model providers' session (guarded by the egress policy), set by the plugin's lifespan.
     models_http: aiohttp.ClientSession
 
-    def __init__(self, context: Context, registry: ToolRegistry, settings: dict,
+    def __init__(self, context: Context, registry: ToolRegistry, settings: AiCoreSettings,
                  gateway: GatewayPeer | None = None) -> None:
         self.context = context
         self.registry = registry
         self.settings = settings
-        self.runner = ToolRunner(registry, context, settings["tool_timeout"], gateway)
+        self.runner = ToolRunner(registry, context, settings.tool_timeout, gateway)
         self.confirmations = Confirmations(context, registry, self.runner, settings)
-        self.agent = OfflineAgent(registry, self.runner, settings["max_message_chars"], self.confirmations)
-        self.turn_context = TurnContextProviders(settings["turn_context_timeout"], settings["turn_context_max_chars"])
+        self.agent = OfflineAgent(registry, self.runner, settings.max_message_chars, self.confirmations)
+        self.turn_context = TurnContextProviders(settings.turn_context_timeout, settings.turn_context_max_chars)
         self.turn_finished = TurnFinishedListeners(context)
-        self.routing = RoutingTable(context, settings["routing_cache_seconds"])
+        self.routing = RoutingTable(context, settings.routing_cache_seconds)
 
     # ------------------------------------------------------------ routing
 
@@ -76,16 +77,16 @@ class Engine:
         trusted = {found for url in (config.get("peers.gateway_url"), config.get("core.public_base_url"))
                    if url and (found := origin(url)) is not None}
         guarded = GuardedFetcher.for_context(self.context)
-        if self.settings["fetch_allow_private"]:
+        if self.settings.fetch_allow_private:
             guarded.policy = FetchPolicy(True, guarded.policy.allow_hosts, guarded.policy.allow_networks)
         return ImageFetcher(guarded, trusted_origins=trusted,
-                            max_bytes=self.settings["max_image_bytes"],
-                            timeout=self.settings["fetch_timeout"])
+                            max_bytes=self.settings.max_image_bytes,
+                            timeout=self.settings.fetch_timeout)
 
     # ------------------------------------------------------------ messages
 
     def system_prompt(self, mode: str) -> str:
-        prompt = self.settings["system_prompt"] or DEFAULT_SYSTEM_PROMPT
+        prompt = self.settings.system_prompt or DEFAULT_SYSTEM_PROMPT
         now = datetime.now().astimezone()
         prompt += f"\nThe current local time is {now.isoformat(timespec='minutes')} ({now.strftime('%A')})."
         if mode in ("voice_msg", "voice_assistant"):
@@ -217,7 +218,7 @@ class Engine:
         model (remembered on the bus, so every instance of the AI core knows)."""
         key = f"ai_core:model_notice:{turn.user_id}:{turn.session_id or ''}"
         try:
-            return await self.context.bus.set(key, "1", ttl=self.settings["model_notice_days"] * 86400,
+            return await self.context.bus.set(key, "1", ttl=self.settings.model_notice_days * 86400,
                                               only_if_absent=True)
         except Exception as error:  # the bus is down: better told twice than never
             log.warning("could not remember the model notice of %s: %r", key, error)
@@ -251,7 +252,7 @@ class Engine:
         client_names = {tool["function"]["name"] for tool in turn.client_tools}
         text = ""
         usage = None
-        max_rounds = max(self.settings["max_tool_rounds"], 1 if client_names else 0)
+        max_rounds = max(self.settings.max_tool_rounds, 1 if client_names else 0)
         language = ""  # the person's, for tool progress: found when a tool runs
         held_in_turn = False  # one call a turn waits for the person's yes
         for _ in range(max_rounds):
@@ -261,8 +262,8 @@ class Engine:
             # so the model's connection goes with it, not when the generator is collected.
             async with contextlib.aclosing(stream_completion(
                     self.models_http, candidate, conversation, tools,
-                    first_token_timeout=self.settings["first_token_timeout"],
-                    idle_timeout=self.settings["idle_timeout"], overrides=turn.overrides,
+                    first_token_timeout=self.settings.first_token_timeout,
+                    idle_timeout=self.settings.idle_timeout, overrides=turn.overrides,
                     coalesce=turn.messages is not None)) as stream:
                 async for deltas, accumulator in stream:
                     for delta in deltas:
@@ -316,8 +317,8 @@ class Engine:
         text = ""
         async for _, accumulator in stream_completion(
                 self.models_http, candidate, messages, None,
-                first_token_timeout=self.settings["first_token_timeout"],
-                idle_timeout=self.settings["idle_timeout"], overrides=overrides):
+                first_token_timeout=self.settings.first_token_timeout,
+                idle_timeout=self.settings.idle_timeout, overrides=overrides):
             text = accumulator.completion.content
         return text
 

@@ -18,7 +18,7 @@ from gateway.errors import Forbidden
 from gateway.identity import Identity, require_admin
 from gateway.openapi import api_doc
 from gateway.peers import PeerContext, PeerClient, PeerTimeout
-from gateway.plugins import Plugin, PluginSettings, Registrar
+from gateway.plugins import Plugin, PluginSettings, Registrar, setting
 from gateway.validation import load, read_json
 from plugins.auth.contract import require_scope
 
@@ -30,12 +30,13 @@ AI_CORE_PREFIX = "/api/v1/mcp-servers"
 POSITIVE = validate.Range(min=0, min_inclusive=False)
 
 
+@dataclass(frozen=True, kw_only=True)
 class McpSettings(PluginSettings):
     """`[plugins.mcp]`: how long the gateway waits for the AI core."""
-    call_timeout = fields.Float(load_default=120.0, validate=POSITIVE, metadata={
-        "description": "Seconds one MCP message may take in the AI core (a tool call: its tool_timeout and more)."})
-    admin_timeout = fields.Float(load_default=30.0, validate=POSITIVE, metadata={
-        "description": "Seconds to wait for the AI core's table of MCP servers."})
+    call_timeout: float = setting(fields.Float(load_default=120.0, validate=POSITIVE, metadata={
+        "description": "Seconds one MCP message may take in the AI core (a tool call: its tool_timeout and more)."}))
+    admin_timeout: float = setting(fields.Float(load_default=30.0, validate=POSITIVE, metadata={
+        "description": "Seconds to wait for the AI core's table of MCP servers."}))
 
 
 class AiCoreMcp(PeerClient):
@@ -144,12 +145,12 @@ class McpPlugin(Plugin):
     name = "mcp"
     depends = ("auth_tokens",)
     description = "The assistant as an MCP server at /mcp, and the administrator's MCP servers (in the AI core)"
-    settings_schema = McpSettings
+    settings_class = McpSettings
 
-    def setup(self, registrar: Registrar) -> None:
+    def setup(self, registrar: Registrar[McpSettings]) -> None:
         settings, context = registrar.settings, registrar.context
-        registrar.app_state(MCP_PEERS, McpPeers(AiCoreMcp(context, settings["call_timeout"]),
-                                                AiCoreMcp(context, settings["admin_timeout"])))
+        registrar.app_state(MCP_PEERS, McpPeers(AiCoreMcp(context, settings.call_timeout),
+                                                AiCoreMcp(context, settings.admin_timeout)))
         registrar.routes(routes)
 
 

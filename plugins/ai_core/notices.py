@@ -7,6 +7,7 @@ from gateway.config import Config
 from gateway.text import language_of
 
 from .contract import Fallback, SystemInfoEvent
+from .settings import AiCoreSettings
 
 
 def model_unavailable_notice(text: str, fallbacks: list[Fallback]) -> SystemInfoEvent:
@@ -29,10 +30,10 @@ MODEL_CONFIG_PATH = "model-config"
 LOOPBACK = "127.0.0.1"
 
 
-def console_address(settings: dict, config: Config) -> str:
+def console_address(settings: AiCoreSettings, config: Config) -> str:
     """The console's Model Config page: `[plugins.ai_core] console_url`, else the console's own
     address from `[console]` (the operator's machine)."""
-    base = settings.get("console_url") or ""
+    base = settings.console_url or ""
     if not base:
         host = str(config.get("console.host") or LOOPBACK)
         host = LOOPBACK if host in ("0.0.0.0", "::", "") else host

@@ -80,9 +80,9 @@ class AuthPlugin(Plugin):
     depends = ("auth_tokens",)
     uses = ("database",)
     description = "Registration, login, token refresh and logout, user profiles"
-    settings_schema = AuthSettings
+    settings_class = AuthSettings
 
-    def setup(self, registrar: Registrar) -> None:
+    def setup(self, registrar: Registrar[AuthSettings]) -> None:
         from . import login, profile, registration
         from .accounts import ACCOUNTS, PERSON_ZONES_KEY, AccountLimits, Accounts
         from .api_keys import routes as api_key_routes
@@ -90,7 +90,7 @@ class AuthPlugin(Plugin):
 
         settings = registrar.settings
         try:
-            trusted = parse_trusted_proxies(settings["trusted_proxies"], "plugins.auth.trusted_proxies")
+            trusted = parse_trusted_proxies(settings.trusted_proxies, "plugins.auth.trusted_proxies")
         except ValueError as error:
             raise PluginError(str(error)) from None
         tokens = registrar.context.contracts.require(TOKENS)
@@ -102,21 +102,21 @@ class AuthPlugin(Plugin):
                               "(it signs refresh tokens too)")
         accounts = Accounts(
             registrar.context, tokens,
-            PasswordHasher(settings["bcrypt_rounds"]),
+            PasswordHasher(settings.bcrypt_rounds),
             trusted_proxies=trusted,
-            rate_limit=settings["rate_limit_per_minute"],
-            account_limits=AccountLimits(free_failures=settings["account_free_failures"],
-                                         window=settings["account_window_seconds"],
-                                         max_delay=settings["account_max_delay_seconds"]),
-            admin_nickname=settings["admin_nickname"],
+            rate_limit=settings.rate_limit_per_minute,
+            account_limits=AccountLimits(free_failures=settings.account_free_failures,
+                                         window=settings.account_window_seconds,
+                                         max_delay=settings.account_max_delay_seconds),
+            admin_nickname=settings.admin_nickname,
             standings=registrar.context.contracts.require(STANDINGS),
             person_data=person_data,
-            people_may_be_admins=settings["people_may_be_admins"],
-            invitation_hours=settings["invitation_hours"])
+            people_may_be_admins=settings.people_may_be_admins,
+            invitation_hours=settings.invitation_hours)
         registrar.app_state(ACCOUNTS, accounts)
-        if settings["default_timezone"] and not valid_zone(settings["default_timezone"]):
-            raise PluginError(f"auth: default_timezone {settings['default_timezone']!r} is not a known IANA time zone")
-        zones = PersonZones(registrar.context, settings["default_timezone"])
+        if settings.default_timezone and not valid_zone(settings.default_timezone):
+            raise PluginError(f"auth: default_timezone {settings.default_timezone!r} is not a known IANA time zone")
+        zones = PersonZones(registrar.context, settings.default_timezone)
         registrar.app_state(PERSON_ZONES_KEY, zones)
         registrar.provide(PERSON_ZONES, zones)
         registrar.routes(registration.routes)

@@ -23,10 +23,10 @@ class AutomationPlugin(Plugin):
     # `auth` knows each person's time zone (PERSON_ZONES); without it, UTC.
     optional_depends = ("auth", "devices", "notifications", "sessions", "chat", "webhooks")
     uses = ("database",)
-    settings_schema = AutomationSettings
+    settings_class = AutomationSettings
     description = "Automation rules and scenes: time, device-state, event and manual triggers"
 
-    def setup(self, registrar: Registrar) -> None:
+    def setup(self, registrar: Registrar[AutomationSettings]) -> None:
         runner = Runner(registrar.context, registrar.settings)
         registrar.migrations("plugins.automation")
         registrar.app_state(RUNNER, runner)

@@ -24,6 +24,7 @@ from plugins.sessions.contract import CONVERSATIONS
 
 from . import store
 from .definitions import ACTIONS, action_list
+from .settings import AutomationSettings
 
 log = logging.getLogger("plugins.automation")
 
@@ -80,7 +81,7 @@ def filled(action: dict, values: dict) -> dict:
 class Actions:
     """Runs lists of actions for the rules and scenes of the runner."""
 
-    def __init__(self, context: Context, settings: dict):
+    def __init__(self, context: Context, settings: AutomationSettings):
         self.context = context
         self.settings = settings
 
@@ -223,7 +224,7 @@ class Actions:
     async def _http(self, action: dict) -> dict:
         config = self.context.config
         fetcher = GuardedFetcher.for_context(self.context, policy=FetchPolicy.from_config(config, purpose="automation"),
-                                             timeout=self.settings["http_timeout"])
+                                             timeout=self.settings.http_timeout)
         body = action.get("body")
         try:
             result = await fetcher.fetch(action["url"], method=action["method"],
@@ -251,7 +252,7 @@ class Actions:
         try:
             reply = await chat.submit_and_wait(user_id, session_id, action["prompt"],
                                                metadata={"source": f"automation:{source}"},
-                                               timeout=self.settings["assistant_timeout"])
+                                               timeout=self.settings.assistant_timeout)
         except TurnFailed as failure:
             raise ActionFailed(f"the assistant did not answer: {failure.error}") from None
         except ApiError as error:

@@ -22,6 +22,7 @@ from .actions import ActionFailed, Actions, template_values
 from .conditions import Conditions, loaded_conditions, zone_for
 from .definitions import action_list, crossed
 from .timing import next_after
+from .settings import AutomationSettings
 
 log = logging.getLogger("plugins.automation")
 
@@ -33,7 +34,7 @@ class Runner:
     """Provided to the routes and the triggers under one app key. Every decision reads the
     scheduler core's clock (`context.clock`), which tests set and move."""
 
-    def __init__(self, context: Context, settings: dict):
+    def __init__(self, context: Context, settings: AutomationSettings):
         self.context = context
         self.settings = settings
         self.due_loop: DueLoop | None = None
@@ -125,7 +126,7 @@ class Runner:
         instant goes to one instance), move each to its next occurrence in the same
         transaction, and fire it, late and saying so within the grace window, or skip and record
         it when older (the gateway was down). Returns when the next rule is due."""
-        grace = timedelta(seconds=self.settings["grace_seconds"])
+        grace = timedelta(seconds=self.settings.grace_seconds)
         while True:
             now = self.now()
             claimed = await store.claim_due_rules(self.db, now, CLAIM_BATCH, self._following)
@@ -148,7 +149,7 @@ class Runner:
         self.rounds += 1
         if self.rounds % PRUNE_EVERY_ROUNDS == 1:
             await store.prune_claims(self.db)
-            await store.prune_runs(self.db, self.settings["runs_kept"])
+            await store.prune_runs(self.db, self.settings.runs_kept)
         return await store.next_due(self.db)
 
     async def rules_changed(self, next_run_at: datetime | str | None) -> None:
@@ -159,7 +160,7 @@ class Runner:
             await self.due_loop.notify_due(next_run_at)
 
     async def time_loop(self, context: Context) -> None:
-        self.due_loop = DueLoop(context, "automation", self.claim_and_fire, max_sleep=self.settings["poll_interval"])
+        self.due_loop = DueLoop(context, "automation", self.claim_and_fire, max_sleep=self.settings.poll_interval)
         await self.due_loop.run()
 
     async def _spawn(self, work: Coroutine[Any, Any, object]) -> None:

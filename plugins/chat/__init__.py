@@ -25,9 +25,9 @@ class ChatPlugin(Plugin):
     optional_depends = ("files",)
     uses = ("database",)
     description = "The WebSocket chat channel, per-session turns and reply review"
-    settings_schema = ChatSettings
+    settings_class = ChatSettings
 
-    def setup(self, registrar: Registrar) -> None:
+    def setup(self, registrar: Registrar[ChatSettings]) -> None:
         chat = ChatChannel(registrar.context, registrar.settings)
         registrar.migrations("plugins.chat")
         registrar.app_state(CHAT_CHANNEL, chat)

@@ -23,6 +23,7 @@ from .replay import Replay
 from .taps import ReplyTapRegistry
 from .turns import TurnMachine
 from .waiters import TurnWaiters
+from .settings import ChatSettings
 
 if TYPE_CHECKING:
     from gateway.connection import Connection
@@ -41,18 +42,18 @@ class ChatChannel:
     turns: TurnMachine
     replay: Replay
 
-    def __init__(self, context: Context, settings: dict):
+    def __init__(self, context: Context, settings: ChatSettings):
         self.context = context
         self.settings = settings
-        self.allowed_origins: list[str] = settings["allowed_origins"]
-        self.max_frame_bytes: int = settings["max_frame_bytes"]
-        self.max_pending: int = settings["max_pending"]
-        self.heartbeat: float = settings["heartbeat"]
+        self.allowed_origins: list[str] = settings.allowed_origins
+        self.max_frame_bytes: int = settings.max_frame_bytes
+        self.max_pending: int = settings.max_pending
+        self.heartbeat: float = settings.heartbeat
         # permessage-deflate when the client offers it (browsers do): fewer bytes per frame, but a
         # compressor per connection (about 100 KB once a frame was sent) and CPU for every frame.
-        self.compress: bool = settings["compress"]
-        self.max_message_chars: int = settings["max_message_chars"]
-        self.sweep_interval: float = settings["sweep_interval"]
+        self.compress: bool = settings.compress
+        self.max_message_chars: int = settings.max_message_chars
+        self.sweep_interval: float = settings.sweep_interval
         self.presence = Presence(context)
         self.reply_taps = ReplyTapRegistry()
 
@@ -150,18 +151,18 @@ class ChatChannel:
 
     async def lifespan(self, context: Context) -> AsyncIterator[None]:
         settings = self.settings
-        self.replay = Replay(context.bus, settings["replay_ttl"], settings["replay_max_frames"])
-        admission = Admission(context, settings["lock_ttl"])
+        self.replay = Replay(context.bus, settings.replay_ttl, settings.replay_max_frames)
+        admission = Admission(context, settings.lock_ttl)
         relay = Relay(context, admission=admission, replay=self.replay,
                       ai=context.contracts.require(AI_CORE),
-                      history_limit=settings["history_limit"], store_after=settings["store_after"],
-                      max_reply_chars=settings["max_reply_chars"], taps=self.reply_taps)
+                      history_limit=settings.history_limit, store_after=settings.store_after,
+                      max_reply_chars=settings.max_reply_chars, taps=self.reply_taps)
         waiters = TurnWaiters(context.bus)
         self.turns = TurnMachine(context, admission=admission, relay=relay, waiters=waiters,
-                                 attachment_url_ttl=settings["attachment_url_ttl"],
-                                 stop_timeout=settings["stop_timeout"],
-                                 max_queued_turns=settings["max_queued_turns"],
-                                 max_messages_per_minute=settings["max_messages_per_minute"])
+                                 attachment_url_ttl=settings.attachment_url_ttl,
+                                 stop_timeout=settings.stop_timeout,
+                                 max_queued_turns=settings.max_queued_turns,
+                                 max_messages_per_minute=settings.max_messages_per_minute)
         await waiters.start()
         # One instance alone stops its turns itself (request_stop): only a shared bus is listened to.
         stops = await context.bus.subscribe(STOP_CHANNEL, self._on_stop) if context.bus.shared else None

@@ -24,11 +24,11 @@ class FilesPlugin(Plugin):
     optional_depends = ("auth_tokens",)  # set up after it, to tell it what it keeps of a person
     uses = ("database", "blobs")
     description = "Uploads, downloads and thumbnails on local disk or S3"
-    settings_schema = FilesSettings
+    settings_class = FilesSettings
 
-    def setup(self, registrar: Registrar) -> None:
+    def setup(self, registrar: Registrar[FilesSettings]) -> None:
         settings = registrar.settings
-        files = FileStore(registrar.context, settings["image_workers"])
+        files = FileStore(registrar.context, settings.image_workers)
         registrar.migrations("plugins.files")
         registrar.app_state(FILE_STORE, files)
         registrar.routes(routes)

@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import json
 import mimetypes
+from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator
 
@@ -18,7 +19,7 @@ from gateway.context import Context
 from gateway.errors import NotFound
 from gateway.forwarding import parse_trusted_proxies
 from gateway.openapi import api_doc
-from gateway.plugins import Plugin, PluginError, PluginSettings, Registrar
+from gateway.plugins import Plugin, PluginError, PluginSettings, Registrar, setting
 
 from .proxy import ProxyState, proxy_api, proxy_chat_socket
 
@@ -52,17 +53,18 @@ NOT_IN_SHELL = (SERVICE_WORKER,)
 NOT_IN_SHELL_SUFFIXES = (".LICENSE",)
 
 
+@dataclass(frozen=True, kw_only=True)
 class FrontendSettings(PluginSettings):
-    max_body_bytes = marshmallow.fields.Integer(load_default=25 * 1024 * 1024, validate=marshmallow.validate.Range(
+    max_body_bytes: int = setting(marshmallow.fields.Integer(load_default=25 * 1024 * 1024, validate=marshmallow.validate.Range(
         min=1024), metadata={"description": "Largest request body the proxy carries to the gateway (uploads are "
-                                             "20 MB at the gateway)."})
-    read_timeout = marshmallow.fields.Float(load_default=300.0, validate=marshmallow.validate.Range(min=1), metadata={
-        "description": "Seconds a proxied answer may stay silent before the proxy gives up on it."})
-    max_frame_bytes = marshmallow.fields.Integer(load_default=16 * 1024 * 1024, validate=marshmallow.validate.Range(
-        min=1024), metadata={"description": "Largest WebSocket frame carried either way on /ws/chat."})
-    trusted_proxies = marshmallow.fields.List(marshmallow.fields.String(), load_default=list, metadata={
+                                             "20 MB at the gateway)."}))
+    read_timeout: float = setting(marshmallow.fields.Float(load_default=300.0, validate=marshmallow.validate.Range(min=1), metadata={
+        "description": "Seconds a proxied answer may stay silent before the proxy gives up on it."}))
+    max_frame_bytes: int = setting(marshmallow.fields.Integer(load_default=16 * 1024 * 1024, validate=marshmallow.validate.Range(
+        min=1024), metadata={"description": "Largest WebSocket frame carried either way on /ws/chat."}))
+    trusted_proxies: list[str] = setting(marshmallow.fields.List(marshmallow.fields.String(), load_default=list, metadata={
         "description": "Reverse proxies in front of the frontend (addresses or CIDR ranges) whose "
-                       "X-Forwarded-For names the client the frontend vouches for to the gateway."})
+                       "X-Forwarded-For names the client the frontend vouches for to the gateway."}))
 
 
 def shell_files(static: Path) -> list[Path]:
@@ -167,17 +169,17 @@ async def chat_socket(request: web.Request) -> web.StreamResponse:
 class FrontendPlugin(Plugin):
     name = "frontend"
     description = "The web chat client, and its proxy to the gateway on the same origin"
-    settings_schema = FrontendSettings
+    settings_class = FrontendSettings
 
-    def setup(self, registrar: Registrar) -> None:
+    def setup(self, registrar: Registrar[FrontendSettings]) -> None:
         settings = registrar.settings
         gateway_url = (registrar.config.get("peers.gateway_url") or "http://127.0.0.1:8080").rstrip("/")
         try:
-            trusted = parse_trusted_proxies(settings["trusted_proxies"], "plugins.frontend.trusted_proxies")
+            trusted = parse_trusted_proxies(settings.trusted_proxies, "plugins.frontend.trusted_proxies")
         except ValueError as error:
             raise PluginError(str(error)) from None
-        state = ProxyState(gateway_url=gateway_url, max_body_bytes=settings["max_body_bytes"],
-                           read_timeout=settings["read_timeout"], max_frame_bytes=settings["max_frame_bytes"],
+        state = ProxyState(gateway_url=gateway_url, max_body_bytes=settings.max_body_bytes,
+                           read_timeout=settings.read_timeout, max_frame_bytes=settings.max_frame_bytes,
                            service_token=str(registrar.config.get("auth.service_token") or ""),
                            trusted_proxies=trusted)
         registrar.app_state(PROXY, state)

@@ -18,6 +18,7 @@ from .model import (Device, DeviceUnreachable, OperationRefused, changes_between
                     requested_values, timestamp)
 from .simulation import home_of
 from .store import DeviceStore
+from .settings import IotSettings
 
 log = logging.getLogger("plugins.iot")
 
@@ -50,7 +51,7 @@ class Outcome:
 
 
 class DeviceService:
-    def __init__(self, context: Context, settings: dict):
+    def __init__(self, context: Context, settings: IotSettings):
         self.context = context
         self.settings = settings
         self.adapters: dict[str, DeviceAdapter] = {}
@@ -102,7 +103,7 @@ class DeviceService:
             values = requested_values(device, operation)
             changes = changes_between(device.state, values)
             action = str(operation["action"])
-            if "locked" in changes and changes["locked"]["to"] is False and not self.settings["allow_remote_unlock"]:
+            if "locked" in changes and changes["locked"]["to"] is False and not self.settings.allow_remote_unlock:
                 failure = OperationRefused(
                     f"Unlocking {device.id} remotely is refused by the operator's configuration.",
                     hint="Unlock it at the door, or set [plugins.iot] allow_remote_unlock = true.")

@@ -28,6 +28,7 @@ from gateway.context import Context
 from gateway.peers import PeerClient, PeerFailed
 
 from .contract import DeviceChange
+from .settings import DevicesSettings
 
 log = logging.getLogger("plugins.iot.feed")
 
@@ -64,14 +65,14 @@ def device_update_frame(change: DeviceChange, operation_id: str | None) -> dict:
 
 
 class DeviceFeed:
-    def __init__(self, context: Context, settings: dict,
+    def __init__(self, context: Context, settings: DevicesSettings,
                  listeners: list[Callable[[DeviceChange], Awaitable[None]]], peer: PeerClient):
         self.context = context
         self.settings = settings
         self.listeners = listeners
         self.peer = peer  # the IoT service, over the core's peer transport
         self.instance = uuid.uuid4().hex
-        self.lease_seconds: float = settings["feed_lease_seconds"]
+        self.lease_seconds: float = settings.feed_lease_seconds
         self.following = asyncio.Event()   # set while this instance has the stream open (tests wait on it)
 
     # ------------------------------------------------------------ the lease
@@ -117,18 +118,18 @@ class DeviceFeed:
 
     async def follow(self) -> None:
         """Keep the IoT service's change stream open, reading it, reconnecting with backoff."""
-        delay: float = self.settings["feed_retry_min"]
+        delay: float = self.settings.feed_retry_min
         complained = False
         while True:
             try:
                 # asyncio.timeout, not wait_for: on Python 3.11 a wait_for whose connect fails as the
                 # job is cancelled raises the failure, and the cancellation is lost.
-                async with asyncio.timeout(self.settings["timeout"]):
-                    socket = await self.peer.connect(FEED_PATH, heartbeat=self.settings["feed_heartbeat"])
+                async with asyncio.timeout(self.settings.timeout):
+                    socket = await self.peer.connect(FEED_PATH, heartbeat=self.settings.feed_heartbeat)
                 async with socket:
                     log.info("following the IoT service's changes at %s", self.peer.base_url() + FEED_PATH)
                     self.following.set()
-                    delay, complained = self.settings["feed_retry_min"], False
+                    delay, complained = self.settings.feed_retry_min, False
                     async for message in socket:
                         if message.type == aiohttp.WSMsgType.TEXT:
                             await self.handle(message.data)
@@ -143,7 +144,7 @@ class DeviceFeed:
                     error.__class__.__name__, getattr(error, "error", error))
                 complained = True
             await asyncio.sleep(delay * random.uniform(0.8, 1.2))
-            delay = min(delay * 2, self.settings["feed_retry_max"])
+            delay = min(delay * 2, self.settings.feed_retry_max)
 
     async def handle(self, data: str) -> None:
         """One frame of the stream: a change goes out once, to the owner's devices and the listeners."""
@@ -161,7 +162,7 @@ class DeviceFeed:
             return
         try:
             if not await self.context.bus.set(SEEN_PREFIX + change.event_id, self.instance,
-                                              ttl=self.settings["dedupe_seconds"], only_if_absent=True):
+                                              ttl=self.settings.dedupe_seconds, only_if_absent=True):
                 return  # another instance passed it on already
             operation_id = frame.get("operation_id")
             await self.context.hub.send_to_user(change.user_id, device_update_frame(

@@ -19,19 +19,19 @@ from typing import Awaitable, Callable
 from urllib.parse import quote
 
 from aiohttp import web
-from marshmallow import fields, validate
 
 from gateway.context import Context
 from gateway.identity import Identity, owner_for, require_user
 from gateway.openapi import api_doc
 from gateway.peers import PeerClient, PeerTimeout
-from gateway.plugins import Plugin, PluginSettings, Registrar
+from gateway.plugins import Plugin, Registrar
 from gateway.validation import parse_body, parse_query
 
 from .contract import DEVICES, DeviceChange, DeviceError
 from .feed import DeviceFeed
 from .gateway_schemas import DeviceUpdateFrame, HistoryQuery, ListQuery, OperateBody, OwnerQuery
 from .schemas import DeviceAnswer, DeviceList, HistoryPage, OperateAnswer
+from .settings import DevicesSettings
 
 log = logging.getLogger("plugins.iot.gateway")
 
@@ -39,31 +39,6 @@ PEER = "iot_service"
 DEVICES_PATH = "/api/v1/devices"
 # The source recorded for an operation a person asks for through these endpoints.
 PERSON_SOURCE = "api"
-
-POSITIVE = validate.Range(min=0.001)
-
-
-class DevicesSettings(PluginSettings):
-    """`[plugins.devices]`: how the gateway reaches the IoT service and follows its changes."""
-    timeout = fields.Float(load_default=10.0, validate=POSITIVE, metadata={
-        "description": "Seconds the gateway waits for the IoT service (IOT_SERVICE_URL) per call, connecting "
-                       "included; then it answers 502 iot_service_unreachable."})
-    feed = fields.Boolean(load_default=True, metadata={
-        "description": "Follow the IoT service's changes and send them to the owners' devices as `device_update` "
-                       "frames (one gateway instance at a time does, whichever holds the feed's lease)."})
-    feed_lease_seconds = fields.Float(load_default=15.0, validate=validate.Range(min=0.2), metadata={
-        "description": "How long the feed's lease lasts unless renewed (renewed every third of it): the longest "
-                       "a dead holder keeps the other instances from taking the feed over."})
-    feed_retry_min = fields.Float(load_default=0.5, validate=POSITIVE, metadata={
-        "description": "Seconds before the first reconnection after the IoT service's stream closed or failed."})
-    feed_retry_max = fields.Float(load_default=30.0, validate=POSITIVE, metadata={
-        "description": "The longest wait between reconnections (the wait doubles from feed_retry_min)."})
-    feed_heartbeat = fields.Float(load_default=20.0, validate=validate.Range(min=0.1), metadata={
-        "description": "Seconds between WebSocket pings to the IoT service; a missing pong closes the stream "
-                       "(and it is opened again)."})
-    dedupe_seconds = fields.Float(load_default=300.0, validate=POSITIVE, metadata={
-        "description": "How long a change's event_id is remembered on the bus, so that a change heard twice at "
-                       "a feed hand-over is sent once."})
 
 
 class IotTransport(PeerClient):
@@ -204,12 +179,12 @@ class DevicesPlugin(Plugin):
     name = "devices"
     depends = ("auth_tokens",)
     description = "The person's devices (the IoT service): /api/v1/devices, device_update frames, DEVICES"
-    settings_schema = DevicesSettings
+    settings_class = DevicesSettings
 
-    def setup(self, registrar: Registrar) -> None:
+    def setup(self, registrar: Registrar[DevicesSettings]) -> None:
         settings = registrar.settings
         transport = IotTransport(registrar.context,
-                                 PeerTimeout.from_config(registrar.context.config, total=settings["timeout"]))
+                                 PeerTimeout.from_config(registrar.context.config, total=settings.timeout))
         client = DevicesClient(transport)
         registrar.provide(DEVICES, client)
         registrar.app_state(CLIENT, client)
@@ -217,7 +192,7 @@ class DevicesPlugin(Plugin):
         registrar.ws_server_message("device_update", DeviceUpdateFrame,
                                     "A device of the person changed (an operation by anyone, a simulated reading "
                                     "drifting, a real device reporting): sent to each of their connected devices.")
-        if settings["feed"]:
+        if settings.feed:
             feed = DeviceFeed(registrar.context, settings, client.listeners, transport)
             registrar.app_state(FEED, feed)
             registrar.job("feed", feed.run)

@@ -23,6 +23,7 @@ from .discovery import entity_from, parse_topic
 from .discovery_entity import Entity
 from .discovery_templates import DiscoveryError
 from .model import Device, DeviceUnreachable
+from .settings import IotSettings
 
 log = logging.getLogger("plugins.iot.mqtt")
 
@@ -30,11 +31,11 @@ log = logging.getLogger("plugins.iot.mqtt")
 class MqttAdapter:
     name = "mqtt"
 
-    def __init__(self, service: DeviceService, settings: dict):
+    def __init__(self, service: DeviceService, settings: IotSettings):
         self.service = service
         self.settings = settings
-        self.owner: str = settings["mqtt_owner"]
-        self.prefix: str = settings["mqtt_discovery_prefix"].rstrip("/")
+        self.owner: str = settings.mqtt_owner
+        self.prefix: str = settings.mqtt_discovery_prefix.rstrip("/")
         self.entities: dict[str, Entity] = {}      # by discovery topic
         self.client: aiomqtt.Client | None = None
         self.connected = asyncio.Event()
@@ -75,10 +76,10 @@ class MqttAdapter:
             except asyncio.CancelledError:
                 raise
             except aiomqtt.MqttError as error:
-                log.warning("MQTT broker %s:%s: %s; trying again in %gs", self.settings["mqtt_host"],
-                            self.settings["mqtt_port"], error, self.settings["mqtt_reconnect_seconds"])
+                log.warning("MQTT broker %s:%s: %s; trying again in %gs", self.settings.mqtt_host,
+                            self.settings.mqtt_port, error, self.settings.mqtt_reconnect_seconds)
             except Exception:
-                log.exception("the MQTT adapter failed; starting again in %gs", self.settings["mqtt_reconnect_seconds"])
+                log.exception("the MQTT adapter failed; starting again in %gs", self.settings.mqtt_reconnect_seconds)
             finally:
                 self.client = None
                 self.connected.clear()
@@ -87,24 +88,24 @@ class MqttAdapter:
                 await self.service.set_online("mqtt", False, self.owner)
             except Exception:
                 log.exception("marking the MQTT devices offline failed")
-            await asyncio.sleep(self.settings["mqtt_reconnect_seconds"])
+            await asyncio.sleep(self.settings.mqtt_reconnect_seconds)
 
     async def _session(self) -> None:
         settings = self.settings
-        tls = ssl.create_default_context() if settings["mqtt_tls"] else None
+        tls = ssl.create_default_context() if settings.mqtt_tls else None
         async with aiomqtt.Client(
-                settings["mqtt_host"], settings["mqtt_port"], username=settings["mqtt_username"] or None,
-                password=settings["mqtt_password"] or None, tls_context=tls, keepalive=30,
-                identifier=settings["mqtt_client_id"] or f"assistant-iot-{uuid.uuid4().hex[:8]}") as client:
+                settings.mqtt_host, settings.mqtt_port, username=settings.mqtt_username or None,
+                password=settings.mqtt_password or None, tls_context=tls, keepalive=30,
+                identifier=settings.mqtt_client_id or f"assistant-iot-{uuid.uuid4().hex[:8]}") as client:
             self.client = client
-            log.info("connected to the MQTT broker %s:%s", settings["mqtt_host"], settings["mqtt_port"])
+            log.info("connected to the MQTT broker %s:%s", settings.mqtt_host, settings.mqtt_port)
             await client.subscribe(f"{self.prefix}/+/+/config")
             await client.subscribe(f"{self.prefix}/+/+/+/config")
             await self._subscribe(client, self.topics())
             for entity in self.entities.values():
                 if not entity.availability:
                     await self.service.set_online("mqtt", True, self.owner, entity.device_id)
-            if settings["mqtt_birth"]:
+            if settings.mqtt_birth:
                 await client.publish(f"{self.prefix}/status", "online")
             self.connected.set()
             async for message in client.messages:

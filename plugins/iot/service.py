@@ -24,7 +24,7 @@ from .settings import IotSettings
 
 routes = web.RouteTableDef()
 SERVICE = web.AppKey("iot.service", DeviceService)
-SETTINGS = web.AppKey("iot.settings", dict)
+SETTINGS = web.AppKey("iot.settings", IotSettings)
 DEVICE_ID = {"device_id": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,128}$"}}
 ONE = "/api/v1/devices/{device_id:[A-Za-z0-9_.-]{1,128}}"
 
@@ -53,10 +53,10 @@ async def watch(request: web.Request) -> web.StreamResponse:
     else:
         key = owner_for(identity, query["user_id"])
     settings = request.config_dict[SETTINGS]
-    ws = web.WebSocketResponse(heartbeat=settings["heartbeat_seconds"], max_msg_size=64 * 1024)  # pings only
+    ws = web.WebSocketResponse(heartbeat=settings.heartbeat_seconds, max_msg_size=64 * 1024)  # pings only
     await ws.prepare(request)
     hub = get_context(request).hub
-    connection = await hub.register(ws, key, identity=identity, max_pending=settings["max_pending_frames"])
+    connection = await hub.register(ws, key, identity=identity, max_pending=settings.max_pending_frames)
     try:
         async for frame in ws:
             if frame.type == WSMsgType.TEXT:
@@ -123,9 +123,9 @@ class IotPlugin(Plugin):
     depends = ("auth_tokens",)
     uses = ("database",)
     description = "Devices: each person's simulated home and real devices over MQTT (Home Assistant discovery)"
-    settings_schema = IotSettings
+    settings_class = IotSettings
 
-    def setup(self, registrar: Registrar) -> None:
+    def setup(self, registrar: Registrar[IotSettings]) -> None:
         settings = registrar.settings
         service = DeviceService(registrar.context, settings)
         registrar.migrations("plugins.iot")
@@ -142,9 +142,9 @@ class IotPlugin(Plugin):
         async def on_ping(connection: Connection, frame: dict) -> None:
             connection.send({"type": "pong", "timestamp": timestamp()})
 
-        if "simulation" in settings["adapters"]:
-            service.adapters["simulation"] = SimulationAdapter(service, settings["tick_seconds"])
-        if "mqtt" in settings["adapters"]:
+        if "simulation" in settings.adapters:
+            service.adapters["simulation"] = SimulationAdapter(service, settings.tick_seconds)
+        if "mqtt" in settings.adapters:
             from .mqtt import MqttAdapter  # the MQTT client is imported only where it is used
 
             service.adapters["mqtt"] = MqttAdapter(service, settings)

@@ -20,10 +20,10 @@ class KnowledgePlugin(Plugin):
     # Documents from uploaded files, when the service stores files.
     optional_depends = ("files",)
     uses = ("database", "vectors")
-    settings_schema = KnowledgeSettings
+    settings_class = KnowledgeSettings
     description = "Knowledge bases: documents from text, files and web pages, hybrid semantic search"
 
-    def setup(self, registrar: Registrar) -> None:
+    def setup(self, registrar: Registrar[KnowledgeSettings]) -> None:
         store = KnowledgeStore(registrar.context, registrar.settings)
         registrar.migrations("plugins.knowledge")
         registrar.app_state(KNOWLEDGE, store)

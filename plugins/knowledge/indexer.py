@@ -16,6 +16,7 @@ from gateway.vector_store import IndexItem, VectorStoreUnavailable
 
 from . import index_store
 from .records import vector_store_unavailable
+from .settings import KnowledgeSettings
 
 log = logging.getLogger("plugins.knowledge")
 
@@ -38,7 +39,7 @@ def indexed_text(title: str, heading_path: Sequence[str], text: str) -> str:
 class Indexer:
     """The vectors of the knowledge collection, and the background job that fills them."""
 
-    def __init__(self, context: Context, settings: dict):
+    def __init__(self, context: Context, settings: KnowledgeSettings):
         self.context = context
         self.settings = settings
         self._wake = asyncio.Event()
@@ -80,7 +81,7 @@ class Indexer:
         document = await index_store.document_to_index(self.context.db, document_id)
         if document is None:
             return False
-        batch, position = self.settings["index_batch"], -1
+        batch, position = self.settings.index_batch, -1
         while True:
             rows = await index_store.chunks_after(self.context.db, document_id, position, batch)
             if not rows:

@@ -14,6 +14,7 @@ from plugins.files.contract import FILES
 
 from . import chunking, extraction, isolation
 from .records import document_too_complex, unsupported_document_type
+from .settings import KnowledgeSettings
 
 InExecutor = Callable[..., Awaitable[Any]]
 
@@ -21,7 +22,7 @@ InExecutor = Callable[..., Awaitable[Any]]
 class SourceReader:
     """Reads `text`, `file` and `url` documents into extracted text, off the event loop."""
 
-    def __init__(self, context: Context, settings: dict, in_executor: InExecutor):
+    def __init__(self, context: Context, settings: KnowledgeSettings, in_executor: InExecutor):
         self.context = context
         self.settings = settings
         self.in_executor = in_executor
@@ -73,8 +74,8 @@ class SourceReader:
         if not url:
             raise BadRequest("A url document needs `url`.", error_type="validation_error",
                              hint="Send the page's http(s) address in `url`.")
-        fetcher = GuardedFetcher.for_context(self.context, timeout=self.settings["url_timeout"],
-                                             max_bytes=self.settings["url_max_bytes"])
+        fetcher = GuardedFetcher.for_context(self.context, timeout=self.settings.url_timeout,
+                                             max_bytes=self.settings.url_max_bytes)
         try:
             result = await fetcher.fetch(url, headers={
                 "Accept": "text/html, application/xhtml+xml, text/plain, text/markdown, "
@@ -86,7 +87,7 @@ class SourceReader:
                                   "([fetch] allow_hosts).") from None
         except FetchTooLarge as error:
             raise BadRequest(f"The page is too large: {error}.", error_type="document_too_large",
-                             hint=f"Pages of up to {self.settings['url_max_bytes']} bytes are read.") from None
+                             hint=f"Pages of up to {self.settings.url_max_bytes} bytes are read.") from None
         except FetchTimeout as error:
             raise BadRequest(f"The page did not answer in time: {error}.", error_type="url_fetch_failed",
                              hint="Try again later, or send the text itself.") from None
@@ -109,15 +110,15 @@ class SourceReader:
         """PDF, Word and HTML are read in a child process with CPU-time and memory limits
         (isolation.py); text types, a linear decode, here."""
         settings = self.settings
-        limits = extraction.Limits(max_part_bytes=settings["extract_max_part_bytes"],
-                                   max_unpacked_bytes=settings["extract_max_unpacked_bytes"],
-                                   max_ratio=settings["extract_max_ratio"],
-                                   max_pdf_content_bytes=settings["extract_max_pdf_content_bytes"])
+        limits = extraction.Limits(max_part_bytes=settings.extract_max_part_bytes,
+                                   max_unpacked_bytes=settings.extract_max_unpacked_bytes,
+                                   max_ratio=settings.extract_max_ratio,
+                                   max_pdf_content_bytes=settings.extract_max_pdf_content_bytes)
         try:
             if extraction.needs_isolation(content_type):
                 return cast(extraction.Extracted, await self.in_executor(
                     isolation.extract_isolated, data, content_type, charset, limits,
-                    settings["extract_cpu_seconds"], settings["extract_memory_bytes"]))
+                    settings.extract_cpu_seconds, settings.extract_memory_bytes))
             extracted = await self.in_executor(
                 lambda: extraction.extract(data, content_type, charset=charset))
             return cast(extraction.Extracted, extracted)

@@ -31,6 +31,7 @@ from .indexer import COLLECTION, Indexer
 from .records import (BASE_COLUMNS, CHUNK_COLUMNS, DOCUMENT_COLUMNS, as_uuid, base_json, base_not_found, chunk_json,
                       document_json, document_not_found, vector_store_unavailable)
 from .sources import SourceReader
+from .settings import KnowledgeSettings
 
 log = logging.getLogger("plugins.knowledge")
 
@@ -40,7 +41,7 @@ Result = TypeVar("Result")
 class KnowledgeStore:
     """Everything the handlers and the indexer need, under the plugin's `KNOWLEDGE` app key."""
 
-    def __init__(self, context: Context, settings: dict):
+    def __init__(self, context: Context, settings: KnowledgeSettings):
         self.context = context
         self.settings = settings
         self._executor: ThreadPoolExecutor | None = None
@@ -87,7 +88,7 @@ class KnowledgeStore:
                     return base_json(existing), False
             await cursor.execute("SELECT count(*) AS bases FROM knowledge_bases WHERE user_id = %s", (owner,))
             row = await cursor.fetchone()
-            if row["bases"] >= self.settings["max_bases_per_user"]:
+            if row["bases"] >= self.settings.max_bases_per_user:
                 raise Conflict(f"You have {row['bases']} knowledge bases, the most allowed.",
                                error_type="too_many_knowledge_bases", hint="Delete one you no longer need.")
             await cursor.execute(
@@ -164,19 +165,19 @@ class KnowledgeStore:
         source_type = body["source_type"]
         extracted, source_ref = await self.sources.read(identity, base, body)
         text = extracted.text
-        if len(text) > self.settings["max_content_chars"]:
+        if len(text) > self.settings.max_content_chars:
             raise BadRequest(f"The document holds {len(text)} characters of text, more than the "
-                             f"{self.settings['max_content_chars']} allowed.", error_type="document_too_large",
+                             f"{self.settings.max_content_chars} allowed.", error_type="document_too_large",
                              hint="Split it into several documents.")
         if not chunking.normalised(text).strip():
             raise BadRequest("The document holds no text.", error_type="empty_document",
                              hint="A scanned PDF or an image has no text to read; send its text instead.")
         chunks = await self.in_executor(self._chunk, text, extracted.markdown)
-        if len(chunks) > self.settings["max_chunks_per_document"]:
+        if len(chunks) > self.settings.max_chunks_per_document:
             raise BadRequest(f"The document would be cut into {len(chunks)} chunks, more than the "
-                             f"{self.settings['max_chunks_per_document']} one document may have.",
+                             f"{self.settings.max_chunks_per_document} one document may have.",
                              error_type="too_many_chunks", hint="Split it into several documents.")
-        inline = len(text) <= self.settings["inline_index_chars"]
+        inline = len(text) <= self.settings.inline_index_chars
         document_id = await self._insert_document(base, body["title"].strip(), source_type, source_ref,
                                                   extracted.content_type, text, chunks, inline)
         if inline:
@@ -196,9 +197,9 @@ class KnowledgeStore:
         return document_json(row, text)
 
     def _chunk(self, text: str, markdown: bool) -> list[chunking.Chunk]:
-        return chunking.chunk_text(text, markdown=markdown, max_units=self.settings["chunk_max_units"],
-                                   min_units=self.settings["chunk_min_units"],
-                                   overlap_units=self.settings["chunk_overlap_units"])
+        return chunking.chunk_text(text, markdown=markdown, max_units=self.settings.chunk_max_units,
+                                   min_units=self.settings.chunk_min_units,
+                                   overlap_units=self.settings.chunk_overlap_units)
 
 
     async def _insert_document(self, base: dict, title: str, source_type: str, source_ref: str,
@@ -214,7 +215,7 @@ class KnowledgeStore:
             await cursor.execute("SELECT count(*) AS documents FROM knowledge_documents WHERE kb_id = %s",
                                  (base["id"],))
             count = (await cursor.fetchone())["documents"]
-            if count >= self.settings["max_documents_per_base"]:
+            if count >= self.settings.max_documents_per_base:
                 raise Conflict(f"This knowledge base holds {count} documents, the most allowed.",
                                error_type="too_many_documents", hint="Delete some, or start another base.")
             await cursor.execute(

@@ -33,9 +33,9 @@ class MemoryPlugin(Plugin):
     depends = ("auth_tokens",)
     uses = ("database", "vectors")
     description = "Memories per person: merged, superseded, searched by meaning"
-    settings_schema = MemorySettings
+    settings_class = MemorySettings
 
-    def setup(self, registrar: Registrar) -> None:
+    def setup(self, registrar: Registrar[MemorySettings]) -> None:
         # Imported here: the store brings numpy and the relevance models' code, which the services
         # that load only this package's client plugins (the AI core, the gateway) do not need.
         from . import api, person_data, thinking_api
@@ -67,12 +67,12 @@ class MemoryProxyPlugin(Plugin):
     name = "memory_proxy"
     depends = ("auth_tokens",)
     description = "The gateway's /api/v1/memory endpoints, passed on to the memory service"
-    settings_schema = MemoryProxySettings
+    settings_class = MemoryProxySettings
 
-    def setup(self, registrar: Registrar) -> None:
+    def setup(self, registrar: Registrar[MemoryProxySettings]) -> None:
         registrar.routes(proxy.routes)
         transport = MemoryTransport(registrar.context, PeerTimeout.from_config(
-            registrar.context.config, total=registrar.settings["timeout"]))
+            registrar.context.config, total=registrar.settings.timeout))
         registrar.app_state(proxy.TRANSPORT, transport)
         # What the memory service keeps of a person goes when the administrator deletes them.
         keep_peer_person_data(registrar, "memory_service", transport)
@@ -81,10 +81,10 @@ class MemoryProxyPlugin(Plugin):
 class MemoryClientPlugin(Plugin):
     name = "memory_client"
     description = "The client of the memory service (the MEMORY contract)"
-    settings_schema = MemoryClientSettings
+    settings_class = MemoryClientSettings
 
-    def setup(self, registrar: Registrar) -> None:
-        timeout = PeerTimeout.from_config(registrar.context.config, total=registrar.settings["timeout"])
+    def setup(self, registrar: Registrar[MemoryClientSettings]) -> None:
+        timeout = PeerTimeout.from_config(registrar.context.config, total=registrar.settings.timeout)
         registrar.provide(MEMORY, MemoryClient(MemoryTransport(registrar.context, timeout)))
 
 

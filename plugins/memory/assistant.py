@@ -19,12 +19,12 @@ class MemoryAssistantPlugin(Plugin):
     name = "memory_assistant"
     depends = ("ai_core", "memory_client")
     description = "recall of memories into every chat turn, the remember / recall / forget tools, learning from turns"
-    settings_schema = MemoryAssistantSettings
+    settings_class = MemoryAssistantSettings
 
-    def setup(self, registrar: Registrar) -> None:
+    def setup(self, registrar: Registrar[MemoryAssistantSettings]) -> None:
         contracts = registrar.context.contracts
         memory = contracts.require(MEMORY)
-        settings = dict(registrar.settings)
+        settings = registrar.settings
         contracts.require(TURN_CONTEXT).add(self.name, Recall(memory, settings).provide)
         add_memory_tools(contracts.require(TOOLS), memory, settings, owner=self.name)
         register_extraction(registrar)

@@ -251,20 +251,20 @@ async def apply_facts(memory: MemoryStore, user_id: str, facts: list[Fact], know
 class Extraction:
     """The TURN_FINISHED listener: facts from the model or, without one, from the rules."""
 
-    def __init__(self, context: Context, settings: dict) -> None:
+    def __init__(self, context: Context, settings: ExtractionSettings) -> None:
         self.context = context
         self.settings = settings
         # Bursts of turns queue here rather than each asking the model at once.
-        self.running = asyncio.Semaphore(settings["extraction_concurrency"])
+        self.running = asyncio.Semaphore(settings.extraction_concurrency)
 
     async def __call__(self, turn: FinishedTurn) -> None:
         await self.extract(turn)
 
     def worth_reading(self, turn: FinishedTurn) -> bool:
         text = turn.user_text.strip()
-        return (self.settings["extraction_enabled"] and bool(turn.user_id)
-                and self.settings["extraction_min_chars"] <= len(text) <= self.settings["extraction_max_chars"]
-                and (speaks_of_self(text) or not self.settings["extraction_only_about_self"]))
+        return (self.settings.extraction_enabled and bool(turn.user_id)
+                and self.settings.extraction_min_chars <= len(text) <= self.settings.extraction_max_chars
+                and (speaks_of_self(text) or not self.settings.extraction_only_about_self))
 
     async def extract(self, turn: FinishedTurn) -> list[dict]:
         """The memory service's answers for what this turn taught (empty when nothing)."""
@@ -278,7 +278,7 @@ class Extraction:
             facts = await self.facts(turn, known)
             if not facts:
                 return []
-            facts = facts[:self.settings["extraction_max_facts"]]
+            facts = facts[:self.settings.extraction_max_facts]
             answers = await apply_facts(memory, turn.user_id, facts, known, session_id=turn.session_id,
                                         message_id=turn.user_message_id)
             log.info("memory extraction for %s (session %s): %s", turn.user_id, turn.session_id,
@@ -288,7 +288,7 @@ class Extraction:
     async def known_memories(self, memory: MemoryStore, turn: FinishedTurn) -> dict[str, dict]:
         """The person's memories nearest to what they said, by reference ("m1"…), for the model
         to update rather than repeat; none when the memory service cannot say."""
-        limit = self.settings["extraction_known_memories"]
+        limit = self.settings.extraction_known_memories
         if not limit or self.context.contracts.get(MODELS) is None:
             return {}
         try:
@@ -304,9 +304,9 @@ class Extraction:
         answer = None
         if models is not None:
             answer = await models.complete(
-                PURPOSE, extraction_messages(turn, known, self.settings["extraction_history_messages"]),
-                max_tokens=self.settings["extraction_max_tokens"], temperature=0)
-        said = explicit_statements(turn.user_text, self.settings["extraction_max_facts"])
+                PURPOSE, extraction_messages(turn, known, self.settings.extraction_history_messages),
+                max_tokens=self.settings.extraction_max_tokens, temperature=0)
+        said = explicit_statements(turn.user_text, self.settings.extraction_max_facts)
         if answer is None:
             return [Fact(s.content, s.category, s.priority, "add", source="explicit" if s.explicit else "extracted")
                     for s in said]
@@ -324,12 +324,9 @@ class Extraction:
                 for fact in facts]
 
 
-def register_extraction(registrar: Registrar) -> None:
+def register_extraction(registrar: Registrar[ExtractionSettings]) -> None:
     """Add the extraction listener to the AI core's TURN_FINISHED (from the `memory_assistant`
-    plugin's setup, in the ai-core service). Its settings are the `extraction_*` keys of the
-    plugin's section, defaults where the section does not declare them."""
-    names = set(ExtractionSettings().fields)
-    settings = ExtractionSettings().load({key: value for key, value in dict(registrar.settings).items()
-                                          if key in names})
+    plugin's setup, in the ai-core service), with the `extraction_*` keys of its section."""
+    settings = registrar.settings
     extraction = Extraction(registrar.context, settings)
     registrar.context.contracts.require(TURN_FINISHED).add(LISTENER, extraction)

@@ -14,6 +14,7 @@ from plugins.ai_core.contract import ContextBlock
 
 from .contract import MemoryServiceError, MemoryStore
 from .person import second_person
+from .settings import MemoryAssistantSettings
 
 log = logging.getLogger("plugins.memory.recall")
 
@@ -31,13 +32,13 @@ def memory_line(memory: dict) -> str:
 
 
 class Recall:
-    def __init__(self, memory: MemoryStore, settings: dict):
+    def __init__(self, memory: MemoryStore, settings: MemoryAssistantSettings):
         self.memory = memory
-        self.limit = settings["recall_limit"]
-        self.min_score = settings["recall_min_score"]
-        self.priority_limit = settings["priority_limit"]
-        self.priority_min = settings["priority_min"]
-        self.max_chars = settings["recall_max_chars"]
+        self.limit = settings.recall_limit
+        self.min_score = settings.recall_min_score
+        self.priority_limit = settings.priority_limit
+        self.priority_min = settings.priority_min
+        self.max_chars = settings.recall_max_chars
 
     async def memories(self, user_id: str, text: str) -> list[dict]:
         """The memories for a turn: the relevant ones (best first), then the important others."""

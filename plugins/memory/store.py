@@ -30,6 +30,7 @@ from gateway.vector_store import IndexItem, SearchMode, VectorStoreUnavailable
 from .merging import SlotReading, find_counterpart, read_slots, slot_of
 from .relevance import E5_ALONE_FLOOR, Relevance, relevance, second_opinion
 from .schemas import DEFAULT_CATEGORY
+from .settings import MemorySettings
 
 log = logging.getLogger("plugins.memory")
 
@@ -55,16 +56,16 @@ class Written:
 
 
 class MemoryStore:
-    def __init__(self, context: Context, settings: dict):
+    def __init__(self, context: Context, settings: MemorySettings):
         self.context = context
-        self.duplicate_similarity = float(settings["duplicate_similarity"])
-        self.duplicate_candidates = int(settings["duplicate_candidates"])
-        self.max_content_chars = int(settings["max_content_chars"])
-        self.max_per_user = int(settings["max_per_user"])
-        self.idempotency_hours = float(settings["idempotency_hours"])
-        self.min_relevance = float(settings["min_relevance"])
+        self.duplicate_similarity = float(settings.duplicate_similarity)
+        self.duplicate_candidates = int(settings.duplicate_candidates)
+        self.max_content_chars = int(settings.max_content_chars)
+        self.max_per_user = int(settings.max_per_user)
+        self.idempotency_hours = float(settings.idempotency_hours)
+        self.min_relevance = float(settings.min_relevance)
         self.relevance = Relevance(lambda: context.embeddings)
-        self.second_opinion = second_opinion() if settings["relevance_second_model"] else None
+        self.second_opinion = second_opinion() if settings.relevance_second_model else None
         self._collection_ready = False
         self._ensuring = asyncio.Lock()
         self.reindexing: asyncio.Task | None = None

@@ -153,7 +153,7 @@ class ThinkingFailed(Exception):
 # ---------------------------------------------------------------- the job
 
 class Thinker:
-    def __init__(self, context: Context, settings: dict, clock: Clock):
+    def __init__(self, context: Context, settings: ThinkingSettings, clock: Clock):
         self.context = context
         self.settings = settings
         self.clock = clock
@@ -174,7 +174,7 @@ class Thinker:
 
     async def loop(self, context: Context) -> None:
         while True:
-            await self.clock.sleep(self.settings["interval"])
+            await self.clock.sleep(self.settings.interval)
             try:
                 await self.run_once()
             except asyncio.CancelledError:
@@ -216,17 +216,17 @@ class Thinker:
             log.debug("thinking skipped: no language model is configured")
             return 0
         bus = self.context.bus
-        lock_ttl = self.settings["timeout"] * 2 + 60
+        lock_ttl = self.settings.timeout * 2 + 60
         if not await bus.set(LOCK_KEY, self.instance, ttl=lock_ttl, only_if_absent=True):
             log.info("thinking skipped: another gateway instance is thinking")
             return 0
         written = 0
         try:
             now = self.clock.now()
-            since_ms = int((now - self.settings["lookback_hours"] * 3600) * 1000)
+            since_ms = int((now - self.settings.lookback_hours * 3600) * 1000)
             day_start = datetime.fromtimestamp(now, timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
             day_start_ms = int(day_start.timestamp() * 1000)
-            people = await self.conversations.active_users(since_ms, limit=self.settings["max_users_per_run"])
+            people = await self.conversations.active_users(since_ms, limit=self.settings.max_users_per_run)
             for person in people:
                 await bus.renew_if(LOCK_KEY, self.instance, lock_ttl)
                 try:
@@ -250,14 +250,14 @@ class Thinker:
         """Think about one person when something is new and today's bound allows; True when a
         thought was written."""
         today = await self.latest_entries(user_id, day_start_ms)
-        if today["total"] >= self.settings["max_per_user_per_day"]:
+        if today["total"] >= self.settings.max_per_user_per_day:
             return False
         latest = today if today["entries"] else await self.latest_entries(user_id, None)
         handled = int(await self.context.bus.get(CURSOR_KEY + user_id) or 0)
         newest_seen = max([handled, *(entry["created_at"] for entry in latest["entries"])])
         if last_active <= newest_seen:
             return False
-        cursor_ttl = self.settings["lookback_hours"] * 3600 + 86400
+        cursor_ttl = self.settings.lookback_hours * 3600 + 86400
         material = await self.gather(user_id, max(since_ms, newest_seen))
         if not material.sessions:  # sessions touched without messages (cleared, say): nothing to think about
             await self.context.bus.set(CURSOR_KEY + user_id, str(last_active), ttl=cursor_ttl)
@@ -266,7 +266,7 @@ class Thinker:
         message_id = f"thinking_{entry_id}"
         await self.push_state(user_id, message_id, "started")
         try:
-            thought, model = await asyncio.wait_for(self.reflect(user_id, material), self.settings["timeout"])
+            thought, model = await asyncio.wait_for(self.reflect(user_id, material), self.settings.timeout)
         except (ThinkingFailed, AiCoreError, asyncio.TimeoutError) as error:
             reason = str(error) or "the model did not answer in time"
             log.warning("thinking about %s failed: %s", user_id, reason)
@@ -307,17 +307,17 @@ class Thinker:
         """The person's sessions changed since `since_ms` (their latest messages), and memories."""
         sessions = [s for s in await self.conversations.list_sessions(user_id) if s["updated_at"] >= since_ms]
         material = Material()
-        for session in sessions[:self.settings["sessions_per_user"]]:
+        for session in sessions[:self.settings.sessions_per_user]:
             messages = await self.conversations.recent_history(user_id, session["id"],
-                                                               self.settings["messages_per_session"])
+                                                               self.settings.messages_per_session)
             if messages:
                 material.sessions.append({"id": session["id"], "title": session.get("title"), "messages": messages})
         if not material.sessions:
             return material
         memories = self.memories
-        if memories is not None and self.settings["memories_per_user"]:
+        if memories is not None and self.settings.memories_per_user:
             try:
-                material.memories = await memories.top(user_id, self.settings["memories_per_user"])
+                material.memories = await memories.top(user_id, self.settings.memories_per_user)
             except MemoryServiceError as error:  # memories are a help, not a condition
                 log.warning("thinking about %s without memories: %s", user_id, error)
         return material
@@ -325,7 +325,7 @@ class Thinker:
     async def reflect(self, user_id: str, material: Material) -> tuple[Thought, str]:
         text, model, failed = "", "", ""
         async for event in self.ai_core.stream_chat({
-                "user_id": user_id, "session_id": None, "text": material.render(self.settings["max_prompt_chars"]),
+                "user_id": user_id, "session_id": None, "text": material.render(self.settings.max_prompt_chars),
                 "history": [], "purpose": PURPOSE, "use_tools": False}):
             if event["type"] == "delta":
                 text += event["content"]
@@ -363,7 +363,7 @@ async def thinking_status(request: web.Request) -> web.Response:
     await require_user(request)
     thinker = request.config_dict[THINKER_KEY]
     configured = await thinker.model_configured()
-    interval = float(thinker.settings["interval"])
+    interval = float(thinker.settings.interval)
     message = (f"Background thinking runs every {interval / 60:g} minutes about recently active people."
                if configured else
                "Background thinking needs a language model, and none is configured for it: the assistant "
@@ -376,12 +376,12 @@ class ThinkingPlugin(Plugin):
     depends = ("ai_core_client", "sessions")
     optional_depends = ("memory_client", "chat")
     description = "Scheduled thinking about each recently active person, written to the thinking log"
-    settings_schema = ThinkingSettings
+    settings_class = ThinkingSettings
 
     def __init__(self, clock: Clock | None = None):
         self.clock: Clock = clock or SystemClock()
 
-    def setup(self, registrar: Registrar) -> None:
+    def setup(self, registrar: Registrar[ThinkingSettings]) -> None:
         thinker = Thinker(registrar.context, registrar.settings, self.clock)
         registrar.ws_server_message("background_thinking", BackgroundThinkingFrame,
                                     "The thinking job started, finished or failed a thought about the person.")

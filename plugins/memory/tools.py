@@ -21,6 +21,7 @@ from plugins.ai_core.contract import Effect, ToolCall, ToolFailed, Tools
 
 from .person import neutral, second_person
 from .contract import CATEGORIES, MemoryServiceError, MemoryStore, MemoryUnavailable
+from .settings import MemoryAssistantSettings
 
 MAX_CONTENT_CHARS = 2000
 MAX_QUERY_CHARS = 500
@@ -174,10 +175,10 @@ def says_all_of(description: str, content: str) -> bool:
 # ---------------------------------------------------------------- the tools
 
 class MemoryTools:
-    def __init__(self, memory: MemoryStore, settings: dict):
+    def __init__(self, memory: MemoryStore, settings: MemoryAssistantSettings):
         self.memory = memory
-        self.recall_min_score = settings["recall_min_score"]
-        self.forget_min_score = settings["forget_min_score"]
+        self.recall_min_score = settings.recall_min_score
+        self.forget_min_score = settings.forget_min_score
 
     async def remember(self, arguments: dict, call: ToolCall) -> dict:
         content = neutral(str(arguments.get("content") or ""))
@@ -343,7 +344,7 @@ FORGET_EXAMPLES = {"en": ["forget", "forget that", "forget about", "delete the m
 TOPIC = {"en": "Things to remember", "zh": "记住的事"}
 
 
-def add_memory_tools(tools: Tools, memory: MemoryStore, settings: dict, owner: str) -> MemoryTools:
+def add_memory_tools(tools: Tools, memory: MemoryStore, settings: MemoryAssistantSettings, owner: str) -> MemoryTools:
     handlers = MemoryTools(memory, settings)
     categories: dict[str, Any] = {"type": "string", "enum": list(CATEGORIES)}
     tools.add(

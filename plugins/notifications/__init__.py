@@ -33,10 +33,10 @@ __all__ = ["NOTIFICATION_TYPES", "plugin"]
 class NotificationsPlugin(Plugin):
     name = "notifications"
     depends = ("auth_tokens",)
-    settings_schema = NotificationSettings
+    settings_class = NotificationSettings
     description = "Notifications pushed to a user's devices over WebSocket, kept in an inbox"
 
-    def setup(self, registrar: Registrar) -> None:
+    def setup(self, registrar: Registrar[NotificationSettings]) -> None:
         settings = registrar.settings
         offpage = OffPageDelivery(registrar.context, settings)
         inbox = Notifications(registrar.context, settings, offpage)
@@ -55,7 +55,7 @@ class NotificationsPlugin(Plugin):
 
         async def keep_devices_seen(context: Context) -> None:
             while True:
-                await asyncio.sleep(settings["device_heartbeat"])
+                await asyncio.sleep(settings.device_heartbeat)
                 try:
                     await inbox.seen_now()
                 except Exception as error:  # the database away for a moment: the next beat tries again
@@ -66,15 +66,15 @@ class NotificationsPlugin(Plugin):
         async def prune(context: Context) -> None:
             while True:
                 try:
-                    removed = await inbox.prune(settings["retention_days"])
+                    removed = await inbox.prune(settings.retention_days)
                     if removed:
-                        log.info("pruned %d notifications older than %d days", removed, settings["retention_days"])
+                        log.info("pruned %d notifications older than %d days", removed, settings.retention_days)
                 except Exception:  # tried again at the next round
                     log.exception("pruning old notifications failed")
                 await asyncio.sleep(6 * 3600)
 
         async def deliver_off_page(context: Context) -> None:
-            await asyncio.gather(*(offpage.work() for _ in range(settings["push_workers"])))
+            await asyncio.gather(*(offpage.work() for _ in range(settings.push_workers)))
 
         registrar.job("devices_seen", keep_devices_seen)
         registrar.job("offpage_delivery", deliver_off_page)

@@ -17,6 +17,7 @@ from gateway.errors import NotFound
 
 from . import store
 from .offpage import OffPageDelivery
+from .schemas import NotificationSettings
 
 def _inbox_item(row: dict) -> dict:
     return {"id": row["id"], "type": row["type"], "title": row["title"], "body": row["body"],
@@ -39,9 +40,9 @@ def _frame(row: dict, context: Context, missed: bool = False) -> dict:
 class Notifications:
     """Provided as the `NOTIFICATIONS` contract; also the inbox's store."""
 
-    def __init__(self, context: Context, settings: dict, offpage: OffPageDelivery):
+    def __init__(self, context: Context, settings: NotificationSettings, offpage: OffPageDelivery):
         self.context = context
-        self.max_missed = settings["max_missed"]
+        self.max_missed = settings.max_missed
         self.offpage = offpage
         self._goodbyes: set[asyncio.Future] = set()
 

@@ -24,6 +24,7 @@ from gateway.peers import PeerClient, PeerFailed, PeerTimeout
 from gateway.clock import rfc3339
 
 from . import store, webpush
+from .schemas import NotificationSettings
 
 log = logging.getLogger("plugins.notifications.push")
 
@@ -53,12 +54,12 @@ def _invalid(field: str, problem: str) -> BadRequest:
 
 
 class OffPageDelivery:
-    def __init__(self, context: Context, settings: dict):
+    def __init__(self, context: Context, settings: NotificationSettings):
         self.context, self.settings = context, settings
         # The platform bridge's service API, over the core's peer transport.
         self.bridge = PeerClient(context, "platform_bridge", service="platform bridge",
-                                 timeout=PeerTimeout.from_config(context.config, total=settings["push_timeout"] * 3))
-        self.queue: asyncio.Queue[tuple[str, dict]] = asyncio.Queue(maxsize=settings["push_queue_size"])
+                                 timeout=PeerTimeout.from_config(context.config, total=settings.push_timeout * 3))
+        self.queue: asyncio.Queue[tuple[str, dict]] = asyncio.Queue(maxsize=settings.push_queue_size)
         self._keys: webpush.VapidKeys | None = None
         self._keys_lock = asyncio.Lock()
 
@@ -73,7 +74,7 @@ class OffPageDelivery:
         return FetchPolicy.from_config(self.context.config, purpose="push")
 
     def fetcher(self) -> GuardedFetcher:
-        return GuardedFetcher.for_context(self.context, policy=self.policy, timeout=self.settings["push_timeout"],
+        return GuardedFetcher.for_context(self.context, policy=self.policy, timeout=self.settings.push_timeout,
                                           max_redirects=0, max_bytes=64 * 1024)
 
     # -- the VAPID key
@@ -95,7 +96,7 @@ class OffPageDelivery:
         return self._keys
 
     def subject(self) -> str:
-        chosen = str(self.settings["push_subject"] or "").strip()
+        chosen = str(self.settings.push_subject or "").strip()
         if chosen:
             return chosen
         base = str(self.context.config.get("core.public_base_url") or "").strip().rstrip("/")
@@ -148,7 +149,7 @@ class OffPageDelivery:
         row = await store.upsert_subscription(self.db, str(uuid.uuid4()), user_id, endpoint, p256dh, auth,
                                               body["device_name"].strip(), now)
         # The oldest beyond the bound are forgotten: browsers that stopped being used.
-        await store.keep_newest_subscriptions(self.db, user_id, self.settings["push_max_subscriptions"])
+        await store.keep_newest_subscriptions(self.db, user_id, self.settings.push_max_subscriptions)
         return _subscription(row), bool(row["created"])
 
     async def subscriptions(self, user_id: str) -> list[dict]:
@@ -167,8 +168,8 @@ class OffPageDelivery:
     # -- delivery
     def enqueue(self, user_id: str, notification: dict) -> None:
         """Hand a stored notification to the workers; never waits."""
-        wanted = notification["type"] in self.settings["push_types"] or \
-            notification["type"] in self.settings["platform_types"]
+        wanted = notification["type"] in self.settings.push_types or \
+            notification["type"] in self.settings.platform_types
         if not wanted:
             return
         try:
@@ -192,7 +193,7 @@ class OffPageDelivery:
 
     async def deliver(self, user_id: str, notification: dict) -> None:
         sends = []
-        if notification["type"] in self.settings["push_types"]:
+        if notification["type"] in self.settings.push_types:
             rows = await store.subscriptions_of(self.db, user_id)
             if rows:
                 payload = webpush.fit_payload({
@@ -200,7 +201,7 @@ class OffPageDelivery:
                     "body": notification["body"], "timestamp": rfc3339(notification["created_at"]),
                     "data": notification["data"] or {}})
                 sends += [self.push(row, payload, notification["type"]) for row in rows]
-        if notification["type"] in self.settings["platform_types"]:
+        if notification["type"] in self.settings.platform_types:
             sends.append(self.message_platforms(user_id, notification))
         # Each way on its own: one failing (the database away a moment) does not stop the others.
         for outcome in await asyncio.gather(*sends, return_exceptions=True):
@@ -216,10 +217,10 @@ class OffPageDelivery:
         loop = asyncio.get_running_loop()
         body = await loop.run_in_executor(None, lambda: webpush.encrypt(
             payload, webpush.b64url_decode(subscription["p256dh"]), webpush.b64url_decode(subscription["auth"])))
-        delay = self.settings["push_retry_delay"]
+        delay = self.settings.push_retry_delay
         problem = ""
-        for attempt in range(1, self.settings["push_attempts"] + 1):
-            headers = {"TTL": str(self.settings["push_ttl"]), "Content-Encoding": "aes128gcm",
+        for attempt in range(1, self.settings.push_attempts + 1):
+            headers = {"TTL": str(self.settings.push_ttl), "Content-Encoding": "aes128gcm",
                        "Content-Type": "application/octet-stream",
                        "Urgency": "high" if type in ("reminder", "warning") else "normal",
                        "Authorization": keys.authorization(endpoint, self.subject())}
@@ -246,8 +247,8 @@ class OffPageDelivery:
                 retry_after = result.headers.get("Retry-After", "")
                 if retry_after.strip().isdigit():
                     wait = float(retry_after)
-            if attempt < self.settings["push_attempts"]:
-                await asyncio.sleep(min(wait, self.settings["push_max_retry_delay"]))
+            if attempt < self.settings.push_attempts:
+                await asyncio.sleep(min(wait, self.settings.push_max_retry_delay))
                 delay *= 2
         await self._record(subscription, problem)
         log.warning("push to subscription %s given up: %s", subscription["id"], problem)
@@ -265,8 +266,8 @@ class OffPageDelivery:
             return
         title, body = notification["title"], notification["body"]
         text = (f"⏰ {title}" + (f"\n{body}" if body and body != title else ""))[:4000]
-        delay, problem = self.settings["push_retry_delay"], ""
-        for attempt in range(1, self.settings["push_attempts"] + 1):
+        delay, problem = self.settings.push_retry_delay, ""
+        for attempt in range(1, self.settings.push_attempts + 1):
             try:
                 answer = await self.bridge.call("POST", f"/api/v1/users/{user_id}/messages", json_body={"text": text})
             except PeerFailed as error:
@@ -279,7 +280,7 @@ class OffPageDelivery:
                     log.warning("notification %s to %s on %s (bot %s) failed: %s", notification["id"],
                                 user_id, delivery.get("platform"), delivery.get("bot_id"), delivery["error"])
                 return
-            if attempt < self.settings["push_attempts"]:
-                await asyncio.sleep(min(delay, self.settings["push_max_retry_delay"]))
+            if attempt < self.settings.push_attempts:
+                await asyncio.sleep(min(delay, self.settings.push_max_retry_delay))
                 delay *= 2
         log.warning("notification %s was not sent to %s's chat platforms: %s", notification["id"], user_id, problem)

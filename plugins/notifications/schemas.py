@@ -1,53 +1,56 @@
 """The notifications plugin's settings, request schemas, answers and WebSocket frame."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import marshmallow
 from marshmallow import fields, validate
 
-from gateway.plugins import PluginSettings
+from gateway.plugins import PluginSettings, setting
 from gateway.validation import MAX_OFFSET
 
 NOTIFICATION_TYPES = ("info", "warning", "success", "thinking", "reminder")
 MAX_PAGE = 200
 
 
+@dataclass(frozen=True, kw_only=True)
 class NotificationSettings(PluginSettings):
-    max_missed = fields.Integer(load_default=50, validate=validate.Range(min=0, max=1000), metadata={
-        "description": "Most unread notifications a returning device is sent (the newest), on its own connection."})
-    device_heartbeat = fields.Float(load_default=30.0, validate=validate.Range(min=0.1), metadata={
+    max_missed: int = setting(fields.Integer(load_default=50, validate=validate.Range(min=0, max=1000), metadata={
+        "description": "Most unread notifications a returning device is sent (the newest), on its own connection."}))
+    device_heartbeat: float = setting(fields.Float(load_default=30.0, validate=validate.Range(min=0.1), metadata={
         "description": "Seconds between marks that a device is still connected: after a crash it is re-sent at "
-                       "most what came in this long before."})
-    retention_days = fields.Integer(load_default=90, validate=validate.Range(min=1), metadata={
-        "description": "Days a notification stays in the inbox."})
-    push_types = fields.List(fields.String(validate=validate.OneOf(NOTIFICATION_TYPES)),
+                       "most what came in this long before."}))
+    retention_days: int = setting(fields.Integer(load_default=90, validate=validate.Range(min=1), metadata={
+        "description": "Days a notification stays in the inbox."}))
+    push_types: list[str] = setting(fields.List(fields.String(validate=validate.OneOf(NOTIFICATION_TYPES)),
                              load_default=lambda: ["reminder", "info", "warning", "success"], metadata={
         "description": "Notification types also sent by Web Push to the person's subscribed browsers "
-                       "([] turns Web Push off)."})
-    push_ttl = fields.Integer(load_default=86400, validate=validate.Range(min=0, max=28 * 86400), metadata={
-        "description": "Seconds a push service keeps a push for a device that is offline (the TTL header)."})
-    push_subject = fields.String(load_default="", metadata={
+                       "([] turns Web Push off)."}))
+    push_ttl: int = setting(fields.Integer(load_default=86400, validate=validate.Range(min=0, max=28 * 86400), metadata={
+        "description": "Seconds a push service keeps a push for a device that is offline (the TTL header)."}))
+    push_subject: str = setting(fields.String(load_default="", metadata={
         "description": "The VAPID `sub` claim push services may contact: a mailto: address or an https URL; "
-                       "empty: PUBLIC_BASE_URL when it is https, else mailto:admin@localhost."})
-    push_attempts = fields.Integer(load_default=4, validate=validate.Range(min=1, max=10), metadata={
-        "description": "Tries of one push that a push service answered 429 or 5xx (or did not answer)."})
-    push_retry_delay = fields.Float(load_default=2.0, validate=validate.Range(min=0), metadata={
+                       "empty: PUBLIC_BASE_URL when it is https, else mailto:admin@localhost."}))
+    push_attempts: int = setting(fields.Integer(load_default=4, validate=validate.Range(min=1, max=10), metadata={
+        "description": "Tries of one push that a push service answered 429 or 5xx (or did not answer)."}))
+    push_retry_delay: float = setting(fields.Float(load_default=2.0, validate=validate.Range(min=0), metadata={
         "description": "Seconds before the second try of a push, doubled for each try after it; a "
-                       "Retry-After answer is honoured up to push_max_retry_delay."})
-    push_max_retry_delay = fields.Float(load_default=60.0, validate=validate.Range(min=0), metadata={
-        "description": "Longest wait between two tries of one push."})
-    push_timeout = fields.Float(load_default=10.0, validate=validate.Range(min=0.1, max=120), metadata={
-        "description": "Seconds a push service has to answer one push."})
-    push_max_subscriptions = fields.Integer(load_default=20, validate=validate.Range(min=1, max=1000), metadata={
-        "description": "Push subscriptions kept per person; subscribing one more forgets their oldest."})
-    push_queue_size = fields.Integer(load_default=1000, validate=validate.Range(min=1), metadata={
+                       "Retry-After answer is honoured up to push_max_retry_delay."}))
+    push_max_retry_delay: float = setting(fields.Float(load_default=60.0, validate=validate.Range(min=0), metadata={
+        "description": "Longest wait between two tries of one push."}))
+    push_timeout: float = setting(fields.Float(load_default=10.0, validate=validate.Range(min=0.1, max=120), metadata={
+        "description": "Seconds a push service has to answer one push."}))
+    push_max_subscriptions: int = setting(fields.Integer(load_default=20, validate=validate.Range(min=1, max=1000), metadata={
+        "description": "Push subscriptions kept per person; subscribing one more forgets their oldest."}))
+    push_queue_size: int = setting(fields.Integer(load_default=1000, validate=validate.Range(min=1), metadata={
         "description": "Notifications waiting to be sent by Web Push or to chat platforms; beyond it one is "
-                       "dropped with a warning (it stays in the inbox)."})
-    push_workers = fields.Integer(load_default=4, validate=validate.Range(min=1, max=64), metadata={
-        "description": "Notifications sent off the page at once (each to all of its person's subscriptions)."})
-    platform_types = fields.List(fields.String(validate=validate.OneOf(NOTIFICATION_TYPES)),
+                       "dropped with a warning (it stays in the inbox)."}))
+    push_workers: int = setting(fields.Integer(load_default=4, validate=validate.Range(min=1, max=64), metadata={
+        "description": "Notifications sent off the page at once (each to all of its person's subscriptions)."}))
+    platform_types: list[str] = setting(fields.List(fields.String(validate=validate.OneOf(NOTIFICATION_TYPES)),
                                  load_default=lambda: ["reminder"], metadata={
         "description": "Notification types also sent as a message to the person's linked chat-platform "
-                       "accounts, through the platform bridge (PLATFORM_BRIDGE_URL); [] turns it off."})
+                       "accounts, through the platform bridge (PLATFORM_BRIDGE_URL); [] turns it off."}))
 
 
 class PushBody(marshmallow.Schema):

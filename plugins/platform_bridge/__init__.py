@@ -16,9 +16,9 @@ class PlatformBridgePlugin(Plugin):
     depends = ("auth_tokens",)
     uses = ("database",)
     description = "Chat platform bots (Telegram, Discord, generic webhook) relayed into the gateway"
-    settings_schema = BridgeSettings
+    settings_class = BridgeSettings
 
-    def setup(self, registrar: Registrar) -> None:
+    def setup(self, registrar: Registrar[BridgeSettings]) -> None:
         bridge = Bridge(registrar.context, registrar.settings)
         registrar.migrations("plugins.platform_bridge")
         registrar.app_state(BRIDGE, bridge)

@@ -158,7 +158,7 @@ async def bot_messages(request: web.Request) -> web.Response:
     bridge = request.config_dict[BRIDGE]
     bot = await store.require_bot(bridge.db, request.match_info["id"])
     rows, has_more = await store.messages(bridge.db, bot["id"], query["limit"], query["before"],
-                                          bridge.settings["log_limit"])
+                                          bridge.settings.log_limit)
     return web.json_response({"messages": [{**row, "created_at": rfc3339(row["created_at"])} for row in rows],
                               "has_more": has_more, "next_before": rows[-1]["id"] if has_more else None})
 
@@ -178,7 +178,7 @@ async def link_code(request: web.Request) -> web.Response:
     if not bot["allow_linking"]:
         raise Forbidden("This bot links nobody by code.", error_type="linking_disabled",
                         hint="Ask the operator to add you to the bot's allow-list, or to allow linking.")
-    code = await store.new_link_code(bridge.db, bot["id"], user_id, bridge.settings["link_code_ttl"])
+    code = await store.new_link_code(bridge.db, bot["id"], user_id, bridge.settings.link_code_ttl)
     return web.json_response({"code": code["code"], "bot_id": bot["id"], "user_id": user_id,
                               "expires_at": rfc3339(code["expires_at"]),
                               "instruction": f"Send /link {code['code']} to the bot."}, status=201)
@@ -249,7 +249,7 @@ async def incoming_webhook(request: web.Request) -> web.Response:
                            hint=f"Send {TIMESTAMP_HEADER}: <Unix time in seconds> and {SIGNATURE_HEADER}: "
                                 f"sha256=<hex HMAC-SHA256 of '<timestamp>.' followed by the body, with the "
                                 f"bot's signing secret> (docs/platform-bridge.md).")
-    max_age = bridge.settings["webhook_max_age"]
+    max_age = bridge.settings.webhook_max_age
     if abs(time.time() - int(timestamp)) > max_age:  # a captured message sent again later
         raise Unauthorized("The request signature is too old.", error_type="stale_signature",
                            hint=f"Sign each message at the time it is sent; {TIMESTAMP_HEADER} is accepted for "

@@ -22,6 +22,7 @@ from .messages import Incoming, Messages
 from .outgoing import WebhookReplier
 from .replies import DeliveryFailed, Replier
 from .telegram import BotApi, TelegramError, TelegramReplier
+from .settings import BridgeSettings
 
 log = logging.getLogger("plugins.platform_bridge")
 
@@ -45,14 +46,14 @@ async def cancel_all(tasks: list[asyncio.Task], patience: float = 5.0) -> None:
 
 
 class Bridge:
-    def __init__(self, context: Context, settings: dict):
+    def __init__(self, context: Context, settings: BridgeSettings):
         self.context, self.settings = context, settings
         self.states: dict[str, tuple[str, str | None]] = {}
         self.pollers: dict[str, asyncio.Task] = {}
         self.tasks: set[asyncio.Task] = set()
         self.messages = Messages(context, settings)
         self.voice = PeerClient(context, "voice_service", service="voice service",
-                                timeout=PeerTimeout.from_config(context.config, total=settings["transcribe_timeout"]))
+                                timeout=PeerTimeout.from_config(context.config, total=settings.transcribe_timeout))
         self.stopping = False
 
     @property
@@ -66,7 +67,7 @@ class Bridge:
     # ------------------------------------------------------------ start, stop, status
 
     async def lifespan(self, context: Context) -> AsyncIterator[None]:
-        self.messages.gateway = GatewayTurns(context, self.settings["reply_timeout"])
+        self.messages.gateway = GatewayTurns(context, self.settings.reply_timeout)
         for bot in await store.list_bots(self.db):
             await self._start(bot)
         try:
@@ -80,7 +81,7 @@ class Bridge:
         off is not sent again after a restart: see store.pending_updates)."""
         await cancel_all(list(self.pollers.values()))
         if self.tasks:
-            await asyncio.wait(list(self.tasks), timeout=self.settings["stop_timeout"])
+            await asyncio.wait(list(self.tasks), timeout=self.settings.stop_timeout)
         await cancel_all(list(self.tasks))
 
     def status_of(self, bot: dict) -> dict:
@@ -134,14 +135,14 @@ class Bridge:
     # ------------------------------------------------------------ Telegram
 
     def telegram_api(self, bot: dict) -> BotApi:
-        return BotApi(self.http, self.settings["telegram_api_url"], str(bot["config"]["bot_token"]))
+        return BotApi(self.http, self.settings.telegram_api_url, str(bot["config"]["bot_token"]))
 
     async def _poll(self, bot: dict) -> None:
         """getUpdates from the stored offset, for as long as the bot is enabled."""
         api = self.telegram_api(bot)
         for update in await store.pending_updates(self.db, bot["id"]):
             self.spawn(self._telegram_update(bot, update))
-        timeout = self.settings["poll_timeout"]
+        timeout = self.settings.poll_timeout
         while not self.stopping:
             offset = await store.offset_of(self.db, bot["id"])
             try:
@@ -154,7 +155,7 @@ class Bridge:
                     return
                 await self._set_state(bot["id"], "waiting", str(error))
                 await asyncio.sleep(error.retry_after if error.status == 429 and error.retry_after
-                                    else self.settings["retry_delay"])
+                                    else self.settings.retry_delay)
                 continue
             if self.states.get(bot["id"], ("", None))[0] != "running":
                 await self._set_state(bot["id"], "running")
@@ -186,7 +187,7 @@ class Bridge:
         received = time.monotonic()
         api = self.telegram_api(bot)
         sender = str((message.get("from") or {}).get("id") or chat_id)
-        replier = TelegramReplier(api, chat_id, self.settings["edit_interval"], message.get("message_id"))
+        replier = TelegramReplier(api, chat_id, self.settings.edit_interval, message.get("message_id"))
         text = message.get("text")
         voice = message.get("voice") or message.get("audio")
         if not isinstance(text, str) and isinstance(voice, dict) and voice.get("file_id"):
@@ -210,7 +211,7 @@ class Bridge:
     async def _transcribe(self, api: BotApi, file_id: str, user_id: str) -> tuple[str | None, str | None]:
         """(transcript, None) or (None, why not)."""
         try:
-            audio = await api.download(file_id, self.settings["max_voice_bytes"])
+            audio = await api.download(file_id, self.settings.max_voice_bytes)
         except TelegramError as error:
             return None, f"voice note download failed: {error}"
         form = aiohttp.FormData()
@@ -246,7 +247,7 @@ class Bridge:
     def discord_command(self, bot: dict, interaction: dict, text: str, sender: str) -> None:
         """Answer a command through its follow-up webhook; the route has answered type 5."""
         chat_id = str(interaction.get("channel_id") or sender)
-        replier = DiscordReplier(self.http, self.settings["discord_api_url"], str(bot["config"]["application_id"]),
+        replier = DiscordReplier(self.http, self.settings.discord_api_url, str(bot["config"]["application_id"]),
                                  str(interaction.get("token") or ""))
         incoming = Incoming(bot, chat_id, sender, text, time.monotonic())
 
@@ -270,7 +271,7 @@ class Bridge:
             chat_id = account["platform_user_id"]
             replier: Replier | None = None
             if bot["platform"] == "telegram":
-                replier = TelegramReplier(self.telegram_api(bot), chat_id, self.settings["edit_interval"], None)
+                replier = TelegramReplier(self.telegram_api(bot), chat_id, self.settings.edit_interval, None)
             elif bot["platform"] == "webhook":
                 replier = WebhookReplier(self.context, bot, chat_id, chat_id, None)
             error = None

@@ -20,6 +20,7 @@ from . import store
 from .gateway_turns import CHAT_REFUSED, GatewayTurns, TurnOutcome
 from .replies import DeliveryFailed, Replier
 from .telegram import TelegramError
+from .settings import BridgeSettings
 
 log = logging.getLogger("plugins.platform_bridge")
 
@@ -46,7 +47,7 @@ class Incoming:
 class Messages:
     """Answers the messages the bridge receives, whatever their platform."""
 
-    def __init__(self, context: Context, settings: dict):
+    def __init__(self, context: Context, settings: BridgeSettings):
         self.context, self.settings = context, settings
         self.chat_locks: dict[tuple[str, str], tuple[asyncio.Lock, list[int]]] = {}  # lock, users
         self.gateway: GatewayTurns | None = None
@@ -149,8 +150,8 @@ class Messages:
             # Counted before the check, so concurrent attempts cannot slip past the limit; a
             # right code clears the count.
             attempts_key = f"platform_bridge:link_attempts:{bot['id']}:{incoming.platform_user_id}"
-            attempts, retry_after = await self.context.bus.incr(attempts_key, self.settings["link_failure_window"])
-            if attempts > self.settings["link_failures_per_sender"]:
+            attempts, retry_after = await self.context.bus.incr(attempts_key, self.settings.link_failure_window)
+            if attempts > self.settings.link_failures_per_sender:
                 minutes = max(1, math.ceil(retry_after / 60))
                 answer = (f"Too many wrong link codes. Try again in {minutes} minute{'s' if minutes != 1 else ''} "
                           "(ask for a new code if yours has expired).")
@@ -158,7 +159,7 @@ class Messages:
             else:
                 if code.isdigit() and len(code) == 6:
                     user_id = await store.redeem_link_code(self.db, bot["id"], code, incoming.platform_user_id,
-                                                           self.settings["link_failures_per_code"])
+                                                           self.settings.link_failures_per_code)
                 if user_id is None:
                     answer, error = ("That code is not valid (codes work once, for a short time). Ask for a new one.",
                                      "invalid_link_code")
@@ -173,7 +174,7 @@ class Messages:
                           error: str | None = None) -> None:
         try:
             await store.log_message(
-                self.db, bot["id"], self.settings["log_limit"], direction=direction, chat_id=chat_id,
+                self.db, bot["id"], self.settings.log_limit, direction=direction, chat_id=chat_id,
                 platform_user_id=platform_user_id, user_id=user_id, session_id=session_id, text=text,
                 latency_ms=round((time.monotonic() - latency) * 1000) if latency is not None else None, error=error)
         except Exception as failure:  # the log must never cost a reply

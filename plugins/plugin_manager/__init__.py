@@ -15,9 +15,9 @@ class PluginManagerPlugin(Plugin):
     name = "plugin_manager"
     depends = ("auth_tokens",)
     description = "Installed plugins, what every service loaded, enabling and disabling them per service"
-    settings_schema = PluginManagerSettings
+    settings_class = PluginManagerSettings
 
-    def setup(self, registrar: Registrar) -> None:
+    def setup(self, registrar: Registrar[PluginManagerSettings]) -> None:
         registrar.app_state(MANAGER, Manager(registrar.context, registrar.settings))
         registrar.routes(routes)
 

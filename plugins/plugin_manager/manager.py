@@ -17,6 +17,7 @@ from gateway.introspection import describe_service
 from gateway.peer_location import service_url
 from gateway.inventory import InstalledPlugin, installed_plugin_list
 from gateway.services import OVERRIDE_FILE, ServiceSpec, load_services, set_plugin_enabled
+from .settings import PluginManagerSettings
 
 log = logging.getLogger("plugins.plugin_manager")
 
@@ -42,7 +43,7 @@ class ServiceState:
 
 
 class Manager:
-    def __init__(self, context: Context, settings: dict):
+    def __init__(self, context: Context, settings: PluginManagerSettings):
         self.context = context
         self.settings = settings
         self._changing = asyncio.Lock()
@@ -80,7 +81,7 @@ class Manager:
     async def service_state(self, spec: ServiceSpec) -> ServiceState:
         # Found as every caller finds a service (gateway/peers.py): its *_URL variable, else
         # its port of the table (on `services_host`).
-        url = service_url(self.context.config, spec, host=self.settings["services_host"])
+        url = service_url(self.context.config, spec, host=self.settings.services_host)
         try:
             if spec.id == self.context.service_id and self.context.app is not None:
                 body = await describe_service(self.context.app)  # this very service: no round trip
@@ -95,7 +96,7 @@ class Manager:
                             skipped={entry["name"]: entry["reason"] for entry in body.get("skipped", [])})
 
     async def ask_service(self, url: str) -> dict:
-        timeout = aiohttp.ClientTimeout(total=self.settings["introspection_timeout"])
+        timeout = aiohttp.ClientTimeout(total=self.settings.introspection_timeout)
         async with self.context.http.get(url + "/api/v1/introspection", headers=self.context.peer_headers(),
                                          timeout=timeout) as answer:
             try:
@@ -157,7 +158,7 @@ class Manager:
         return await self._restart_call(url, service_id)
 
     async def _restart_call(self, url: str, service_id: str) -> dict:
-        timeout = aiohttp.ClientTimeout(total=self.settings["restart_timeout"], connect=2)
+        timeout = aiohttp.ClientTimeout(total=self.settings.restart_timeout, connect=2)
         try:
             async with self.context.http.post(url, headers=self.console_headers(), timeout=timeout) as answer:
                 try:

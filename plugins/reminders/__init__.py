@@ -100,10 +100,10 @@ class RemindersPlugin(Plugin):
     name = "reminders"
     depends = ("auth_tokens", "notifications")
     optional_depends = ("auth",)  # the person's time zone (PERSON_ZONES)
-    settings_schema = ReminderSettings
+    settings_class = ReminderSettings
     description = "Reminders fired on time to every device of the person, repeats in their time zone"
 
-    def setup(self, registrar: Registrar) -> None:
+    def setup(self, registrar: Registrar[ReminderSettings]) -> None:
         store = Reminders(registrar.context, registrar.settings)
         registrar.app_state(REMINDERS, store)
         registrar.routes(routes)

@@ -1,10 +1,12 @@
 """The reminders plugin's settings, request schemas and answers."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import marshmallow
 from marshmallow import fields, validate
 
-from gateway.plugins import PluginSettings
+from gateway.plugins import PluginSettings, setting
 from gateway.schedule import REPEAT_KINDS
 from gateway.validation import MAX_OFFSET
 
@@ -18,15 +20,16 @@ DESCRIPTION = validate.Length(max=2000)
 ID_PATH = {"reminder_id": {"type": "string", "maxLength": 64}}
 
 
+@dataclass(frozen=True, kw_only=True)
 class ReminderSettings(PluginSettings):
-    grace_seconds = fields.Integer(load_default=3600, validate=validate.Range(min=0), metadata={
+    grace_seconds: int = setting(fields.Integer(load_default=3600, validate=validate.Range(min=0), metadata={
         "description": "How late a reminder may still fire (after the gateway was down): it fires saying how late; "
-                       "an older one is skipped, recorded, and a repeat moves on to its next occurrence."})
-    check_interval = fields.Float(load_default=60.0, validate=validate.Range(min=0.05), metadata={
+                       "an older one is skipped, recorded, and a repeat moves on to its next occurrence."}))
+    check_interval: float = setting(fields.Float(load_default=60.0, validate=validate.Range(min=0.05), metadata={
         "description": "Longest sleep of the scheduler between looks at the table, in seconds (it also wakes at "
-                       "each due time and whenever an instance saves a reminder due sooner)."})
-    max_pending = fields.Integer(load_default=1000, validate=validate.Range(min=1), metadata={
-        "description": "Most pending reminders one person may keep."})
+                       "each due time and whenever an instance saves a reminder due sooner)."}))
+    max_pending: int = setting(fields.Integer(load_default=1000, validate=validate.Range(min=1), metadata={
+        "description": "Most pending reminders one person may keep."}))
 
 
 class ReminderBody(marshmallow.Schema):

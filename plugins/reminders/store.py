@@ -27,6 +27,7 @@ from gateway.schedule import DueLoop, Repeat, check_instant, judge_lateness, loc
 from gateway.text import HAN
 from plugins.auth.contract import PERSON_ZONES
 from plugins.notifications.contract import NOTIFICATIONS
+from .schemas import ReminderSettings
 
 log = logging.getLogger("plugins.reminders")
 
@@ -103,12 +104,12 @@ def present(row: dict) -> dict:
 
 
 class Reminders:
-    def __init__(self, context: Context, settings: dict):
+    def __init__(self, context: Context, settings: ReminderSettings):
         self.context = context
-        self.grace = timedelta(seconds=settings["grace_seconds"])
-        self.max_pending = settings["max_pending"]
+        self.grace = timedelta(seconds=settings.grace_seconds)
+        self.max_pending = settings.max_pending
         self._claimed: tuple[str, datetime] | None = None  # the row being fired and its due time
-        self.loop = DueLoop(context, "reminders", self.claim_and_fire, max_sleep=settings["check_interval"])
+        self.loop = DueLoop(context, "reminders", self.claim_and_fire, max_sleep=settings.check_interval)
 
     @property
     def db(self) -> aiopg.Pool:

@@ -7,14 +7,13 @@ import asyncio
 from typing import AsyncIterator
 
 from aiohttp import BodyPartReader, web
-from marshmallow import fields, validate
 
 from gateway.context import Context, get_context
 from gateway.downloads import send_blob
 from gateway.errors import ApiError, BadRequest, Forbidden, NotFound, Unauthorized
 from gateway.identity import require_user
 from gateway.openapi import api_doc
-from gateway.plugins import Plugin, PluginSettings, Registrar
+from gateway.plugins import Plugin, Registrar
 from gateway.validation import parse_body, read_part
 from plugins.auth.contract import keep_person_data
 from plugins.chat.contract import REPLY_TAPS
@@ -26,51 +25,15 @@ from .gateway_schemas import (LANGUAGES, AudioQuery, SpeechBody, SpeechStatus, S
                               VoiceTranscriptFrame)
 from .gateway_streams import VoiceStreams
 from .audio_store import AUDIO_TYPES, AudioStore, owner_of
+from .settings import MB, VoiceSettings
 from .spoken import SPOKEN_MODES, SpokenReplies
 
-MB = 1024 * 1024
-POSITIVE = validate.Range(min=0, min_inclusive=False)
 CLIENT = web.AppKey("voice.client", VoiceServiceClient)
 AUDIO = web.AppKey("voice.audio", AudioStore)
-SETTINGS = web.AppKey("voice.settings", dict)
+SETTINGS = web.AppKey("voice.settings", VoiceSettings)
 SAFE_HEADERS = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "default-src 'none'; sandbox"}
 
 routes = web.RouteTableDef()
-
-
-class VoiceSettings(PluginSettings):
-    timeout = fields.Float(load_default=30.0, validate=POSITIVE, metadata={
-        "description": "Seconds the voice service may take to answer one call (a transcription, a synthesis)."})
-    connect_timeout = fields.Float(load_default=3.0, validate=POSITIVE, metadata={
-        "description": "Seconds to reach the voice service; past them it is `voice_service_unreachable`."})
-    max_upload_bytes = fields.Integer(load_default=10 * MB, validate=POSITIVE, metadata={
-        "description": "Largest recording of POST /voice/transcribe and `voice_input` (413 / `file_too_large`)."})
-    stream_max_bytes = fields.Integer(load_default=10 * MB, validate=POSITIVE, metadata={
-        "description": "Most audio bytes one streaming voice session may send (`voice_stream_too_large`)."})
-    stream_max_seconds = fields.Float(load_default=120.0, validate=POSITIVE, metadata={
-        "description": "Longest a streaming voice session may stay open (`voice_stream_too_long`)."})
-    stream_idle_timeout = fields.Float(load_default=10.0, validate=POSITIVE, metadata={
-        "description": "Seconds without a chunk after which a streaming voice session is closed (`voice_stream_idle`)."})
-    final_timeout = fields.Float(load_default=15.0, validate=POSITIVE, metadata={
-        "description": "Seconds the voice service may take for a stream's final text after its end."})
-    spoken_replies = fields.Boolean(load_default=True, metadata={
-        "description": "Speak replies to `voice_msg` and `voice_assistant` turns (`stream_segments`)."})
-    tts_format = fields.String(load_default="wav", validate=validate.OneOf(("wav", "mp3", "ogg")), metadata={
-        "description": "Audio format of spoken replies (WAV segments are also joined into `full_audio_url`)."})
-    tts_speed = fields.Float(load_default=1.0, validate=validate.Range(min=0.5, max=2.0), metadata={
-        "description": "Speaking rate of spoken replies."})
-    voice_en = fields.String(load_default="", metadata={
-        "description": "Voice id for English sentences of spoken replies; \"\": the service's default."})
-    voice_zh = fields.String(load_default="", metadata={
-        "description": "Voice id for Chinese sentences of spoken replies; \"\": the service's default."})
-    max_sentence_chars = fields.Integer(load_default=300, validate=validate.Range(min=20), metadata={
-        "description": "A run of reply text without a sentence end is spoken in pieces of at most this many characters."})
-    synthesis_concurrency = fields.Integer(load_default=2, validate=validate.Range(min=1), metadata={
-        "description": "Sentences synthesized at once by this gateway instance (all replies together)."})
-    audio_url_ttl = fields.Integer(load_default=3600, validate=POSITIVE, metadata={
-        "description": "Seconds a spoken reply's signed audio link works (the owner's token works after)."})
-    audio_retention_days = fields.Float(load_default=7.0, validate=POSITIVE, metadata={
-        "description": "Days a spoken reply's audio is kept; older audio is deleted (hourly)."})
 
 
 def client_of(request: web.Request) -> VoiceServiceClient:
@@ -98,7 +61,7 @@ def failure(error: ApiError) -> ApiError:
                      "engine recognises, 502 `voice_service_unreachable`.")
 async def transcribe(request: web.Request) -> web.Response:
     identity = await require_user(request)
-    limit = request.config_dict[SETTINGS]["max_upload_bytes"]
+    limit = request.config_dict[SETTINGS].max_upload_bytes
     if not request.content_type.startswith("multipart/"):
         raise failure(BadRequest("Send the recording as multipart/form-data in the field `audio`.",
                                  error_type="validation_error"))
@@ -238,12 +201,12 @@ class VoicePlugin(Plugin):
     depends = ("auth_tokens", "chat")
     uses = ("blobs", "database")
     description = "Voice endpoints, voice over the chat socket, spoken replies (through the voice service)"
-    settings_schema = VoiceSettings
+    settings_class = VoiceSettings
 
-    def setup(self, registrar: Registrar) -> None:
+    def setup(self, registrar: Registrar[VoiceSettings]) -> None:
         settings, context = registrar.settings, registrar.context
-        client = VoiceServiceClient(context, timeout=settings["timeout"], connect_timeout=settings["connect_timeout"])
-        audio_store = AudioStore(context, settings["audio_url_ttl"], settings["audio_retention_days"])
+        client = VoiceServiceClient(context, timeout=settings.timeout, connect_timeout=settings.connect_timeout)
+        audio_store = AudioStore(context, settings.audio_url_ttl, settings.audio_retention_days)
         streams = VoiceStreams(context, client, settings)
         registrar.routes(routes)
         registrar.migrations("plugins.voice")
@@ -251,7 +214,7 @@ class VoicePlugin(Plugin):
         registrar.app_state(CLIENT, client)
         registrar.app_state(AUDIO, audio_store)
         keep_person_data(registrar, "voice", audio_store.count_of, audio_store.delete_of)
-        registrar.app_state(SETTINGS, dict(settings))
+        registrar.app_state(SETTINGS, settings)
         spoken = SpokenReplies(context, client, audio_store, settings)
         context.contracts.require(REPLY_TAPS).add(SPOKEN_MODES, spoken.tap)
 

@@ -27,6 +27,7 @@ from gateway.ws import error_frame as core_error_frame
 from plugins.chat.contract import CHAT_TURNS, ChatTurns
 
 from .voice_service_client import VoiceServiceClient, VoiceRefused, VoiceUnavailable
+from .settings import VoiceSettings
 
 if TYPE_CHECKING:
     from gateway.connection import Connection
@@ -234,13 +235,13 @@ class VoiceStream:
 class VoiceStreams:
     """The open streams of this instance, by connection id, and the voice frames' handlers."""
 
-    def __init__(self, context: "Context", client: VoiceServiceClient, settings: dict):
+    def __init__(self, context: "Context", client: VoiceServiceClient, settings: VoiceSettings):
         self.context, self.client = context, client
-        self.max_upload_bytes: int = settings["max_upload_bytes"]
-        self.max_bytes: int = settings["stream_max_bytes"]
-        self.max_seconds: float = settings["stream_max_seconds"]
-        self.idle_timeout: float = settings["stream_idle_timeout"]
-        self.final_timeout: float = settings["final_timeout"]
+        self.max_upload_bytes: int = settings.max_upload_bytes
+        self.max_bytes: int = settings.stream_max_bytes
+        self.max_seconds: float = settings.stream_max_seconds
+        self.idle_timeout: float = settings.stream_idle_timeout
+        self.final_timeout: float = settings.final_timeout
         self._open: dict[str, VoiceStream] = {}
         self._endings: set[asyncio.Task] = set()
 

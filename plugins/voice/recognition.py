@@ -18,6 +18,7 @@ from . import audio
 from .engines import EngineFailed, Recognition, SpeechRecognizer
 from .engines.registry import Engines
 from .stt_log import record_recognition
+from .settings import VoiceEngineSettings
 
 # Languages written without spaces between words (segments' texts are joined without one).
 UNSPACED = ("zh", "ja")
@@ -26,7 +27,7 @@ UNSPACED = ("zh", "ja")
 @dataclass
 class VoiceService:
     engines: Engines
-    settings: dict
+    settings: VoiceEngineSettings
     gate: asyncio.Semaphore
     # The streams open now: each holds a decoder thread until it is released.
     streams: set = field(default_factory=set)
@@ -40,7 +41,7 @@ class VoiceService:
             default = self.engines.loaded_recognizers()
             if default and default[0].detects_language:
                 return default[0], None
-            language = self.settings["default_language"]
+            language = self.settings.default_language
         engine = self.engines.recognizer_for(language)
         if engine is None:
             raise unsupported(language)
@@ -56,15 +57,15 @@ class VoiceService:
         and the texts joined.
         `recognised_ms` in the answer: how much audio this call recognised (0: none)."""
         engine, asked = self.recognizer(language)
-        if asked is None and len(samples) < self.settings["detect_min_seconds"] * audio.SAMPLE_RATE:
-            engine, asked = self.recognizer(self.settings["default_language"])
+        if asked is None and len(samples) < self.settings.detect_min_seconds * audio.SAMPLE_RATE:
+            engine, asked = self.recognizer(self.settings.default_language)
         duration_ms = int(len(samples) * 1000 / audio.SAMPLE_RATE)
         tail = samples[tail_from:]
         recognised_ms = 0
         if known is not None:
             text, recognised = known.text, known.language
         elif await self.run(audio.is_silent, tail):
-            text, recognised = "", asked or self.settings["default_language"]
+            text, recognised = "", asked or self.settings.default_language
         else:
             recognised_ms = int(len(tail) * 1000 / audio.SAMPLE_RATE)
             async with self.gate:

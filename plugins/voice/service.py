@@ -5,6 +5,7 @@ The endpoints live by concern: `transcription` (one-shot), `ws_session` (streame
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any, AsyncIterator
 
 from aiohttp import web
@@ -51,13 +52,13 @@ class VoiceEnginesPlugin(Plugin):
     name = "voice_engines"
     depends = ("auth_tokens",)
     description = "Speech to text (one-shot and streamed) and text to speech, offline engines by default"
-    settings_schema = VoiceEngineSettings
+    settings_class = VoiceEngineSettings
 
-    def setup(self, registrar: Registrar) -> None:
-        settings = {**registrar.settings, "model_directory": registrar.settings["model_directory"]
-                    or str(registrar.context.config.data_dir / "models")}
+    def setup(self, registrar: Registrar[VoiceEngineSettings]) -> None:
+        settings = dataclasses.replace(registrar.settings, model_directory=registrar.settings.model_directory
+                                       or str(registrar.context.config.data_dir / "models"))
         engines = Engines.build(settings, EngineHttpOf(registrar.context))
-        service = VoiceService(engines, settings, asyncio.Semaphore(settings["recognitions_at_once"]))
+        service = VoiceService(engines, settings, asyncio.Semaphore(settings.recognitions_at_once))
         registrar.routes(routes)
         registrar.routes(transcription.routes)
         registrar.routes(ws_session.routes)

@@ -24,6 +24,7 @@ from plugins.chat.contract import ReplyStream
 from .audio_store import AUDIO_TYPES, AudioStore
 from .voice_service_client import VoiceServiceClient, VoiceUnavailable, refused
 from .speech import SentenceCutter
+from .settings import VoiceSettings
 
 if TYPE_CHECKING:
     from gateway.context import Context
@@ -34,14 +35,14 @@ SPOKEN_MODES = ("voice_msg", "voice_assistant")
 class SpokenReplies:
     """The tap's factory, and what every spoken reply of this service shares."""
 
-    def __init__(self, context: "Context", client: VoiceServiceClient, audio: AudioStore, settings: dict):
+    def __init__(self, context: "Context", client: VoiceServiceClient, audio: AudioStore, settings: VoiceSettings):
         self.context, self.client, self.audio = context, client, audio
-        self.enabled: bool = settings["spoken_replies"]
-        self.format: str = settings["tts_format"]
-        self.speed: float = settings["tts_speed"]
-        self.voices = {"en": settings["voice_en"], "zh": settings["voice_zh"]}
-        self.max_sentence_chars: int = settings["max_sentence_chars"]
-        self.synthesis = asyncio.Semaphore(settings["synthesis_concurrency"])
+        self.enabled: bool = settings.spoken_replies
+        self.format: str = settings.tts_format
+        self.speed: float = settings.tts_speed
+        self.voices = {"en": settings.voice_en, "zh": settings.voice_zh}
+        self.max_sentence_chars: int = settings.max_sentence_chars
+        self.synthesis = asyncio.Semaphore(settings.synthesis_concurrency)
 
     def tap(self, stream: ReplyStream) -> "SpokenReply | None":
         return SpokenReply(self, stream) if self.enabled else None

@@ -44,8 +44,8 @@ async def tts(request: web.Request) -> web.Response:
     await require_user(request)
     service = request.config_dict[SERVICE]
     body = await parse_body(request, TtsRequest())
-    if len(body["text"]) > service.settings["max_tts_chars"]:
-        raise BadRequest(f"The text is longer than {service.settings['max_tts_chars']} characters.",
+    if len(body["text"]) > service.settings.max_tts_chars:
+        raise BadRequest(f"The text is longer than {service.settings.max_tts_chars} characters.",
                          error_type="text_too_long", hint="Split it into sentences and speak each.")
     text = speakable(body["text"])
     if not text:

@@ -35,7 +35,7 @@ async def transcribe(request: web.Request) -> web.Response:
                       "Field `audio` (file), optional `language`, `format`, `sample_rate`.")
     started = time.perf_counter()
     fields: dict[str, Any] = {}
-    limit = service.settings["max_audio_bytes"]
+    limit = service.settings.max_audio_bytes
     try:
         reader = await request.multipart()
         while (part := await reader.next()) is not None:
@@ -65,7 +65,7 @@ async def transcribe(request: web.Request) -> web.Response:
     service.recognizer(language)   # 422 before decoding when nothing recognises the language
     try:
         samples = await service.run(audio.decode, data, form.get("format"), form.get("sample_rate"),
-                                    service.settings["max_audio_seconds"])
+                                    service.settings.max_audio_seconds)
     except audio.AudioError as error:
         raise failure(error.message, error.error_type, error.hint, error.status) from None
     result = await service.recognize(samples, language, user_id=caller(identity, form.get("user_id")),

@@ -50,7 +50,7 @@ async def transcribe_stream(request: web.Request) -> web.WebSocketResponse:
     service = request.config_dict[SERVICE]
     # A frame as large as the whole allowance passes the socket, so that one too big meets the
     # stream's own limit and its clear error rather than a bare close.
-    socket = web.WebSocketResponse(heartbeat=30.0, max_msg_size=service.settings["max_audio_bytes"] + 1)
+    socket = web.WebSocketResponse(heartbeat=30.0, max_msg_size=service.settings.max_audio_bytes + 1)
     if not socket.can_prepare(request).ok:
         raise BadRequest("This endpoint is a WebSocket: send an upgrade request.", error_type="websocket_required",
                          hint="Connect with a WebSocket client.")
@@ -109,7 +109,7 @@ class AudioStream:
             return
         try:
             self.decoder = audio.StreamDecoder(parameters["format"], parameters.get("sample_rate"),
-                                               self.settings["max_audio_seconds"])
+                                               self.settings.max_audio_seconds)
         except audio.AudioError as error:
             await self.fail(error.message, error.error_type)
             return
@@ -128,7 +128,7 @@ class AudioStream:
     async def receive_until_stop(self, language: str) -> bool:
         """Feed chunks until `stop` (True) or the client leaves (False)."""
         assert self.decoder is not None
-        idle = self.settings["stream_idle_seconds"]
+        idle = self.settings.stream_idle_seconds
         last_frame = time.monotonic()
         while True:
             # Woken every POLL_SECONDS too: a WebM decoder thread may finish decoding chunks after
@@ -146,15 +146,15 @@ class AudioStream:
             last_frame = time.monotonic()
             if message.type == WSMsgType.BINARY:
                 self.received += len(message.data)
-                if self.received > self.settings["max_audio_bytes"]:
-                    raise StreamError(f"The stream sent more than {self.settings['max_audio_bytes']} bytes.",
+                if self.received > self.settings.max_audio_bytes:
+                    raise StreamError(f"The stream sent more than {self.settings.max_audio_bytes} bytes.",
                                       "audio_too_large")
                 # Converting and resampling a chunk is CPU work (up to max_audio_bytes of it).
                 await self.service.run(self.decoder.feed, message.data)
                 if self.decoder.error is not None:
                     raise self.decoder.error
-                if self.decoder.sample_count > self.settings["max_audio_seconds"] * audio.SAMPLE_RATE:
-                    raise StreamError(f"The stream is longer than {self.settings['max_audio_seconds']:g} seconds.",
+                if self.decoder.sample_count > self.settings.max_audio_seconds * audio.SAMPLE_RATE:
+                    raise StreamError(f"The stream is longer than {self.settings.max_audio_seconds:g} seconds.",
                                       "audio_too_long")
                 self.maybe_interim(language)
             elif message.type == WSMsgType.TEXT:
@@ -174,7 +174,7 @@ class AudioStream:
         `interim_interval_seconds` of new audio came, so that at stop the newest pass covers all
         but the last moments (docs/voice.md, "Streaming")."""
         assert self.decoder is not None
-        interval = int(self.settings["interim_interval_seconds"] * audio.SAMPLE_RATE)
+        interval = int(self.settings.interim_interval_seconds * audio.SAMPLE_RATE)
         if (self.interim_task is None and not self.stopping
                 and self.decoder.sample_count - self.interim_at >= interval and not self.only_silence_since_covered()):
             self.interim_at = self.decoder.sample_count
@@ -199,7 +199,7 @@ class AudioStream:
             # the pause is a segment: this pass recognises it, and its text is kept (docs/voice.md,
             # "Segments").
             settled = language != "auto" or self.detected is not None
-            segments = self.settings["stream_segments"] and settled
+            segments = self.settings.stream_segments and settled
             cut = await self.service.run(segment_end, whole, start) if segments else None
             end = len(whole) if cut is None else cut
             samples = whole[max(start, end - INTERIM_WINDOW_SECONDS * audio.SAMPLE_RATE):end]
@@ -209,8 +209,8 @@ class AudioStream:
             # language=auto: the first interim long enough to tell detects the language, and the
             # rest of the stream (interims and final) keeps it; shorter ones use the default.
             engine, asked = self.service.recognizer(self.detected or language)
-            if asked is None and len(samples) < self.settings["detect_min_seconds"] * audio.SAMPLE_RATE:
-                engine, asked = self.service.recognizer(self.settings["default_language"])
+            if asked is None and len(samples) < self.settings.detect_min_seconds * audio.SAMPLE_RATE:
+                engine, asked = self.service.recognizer(self.settings.default_language)
             async with self.service.gate:
                 result = await recognize_with(engine, samples, asked, fitted=True, abandon=self.abandon,
                                               context=self.committed[-1] if self.committed else "")
@@ -252,7 +252,7 @@ class AudioStream:
         if covered and task is not None:
             self.drop_interim()
         elif task is not None and await self.service.run(audio.is_silent, samples[self.running_from():]):
-            await asyncio.wait([task], timeout=self.settings["max_audio_seconds"])
+            await asyncio.wait([task], timeout=self.settings.max_audio_seconds)
             covered = await self.covered_to_the_end(samples)
         elif task is not None:
             self.drop_interim()

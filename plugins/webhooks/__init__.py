@@ -40,12 +40,12 @@ class WebhooksPlugin(Plugin):
     name = "webhooks"
     depends = ("sessions", "chat")
     description = "Generic and Discord webhooks answered as chat turns"
-    settings_schema = WebhooksSettings
+    settings_class = WebhooksSettings
     environment = {"WEBHOOK_KEY": ("auth.webhook_key", str),
                    "DISCORD_PUBLIC_KEY": ("auth.discord_public_key", str)}
     generated_secrets = {"auth.webhook_key": lambda: secrets.token_urlsafe(24)}
 
-    def setup(self, registrar: Registrar) -> None:
+    def setup(self, registrar: Registrar[WebhooksSettings]) -> None:
         config = registrar.config
         try:
             discord_key = parse_discord_key(str(config.get("auth.discord_public_key") or ""))
@@ -54,10 +54,10 @@ class WebhooksPlugin(Plugin):
                               "application's public key (Discord developer portal)") from None
         registrar.app_state(WEBHOOKS, WebhookConfig(webhook_key=str(config.get("auth.webhook_key") or ""),
                                                     discord_key=discord_key,
-                                                    ai_timeout=registrar.settings["ai_timeout"],
-                                                    discord_defer_after=registrar.settings["discord_defer_after"],
-                                                    discord_api_url=registrar.settings["discord_api_url"],
-                                                    max_message_chars=registrar.settings["max_message_chars"]))
+                                                    ai_timeout=registrar.settings.ai_timeout,
+                                                    discord_defer_after=registrar.settings.discord_defer_after,
+                                                    discord_api_url=registrar.settings.discord_api_url,
+                                                    max_message_chars=registrar.settings.max_message_chars))
         registrar.routes(routes)
         registrar.routes(bridge_routes)  # the platform bridge's turns (bridge.py)
         registrar.provide(WEBHOOK_KEY, WebhookKeyCheck())

@@ -315,7 +315,7 @@ def test_every_tool_of_the_project_says_what_it_does_in_both_languages():
     from plugins.memory.tools import add_memory_tools
 
     registry = offline_tools()
-    add_memory_tools(registry, None, MemoryAssistantSettings().load({}), "memory_assistant")  # type: ignore[arg-type]
+    add_memory_tools(registry, None, MemoryAssistantSettings(), "memory_assistant")  # type: ignore[arg-type]
     forbidden = machinery(registry)
     for tool in registry.all():
         assert set(tool.topic) >= {"en", "zh"}, tool.name

@@ -10,7 +10,7 @@ from bench.memory.recall import precision_recall, score_pairs
 from bench.memory.recall_pairs import GROUPS
 from plugins.memory.settings import MemorySettings
 
-FLOOR = MemorySettings().load({})["min_relevance"]
+FLOOR = MemorySettings().min_relevance
 
 
 @pytest.fixture(scope="module")

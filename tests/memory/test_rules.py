@@ -11,7 +11,7 @@ from gateway.embeddings import LocalE5Embedder
 from plugins.memory import rules
 from plugins.memory.settings import MemorySettings
 
-THRESHOLD = MemorySettings().load({})["duplicate_similarity"]
+THRESHOLD = MemorySettings().duplicate_similarity
 
 PARAPHRASES = [
     ("I am vegetarian.", "I'm a vegetarian."), ("My sister is called Lena.", "My sister's name is Lena."),

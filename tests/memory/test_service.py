@@ -312,7 +312,7 @@ async def test_search_answers_only_memories_that_clear_the_relevance_floor(memor
         assert await hits("给我讲个笑话。", mode=mode) == []
         found = await hits("What's my sister's name?", mode=mode)
         assert [hit["content"] for hit in found] == ["The user's sister is called Lena."]
-        assert found[0]["relevance"] >= MemorySettings().load({})["min_relevance"]
+        assert found[0]["relevance"] >= MemorySettings().min_relevance
     assert [hit["content"] for hit in await hits("我对什么过敏？", mode="dense")] == ["The user is allergic to peanuts."]
     assert [hit["content"] for hit in await hits("Which city do I live in?", mode="dense")] == ["用户住在柏林。"]
     assert len(await hits("Tell me a joke.", mode="dense", min_relevance="-1")) == 5

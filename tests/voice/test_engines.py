@@ -6,10 +6,11 @@ import pytest
 
 from plugins.voice.engines import SpeechRecognizer, SpeechSynthesizer, engine_factories
 from plugins.voice.engines.registry import guess_language
+from plugins.voice.settings import VoiceEngineSettings
 
-SETTINGS = {"whisper_threads": 2, "recognitions_at_once": 1, "whisper_beam_size": 1, "openai_base_url": "",
-            "openai_api_key": "", "openai_stt_model": "m", "openai_tts_model": "t", "openai_languages": ["en"],
-            "openai_voices": ["alloy"], "openai_timeout": 5.0}
+SETTINGS = VoiceEngineSettings(whisper_threads=2, recognitions_at_once=1, whisper_beam_size=1, openai_stt_model="m",
+                               openai_tts_model="t", openai_languages=["en"], openai_voices=["alloy"],
+                               openai_timeout=5.0)
 
 
 class NoHttp:

@@ -1,8 +1,8 @@
 """The one interface every speech engine meets, and how engines are found.
 
 An engine is published in the entry-point group `gateway.voice_engines`: the entry point's
-object is a factory `factory(settings: dict, http: EngineHttp) -> Iterable[engine]` called once
-at the voice service's start with `[plugins.voice_engines]`; each engine it yields is a
+object is a factory `factory(settings: VoiceEngineSettings, http: EngineHttp) -> Iterable[engine]`
+called once at the voice service's start with `[plugins.voice_engines]` (its attributes); each engine it yields is a
 `SpeechRecognizer` or a `SpeechSynthesizer` (or both). The entry-point name is the name the
 settings' `stt_engines` / `tts_engines` pick it by. The built-in engines (whisper, pocketsphinx,
 piper, espeak, openai) are published the same way, so a third-party engine is no different
@@ -12,9 +12,12 @@ from __future__ import annotations
 import importlib.metadata
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, runtime_checkable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ..settings import VoiceEngineSettings
 
 log = logging.getLogger("voice.engines")
 
@@ -94,7 +97,7 @@ class EngineHttp(Protocol):
     def http(self) -> Any: ...
 
 
-EngineFactory = Callable[[dict, EngineHttp], Iterable[Any]]
+EngineFactory = Callable[["VoiceEngineSettings", EngineHttp], Iterable[Any]]
 
 
 def engine_factories() -> dict[str, EngineFactory]:

@@ -12,6 +12,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from . import EngineFailed, EngineHttp, Speech, Voice
+from ..settings import VoiceEngineSettings
 
 VOICES = (("cmn-latn-pinyin", "zh", "Mandarin (eSpeak NG)"), ("en-us", "en", "English US (eSpeak NG)"),
           ("ja", "ja", "Japanese (eSpeak NG)"), ("ko", "ko", "Korean (eSpeak NG)"))
@@ -62,5 +63,5 @@ def wav_to_speech(data: bytes) -> Speech:
     return Speech(samples=samples, sample_rate=rate)
 
 
-def factory(settings: dict, http: EngineHttp) -> Iterable[Any]:
+def factory(settings: VoiceEngineSettings, http: EngineHttp) -> Iterable[Any]:
     return [EspeakSynthesizer()]

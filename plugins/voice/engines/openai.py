@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import audio
 from . import SAMPLE_RATE, EngineFailed, EngineHttp, Recognition, Speech, Voice
+from ..settings import VoiceEngineSettings
 
 
 class OpenAiSpeech:
@@ -19,14 +20,14 @@ class OpenAiSpeech:
     name = "openai"
     detects_language = True
 
-    def __init__(self, settings: dict, http: EngineHttp):
-        self.base_url = settings["openai_base_url"].rstrip("/")
-        self.api_key = settings["openai_api_key"] or os.environ.get("VOICE_OPENAI_API_KEY", "")
-        self.stt_model, self.tts_model = settings["openai_stt_model"], settings["openai_tts_model"]
+    def __init__(self, settings: VoiceEngineSettings, http: EngineHttp):
+        self.base_url = settings.openai_base_url.rstrip("/")
+        self.api_key = settings.openai_api_key or os.environ.get("VOICE_OPENAI_API_KEY", "")
+        self.stt_model, self.tts_model = settings.openai_stt_model, settings.openai_tts_model
         self.model = f"{self.stt_model} at {self.base_url}"
-        self.languages = tuple(settings["openai_languages"])
-        self.voice_names = list(settings["openai_voices"])
-        self.timeout = aiohttp.ClientTimeout(total=settings["openai_timeout"])
+        self.languages = tuple(settings.openai_languages)
+        self.voice_names = list(settings.openai_voices)
+        self.timeout = aiohttp.ClientTimeout(total=settings.openai_timeout)
         self._http = http
         self.loaded = False
 
@@ -101,5 +102,5 @@ def _speech_of(data: bytes) -> Speech:
                   sample_rate=rate)
 
 
-def factory(settings: dict, http: EngineHttp) -> Iterable[Any]:
+def factory(settings: VoiceEngineSettings, http: EngineHttp) -> Iterable[Any]:
     return [OpenAiSpeech(settings, http)]

@@ -14,6 +14,7 @@ import numpy as np
 
 from gateway.idle import IdleModel
 from . import EngineFailed, EngineHttp, Speech, Voice
+from ..settings import VoiceEngineSettings
 
 
 _loaded: dict[Path, IdleModel] = {}
@@ -91,5 +92,5 @@ class PiperSynthesizer:
         return Speech(samples=samples, sample_rate=voice.sample_rate)
 
 
-def factory(settings: dict, http: EngineHttp) -> Iterable[Any]:
+def factory(settings: VoiceEngineSettings, http: EngineHttp) -> Iterable[Any]:
     return [PiperSynthesizer()]

@@ -12,6 +12,7 @@ import numpy as np
 
 from gateway.idle import IdleModel
 from . import EngineFailed, EngineHttp, Recognition
+from ..settings import VoiceEngineSettings
 
 
 class PocketSphinxRecognizer:
@@ -67,5 +68,5 @@ class PocketSphinxRecognizer:
                 decoders.append(decoder)
 
 
-def factory(settings: dict, http: EngineHttp) -> Iterable[Any]:
+def factory(settings: VoiceEngineSettings, http: EngineHttp) -> Iterable[Any]:
     return [PocketSphinxRecognizer()]

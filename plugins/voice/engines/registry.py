@@ -10,6 +10,7 @@ from typing import Any, cast
 
 from gateway.text import HAN
 from . import (EngineFailed, EngineHttp, SpeechRecognizer, SpeechSynthesizer, Voice, engine_factories)
+from ..settings import VoiceEngineSettings
 
 log = logging.getLogger("voice.engines")
 API_LANGUAGES = ("zh", "en", "ja", "ko")
@@ -25,23 +26,23 @@ class Loaded:
 
 @dataclass
 class Engines:
-    settings: dict
+    settings: VoiceEngineSettings
     recognizers: list[Loaded] = field(default_factory=list)
     synthesizers: list[Loaded] = field(default_factory=list)
 
     @classmethod
-    def build(cls, settings: dict, http: EngineHttp) -> "Engines":
+    def build(cls, settings: VoiceEngineSettings, http: EngineHttp) -> "Engines":
         engines = cls(settings)
         factories = engine_factories()
         made: dict[str, list[Any]] = {}
-        for name in dict.fromkeys(settings["stt_engines"] + settings["tts_engines"]):
+        for name in dict.fromkeys(settings.stt_engines + settings.tts_engines):
             if name not in factories:
                 log.warning("voice engine %s is not installed (entry-point group gateway.voice_engines)", name)
                 continue
             made[name] = list(factories[name](settings, http))
-        for name in settings["stt_engines"]:
+        for name in settings.stt_engines:
             engines.recognizers += [Loaded(e) for e in made.get(name, []) if isinstance(e, SpeechRecognizer)]
-        for name in settings["tts_engines"]:
+        for name in settings.tts_engines:
             engines.synthesizers += [Loaded(e) for e in made.get(name, []) if isinstance(e, SpeechSynthesizer)]
         return engines
 
@@ -76,7 +77,7 @@ class Engines:
     def recognizer_for(self, language: str) -> SpeechRecognizer | None:
         """The engine that recognises `language`: the configured one, else the first loaded."""
         loaded = self.loaded_recognizers()
-        chosen = self.settings["stt_language_engines"].get(language)
+        chosen = self.settings.stt_language_engines.get(language)
         for engine in loaded:
             if engine.name == chosen and language in engine.languages:
                 return engine
@@ -97,7 +98,7 @@ class Engines:
                 "unsupported_languages": [language for language in API_LANGUAGES if language not in languages],
                 "language_engines": {language: engine.name for language in languages
                                      if (engine := self.recognizer_for(language)) is not None},
-                "default_language": self.settings["default_language"], "sample_rate": 16000}
+                "default_language": self.settings.default_language, "sample_rate": 16000}
 
     # ------------------------------------------------------------------ synthesis
 
@@ -115,7 +116,7 @@ class Engines:
 
     def voice_for(self, language: str) -> Voice | None:
         voices = {voice.id: voice for voice in self.voices()}
-        configured = self.settings["tts_default_voices"].get(language)
+        configured = self.settings.tts_default_voices.get(language)
         if configured in voices:
             return voices[configured]
         return next((voice for voice in voices.values() if voice.language == language),

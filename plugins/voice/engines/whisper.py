@@ -22,6 +22,7 @@ import numpy as np
 
 from gateway.idle import IdleModel
 from . import EngineFailed, EngineHttp, PassAbandoned, Recognition
+from ..settings import VoiceEngineSettings
 
 log = logging.getLogger("voice.engines")
 
@@ -235,7 +236,7 @@ def prompt_text(language: str | None, context: str) -> str:
     return " ".join(part for part in (PROMPTS.get(language or ""), context.strip()) if part)
 
 
-def factory(settings: dict, http: EngineHttp) -> Iterable[Any]:
-    directory = settings.get("model_directory")
-    return [WhisperRecognizer(settings["whisper_threads"], settings["recognitions_at_once"],
-                              settings["whisper_beam_size"], Path(directory) if directory else None)]
+def factory(settings: VoiceEngineSettings, http: EngineHttp) -> Iterable[Any]:
+    directory = settings.model_directory
+    return [WhisperRecognizer(settings.whisper_threads, settings.recognitions_at_once,
+                              settings.whisper_beam_size, Path(directory) if directory else None)]

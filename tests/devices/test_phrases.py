@@ -5,8 +5,6 @@ and the sentence said back. (The same phrases through a real AI core and gateway
 test_assistant.py.)"""
 from __future__ import annotations
 
-from collections import defaultdict
-
 import pytest
 
 from plugins.ai_core.agent import best_match
@@ -17,6 +15,7 @@ from plugins.iot.assistant_words import summarize_list, summarize_operation, sum
 from plugins.iot.device_resolution import resolve
 from plugins.iot.phrases import chinese_number, parse_operation, parse_reading
 from plugins.knowledge.assistant import add_search_knowledge
+from plugins.memory.settings import MemoryAssistantSettings
 from plugins.memory.tools import add_memory_tools
 
 
@@ -25,7 +24,7 @@ def tools() -> ToolRegistry:
     registry = ToolRegistry()
     register_builtin_tools(registry, "UTC")
     add_search_knowledge(registry)
-    add_memory_tools(registry, None, defaultdict(float), "memory_assistant")  # type: ignore[arg-type]
+    add_memory_tools(registry, None, MemoryAssistantSettings(), "memory_assistant")  # type: ignore[arg-type]
     add_device_tools(registry)
     return registry
 

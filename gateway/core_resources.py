@@ -102,7 +102,8 @@ async def _open_database(context: Context, registry: Registry, url: str) -> None
     """The pool, then every plugin's pending migrations."""
     config = context.config
     context.db = await create_pool(url, int(config.get("database.pool_min") or 1),
-                                   int(config.get("database.pool_max") or 10))
+                                   int(config.get("database.pool_max") or 10),
+                                   application_name=context.service_id)
     plans = [(m.plugin, migration_files(m.package, m.directory)) for m in registry.migrations]
     await apply_migrations(context.db, plans)
 

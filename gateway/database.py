@@ -64,6 +64,14 @@ def redact(url: str) -> str:
     return url
 
 
+def named_in(url: str) -> bool:
+    """Whether the URL (or key=value connection string) sets its own application_name."""
+    try:
+        return bool(psycopg2.extensions.parse_dsn(url).get("application_name"))
+    except psycopg2.ProgrammingError:
+        return False  # psycopg2.connect says what is wrong with it
+
+
 async def resolve_database_url(config: Config) -> tuple[str, Any]:
     url = config.get("database.url")
     if url:
@@ -76,9 +84,14 @@ async def resolve_database_url(config: Config) -> tuple[str, Any]:
                             f"{error}. Set DATABASE_URL to use another server.") from error
 
 
-async def create_pool(url: str, minsize: int = 1, maxsize: int = 10, timeout: float = 10.0) -> aiopg.Pool:
-    try:
-        return await aiopg.create_pool(url, minsize=minsize, maxsize=maxsize, timeout=timeout)
+async def create_pool(url: str, minsize: int = 1, maxsize: int = 10, timeout: float = 10.0,
+                      application_name: str | None = None) -> aiopg.Pool:
+    """The pool; its connections name themselves `application_name` (the service id) to the
+    server, as pg_stat_activity shows them, unless the URL names one itself."""
+    named = application_name and not named_in(url)
+    names: dict[str, Any] = {"application_name": application_name} if named else {}
+    try:  # aiopg hands the keywords it does not know to psycopg2.connect, where they override the URL's
+        return await aiopg.create_pool(url, minsize=minsize, maxsize=maxsize, timeout=timeout, **names)
     except (psycopg2.OperationalError, OSError, asyncio.TimeoutError) as error:
         raise DatabaseError(f"cannot connect to PostgreSQL at {redact(url)}: {error}".strip()) from error
 

@@ -12,11 +12,15 @@ model (an OpenAI-compatible streaming server in its own process, OPENAI_BASE_URL
 - a knowledge upload at the start and every five minutes, searched by the REST mix;
 - a reminder due every minute, and an automation rule firing every minute (cron `* * * * *`).
 
-Every `--sample` seconds it records each service's resident memory, open files and database
-connections (its whole process tree but the database server). At the end it prints per-kind
-p50/p95/p99 and errors, the samples over time, and the targets: no error; REST p95 under 300 ms;
-memory growth under 10 % from minute 5 to the end (from a third of the run when it is shorter than
-15 minutes); no growth of open files or database connections.
+Every `--sample` seconds it records each service's resident memory and open files (its whole
+process tree but the database server) and its database connections (the server's count in
+pg_stat_activity, by the application_name each service's pool gives itself). At the end it prints
+per-kind p50/p95/p99 and errors, the samples over time, and the targets: no error; REST p95 under
+300 ms; memory growth under 10 % from minute 5 to the end (from a third of the run when it is
+shorter than 15 minutes); no growth of open files or database connections. Open files are judged
+net of database connections and of established connections the service accepted (its clients'
+keep-alive pools and WebSockets, in the clients' own files): pools that fill are not a leak of the
+service they lead to.
 
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres .venv/bin/python -m bench.soak [--minutes 30]
 """
@@ -46,7 +50,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from urllib.parse import urlsplit
+from typing import Any, Callable
 
 import aiohttp
 
@@ -193,26 +197,53 @@ def stop_stack(stack: Stack) -> None:
 
 # ---------------------------------------------------------------- what each service holds
 
-def database_ports(database_url: str | None, data_dir: Path) -> set[int]:
-    """The database server's ports: DATABASE_URL's, else those the embedded server listens on."""
-    import psutil
+def embedded_url(data_dir: Path) -> str:
+    """The embedded server's database, over its unix socket (DATA_DIR/postgres), as services reach it."""
+    from gateway.embedded_database import EMBEDDED_DATABASE
 
-    if database_url:
-        return {urlsplit(database_url).port or 5432}
-    ports = set()
-    for process in psutil.process_iter(["name", "cmdline"]):
+    socket_dir = data_dir / "postgres"
+    lines = (socket_dir / "postmaster.pid").read_text().splitlines()
+    port = lines[3] if len(lines) > 3 and lines[3].strip() else "5432"
+    return f"postgresql://postgres@/{EMBEDDED_DATABASE}?host={socket_dir}&port={port}"
+
+
+class DatabaseConnections:
+    """Each service's connections to the soak's database as the server counts them: its backends
+    in pg_stat_activity by application_name, which every service's pool sets to its id. (The
+    embedded server is reached over a unix socket, DATABASE_URL over TCP: the server sees both.)
+    One connection of its own, named bench-soak and left out. Blocking: call `count` in a thread."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.connection: Any = None
+
+    def count(self) -> dict[str, int]:
+        import psycopg2
+
         try:
-            if (process.info["name"] or "").startswith("postgres") and str(data_dir) in " ".join(
-                    process.info["cmdline"] or []):
-                ports |= {c.laddr.port for c in process.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
-        except psutil.Error:
-            continue
-    return ports
+            if self.connection is None or self.connection.closed:
+                self.connection = psycopg2.connect(self.url, application_name="bench-soak")
+                self.connection.autocommit = True  # a fresh snapshot of pg_stat_activity each time
+            with self.connection.cursor() as cursor:
+                cursor.execute("SELECT application_name, count(*) FROM pg_stat_activity "
+                               "WHERE datname = current_database() AND pid <> pg_backend_pid() GROUP BY 1")
+                return {name: int(count) for name, count in cursor.fetchall()}
+        except psycopg2.Error as error:
+            print(f"soak: pg_stat_activity not read: {error}".strip(), flush=True)
+            self.close()
+            return {}
+
+    def close(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
 
 
-def sample_service(pid: int, pg_ports: set[int]) -> tuple[float, int, int]:
-    """RSS (MB), open files and database connections of the service's process tree, the database
-    server left out (the embedded one is a child of whichever service started it)."""
+def sample_service(pid: int, port: int) -> tuple[float, int, int]:
+    """RSS (MB) and open files of the service's process tree, the database server left out (the
+    embedded one is a child of whichever service started it), and how many of those files are
+    connections its clients keep open to its `port` (established: their keep-alive pools, the
+    devices' WebSockets)."""
     import psutil
 
     try:
@@ -220,17 +251,18 @@ def sample_service(pid: int, pg_ports: set[int]) -> tuple[float, int, int]:
         tree = [root, *root.children(recursive=True)]
     except psutil.Error:
         return 0.0, 0, 0
-    rss = files = connections = 0
+    rss = files = accepted = 0
     for process in tree:
         try:
             if process.name().startswith(("postgres", "pg_ctl")):
                 continue
             rss += process.memory_info().rss
             files += process.num_fds()
-            connections += sum(1 for c in process.net_connections("tcp") if c.raddr and c.raddr.port in pg_ports)
+            accepted += sum(1 for c in process.net_connections("tcp")
+                            if c.status == psutil.CONN_ESTABLISHED and c.laddr.port == port)
         except psutil.Error:
             continue
-    return rss / 2 ** 20, files, connections
+    return rss / 2 ** 20, files, accepted
 
 
 # ---------------------------------------------------------------- the load
@@ -537,14 +569,18 @@ class VoiceDevice:
 
 # ---------------------------------------------------------------- the run
 
-async def sample_loop(stack: Stack, pg_ports: set[int], interval: float, stop: asyncio.Event, started: float,
-                      samples: list[dict]) -> None:
+async def sample_loop(stack: Stack, database: DatabaseConnections, interval: float, stop: asyncio.Event,
+                      started: float, samples: list[dict]) -> None:
     while True:
         pids = {row["id"]: row["pid"] for row in await asyncio.to_thread(stack.services) if row["pid"]}
-        values = {service: await asyncio.to_thread(sample_service, pid, pg_ports) for service, pid in pids.items()}
+        connections = await asyncio.to_thread(database.count)
+        values = {}  # service: (MB, open files, database connections, accepted connections)
+        for service, pid in pids.items():
+            rss, files, accepted = await asyncio.to_thread(sample_service, pid, stack.ports.get(service, 0))
+            values[service] = (rss, files, connections.get(service, 0), accepted)
         samples.append({"minute": (time.monotonic() - started) / 60, "services": values})
         line = "  ".join(f"{service} {rss:.0f}M/{files}f/{connections}c"
-                         for service, (rss, files, connections) in values.items())
+                         for service, (rss, files, connections, _) in values.items())
         print(f"[{(time.monotonic() - started) / 60:5.1f} min] {line}", flush=True)
         if stop.is_set():
             return
@@ -554,7 +590,8 @@ async def sample_loop(stack: Stack, pg_ports: set[int], interval: float, stop: a
             pass
 
 
-async def soak(stack: Stack, args: argparse.Namespace, pg_ports: set[int]) -> tuple[Recorder, list[dict], dict, Load]:
+async def soak(stack: Stack, args: argparse.Namespace,
+               database: DatabaseConnections) -> tuple[Recorder, list[dict], dict, Load]:
     recorder = Recorder()
     duration = args.minutes * 60
     user_ids = [f"soak_user_{number}" for number in range(args.users)]
@@ -568,7 +605,7 @@ async def soak(stack: Stack, args: argparse.Namespace, pg_ports: set[int]) -> tu
     async with aiohttp.ClientSession(connector=connector) as http:
         load = Load(stack.gateway, people, http, recorder)
         started = time.monotonic()
-        sampler = asyncio.ensure_future(sample_loop(stack, pg_ports, args.sample, stop, started, samples))
+        sampler = asyncio.ensure_future(sample_loop(stack, database, args.sample, stop, started, samples))
         await load.make_rule()
         devices = [Device(person, session, load) for person in people for session in person.sessions][:args.clients]
         voice = VoiceDevice(load, people[-1])
@@ -626,11 +663,12 @@ def report(recorder: Recorder, samples: list[dict], schedules: dict, load: Load,
         if nearest not in shown:
             shown.append(nearest)
     for sample in [*shown, samples[-1]] if samples else []:
-        cells = [f"{rss:.0f} MB, {files} f, {connections} c" for rss, files, connections in
-                 (sample["services"].get(service, (0, 0, 0)) for service in services)]
+        cells = [f"{rss:.0f} MB, {files} f, {connections} c" for rss, files, connections, _ in
+                 (sample["services"].get(service, (0, 0, 0, 0)) for service in services)]
         label = f"{sample['minute']:.1f}" + (" (load stopped)" if sample is samples[-1] else "")
         print(f"| {label} | " + " | ".join(cells) + " |")
-    print("(MB resident; f open files; c database connections; each service's processes, the database server left out)")
+    print("(MB resident; f open files; c database connections, pg_stat_activity by application_name; "
+          "each service's processes, the database server left out)")
 
     # Targets, over the samples taken under load (the last one is taken once it stopped).
     warm = min(5.0, args.minutes / 3)
@@ -644,22 +682,28 @@ def report(recorder: Recorder, samples: list[dict], schedules: dict, load: Load,
     window = max(1, len(after) // 5)
     head, tail = after[:window], after[-window:]
 
-    def grew(service: str, index: int) -> bool:
+    def grew(service: str, value: Callable[[tuple], int]) -> bool:
         """A leak climbs: the last fifth's median above the peak of the first fifth after the
-        warm-up by more than 10 % and more than 2. A pool opening a few more connections as two
-        requests meet (up to its `pool_max`), and the files of those sockets, is not growth."""
-        before = max(sample["services"].get(service, (0, 0, 0))[index] for sample in head)
-        now = statistics.median(sample["services"].get(service, (0, 0, 0))[index] for sample in tail)
+        warm-up by more than 10 % and more than 2."""
+        before = max(value(sample["services"].get(service, (0, 0, 0, 0))) for sample in head)
+        now = statistics.median(value(sample["services"].get(service, (0, 0, 0, 0))) for sample in tail)
         return now > before * 1.1 and now > before + 2
 
-    files_grew = [service for service in services if grew(service, 1)]
-    connections_grew = [service for service in services if grew(service, 2)]
+    def own_files(values: tuple) -> int:
+        """Open files but the sockets judged elsewhere: database connections (their own target) and
+        connections accepted from clients (their keep-alive pools: counted in the client's files)."""
+        _, files, connections, accepted = values
+        return int(files - connections - accepted)
+
+    files_grew = [service for service in services if grew(service, own_files)]
+    connections_grew = [service for service in services if grew(service, lambda values: int(values[2]))]
     met = [
         ("no error", errors == 0, f"{errors} errors"),
         ("REST p95 under 300 ms", rest_p95 < 300, f"{rest_p95:.1f} ms"),
         (f"memory growth under 10 % from minute {warm:.1f} to the end", all(g < 0.10 for g in growth.values()),
          ", ".join(f"{service} {g * 100:+.1f} %" for service, g in growth.items())),
-        ("no growth of open files", not files_grew, ", ".join(files_grew) or "none grew"),
+        ("no growth of open files (net of database and accepted connections)", not files_grew,
+         ", ".join(files_grew) or "none grew"),
         ("no growth of database connections", not connections_grew, ", ".join(connections_grew) or "none grew"),
         ("every reminder due fired, the rule ran each minute",
          schedules["reminders fired"] == schedules["reminders due"]
@@ -697,10 +741,13 @@ def main() -> None:
     try:
         print("soak: starting the console and its eight services…", flush=True)
         stack = start_stack(directory, database_url)
-        pg_ports = database_ports(database_url, directory / "data")
+        database = DatabaseConnections(database_url or embedded_url(directory / "data"))
         import uvloop  # the load generator's own CPU is the machine's too: the cheaper loop
 
-        recorder, samples, schedules, load = uvloop.run(soak(stack, args, pg_ports))
+        try:
+            recorder, samples, schedules, load = uvloop.run(soak(stack, args, database))
+        finally:
+            database.close()  # before the scratch database is dropped
         met = report(recorder, samples, schedules, load, args)
     finally:
         if stack is not None:

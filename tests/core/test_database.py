@@ -296,3 +296,20 @@ async def test_an_embedded_server_killed_is_started_again_by_the_service_using_i
         await loop.run_in_executor(None, restart_embedded, server)  # a failed test may leave it dead
         await loop.run_in_executor(None, server.cleanup)
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+async def test_a_pools_connections_carry_the_service_name_unless_the_url_names_one(database_url):
+    """pg_stat_activity tells the services apart (an operator's view; the soak counts each one's
+    connections there); an application_name the URL sets itself still wins."""
+    separator = "&" if "?" in database_url else "?"
+    for url, expected in [(database_url, "iot-debug-service"),
+                          (f"{database_url}{separator}application_name=operator-chose", "operator-chose")]:
+        pool = await create_pool(url, minsize=2, application_name="iot-debug-service")
+        try:
+            names = await fetch_all(pool, "SELECT application_name FROM pg_stat_activity "
+                                          "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            assert [row["application_name"] for row in names] == [expected]  # the other pooled one
+            assert await fetch_value(pool, "SHOW application_name") == expected
+        finally:
+            pool.close()
+            await pool.wait_closed()

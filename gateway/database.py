@@ -65,7 +65,7 @@ def redact(url: str) -> str:
 
 
 async def resolve_database_url(config: Config) -> tuple[str, Any]:
-    url = config.get("database.url")
+    url = config.settings.database.url
     if url:
         return url, None
     loop = asyncio.get_running_loop()

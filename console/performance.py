@@ -39,7 +39,8 @@ class PerformanceSettings:
     @classmethod
     def from_config(cls, config: Config) -> "PerformanceSettings":
         console = config.settings.console
-        return cls(interval=max(console.performance_interval, 0.1), history=max(console.performance_history, 1))
+        return cls(interval=max(console.performance_interval, 0.1),
+                   history=max(console.performance_history, 1))
 
 
 def percentile(values: list[float], fraction: float) -> float:

@@ -233,8 +233,9 @@ def create_embedder(config: Config, *, resolver: Any = None) -> Embedder:
     if base_url:
         return OpenAIEmbedder(
             base_url, settings.model, api_key=settings.api_key, dimension=settings.dimension,
-            batch_size=settings.batch_size, timeout=settings.timeout, policy=embeddings_policy(config, base_url),
-            resolver=resolver, query_prefix=settings.query_prefix, passage_prefix=settings.passage_prefix)
+            batch_size=settings.batch_size, timeout=settings.timeout,
+            policy=embeddings_policy(config, base_url), resolver=resolver,
+            query_prefix=settings.query_prefix, passage_prefix=settings.passage_prefix)
     if settings.threads and "OMP_NUM_THREADS" not in os.environ:
         os.environ["OMP_NUM_THREADS"] = str(settings.threads)
     return LocalE5Embedder(batch_size=settings.batch_size, threads=settings.threads)

@@ -41,7 +41,8 @@ class FetchPolicy:
     remedy: str = "[fetch] allow_private = true or by listing it in [fetch] allow_hosts"
 
     @classmethod
-    def from_config(cls, config: Config, *, purpose: str = "", also_allow: Iterable[str] = ()) -> "FetchPolicy":
+    def from_config(cls, config: Config, *, purpose: str = "",
+                    also_allow: Iterable[str] = ()) -> "FetchPolicy":
         """The `[fetch]` policy. With a `purpose` (`model`), the entries of `[fetch] <purpose>_hosts`
         are allowed too, for that purpose only; `also_allow` adds entries the caller derived from
         the operator's own configuration (the endpoint of `OPENAI_BASE_URL`)."""
@@ -50,7 +51,8 @@ class FetchPolicy:
         remedy = cls.remedy
         if purpose:
             entries += settings.hosts_for(purpose)
-            remedy = f"[fetch] allow_private = true or by listing it in [fetch] {purpose}_hosts or allow_hosts"
+            remedy = (f"[fetch] allow_private = true or by listing it in [fetch] {purpose}_hosts "
+                      f"or allow_hosts")
         return cls.build(settings.allow_private, [*entries, *also_allow], remedy=remedy)
 
     @classmethod

@@ -21,7 +21,8 @@ def vectors_directory(config: Config, service_id: str) -> Path:
 def create_local_engine(config: Config, service_id: str) -> Engine:
     settings = config.settings.vectors
     if settings.qdrant_url:
-        return QdrantClientEngine(url=settings.qdrant_url, api_key=settings.qdrant_api_key, timeout=settings.timeout)
+        return QdrantClientEngine(url=settings.qdrant_url, api_key=settings.qdrant_api_key,
+                                  timeout=settings.timeout)
     directory = vectors_directory(config, service_id)
     if settings.engine == "edge":
         return EdgeEngine(directory)

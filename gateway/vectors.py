@@ -277,7 +277,8 @@ async def open_vector_index(config: Config, service_id: str, embedder: Embedder)
         raise ValueError(f"[vectors] fusion: {settings.fusion!r} is not one of {', '.join(FUSIONS)}")
     if settings.idf_scope not in ("search", "collection"):
         raise ValueError(f"[vectors] idf_scope: {settings.idf_scope!r} is not one of search, collection")
-    encoder = LexicalEncoder(Tokenizer(settings.chinese_tokens),  # type: ignore[arg-type]  # Tokenizer checks it
+    chinese = settings.chinese_tokens
+    encoder = LexicalEncoder(Tokenizer(chinese),  # type: ignore[arg-type]  # Tokenizer checks it
                              k1=settings.bm25_k1, b=settings.bm25_b, avg_len=settings.bm25_avg_len)
     engine = await asyncio.get_running_loop().run_in_executor(None, create_engine, config, service_id)
     index = VectorIndex(engine, embedder, encoder, fusion=settings.fusion, rrf_k=settings.rrf_k,

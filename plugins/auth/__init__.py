@@ -43,7 +43,8 @@ class TokensPlugin(Plugin):
         settings = registrar.config.settings.auth
         try:
             tokens = JwtTokens(secret=settings.jwt_secret, access_lifetime=settings.access_token_lifetime,
-                               refresh_lifetime=settings.refresh_token_lifetime, service_token=settings.service_token)
+                               refresh_lifetime=settings.refresh_token_lifetime,
+                               service_token=settings.service_token)
         except ValueError as error:
             raise PluginError(f"auth_tokens: {error}") from None
         standings = Standings(registrar.context)

@@ -68,7 +68,8 @@ def test_unknown_keys_are_no_error():
 
 
 def test_the_view_is_rebuilt_when_a_plugin_adds_values(tmp_path):
-    config = Config.load(overrides={"core.data_dir": str(tmp_path)}, environ={"OPENAI_BASE_URL": "http://m/v1"})
+    config = Config.load(overrides={"core.data_dir": str(tmp_path)},
+                         environ={"OPENAI_BASE_URL": "http://m/v1"})
     assert config.settings.models.openai_base_url == ""
     config.adopt({"OPENAI_BASE_URL": ("models.openai_base_url", str)}, {})
     assert config.settings.models.openai_base_url == "http://m/v1"

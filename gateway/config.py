@@ -176,9 +176,6 @@ class Config:
         section, _, key = dotted.partition(".")
         return self._values.get(section, {}).get(key, default)
 
-    def section(self, name: str) -> dict:
-        return copy.deepcopy(self._values.get(name, {}))
-
     def plugin_section(self, name: str) -> Any:
         """The raw `[plugins.<name>]` table (a copy), which the plugin's settings class checks
         (gateway/plugins.py); {} when absent."""

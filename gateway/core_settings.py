@@ -125,8 +125,8 @@ class PeersSection:
 
     def url_of(self, peer: str) -> str:
         """`<peer>_url` (e.g. "ai_core"), no trailing slash; "" for a peer with no such key."""
-        value = getattr(self, f"{peer}_url", "") if f"{peer}_url" in _names(PeersSection) else ""
-        return str(value).rstrip("/")
+        key = f"{peer}_url"
+        return str(getattr(self, key)).rstrip("/") if key in _names(PeersSection) else ""
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from .logstore import LogStore
 from .pages import setup_pages
 from .peers import Peers
 from .performance import PerformanceMonitor, PerformanceSettings
-from .proxy import DEFAULT_MAX_BODY, add_proxy_routes
+from .proxy import add_proxy_routes
 from .push import PushHub, SttLog
 from .push_schemas import PUSH_PATH, push_channel
 from .schemas import ConsoleHealth, LogCleared, LogPage, PushQuery, ServiceStatus, ServiceStatuses
@@ -43,7 +43,6 @@ from .typedefs import CREDENTIAL, LOGS, PEERS, PERFORMANCE, PROXY_MAX_BODY, PUSH
 log = logging.getLogger("console.app")
 
 CONSOLE_NAME = "console"
-DEFAULT_PORT = 9090
 RECENT_LINES = 100
 
 routes = web.RouteTableDef()
@@ -217,12 +216,12 @@ def console_credential(config: Config, host: str) -> str:
     one is set, whatever the address, so that other local users' processes cannot drive a
     loopback console either (docs/console.md, "Access"); without one, none on loopback and the
     administrator password elsewhere."""
-    token = os.environ.get("CONSOLE_TOKEN") or config.get("console.token")
+    token = os.environ.get("CONSOLE_TOKEN") or config.settings.console.token
     if token:
         return str(token)
     if is_loopback(host):
         return ""
-    credential: str = config.get("auth.admin_password")
+    credential = config.settings.auth.admin_password
     if not credential:
         raise ConfigError(f"the console is bound to {host}, which is not a loopback address: set "
                           f"CONSOLE_TOKEN (or ADMIN_PASSWORD) so that it can require a credential")
@@ -300,19 +299,18 @@ async def same_site_only(request: web.Request, handler: Handler) -> web.StreamRe
 
 def create_console_app(config: Config, *, host: str | None = None,
                        specs: list[ServiceSpec] | None = None) -> web.Application:
-    host = host or config.get("console.host") or "127.0.0.1"
+    host = host or config.settings.console.host
     specs = load_services(data_dir=config.data_dir) if specs is None else specs
     push = PushHub()
-    section = config.section("console")
-    logs = LogStore(config.data_dir / "logs", int(section.get("log_max_bytes") or 5 * 1024 * 1024),
-                    int(section.get("log_backups", 3)))
+    console = config.settings.console
+    logs = LogStore(config.data_dir / "logs", console.log_max_bytes, console.log_backups)
     stt_log = SttLog(push)
     supervisor = Supervisor(specs, config.data_dir, logs, push, SupervisorSettings.from_config(config),
                             line_listener=stt_log.read_service_line,
                             peer_urls={spec.id: service_url(config, spec) for spec in specs})
 
     app = web.Application(middlewares=[error_middleware, same_site_only,
-                                       credential_middleware(config.get("auth.admin_username") or "admin")])
+                                       credential_middleware(config.settings.auth.admin_username)])
     app[SUPERVISOR] = supervisor
     app[PUSH] = push
     app[LOGS] = logs
@@ -326,7 +324,7 @@ def create_console_app(config: Config, *, host: str | None = None,
     app[PERFORMANCE] = monitor
     app[DATABASE] = DatabasePanel(config, peers)
     app[dashboard.SOURCES] = dashboard.Shared(dashboard.SOURCE_TTL)
-    app[PROXY_MAX_BODY] = int(section.get("proxy_max_body_bytes") or DEFAULT_MAX_BODY)
+    app[PROXY_MAX_BODY] = console.proxy_max_body_bytes
     app.router.add_routes(routes)
     app.router.add_routes(dashboard.routes)
     app.router.add_routes(database.routes)
@@ -364,12 +362,12 @@ def create_console_app(config: Config, *, host: str | None = None,
 
 
 def resolve_port(config: Config, port: int | None) -> int:
-    return int(port or config.get("console.port") or DEFAULT_PORT)
+    return port or config.settings.console.port
 
 
 def run_console(config: Config, host: str | None = None, port: int | None = None) -> None:
     """Serve in the foreground until SIGTERM/SIGINT; stopping the console stops its services."""
-    host = host or config.get("console.host") or "127.0.0.1"
+    host = host or config.settings.console.host
     port = resolve_port(config, port)
     app = create_console_app(config, host=host)
     web.run_app(app, host=host, port=port, access_log=None, shutdown_timeout=5,

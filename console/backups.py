@@ -39,17 +39,17 @@ class BackupSettings:
     """`[backup]`: where archives go, how often a scheduled one is taken, how many are kept."""
 
     def __init__(self, config: Config):
-        section = config.section("backup")
+        settings = config.settings.backup
         try:
-            self.every = parse_interval(section.get("every", ""))
+            self.every = parse_interval(settings.every)
         except BackupError as error:
             raise ConfigError(str(error)) from None
-        self.keep = int(section.get("keep", 7))
+        self.keep = settings.keep
         if self.keep < 0:
             raise ConfigError(f"[backup] keep = {self.keep} must be 0 (keep all) or more")
-        directory = section.get("directory") or ""
-        self.directory = Path(directory).expanduser().resolve() if directory else config.data_dir / "backups"
-        self.passphrase_file = str(section.get("passphrase_file") or "")
+        self.directory = (Path(settings.directory).expanduser().resolve() if settings.directory
+                          else config.data_dir / "backups")
+        self.passphrase_file = settings.passphrase_file
 
 
 class Backups:

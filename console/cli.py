@@ -162,9 +162,8 @@ def logs(service_id: str, lines: int, offset: int) -> None:
     if service_id not in {spec.id for spec in load_specs()}:
         raise click.ClickException(f"unknown service {service_id!r}; known: "
                                    + ", ".join(spec.id for spec in load_specs()))
-    section = config.section("console")
-    store = LogStore(config.data_dir / "logs", int(section.get("log_max_bytes") or 5 * 1024 * 1024),
-                     int(section.get("log_backups", 3)))
+    console = config.settings.console
+    store = LogStore(config.data_dir / "logs", console.log_max_bytes, console.log_backups)
     for line in store.get(service_id).tail_blocking(lines, offset).lines:
         click.echo(line)
 

@@ -9,18 +9,19 @@ import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
 from gateway.config import Config, conf_dir
+from gateway.core_settings import CoreSettings
 
-# What the database panel and `db:status` check, in this order: name, the configuration key of
-# its URL, the environment variable named as the address's source, the usual local port.
-SERVERS = (
-    ("PostgreSQL", "database.url", "DATABASE_URL", 5432),
-    ("Redis", "bus.redis_url", "REDIS_URL", 6379),
-    ("Qdrant", "vectors.qdrant_url", "QDRANT_URL", 6333),
-    ("MinIO", "blobs.s3_endpoint", "S3_ENDPOINT", 9000),
+# What the database panel and `db:status` check, in this order: name, the setting of its URL,
+# the environment variable named as the address's source, the usual local port.
+SERVERS: tuple[tuple[str, Callable[[CoreSettings], str] | None, str, int], ...] = (
+    ("PostgreSQL", lambda settings: settings.database.url, "DATABASE_URL", 5432),
+    ("Redis", lambda settings: settings.bus.redis_url, "REDIS_URL", 6379),
+    ("Qdrant", lambda settings: settings.vectors.qdrant_url, "QDRANT_URL", 6333),
+    ("MinIO", lambda settings: settings.blobs.s3_endpoint, "S3_ENDPOINT", 9000),
     ("NATS", None, "NATS_URL", 4222),  # nothing here uses NATS yet: only the environment names it
 )
 
@@ -52,8 +53,8 @@ def server_addresses(config: Config, environ: Mapping[str, str] | None = None) -
     usual local port (`source` says which)."""
     environ = os.environ if environ is None else environ
     found = []
-    for name, key, variable, default_port in SERVERS:
-        url = config.get(key) if key else environ.get(variable)
+    for name, setting, variable, default_port in SERVERS:
+        url = setting(config.settings) if setting else environ.get(variable)
         host, port, source = "127.0.0.1", default_port, "default"
         if url:
             parts = urlsplit(url if "//" in url else f"//{url}")

@@ -78,7 +78,7 @@ class DatabasePanel:
 
     async def online(self, ports: list[dict] | None = None, embedded: dict | None = None) -> dict[str, Any]:
         """Whether the PostgreSQL the services use answers: DATABASE_URL's, else the embedded one."""
-        url = self.config.get("database.url")
+        url = self.config.settings.database.url
         if url:
             entry = next(e for e in (ports or await self.ports()) if e["name"] == "PostgreSQL")
             return {"online": entry["open"], "source": "DATABASE_URL", "host": entry["host"], "port": entry["port"]}

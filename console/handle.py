@@ -31,7 +31,7 @@ class ConsoleHandle:
         self.state_file = self.directory / "console.json"
         self.log_file = self.directory / "console.log"
         recorded = self.recorded() if self.pid() else {}  # a stale record says nothing
-        self.host = recorded.get("host") or config.get("console.host") or "127.0.0.1"
+        self.host = recorded.get("host") or config.settings.console.host
         self.port = port or recorded.get("port") or resolve_port(config, None)
 
     def recorded(self) -> dict:

@@ -90,9 +90,9 @@ class Peers:
         self._urls = {spec.id: service_url(config, spec) for spec in specs}
         self._clients = {spec.id: ServiceClient(self, spec) for spec in specs}
         self._bare_clients = {spec.id: ServiceClient(self, spec, credential=False) for spec in specs}
-        self._service_token = str(config.get("auth.service_token") or "")
-        self._admin_username = str(config.get("auth.admin_username") or "admin")
-        self._admin_password = str(config.get("auth.admin_password") or "")
+        self._service_token = config.settings.auth.service_token
+        self._admin_username = config.settings.auth.admin_username
+        self._admin_password = config.settings.auth.admin_password
         self._admin_token: str | None = None
         self._refresh_token: str | None = None
         self._admin_expires = 0.0

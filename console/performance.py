@@ -38,10 +38,9 @@ class PerformanceSettings:
 
     @classmethod
     def from_config(cls, config: Config) -> "PerformanceSettings":
-        section = config.section("console")
-        interval = float(section.get("performance_interval") or DEFAULT_INTERVAL)
-        history = int(section.get("performance_history") or DEFAULT_HISTORY)
-        return cls(interval=max(interval, 0.1), history=max(history, 1))
+        console = config.settings.console
+        return cls(interval=max(console.performance_interval, 0.1),
+                   history=max(console.performance_history, 1))
 
 
 def percentile(values: list[float], fraction: float) -> float:

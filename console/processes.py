@@ -61,10 +61,11 @@ class SupervisorSettings:
 
     @classmethod
     def from_config(cls, config: Config) -> "SupervisorSettings":
-        section = config.section("console")
-        defaults = cls()
-        return cls(**{name: type(getattr(defaults, name))(section[name])
-                      for name in defaults.__dataclass_fields__ if name in section})
+        console = config.settings.console
+        return cls(health_timeout=console.health_timeout, stop_timeout=console.stop_timeout,
+                   build_timeout=console.build_timeout, restart_on_exit=console.restart_on_exit,
+                   restart_backoff_initial=console.restart_backoff_initial,
+                   restart_backoff_max=console.restart_backoff_max)
 
 
 @dataclass

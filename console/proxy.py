@@ -25,7 +25,6 @@ from gateway.peers import PeerTimeout
 from .peers import GATEWAY, PeerError, Peers
 from .typedefs import PEERS, PROXY_MAX_BODY
 
-DEFAULT_MAX_BODY = 64 * 1024 * 1024
 HEALTH_TIMEOUT = PeerTimeout(connect=None, total=5.0)
 CHUNK = 64 * 1024
 # Request headers a proxied call carries; the caller's credential (for the console) never does.

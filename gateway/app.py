@@ -59,7 +59,7 @@ def create_app(service_id: str, config: Config | None = None, *, plugins: list[P
     """Build the service `service_id`. `plugins`, when given, replaces discovery (tests register
     plugins inline this way); they are still checked and ordered by their dependencies."""
     config = config or Config.load()
-    idle.configure(float(config.get("core.model_idle_seconds", idle.DEFAULT_IDLE_SECONDS)))
+    idle.configure(config.settings.core.model_idle_seconds)
     if spec is None:
         spec = (get_service(service_id, data_dir=config.data_dir) if plugins is None
                 else ServiceSpec(id=service_id, name=service_id, port=0))
@@ -113,7 +113,7 @@ def _set_up_plugins(ordered: list[Plugin], registry: Registry, context: Context)
 def _application(context: Context, registry: Registry, config: Config) -> web.Application:
     """The aiohttp application with the plugins' middlewares and app state, and the context."""
     app = web.Application(middlewares=[error_middleware, *registry.middlewares],
-                          client_max_size=int(config.get("core.max_body_bytes") or 8 * 1024 * 1024))
+                          client_max_size=config.settings.core.max_body_bytes)
     app[CONTEXT] = context
     app[REGISTRY] = registry
     app[SERVICE_ID] = context.service_id

@@ -111,7 +111,7 @@ async def create_backup(config: Config, target: Path, passphrase: str | None = N
             manifest = {
                 "format": FORMAT, "format_version": FORMAT_VERSION, "app_version": __version__,
                 "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                "database": {"source": "url" if config.get("database.url") else "embedded",
+                "database": {"source": "url" if config.settings.database.url else "embedded",
                              "tool": await _tool_version("pg_dump")},
                 "migrations": levels,
                 "blobs": {"storage": store.kind, "count": blobs, "bytes": blob_bytes, "vanished": vanished},

@@ -293,10 +293,8 @@ class S3BlobStore(BlobStore):
 
 
 async def create_blob_store(config: Config) -> BlobStore:
-    endpoint = config.get("blobs.s3_endpoint")
-    if not endpoint:
+    settings = config.settings.blobs
+    if not settings.s3_endpoint:
         return LocalBlobStore(config.data_dir / "blobs")
-    return await S3BlobStore.connect(endpoint, config.get("blobs.s3_bucket") or "assistant",
-                                     config.get("blobs.s3_access_key") or "",
-                                     config.get("blobs.s3_secret_key") or "",
-                                     config.get("blobs.s3_region") or "us-east-1")
+    return await S3BlobStore.connect(settings.s3_endpoint, settings.s3_bucket, settings.s3_access_key,
+                                     settings.s3_secret_key, settings.s3_region)

@@ -8,11 +8,10 @@ from .redis_bus import RedisBus
 
 
 async def create_bus(config: Config) -> Bus:
-    url = config.get("bus.redis_url")
-    prefix = config.get("bus.prefix") or "assistant:"
-    if not url:
-        return InProcessBus(prefix)
-    bus = RedisBus(url, prefix, int(config.get("bus.max_connections") or 256))
+    settings = config.settings.bus
+    if not settings.redis_url:
+        return InProcessBus(settings.prefix)
+    bus = RedisBus(settings.redis_url, settings.prefix, settings.max_connections)
     try:
         await bus.ping()
     except Exception as error:

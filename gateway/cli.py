@@ -86,8 +86,8 @@ def serve(context: click.Context, service_id: str, host: str | None, port: int |
             return
         spec = get_service(service_id)
         config = Config.load()
-        count = worker_count(spec, workers,
-                             bus_at_hand=bool(config.get("bus.redis_url")) or redis_server_binary() is not None)
+        bus_at_hand = bool(config.settings.bus.redis_url) or redis_server_binary() is not None
+        count = worker_count(spec, workers, bus_at_hand=bus_at_hand)
         if count == 1:
             run(service_id, host, port, config, reuse_port=reuse_port, ready_file=ready_file)
         else:

@@ -1,12 +1,14 @@
 """Configuration: `conf/default.toml`, then a file named by GATEWAY_CONFIG, then the
 environment, then explicit overrides (tests). Later sources win.
 
-Values are kept as a nested dict of sections; plugins read their own section through
-`Config.section(name)` so the core needs to know no feature's settings.
+Values are kept as a nested dict of sections. The core's own are read through the typed view
+`Config.settings` (gateway/core_settings.py); a plugin's `[plugins.<name>]` reaches it as its
+own settings class (gateway/plugins.py), so the core needs to know no feature's settings.
 """
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import secrets
@@ -14,6 +16,8 @@ import sys
 import tomllib
 from pathlib import Path
 from typing import Any, Callable, Mapping
+
+from .core_settings import CoreSettings
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -108,6 +112,12 @@ def _read_toml(path: Path) -> dict:
         raise ConfigError(f"{path} is not valid TOML: {error}") from None
 
 
+@functools.cache
+def _defaults(directory: Path) -> dict:
+    """default.toml's values, read once per conf directory."""
+    return _read_toml(directory / "default.toml")
+
+
 class Config:
     """Read-only view over the merged configuration."""
 
@@ -117,6 +127,7 @@ class Config:
         self._environ = dict(environ or {})  # a Config built from values alone reads no variable
         self._overridden = overridden  # dotted keys the caller set, which no variable replaces
         self._generate_secrets = generate_secrets
+        self._settings: CoreSettings | None = None  # built on first use, dropped when values change
 
     @classmethod
     def load(cls, overrides: Mapping | None = None, environ: Mapping[str, str] | None = None,
@@ -135,25 +146,44 @@ class Config:
         config = cls(values, environ, overridden, generate_secrets)
         if generate_secrets:
             config._fill_generated_secrets(GENERATED_SECRETS)
+        config.settings  # a value of the wrong type stops the start, naming the key
         return config
 
     def adopt(self, environment: "Environment", generated: Mapping[str, Callable[[], str]]) -> None:
         """A plugin's own variables and generated secrets, read when a service loads it: a
         variable takes precedence over the files, and a setting the caller gave over both."""
         _apply_environment(self._values, environment, self._environ, self._overridden)
+        self._settings = None
         if generated and self._generate_secrets:
             self._fill_generated_secrets(generated)
 
+    @property
+    def settings(self) -> CoreSettings:
+        """The core's settings, typed and checked (gateway/core_settings.py); rebuilt after a
+        plugin's variables or generated secrets change the values."""
+        if self._settings is None:
+            # Over default.toml's values, so that a Config made from a few values has every key.
+            values = _merge(copy.deepcopy(_defaults(conf_dir())), self._values)
+            try:
+                self._settings = CoreSettings.from_values(values)
+            except ValueError as error:
+                raise ConfigError(str(error)) from None
+        return self._settings
+
     def get(self, dotted: str, default: Any = None) -> Any:
+        """One raw value. Outside this module and core_settings.py, read `settings` instead:
+        tests/core/test_core_settings.py keeps dotted reads out of the services' code."""
         section, _, key = dotted.partition(".")
         return self._values.get(section, {}).get(key, default)
 
-    def section(self, name: str) -> dict:
-        return copy.deepcopy(self._values.get(name, {}))
+    def plugin_section(self, name: str) -> Any:
+        """The raw `[plugins.<name>]` table (a copy), which the plugin's settings class checks
+        (gateway/plugins.py); {} when absent."""
+        return copy.deepcopy(self._values.get("plugins", {}).get(name, {}))
 
     @property
     def data_dir(self) -> Path:
-        return Path(self.get("core.data_dir") or "data").expanduser().resolve()
+        return Path(self.settings.core.data_dir).expanduser().resolve()
 
     def _fill_generated_secrets(self, generators: Mapping[str, Callable[[], str]]) -> None:
         missing = [dotted for dotted in generators if not self.get(dotted)]
@@ -162,6 +192,7 @@ class Config:
         stored = load_or_create_secrets(self.data_dir, missing, generators)
         for dotted in missing:
             _set_dotted(self._values, dotted, stored[dotted])
+        self._settings = None
 
 
 def _apply_environment(values: dict, environment: "Environment", environ: Mapping[str, str],

@@ -95,11 +95,11 @@ class Context:
         variable, else its port of the service table (gateway/peers.py)."""
         if peer in self.peer_addresses:
             return self.peer_addresses[peer]
-        return str(self.config.get(f"peers.{peer}_url") or "").rstrip("/")
+        return self.config.settings.peers.url_of(peer)
 
     def peer_headers(self) -> dict[str, str]:
         """The credential this service presents to its peers (`SERVICE_TOKEN`)."""
-        return {"Authorization": f"Bearer {self.config.get('auth.service_token') or ''}"}
+        return {"Authorization": f"Bearer {self.config.settings.auth.service_token}"}
 
 
 CONTEXT = web.AppKey("context", Context)

@@ -58,7 +58,7 @@ def core_resources(context: Context, registry: Registry, needs: CoreNeeds) -> Cl
     async def core_ctx(app: web.Application) -> AsyncIterator[None]:
         # Streams to peers (a chat turn holds one for its whole reply) must not queue behind
         # aiohttp's default cap of 100 pooled connections; the cap is a setting (0: none).
-        connector = aiohttp.TCPConnector(limit=int(config.get("core.http_connection_limit") or 0))
+        connector = aiohttp.TCPConnector(limit=config.settings.core.http_connection_limit)
         context.http = aiohttp.ClientSession(connector=connector,
                                              timeout=aiohttp.ClientTimeout(total=None, connect=10))
         context.bus = await create_bus(config)
@@ -68,7 +68,7 @@ def core_resources(context: Context, registry: Registry, needs: CoreNeeds) -> Cl
                 url, watchdog = await _resolve_database(context)
                 await _open_database(context, registry, url)
             await _open_stores(context, needs)
-            context.scheduler = aiojobs.Scheduler(close_timeout=float(config.get("core.shutdown_timeout") or 10))
+            context.scheduler = aiojobs.Scheduler(close_timeout=config.settings.core.shutdown_timeout)
             await context.hub.start()
             yield
         finally:
@@ -101,8 +101,7 @@ async def _resolve_database(context: Context) -> tuple[str, asyncio.Task[None] |
 async def _open_database(context: Context, registry: Registry, url: str) -> None:
     """The pool, then every plugin's pending migrations."""
     config = context.config
-    context.db = await create_pool(url, int(config.get("database.pool_min") or 1),
-                                   int(config.get("database.pool_max") or 10),
+    context.db = await create_pool(url, config.settings.database.pool_min, config.settings.database.pool_max,
                                    application_name=context.service_id)
     plans = [(m.plugin, migration_files(m.package, m.directory)) for m in registry.migrations]
     await apply_migrations(context.db, plans)

@@ -73,7 +73,7 @@ def named_in(url: str) -> bool:
 
 
 async def resolve_database_url(config: Config) -> tuple[str, Any]:
-    url = config.get("database.url")
+    url = config.settings.database.url
     if url:
         return url, None
     loop = asyncio.get_running_loop()

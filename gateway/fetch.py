@@ -244,12 +244,9 @@ class GuardedFetcher:
                     **overrides: Unpack[FetcherOptions]) -> "GuardedFetcher":
         """Limits from the `[fetch]` section (timeout, max_bytes, max_redirects); the policy from
         it too (allow_private, allow_hosts) unless a purpose's own `policy` is given."""
-        settings = config.section("fetch")
-        options: dict[str, Any] = {
-            "timeout": float(settings.get("timeout") or DEFAULT_TIMEOUT),
-            "max_bytes": int(settings.get("max_bytes") or DEFAULT_MAX_BYTES),
-            "max_redirects": int(settings.get("max_redirects") or DEFAULT_MAX_REDIRECTS),
-        }
+        settings = config.settings.fetch
+        options: dict[str, Any] = {"timeout": settings.timeout, "max_bytes": settings.max_bytes,
+                                   "max_redirects": settings.max_redirects}
         options.update(overrides)
         return cls(policy or FetchPolicy.from_config(config), **options)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 from urllib.parse import urlsplit
 
 from .config import Config
@@ -41,20 +41,19 @@ class FetchPolicy:
     remedy: str = "[fetch] allow_private = true or by listing it in [fetch] allow_hosts"
 
     @classmethod
-    def from_config(cls, config: Config | Mapping[str, Any] | None, *, purpose: str = "",
+    def from_config(cls, config: Config, *, purpose: str = "",
                     also_allow: Iterable[str] = ()) -> "FetchPolicy":
         """The `[fetch]` policy. With a `purpose` (`model`), the entries of `[fetch] <purpose>_hosts`
         are allowed too, for that purpose only; `also_allow` adds entries the caller derived from
         the operator's own configuration (the endpoint of `OPENAI_BASE_URL`)."""
-        # The configuration, or its `[fetch]` section alone.
-        settings = config.section("fetch") if isinstance(config, Config) else dict(config or {})
-        entries = _entries(settings.get("allow_hosts"), "fetch.allow_hosts")
+        settings = config.settings.fetch
+        entries = list(settings.allow_hosts)
         remedy = cls.remedy
         if purpose:
-            key = f"{purpose}_hosts"
-            entries += _entries(settings.get(key), f"fetch.{key}")
-            remedy = f"[fetch] allow_private = true or by listing it in [fetch] {key} or allow_hosts"
-        return cls.build(bool(settings.get("allow_private", False)), [*entries, *also_allow], remedy=remedy)
+            entries += settings.hosts_for(purpose)
+            remedy = (f"[fetch] allow_private = true or by listing it in [fetch] {purpose}_hosts "
+                      f"or allow_hosts")
+        return cls.build(settings.allow_private, [*entries, *also_allow], remedy=remedy)
 
     @classmethod
     def build(cls, allow_private: bool = False, allow_hosts: Iterable[str] = (), *,

@@ -67,7 +67,7 @@ class Introspection(marshmallow.Schema):
 def require_service_credential(request: web.Request) -> None:
     """The service credential (`SERVICE_TOKEN`) and nothing else: every service answers this,
     also one that loads no authentication plugin."""
-    expected = str(request.config_dict[CONTEXT].config.get("auth.service_token") or "")
+    expected = request.config_dict[CONTEXT].config.settings.auth.service_token
     scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
     if not (expected and scheme.lower() == "bearer"
             and hmac.compare_digest(presented.strip().encode(), expected.encode())):

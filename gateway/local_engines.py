@@ -12,23 +12,21 @@ from .vector_store import Engine
 
 def vectors_directory(config: Config, service_id: str) -> Path:
     """`[vectors] path`, else `DATA_DIR/vectors/<service id>`: one directory per service."""
-    configured = str(config.get("vectors.path") or "")
+    configured = config.settings.vectors.path
     return Path(configured).expanduser().resolve() if configured else config.data_dir / "vectors" / service_id
 
 
 
 
 def create_local_engine(config: Config, service_id: str) -> Engine:
-    settings = config.section("vectors")
-    url = str(settings.get("qdrant_url") or "")
-    if url:
-        return QdrantClientEngine(url=url, api_key=str(settings.get("qdrant_api_key") or ""),
-                                  timeout=float(settings.get("timeout") or 10))
-    engine = str(settings.get("engine") or "edge")
+    settings = config.settings.vectors
+    if settings.qdrant_url:
+        return QdrantClientEngine(url=settings.qdrant_url, api_key=settings.qdrant_api_key,
+                                  timeout=settings.timeout)
     directory = vectors_directory(config, service_id)
-    if engine == "edge":
+    if settings.engine == "edge":
         return EdgeEngine(directory)
-    if engine == "qdrant-local":
+    if settings.engine == "qdrant-local":
         return QdrantClientEngine(path=directory)
-    raise ValueError(f"[vectors] engine: {engine!r} is not one of edge, qdrant-local")
+    raise ValueError(f"[vectors] engine: {settings.engine!r} is not one of edge, qdrant-local")
 

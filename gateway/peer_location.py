@@ -31,7 +31,7 @@ def peer_name(service_id: str) -> str | None:
 def service_url(config: Config, spec: "ServiceSpec", host: str = TABLE_HOST) -> str:
     """Where one service of the table answers: its variable's address, else its table port."""
     name = peer_name(spec.id)
-    configured = str(config.get(f"peers.{name}_url") or "") if name else ""
+    configured = config.settings.peers.url_of(name) if name else ""
     return (configured or f"http://{host}:{spec.port}").rstrip("/")
 
 
@@ -49,5 +49,5 @@ def peer_addresses(config: Config, specs: "list[ServiceSpec] | None" = None) -> 
     for name, (table_id, _) in PEER_SERVICES.items():
         spec = by_id.get(table_id)
         addresses[name] = (service_url(config, spec) if spec else  # the variable, else the table
-                           str(config.get(f"peers.{name}_url") or "").rstrip("/"))
+                           config.settings.peers.url_of(name))
     return addresses

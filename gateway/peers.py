@@ -67,8 +67,7 @@ class PeerTimeout:
     @classmethod
     def from_config(cls, config: Config, *, read: float | None = None, total: float | None = None) -> "PeerTimeout":
         """The core's `[peers] connect_timeout` with a feature's own read or total limit."""
-        connect = config.get("peers.connect_timeout", 10.0)
-        return cls(connect=float(connect) if connect else None, read=read, total=total)
+        return cls(connect=config.settings.peers.connect_timeout or None, read=read, total=total)
 
 
 class ErrorOptions(TypedDict, total=False):

@@ -69,7 +69,7 @@ class Plugin:
     distribution: str = ""
 
     def enabled(self, config: Config) -> bool:
-        section = config.get(f"plugins.{self.name}") or {}
+        section = config.plugin_section(self.name)
         return bool(section.get("enabled", True)) if isinstance(section, dict) else True
 
     def setup(self, registrar: "Registrar") -> None:  # pragma: no cover - overridden
@@ -139,7 +139,7 @@ def _settings_schema(settings_class: type[PluginSettings]) -> type[marshmallow.S
 
 def load_settings(plugin: "Plugin", config: Config) -> PluginSettings:
     """The plugin's validated settings, defaults filled in."""
-    raw = (config.section("plugins") or {}).get(plugin.name, {})
+    raw = config.plugin_section(plugin.name)
     if not isinstance(raw, dict):
         raise PluginError(f"[plugins.{plugin.name}] must be a table of settings, not {raw!r}")
     try:

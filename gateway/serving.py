@@ -56,7 +56,7 @@ def new_event_loop(config: Config) -> asyncio.AbstractEventLoop:
     """The loop a service runs on (`core.event_loop`). uvloop's sockets and callbacks are
     written in C: relaying a streamed reply costs about a third less CPU per event than on
     asyncio's own loop, which decides how many chat sessions one instance carries."""
-    choice = str(config.get("core.event_loop") or "uvloop")
+    choice = config.settings.core.event_loop
     if choice not in ("uvloop", "asyncio"):
         raise ConfigError(f"core.event_loop: {choice!r} is not one of uvloop, asyncio")
     if choice == "uvloop":
@@ -156,8 +156,7 @@ def _stop_replaced(app: web.Application, who: str) -> None:
 def listen_host(config: Config, service_id: str, host: str | None = None) -> str:
     """Where a service listens: `--host`, else `[core] listen_hosts.<service id>`, else loopback
     only (a phone on the network reaches the web client once `frontend = "0.0.0.0"` is set)."""
-    configured = config.get("core.listen_hosts") or {}
-    return host or str(configured.get(service_id) or "127.0.0.1")
+    return host or config.settings.core.listen_hosts.get(service_id) or "127.0.0.1"
 
 
 def run(service_id: str, host: str | None = None, port: int | None = None, config: Config | None = None,
@@ -168,7 +167,7 @@ def run(service_id: str, host: str | None = None, port: int | None = None, confi
     process before it stops; `ready_file`: written once the port is served (what the starter of a
     replacement waits for: a health check on a shared port may be answered by the old process)."""
     config = config or Config.load()
-    idle.limit_malloc_arenas(int(config.get("core.malloc_arenas", idle.DEFAULT_MALLOC_ARENAS)))
+    idle.limit_malloc_arenas(config.settings.core.malloc_arenas)
     spec = get_service(service_id, data_dir=config.data_dir)
     loop = new_event_loop(config)
     asyncio.set_event_loop(loop)
@@ -188,7 +187,7 @@ def run(service_id: str, host: str | None = None, port: int | None = None, confi
             ready_file.write_text(f"{os.getpid()} {bound}\n")
 
     main = loop.create_task(serve(
-        app, host, port or spec.port, shutdown_timeout=float(config.get("core.shutdown_timeout") or 10),
+        app, host, port or spec.port, shutdown_timeout=config.settings.core.shutdown_timeout,
         reuse_port=reuse_port or worker_index is not None, on_listening=listening))
     try:
         loop.run_until_complete(main)

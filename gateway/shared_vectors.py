@@ -31,7 +31,7 @@ SOCKET_SETTING = "vectors.shared_socket"
 def hosts_vectors(config: Config) -> bool:
     """Whether the parent of several workers must hold the vector store: the embedded engines
     lock their directory; a Qdrant server (QDRANT_URL) is shared by itself."""
-    return not config.get("vectors.qdrant_url")
+    return not config.settings.vectors.qdrant_url
 
 
 def _point(data: dict) -> StoredPoint:

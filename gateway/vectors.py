@@ -263,31 +263,26 @@ async def _none() -> None:
 def create_engine(config: Config, service_id: str) -> Engine:
     """The service's engine: the parent's, through its socket, for one of several workers;
     else its own."""
-    shared_socket = config.section("vectors").get("shared_socket")
+    shared_socket = config.settings.vectors.shared_socket
     if shared_socket:  # one of several workers: the parent holds the store
-        return SharedEngine(str(shared_socket))
+        return SharedEngine(shared_socket)
     return create_local_engine(config, service_id)
 
 
 async def open_vector_index(config: Config, service_id: str, embedder: Embedder) -> VectorIndex:
     """The service's index as `[vectors]` describes it; the engine is opened off the event loop
     (the embedded one reads its shards' directory). A bad setting raises ValueError naming it."""
-    settings = config.section("vectors")
-    chinese = str(settings.get("chinese_tokens") or "jieba")
-    fusion = str(settings.get("fusion") or "convex")
-    if fusion not in FUSIONS:
-        raise ValueError(f"[vectors] fusion: {fusion!r} is not one of {', '.join(FUSIONS)}")
-    idf_scope = str(settings.get("idf_scope") or "search")
-    if idf_scope not in ("search", "collection"):
-        raise ValueError(f"[vectors] idf_scope: {idf_scope!r} is not one of search, collection")
+    settings = config.settings.vectors
+    if settings.fusion not in FUSIONS:
+        raise ValueError(f"[vectors] fusion: {settings.fusion!r} is not one of {', '.join(FUSIONS)}")
+    if settings.idf_scope not in ("search", "collection"):
+        raise ValueError(f"[vectors] idf_scope: {settings.idf_scope!r} is not one of search, collection")
+    chinese = settings.chinese_tokens
     encoder = LexicalEncoder(Tokenizer(chinese),  # type: ignore[arg-type]  # Tokenizer checks it
-                             k1=float(settings.get("bm25_k1") or 1.2), b=float(settings.get("bm25_b", 0.75)),
-                             avg_len=float(settings.get("bm25_avg_len") or 120))
+                             k1=settings.bm25_k1, b=settings.bm25_b, avg_len=settings.bm25_avg_len)
     engine = await asyncio.get_running_loop().run_in_executor(None, create_engine, config, service_id)
-    index = VectorIndex(engine, embedder, encoder, fusion=fusion, rrf_k=float(settings.get("rrf_k") or 60),
-                        dense_weight=float(settings.get("dense_weight", 1.0)),
-                        lexical_weight=float(settings.get("lexical_weight", 1.0)),
-                        candidates=int(settings.get("candidates") or 50),
-                        local_idf=idf_scope == "search")
+    index = VectorIndex(engine, embedder, encoder, fusion=settings.fusion, rrf_k=settings.rrf_k,
+                        dense_weight=settings.dense_weight, lexical_weight=settings.lexical_weight,
+                        candidates=settings.candidates, local_idf=settings.idf_scope == "search")
     return index
 

@@ -73,7 +73,7 @@ async def supervise(service_id: str, host: str, port: int, count: int, config: C
     for number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(number, stop.set)
     directory = runtime_directory(config, service_id)
-    drain_timeout = float(config.get("core.shutdown_timeout") or 10) + STOP_GRACE
+    drain_timeout = config.settings.core.shutdown_timeout + STOP_GRACE
     rolling = RollingRestart(service_id, rolling_status_path(config.data_dir, service_id), directory, drain_timeout)
     if hasattr(signal, "SIGHUP"):  # from the start: one that came early rolls once the workers run
         loop.add_signal_handler(signal.SIGHUP, rolling.requested.set)
@@ -81,7 +81,7 @@ async def supervise(service_id: str, host: str, port: int, count: int, config: C
     vectors: VectorsHost | None = None
     workers: list[Worker] = []
     try:
-        if not config.get("bus.redis_url"):
+        if not config.settings.bus.redis_url:
             (config.data_dir / "run").mkdir(parents=True, exist_ok=True, mode=0o700)
             bus = EmbeddedBus(directory, service_id, config.data_dir / "run" / f"{service_id}-bus.pid")
             await bus.start()

@@ -78,11 +78,10 @@ class AiCorePlugin(Plugin):
         register_person_data(registrar)
 
         async def seed(context: Context) -> AsyncIterator[None]:
-            base_url = context.config.get("models.openai_base_url")
-            if base_url:
+            models = context.config.settings.models
+            if models.openai_base_url:
                 seeded = await store.seed_from_environment(
-                    context.db, base_url, context.config.get("models.openai_api_key") or "",
-                    context.config.get("models.default_model") or "")
+                    context.db, models.openai_base_url, models.openai_api_key, models.default_model)
                 if seeded:
                     log.info("seeded the provider 'openai' and the chat route from the environment")
                     engine.routing.forget()
@@ -102,7 +101,7 @@ class AiCorePlugin(Plugin):
             # providers are reached only where the egress policy for models allows.
             engine.models_http = guarded_session(
                 model_policy(context.config), resolver=context.contracts.get(RESOLVER),
-                limit=int(context.config.get("core.http_connection_limit") or 0),
+                limit=context.config.settings.core.http_connection_limit,
                 timeout=aiohttp.ClientTimeout(total=None, connect=10))
             try:
                 yield

@@ -74,7 +74,7 @@ class Engine:
 
     def fetcher(self) -> ImageFetcher:
         config = self.context.config
-        trusted = {found for url in (config.get("peers.gateway_url"), config.get("core.public_base_url"))
+        trusted = {found for url in (config.settings.peers.gateway_url, config.settings.core.public_base_url)
                    if url and (found := origin(url)) is not None}
         guarded = GuardedFetcher.for_context(self.context)
         if self.settings.fetch_allow_private:

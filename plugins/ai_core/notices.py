@@ -35,9 +35,9 @@ def console_address(settings: AiCoreSettings, config: Config) -> str:
     address from `[console]` (the operator's machine)."""
     base = settings.console_url or ""
     if not base:
-        host = str(config.get("console.host") or LOOPBACK)
-        host = LOOPBACK if host in ("0.0.0.0", "::", "") else host
-        base = f"http://{host}:{int(config.get('console.port') or 9090)}/"
+        console = config.settings.console
+        host = LOOPBACK if console.host in ("0.0.0.0", "::", "") else console.host
+        base = f"http://{host}:{console.port}/"
     return base.rstrip("/") + "/" + MODEL_CONFIG_PATH
 
 

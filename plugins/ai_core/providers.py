@@ -27,7 +27,7 @@ def model_policy(config: Config) -> FetchPolicy:
     """Where model providers may be reached: the `[fetch]` policy plus `[fetch] model_hosts`, plus
     the endpoint of `OPENAI_BASE_URL` (`models.openai_base_url`) while it is set: an address the
     operator gave themself, such as a local inference server on loopback."""
-    seeded = endpoint_entry(str(config.get("models.openai_base_url") or ""))
+    seeded = endpoint_entry(config.settings.models.openai_base_url)
     return FetchPolicy.from_config(config, purpose="model", also_allow=[seeded] if seeded else [])
 
 

@@ -27,7 +27,7 @@ from .standing import PEOPLE_CHANNEL, STANDINGS, Standings
 from .passwords import PasswordHasher
 from .person_data_api import routes as person_data_routes
 from .settings import AuthSettings
-from .tokens import DEFAULT_ACCESS_LIFETIME, REFRESH_LIFETIME, BearerAuthenticator, JwtTokens
+from .tokens import BearerAuthenticator, JwtTokens
 from .zones import PersonZones, valid_zone
 
 log = logging.getLogger("plugins.auth")
@@ -40,19 +40,17 @@ class TokensPlugin(Plugin):
     description = "Checks bearer tokens and the service credential"
 
     def setup(self, registrar: Registrar) -> None:
-        config = registrar.config
+        settings = registrar.config.settings.auth
         try:
-            tokens = JwtTokens(
-                secret=str(config.get("auth.jwt_secret") or ""),
-                access_lifetime=int(config.get("auth.access_token_lifetime") or DEFAULT_ACCESS_LIFETIME),
-                refresh_lifetime=int(config.get("auth.refresh_token_lifetime") or REFRESH_LIFETIME),
-                service_token=str(config.get("auth.service_token") or ""))
+            tokens = JwtTokens(secret=settings.jwt_secret, access_lifetime=settings.access_token_lifetime,
+                               refresh_lifetime=settings.refresh_token_lifetime,
+                               service_token=settings.service_token)
         except ValueError as error:
             raise PluginError(f"auth_tokens: {error}") from None
         standings = Standings(registrar.context)
         registrar.provide(TOKENS, tokens)
         registrar.provide(AUTHENTICATOR, BearerAuthenticator(
-            tokens, standings, admin_username=str(config.get("auth.admin_username") or "admin")))
+            tokens, standings, admin_username=settings.admin_username))
         registrar.provide(PERSON_DATA, PersonData())
         registrar.routes(person_data_routes)
         registrar.provide(STANDINGS, standings)

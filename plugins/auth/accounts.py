@@ -136,7 +136,7 @@ class Accounts:
 
     @property
     def admin_username(self) -> str:
-        return str(self.config.get("auth.admin_username") or "admin")
+        return self.config.settings.auth.admin_username
 
     def admin_identity(self) -> Identity:
         return Identity(user_id=ADMIN_USER_ID, username=self.admin_username, is_admin=True,
@@ -146,7 +146,7 @@ class Accounts:
     def client_of(self, request: web.Request) -> str:
         """Whom attempts are counted against: the client address (vouched for by the frontend,
         forwarded by a trusted proxy, or the peer), an IPv6 one by its /64."""
-        service_token = str(self.config.get("auth.service_token") or "")
+        service_token = self.config.settings.auth.service_token
         return limit_key(client_address(request, self.trusted_proxies, service_token))
 
     async def limit_rate(self, client: str, action: str) -> None:

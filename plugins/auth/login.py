@@ -78,7 +78,7 @@ async def _check_credentials(accounts: Accounts, username: str, password: str) -
     the password; 401 `invalid_credentials` otherwise (also for an invited person who has not
     chosen one), 403 `account_disabled` for a disabled person's right password."""
     if _same(username, accounts.admin_username):
-        if not _same(password, str(accounts.config.get("auth.admin_password") or "")):
+        if not _same(password, accounts.config.settings.auth.admin_password):
             raise wrong_credentials()
         return accounts.admin_identity(), None, False
     load(UsernameSchema(), {"username": username})

@@ -113,7 +113,7 @@ async def new_invitation(request: web.Request, accounts: Accounts, user_id: str)
     expires = time.time() + accounts.invitation_hours * 3600
     await store.drop_invitations(accounts.context.db, user_id)
     await store.create_invitation(accounts.context.db, code, user_id, expires)
-    base = str(accounts.config.get("core.public_base_url") or "").rstrip("/")
+    base = accounts.config.settings.core.public_base_url.rstrip("/")
     return {"invitation_code": code, "invitation_url": f"{base}/?invitation={code}" if base else None,
             "invitation_expires": int(expires)}
 

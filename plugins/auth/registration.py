@@ -34,11 +34,11 @@ class RegisterSchema(_Lenient):
 async def register(request: web.Request) -> web.Response:
     accounts = accounts_of(request)
     await accounts.limit_rate(accounts.client_of(request), "register")
-    if not accounts.config.get("auth.registration_enabled"):
+    if not accounts.config.settings.auth.registration_enabled:
         raise Forbidden("Registration is not open.", error_type="registration_closed",
                         hint="The operator enables it with REGISTRATION_ENABLED=true.")
     body = await parse_body(request, RegisterSchema())
-    expected_code = str(accounts.config.get("auth.registration_verify_code") or "")
+    expected_code = accounts.config.settings.auth.registration_verify_code
     if not expected_code or not _same(body["verify_code"], expected_code):
         raise BadRequest("The verification code is wrong.", error_type="invalid_verify_code",
                          hint="Ask the operator for the registration code.")

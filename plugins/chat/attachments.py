@@ -18,11 +18,12 @@ if TYPE_CHECKING:
 def peer_base_url(context: "Context") -> str:
     """Where the AI core reaches this gateway for signed downloads: the peers' gateway address
     (services talk to each other there), else PUBLIC_BASE_URL."""
-    return str(context.config.get("peers.gateway_url") or context.config.get("core.public_base_url") or "").rstrip("/")
+    settings = context.config.settings
+    return (settings.peers.gateway_url or settings.core.public_base_url).rstrip("/")
 
 
 def public_base_url(context: "Context") -> str:
-    return str(context.config.get("core.public_base_url") or "").rstrip("/")
+    return context.config.settings.core.public_base_url.rstrip("/")
 
 
 async def _owned_file(context: "Context", user_id: str, file_id: str) -> tuple[Any, dict]:

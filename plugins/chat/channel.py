@@ -203,7 +203,7 @@ async def handle_connect(request: web.Request) -> web.StreamResponse:
     context = get_context(request)
     # Who first: a request without a credential is a 401 whatever its Origin.
     identity = await require_chat_user(request)  # the assistant's one access rule, as at the AI core's doors
-    if not origin_allowed(request, chat.allowed_origins, str(context.config.get("core.public_base_url") or "")):
+    if not origin_allowed(request, chat.allowed_origins, context.config.settings.core.public_base_url):
         raise Forbidden("This Origin may not open the chat channel.", error_type="origin_not_allowed",
                         hint="Add the page's origin to [plugins.chat] allowed_origins.")
     query = parse_query(request, ConnectQuery())

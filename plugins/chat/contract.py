@@ -4,10 +4,11 @@ and taps on the replies as they stream."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Collection, Protocol
+from typing import TYPE_CHECKING, Awaitable, Callable, Collection, Protocol
 
 from aiohttp import web
 
+from gateway.config import Config
 from gateway.context import get_context
 from gateway.contracts import ContractKey
 from gateway.errors import Forbidden
@@ -20,17 +21,14 @@ if TYPE_CHECKING:
 
 # ---------------------------------------------------------------- who may chat
 
-CHAT_FOR_ALL_USERS = "auth.chat_for_all_users"  # env CHAT_FOR_ALL_USERS; read by every service with a door
-
-
-def may_chat(config: Any, user_id: str) -> bool:
+def may_chat(config: Config, user_id: str) -> bool:
     """The one rule of who may talk to the assistant (docs/chat.md, "Who may chat"): the
     administrator always, every other account only while `[auth] chat_for_all_users`
     (`CHAT_FOR_ALL_USERS`) is on. Every way a person starts a turn asks it: the chat channel,
     the AI core's doors, the turns handed in through `CHAT_TURNS` (voice, automation, the
     platform bridge), so a second door cannot widen the first. Pure: a service without the
     chat plugin (the AI core) asks it too, from the same configuration."""
-    return user_id == ADMIN_USER_ID or config.get(CHAT_FOR_ALL_USERS) is True
+    return user_id == ADMIN_USER_ID or config.settings.auth.chat_for_all_users
 
 
 def chat_refused() -> Forbidden:

@@ -173,14 +173,14 @@ class FrontendPlugin(Plugin):
 
     def setup(self, registrar: Registrar[FrontendSettings]) -> None:
         settings = registrar.settings
-        gateway_url = (registrar.config.get("peers.gateway_url") or "http://127.0.0.1:8080").rstrip("/")
+        gateway_url = registrar.config.settings.peers.url_of("gateway") or "http://127.0.0.1:8080"
         try:
             trusted = parse_trusted_proxies(settings.trusted_proxies, "plugins.frontend.trusted_proxies")
         except ValueError as error:
             raise PluginError(str(error)) from None
         state = ProxyState(gateway_url=gateway_url, max_body_bytes=settings.max_body_bytes,
                            read_timeout=settings.read_timeout, max_frame_bytes=settings.max_frame_bytes,
-                           service_token=str(registrar.config.get("auth.service_token") or ""),
+                           service_token=registrar.config.settings.auth.service_token,
                            trusted_proxies=trusted)
         registrar.app_state(PROXY, state)
         registrar.app_state(SERVICE_WORKER_SOURCE, ServiceWorkerSource(STATIC))

@@ -99,7 +99,7 @@ class OffPageDelivery:
         chosen = str(self.settings.push_subject or "").strip()
         if chosen:
             return chosen
-        base = str(self.context.config.get("core.public_base_url") or "").strip().rstrip("/")
+        base = self.context.config.settings.core.public_base_url.strip().rstrip("/")
         return base if base.startswith("https://") else "mailto:admin@localhost"
 
     # -- subscriptions

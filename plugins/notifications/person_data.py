@@ -15,5 +15,5 @@ def register(registrar: Registrar, bridge: PeerClient) -> None:
     # The chat-platform accounts a person linked, kept by the platform bridge (the notifications
     # plugin is the gateway's client of it), where this deployment names one (PLATFORM_BRIDGE_URL):
     # the bridge is optional, and a table port nobody serves would refuse every deletion.
-    if registrar.context.config.get("peers.platform_bridge_url"):
+    if registrar.context.config.settings.peers.platform_bridge_url:
         keep_peer_person_data(registrar, "platform_bridge", bridge)

@@ -145,10 +145,9 @@ class Manager:
 
     async def restart(self, service_id: str) -> dict:
         """Ask the console (CONSOLE_PORT, CONSOLE_TOKEN) to restart the service."""
-        config = self.context.config
-        host = str(config.get("console.host") or LOOPBACK)
-        host = LOOPBACK if host in ("0.0.0.0", "::", "") else host
-        port = int(config.get("console.port") or 9090)
+        console = self.context.config.settings.console
+        host = LOOPBACK if console.host in ("0.0.0.0", "::", "") else console.host
+        port = console.port
         url = f"http://{host}:{port}/api/services/{service_id}/restart"
         if service_id == self.context.service_id:
             # The console stops this very process: the answer goes out while it drains.
@@ -177,11 +176,11 @@ class Manager:
     def console_headers(self) -> dict[str, str]:
         """The console's credential: CONSOLE_TOKEN, else the administrator's name and password
         (what a console bound beyond loopback accepts); a loopback console asks for none."""
-        config = self.context.config
-        token = os.environ.get("CONSOLE_TOKEN") or config.get("console.token")
+        settings = self.context.config.settings
+        token = os.environ.get("CONSOLE_TOKEN") or settings.console.token
         if token:
             return {"Authorization": f"Bearer {token}"}
-        pair = f"{config.get('auth.admin_username') or 'admin'}:{config.get('auth.admin_password') or ''}"
+        pair = f"{settings.auth.admin_username}:{settings.auth.admin_password}"
         return {"Authorization": "Basic " + base64.b64encode(pair.encode()).decode()}
 
 

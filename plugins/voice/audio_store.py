@@ -109,5 +109,5 @@ class AudioStore:
             await asyncio.sleep(interval)
 
     def url(self, owner: str, name: str) -> str:
-        base = str(self.context.config.get("core.public_base_url") or "").rstrip("/")
+        base = self.context.config.settings.core.public_base_url.rstrip("/")
         return f"{base}/api/v1/voice/audio/{owner}/{name}?{self.links.query(f'{owner}/{name}', self.url_ttl)}"

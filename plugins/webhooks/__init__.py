@@ -48,11 +48,11 @@ class WebhooksPlugin(Plugin):
     def setup(self, registrar: Registrar[WebhooksSettings]) -> None:
         config = registrar.config
         try:
-            discord_key = parse_discord_key(str(config.get("auth.discord_public_key") or ""))
+            discord_key = parse_discord_key(config.settings.auth.discord_public_key)
         except ValueError:
             raise PluginError("webhooks: DISCORD_PUBLIC_KEY must be the 64 hex digits of the "
                               "application's public key (Discord developer portal)") from None
-        registrar.app_state(WEBHOOKS, WebhookConfig(webhook_key=str(config.get("auth.webhook_key") or ""),
+        registrar.app_state(WEBHOOKS, WebhookConfig(webhook_key=config.settings.auth.webhook_key,
                                                     discord_key=discord_key,
                                                     ai_timeout=registrar.settings.ai_timeout,
                                                     discord_defer_after=registrar.settings.discord_defer_after,

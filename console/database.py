@@ -14,7 +14,7 @@ from aiohttp import web
 from marshmallow import fields
 
 from gateway.config import Config
-from gateway.embedded_database import embedded_status
+from gateway.embedded_database import embedded_port, embedded_status
 from gateway.errors import ApiError
 from gateway.openapi import api_doc
 
@@ -43,13 +43,8 @@ async def port_check(host: str, port: int, timeout: float = PORT_TIMEOUT) -> tup
 def embedded_postgres(data_dir: Path) -> dict[str, Any]:
     """The embedded server's pid file: running or not, and the port it listens on. Blocking (small reads)."""
     status = embedded_status(data_dir)
-    port = None
-    try:
-        lines = (data_dir / "postgres" / "postmaster.pid").read_text().splitlines()
-        port = int(lines[3]) if len(lines) > 3 else None
-    except (OSError, ValueError):
-        pass
-    return {"pgdata": status["pgdata"], "running": bool(status["running"]), "pid": status.get("pid"), "port": port}
+    return {"pgdata": status["pgdata"], "running": bool(status["running"]), "pid": status.get("pid"),
+            "port": embedded_port(data_dir / "postgres")}
 
 
 class DatabasePanel:

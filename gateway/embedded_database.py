@@ -62,6 +62,16 @@ def _postmaster_pid(pgdata: Path) -> int | None:
         return None
 
 
+def embedded_port(pgdata: Path) -> int | None:
+    """The port the server of `pgdata` listens on (postmaster.pid's fourth line; its unix socket
+    is named after it too), or None while no pid file says."""
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+        return int(lines[3]) if len(lines) > 3 else None
+    except (OSError, ValueError):
+        return None
+
+
 def _lock_files(pgdata: Path) -> list[Path]:
     """postmaster.pid and the socket's lock file it names (line 4 the port, line 5 the directory)."""
     pid_file = pgdata / "postmaster.pid"

@@ -199,12 +199,10 @@ def stop_stack(stack: Stack) -> None:
 
 def embedded_url(data_dir: Path) -> str:
     """The embedded server's database, over its unix socket (DATA_DIR/postgres), as services reach it."""
-    from gateway.embedded_database import EMBEDDED_DATABASE
+    from gateway.embedded_database import EMBEDDED_DATABASE, embedded_port
 
     socket_dir = data_dir / "postgres"
-    lines = (socket_dir / "postmaster.pid").read_text().splitlines()
-    port = lines[3] if len(lines) > 3 and lines[3].strip() else "5432"
-    return f"postgresql://postgres@/{EMBEDDED_DATABASE}?host={socket_dir}&port={port}"
+    return f"postgresql://postgres@/{EMBEDDED_DATABASE}?host={socket_dir}&port={embedded_port(socket_dir) or 5432}"
 
 
 class DatabaseConnections:

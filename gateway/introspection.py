@@ -15,7 +15,8 @@ from .context import CONTEXT, Context
 from .database import fetch_all
 from .errors import Unauthorized
 from .openapi import api_doc
-from .plugins import REGISTRY, PluginSettings, Registry
+from .plugin_settings import PluginSettings
+from .plugins import REGISTRY, Registry
 
 log = logging.getLogger("gateway.introspection")
 

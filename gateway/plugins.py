@@ -20,13 +20,14 @@ import difflib
 import importlib.metadata
 import inspect
 import logging
-import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, ClassVar, Generic, Iterable, Mapping, TypeVar
 
 import marshmallow
 from aiohttp import web
 from aiohttp.typedefs import Middleware
+
+from .plugin_settings import PluginSettings, SettingsT
 
 if TYPE_CHECKING:
     import click
@@ -80,61 +81,6 @@ class Plugin:
 
     def __repr__(self) -> str:
         return f"<plugin {self.name} {self.version}>"
-
-
-# Where a settings class's field keeps its marshmallow declaration (gateway.plugins.setting).
-SETTING_FIELD = "gateway.setting"
-
-
-def setting(declaration: marshmallow.fields.Field) -> Any:
-    """A key of a settings class, declared once: its marshmallow field (type, validation,
-    description) checks the TOML value, and the field's `load_default` is the attribute's
-    default. Typed `Any` so that the class annotation (`limit: int = setting(...)`) is what
-    mypy sees."""
-    default = declaration.load_default
-    metadata = {SETTING_FIELD: declaration}
-    if default is marshmallow.missing:
-        raise TypeError("a setting needs a load_default: an unset key must still have a value")
-    if callable(default):
-        return field(default_factory=default, metadata=metadata)
-    return field(default=default, metadata=metadata)
-
-
-S = TypeVar("S", bound="PluginSettings", covariant=True)
-
-
-@dataclass(frozen=True, kw_only=True)
-class PluginSettings:
-    """A plugin's `[plugins.<name>]` section: subclass it as a frozen dataclass whose
-    attributes are declared with `setting(field)`, the field carrying its default
-    (`load_default`) and a `metadata={"description": ...}`; the configuration reference in
-    docs/configuration.md is generated from these (`gateway plugins --reference`). An unknown
-    key or a value of the wrong type stops the service at start-up, naming the key; the plugin
-    reads the values as attributes mypy checks (`registrar.settings.limit`)."""
-
-    enabled: bool = setting(marshmallow.fields.Boolean(load_default=True, metadata={
-        "description": "Whether services that list this plugin load it."}))
-
-    @classmethod
-    def schema(cls) -> marshmallow.Schema:
-        """The marshmallow schema of the section, built from the settings' declarations."""
-        return _settings_schema(cls)(unknown=marshmallow.RAISE)
-
-    @classmethod
-    def load(cls: type[S], raw: Mapping[str, Any]) -> S:
-        return cls(**cls.schema().load(raw))
-
-
-_SCHEMAS: dict[type[PluginSettings], type[marshmallow.Schema]] = {}
-
-
-def _settings_schema(settings_class: type[PluginSettings]) -> type[marshmallow.Schema]:
-    schema = _SCHEMAS.get(settings_class)
-    if schema is None:
-        declared = {item.name: item.metadata[SETTING_FIELD] for item in dataclasses.fields(settings_class)}
-        schema = _SCHEMAS[settings_class] = marshmallow.Schema.from_dict(
-            declared, name=f"{settings_class.__name__}Schema")
-    return schema
 
 
 def load_settings(plugin: "Plugin", config: Config) -> PluginSettings:
@@ -193,7 +139,7 @@ class PluginRecord:
     has_migrations: bool = False
 
 
-class Registrar(Generic[S]):
+class Registrar(Generic[SettingsT]):
     """What a plugin's setup registers with. One per plugin, all writing into one Registry;
     `Registrar[MySettings]` in a plugin's `setup` types its `settings`."""
 
@@ -202,14 +148,14 @@ class Registrar(Generic[S]):
         self._plugin = plugin
         self.context = context
         self.record = registry.records[plugin.name]
-        self._settings: S = load_settings(plugin, context.config)  # type: ignore[assignment]
+        self._settings: SettingsT = load_settings(plugin, context.config)  # type: ignore[assignment]
 
     @property
     def config(self) -> Config:
         return self.context.config
 
     @property
-    def settings(self) -> S:
+    def settings(self) -> SettingsT:
         """This plugin's own section, `[plugins.<name>]`, validated by its `settings_class`
         with every default filled in."""
         return self._settings

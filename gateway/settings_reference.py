@@ -10,7 +10,8 @@ from typing import Any, Iterable
 import marshmallow
 from marshmallow import fields, validate
 
-from .plugins import Plugin, PluginSettings
+from .plugin_settings import PluginSettings
+from .plugins import Plugin
 
 REFERENCE_COMMAND = "gateway plugins --reference --distribution assistant-gateway > docs/configuration.md"
 
@@ -92,7 +93,7 @@ def markdown_reference(plugins: Iterable[Plugin]) -> str:
     lines = [
         "# Configuration reference: plugin settings",
         "",
-        "Generated from each plugin's `settings_class` (`gateway.plugins.PluginSettings`) by",
+        "Generated from each plugin's `settings_class` (`gateway.plugin_settings.PluginSettings`) by",
         "",
         f"    {REFERENCE_COMMAND}",
         "",

@@ -18,7 +18,8 @@ from gateway.errors import Forbidden
 from gateway.identity import Identity, require_admin
 from gateway.openapi import api_doc
 from gateway.peers import PeerContext, PeerClient, PeerTimeout
-from gateway.plugins import Plugin, PluginSettings, Registrar, setting
+from gateway.plugin_settings import PluginSettings, setting
+from gateway.plugins import Plugin, Registrar
 from gateway.validation import load, read_json
 from plugins.auth.contract import require_scope
 

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 from marshmallow import fields, validate
 
-from gateway.plugins import PluginSettings, setting
+from gateway.plugin_settings import PluginSettings, setting
 
 from .contract import DEFAULT_MAX_MESSAGE_CHARS
 

@@ -5,7 +5,7 @@ from marshmallow import fields, validate
 
 from gateway.connection import DEFAULT_MAX_PENDING
 from gateway.sse import MAX_LINE
-from gateway.plugins import PluginSettings, setting
+from gateway.plugin_settings import PluginSettings, setting
 from plugins.ai_core.contract import DEFAULT_MAX_MESSAGE_CHARS
 
 POSITIVE = validate.Range(min=0, min_inclusive=False)

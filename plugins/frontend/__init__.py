@@ -19,7 +19,8 @@ from gateway.context import Context
 from gateway.errors import NotFound
 from gateway.forwarding import parse_trusted_proxies
 from gateway.openapi import api_doc
-from gateway.plugins import Plugin, PluginError, PluginSettings, Registrar, setting
+from gateway.plugin_settings import PluginSettings, setting
+from gateway.plugins import Plugin, PluginError, Registrar
 
 from .proxy import ProxyState, proxy_api, proxy_chat_socket
 

@@ -3,7 +3,7 @@ from dataclasses import dataclass
 
 from marshmallow import fields, validate
 
-from gateway.plugins import PluginSettings, setting
+from gateway.plugin_settings import PluginSettings, setting
 
 POSITIVE = validate.Range(min=0, min_inclusive=False)
 

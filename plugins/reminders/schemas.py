@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import marshmallow
 from marshmallow import fields, validate
 
-from gateway.plugins import PluginSettings, setting
+from gateway.plugin_settings import PluginSettings, setting
 from gateway.schedule import REPEAT_KINDS
 from gateway.validation import MAX_OFFSET
 

@@ -13,7 +13,8 @@ from marshmallow import fields, validate
 
 from gateway.app import create_app
 from gateway.cli import main as gateway_cli
-from gateway.plugins import Plugin, PluginError, PluginSettings, setting
+from gateway.plugin_settings import PluginSettings, setting
+from gateway.plugins import Plugin, PluginError
 from gateway.settings_reference import REFERENCE_COMMAND
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"

@@ -347,6 +347,7 @@ async def test_a_message_sent_while_a_new_chat_is_made_goes_to_the_new_chat(serv
         may_answer.set()
         await page.locator(".live article.message.assistant:not(.streaming)").wait_for(timeout=10000)
         await page.locator(".conversation-header", has_text="Tell me about cherries").wait_for()
+        await screenshot(page, "web-new-chat-sent-at-once")
         await page.unroute("**/sessions")
         await page.locator(".session", has_text="Left behind").first.click()
         await assert_both_sides_shown(page, "Tell me about plums")

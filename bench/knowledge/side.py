@@ -23,11 +23,18 @@ import numpy as np  # noqa: E402
 from bench.knowledge import data  # noqa: E402
 from bench.knowledge.cache import EmbeddingCache, text_key  # noqa: E402
 from bench.knowledge.embedders import FixedEmbedder  # noqa: E402
-from bench.knowledge.index import (K, KEYWORD_FIELDS, MODES, NAMESPACE, drop_collection,  # noqa: E402
-                                   index_config, passage_windows)
 from gateway.embeddings import create_embedder  # noqa: E402
 from gateway.vector_store import IndexItem  # noqa: E402
 from gateway.vectors import open_vector_index  # noqa: E402
+
+try:
+    from bench.knowledge.index import (K, KEYWORD_FIELDS, MODES, NAMESPACE, drop_collection, index_config,
+                                       passage_windows)
+except ImportError:  # the measured checkout predates index.py (issue 42): the same pieces were in run.py
+    from bench.knowledge.run import K, KEYWORD_FIELDS, MODES, NAMESPACE
+    from bench.knowledge.run import _config as index_config
+    from bench.knowledge.run import _drop as drop_collection
+    from bench.knowledge.run import _windows as passage_windows
 
 
 def passage_vector(cache: EmbeddingCache, text: str, dimension: int) -> np.ndarray:

@@ -18,16 +18,17 @@ from pathlib import Path
 
 import aiohttp
 
-from bench.support import checkout, drop_database, free_port, scratch_database, wait_until_up
-from bench.voice_gateway import (JWT_SECRET, ROOT, SERVICE_TOKEN, Processes, admin_token, first_segment,
-                                 percentile, stream_once, utterance, with_silence)
+from bench.support import (LoggedProcesses, checkout, database_server, drop_database, free_port, percentile,
+                           scratch_database, wait_until_up)
+from bench.voice_client import (JWT_SECRET, ROOT, SERVICE_TOKEN, admin_token, first_segment, stream_once, utterance,
+                                with_silence)
 
 MEASURES = (("final", "`voice_stream_end` → `voice_final`, ending on speech"),
             ("trailing", "the same with 0.5 s of silence after the speech"),
             ("segment", "first sentence → first `stream_segments`"))
 
 
-def start_side(processes: Processes, name: str, root: Path, admin_url: str, mock_url: str,
+def start_side(processes: LoggedProcesses, name: str, root: Path, admin_url: str, mock_url: str,
                data_dir: Path) -> tuple[str, str, str]:
     """The voice service and gateway of checkout `root`: (gateway URL, voice URL, database URL)."""
     database_url = scratch_database(admin_url, f"bench_voice_{name}")
@@ -95,32 +96,28 @@ def load_average() -> str:
 
 def compare(base: str, rounds: int) -> None:
     data_dir = Path(tempfile.mkdtemp(prefix="bench-voice-compare-"))
-    processes = Processes(data_dir)
-    admin_url, embedded, databases = os.environ.get("DATABASE_URL", ""), None, []
+    processes = LoggedProcesses(data_dir)
+    databases: list[str] = []
     try:
-        if not admin_url:
-            sys.path.insert(0, str(ROOT))
-            from gateway.embedded_database import start_embedded
-
-            admin_url, embedded = start_embedded(Path(tempfile.mkdtemp(prefix="bench-voice-pg-")))
-        with checkout(base) as base_root:
-            mock_port = free_port()
-            mock = processes.start("mock-ai-core", sys.executable, "-m", "bench.voice_gateway", "--serve", "mock",
-                                   "--port", str(mock_port))
-            mock_url = f"http://127.0.0.1:{mock_port}"
-            wait_until_up(mock_url + "/health", mock, 30)
-            gateways, voice_urls = {}, {}
-            for side, root in (("before", base_root), ("now", ROOT)):
-                gateways[side], voice_urls[side], database_url = start_side(processes, side, root, admin_url,
-                                                                            mock_url, data_dir)
-                databases.append(database_url)
-            print(f"both sides up (voice service and gateway each); load {load_average()}", flush=True)
-            results = asyncio.run(alternate(gateways, voice_urls["now"], rounds))
-            print_table(results, base, rounds, load_average())
+        with database_server("bench-voice") as admin_url:
+            try:
+                with checkout(base) as base_root:
+                    mock_port = free_port()
+                    mock = processes.start("mock-ai-core", sys.executable, "-m", "bench.voice_gateway", "--serve",
+                                           "mock", "--port", str(mock_port))
+                    mock_url = f"http://127.0.0.1:{mock_port}"
+                    wait_until_up(mock_url + "/health", mock, 30)
+                    gateways, voice_urls = {}, {}
+                    for side, root in (("before", base_root), ("now", ROOT)):
+                        gateways[side], voice_urls[side], database_url = start_side(processes, side, root, admin_url,
+                                                                                    mock_url, data_dir)
+                        databases.append(database_url)
+                    print(f"both sides up (voice service and gateway each); load {load_average()}", flush=True)
+                    results = asyncio.run(alternate(gateways, voice_urls["now"], rounds))
+                    print_table(results, base, rounds, load_average())
+            finally:
+                processes.stop_all()
+                for database_url in databases:
+                    drop_database(database_url, admin_url)
     finally:
-        processes.stop_all()
-        for database_url in databases:
-            drop_database(database_url, admin_url)
-        if embedded is not None:
-            embedded.cleanup()
         shutil.rmtree(data_dir, ignore_errors=True)

@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import io
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,20 +37,10 @@ from pathlib import Path
 
 import aiohttp
 
-from bench.support import drop_database, free_port, scratch_database, wait_until_up
-
-ROOT = Path(__file__).resolve().parents[1]
-JWT_SECRET = "bench-voice-jwt-secret-" + "v" * 32
-SERVICE_TOKEN = "bench-voice-service-token"
-FIRST_SENTENCE = "Here is the first sentence of the answer. "
-UTTERANCE = "Please tell me what the weather will be like in Beijing tomorrow."
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+from bench.support import LoggedProcesses, database_server, free_port, percentile, scratch, wait_until_up
+from bench.voice_client import (FIRST_SENTENCE, JWT_SECRET, ROOT, SERVICE_TOKEN, admin_token, first_segment,
+                                stream_once, utterance, with_silence)
+from bench.voice_compare import compare
 
 
 # ---------------------------------------------------------------- servers (subprocesses)
@@ -141,110 +129,6 @@ def serve_gateway(port: int, database_url: str, ai_core_url: str, voice_url: str
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, loop=loop)
 
 
-class Processes:
-    def __init__(self, log_dir: Path):
-        self.log_dir, self.started = log_dir, []
-
-    def start(self, name: str, *args: str, environ: dict | None = None, root: Path = ROOT) -> subprocess.Popen:
-        """`root`: the checkout whose code the process runs (`--base` starts another's)."""
-        log = open(self.log_dir / f"{name}.log", "wb")
-        process = subprocess.Popen(list(args), stdout=log, stderr=subprocess.STDOUT, cwd=root,
-                                   env={**os.environ, **(environ or {})})
-        process.log_path = str(self.log_dir / f"{name}.log")  # type: ignore[attr-defined]
-        self.started.append(process)
-        return process
-
-    def stop_all(self) -> None:
-        for process in reversed(self.started):
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(15)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-
-
-# ---------------------------------------------------------------- the client
-
-def admin_token() -> str:
-    sys.path.insert(0, str(ROOT))
-    from gateway.identity import Identity
-    from plugins.auth.tokens import JwtTokens
-
-    return JwtTokens(JWT_SECRET).issue_access(Identity(user_id="admin", username="admin", is_admin=True))[0]
-
-
-async def utterance(http: aiohttp.ClientSession, voice_url: str, spoken: bool) -> tuple[bytes, int]:
-    """A WAV of about 3 s: the service's own voice saying UTTERANCE when it has one, else silence;
-    and the bytes of 100 ms of it."""
-    audio = b""
-    if spoken:
-        async with http.post(voice_url + "/api/v1/tts", json={"text": UTTERANCE, "language": "en", "format": "wav"},
-                             headers={"Authorization": f"Bearer {SERVICE_TOKEN}"}) as response:
-            if response.status == 200:
-                audio = await response.read()
-    if not audio:
-        out = io.BytesIO()
-        with wave.open(out, "wb") as writer:
-            writer.setnchannels(1)
-            writer.setsampwidth(2)
-            writer.setframerate(16000)
-            writer.writeframes(b"\0\0" * 48000)
-        audio = out.getvalue()
-    with wave.open(io.BytesIO(audio)) as reader:
-        per_100ms = reader.getframerate() // 10 * reader.getsampwidth() * reader.getnchannels()
-    return audio, per_100ms
-
-
-def with_silence(audio: bytes, milliseconds: int) -> bytes:
-    """The WAV with silence after the speech: a person lets go of the button a moment after."""
-    with wave.open(io.BytesIO(audio)) as reader:
-        params, frames = reader.getparams(), reader.readframes(reader.getnframes())
-    out = io.BytesIO()
-    with wave.open(out, "wb") as writer:
-        writer.setparams(params)
-        writer.writeframes(frames + b"\0" * (params.framerate * milliseconds // 1000 * params.sampwidth
-                                              * params.nchannels))
-    return out.getvalue()
-
-
-async def frame_of(ws, kind: str, timeout: float = 60) -> tuple[dict, float]:
-    while True:
-        frame = await ws.receive_json(timeout=timeout)
-        if frame["type"] == kind:
-            return frame, time.perf_counter()
-        if frame["type"] == "error":
-            raise SystemExit(f"error frame: {frame}")
-
-
-async def stream_once(ws, audio: bytes, per_100ms: int) -> float:
-    """Stream the utterance at the pace of speech; seconds from voice_stream_end to voice_final."""
-    await ws.send_json({"type": "voice_stream_start", "format": "wav", "language": "en", "mode": "text"})
-    await frame_of(ws, "voice_interim")
-    for sequence, start in enumerate(range(0, len(audio), per_100ms)):
-        await ws.send_json({"type": "voice_stream_chunk", "sequence": sequence,
-                            "audio_data": base64.b64encode(audio[start:start + per_100ms]).decode()})
-        await asyncio.sleep(0.1)
-    ended = time.perf_counter()
-    await ws.send_json({"type": "voice_stream_end"})
-    final, arrived = await frame_of(ws, "voice_final")
-    if final["text"]:
-        await frame_of(ws, "stream_end")  # its turn, before the next stream
-    return arrived - ended
-
-
-async def first_segment(ws) -> float:
-    await ws.send_json({"type": "message", "content": "Say something.", "mode": "voice_msg"})
-    while True:
-        frame = await ws.receive_json(timeout=60)
-        if frame["type"] == "stream_chunk" and frame["content"] == FIRST_SENTENCE:
-            complete = time.perf_counter()
-        elif frame["type"] == "stream_segments":
-            seconds = time.perf_counter() - complete
-            await frame_of(ws, "stream_end")
-            return seconds
-
-
 async def measure(gateway_port: int, voice_url: str, spoken: bool, rounds: int) -> None:
     token = admin_token()
     base = f"http://127.0.0.1:{gateway_port}"
@@ -302,54 +186,56 @@ def main() -> None:
     if args.serve == "gateway":
         return serve_gateway(args.port, args.database_url, args.ai_core_url, args.voice_url, args.data_dir)
     if args.base:
-        from bench.voice_compare import compare
-
         return compare(args.base, args.rounds)
-
     data_dir = Path(tempfile.mkdtemp(prefix="bench-voice-"))
-    processes = Processes(data_dir)
-    admin_url, embedded, database_url = os.environ.get("DATABASE_URL", ""), None, ""
-    me = [sys.executable, "-m", "bench.voice_gateway"]
+    processes = LoggedProcesses(data_dir)
     try:
-        if not admin_url:
-            sys.path.insert(0, str(ROOT))
-            from gateway.embedded_database import start_embedded
-
-            admin_url, embedded = start_embedded(Path(tempfile.mkdtemp(prefix="bench-voice-pg-")))
-        database_url = scratch_database(admin_url, "bench_voice")
-        voice_url, spoken = args.voice_url.rstrip("/"), True
-        if not voice_url:
-            port = free_port()
-            voice_url = f"http://127.0.0.1:{port}"
-            if any(point.name == "voice_engines" for point in entry_points(group="gateway.plugins")):
-                process = processes.start("voice-service", sys.executable, "-m", "gateway", "serve", "--service",
-                                          "voice-service", "--port", str(port),
-                                          environ={"SERVICE_TOKEN": SERVICE_TOKEN, "DATA_DIR": str(data_dir / "voice"),
-                                                   "JWT_SECRET": JWT_SECRET})
-                print("voice service: the real one (gateway serve --service voice-service)")
-                wait_until_up(voice_url + "/api/v1/health", process, 180)
-            else:
-                process = processes.start("stand-in", *me, "--serve", "stand-in", "--port", str(port))
-                spoken = False
-                print("voice service: the stand-in of tests/support/fake_voice.py (voice_engines is not installed)")
-                wait_until_up(voice_url + "/api/v1/health", process, 30)
-        mock_port, gateway_port = free_port(), free_port()
-        mock = processes.start("mock-ai-core", *me, "--serve", "mock", "--port", str(mock_port))
-        wait_until_up(f"http://127.0.0.1:{mock_port}/health", mock, 30)
-        gateway = processes.start("gateway", *me, "--serve", "gateway", "--port", str(gateway_port),
-                                  "--database-url", database_url, "--ai-core-url", f"http://127.0.0.1:{mock_port}",
-                                  "--voice-url", voice_url, "--data-dir", str(data_dir / "gateway"))
-        wait_until_up(f"http://127.0.0.1:{gateway_port}/bench-health", gateway, 60)
-        print(f"python {sys.version.split()[0]}, aiohttp {aiohttp.__version__}, {os.cpu_count()} cores")
-        asyncio.run(measure(gateway_port, voice_url, spoken, args.rounds))
+        with database_server("bench-voice") as admin_url, scratch(admin_url, "bench_voice") as database_url:
+            try:
+                voice_url, spoken = args.voice_url.rstrip("/"), True
+                if not voice_url:
+                    voice_url, spoken = start_voice_service(processes, data_dir)
+                gateway_port = start_gateway(processes, database_url, voice_url, data_dir)
+                print(f"python {sys.version.split()[0]}, aiohttp {aiohttp.__version__}, {os.cpu_count()} cores")
+                asyncio.run(measure(gateway_port, voice_url, spoken, args.rounds))
+            finally:
+                processes.stop_all()
     finally:
-        processes.stop_all()
-        if database_url:
-            drop_database(database_url, admin_url)
-        if embedded is not None:
-            embedded.cleanup()
         shutil.rmtree(data_dir, ignore_errors=True)
 
+
+ME = [sys.executable, "-m", "bench.voice_gateway"]
+
+
+def start_voice_service(processes: LoggedProcesses, data_dir: Path) -> tuple[str, bool]:
+    """The real voice service when its plugin is installed, else the stand-in; its URL, and
+    whether it speaks (the stand-in does not: the utterance is then silence)."""
+    port = free_port()
+    voice_url = f"http://127.0.0.1:{port}"
+    if any(point.name == "voice_engines" for point in entry_points(group="gateway.plugins")):
+        process = processes.start("voice-service", sys.executable, "-m", "gateway", "serve", "--service",
+                                  "voice-service", "--port", str(port),
+                                  environ={"SERVICE_TOKEN": SERVICE_TOKEN, "DATA_DIR": str(data_dir / "voice"),
+                                           "JWT_SECRET": JWT_SECRET})
+        print("voice service: the real one (gateway serve --service voice-service)")
+        wait_until_up(voice_url + "/api/v1/health", process, 180)
+        return voice_url, True
+    process = processes.start("stand-in", *ME, "--serve", "stand-in", "--port", str(port))
+    print("voice service: the stand-in of tests/support/fake_voice.py (voice_engines is not installed)")
+    wait_until_up(voice_url + "/api/v1/health", process, 30)
+    return voice_url, False
+
+
+def start_gateway(processes: LoggedProcesses, database_url: str, voice_url: str, data_dir: Path) -> int:
+    """The mock AI core and the gateway before it, once both answer; the gateway's port."""
+    mock_port, gateway_port = free_port(), free_port()
+    mock = processes.start("mock-ai-core", *ME, "--serve", "mock", "--port", str(mock_port))
+    wait_until_up(f"http://127.0.0.1:{mock_port}/health", mock, 30)
+    gateway = processes.start("gateway", *ME, "--serve", "gateway", "--port", str(gateway_port),
+                              "--database-url", database_url, "--ai-core-url", f"http://127.0.0.1:{mock_port}",
+                              "--voice-url", voice_url, "--data-dir", str(data_dir / "gateway"))
+    wait_until_up(f"http://127.0.0.1:{gateway_port}/bench-health", gateway, 60)
+    return gateway_port
 
 if __name__ == "__main__":
     main()

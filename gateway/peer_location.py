@@ -3,12 +3,8 @@ service table on 127.0.0.1. The services (gateway/context.py), the console and t
 manager all find each other through these functions."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .config import Config, ConfigError
-
-if TYPE_CHECKING:
-    from .services import ServiceSpec
+from .services import ServiceSpec, load_services
 
 # Peer name (the stem of its `[peers]` key): (its id in the service table, its variable).
 PEER_SERVICES: dict[str, tuple[str, str]] = {
@@ -35,11 +31,10 @@ def service_url(config: Config, spec: "ServiceSpec", host: str = TABLE_HOST) -> 
     return (configured or f"http://{host}:{spec.port}").rstrip("/")
 
 
-def peer_addresses(config: Config, specs: "list[ServiceSpec] | None" = None) -> dict[str, str]:
+def peer_addresses(config: Config, specs: list[ServiceSpec] | None = None) -> dict[str, str]:
     """Every peer's address, no trailing slash ("" for a peer neither configured nor in the
     table). Read once, when a service is built: the service table is a file."""
     if specs is None:
-        from .services import load_services
         try:
             specs = load_services()
         except ConfigError:

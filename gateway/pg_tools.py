@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from .archive_crypto import BackupError
+from .database import execute, fetch_all, fetch_value
 
 if TYPE_CHECKING:
     import aiopg
@@ -74,8 +75,6 @@ USER_SCHEMAS = ("SELECT nspname FROM pg_namespace WHERE left(nspname, 3) <> 'pg_
 
 
 async def database_holds_data(db: aiopg.Pool) -> bool:
-    from .database import fetch_value
-
     return bool(await fetch_value(db, "SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n "
                                       "ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'p', 'v', 'm', 'S') "
                                       f"AND n.nspname IN ({USER_SCHEMAS}))"))
@@ -83,16 +82,12 @@ async def database_holds_data(db: aiopg.Pool) -> bool:
 
 async def empty_database(db: aiopg.Pool) -> None:
     """Drop every schema of ours (`--force`): the dump then lands on nothing."""
-    from .database import execute, fetch_all
-
     for row in await fetch_all(db, USER_SCHEMAS):
         await execute(db, f'DROP SCHEMA "{row["nspname"]}" CASCADE')
     await execute(db, "CREATE SCHEMA IF NOT EXISTS public")
 
 
 async def migration_levels(db: aiopg.Pool) -> dict[str, int]:
-    from .database import fetch_all
-
     try:
         rows = await fetch_all(db, "SELECT plugin, max(version) AS version FROM schema_migrations GROUP BY plugin")
     except Exception:

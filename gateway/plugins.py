@@ -27,6 +27,7 @@ import marshmallow
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from .config import ENVIRONMENT
 from .plugin_settings import PluginSettings, SettingsT
 
 if TYPE_CHECKING:
@@ -283,7 +284,6 @@ def installed_plugins(names: Iterable[str] | None = None) -> dict[str, Plugin]:
 
 def environment_names() -> set[str]:
     """Every environment variable a service may read: the core's and each installed plugin's."""
-    from .config import ENVIRONMENT
     return set(ENVIRONMENT) | {name for plugin in installed_plugins().values() for name in plugin.environment}
 
 

@@ -106,6 +106,21 @@ async def read_part(part: BodyPartReader, limit: int, too_large: Callable[[], Ex
     return bytes(data)
 
 
+async def each_multipart_part(request: web.Request, consume: Callable[[BodyPartReader], Awaitable[None]],
+                              unreadable: Callable[[str], Exception]) -> None:
+    """Hand each named part of a multipart body to `consume`, in order (a nested multipart or an
+    unnamed part is released unread); a body that cannot be read raises `unreadable(reason)`."""
+    try:
+        reader = await request.multipart()
+        while (part := await reader.next()) is not None:
+            if not isinstance(part, BodyPartReader) or part.name is None:
+                await part.release()
+                continue
+            await consume(part)
+    except (ValueError, AssertionError) as error:
+        raise unreadable(str(error)) from None
+
+
 async def with_multipart_field(request: web.Request, names: tuple[str, ...],
                                consume: Callable[[BodyPartReader], Awaitable[Result]], *, hint: str) -> Result:
     """Stream the first multipart part named one of `names` into `consume` (other parts are

@@ -23,7 +23,7 @@ from pathlib import Path
 from bench.support import checkout
 
 from . import data
-from .run import MODES, _percentile
+from .index import MODES, rank_percentile
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,8 +68,8 @@ def load_average() -> str:
 
 
 def row(title: str, before: list[float], now: list[float]) -> str:
-    b50, n50, b90, n90 = (_percentile(before, 50), _percentile(now, 50), _percentile(before, 90),
-                          _percentile(now, 90))
+    b50, n50, b90, n90 = (rank_percentile(before, 50), rank_percentile(now, 50), rank_percentile(before, 90),
+                          rank_percentile(now, 90))
     return (f"| {title} | {b50:.2f} ({min(before):.2f}–{max(before):.2f}) | {n50:.2f} ({min(now):.2f}–"
             f"{max(now):.2f}) | {n50 / b50:.2f} | {b90:.2f} | {n90:.2f} | {n90 / b90:.2f} |")
 
@@ -94,7 +94,7 @@ def compare(base: str, chunks: int, searches: int, rounds: int) -> None:
                     for key, values in answers.items():
                         timings[name].setdefault(key, []).extend(values)
                 print(f"  round {number + 1}: " + "; ".join(
-                    f"{name} hybrid p50 {_percentile(timings[name]['hybrid'], 50):.2f} ms" for name in order),
+                    f"{name} hybrid p50 {rank_percentile(timings[name]['hybrid'], 50):.2f} ms" for name in order),
                     flush=True)
         print(f"\n{chunks:,} chunks in the searched base, {searches} searches per mode a side in {rounds} "
               f"alternating rounds after one warm-up use; before = {base}, now = this checkout; load "

@@ -31,41 +31,19 @@ from pathlib import Path
 
 import numpy as np
 
-from gateway.config import Config
 from gateway.embeddings import create_embedder
 from gateway.vector_store import IndexItem
 from gateway.vectors import VectorIndex, open_vector_index
 
 from . import data, metrics
 from .cache import EmbeddingCache, text_key
+from .compare import compare
 from .embedders import CachedEmbedder, FixedEmbedder
-
-MODES = ("lexical", "dense", "hybrid")
-NAMESPACE = uuid.UUID("6f0b8f44-5c1e-4c55-9f43-4a1c6c3f1a18")
-K = 10
-KEYWORD_FIELDS = ("user_id", "kb_id", "document_id")  # the knowledge plugin's
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(round(q / 100 * len(ordered))) - 1))]
-
+from .index import (KEYWORD_FIELDS, MODES, NAMESPACE, K, drop_collection, index_config, passage_windows,
+                    rank_percentile)
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f}"
-
-
-def _config(directory: Path) -> Config:
-    return Config.load(
-        overrides={"core.data_dir": str(directory), "vectors.path": str(directory / "vectors")},
-        generate_secrets=False,
-    )
-
-
-async def _drop(index: VectorIndex, collection: str) -> None:
-    drop = getattr(index.engine, "drop", None)
-    if drop is not None:
-        await drop(index.physical_name(collection))
 
 
 # --- quality -------------------------------------------------------------------------------
@@ -74,7 +52,7 @@ async def _drop(index: VectorIndex, collection: str) -> None:
 async def quality(
     sets: list[data.EvalSet], directory: Path
 ) -> dict[str, dict[str, tuple[float, float, list[float]]]]:
-    config = _config(directory)
+    config = index_config(directory)
     embedder = CachedEmbedder(create_embedder(config))
     await embedder.prepare()
     index = await open_vector_index(config, "bench-knowledge", embedder)
@@ -123,7 +101,7 @@ async def quality(
                 results[evalset.name][mode] = (ndcg, recall, timings)
                 print(f"  {evalset.name} {mode}: nDCG@10 {ndcg:.3f}, Recall@10 {recall:.3f}", flush=True)
     finally:
-        await _drop(index, collection)
+        await drop_collection(index, collection)
         await index.close()
     return results
 
@@ -146,21 +124,6 @@ def print_quality(sets: list[data.EvalSet], results) -> None:
 # --- speed ---------------------------------------------------------------------------------
 
 
-def _windows(evalset: data.EvalSet, size: int, stride: int) -> list[tuple[int, str]]:
-    """Overlapping windows of each passage (words for English, characters for Chinese), with
-    the index of the passage each came from."""
-    out = []
-    for number, passage in enumerate(evalset.passages):
-        if evalset.language == "en":
-            words = passage.split()
-            for start in range(0, max(1, len(words) - size + stride), stride):
-                out.append((number, " ".join(words[start:start + size])))
-        else:
-            for start in range(0, max(1, len(passage) - size + stride), stride):
-                out.append((number, passage[start:start + size]))
-    return out
-
-
 def speed_corpus(sets: list[data.EvalSet], model_id: str, total: int, seed: int = 7):
     """`total` chunk texts with vectors: windows of the real passages (so the lexical side
     tokenises real text); each chunk's vector is its passage's real vector plus noise (cosine
@@ -180,7 +143,7 @@ def speed_corpus(sets: list[data.EvalSet], model_id: str, total: int, seed: int 
         pools.append(
             [
                 (cache.vectors[text_key(evalset.passages[n])], text)
-                for n, text in _windows(evalset, size, stride)
+                for n, text in passage_windows(evalset, size, stride)
             ]
         )
     chunks: list[tuple[str, np.ndarray]] = []
@@ -217,9 +180,9 @@ async def _time_modes(
             assert hits and all(hit.payload["kb_id"] == "kb-main" for hit in hits)
         out[label + mode] = (timings, cpu)
         print(
-            f"  {label}{mode}: p50 {_ms(_percentile(timings, 50))} ms, "
-            f"p99 {_ms(_percentile(timings, 99))} ms, "
-            f"CPU p50 {_ms(_percentile(cpu, 50))} ms",
+            f"  {label}{mode}: p50 {_ms(rank_percentile(timings, 50))} ms, "
+            f"p99 {_ms(rank_percentile(timings, 99))} ms, "
+            f"CPU p50 {_ms(rank_percentile(cpu, 50))} ms",
             flush=True,
         )
 
@@ -227,7 +190,7 @@ async def _time_modes(
 async def speed(
     sets: list[data.EvalSet], directory: Path, total: int, searches: int, optimize: bool = False
 ) -> dict:
-    real = create_embedder(_config(directory))
+    real = create_embedder(index_config(directory))
     await real.prepare()
     model_id, dimension = real.model_id, real.dimension
     others = total // 4
@@ -239,7 +202,7 @@ async def speed(
         query_cache._store(missing, np.array([await real.embed_query(q) for q in missing], dtype=np.float32))
     query_vectors = {q: query_cache.vectors[text_key(q)] for q in queries}
     embedder = FixedEmbedder(model_id, dimension, dict(chunks), query_vectors)
-    index = await open_vector_index(_config(directory), "bench-knowledge", embedder)
+    index = await open_vector_index(index_config(directory), "bench-knowledge", embedder)
     collection = f"bench_speed_{uuid.uuid4().hex[:8]}"
     out: dict = {"engine": index.engine.kind, "chunks": total, "others": others, "model": model_id}
     try:
@@ -275,7 +238,7 @@ async def speed(
             print(f"  optimize(): {out['optimize_s']:.1f} s", flush=True)
             await _time_modes(index, collection, queries, where, searches, out, "optimized ")
     finally:
-        await _drop(index, collection)
+        await drop_collection(index, collection)
         await index.close()
     embedding: dict[str, list[float]] = {}
     for evalset in sets:
@@ -306,18 +269,18 @@ def print_speed(out: dict) -> None:
             if label + mode not in out:
                 continue
             t, cpu = out[label + mode]
-            p50, p99 = _percentile(t, 50), _percentile(t, 99)
+            p50, p99 = rank_percentile(t, 50), rank_percentile(t, 99)
             verdict = "met" if p50 <= 0.010 and p99 <= 0.030 else "**NOT met**"
             name = mode if not label else f"{mode}, after `optimize()` ({out['optimize_s']:.0f} s)"
             print(
-                f"| {name} | {_ms(p50)} | {_ms(p99)} | {_ms(max(t))} | {_ms(_percentile(cpu, 50))} / "
-                f"{_ms(_percentile(cpu, 99))} | {verdict} |"
+                f"| {name} | {_ms(p50)} | {_ms(p99)} | {_ms(max(t))} | {_ms(rank_percentile(cpu, 50))} / "
+                f"{_ms(rank_percentile(cpu, 99))} | {verdict} |"
             )
     print(f"\nQuery embedding ({out['model']}, excluded above), ms:\n")
     print("| queries | p50 | p99 |")
     print("|---|---|---|")
     for name, t in out["embedding"].items():
-        print(f"| {name} (first {len(t)}) | {_ms(_percentile(t, 50))} | {_ms(_percentile(t, 99))} |")
+        print(f"| {name} (first {len(t)}) | {_ms(rank_percentile(t, 50))} | {_ms(rank_percentile(t, 99))} |")
 
 
 def machine() -> str:
@@ -381,8 +344,6 @@ def main() -> None:
     args.only = set(args.only or ("quality", "speed"))
     data.eval_dir()
     if args.base:
-        from .compare import compare
-
         return compare(args.base, args.chunks, args.searches, args.rounds)
     asyncio.run(main_async(args))
 

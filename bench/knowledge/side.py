@@ -23,10 +23,18 @@ import numpy as np  # noqa: E402
 from bench.knowledge import data  # noqa: E402
 from bench.knowledge.cache import EmbeddingCache, text_key  # noqa: E402
 from bench.knowledge.embedders import FixedEmbedder  # noqa: E402
-from bench.knowledge.run import K, KEYWORD_FIELDS, MODES, NAMESPACE, _config, _drop, _windows  # noqa: E402
 from gateway.embeddings import create_embedder  # noqa: E402
 from gateway.vector_store import IndexItem  # noqa: E402
 from gateway.vectors import open_vector_index  # noqa: E402
+
+try:
+    from bench.knowledge.index import (K, KEYWORD_FIELDS, MODES, NAMESPACE, drop_collection, index_config,
+                                       passage_windows)
+except ImportError:  # the measured checkout predates index.py (issue 42): the same pieces were in run.py
+    from bench.knowledge.run import K, KEYWORD_FIELDS, MODES, NAMESPACE
+    from bench.knowledge.run import _config as index_config
+    from bench.knowledge.run import _drop as drop_collection
+    from bench.knowledge.run import _windows as passage_windows
 
 
 def passage_vector(cache: EmbeddingCache, text: str, dimension: int) -> np.ndarray:
@@ -49,7 +57,7 @@ def corpus(sets, model_id: str, dimension: int, total: int, seed: int = 7) -> li
     for evalset in sets:
         size, stride = (100, 8) if evalset.language == "en" else (250, 20)
         pools.append([(passage_vector(cache, evalset.passages[n], dimension), text)
-                      for n, text in _windows(evalset, size, stride)])
+                      for n, text in passage_windows(evalset, size, stride)])
     chunks, seen = [], set()
     while len(chunks) < total:
         for pool in pools:
@@ -95,12 +103,12 @@ async def serve(eval_dir: Path, total: int) -> None:
     data.EVAL_DIR = eval_dir
     sets = [data.load(name) for name in data.SETS]
     directory = Path(tempfile.mkdtemp(prefix="bench-knowledge-side-"))
-    real = create_embedder(_config(directory))
+    real = create_embedder(index_config(directory))
     await real.prepare()
     queries = [q for s in sets for q in s.queries[:100]]
     query_vectors = {q: np.asarray(await real.embed_query(q), dtype=np.float32) for q in queries}  # first use
     chunks = corpus(sets, real.model_id, real.dimension, total + total // 4)
-    index = await open_vector_index(_config(directory), "bench-knowledge",
+    index = await open_vector_index(index_config(directory), "bench-knowledge",
                                     FixedEmbedder(real.model_id, real.dimension, dict(chunks), query_vectors))
     collection = f"bench_speed_{uuid.uuid4().hex[:8]}"
     where = {"user_id": "alice", "kb_id": ["kb-main"]}  # as plugins/knowledge/store.py asks
@@ -136,7 +144,7 @@ async def serve(eval_dir: Path, total: int) -> None:
             else:
                 break
     finally:
-        await _drop(index, collection)
+        await drop_collection(index, collection)
         await index.close()
         await real.close()
 

@@ -19,7 +19,7 @@ from gateway.embeddings import EmbeddingError
 from gateway.errors import ApiError, BadRequest, ServiceUnavailable
 from gateway.openapi import api_doc
 from gateway.peers import PeerContext, PeerAnswer, PeerClient, PeerTimeout
-from gateway.validation import parse_body, read_part
+from gateway.validation import each_multipart_part, parse_body, read_part
 from plugins.chat.contract import require_chat_user
 
 from .api import engine_of
@@ -153,22 +153,18 @@ async def read_form(request: web.Request) -> dict:
     if not request.content_type.startswith("multipart/"):
         raise BadRequest("Send multipart/form-data with the field `file`.", error_type="validation_error")
     found: dict = {}
-    try:
-        reader = await request.multipart()
-        while (part := await reader.next()) is not None:
-            if not isinstance(part, BodyPartReader) or part.name is None:
-                await part.release()
-                continue
-            limit = MAX_AUDIO_BYTES if part.name == "file" else 4096
-            name = part.name
-            data = await read_part(part, limit, lambda: ApiError(
-                f"The field `{name}` is larger than {limit} bytes.", status=413,
-                error_type="audio_too_large" if name == "file" else "validation_error"))
-            found[part.name] = ((bytes(data), part.filename or "audio", part.headers.get("Content-Type") or
-                                 "application/octet-stream") if part.name == "file"
-                                else data.decode("utf-8", "replace").strip())
-    except (ValueError, AssertionError) as error:
-        raise BadRequest(f"The multipart body cannot be read: {error}", error_type="validation_error") from None
+
+    async def keep(part: BodyPartReader) -> None:
+        name = part.name or ""
+        limit = MAX_AUDIO_BYTES if name == "file" else 4096
+        data = await read_part(part, limit, lambda: ApiError(
+            f"The field `{name}` is larger than {limit} bytes.", status=413,
+            error_type="audio_too_large" if name == "file" else "validation_error"))
+        found[name] = ((bytes(data), part.filename or "audio", part.headers.get("Content-Type") or
+                        "application/octet-stream") if name == "file" else data.decode("utf-8", "replace").strip())
+
+    await each_multipart_part(request, keep, lambda reason: BadRequest(
+        f"The multipart body cannot be read: {reason}", error_type="validation_error"))
     if "file" not in found:
         raise BadRequest("The multipart body has no field `file`.", error_type="validation_error")
     return found

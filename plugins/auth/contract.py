@@ -11,6 +11,8 @@ from gateway.contracts import ContractKey
 from gateway.database import execute, fetch_required
 from gateway.identity import Identity, require_user
 
+from .tokens import allows, scope_refused
+
 if TYPE_CHECKING:
     from gateway.peers import PeerClient
     from gateway.plugins import Registrar
@@ -55,8 +57,6 @@ async def require_scope(request: web.Request, scope: str) -> Identity:
     `insufficient_scope`). REST calls under /api/ are checked for `read`/`write` already; every
     route outside /api/ that people's credentials reach calls this (/ws/chat and the OpenAI door
     ask for `chat`, /mcp for `mcp`)."""
-    from .tokens import allows, scope_refused
-
     identity = await require_user(request)
     if not allows(identity, scope):
         raise scope_refused(scope)
@@ -65,8 +65,6 @@ async def require_scope(request: web.Request, scope: str) -> Identity:
 
 def allows_scope(identity: Identity, scope: str) -> bool:
     """Whether `identity` may act within `scope` (for checks outside a request, e.g. a frame)."""
-    from .tokens import allows
-
     return allows(identity, scope)
 
 

@@ -14,7 +14,7 @@ from gateway.errors import ApiError, BadRequest, Forbidden, NotFound, Unauthoriz
 from gateway.identity import require_user
 from gateway.openapi import api_doc
 from gateway.plugins import Plugin, Registrar
-from gateway.validation import parse_body, read_part
+from gateway.validation import each_multipart_part, parse_body, read_part
 from plugins.auth.contract import keep_person_data
 from plugins.chat.contract import REPLY_TAPS
 
@@ -68,23 +68,22 @@ async def transcribe(request: web.Request) -> web.Response:
     audio: bytes | None = None
     filename, content_type = "audio", ""
     fields_: dict[str, str] = {}
+
+    async def keep(part: BodyPartReader) -> None:
+        nonlocal audio, filename, content_type
+        if part.name == "audio" and audio is None:
+            audio = await read_limited(part, limit)
+            filename, content_type = part.filename or "audio", part.headers.get("Content-Type", "")
+        elif part.name in ("language", "format"):
+            fields_[part.name] = (await part.read_chunk(64)).decode("utf-8", "replace").strip()
+        else:
+            await part.release()
+
     try:
-        reader = await request.multipart()
-        while (part := await reader.next()) is not None:
-            if not isinstance(part, BodyPartReader):
-                await part.release()
-            elif part.name == "audio" and audio is None:
-                audio = await read_limited(part, limit)
-                filename, content_type = part.filename or "audio", part.headers.get("Content-Type", "")
-            elif part.name in ("language", "format"):
-                fields_[part.name] = (await part.read_chunk(64)).decode("utf-8", "replace").strip()
-            else:
-                await part.release()
+        await each_multipart_part(request, keep, lambda reason: failure(BadRequest(
+            f"The multipart body cannot be read: {reason}", error_type="validation_error")))
     except ApiError as error:
         raise failure(error) from None
-    except (ValueError, AssertionError) as error:
-        raise failure(BadRequest(f"The multipart body cannot be read: {error}", error_type="validation_error")) \
-            from None
     if not audio:
         raise failure(BadRequest("The multipart body has no field `audio`, or it is empty.",
                                  error_type="validation_error", hint="Send the recording in the field `audio`."))

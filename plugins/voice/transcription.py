@@ -10,7 +10,7 @@ from aiohttp import BodyPartReader, web
 from gateway.errors import ApiError
 from gateway.identity import require_user
 from gateway.openapi import api_doc
-from gateway.validation import load, read_part
+from gateway.validation import each_multipart_part, load, read_part
 
 from . import audio
 from .recognition import SERVICE, caller, failure
@@ -36,23 +36,20 @@ async def transcribe(request: web.Request) -> web.Response:
     started = time.perf_counter()
     fields: dict[str, Any] = {}
     limit = service.settings.max_audio_bytes
-    try:
-        reader = await request.multipart()
-        while (part := await reader.next()) is not None:
-            if not isinstance(part, BodyPartReader) or part.name is None:
-                await part.release()
-                continue
-            if part.name == "audio":
-                fields["audio"] = await read_limited(part, limit)
-            elif part.name in ("language", "format", "sample_rate", "user_id"):
-                value = await read_limited(part, 256, what=f"The field `{part.name}`", status=400,
-                                           error_type="validation_error")
-                fields[part.name] = value.decode("utf-8", "replace").strip()
-            else:
-                await part.release()
-    except (ValueError, AssertionError) as error:
-        raise failure(f"The multipart body cannot be read: {error}", "validation_error",
-                      "Send multipart/form-data with the field `audio`.") from None
+
+    async def keep(part: BodyPartReader) -> None:
+        if part.name == "audio":
+            fields["audio"] = await read_limited(part, limit)
+        elif part.name in ("language", "format", "sample_rate", "user_id"):
+            value = await read_limited(part, 256, what=f"The field `{part.name}`", status=400,
+                                       error_type="validation_error")
+            fields[part.name] = value.decode("utf-8", "replace").strip()
+        else:
+            await part.release()
+
+    await each_multipart_part(request, keep, lambda reason: failure(
+        f"The multipart body cannot be read: {reason}", "validation_error",
+        "Send multipart/form-data with the field `audio`."))
     if "audio" not in fields:
         raise failure("The multipart body has no field `audio`.", "validation_error", "Name the file field `audio`.")
     data = fields.pop("audio")

@@ -68,10 +68,12 @@ class JobGroup:
         self._stopping: set[asyncio.Task] = set()
 
     def start(self, key: str, work: Work) -> asyncio.Task:
-        """Run `work` for `key` (a loop already running for `key` is the caller's to stop first)."""
-        if key in self._running and not self._running[key].done():
-            work.close()
-            raise RuntimeError(f"{self.name}[{key}] is running already")
+        """Run `work` for `key`. One still running for `key` (two changes of one item that
+        raced) is cancelled without waiting: the newest start wins."""
+        previous = self._running.get(key)
+        if previous is not None and not previous.done():
+            self._stopping.add(previous)
+            previous.cancel()
         name = f"{self.name}[{key}]"
         task: asyncio.Task | None = None
         task = asyncio.create_task(run_logged(name, work, redact=self.redact,

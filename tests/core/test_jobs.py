@@ -70,7 +70,13 @@ async def test_jobs_and_job_groups_are_listed_logged_once_and_stopped(aiohttp_cl
     assert plugin.cancelled == ["a"] and group.running() == ["b"]
     assert failures(caplog, "pollers.pollers[c]") == []
 
+    group.start("d", plugin.poll_forever("d"))
+    await asyncio.sleep(0)
+    group.start("d", plugin.poll_forever("d again"))  # two changes of one item raced: the newest wins
+    await asyncio.sleep(0)
+    assert plugin.cancelled == ["a", "d"] and group.running() == ["b", "d"]
+
     await client.close()  # the core cancels what still runs
-    assert plugin.cancelled == ["a", "b"] and group.running() == []
+    assert sorted(plugin.cancelled) == ["a", "b", "d", "d again"] and group.running() == []
     assert len([record for record in caplog.records if record.name == "gateway.jobs"
                 and record.levelno >= logging.ERROR]) == 2

@@ -21,6 +21,7 @@ from gateway import __version__
 from gateway.asyncapi import add_document_route
 from gateway.config import Config, ConfigError
 from gateway.errors import ApiError, Forbidden, NotFound, Unauthorized, error_middleware
+from gateway.jobs import JobGroup
 from gateway.openapi import add_document_routes, api_doc
 from gateway.peer_location import service_url
 from gateway.services import ServiceSpec, load_services
@@ -32,7 +33,7 @@ from .database import DATABASE, DatabasePanel
 from .logstore import LogStore
 from .pages import setup_pages
 from .peers import Peers
-from .performance import PerformanceMonitor, PerformanceSettings
+from .performance import SAMPLING_JOB, PerformanceMonitor, PerformanceSettings
 from .proxy import add_proxy_routes
 from .push import PushHub, SttLog
 from .push_schemas import PUSH_PATH, push_channel
@@ -305,9 +306,10 @@ def create_console_app(config: Config, *, host: str | None = None,
     console = config.settings.console
     logs = LogStore(config.data_dir / "logs", console.log_max_bytes, console.log_backups)
     stt_log = SttLog(push)
+    peers = Peers(specs, config)
     supervisor = Supervisor(specs, config.data_dir, logs, push, SupervisorSettings.from_config(config),
                             line_listener=stt_log.read_service_line,
-                            peer_urls={spec.id: service_url(config, spec) for spec in specs})
+                            peer_urls={spec.id: service_url(config, spec) for spec in specs}, peers=peers)
 
     app = web.Application(middlewares=[error_middleware, same_site_only,
                                        credential_middleware(config.settings.auth.admin_username)])
@@ -317,7 +319,6 @@ def create_console_app(config: Config, *, host: str | None = None,
     app[STT_LOG] = stt_log
     app[STARTED] = time.monotonic()
     app[CREDENTIAL] = console_credential(config, host)
-    peers = Peers(specs, config)
     app[PEERS] = peers
     monitor = PerformanceMonitor([spec.id for spec in specs], supervisor.pids, config.data_dir,
                                  PerformanceSettings.from_config(config))
@@ -328,7 +329,10 @@ def create_console_app(config: Config, *, host: str | None = None,
     app.router.add_routes(routes)
     app.router.add_routes(dashboard.routes)
     app.router.add_routes(database.routes)
-    setup_backups(app, config, supervisor)
+    # The console's own loops (the backup schedule, the performance sampling), each failure logged
+    # once the way a service's jobs' are (gateway/jobs.py).
+    jobs = JobGroup("console")
+    setup_backups(app, config, supervisor, jobs)
     add_proxy_routes(app)
     setup_pages(app)
     add_document_route(app, "console", __version__, lambda app: [push_channel(bool(app[CREDENTIAL]))],
@@ -346,9 +350,9 @@ def create_console_app(config: Config, *, host: str | None = None,
         await peers.close()
 
     async def performance_ctx(app: web.Application) -> AsyncIterator[None]:
-        monitor.start()
+        monitor.start(jobs)
         yield
-        await monitor.stop()
+        await jobs.stop(SAMPLING_JOB)
 
     app.cleanup_ctx.append(peers_ctx)
     app.cleanup_ctx.append(supervisor_ctx)

@@ -24,6 +24,7 @@ from marshmallow import fields
 from gateway.backup import BackupError, archive_name, backups_in, parse_interval, prune
 from gateway.config import PROJECT_ROOT, Config, ConfigError
 from gateway.errors import ApiError, NotFound
+from gateway.jobs import JobGroup
 from gateway.openapi import api_doc
 from gateway.validation import parse_body
 
@@ -62,7 +63,6 @@ class Backups:
         self.running: dict[str, Any] | None = None
         self.next_at: float | None = None
         self._lock = asyncio.Lock()
-        self._scheduler: asyncio.Task | None = None
         self.last: dict[str, Any] | None = self._load_state()
 
     def _load_state(self) -> dict[str, Any] | None:
@@ -180,17 +180,10 @@ class Backups:
 
     # ------------------------------------------------------------ the schedule
 
-    def start(self) -> None:
+    def start(self, jobs: JobGroup) -> None:
+        """The schedule, one of the console's jobs (`SCHEDULE_JOB`), when `every` is set."""
         if self.settings.every:
-            self._scheduler = asyncio.get_running_loop().create_task(self._schedule(self.settings.every))
-
-    async def stop(self) -> None:
-        if self._scheduler is not None:
-            self._scheduler.cancel()
-            try:
-                await self._scheduler
-            except asyncio.CancelledError:
-                pass
+            jobs.start(SCHEDULE_JOB, self._schedule(self.settings.every))
 
     async def _schedule(self, every: float) -> None:
         """The next backup `every` seconds after the last one (kept across console restarts)."""
@@ -209,6 +202,8 @@ class Backups:
 
 
 BACKUPS = web.AppKey("console_backups", Backups)
+# The scheduled backups' loop among the console's jobs.
+SCHEDULE_JOB = "backup_schedule"
 
 
 # ---------------------------------------------------------------- schemas
@@ -321,15 +316,15 @@ async def restore_backup(request: web.Request) -> web.Response:
     return web.json_response(await request.app[BACKUPS].restore(request.match_info["name"], body["force"]))
 
 
-def setup_backups(app: web.Application, config: Config, supervisor: Supervisor) -> Backups:
+def setup_backups(app: web.Application, config: Config, supervisor: Supervisor, jobs: JobGroup) -> Backups:
     backups = Backups(config, supervisor)
     app[BACKUPS] = backups
     app.router.add_routes(routes)
 
     async def backups_ctx(app: web.Application) -> AsyncIterator[None]:
-        backups.start()
+        backups.start(jobs)
         yield
-        await backups.stop()
+        await jobs.stop(SCHEDULE_JOB)
 
     app.cleanup_ctx.append(backups_ctx)
     return backups

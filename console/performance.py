@@ -22,7 +22,10 @@ from typing import Any, Callable, Iterable, Mapping
 import psutil
 
 from gateway.config import Config
+from gateway.jobs import JobGroup
 
+# The sampling loop among the console's jobs.
+SAMPLING_JOB = "performance_sampling"
 log = logging.getLogger("console.performance")
 
 DEFAULT_INTERVAL = 5.0
@@ -221,7 +224,6 @@ class PerformanceMonitor:
         self._current: dict[str, dict] = {}  # the last round's sample of each service it found running
         self.system: dict | None = None
         self.sampled_at: float | None = None
-        self._task: asyncio.Task | None = None
         self._lock = asyncio.Lock()
 
     async def sample_now(self) -> None:
@@ -243,17 +245,9 @@ class PerformanceMonitor:
                 log.exception("a performance sampling round failed")
             await asyncio.sleep(self.settings.interval)
 
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="console-performance")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+    def start(self, jobs: JobGroup) -> None:
+        """The sampling loop, one of the console's jobs (`SAMPLING_JOB`)."""
+        jobs.start(SAMPLING_JOB, self._run())
 
     # ---------------------------------------------------------------- reading
 

@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-import aiohttp
-
-from gateway.config import PROJECT_ROOT
+from gateway.config import PROJECT_ROOT, Config
+from gateway.peers import PeerFailed, PeerTimeout
 from gateway.services import ServiceSpec
 
 from .build import BuildEnvironment, BuildRecords, StepReport, run_build
 from .logstore import LogStore
+from .peers import Peers
 from .processes import (BUILDING, FAILED, PEER_URL_VARIABLES, RUNNING, STARTING, STOPPED, STOPPING,
                         ManagedService, SupervisorError, SupervisorSettings, UnknownService, build_records_path,
                         child_environment, find_orphans, iso, kill_tree, service_command, terminate_orphans)
@@ -37,12 +37,22 @@ __all__ = ["BUILDING", "FAILED", "PEER_URL_VARIABLES", "RUNNING", "STARTING", "S
            "build_records_path", "find_orphans", "terminate_orphans"]
 
 
+# One health check's limit (the service answers its health route without touching anything else).
+HEALTH_CHECK_TIMEOUT = PeerTimeout(connect=None, total=2.0)
+
+
 class Supervisor(ServiceWatch):
     def __init__(self, specs: list[ServiceSpec], data_dir: Path, logs: LogStore, hub: PushHub,
                  settings: SupervisorSettings | None = None, host: str = "127.0.0.1",
                  line_listener: Callable[[str, str], object] | None = None,
-                 build_environment: BuildEnvironment | None = None, peer_urls: dict[str, str] | None = None):
+                 build_environment: BuildEnvironment | None = None, peer_urls: dict[str, str] | None = None,
+                 peers: Peers | None = None):
         self.specs = list(specs)
+        # How the health checks reach each service: the console's peer transport, which finds it
+        # where its peers do (its *_URL variable, else its table port). Built bare (tests), one of
+        # its own over the table alone, opened and closed with the supervisor.
+        self._own_peers = peers is None
+        self.peers = peers or Peers(self.specs, Config({}))
         # Where each service's peers find it, by service id, when no `*_URL` variable says
         # (`gateway.peer_location.service_url`: a `[peers]` setting of the configuration, else the table).
         self.peer_urls = dict(peer_urls or {})
@@ -58,12 +68,12 @@ class Supervisor(ServiceWatch):
         self.build_records = BuildRecords(build_records_path(data_dir))
         self._services = {spec.id: ManagedService(spec) for spec in self.specs}
         self._all_lock = asyncio.Lock()
-        self._http: aiohttp.ClientSession | None = None
 
     # ------------------------------------------------------------ lifecycle of the supervisor
 
     async def open(self) -> None:
-        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2))
+        if self._own_peers:
+            await self.peers.open()
         records = await asyncio.get_running_loop().run_in_executor(None, self.build_records.load)
         for service_id, report in records.items():
             if service_id in self._services:
@@ -74,8 +84,8 @@ class Supervisor(ServiceWatch):
         for service in self._services.values():
             self._cancel_restart(service)
         await self.stop_all()
-        if self._http is not None:
-            await self._http.close()
+        if self._own_peers:
+            await self.peers.close()
 
     # ------------------------------------------------------------ reading state
 
@@ -86,7 +96,7 @@ class Supervisor(ServiceWatch):
             raise UnknownService(service_id) from None
 
     def health_url(self, spec: ServiceSpec) -> str:
-        return f"http://127.0.0.1:{spec.port}{spec.health}"
+        return self.peers.peer_url(spec.id) + spec.health
 
     def status(self, service_id: str) -> dict[str, Any]:
         service = self.service(service_id)
@@ -251,14 +261,14 @@ class Supervisor(ServiceWatch):
                 assert service.process is not None  # _start_locked started it before asking
                 raise SupervisorError(spec.id, f"{spec.id} exited with code {service.process.returncode} "
                                                f"before its health check passed; see its log")
-            assert self._http is not None  # open() made it, before any service starts
             try:
-                async with self._http.get(url, timeout=aiohttp.ClientTimeout(total=2)) as response:
-                    if response.status == 200:
-                        return
-                    last = f"HTTP {response.status}"
-            except (aiohttp.ClientError, asyncio.TimeoutError) as error:
-                last = type(error).__name__
+                health = self.peers.client(spec.id, credential=False)
+                answer = await health.request("GET", spec.health, timeout=HEALTH_CHECK_TIMEOUT)
+                if answer.status == 200:
+                    return
+                last = f"HTTP {answer.status}"
+            except PeerFailed as failure:
+                last = str(failure).rstrip(".")
             if time.monotonic() >= deadline:
                 raise SupervisorError(spec.id, f"{spec.id}: health check {url} did not pass within "
                                                f"{timeout:g}s (last: {last})",

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from typing import AsyncIterator, Awaitable
+from typing import AsyncIterator
 
 import aiojobs
 import marshmallow
@@ -19,8 +18,9 @@ from .context import CONTEXT, Context
 from .core_resources import CleanupContext, core_needs, core_resources
 from .errors import error_middleware
 from .introspection import INTROSPECTION_PATH, introspection
+from .jobs import run_logged
 from .openapi import ASYNCAPI_PATH, DOCS_PATH, OPENAPI_PATH, add_document_routes, api_doc
-from .plugins import (REGISTRY, Job, Lifespan, Plugin, PluginError, PluginRecord, Registrar, Registry,
+from .plugins import (REGISTRY, Lifespan, Plugin, PluginError, PluginRecord, Registrar, Registry,
                       installed_plugins, select_plugins)
 from .services import ServiceSpec, get_service
 from .typedefs import SERVICE_ID, WORKER_INDEX
@@ -75,7 +75,7 @@ def create_app(service_id: str, config: Config | None = None, *, plugins: list[P
     for _, lifespan in registry.lifespans:
         app.cleanup_ctx.append(_lifespan_ctx(lifespan, context))
 
-    _run_jobs(app, registry.jobs, context)
+    _run_jobs(app, registry, context)
 
     async def close_websockets(app: web.Application) -> None:
         await context.hub.close_all()
@@ -134,23 +134,26 @@ def _add_routes(app: web.Application, registry: Registry, title: str) -> None:
         app.router.add_routes(table)
 
 
-def _run_jobs(app: web.Application, jobs: list[Job], context: Context) -> None:
+def _run_jobs(app: web.Application, registry: Registry, context: Context) -> None:
     """The plugins' declared jobs (`registrar.job`): started once every lifespan has run, and
     cancelled as the service begins to stop, before the lifespans end, so that no job outlives
-    what it uses. A job that fails is logged once and not restarted."""
+    what it uses; then whatever of the job groups (`registrar.job_group`) still runs. A job that
+    fails is logged once (gateway/jobs.py, `run_logged`) and not restarted."""
     running: list[aiojobs.Job] = []
 
     async def start(app: web.Application) -> None:
-        for job in jobs:
-            running.append(await context.scheduler.spawn(_guarded(job.name, job.factory(context))))
+        for job in registry.jobs:
+            running.append(await context.scheduler.spawn(run_logged(job.name, job.factory(context))))
 
     async def stop(app: web.Application) -> None:
         outcomes = await asyncio.gather(*(job.close() for job in running), return_exceptions=True)
-        for job, outcome in zip(jobs, outcomes):
+        for job, outcome in zip(registry.jobs, outcomes):
             if isinstance(outcome, BaseException):  # it did not end within core.shutdown_timeout
                 log.warning("background job %s did not stop: %r", job.name, outcome)
         running.clear()
+        await asyncio.gather(*(group.close(shutdown_timeout) for group in registry.job_groups))
 
+    shutdown_timeout = context.config.settings.core.shutdown_timeout
     app.on_startup.append(start)
     app.on_shutdown.append(stop)
 
@@ -168,13 +171,3 @@ def _lifespan_ctx(lifespan: Lifespan, context: Context) -> CleanupContext:
         raise PluginError(f"the lifespan {lifespan.__qualname__} must yield exactly once")
 
     return ctx
-
-
-async def _guarded(name: str, coroutine: Awaitable[None]) -> None:
-    started = time.monotonic()
-    try:
-        await coroutine
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        log.exception("background job %s failed after %.1fs", name, time.monotonic() - started)

@@ -28,6 +28,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from .config import ENVIRONMENT
+from .jobs import JobGroup
 from .plugin_settings import PluginSettings, SettingsT
 
 if TYPE_CHECKING:
@@ -203,6 +204,16 @@ class Registrar(Generic[SettingsT]):
         self._registry.jobs.append(Job(f"{self._plugin.name}.{name}", factory, self._plugin.name))
         self.record.jobs.append(name)
 
+    def job_group(self, name: str, *, per: str, redact: bool = False) -> JobGroup:
+        """Background loops this plugin starts and stops itself, one `per` item (a poller per
+        bot): `group.start(key, coroutine)`, `await group.stop(key)`. Listed by `gateway plugins`
+        as `<name> (one per <per>)`; each failure logged once like a declared job's (`redact`: its
+        exception's type only); what still runs is cancelled by the core with the jobs."""
+        group = JobGroup(f"{self._plugin.name}.{name}", redact=redact)
+        self._registry.job_groups.append(group)
+        self.record.jobs.append(f"{name} (one per {per})")
+        return group
+
     def migrations(self, package: str, directory: str = "migrations") -> None:
         """Numbered `NNN_name.sql` files inside `package/directory`, applied in order, once."""
         self._registry.migrations.append(Migrations(self._plugin.name, package, directory))
@@ -249,6 +260,7 @@ class Registry:
         self.ws_types: dict[str, WsMessageType] = {}
         self.ws_server_types: dict[str, WsServerMessage] = {}
         self.jobs: list[Job] = []
+        self.job_groups: list[JobGroup] = []
         self.migrations: list[Migrations] = []
         self.lifespans: list[tuple[str, Lifespan]] = []
         self.middlewares: list[Middleware] = []

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Coroutine
 
 from gateway.context import Context
+from gateway.jobs import run_logged
 
 from .contract import ContextBlock, FinishedTurn, TurnContextProvider, TurnFinishedListener
 
@@ -90,18 +90,9 @@ class TurnFinishedListeners:
     async def notify(self, turn: FinishedTurn) -> None:
         """Start every listener as a job of the scheduler and return at once."""
         for name, listener in self._listeners.items():
-            job = _guarded(name, listener(turn))
+            job = run_logged(f"ai_core.turn_listener[{name}]", listener(turn))
             try:
                 await self.context.scheduler.spawn(job)
             except Exception as error:  # the scheduler is closing: the service stops
                 job.close()
                 log.warning("turn listener %r not started: %s", name, error)
-
-
-async def _guarded(name: str, job: Coroutine[Any, Any, None] | Awaitable[None]) -> None:
-    try:
-        await job
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        log.exception("turn listener %r failed", name)

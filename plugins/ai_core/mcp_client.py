@@ -1,5 +1,6 @@
 """The MCP servers the assistant uses (docs/mcp.md): one connection per enabled server, kept
-open by a task of its own, whose tools join the assistant's registry as `<server>__<tool>`.
+open by a loop of its own (one of the AI core's job group `mcp_connections`), whose tools join
+the assistant's registry as `<server>__<tool>`.
 
 Why a task per server: the SDK's transports are anyio context managers that must be entered
 and left in one task; calls from turns reach the open session through its streams. A server
@@ -16,6 +17,7 @@ from datetime import datetime, timezone
 from typing import Any, AsyncIterator
 
 from gateway.fetch_policy import FetchPolicy
+from gateway.jobs import JobGroup
 
 from .contract import ToolFailed
 from .mcp_egress import guarded_http_client
@@ -69,11 +71,13 @@ def result_for_model(result: Any) -> Any:
 
 
 class Connection:
-    """One server: its state as the admin API shows it, and the task that keeps it connected."""
+    """One server: its state as the admin API shows it, and the loop (one of `jobs`) that keeps
+    it connected."""
 
-    def __init__(self, config: ServerConfig, registry: ToolRegistry, policy: FetchPolicy,
+    def __init__(self, config: ServerConfig, registry: ToolRegistry, policy: FetchPolicy, jobs: JobGroup,
                  commands: tuple[str, ...] = ()):
         self.config, self.registry, self.policy, self.commands = config, registry, policy, commands
+        self.jobs = jobs
         self.state = "disabled" if not config.enabled else "connecting"
         self.tools: list[str] = []
         self.last_error: str | None = None
@@ -81,18 +85,17 @@ class Connection:
         self.restarts = 0
         self.session: Any = None
         self._broken = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._started = False
 
     def start(self) -> None:
-        if self.config.enabled and self._task is None:
-            self._task = asyncio.create_task(self._keep_connected(), name=f"mcp:{self.config.name}")
+        if self.config.enabled and not self._started:
+            self._started = True
+            self.jobs.start(self.config.name, self._keep_connected())
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if self._started:
+            self._started = False
+            await self.jobs.stop(self.config.name)
         self._unregister()
 
     def describe(self) -> dict:
@@ -228,8 +231,9 @@ def describe_error(error: BaseException) -> str:
 class McpServers:
     """The connections of one AI core instance, following the table `ai_mcp_servers`."""
 
-    def __init__(self, registry: ToolRegistry, policy: FetchPolicy, commands: tuple[str, ...] = ()):
-        self.registry, self.policy, self.commands = registry, policy, commands
+    def __init__(self, registry: ToolRegistry, policy: FetchPolicy, jobs: JobGroup,
+                 commands: tuple[str, ...] = ()):
+        self.registry, self.policy, self.jobs, self.commands = registry, policy, jobs, commands
         self.connections: dict[str, Connection] = {}
         self._lock = asyncio.Lock()
 
@@ -242,7 +246,7 @@ class McpServers:
                     await self.connections.pop(name).stop()
             for name, config in wanted.items():
                 if name not in self.connections:
-                    connection = Connection(config, self.registry, self.policy, self.commands)
+                    connection = Connection(config, self.registry, self.policy, self.jobs, self.commands)
                     self.connections[name] = connection
                     connection.start()
 

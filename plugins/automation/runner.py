@@ -4,7 +4,6 @@ clock, device changes, named events, a person's request) all end here, so a rule
 thing however it fired."""
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import datetime, timedelta
 from typing import Any, Coroutine
@@ -14,6 +13,7 @@ import aiopg
 from gateway.clock import rfc3339
 from gateway.context import Context
 from gateway.errors import NotFound
+from gateway.jobs import run_logged
 from gateway.schedule import DueLoop, judge_lateness
 from plugins.iot.contract import DeviceChange
 
@@ -165,16 +165,7 @@ class Runner:
 
     async def _spawn(self, work: Coroutine[Any, Any, object]) -> None:
         scheduler = self.context.scheduler
-        await scheduler.spawn(self._logged(work))
-
-    @staticmethod
-    async def _logged(work: Coroutine[Any, Any, object]) -> None:
-        try:
-            await work
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("an automation run failed")
+        await scheduler.spawn(run_logged("automation.run", work))
 
 
 def not_found(kind: str) -> NotFound:

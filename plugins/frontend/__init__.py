@@ -174,7 +174,8 @@ class FrontendPlugin(Plugin):
 
     def setup(self, registrar: Registrar[FrontendSettings]) -> None:
         settings = registrar.settings
-        gateway_url = registrar.config.settings.peers.url_of("gateway") or "http://127.0.0.1:8080"
+        # Found as every caller finds a service: GATEWAY_URL, else the gateway's port of the table.
+        gateway_url = registrar.context.peer_url("gateway")
         try:
             trusted = parse_trusted_proxies(settings.trusted_proxies, "plugins.frontend.trusted_proxies")
         except ValueError as error:

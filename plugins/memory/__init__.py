@@ -12,8 +12,6 @@
   `remember` / `recall` / `forget` tools (assistant.py)."""
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from typing import AsyncIterator
 
 
@@ -42,7 +40,9 @@ class MemoryPlugin(Plugin):
         from .neutral_form import NeutralFormJob
         from .store import MemoryStore
 
-        store = MemoryStore(registrar.context, registrar.settings)
+        # Every record indexed again when the collection had to be created (a new embedding model).
+        reindexing = registrar.job_group("reindex", per="collection")
+        store = MemoryStore(registrar.context, registrar.settings, reindexing)
         registrar.migrations("plugins.memory")
         registrar.routes(api.routes)
         registrar.routes(thinking_api.routes)
@@ -52,11 +52,7 @@ class MemoryPlugin(Plugin):
 
         async def collection(context: Context) -> AsyncIterator[None]:
             await store.start()
-            yield
-            if store.reindexing is not None:
-                store.reindexing.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await store.reindexing
+            yield  # a re-index still running is stopped by the core with the jobs
 
         registrar.lifespan(collection)
         # Memories stored in the person's words are rewritten once (docs/memory.md, "A memory").

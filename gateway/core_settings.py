@@ -98,18 +98,9 @@ class AuthSection:
     registration_enabled: bool
     registration_verify_code: str
     chat_for_all_users: bool
-    webhook_key: str
     service_token: str
-    discord_public_key: str
     access_token_lifetime: int
     refresh_token_lifetime: int
-
-
-@dataclass(frozen=True)
-class ModelsSection:
-    openai_base_url: str
-    openai_api_key: str
-    default_model: str
 
 
 @dataclass(frozen=True)
@@ -188,7 +179,6 @@ class CoreSettings:
     embeddings: EmbeddingsSection
     blobs: BlobsSection
     auth: AuthSection
-    models: ModelsSection
     peers: PeersSection
     fetch: FetchSection
     console: ConsoleSection

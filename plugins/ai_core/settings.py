@@ -17,6 +17,17 @@ POSITIVE = validate.Range(min=0, min_inclusive=False)
 
 @dataclass(frozen=True, kw_only=True)
 class AiCoreSettings(PluginSettings):
+    # The model an operator names at start-up, seeded once into the model tables (docs/ai-core.md).
+    openai_base_url: str = setting(fields.String(load_default="", metadata={
+        "description": "An OpenAI-compatible provider's API root, ending in /v1 (OPENAI_BASE_URL): seeded at "
+                       "the first start as the provider `openai` with the `chat` route; its endpoint is allowed "
+                       "by the egress policy for models, loopback included. Formerly `[models] "
+                       "openai_base_url`, still read there."}))
+    openai_api_key: str = setting(fields.String(load_default="", metadata={
+        "description": "The key of that provider (OPENAI_API_KEY). Formerly `[models] openai_api_key`."}))
+    default_model: str = setting(fields.String(load_default="", metadata={
+        "description": "The model the `chat` route seeded with it uses (DEFAULT_MODEL). Formerly `[models] "
+                       "default_model`."}))
     first_token_timeout: float = setting(fields.Float(load_default=30.0, validate=POSITIVE, metadata={
         "description": "Seconds to wait for a model's response and first chunk before falling back."}))
     idle_timeout: float = setting(fields.Float(load_default=60.0, validate=POSITIVE, metadata={

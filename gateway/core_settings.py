@@ -125,9 +125,6 @@ class FetchSection:
     allow_private: bool
     allow_hosts: list[str]
     model_hosts: list[str]
-    mcp_hosts: list[str]
-    push_hosts: list[str]
-    automation_hosts: list[str]
     timeout: float
     max_bytes: int
     max_redirects: int

@@ -56,10 +56,11 @@ class AiCorePlugin(Plugin):
     environment = {"OPENAI_BASE_URL": ("plugins.ai_core.openai_base_url", str),
                    "OPENAI_API_KEY": ("plugins.ai_core.openai_api_key", str),
                    "DEFAULT_MODEL": ("plugins.ai_core.default_model", str)}
-    # Release 0.1.0 kept these in the core's [models] section, where a configuration file from
-    # then still has them.
-    former_settings = {f"models.{key}": f"plugins.ai_core.{key}"
-                       for key in ("openai_base_url", "openai_api_key", "default_model")}
+    # Release 0.1.0 kept these in the core's [models] and [fetch] sections, where a configuration
+    # file from then still has them.
+    former_settings = {**{f"models.{key}": f"plugins.ai_core.{key}"
+                          for key in ("openai_base_url", "openai_api_key", "default_model")},
+                       "fetch.mcp_hosts": "plugins.ai_core.mcp_hosts"}
 
     def setup(self, registrar: Registrar[AiCoreSettings]) -> None:
         context = registrar.context

@@ -198,7 +198,8 @@ def setup_mcp(registrar: Registrar, registry: ToolRegistry) -> None:
     from .mcp_server import routes as server_routes
 
     context = registrar.context
-    servers = McpServers(registry, mcp_policy(context.config), tuple(registrar.settings.mcp_commands))
+    settings = registrar.settings
+    servers = McpServers(registry, mcp_policy(context.config, settings.mcp_hosts), tuple(settings.mcp_commands))
     registrar.provide(MCP_SERVERS, servers)
     registrar.routes(routes)
     registrar.routes(server_routes)

@@ -75,6 +75,11 @@ class AiCoreSettings(PluginSettings):
                        "nothing waits but `confirm_tools`)."}))
     confirm_tools: list[str] = setting(fields.List(fields.String(), load_default=list, metadata={
         "description": "Tools every call of which waits for the person's confirmation, whatever it does."}))
+    mcp_hosts: list[str] = setting(fields.List(fields.String(), load_default=list, metadata={
+        "description": "Loopback or private addresses the MCP servers the assistant uses over HTTP may have, "
+                       "for them only (docs/mcp.md), e.g. [\"127.0.0.1:9000\"], [\"mcp.lan\"]: host names, "
+                       "addresses, networks or host:port, as `[fetch] allow_hosts`. Formerly `[fetch] mcp_hosts`, "
+                       "still read there."}))
     mcp_commands: list[str] = setting(fields.List(fields.String(), load_default=list, metadata={
         "description": "The programs a stdio MCP server may be started with, as the administrator writes its "
                        "`command` (docs/mcp.md; empty: any program the administrator names)."}))

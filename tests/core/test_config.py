@@ -86,36 +86,42 @@ def test_a_plugins_own_variables_and_secrets_are_read_when_a_service_loads_it(tm
     assert {"WEBHOOK_KEY", "DISCORD_PUBLIC_KEY", "OPENAI_BASE_URL", "DATABASE_URL"} <= environment_names()
 
 
-WEBHOOKS_FORMER = {"auth.webhook_key": "plugins.webhooks.webhook_key",
-                   "auth.discord_public_key": "plugins.webhooks.discord_public_key"}
-
-
 def test_a_webhook_key_generated_under_its_former_name_is_still_the_key(tmp_path):
     """0.1.0 kept the webhooks' settings in [auth]: its DATA_DIR/secrets.json (or a backup of it)
     holds the generated key as `auth.webhook_key`, which the plugin's own key takes over."""
+    from gateway.plugins import installed_plugins
+
     (tmp_path / "secrets.json").write_text(json.dumps({"auth.webhook_key": "from-0.1.0"}))
     config = Config.load(environ={"DATA_DIR": str(tmp_path)})
-    config.adopt({}, {"plugins.webhooks.webhook_key": lambda: "new"}, WEBHOOKS_FORMER)
+    webhooks = installed_plugins(["webhooks"])["webhooks"]
+    config.adopt(webhooks.environment, webhooks.generated_secrets, webhooks.former_settings)
     assert config.get("plugins.webhooks.webhook_key") == "from-0.1.0"
     stored = json.loads((tmp_path / "secrets.json").read_text())
     assert stored["plugins.webhooks.webhook_key"] == stored["auth.webhook_key"] == "from-0.1.0"
 
 
 def test_settings_in_their_former_core_section_are_still_read(tmp_path, caplog):
-    """An operator's file from 0.1.0 ([auth] discord_public_key, [models] openai_base_url) keeps
-    working, with a warning naming the new place; the own name and the variable win over it."""
+    """An operator's file from 0.1.0 ([auth] discord_public_key, [models] openai_base_url, [fetch]
+    push_hosts...) keeps working, with a warning naming the new place; the own name and the
+    variable win over it."""
+    from gateway.plugins import installed_plugins
+
     file = tmp_path / "gateway.toml"
     file.write_text('[auth]\ndiscord_public_key = "old"\nwebhook_key = "old-key"\n'
                     '[models]\nopenai_base_url = "http://old/v1"\n'
+                    '[fetch]\npush_hosts = ["push.lan"]\nautomation_hosts = ["ha.lan"]\nmcp_hosts = ["mcp.lan"]\n'
                     '[plugins.webhooks]\nwebhook_key = "own-key"\n')
     environ = {"DATA_DIR": str(tmp_path), "GATEWAY_CONFIG": str(file), "DISCORD_PUBLIC_KEY": "from-variable"}
     config = Config.load(environ=environ)
     with caplog.at_level("WARNING", logger="gateway.config"):
-        config.adopt({"DISCORD_PUBLIC_KEY": ("plugins.webhooks.discord_public_key", str)}, {}, WEBHOOKS_FORMER)
-        config.adopt({}, {}, {"models.openai_base_url": "plugins.ai_core.openai_base_url"})
+        for plugin in installed_plugins(["webhooks", "ai_core", "notifications", "automation"]).values():
+            config.adopt(plugin.environment, {}, plugin.former_settings)
     assert config.get("plugins.webhooks.discord_public_key") == "from-variable"
     assert config.get("plugins.webhooks.webhook_key") == "own-key"
     assert config.get("plugins.ai_core.openai_base_url") == "http://old/v1"
+    assert config.get("plugins.ai_core.mcp_hosts") == ["mcp.lan"]
+    assert config.get("plugins.notifications.push_hosts") == ["push.lan"]
+    assert config.get("plugins.automation.http_hosts") == ["ha.lan"]
     assert "models.openai_base_url is read as plugins.ai_core.openai_base_url" in caplog.text
 
 

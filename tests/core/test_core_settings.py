@@ -79,10 +79,10 @@ def test_the_view_is_rebuilt_when_a_plugin_adds_values(tmp_path):
 
 def test_dynamic_keys_of_peers_and_fetch():
     settings = Config({"peers": {"ai_core_url": "http://core:8/"},
-                       "fetch": {"push_hosts": ["push.lan"]}}).settings
+                       "fetch": {"model_hosts": ["llm.lan"]}}).settings
     assert settings.peers.url_of("ai_core") == "http://core:8"
     assert settings.peers.url_of("no_such_peer") == ""
-    assert settings.fetch.hosts_for("push") == ["push.lan"]
+    assert settings.fetch.hosts_for("model") == ["llm.lan"]
     with pytest.raises(ValueError, match="no_such_hosts"):
         settings.fetch.hosts_for("no_such")
 

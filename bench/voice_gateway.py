@@ -98,7 +98,7 @@ def serve_gateway(port: int, database_url: str, ai_core_url: str, voice_url: str
         "core.data_dir": data_dir, "database.url": database_url, "peers.ai_core_url": ai_core_url,
         "peers.voice_service_url": voice_url, "auth.admin_username": "admin",
         "auth.admin_password": "bench-admin-password", "auth.jwt_secret": JWT_SECRET,
-        "auth.service_token": SERVICE_TOKEN, "auth.webhook_key": "bench-webhook",
+        "auth.service_token": SERVICE_TOKEN, "plugins.webhooks.webhook_key": "bench-webhook",
         "auth.registration_verify_code": "BENCH1"}, environ={})
     loop = new_event_loop(config)
     asyncio.set_event_loop(loop)

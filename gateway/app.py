@@ -66,7 +66,7 @@ def create_app(service_id: str, config: Config | None = None, *, plugins: list[P
     registry = Registry()
     ordered = _select(spec, config, registry, plugins)
     for plugin in ordered:
-        config.adopt(plugin.environment, plugin.generated_secrets)
+        config.adopt(plugin.environment, plugin.generated_secrets, plugin.former_settings)
     context = Context(service_id, config, spec.name)
     _set_up_plugins(ordered, registry, context)
     app = _application(context, registry, config)

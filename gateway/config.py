@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import logging
 import os
 import secrets
 import sys
@@ -20,6 +21,7 @@ from typing import Any, Callable, Mapping
 from .core_settings import CoreSettings
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+log = logging.getLogger("gateway.config")
 
 
 def conf_dir() -> Path:
@@ -98,8 +100,25 @@ def _merge(base: dict, extra: Mapping) -> dict:
 
 
 def _set_dotted(target: dict, dotted: str, value: Any) -> None:
-    section, _, key = dotted.partition(".")
-    target.setdefault(section, {})[key] = value
+    """`section.key`, or a plugin's `plugins.<name>.key`: the tables on the way made as needed; a
+    table given for a table (`plugins.<name>`) is merged into it, key by key."""
+    *tables, key = dotted.split(".")
+    for table in tables:
+        target = target.setdefault(table, {})
+    if isinstance(value, Mapping) and isinstance(target.get(key), dict):
+        _merge(target[key], value)
+    else:
+        target[key] = value
+
+
+def _get_dotted(values: Mapping, dotted: str) -> Any:
+    """The value at `dotted`, or None where a table on the way or the key is missing."""
+    found: Any = values
+    for part in dotted.split("."):
+        if not isinstance(found, Mapping) or part not in found:
+            return None
+        found = found[part]
+    return found
 
 
 def _read_toml(path: Path) -> dict:
@@ -149,13 +168,24 @@ class Config:
         config.settings  # a value of the wrong type stops the start, naming the key
         return config
 
-    def adopt(self, environment: "Environment", generated: Mapping[str, Callable[[], str]]) -> None:
+    def adopt(self, environment: "Environment", generated: Mapping[str, Callable[[], str]],
+              former: Mapping[str, str] | None = None) -> None:
         """A plugin's own variables and generated secrets, read when a service loads it: a
-        variable takes precedence over the files, and a setting the caller gave over both."""
-        _apply_environment(self._values, environment, self._environ, self._overridden)
+        variable takes precedence over the files, and a setting the caller gave over both.
+        `former` maps the dotted names an earlier release kept the plugin's settings under (in
+        a core section) to their own: a value still found there, in a file, the caller's
+        settings or DATA_DIR/secrets.json, is used while the own name is unset."""
+        former = former or {}
+        overridden = self._overridden | {own for old, own in former.items() if old in self._overridden}
+        for old, own in former.items():
+            value = self.get(old)
+            if value not in (None, "") and self.get(own) is None:
+                _set_dotted(self._values, own, value)
+                log.warning("%s is read as %s: move it there (the old name will stop working)", old, own)
+        _apply_environment(self._values, environment, self._environ, overridden)
         self._settings = None
         if generated and self._generate_secrets:
-            self._fill_generated_secrets(generated)
+            self._fill_generated_secrets(generated, {own: old for old, own in former.items()})
 
     @property
     def settings(self) -> CoreSettings:
@@ -171,10 +201,11 @@ class Config:
         return self._settings
 
     def get(self, dotted: str, default: Any = None) -> Any:
-        """One raw value. Outside this module and core_settings.py, read `settings` instead:
+        """One raw value (`section.key`, `plugins.<name>.key`). Outside this module and
+        core_settings.py, read `settings` (a plugin: its registrar's) instead:
         tests/core/test_core_settings.py keeps dotted reads out of the services' code."""
-        section, _, key = dotted.partition(".")
-        return self._values.get(section, {}).get(key, default)
+        value = _get_dotted(self._values, dotted)
+        return default if value is None else value
 
     def plugin_section(self, name: str) -> Any:
         """The raw `[plugins.<name>]` table (a copy), which the plugin's settings class checks
@@ -185,11 +216,12 @@ class Config:
     def data_dir(self) -> Path:
         return Path(self.settings.core.data_dir).expanduser().resolve()
 
-    def _fill_generated_secrets(self, generators: Mapping[str, Callable[[], str]]) -> None:
+    def _fill_generated_secrets(self, generators: Mapping[str, Callable[[], str]],
+                                former: Mapping[str, str] | None = None) -> None:
         missing = [dotted for dotted in generators if not self.get(dotted)]
         if not missing:
             return
-        stored = load_or_create_secrets(self.data_dir, missing, generators)
+        stored = load_or_create_secrets(self.data_dir, missing, generators, former)
         for dotted in missing:
             _set_dotted(self._values, dotted, stored[dotted])
         self._settings = None
@@ -208,9 +240,12 @@ def _apply_environment(values: dict, environment: "Environment", environ: Mappin
 
 
 def load_or_create_secrets(data_dir: Path, wanted: list[str],
-                           generators: Mapping[str, Callable[[], str]] | None = None) -> dict[str, str]:
+                           generators: Mapping[str, Callable[[], str]] | None = None,
+                           former: Mapping[str, str] | None = None) -> dict[str, str]:
     """Return the stored secrets, generating the missing ones under an exclusive file lock so
-    that services starting together in one DATA_DIR agree on one value."""
+    that services starting together in one DATA_DIR agree on one value. A secret an earlier
+    release stored under another name (`former`: name -> earlier name) is kept, copied to its
+    name (the earlier entry stays, for that release and its backups)."""
     import fcntl
 
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -222,8 +257,12 @@ def load_or_create_secrets(data_dir: Path, wanted: list[str],
             stored = json.loads(path.read_text()) if path.exists() else {}
         except (OSError, json.JSONDecodeError) as error:
             raise ConfigError(f"{path} cannot be read ({error}); fix or remove it") from None
+        earlier = {dotted: (former or {}).get(dotted, "") for dotted in wanted}
+        renamed = [dotted for dotted in wanted if not stored.get(dotted) and stored.get(earlier[dotted])]
+        for dotted in renamed:
+            stored[dotted] = stored[earlier[dotted]]
         created = [dotted for dotted in wanted if not stored.get(dotted)]
-        if created:
+        if created or renamed:
             for dotted in created:
                 stored[dotted] = (generators or GENERATED_SECRETS)[dotted]()
             temporary = path.with_suffix(".tmp")

@@ -3,8 +3,8 @@ and the hold that keeps live frames behind a replay.
 
 Each connection has a bounded send queue drained by its own writer task: a client that stops
 reading is disconnected once the queue is full, instead of growing the server's memory (as
-Home Assistant's websocket_api does). Frames of a numbered run (one chat reply: `turn_id`, `seq`
-from 0) carry both in the hub's delivery, so a connection that is being replayed such a run
+Home Assistant's websocket_api does). Frames of a numbered run (a streamed reply, say: `run_id`,
+`seq` from 0) carry both in the hub's delivery, so a connection that is being replayed such a run
 (see `Connection.hold`) filters live frames without parsing them. The hub (gateway/hub.py)
 keeps the connections and delivers to them."""
 from __future__ import annotations
@@ -71,13 +71,13 @@ class Connection:
         pending.append(payload)
         return True
 
-    def deliver(self, payload: str, turn_id: str | None = None, seq: int = -1) -> bool:
+    def deliver(self, payload: str, run_id: str | None = None, seq: int = -1) -> bool:
         """`send` for the hub's deliveries: held while a replay is read (`hold`), dropped when
         the replay already sent that frame of that run."""
         if self._held is not None:
-            self._held.append((payload, turn_id, seq))
+            self._held.append((payload, run_id, seq))
             return True
-        if turn_id is not None and self._replayed is not None and self._replayed.get(turn_id, -1) >= seq:
+        if run_id is not None and self._replayed is not None and self._replayed.get(run_id, -1) >= seq:
             return True
         return self.send(payload)
 
@@ -88,13 +88,13 @@ class Connection:
         self._held = []
 
     def release(self, replayed: dict[str, int] | None = None) -> None:
-        """Stop holding; from now on drop frames of run `turn_id` up to `replayed[turn_id]`
+        """Stop holding; from now on drop frames of run `run_id` up to `replayed[run_id]`
         (the replay sent those), then send what was held, in order."""
         held, self._held = self._held or [], None
         if replayed:
             self._replayed = {**(self._replayed or {}), **replayed}
-        for payload, turn_id, seq in held:
-            self.deliver(payload, turn_id, seq)
+        for payload, run_id, seq in held:
+            self.deliver(payload, run_id, seq)
 
     def _write_now(self, payload: str) -> bool:
         """Write at once when nothing waits before it: a frame is usually written to the socket

@@ -98,18 +98,9 @@ class AuthSection:
     registration_enabled: bool
     registration_verify_code: str
     chat_for_all_users: bool
-    webhook_key: str
     service_token: str
-    discord_public_key: str
     access_token_lifetime: int
     refresh_token_lifetime: int
-
-
-@dataclass(frozen=True)
-class ModelsSection:
-    openai_base_url: str
-    openai_api_key: str
-    default_model: str
 
 
 @dataclass(frozen=True)
@@ -134,9 +125,6 @@ class FetchSection:
     allow_private: bool
     allow_hosts: list[str]
     model_hosts: list[str]
-    mcp_hosts: list[str]
-    push_hosts: list[str]
-    automation_hosts: list[str]
     timeout: float
     max_bytes: int
     max_redirects: int
@@ -188,7 +176,6 @@ class CoreSettings:
     embeddings: EmbeddingsSection
     blobs: BlobsSection
     auth: AuthSection
-    models: ModelsSection
     peers: PeersSection
     fetch: FetchSection
     console: ConsoleSection

@@ -135,8 +135,8 @@ def embeddings_policy(config: Config, base_url: str) -> FetchPolicy:
 
 
 class OpenAIEmbedder(Embedder):
-    """An OpenAI-compatible `POST {base_url}/embeddings` (base_url ends in `/v1`, as
-    `OPENAI_BASE_URL` does). Prefixes are added only when configured (`query_prefix`,
+    """An OpenAI-compatible `POST {base_url}/embeddings` (base_url ends in `/v1`, as such an
+    API's root does). Prefixes are added only when configured (`query_prefix`,
     `passage_prefix`: "query: " and "passage: " for an e5 model served as is)."""
 
     def __init__(self, base_url: str, model: str, *, api_key: str = "", dimension: int = 0,

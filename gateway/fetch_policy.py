@@ -6,7 +6,8 @@ loopback. The guarded fetcher and session (fetch.py) enforce it at connect time,
 Link-local (169.254.0.0/16, fe80::/10), cloud metadata, multicast, unspecified and reserved
 addresses are refused always; loopback and private ranges only when the operator allowed them
 (`[fetch] allow_private = true`, or per host, `host:port`, or network in `[fetch] allow_hosts`;
-for one purpose only in `[fetch] <purpose>_hosts`, e.g. `model_hosts`)."""
+for the model providers only in `[fetch] model_hosts`; for one plugin's purpose only in a list
+of its own settings, e.g. `[plugins.notifications] push_hosts`)."""
 from __future__ import annotations
 
 import ipaddress
@@ -41,18 +42,22 @@ class FetchPolicy:
     remedy: str = "[fetch] allow_private = true or by listing it in [fetch] allow_hosts"
 
     @classmethod
-    def from_config(cls, config: Config, *, purpose: str = "",
-                    also_allow: Iterable[str] = ()) -> "FetchPolicy":
-        """The `[fetch]` policy. With a `purpose` (`model`), the entries of `[fetch] <purpose>_hosts`
-        are allowed too, for that purpose only; `also_allow` adds entries the caller derived from
-        the operator's own configuration (the endpoint of `OPENAI_BASE_URL`)."""
+    def from_config(cls, config: Config, *, purpose: str = "", also_allow: Iterable[str] = (),
+                    hosts: Iterable[str] = (), hosts_setting: str = "") -> "FetchPolicy":
+        """The `[fetch]` policy. With a `purpose` of the core's (`model`), the entries of `[fetch]
+        <purpose>_hosts` are allowed too, for that purpose only; a plugin's own purpose brings its
+        list, `hosts`, from its settings, named in a refusal as `hosts_setting` (e.g.
+        "[plugins.notifications] push_hosts"). `also_allow` adds entries the caller derived from
+        the operator's own configuration (the endpoint of a provider the operator named)."""
         settings = config.settings.fetch
-        entries = list(settings.allow_hosts)
+        entries = [*settings.allow_hosts, *hosts]
         remedy = cls.remedy
         if purpose:
             entries += settings.hosts_for(purpose)
-            remedy = (f"[fetch] allow_private = true or by listing it in [fetch] {purpose}_hosts "
-                      f"or allow_hosts")
+            hosts_setting = hosts_setting or f"[fetch] {purpose}_hosts"
+        if hosts_setting:
+            remedy = (f"[fetch] allow_private = true or by listing it in {hosts_setting} "
+                      f"or [fetch] allow_hosts")
         return cls.build(settings.allow_private, [*entries, *also_allow], remedy=remedy)
 
     @classmethod

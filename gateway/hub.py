@@ -6,8 +6,8 @@ only (`Bus.fan_out`, one script call that also appends a reply's frame to its re
 frame for a user whose devices are all on this instance (a worker) costs no publish, and
 instances without that user's devices hear nothing of it.
 
-`send_to_user` is the one way to send to a user's devices. Frames of a numbered run (one chat
-reply: `turn_id`, `seq` from 0) carry both in the delivery's envelope, so a connection that is
+`send_to_user` is the one way to send to a user's devices. Frames of a numbered run (a streamed
+reply, say: `run_id`, `seq` from 0) carry both in the delivery's envelope, so a connection that is
 being replayed such a run (see `Connection.hold`) filters live frames without parsing them. One
 connection's own state, queue and writer are gateway/connection.py's."""
 from __future__ import annotations
@@ -38,6 +38,9 @@ PRESENCE_TTL = 60.0
 # How long a shutdown waits for closed connections to leave the bus before giving up on them.
 LEAVING_BOUND = 5.0
 ONLINE_USERS = "presence:users"
+# The run's key in a delivery's envelope: "turn_id", as instances of 0.1.0 write and read it (they
+# share the bus with this release's during a rolling restart).
+ENVELOPE_RUN = "turn_id"
 ConnectionListener = Callable[[Connection], Awaitable[None]]
 
 
@@ -270,25 +273,25 @@ class WebSocketHub:
 
     # -- delivery
     def _deliver_local(self, user_id: str, payload: str, exclude: str | None, only: str | None,
-                       turn_id: str | None, seq: int) -> int:
+                       run_id: str | None, seq: int) -> int:
         connections = self._by_user.get(user_id)
         if not connections:
             return 0
         if only is not None:
             connection = connections.get(only)
-            return int(connection is not None and only != exclude and connection.deliver(payload, turn_id, seq))
+            return int(connection is not None and only != exclude and connection.deliver(payload, run_id, seq))
         delivered = 0
         for connection in list(connections.values()):
-            if connection.id != exclude and connection.deliver(payload, turn_id, seq):
+            if connection.id != exclude and connection.deliver(payload, run_id, seq):
                 delivered += 1
         return delivered
 
     async def send_to_user(self, user_id: str, message: dict | str, *, exclude: str | None = None,
-                           only: str | None = None, turn_id: str | None = None, seq: int = -1,
+                           only: str | None = None, run_id: str | None = None, seq: int = -1,
                            record: "Record | None" = None) -> int:
         """Send to every device of `user_id` on every instance, except connection `exclude`, or
-        to connection `only` alone. `message` may be encoded already (a str). `turn_id`/`seq`:
-        the frame is number `seq` of run `turn_id`, for connections being replayed that run.
+        to connection `only` alone. `message` may be encoded already (a str). `run_id`/`seq`:
+        the frame is number `seq` of run `run_id`, for connections being replayed that run.
         `record`: a bus stream entry (a replay's) appended before any device is sent the frame,
         in the same step as the other instances are. Returns how many local devices it was
         queued for."""
@@ -299,16 +302,16 @@ class WebSocketHub:
         if record is not None:
             if elsewhere:
                 await bus.fan_out(self._holders_prefix + user_id, self._delivery_prefix, self.instance_id,
-                                  self._envelope(user_id, payload, exclude, only, turn_id, seq), record=record)
-                return self._deliver_local(user_id, payload, exclude, only, turn_id, seq)
+                                  self._envelope(user_id, payload, exclude, only, run_id, seq), record=record)
+                return self._deliver_local(user_id, payload, exclude, only, run_id, seq)
             await bus.stream_append(record[0], record[1], max_len=record[2])
-        delivered = self._deliver_local(user_id, payload, exclude, only, turn_id, seq)
+        delivered = self._deliver_local(user_id, payload, exclude, only, run_id, seq)
         if elsewhere:  # after this instance's devices: they get it even when the bus is down
             await bus.fan_out(self._holders_prefix + user_id, self._delivery_prefix, self.instance_id,
-                              self._envelope(user_id, payload, exclude, only, turn_id, seq))
+                              self._envelope(user_id, payload, exclude, only, run_id, seq))
         return delivered
 
-    def send_to_user_now(self, user_id: str, payload: str, *, turn_id: str | None = None, seq: int = -1,
+    def send_to_user_now(self, user_id: str, payload: str, *, run_id: str | None = None, seq: int = -1,
                          record: "Record | None" = None) -> int | None:
         """`send_to_user` to every device of the user, done before returning where nothing has
         to wait (one instance, and a bus that appends `record` at once): how many local devices
@@ -319,14 +322,14 @@ class WebSocketHub:
         if record is not None and not self.context.bus.stream_append_nowait(record[0], record[1],
                                                                             max_len=record[2]):
             return None
-        return self._deliver_local(user_id, payload, None, None, turn_id, seq)
+        return self._deliver_local(user_id, payload, None, None, run_id, seq)
 
-    def _envelope(self, user_id: str, payload: str, exclude: str | None, only: str | None, turn_id: str | None,
+    def _envelope(self, user_id: str, payload: str, exclude: str | None, only: str | None, run_id: str | None,
                   seq: int) -> dict:
-        return {"user_id": user_id, "payload": payload, "exclude": exclude, "only": only, "turn_id": turn_id,
+        return {"user_id": user_id, "payload": payload, "exclude": exclude, "only": only, ENVELOPE_RUN: run_id,
                 "seq": seq}
 
     async def _on_remote(self, envelope: dict) -> None:
         """A delivery another instance sent this one (`Bus.fan_out` never sends one its own)."""
         self._deliver_local(envelope["user_id"], envelope["payload"], envelope.get("exclude"), envelope.get("only"),
-                            envelope.get("turn_id"), int(envelope.get("seq", -1)))
+                            envelope.get(ENVELOPE_RUN), int(envelope.get("seq", -1)))

@@ -68,6 +68,9 @@ class Plugin:
     # generated into DATA_DIR/secrets.json when unset -> their generator (gateway/config.py).
     environment: "ClassVar[Mapping[str, tuple[str, Callable[[str], Any]]]]" = {}
     generated_secrets: "ClassVar[Mapping[str, Callable[[], str]]]" = {}
+    # Where an earlier release kept some of these settings (a core section's dotted name) -> their
+    # own (`plugins.<name>.key`): a value still found there is used while the own one is unset.
+    former_settings: "ClassVar[Mapping[str, str]]" = {}
     # The installed distribution that publishes it (set from the entry point; "" when inline).
     distribution: str = ""
 

@@ -79,7 +79,7 @@ def make_config(tmp_path) -> Callable[..., Config]:
             "auth.admin_password": TEST_ADMIN_PASSWORD,
             "auth.jwt_secret": "test-jwt-secret-" + "x" * 32,
             "auth.service_token": "test-service-token",
-            "auth.webhook_key": "test-webhook-key",
+            "plugins.webhooks.webhook_key": "test-webhook-key",
             "auth.registration_verify_code": "ABC123",
             # The fake model providers of the tests listen on loopback: the operator's allowance
             # for a local inference server (tests of the egress policy set their own).

@@ -87,7 +87,8 @@ def serve_gateway(port: int, database_url: str, ai_core_url: str, data_dir: str)
     config = Config.load(overrides={
         "core.data_dir": data_dir, "database.url": database_url, "peers.ai_core_url": ai_core_url,
         "auth.admin_username": "admin", "auth.admin_password": "bench-admin-password",
-        "auth.jwt_secret": JWT_SECRET, "auth.service_token": SERVICE_TOKEN, "auth.webhook_key": "bench-webhook",
+        "auth.jwt_secret": JWT_SECRET, "auth.service_token": SERVICE_TOKEN,
+        "plugins.webhooks.webhook_key": "bench-webhook",
         "auth.registration_verify_code": "BENCH1", "auth.chat_for_all_users": True,
         **({"database.pool_max": int(os.environ["BENCH_POOL_MAX"])} if os.environ.get("BENCH_POOL_MAX") else {})},
         environ={})

@@ -38,7 +38,7 @@ async def measure(url: str, messages: int, repeats: int) -> None:
     try:
         config = Config.load(overrides={"database.url": scratch_url, "core.data_dir": tempfile.mkdtemp(),
                                         "auth.jwt_secret": "bench-" + "x" * 40, "auth.admin_password": "bench",
-                                        "auth.service_token": "bench", "auth.webhook_key": "bench",
+                                        "auth.service_token": "bench", "plugins.webhooks.webhook_key": "bench",
                                         "auth.registration_verify_code": "BENCH1"}, environ={})
         app = create_app("gateway", config, plugins=[tokens_plugin, sessions_plugin])
         runner = web.AppRunner(app)

@@ -92,7 +92,7 @@ async def concurrent_lag(count: int) -> None:
         config = Config.load(overrides={
             "core.data_dir": data_dir, "database.url": postgres.database_url(database),
             "auth.jwt_secret": "bench-" + "x" * 40, "auth.admin_password": "bench",
-            "auth.service_token": "bench", "auth.webhook_key": "bench",
+            "auth.service_token": "bench", "plugins.webhooks.webhook_key": "bench",
             "auth.registration_verify_code": "BENCH1"}, environ={})
         app = create_app("gateway", config, plugins=[TestIdentitiesPlugin(), files_plugin, images_plugin])
         client = TestClient(TestServer(app))

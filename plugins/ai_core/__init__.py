@@ -53,9 +53,14 @@ class AiCorePlugin(Plugin):
     description = "model routing with fallback, the SSE chat call, tools, the offline agent, /v1 door"
     settings_class = AiCoreSettings
     # The model an operator names at start-up, seeded into the model tables (providers.py).
-    environment = {"OPENAI_BASE_URL": ("models.openai_base_url", str),
-                   "OPENAI_API_KEY": ("models.openai_api_key", str),
-                   "DEFAULT_MODEL": ("models.default_model", str)}
+    environment = {"OPENAI_BASE_URL": ("plugins.ai_core.openai_base_url", str),
+                   "OPENAI_API_KEY": ("plugins.ai_core.openai_api_key", str),
+                   "DEFAULT_MODEL": ("plugins.ai_core.default_model", str)}
+    # Release 0.1.0 kept these in the core's [models] and [fetch] sections, where a configuration
+    # file from then still has them.
+    former_settings = {**{f"models.{key}": f"plugins.ai_core.{key}"
+                          for key in ("openai_base_url", "openai_api_key", "default_model")},
+                       "fetch.mcp_hosts": "plugins.ai_core.mcp_hosts"}
 
     def setup(self, registrar: Registrar[AiCoreSettings]) -> None:
         context = registrar.context
@@ -78,10 +83,9 @@ class AiCorePlugin(Plugin):
         register_person_data(registrar)
 
         async def seed(context: Context) -> AsyncIterator[None]:
-            models = context.config.settings.models
-            if models.openai_base_url:
+            if settings.openai_base_url:
                 seeded = await store.seed_from_environment(
-                    context.db, models.openai_base_url, models.openai_api_key, models.default_model)
+                    context.db, settings.openai_base_url, settings.openai_api_key, settings.default_model)
                 if seeded:
                     log.info("seeded the provider 'openai' and the chat route from the environment")
                     engine.routing.forget()
@@ -100,7 +104,7 @@ class AiCorePlugin(Plugin):
             # Not the service's own session: that one reaches the peers (trusted configuration);
             # providers are reached only where the egress policy for models allows.
             engine.models_http = guarded_session(
-                model_policy(context.config), resolver=context.contracts.get(RESOLVER),
+                model_policy(context.config, settings), resolver=context.contracts.get(RESOLVER),
                 limit=context.config.settings.core.http_connection_limit,
                 timeout=aiohttp.ClientTimeout(total=None, connect=10))
             try:

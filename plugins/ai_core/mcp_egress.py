@@ -2,7 +2,7 @@
 httpx2 client, so the check of gateway/fetch.py (`FetchPolicy.refusal`) runs in that client's
 transport, before every request (the first, each redirect the SDK follows within the origin,
 each reconnection): http(s) only, every address the host resolves to allowed by `[fetch]`
-plus `[fetch] mcp_hosts`. Environment proxies are ignored, so none can carry a request past it."""
+plus `[plugins.ai_core] mcp_hosts`. Environment proxies are ignored, so none can carry a request past it."""
 from __future__ import annotations
 
 import asyncio
@@ -15,12 +15,9 @@ from gateway.config import Config
 from gateway.fetch import FetchRefused
 from gateway.fetch_policy import FetchPolicy
 
-PURPOSE = "mcp"
-
-
-def mcp_policy(config: Config) -> FetchPolicy:
-    """`[fetch]` plus `[fetch] mcp_hosts`: where the administrator's MCP servers may answer."""
-    return FetchPolicy.from_config(config, purpose=PURPOSE)
+def mcp_policy(config: Config, mcp_hosts: list[str]) -> FetchPolicy:
+    """`[fetch]` plus `[plugins.ai_core] mcp_hosts`: where the administrator's MCP servers may answer."""
+    return FetchPolicy.from_config(config, hosts=mcp_hosts, hosts_setting="[plugins.ai_core] mcp_hosts")
 
 
 async def check_address(policy: FetchPolicy, scheme: str, host: str, port: int | None) -> None:

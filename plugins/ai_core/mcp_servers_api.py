@@ -198,9 +198,10 @@ def setup_mcp(registrar: Registrar, registry: ToolRegistry) -> None:
     from .mcp_server import routes as server_routes
 
     context = registrar.context
+    settings = registrar.settings
     connection_loops = registrar.job_group("mcp_connections", per="server")
-    servers = McpServers(registry, mcp_policy(context.config), connection_loops,
-                         tuple(registrar.settings.mcp_commands))
+    servers = McpServers(registry, mcp_policy(context.config, settings.mcp_hosts), connection_loops,
+                         tuple(settings.mcp_commands))
     registrar.provide(MCP_SERVERS, servers)
     registrar.routes(routes)
     registrar.routes(server_routes)

@@ -23,6 +23,7 @@ from gateway.openapi import api_doc
 from gateway.validation import parse_body
 
 from . import store
+from .api import engine_of
 from .providers import model_policy
 from .schemas import ProbeAnswer
 
@@ -73,7 +74,8 @@ async def provider_probe(request: web.Request) -> web.Response:
     key_sent = bool(api_key)
     if key_sent:
         headers["Authorization"] = f"Bearer {api_key}"
-    fetcher = GuardedFetcher.for_context(context, policy=model_policy(context.config), timeout=body["timeout"],
+    policy = model_policy(context.config, engine_of(request).settings)
+    fetcher = GuardedFetcher.for_context(context, policy=policy, timeout=body["timeout"],
                                          max_bytes=PROBE_MAX_BYTES)
     started = time.monotonic()
     answer = {"provider": name, "provider_known": provider is not None, "url": url, "key_sent": key_sent,

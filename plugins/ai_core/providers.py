@@ -20,14 +20,15 @@ from gateway.fetch_policy import FetchPolicy, endpoint_entry
 from gateway.peers import encode_body
 from gateway.sse import SseDecoder
 
+from .settings import AiCoreSettings
 from .store import Candidate
 
 
-def model_policy(config: Config) -> FetchPolicy:
+def model_policy(config: Config, settings: AiCoreSettings) -> FetchPolicy:
     """Where model providers may be reached: the `[fetch]` policy plus `[fetch] model_hosts`, plus
-    the endpoint of `OPENAI_BASE_URL` (`models.openai_base_url`) while it is set: an address the
-    operator gave themself, such as a local inference server on loopback."""
-    seeded = endpoint_entry(config.settings.models.openai_base_url)
+    the endpoint of `OPENAI_BASE_URL` (`[plugins.ai_core] openai_base_url`) while it is set: an
+    address the operator gave themself, such as a local inference server on loopback."""
+    seeded = endpoint_entry(settings.openai_base_url)
     return FetchPolicy.from_config(config, purpose="model", also_allow=[seeded] if seeded else [])
 
 

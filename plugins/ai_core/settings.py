@@ -17,6 +17,17 @@ POSITIVE = validate.Range(min=0, min_inclusive=False)
 
 @dataclass(frozen=True, kw_only=True)
 class AiCoreSettings(PluginSettings):
+    # The model an operator names at start-up, seeded once into the model tables (docs/ai-core.md).
+    openai_base_url: str = setting(fields.String(load_default="", metadata={
+        "description": "An OpenAI-compatible provider's API root, ending in /v1 (OPENAI_BASE_URL): seeded at "
+                       "the first start as the provider `openai` with the `chat` route; its endpoint is allowed "
+                       "by the egress policy for models, loopback included. Formerly `[models] "
+                       "openai_base_url`, still read there."}))
+    openai_api_key: str = setting(fields.String(load_default="", metadata={
+        "description": "The key of that provider (OPENAI_API_KEY). Formerly `[models] openai_api_key`."}))
+    default_model: str = setting(fields.String(load_default="", metadata={
+        "description": "The model the `chat` route seeded with it uses (DEFAULT_MODEL). Formerly `[models] "
+                       "default_model`."}))
     first_token_timeout: float = setting(fields.Float(load_default=30.0, validate=POSITIVE, metadata={
         "description": "Seconds to wait for a model's response and first chunk before falling back."}))
     idle_timeout: float = setting(fields.Float(load_default=60.0, validate=POSITIVE, metadata={
@@ -64,6 +75,11 @@ class AiCoreSettings(PluginSettings):
                        "nothing waits but `confirm_tools`)."}))
     confirm_tools: list[str] = setting(fields.List(fields.String(), load_default=list, metadata={
         "description": "Tools every call of which waits for the person's confirmation, whatever it does."}))
+    mcp_hosts: list[str] = setting(fields.List(fields.String(), load_default=list, metadata={
+        "description": "Loopback or private addresses the MCP servers the assistant uses over HTTP may have, "
+                       "for them only (docs/mcp.md), e.g. [\"127.0.0.1:9000\"], [\"mcp.lan\"]: host names, "
+                       "addresses, networks or host:port, as `[fetch] allow_hosts`. Formerly `[fetch] mcp_hosts`, "
+                       "still read there."}))
     mcp_commands: list[str] = setting(fields.List(fields.String(), load_default=list, metadata={
         "description": "The programs a stdio MCP server may be started with, as the administrator writes its "
                        "`command` (docs/mcp.md; empty: any program the administrator names)."}))

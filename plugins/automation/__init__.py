@@ -25,6 +25,8 @@ class AutomationPlugin(Plugin):
     uses = ("database",)
     settings_class = AutomationSettings
     description = "Automation rules and scenes: time, device-state, event and manual triggers"
+    # Release 0.1.0 kept this list in the core's [fetch] section.
+    former_settings = {"fetch.automation_hosts": "plugins.automation.http_hosts"}
 
     def setup(self, registrar: Registrar[AutomationSettings]) -> None:
         runner = Runner(registrar.context, registrar.settings)

@@ -223,8 +223,9 @@ class Actions:
 
     async def _http(self, action: dict) -> dict:
         config = self.context.config
-        fetcher = GuardedFetcher.for_context(self.context, policy=FetchPolicy.from_config(config, purpose="automation"),
-                                             timeout=self.settings.http_timeout)
+        policy = FetchPolicy.from_config(config, hosts=self.settings.http_hosts,
+                                         hosts_setting="[plugins.automation] http_hosts")
+        fetcher = GuardedFetcher.for_context(self.context, policy=policy, timeout=self.settings.http_timeout)
         body = action.get("body")
         try:
             result = await fetcher.fetch(action["url"], method=action["method"],

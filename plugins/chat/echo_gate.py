@@ -31,11 +31,11 @@ class EchoGate:
 
     async def send(self, payload: str, seq: int) -> None:
         if self._held is None:
-            await self.hub.send_to_user(self.user_id, payload, turn_id=self.turn_id, seq=seq)
+            await self.hub.send_to_user(self.user_id, payload, run_id=self.turn_id, seq=seq)
             return
         self._held.append((payload, seq))
         if self.sender is not None:
-            await self.hub.send_to_user(self.user_id, payload, only=self.sender, turn_id=self.turn_id, seq=seq)
+            await self.hub.send_to_user(self.user_id, payload, only=self.sender, run_id=self.turn_id, seq=seq)
 
     async def open(self, echo: dict | None) -> None:
         """Send `echo` (if any) to every device but the sender, then what was held; idempotent.
@@ -52,7 +52,7 @@ class EchoGate:
         while self._held:  # frames sent meanwhile join the end of the list
             payload, seq = self._held.pop(0)
             failure = await best_effort(self.hub.send_to_user(
-                self.user_id, payload, exclude=self.sender, turn_id=self.turn_id, seq=seq), "a held frame") or failure
+                self.user_id, payload, exclude=self.sender, run_id=self.turn_id, seq=seq), "a held frame") or failure
         self._held, self.opened = None, True
         if failure is not None:
             raise failure

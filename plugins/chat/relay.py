@@ -118,4 +118,4 @@ class Relay:
                                               response_mode=mode, timestamp=now_ms()))
         if latest:
             await self.replay.append(session.key, dead.turn_id, seq, payload)
-        await self.hub.send_to_user(user_id, payload, turn_id=dead.turn_id, seq=seq)
+        await self.hub.send_to_user(user_id, payload, run_id=dead.turn_id, seq=seq)

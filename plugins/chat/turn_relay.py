@@ -226,7 +226,7 @@ class TurnRelay:
         """`content`: the reply's text the frame carries, counted once devices may see it."""
         sequence = self.sequence
         if self.gate.opened:  # the usual case once the user's message is stored: straight to the hub
-            await self.deliver(self.user_id, payload, turn_id=self.turn_id, seq=sequence,
+            await self.deliver(self.user_id, payload, run_id=self.turn_id, seq=sequence,
                                record=self.record(self.session, self.turn_id, sequence, payload))
             if content:
                 self.pieces.append(content)
@@ -242,7 +242,7 @@ class TurnRelay:
         otherwise: then `_send` it."""
         sequence = self.sequence
         if not (self.in_process and self.gate.opened) or self.deliver_now(
-                self.user_id, payload, turn_id=self.turn_id, seq=sequence,
+                self.user_id, payload, run_id=self.turn_id, seq=sequence,
                 record=self.record(self.session, self.turn_id, sequence, payload)) is None:
             return False
         self.pieces.append(content)

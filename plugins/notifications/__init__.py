@@ -35,6 +35,8 @@ class NotificationsPlugin(Plugin):
     depends = ("auth_tokens",)
     settings_class = NotificationSettings
     description = "Notifications pushed to a user's devices over WebSocket, kept in an inbox"
+    # Release 0.1.0 kept this list in the core's [fetch] section.
+    former_settings = {"fetch.push_hosts": "plugins.notifications.push_hosts"}
 
     def setup(self, registrar: Registrar[NotificationSettings]) -> None:
         settings = registrar.settings

@@ -70,8 +70,9 @@ class OffPageDelivery:
     @property
     def policy(self) -> FetchPolicy:
         """The egress policy for push services: public hosts as any fetch, and what the
-        operator allowed in `[fetch] push_hosts` (a test's loopback push server)."""
-        return FetchPolicy.from_config(self.context.config, purpose="push")
+        operator allowed in `[plugins.notifications] push_hosts` (a test's loopback push server)."""
+        return FetchPolicy.from_config(self.context.config, hosts=self.settings.push_hosts,
+                                       hosts_setting="[plugins.notifications] push_hosts")
 
     def fetcher(self) -> GuardedFetcher:
         return GuardedFetcher.for_context(self.context, policy=self.policy, timeout=self.settings.push_timeout,
@@ -114,7 +115,8 @@ class OffPageDelivery:
         if parts.scheme not in ("https", "http") or not host or parts.username or parts.password:
             raise _invalid("endpoint", "must be an https URL")
         if parts.scheme == "http" and not self._explicitly_allowed(host, port or 80):
-            raise _invalid("endpoint", "must be https (http only for a host allowed in [fetch] push_hosts)")
+            raise _invalid("endpoint", "must be https (http only for a host allowed in "
+                                       "[plugins.notifications] push_hosts)")
         try:
             self.fetcher().check_url(endpoint)
         except FetchRefused as refusal:

@@ -38,6 +38,11 @@ class NotificationSettings(PluginSettings):
                        "Retry-After answer is honoured up to push_max_retry_delay."}))
     push_max_retry_delay: float = setting(fields.Float(load_default=60.0, validate=validate.Range(min=0), metadata={
         "description": "Longest wait between two tries of one push."}))
+    push_hosts: list[str] = setting(fields.List(fields.String(), load_default=list, metadata={
+        "description": "Loopback or private addresses a push server may have, for Web Push only (the push "
+                       "services browsers name are public HTTPS hosts and need nothing here), e.g. "
+                       "[\"127.0.0.1:8080\"]; an http:// endpoint is accepted only for a host listed here "
+                       "(docs/notifications.md). Formerly `[fetch] push_hosts`, still read there."}))
     push_timeout: float = setting(fields.Float(load_default=10.0, validate=validate.Range(min=0.1, max=120), metadata={
         "description": "Seconds a push service has to answer one push."}))
     push_max_subscriptions: int = setting(fields.Integer(load_default=20, validate=validate.Range(min=1, max=1000), metadata={

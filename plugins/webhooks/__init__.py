@@ -41,23 +41,27 @@ class WebhooksPlugin(Plugin):
     depends = ("sessions", "chat")
     description = "Generic and Discord webhooks answered as chat turns"
     settings_class = WebhooksSettings
-    environment = {"WEBHOOK_KEY": ("auth.webhook_key", str),
-                   "DISCORD_PUBLIC_KEY": ("auth.discord_public_key", str)}
-    generated_secrets = {"auth.webhook_key": lambda: secrets.token_urlsafe(24)}
+    environment = {"WEBHOOK_KEY": ("plugins.webhooks.webhook_key", str),
+                   "DISCORD_PUBLIC_KEY": ("plugins.webhooks.discord_public_key", str)}
+    generated_secrets = {"plugins.webhooks.webhook_key": lambda: secrets.token_urlsafe(24)}
+    # Release 0.1.0 kept these in [auth]: a configuration file or a DATA_DIR/secrets.json (and a
+    # backup of it) from then still holds them there.
+    former_settings = {"auth.webhook_key": "plugins.webhooks.webhook_key",
+                       "auth.discord_public_key": "plugins.webhooks.discord_public_key"}
 
     def setup(self, registrar: Registrar[WebhooksSettings]) -> None:
-        config = registrar.config
+        settings = registrar.settings
         try:
-            discord_key = parse_discord_key(config.settings.auth.discord_public_key)
+            discord_key = parse_discord_key(settings.discord_public_key)
         except ValueError:
             raise PluginError("webhooks: DISCORD_PUBLIC_KEY must be the 64 hex digits of the "
                               "application's public key (Discord developer portal)") from None
-        registrar.app_state(WEBHOOKS, WebhookConfig(webhook_key=config.settings.auth.webhook_key,
+        registrar.app_state(WEBHOOKS, WebhookConfig(webhook_key=settings.webhook_key,
                                                     discord_key=discord_key,
-                                                    ai_timeout=registrar.settings.ai_timeout,
-                                                    discord_defer_after=registrar.settings.discord_defer_after,
-                                                    discord_api_url=registrar.settings.discord_api_url,
-                                                    max_message_chars=registrar.settings.max_message_chars))
+                                                    ai_timeout=settings.ai_timeout,
+                                                    discord_defer_after=settings.discord_defer_after,
+                                                    discord_api_url=settings.discord_api_url,
+                                                    max_message_chars=settings.max_message_chars))
         registrar.routes(routes)
         registrar.routes(bridge_routes)  # the platform bridge's turns (bridge.py)
         registrar.provide(WEBHOOK_KEY, WebhookKeyCheck())

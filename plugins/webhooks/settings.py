@@ -9,6 +9,14 @@ from plugins.ai_core.contract import DEFAULT_MAX_MESSAGE_CHARS
 
 @dataclass(frozen=True, kw_only=True)
 class WebhooksSettings(PluginSettings):
+    webhook_key: str = setting(fields.String(load_default="", metadata={
+        "description": "The key callers send as `X-Webhook-Key` (WEBHOOK_KEY); generated into "
+                       "DATA_DIR/secrets.json when unset (read it there). Formerly `[auth] webhook_key`, "
+                       "still read there."}))
+    discord_public_key: str = setting(fields.String(load_default="", metadata={
+        "description": "The Discord application's public key, 64 hex digits from the developer portal "
+                       "(DISCORD_PUBLIC_KEY); a malformed one stops start-up. Formerly `[auth] "
+                       "discord_public_key`, still read there."}))
     max_message_chars: int = setting(fields.Integer(load_default=DEFAULT_MAX_MESSAGE_CHARS, validate=validate.Range(min=1), metadata={
         "description": "Longest message of a webhook (generic `message`, Discord's `message` option); past it "
                        "413 message_too_long, before any session or turn."}))

@@ -178,9 +178,9 @@ async def test_what_the_operator_allowed_is_reached(make_ai_core, provider, reco
 
 
 async def test_the_operators_own_openai_base_url_on_loopback_is_allowed(make_ai_core, provider):
-    ai_core = await make_ai_core(overrides={**NOT_ALLOWED, "models.openai_base_url": f"{provider.url}/ok/v1",
-                                            "models.openai_api_key": "sk-local",
-                                            "models.default_model": "llama3"})
+    ai_core = await make_ai_core(overrides={**NOT_ALLOWED, "plugins.ai_core.openai_base_url": f"{provider.url}/ok/v1",
+                                            "plugins.ai_core.openai_api_key": "sk-local",
+                                            "plugins.ai_core.default_model": "llama3"})
     events = await chat(ai_core, text="hello")
     assert events[-1]["model"] == "llama3" and text_of(events) == "Hello from llama3."
     assert provider.requests[-1]["authorization"] == "Bearer sk-local"

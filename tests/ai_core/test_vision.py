@@ -66,8 +66,8 @@ async def test_chat_attachments_go_to_the_vision_route(ai_core, provider):
 
 
 async def test_the_environment_seeds_a_provider_model_and_route_once(make_ai_core, provider):
-    overrides = {"models.openai_base_url": f"{provider.url}/ok/v1", "models.openai_api_key": "sk-env",
-                 "models.default_model": "gpt-env"}
+    overrides = {"plugins.ai_core.openai_base_url": f"{provider.url}/ok/v1", "plugins.ai_core.openai_api_key": "sk-env",
+                 "plugins.ai_core.default_model": "gpt-env"}
     client = await make_ai_core(overrides=overrides)
     events = await read_events(await client.post("/api/v1/chat/stream", headers=ALICE, json={"text": "hi"}))
     assert events[-1]["model"] == "gpt-env" and provider.requests[-1]["authorization"] == "Bearer sk-env"

@@ -135,7 +135,7 @@ def make_stack(aiohttp_server, aiohttp_client, make_config, database_url):
                 "peers.ai_core_url": stack.ai_core_url, "auth.chat_for_all_users": True,
                 "plugins.devices": FAST_FEED, "plugins.automation": automation or {},
                 # The operator lets automations (and nothing else) reach the test site on loopback.
-                "fetch.automation_hosts": [f"127.0.0.1:{site_server.port}"],
+                "plugins.automation.http_hosts": [f"127.0.0.1:{site_server.port}"],
                 **(shared or {})})
             app = create_app("gateway", config, plugins=[
                 tokens_plugin, sessions_plugin, notifications_plugin, ai_core_client_plugin, chat_plugin,

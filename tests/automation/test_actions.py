@@ -111,7 +111,8 @@ async def test_failing_actions_are_reported_and_do_not_stop_the_others(make_stac
     assert "garage_door" in results[0]["error"]
     assert "target_temperature" in results[1]["error"]
     assert "answered 500" in results[2]["error"]
-    assert "loopback or private" in results[3]["error"] and "automation_hosts" in results[3]["error"]
+    assert "loopback or private" in results[3]["error"]
+    assert "[plugins.automation] http_hosts" in results[3]["error"]
     assert "169.254.169.254" in results[4]["error"]
     assert answer["run"]["status"] == "partial"
     assert [hit["path"] for hit in stack.site_hits] == ["/broken"]

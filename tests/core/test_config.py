@@ -71,16 +71,61 @@ def test_a_plugins_own_variables_and_secrets_are_read_when_a_service_loads_it(tm
     from gateway.plugins import environment_names, installed_plugins
 
     environ = {"DATA_DIR": str(tmp_path), "DISCORD_PUBLIC_KEY": "ab" * 32, "OPENAI_BASE_URL": "http://models"}
-    config = Config.load(environ=environ, overrides={"auth.webhook_key": "given"})
-    assert not config.get("auth.discord_public_key")  # no plugin loaded yet: the core reads no such variable
+    config = Config.load(environ=environ, overrides={"plugins.webhooks.webhook_key": "given"})
+    assert not config.get("plugins.webhooks.discord_public_key")  # no plugin loaded yet: no such variable read
     config.adopt(installed_plugins(["webhooks"])["webhooks"].environment, {})
-    assert config.get("auth.discord_public_key") == "ab" * 32
-    config.adopt({"WEBHOOK_KEY": ("auth.webhook_key", str)}, {})
-    assert config.get("auth.webhook_key") == "given"      # a caller's setting wins over the variable
+    assert config.get("plugins.webhooks.discord_public_key") == "ab" * 32
+    config.adopt({"WEBHOOK_KEY": ("plugins.webhooks.webhook_key", str)}, {})
+    assert config.get("plugins.webhooks.webhook_key") == "given"      # a caller's setting wins over the variable
 
     fresh = Config.load(environ={"DATA_DIR": str(tmp_path / "other")})
     plugins = installed_plugins(["auth_tokens", "ai_core_client", "files", "sessions", "chat", "webhooks"])
     create_app("gateway", fresh, plugins=list(plugins.values()))
-    generated = json.loads((tmp_path / "other" / "secrets.json").read_text())["auth.webhook_key"]
-    assert fresh.get("auth.webhook_key") == generated and len(generated) >= 24
+    generated = json.loads((tmp_path / "other" / "secrets.json").read_text())["plugins.webhooks.webhook_key"]
+    assert fresh.get("plugins.webhooks.webhook_key") == generated and len(generated) >= 24
     assert {"WEBHOOK_KEY", "DISCORD_PUBLIC_KEY", "OPENAI_BASE_URL", "DATABASE_URL"} <= environment_names()
+
+
+def test_a_webhook_key_generated_under_its_former_name_is_still_the_key(tmp_path):
+    """0.1.0 kept the webhooks' settings in [auth]: its DATA_DIR/secrets.json (or a backup of it)
+    holds the generated key as `auth.webhook_key`, which the plugin's own key takes over."""
+    from gateway.plugins import installed_plugins
+
+    (tmp_path / "secrets.json").write_text(json.dumps({"auth.webhook_key": "from-0.1.0"}))
+    config = Config.load(environ={"DATA_DIR": str(tmp_path)})
+    webhooks = installed_plugins(["webhooks"])["webhooks"]
+    config.adopt(webhooks.environment, webhooks.generated_secrets, webhooks.former_settings)
+    assert config.get("plugins.webhooks.webhook_key") == "from-0.1.0"
+    stored = json.loads((tmp_path / "secrets.json").read_text())
+    assert stored["plugins.webhooks.webhook_key"] == stored["auth.webhook_key"] == "from-0.1.0"
+
+
+def test_settings_in_their_former_core_section_are_still_read(tmp_path, caplog):
+    """An operator's file from 0.1.0 ([auth] discord_public_key, [models] openai_base_url, [fetch]
+    push_hosts...) keeps working, with a warning naming the new place; the own name and the
+    variable win over it."""
+    from gateway.plugins import installed_plugins
+
+    file = tmp_path / "gateway.toml"
+    file.write_text('[auth]\ndiscord_public_key = "old"\nwebhook_key = "old-key"\n'
+                    '[models]\nopenai_base_url = "http://old/v1"\n'
+                    '[fetch]\npush_hosts = ["push.lan"]\nautomation_hosts = ["ha.lan"]\nmcp_hosts = ["mcp.lan"]\n'
+                    '[plugins.webhooks]\nwebhook_key = "own-key"\n')
+    environ = {"DATA_DIR": str(tmp_path), "GATEWAY_CONFIG": str(file), "DISCORD_PUBLIC_KEY": "from-variable"}
+    config = Config.load(environ=environ)
+    with caplog.at_level("WARNING", logger="gateway.config"):
+        for plugin in installed_plugins(["webhooks", "ai_core", "notifications", "automation"]).values():
+            config.adopt(plugin.environment, {}, plugin.former_settings)
+    assert config.get("plugins.webhooks.discord_public_key") == "from-variable"
+    assert config.get("plugins.webhooks.webhook_key") == "own-key"
+    assert config.get("plugins.ai_core.openai_base_url") == "http://old/v1"
+    assert config.get("plugins.ai_core.mcp_hosts") == ["mcp.lan"]
+    assert config.get("plugins.notifications.push_hosts") == ["push.lan"]
+    assert config.get("plugins.automation.http_hosts") == ["ha.lan"]
+    assert "models.openai_base_url is read as plugins.ai_core.openai_base_url" in caplog.text
+
+
+def test_a_table_given_for_a_plugin_is_merged_with_its_dotted_keys(tmp_path):
+    config = Config.load(environ={}, overrides={"core.data_dir": str(tmp_path), "plugins.webhooks.webhook_key": "k",
+                                                "plugins.webhooks": {"ai_timeout": 5}})
+    assert config.plugin_section("webhooks") == {"webhook_key": "k", "ai_timeout": 5}

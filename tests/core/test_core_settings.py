@@ -69,21 +69,20 @@ def test_unknown_keys_are_no_error():
 
 def test_the_view_is_rebuilt_when_a_plugin_adds_values(tmp_path):
     config = Config.load(overrides={"core.data_dir": str(tmp_path)},
-                         environ={"OPENAI_BASE_URL": "http://m/v1"})
-    assert config.settings.models.openai_base_url == ""
-    config.adopt({"OPENAI_BASE_URL": ("models.openai_base_url", str)}, {})
-    assert config.settings.models.openai_base_url == "http://m/v1"
-    assert not config.settings.auth.webhook_key
-    config.adopt({}, {"auth.webhook_key": lambda: "generated"})
-    assert config.settings.auth.webhook_key == "generated"
+                         environ={"A_PLUGINS_ADDRESS": "http://m"})
+    assert config.settings.core.public_base_url == ""
+    config.adopt({"A_PLUGINS_ADDRESS": ("core.public_base_url", str)}, {})
+    assert config.settings.core.public_base_url == "http://m"
+    config.adopt({}, {"plugins.example.secret": lambda: "generated"})
+    assert config.get("plugins.example.secret") == "generated"
 
 
 def test_dynamic_keys_of_peers_and_fetch():
     settings = Config({"peers": {"ai_core_url": "http://core:8/"},
-                       "fetch": {"push_hosts": ["push.lan"]}}).settings
+                       "fetch": {"model_hosts": ["llm.lan"]}}).settings
     assert settings.peers.url_of("ai_core") == "http://core:8"
     assert settings.peers.url_of("no_such_peer") == ""
-    assert settings.fetch.hosts_for("push") == ["push.lan"]
+    assert settings.fetch.hosts_for("model") == ["llm.lan"]
     with pytest.raises(ValueError, match="no_such_hosts"):
         settings.fetch.hosts_for("no_such")
 

@@ -468,7 +468,7 @@ async def test_fuzzing_the_gateway_and_the_ai_core_finds_nothing(services, capsy
                                json={"username": "admin", "password": secrets["auth.admin_password"]})
         assert answer.status_code == 200, answer.text
         return {"admin": answer.json()["token"], "peer": secrets["auth.service_token"],
-                "webhook": secrets["auth.webhook_key"]}
+                "webhook": secrets["plugins.webhooks.webhook_key"]}
 
     outcomes = [await asyncio.to_thread(fuzz, started[service_id], credentials, model.url)
                 for service_id in ("gateway", "ai-core", "memory-service", "iot-debug-service", "voice-service",

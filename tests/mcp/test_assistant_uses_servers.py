@@ -79,7 +79,7 @@ async def test_an_http_server_gets_its_headers_through_the_egress_policy(make_ai
     body = {"name": "remote", "transport": "http", "url": f"http://127.0.0.1:{http_sample_server}/mcp",
             "headers": {"X-Team": "blue-team"}, "allowed_tools": ["header", "add"]}
     refused = await make_ai_core()  # loopback is not allowed by default
-    ai_core = await make_ai_core(overrides={"fetch.mcp_hosts": [f"127.0.0.1:{http_sample_server}"]})
+    ai_core = await make_ai_core(overrides={"plugins.ai_core.mcp_hosts": [f"127.0.0.1:{http_sample_server}"]})
     response = await refused.post("/api/v1/mcp-servers", headers=ADMIN, json=body)
     assert response.status == 201, await response.text()
     server = await until_state(refused, "remote", "failed")

@@ -59,7 +59,7 @@ async def push_service(aiohttp_server):
     return await serve_fake_push(aiohttp_server)
 
 
-PUSH = {"fetch.push_hosts": ["127.0.0.1"],
+PUSH = {"plugins.notifications.push_hosts": ["127.0.0.1"],
         "plugins.notifications": {"push_retry_delay": 0.05, "platform_types": []}}
 
 

@@ -126,7 +126,7 @@ async def test_turning_notifications_on_in_the_inbox_subscribes_and_a_notificati
 
     push_service = await serve_fake_push(aiohttp_server)
     gateway = await aiohttp_server(create_app("gateway", make_config({
-        "database.url": database_url, "fetch.push_hosts": ["127.0.0.1"],
+        "database.url": database_url, "plugins.notifications.push_hosts": ["127.0.0.1"],
         "plugins.notifications": {"platform_types": []}}), plugins=[tokens_plugin, auth_plugin, notifications_plugin]))
     gateway_url = str(gateway.make_url("")).rstrip("/")
     frontend_app = create_app("frontend", make_config({"peers.gateway_url": gateway_url}), plugins=[frontend_plugin])

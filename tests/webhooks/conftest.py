@@ -18,7 +18,7 @@ from plugins.webhooks import plugin as webhooks_plugin
 from tests.support.servers import free_port
 from plugins.sessions.contract import CONVERSATIONS
 
-WEBHOOK_KEY = "test-webhook-key"  # the make_config fixture's auth.webhook_key
+WEBHOOK_KEY = "test-webhook-key"  # the make_config fixture's plugins.webhooks.webhook_key
 
 
 def chunk(model: str, content: str | None, finish_reason: str | None = None) -> bytes:
@@ -57,8 +57,8 @@ async def provider(aiohttp_server):
 async def ai_core_url(aiohttp_server, make_config, postgres_server, provider):
     name = postgres_server.create_database()
     config = make_config({"database.url": postgres_server.database_url(name),
-                          "models.openai_base_url": str(provider.make_url("/v1")),
-                          "models.openai_api_key": "provider-key", "models.default_model": "echo-model"})
+                          "plugins.ai_core.openai_base_url": str(provider.make_url("/v1")),
+                          "plugins.ai_core.openai_api_key": "provider-key", "plugins.ai_core.default_model": "echo-model"})
     server = await aiohttp_server(create_app("ai-core", config, plugins=[tokens_plugin, ai_core_plugin]))
     yield str(server.make_url("")).rstrip("/")
     await server.close()

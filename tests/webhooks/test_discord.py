@@ -11,6 +11,7 @@ from gateway.plugins import PluginError
 from tests.webhooks.conftest import WEBHOOK_KEY
 
 URL = "/api/v1/webhook/discord"
+PUBLIC_KEY = "plugins.webhooks.discord_public_key"  # DISCORD_PUBLIC_KEY
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ def command(text: str | None, user: str = "80351110224678912", channel: str = "4
 
 
 async def test_signed_ping_and_chat_command(make_gateway, ai_core_url, signing_key):
-    client, conversations = await make_gateway(ai_core_url, **{"auth.discord_public_key": public_hex(signing_key)})
+    client, conversations = await make_gateway(ai_core_url, **{PUBLIC_KEY: public_hex(signing_key)})
     body, headers = signed(signing_key, {"type": 1})
     response = await client.post(URL, data=body, headers=headers)
     assert response.status == 200 and await response.json() == {"type": 1}
@@ -60,14 +61,14 @@ async def test_signed_ping_and_chat_command(make_gateway, ai_core_url, signing_k
 
 
 async def test_a_replayed_old_interaction_is_refused(make_gateway, ai_core_url, signing_key):
-    client, _ = await make_gateway(ai_core_url, **{"auth.discord_public_key": public_hex(signing_key)})
+    client, _ = await make_gateway(ai_core_url, **{PUBLIC_KEY: public_hex(signing_key)})
     body, headers = signed(signing_key, command("hello"), at=time.time() - 3600)
     response = await client.post(URL, data=body, headers=headers)
     assert response.status == 401 and (await response.json())["errorType"] == "stale_signature"
 
 
 async def test_bad_signatures_are_401(make_gateway, ai_core_url, signing_key):
-    client, conversations = await make_gateway(ai_core_url, **{"auth.discord_public_key": public_hex(signing_key)})
+    client, conversations = await make_gateway(ai_core_url, **{PUBLIC_KEY: public_hex(signing_key)})
     body, headers = signed(signing_key, command("hello"))
     tampered = body.replace(b"hello", b"hellO")
     other_key = Ed25519PrivateKey.generate()
@@ -96,7 +97,7 @@ async def test_without_a_public_key_the_webhook_key_is_required(make_gateway, ai
 
 
 async def test_other_interactions_and_commands_without_a_message(make_gateway, ai_core_url, signing_key):
-    client, _ = await make_gateway(ai_core_url, **{"auth.discord_public_key": public_hex(signing_key)})
+    client, _ = await make_gateway(ai_core_url, **{PUBLIC_KEY: public_hex(signing_key)})
     for interaction, error_type in (({"type": 3, "data": {"custom_id": "x"}}, "unsupported_interaction"),
                                     ({"type": 4}, "unsupported_interaction"),
                                     (command(None), "empty_message"),
@@ -109,18 +110,18 @@ async def test_other_interactions_and_commands_without_a_message(make_gateway, a
 
 
 async def test_a_command_past_the_message_limit_is_413(make_gateway, ai_core_url, signing_key):
-    client, _ = await make_gateway(ai_core_url, **{"auth.discord_public_key": public_hex(signing_key)})
+    client, _ = await make_gateway(ai_core_url, **{PUBLIC_KEY: public_hex(signing_key)})
     body, headers = signed(signing_key, command("x" * 100_000))
     response = await client.post(URL, data=body, headers=headers)
     assert response.status == 413 and (await response.json())["errorType"] == "message_too_long"
 
 
 async def test_a_discord_command_while_the_ai_core_is_down_is_502(make_gateway, closed_port_url, signing_key):
-    client, _ = await make_gateway(closed_port_url, **{"auth.discord_public_key": public_hex(signing_key)})
+    client, _ = await make_gateway(closed_port_url, **{PUBLIC_KEY: public_hex(signing_key)})
     body, headers = signed(signing_key, command("hi"))
     assert (await client.post(URL, data=body, headers=headers)).status == 502
 
 
 async def test_a_malformed_public_key_stops_start_up(make_gateway, closed_port_url):
     with pytest.raises(PluginError, match="DISCORD_PUBLIC_KEY"):
-        await make_gateway(closed_port_url, **{"auth.discord_public_key": "abc"})
+        await make_gateway(closed_port_url, **{PUBLIC_KEY: "abc"})

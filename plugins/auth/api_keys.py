@@ -71,7 +71,7 @@ def person_only(identity: Identity) -> Identity:
     return identity
 
 
-@routes.get(PREFIX, name="auth_api_keys")
+@routes.get(PREFIX, name="auth.api_keys")
 @api_doc("The caller's API keys (the administrator with all=true: everyone's), with their last use",
          query=KeysQuery, responses={200: ApiKeyList}, errors=(403, 503))
 @needs_database("Listing API keys")
@@ -86,7 +86,7 @@ async def list_keys(request: web.Request) -> web.Response:
     return web.json_response({"keys": keys, "total": len(keys)})
 
 
-@routes.post(PREFIX, name="auth_api_keys_create")
+@routes.post(PREFIX, name="auth.api_keys_create")
 @api_doc("Create an API key: the key is in this answer only", body=CreateKey, responses={201: ApiKeyCreated},
          errors=(403, 503))
 @needs_database("Creating an API key")
@@ -108,7 +108,7 @@ async def create_key(request: web.Request) -> web.Response:
     return web.json_response({**key_json(row), "key": key}, status=201)
 
 
-@routes.delete(PREFIX + "/{key_id}", name="auth_api_keys_revoke")
+@routes.delete(PREFIX + "/{key_id}", name="auth.api_keys_revoke")
 @api_doc("Revoke an API key (one's own; the administrator: anyone's); refused from the next request on",
          responses={200: ApiKey}, errors=(403, 404, 503), path=KEY_ID_PATH)
 @needs_database("Revoking an API key")

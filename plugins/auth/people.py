@@ -259,7 +259,7 @@ async def delete_person(request: web.Request) -> web.Response:
 
 # ---------------------------------------------------------------- the person's own routes
 
-@routes.post("/api/v1/auth/invitation", name="auth_invitation")
+@routes.post("/api/v1/auth/invitation", name="auth.invitation")
 @api_doc("Accept an invitation: choose a password and sign in", body=AcceptInvitation,
          responses={200: InvitationAccepted}, errors=(400, 429, 503), auth="none")
 @needs_database("Accepting an invitation")
@@ -283,7 +283,7 @@ async def accept_invitation(request: web.Request) -> web.Response:
     return web.json_response({"user_id": identity.user_id, "nickname": identity.nickname, **pair})
 
 
-@routes.post("/api/v1/auth/password", name="auth_password")
+@routes.post("/api/v1/auth/password", name="auth.password")
 @api_doc("Change one's own password (ends one's other logins)", body=ChangePassword,
          responses={200: PasswordChanged}, errors=(401, 403, 429, 503))
 @needs_database("Changing the password")

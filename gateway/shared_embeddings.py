@@ -15,7 +15,7 @@ a service of one process keeps its model in its own process."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Awaitable
 
 import orjson
 from aiohttp import web
@@ -45,7 +45,7 @@ class EmbeddingsHost:
         return await self._answer(self.embedder.embed_query(str(text)))
 
     @staticmethod
-    async def _answer(embedding: Any) -> web.Response:
+    async def _answer(embedding: Awaitable[object]) -> web.Response:
         try:
             vectors = await embedding
         except Exception as error:  # noqa: BLE001 - the worker's caller gets EmbeddingError, as in-process

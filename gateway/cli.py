@@ -1,5 +1,8 @@
 """The `gateway` command line: serve one service, apply migrations, list plugins. Plugins add
-their own commands through `Plugin.cli()`."""
+their own commands through `Plugin.cli()`.
+
+What a command needs is imported in it: the parent of several workers runs no plugin and opens
+no database, and stays without their modules (gateway/__init__.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -7,12 +10,11 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from .config import Config, ConfigError
-from .database import DatabaseError
-from .plugins import REGISTRY, PluginError, installed_plugins
 
 
 def _configure_logging(level: str) -> None:
@@ -30,6 +32,8 @@ class GatewayGroup(click.Group):
         return super().get_command(ctx, name) or self._plugin_commands().get(name)
 
     def _plugin_commands(self) -> dict:
+        from .plugins import PluginError, installed_plugins
+
         commands: dict[str, click.Command] = {}
         try:
             plugins = installed_plugins()
@@ -71,7 +75,6 @@ def serve(context: click.Context, service_id: str, host: str | None, port: int |
           worker_index: int | None, bus_url: str | None, vectors_socket: str | None, reuse_port: bool,
           ready_file: Path | None) -> None:
     """Run one service in the foreground; SIGTERM drains and stops it (every worker)."""
-    from .serving import run
     from .services import get_service
     from .embedded_bus import redis_server_binary
     from .worker_count import worker_count
@@ -81,19 +84,32 @@ def serve(context: click.Context, service_id: str, host: str | None, port: int |
         if worker_index is not None:
             overrides = {key: value for key, value in (("bus.redis_url", bus_url),
                                                        ("vectors.shared_socket", vectors_socket)) if value}
-            run(service_id, host, port, Config.load(overrides=overrides), worker_index=worker_index,
-                ready_file=ready_file)
+            _serve_here(service_id, host, port, Config.load(overrides=overrides), worker_index=worker_index,
+                        ready_file=ready_file)
             return
         spec = get_service(service_id)
         config = Config.load()
         bus_at_hand = bool(config.settings.bus.redis_url) or redis_server_binary() is not None
         count = worker_count(spec, workers, bus_at_hand=bus_at_hand)
         if count == 1:
-            run(service_id, host, port, config, reuse_port=reuse_port, ready_file=ready_file)
-        else:
+            _serve_here(service_id, host, port, config, reuse_port=reuse_port, ready_file=ready_file)
+        else:  # the parent: it builds no service (gateway/workers.py)
             run_workers(service_id, host or "127.0.0.1", port or spec.port, count, config,
                         log_level=(context.obj or {}).get("log_level", "info"), ready_file=ready_file)
-    except (ConfigError, PluginError, DatabaseError) as error:  # a failed migration among them
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+
+
+def _serve_here(service_id: str, host: str | None, port: int | None, config: Config, **options: Any) -> None:
+    """The service in this process (`gateway.serving.run`); a plugin set that cannot start or a
+    database that cannot be prepared (a failed migration among them) is a message, not a traceback."""
+    from .database import DatabaseError
+    from .plugins import PluginError
+    from .serving import run
+
+    try:
+        run(service_id, host, port, config, **options)
+    except (ConfigError, PluginError, DatabaseError) as error:
         raise click.ClickException(str(error)) from None
 
 
@@ -102,6 +118,8 @@ def serve(context: click.Context, service_id: str, host: str | None, port: int |
 def migrate(service_id: str | None) -> None:
     """Apply every pending migration of the installed plugins."""
     from .app import create_app
+    from .database import DatabaseError
+    from .plugins import REGISTRY, PluginError
     from .services import load_services
 
     async def go() -> list[str]:

@@ -64,7 +64,8 @@ class VectorsSection:
     dense_weight: float
     lexical_weight: float
     # Run time only, not in default.toml: the socket of the parent's store, which `gateway serve
-    # --workers N` hands each worker (gateway/shared_vectors.py); None outside such a worker.
+    # --workers N` hands each worker (gateway/shared_vectors.py; it answers the offline embeddings
+    # too, gateway/shared_embeddings.py); None outside such a worker.
     shared_socket: str | None = None
 
 

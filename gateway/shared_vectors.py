@@ -4,7 +4,8 @@ The embedded engines keep their shards in one directory that one process may hol
 (`gateway.vectors`). With several workers the parent holds it, opened at the first call, and
 answers the workers' engine calls over a unix socket only the owner may open; each worker's
 `VectorIndex` works on a `SharedEngine`, so embedding, tokenising and fusion stay in the
-workers and only stored points, filters and rankings cross the socket (JSON)."""
+workers and only stored points, filters and rankings cross the socket (JSON). The same socket
+answers the workers' offline embeddings (gateway/shared_embeddings.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -12,7 +13,7 @@ import contextlib
 import logging
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import aiohttp
 import orjson
@@ -45,8 +46,11 @@ def _sparse(vector: SparseVector | None) -> list | None:
 class VectorsHost:
     """In the parent: the engine, and the socket its workers call it through."""
 
-    def __init__(self, config: Config, service_id: str, socket_path: Path):
+    def __init__(self, config: Config, service_id: str, socket_path: Path,
+                 also_serve: Sequence[Callable[[web.Application], None]] = ()):
+        """`also_serve`: what else adds routes to the socket (the workers' embeddings)."""
         self.config, self.service_id, self.socket_path = config, service_id, socket_path
+        self.also_serve = also_serve
         self._engine: Engine | None = None
         self._opening = asyncio.Lock()
         self._runner: web.AppRunner | None = None
@@ -95,6 +99,8 @@ class VectorsHost:
 
     async def start(self) -> None:
         app = web.Application(client_max_size=256 * 1024 * 1024)
+        for add_routes in self.also_serve:
+            add_routes(app)
         app.router.add_post("/{method}", self.call)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()

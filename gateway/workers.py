@@ -12,7 +12,8 @@ persistence), which every worker uses as `REDIS_URL`, and which stops with the p
 that package has no build, as on Python 3.12 and later, a `redis-server` on the PATH, e.g.
 Debian's; with neither, "auto" runs one worker and says why). The
 embedded vector store can be opened by one process only, so the parent holds it and serves it to
-its workers (`gateway.shared_vectors`). With one worker nothing of this exists: the service runs
+its workers (`gateway.shared_vectors`), and on the same socket runs the one offline embedding
+model of its workers (`gateway.shared_embeddings`). With one worker nothing of this exists: the service runs
 in the process itself, on the in-process bus, as before.
 
 Which services may run several workers is the service table's `workers` (conf/services.toml):
@@ -34,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import idle
 from .config import Config
 from .embedded_bus import EmbeddedBus, keep_bus_running
 from .rolling_restart import RollingRestart, rolling_status_path
@@ -66,6 +68,7 @@ async def supervise(service_id: str, host: str, port: int, count: int, config: C
                     log_level: str = "info", ready_file: Path | None = None) -> None:
     """Start `count` workers, keep them running until SIGTERM or SIGINT, then drain them;
     SIGHUP replaces them one at a time (`RollingRestart`)."""
+    from .shared_embeddings import EmbeddingsHost
     from .shared_vectors import VectorsHost, hosts_vectors
 
     loop = asyncio.get_running_loop()
@@ -79,6 +82,7 @@ async def supervise(service_id: str, host: str, port: int, count: int, config: C
         loop.add_signal_handler(signal.SIGHUP, rolling.requested.set)
     bus: EmbeddedBus | None = None
     vectors: VectorsHost | None = None
+    embeddings: EmbeddingsHost | None = None
     workers: list[Worker] = []
     try:
         if not config.settings.bus.redis_url:
@@ -86,7 +90,9 @@ async def supervise(service_id: str, host: str, port: int, count: int, config: C
             bus = EmbeddedBus(directory, service_id, config.data_dir / "run" / f"{service_id}-bus.pid")
             await bus.start()
         if hosts_vectors(config):
-            vectors = VectorsHost(config, service_id, directory / f"{service_id}-vectors.sock")
+            embeddings = EmbeddingsHost(config)
+            vectors = VectorsHost(config, service_id, directory / f"{service_id}-vectors.sock",
+                                  also_serve=[embeddings.add_routes])
             await vectors.start()
         environment = dict(os.environ)
         for index in range(count):
@@ -116,6 +122,8 @@ async def supervise(service_id: str, host: str, port: int, count: int, config: C
         await drain([*workers, *rolling.outside], drain_timeout)
         if vectors is not None:
             await vectors.stop()
+        if embeddings is not None:
+            await embeddings.close()
         if bus is not None:
             await bus.stop()
         if not directory.is_relative_to(config.data_dir):
@@ -211,5 +219,8 @@ async def _restart_later(worker: Worker, delay: float, stop: asyncio.Event) -> i
 
 def run_workers(service_id: str, host: str, port: int, count: int, config: Config, log_level: str = "info",
                 ready_file: Path | None = None) -> None:
-    """The parent of `gateway serve --workers N`, in the foreground."""
+    """The parent of `gateway serve --workers N`, in the foreground. It may run the workers'
+    embedding model: released when idle, its freed memory handed back as a service's is."""
+    idle.limit_malloc_arenas(config.settings.core.malloc_arenas)
+    idle.configure(config.settings.core.model_idle_seconds)
     asyncio.run(supervise(service_id, host, port, count, config, log_level, ready_file))

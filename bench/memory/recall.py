@@ -51,18 +51,21 @@ async def score_pairs(embedder=None) -> list[Scored]:
     return scored
 
 
-SPLITS = ((False, "chosen on"), ("first", "held out"), ("fresh", "held out, 2nd set"), (None, "all"))
+SPLITS = ((False, "chosen on"), ("first", "held out"), ("fresh", "held out, 2nd set"),
+          ("third", "held out, 3rd set"), (None, "all"))
 
 
 def _in_split(pair: Pair, held_out: bool | str | None) -> bool:
-    """held_out: False the pairs the floor was chosen on; True both held-out sets; "first" or
-    "fresh" one of them; None every pair."""
+    """held_out: False the pairs the floor was chosen on; True the three held-out sets; "first",
+    "fresh" or "third" one of them; None every pair."""
     if held_out is None:
         return True
     if held_out == "first":
-        return pair.held_out and not pair.fresh
+        return pair.held_out and not pair.fresh and not pair.third
     if held_out == "fresh":
         return pair.fresh
+    if held_out == "third":
+        return pair.third
     return pair.held_out == held_out
 
 

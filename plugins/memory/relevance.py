@@ -87,6 +87,17 @@ SHARED_WORD_BONUS = 0.004
 _SUBJECT_WORDS = frozenset({"user", "用户"})
 
 
+# Words are compared on a thread of their own: the loop's default executor may be taken by
+# longer work (a model's load), and a search must not wait behind it.
+_WORDS_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-words")
+
+
+async def sharing_words(tokenizer: Tokenizer, query: str, memories: Sequence[str]) -> list[bool]:
+    """`shared_words` off the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(_WORDS_THREAD, shared_words, tokenizer, query,
+                                                            list(memories))
+
+
 def shared_words(tokenizer: Tokenizer, query: str, memories: Sequence[str]) -> list[bool]:
     """Whether each memory has a content word of the question (blocking: jieba; on a thread).
     A question without Chinese shares no Chinese word: its memories' Chinese is not cut then

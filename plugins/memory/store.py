@@ -28,7 +28,7 @@ from gateway.errors import BadRequest, Conflict, NotFound
 from gateway.vector_store import IndexItem, SearchMode, VectorStoreUnavailable
 
 from .merging import SlotReading, find_counterpart, read_slots, slot_of
-from .relevance import E5_ALONE_FLOOR, Relevance, relevance, second_opinion, shared_words
+from .relevance import E5_ALONE_FLOOR, Relevance, relevance, second_opinion, sharing_words
 from .schemas import DEFAULT_CATEGORY
 from .settings import MemorySettings
 
@@ -188,7 +188,7 @@ class MemoryStore:
             contents = [row["content"] for _, row in ranked]
             judging = (second_opinion.relevances(question, contents)
                        if second_opinion is not None and question is not None else _none())
-            sharing = asyncio.to_thread(shared_words, self.context.vectors.encoder.tokenizer, query, contents)
+            sharing = sharing_words(self.context.vectors.encoder.tokenizer, query, contents)
             judged, shared = await asyncio.gather(judging, sharing)
             if judged is not None:
                 seconds = list(judged)

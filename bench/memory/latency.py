@@ -1,7 +1,7 @@
-"""What the second relevance model adds to a search, so to recall before each chat turn
-(bench/README.md, "Memory recall"). As `MemoryStore.search` does it: the second model reads the
-question while e5 embeds it (at once, on their own threads), then judges the 20 candidates a
-floored search reads. Timed in turn for each question: e5's question alone (what every search
+"""What the second relevance model and the shared words add to a search, so to recall before
+each chat turn (bench/README.md, "Memory recall"). As `MemoryStore.search` does it: the second
+model reads the question while e5 embeds it (at once, on their own threads), then judges the 20
+candidates a floored search reads while their words are compared with the question's. Timed in turn for each question: e5's question alone (what every search
 already had), and e5's question with the second model's whole part; the difference is what a
 search gains. The candidates' vectors are kept (a person's memories change rarely); 20
 memories never seen (a new process) are timed apart.
@@ -15,7 +15,8 @@ import statistics
 import time
 
 from gateway.embeddings import LocalE5Embedder
-from plugins.memory.relevance import SecondOpinion
+from gateway.lexical import JIEBA, Tokenizer
+from plugins.memory.relevance import SecondOpinion, sharing_words
 
 from .recall_pairs import FRESH_QUESTIONS, MEMORIES, QUESTIONS
 
@@ -32,10 +33,13 @@ async def measure(rounds: int = 3) -> dict[str, list[float]]:
     questions = [q for question in QUESTIONS + FRESH_QUESTIONS for q in (question.en, question.zh)]
     memories = [text for pair in MEMORIES.values() for text in pair]
     candidates = memories[:20]
+    tokenizer = Tokenizer()
+    await asyncio.to_thread(JIEBA.load)   # loaded already where the search's tokeniser has met Chinese
     await second.relevances("warm up", candidates)
     await embedder.embed_query("warm up")
     times: dict[str, list[float]] = {"e5 question alone": [], "e5 question + second model, 20 kept candidates": [],
-                                     "added to a search": [], "second model, 20 new memories": []}
+                                     "added to a search": [], "shared words alone, 20 candidates": [],
+                                     "second model, 20 new memories": []}
     for round_ in range(rounds):
         for question in questions:
             start = time.perf_counter()
@@ -43,8 +47,11 @@ async def measure(rounds: int = 3) -> dict[str, list[float]]:
             alone = (time.perf_counter() - start) * 1000
             start = time.perf_counter()
             _, asked = await asyncio.gather(embedder.embed_query(question), second.question(question))
-            await second.relevances(asked, candidates)
+            await asyncio.gather(second.relevances(asked, candidates), sharing_words(tokenizer, question, candidates))
             both = (time.perf_counter() - start) * 1000
+            start = time.perf_counter()
+            await sharing_words(tokenizer, question, candidates)
+            times["shared words alone, 20 candidates"].append((time.perf_counter() - start) * 1000)
             times["e5 question alone"].append(alone)
             times["e5 question + second model, 20 kept candidates"].append(both)
             times["added to a search"].append(both - alone)

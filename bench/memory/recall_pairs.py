@@ -154,6 +154,76 @@ FRESH_QUESTIONS: list[Question] = [
 ]
 
 
+# A third held-out set, written before any method beyond the two models' mean was tried and not
+# used to choose one (bench/README.md, "Memory recall"): new questions, some about memories of
+# their own, a few about nothing remembered (one of them sharing a memory's word).
+THIRD_MEMORIES: dict[str, tuple[str, str]] = {
+    "shellfish": ("The user is allergic to shellfish.", "用户对贝类过敏。"),
+    "diabetes": ("The user has type 2 diabetes.", "用户患有二型糖尿病。"),
+    "guitar": ("The user is learning to play the guitar.", "用户在学弹吉他。"),
+    "cycling_commute": ("The user cycles to work.", "用户骑自行车上班。"),
+    "grandmother": ("The user's grandmother lives in a care home in Hangzhou.", "用户的奶奶住在杭州的一家养老院。"),
+}
+
+THIRD_QUESTIONS: list[Question] = [
+    Question("What can I order at a seafood restaurant?", "去海鲜餐厅我能点什么？", ("shellfish",),
+             arguable=("peanuts", "vegetarian", "spicy", "diabetes", "lactose")),
+    Question("Is prawn curry a good idea for me?", "我可以吃咖喱虾吗？", ("shellfish",),
+             arguable=("peanuts", "vegetarian", "spicy", "diabetes", "lactose")),
+    Question("Which breakfast cereals are best for my blood sugar?", "哪种早餐麦片对我的血糖好？", ("diabetes",),
+             arguable=("lactose", "peanuts")),
+    Question("Can I eat a slice of birthday cake?", "我能吃一块生日蛋糕吗？", ("diabetes",),
+             arguable=("lactose", "peanuts", "vegetarian")),
+    Question("Which chords should I practise first?", "我应该先练哪些和弦？", ("guitar",)),
+    Question("My fingertips are sore after practising, is that normal?", "练完琴指尖疼，正常吗？", ("guitar",)),
+    Question("What should I wear for my ride to the office in the rain?", "下雨天骑车去公司穿什么好？",
+             ("cycling_commute",), arguable=("berlin",)),
+    Question("Is my route to work safe after dark?", "天黑以后我上下班的路安全吗？", ("cycling_commute",),
+             arguable=("berlin", "nurse")),
+    Question("What can I bring my grandma when I visit her?", "去看奶奶带点什么好？", ("grandmother",)),
+    Question("How long does the train take to see my grandmother?", "坐火车去看奶奶要多久？", ("grandmother",),
+             arguable=("berlin",)),
+    Question("Which chocolate bars are safe for me?", "哪些巧克力棒我能放心吃？", ("peanuts",),
+             arguable=("lactose", "diabetes", "vegetarian")),
+    Question("Put together a menu for a barbecue party.", "帮我准备一份烧烤聚会的菜单。", ("vegetarian",),
+             arguable=("spicy", "shellfish", "peanuts", "diabetes", "lactose")),
+    Question("I get out of breath climbing stairs, is that a concern?", "我爬楼梯就喘不过气，要紧吗？", ("asthma",),
+             arguable=("flat", "blood_pressure")),
+    Question("I feel dizzy when I stand up, could it be my tablets?", "我一站起来就头晕，会不会是药的问题？",
+             ("blood_pressure",), arguable=("diabetes",)),
+    Question("Lena's birthday is next week, any gift ideas?", "莉娜下周过生日，送什么好？", ("sister",)),
+    Question("How do I send a parcel to my daughter?", "怎么给女儿寄个包裹？", ("daughter",)),
+    Question("Plan a romantic evening for Anna and me.", "帮我和安娜安排一个浪漫的晚上。", ("wife",),
+             arguable=("vegetarian", "jazz")),
+    Question("I have to explain to the team why the database cutover is late.", "我得跟团队解释数据库切换为什么延期。",
+             ("project",), arguable=("boss",)),
+    Question("What do I say to Tom about taking Friday off?", "我该怎么跟汤姆说周五请假？", ("boss",)),
+    Question("How do I deal with a difficult patient?", "怎么应对难缠的病人？", ("nurse",)),
+    Question("How do I make a good espresso at home?", "在家怎么做一杯好的意式浓缩？", ("coffee",)),
+    Question("Any good albums by Miles Davis?", "迈尔斯·戴维斯有什么好专辑？", ("jazz",)),
+    Question("Can you find me a Sichuan restaurant?", "帮我找一家川菜馆。", ("spicy", "hometown"),
+             arguable=("vegetarian", "peanuts", "shellfish")),
+    Question("Can I join the book club on Thursday evenings?", "周四晚上的读书会我能参加吗？", ("gym",)),
+    Question("What time should I go to bed?", "我该几点睡觉？", ("wake",)),
+    Question("My gums are bleeding, when should I get them checked?", "我牙龈出血，什么时候该去检查？", ("dentist",)),
+    Question("Is chocolate dangerous for my pets?", "巧克力对我的宠物有危险吗？", ("dog", "cat_food")),
+    Question("Do I need an umbrella today?", "今天出门要带伞吗？", ("berlin",), arguable=("cycling_commute",)),
+    Question("Where can I get winter tyres fitted?", "冬天换雪地胎去哪里换？", ("car",), arguable=("berlin",)),
+    Question("How do I say thank you politely in Japanese?", "日语里怎么礼貌地说谢谢？", ("learning_japanese",)),
+    Question("How do I avoid blisters on long runs?", "长跑怎么避免脚磨出水泡？", ("marathon",)),
+    Question("Is yoghurt okay for me?", "我能喝酸奶吗？", ("lactose",), arguable=("diabetes",)),
+    Question("How do I get a new sofa up to my place?", "新沙发怎么搬上楼？", ("flat",)),
+    Question("Recommend a racket for a club player.", "给业余球员推荐一把球拍。", ("tennis",)),
+    Question("Driving at night makes my eyes tired.", "晚上开车眼睛很累。", ("glasses",), arguable=("car",)),
+    Question("How tall is Mount Everest?", "珠穆朗玛峰有多高？", ()),
+    Question("What does the word 'serendipity' mean?", "“serendipity”这个词是什么意思？", ()),
+    Question("Why is the sky blue?", "天空为什么是蓝色的？", ()),
+    Question("Give me a riddle.", "给我出个谜语。", ()),
+    Question("When did the Berlin Wall fall?", "柏林墙是哪一年倒塌的？", ()),
+    Question("How many bones are in the human body?", "人体有多少块骨头？", ()),
+]
+
+
 @dataclass(frozen=True)
 class Pair:
     question: str
@@ -162,6 +232,7 @@ class Pair:
     relevant: bool
     held_out: bool
     fresh: bool = False  # of the second held-out set (FRESH_QUESTIONS)
+    third: bool = False  # of the third held-out set (THIRD_QUESTIONS)
 
 
 def _unrelated(index: int, question: Question) -> list[str]:
@@ -186,18 +257,28 @@ def _fresh_unrelated(index: int, question: Question) -> list[str]:
     return [ids[(index * 11 + k * 7) % len(ids)] for k in range(UNRELATED_PER_QUESTION)]
 
 
+def _third_unrelated(index: int, question: Question) -> list[str]:
+    """As `_unrelated`, over the three sets' memories, for the third held-out set."""
+    related = set(question.memories) | set(question.arguable)
+    for other in QUESTIONS + FRESH_QUESTIONS + THIRD_QUESTIONS:
+        if related & set(other.memories):
+            related |= set(other.memories)
+    ids = [key for key in {**MEMORIES, **FRESH_MEMORIES, **THIRD_MEMORIES} if key not in related]
+    return [ids[(index * 13 + k * 9) % len(ids)] for k in range(UNRELATED_PER_QUESTION)]
+
+
 def _in_groups(question: Question, labelled: list[tuple[str, bool]], memories: dict[str, tuple[str, str]],
-               fresh: bool) -> Iterator[Pair]:
+               fresh: bool, third: bool = False) -> Iterator[Pair]:
     for key, relevant in labelled:
         memory = memories[key]
         for group in GROUPS:
             asked, stored = group.split("-")
             yield Pair(question.en if asked == "en" else question.zh, memory[0] if stored == "en" else memory[1],
-                       group, relevant, question.held_out or fresh, fresh)
+                       group, relevant, question.held_out or fresh or third, fresh, third)
 
 
-def pairs(*, fresh: bool = True) -> Iterator[Pair]:
-    """Every labelled pair; `fresh=False` leaves out the second held-out set."""
+def pairs(*, fresh: bool = True, third: bool = True) -> Iterator[Pair]:
+    """Every labelled pair; `fresh=False` leaves out the second held-out set, `third=False` the third."""
     for index, question in enumerate(QUESTIONS + UNRELATED_QUESTIONS):
         labelled = [(key, True) for key in question.memories] + [(key, False) for key in _unrelated(index, question)]
         yield from _in_groups(question, labelled, MEMORIES, False)
@@ -207,3 +288,9 @@ def pairs(*, fresh: bool = True) -> Iterator[Pair]:
             labelled = ([(key, True) for key in question.memories]
                         + [(key, False) for key in _fresh_unrelated(index, question)])
             yield from _in_groups(question, labelled, every, True)
+    if third:
+        every = {**MEMORIES, **FRESH_MEMORIES, **THIRD_MEMORIES}
+        for index, question in enumerate(THIRD_QUESTIONS):
+            labelled = ([(key, True) for key in question.memories]
+                        + [(key, False) for key in _third_unrelated(index, question)])
+            yield from _in_groups(question, labelled, every, False, True)

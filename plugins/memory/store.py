@@ -29,7 +29,7 @@ from gateway.errors import BadRequest, Conflict, NotFound
 from gateway.vector_store import IndexItem, SearchMode, VectorStoreUnavailable
 
 from .merging import SlotReading, find_counterpart, read_slots, slot_of
-from .relevance import E5_ALONE_FLOOR, Relevance, relevance, second_opinion
+from .relevance import E5_ALONE_FLOOR, Relevance, relevance, second_opinion, sharing_words
 from .schemas import DEFAULT_CATEGORY
 from .settings import MemorySettings
 
@@ -186,12 +186,19 @@ class MemoryStore:
         ranked = [(hit, by_id[hit.id]) for hit in hits if hit.id in by_id
                   and (cosines is None or hit.id in cosines)]
         seconds: list[float | None] = [None] * len(ranked)
-        if cosines is not None and second_opinion is not None and question is not None and ranked:
-            seconds = list(await second_opinion.relevances(question, [row["content"] for _, row in ranked]))
+        shared = [False] * len(ranked)
+        if cosines is not None and ranked:
+            contents = [row["content"] for _, row in ranked]
+            judging = (second_opinion.relevances(question, contents)
+                       if second_opinion is not None and question is not None else _none())
+            sharing = sharing_words(self.context.vectors.encoder.tokenizer, query, contents)
+            judged, shared = await asyncio.gather(judging, sharing)
+            if judged is not None:
+                seconds = list(judged)
         found = []
-        for (hit, row), second in zip(ranked, seconds):
+        for (hit, row), second, shares in zip(ranked, seconds, shared):
             if cosines is not None:
-                score = relevance(cosines[hit.id], row["content"], baseline, second)
+                score = relevance(cosines[hit.id], row["content"], baseline, second, shares)
                 if score < floor:
                     continue
                 row = {**row, "relevance": round(score, 4)}

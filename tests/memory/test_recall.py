@@ -90,8 +90,10 @@ def make_assistant(aiohttp_client, make_config, database_url):
         config = make_config({
             "database.url": database_url, "peers.memory_service_url": memory_url,
             "auth.chat_for_all_users": True,
+            # Recall's budget (3 s by default) is what these tests check only where they set it: a
+            # first search loads both of the memory service's models, which takes longer on a busy machine.
             "plugins.ai_core": {"first_token_timeout": 10, "idle_timeout": 20, "tool_timeout": 20,
-                                "timezone": "UTC", **(ai_settings or {})},
+                                "turn_context_timeout": 30, "timezone": "UTC", **(ai_settings or {})},
             "plugins.memory_client": {"timeout": 5},
             "plugins.memory_assistant": settings or {}})
         client = await aiohttp_client(create_app("ai-core", config, plugins=[

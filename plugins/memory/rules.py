@@ -20,7 +20,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from gateway.text import HAN
+from gateway.text import HAN, HAN_RANGES
 
 # Relatives and people a fact may be about; a fact about one is not a fact about another.
 RELATIONS = {
@@ -167,7 +167,7 @@ def _terms(text: str) -> list[str]:
     """Words (English) and characters (Chinese) in order, fillers left out."""
     text = normalise(text)
     terms: list[str] = []
-    for piece in re.findall(r"[a-z0-9']+|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]", text):
+    for piece in re.findall(f"[a-z0-9']+|[{HAN_RANGES}]", text):
         for word in piece.split("'"):
             if word and word not in FILLERS and word not in FILLERS_ZH:
                 terms.append(word)

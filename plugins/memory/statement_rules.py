@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from gateway.text import has_han
+from gateway.text import HAN_RANGES, has_han
 
 from .clauses import FILLERS_EN, FILLERS_ZH, QUOTES, strip_end
 
@@ -35,7 +35,7 @@ _PRONOUNS_ZH = ("你", "他", "她", "它", "这", "那", "人家", "什么", "�
                 "上面", "下面", "前面", "后面", "刚才", "前者", "后者")
 _TRAILING_ZH = re.compile(r"[了啊呀呢吧哦喔嘛啦的]+$")
 _NAME_EN = re.compile(r"^[A-Za-z][A-Za-z'\-]*(?:\s+[A-Za-z][A-Za-z'\-]*){0,2}$")
-_NAME_ZH = re.compile(r"^[\u3400-\u9fffA-Za-z·]{1,8}$")
+_NAME_ZH = re.compile(f"^[{HAN_RANGES}A-Za-z·]{{1,8}}$")
 
 
 def _trimmed_en(raw: str) -> str:

@@ -27,12 +27,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
 import aiohttp
-import orjson
 
 from .config import Config
 from .fetch import FetchError, guarded_session, refusal_of
 from .fetch_policy import FetchPolicy, endpoint_entry
 from .idle import IdleModel
+from .parent_socket import ParentSocket, ParentUnreachable
 
 log = logging.getLogger("gateway.embeddings")
 
@@ -146,22 +146,17 @@ class SharedEmbedder(Embedder):
     def __init__(self, socket_path: str, *, batch_size: int = 32):
         self.socket_path = socket_path
         self.batch_size = max(1, batch_size)
-        self._http: aiohttp.ClientSession | None = None
+        self._parent = ParentSocket(socket_path, "embeddings", SHARED_CALL_TIMEOUT)
 
     async def _call(self, kind: str, **arguments: object) -> Any:
-        if self._http is None:
-            self._http = aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=self.socket_path),
-                                               timeout=SHARED_CALL_TIMEOUT)
         try:
-            async with self._http.post(f"http://embeddings/embeddings/{kind}", data=orjson.dumps(arguments),
-                                       headers={"Content-Type": "application/json"}) as answer:
-                body = orjson.loads(await answer.read())
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as error:
+            status, body = await self._parent.post(f"embeddings/{kind}", arguments)
+        except ParentUnreachable as error:
             raise EmbeddingError(f"the embedding model of this service's parent process cannot be "
-                                 f"reached: {error!r}") from None
-        if answer.status != 200:
+                                 f"reached: {error}") from None
+        if status != 200:
             detail = body.get("error") if isinstance(body, dict) else None
-            raise EmbeddingError(detail or f"the parent's embedding model answered HTTP {answer.status}")
+            raise EmbeddingError(detail or f"the parent's embedding model answered HTTP {status}")
         return body["result"]
 
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
@@ -175,9 +170,7 @@ class SharedEmbedder(Embedder):
         return vector
 
     async def close(self) -> None:
-        if self._http is not None:
-            await self._http.close()
-            self._http = None
+        await self._parent.close()
 
 
 def embeddings_policy(config: Config, base_url: str) -> FetchPolicy:

@@ -22,6 +22,7 @@ from aiohttp import web
 from .config import Config
 from .lexical import SparseVector
 from .local_engines import create_local_engine
+from .parent_socket import ParentSocket, ParentUnreachable
 from .vector_store import Engine, IndexHit, StoredPoint, VectorStoreUnavailable, Where
 
 log = logging.getLogger("gateway.shared_vectors")
@@ -126,25 +127,20 @@ class SharedEngine(Engine):
 
     def __init__(self, socket_path: str):
         self.socket_path = socket_path
-        self._http: aiohttp.ClientSession | None = None
+        self._parent = ParentSocket(socket_path, "vectors", aiohttp.ClientTimeout(total=120))
 
     async def _call(self, method: str, **arguments: object) -> Any:
-        if self._http is None:
-            self._http = aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=self.socket_path),
-                                               timeout=aiohttp.ClientTimeout(total=120))
         try:
-            async with self._http.post(f"http://vectors/{method}", data=orjson.dumps(arguments),
-                                       headers={"Content-Type": "application/json"}) as answer:
-                body = orjson.loads(await answer.read())
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as error:
+            status, body = await self._parent.post(method, arguments)
+        except ParentUnreachable as error:
             raise VectorStoreUnavailable(f"the vector store of this service's parent process cannot be "
-                                         f"reached: {error!r}") from error
-        if answer.status == 503:
+                                         f"reached: {error}") from None
+        if status == 503:
             raise VectorStoreUnavailable(body["error"])
-        if answer.status == 400:
+        if status == 400:
             raise ValueError(body["error"])
-        if answer.status != 200:
-            raise VectorStoreUnavailable(f"the vector store answered HTTP {answer.status}")
+        if status != 200:
+            raise VectorStoreUnavailable(f"the vector store answered HTTP {status}")
         return body["result"]
 
     async def exists(self, name: str) -> bool:
@@ -174,9 +170,7 @@ class SharedEngine(Engine):
         await self._call("drop", name=name)
 
     async def close(self) -> None:
-        if self._http is not None:
-            await self._http.close()
-            self._http = None
+        await self._parent.close()
 
 
 def _where(where: Where | None) -> dict | None:

@@ -16,7 +16,7 @@ import secrets
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from .core_settings import CoreSettings
 
@@ -111,6 +111,17 @@ def _set_dotted(target: dict, dotted: str, value: Any) -> None:
         target[key] = value
 
 
+def _given_names(overrides: Mapping, prefix: str = "") -> Iterator[str]:
+    """The dotted names of the caller's settings, those inside a table it gave among them (a
+    plugin's variables, read later by `Config.adopt`, replace none of them)."""
+    for name, value in overrides.items():
+        dotted = f"{prefix}{name}"
+        if "." in dotted:
+            yield dotted
+        if isinstance(value, Mapping):
+            yield from _given_names(value, f"{dotted}.")
+
+
 def _get_dotted(values: Mapping, dotted: str) -> Any:
     """The value at `dotted`, or None where a table on the way or the key is missing."""
     found: Any = values
@@ -161,7 +172,7 @@ class Config:
                 _set_dotted(values, dotted, value)
             else:
                 _merge(values, {dotted: value})
-        overridden = frozenset(dotted for dotted in overrides or {} if "." in dotted)
+        overridden = frozenset(_given_names(overrides or {}))
         config = cls(values, environ, overridden, generate_secrets)
         if generate_secrets:
             config._fill_generated_secrets(GENERATED_SECRETS)

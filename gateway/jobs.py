@@ -11,7 +11,6 @@ Both run inside `run_logged`, the one place a failed job is logged (once, not re
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import Any, Awaitable, Callable, Coroutine, Iterable
@@ -91,18 +90,18 @@ class JobGroup:
         """The keys whose loop runs now."""
         return sorted(key for key, task in self._running.items() if not task.done())
 
-    async def stop(self, key: str) -> None:
-        """Cancel the loop of `key` and wait for it to end; none running is no error."""
+    async def stop(self, key: str, patience: float = 5.0) -> None:
+        """Cancel the loop of `key` and wait for it to end (cancelling again while it runs on,
+        as `cancel_all` does, for at most `patience` seconds); none running is no error."""
         task = self._running.get(key)
         if task is None:
             return
         self._stopping.add(task)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
+        await cancel_all([task], patience)
 
     async def close(self, patience: float = 5.0) -> None:
-        """Stop every loop of the group (the core does, as the service stops)."""
-        tasks = list(self._running.values())
+        """Stop every loop of the group (the core does, as the service stops), those a newer
+        start of their key replaced and that still run among them."""
+        tasks = {*self._running.values(), *self._stopping}
         self._stopping.update(tasks)
         await cancel_all(tasks, patience)

@@ -129,3 +129,17 @@ def test_a_table_given_for_a_plugin_is_merged_with_its_dotted_keys(tmp_path):
     config = Config.load(environ={}, overrides={"core.data_dir": str(tmp_path), "plugins.webhooks.webhook_key": "k",
                                                 "plugins.webhooks": {"ai_timeout": 5}})
     assert config.plugin_section("webhooks") == {"webhook_key": "k", "ai_timeout": 5}
+
+
+def test_a_setting_the_caller_gave_in_a_table_wins_over_the_plugins_variable(tmp_path):
+    """The caller's settings win over the variables, given one by one or as a table: a plugin's
+    variables are read later (`adopt`), after the overrides were applied."""
+    from gateway.plugins import installed_plugins
+
+    webhooks = installed_plugins(["webhooks"])["webhooks"]
+    environ = {"DATA_DIR": str(tmp_path), "WEBHOOK_KEY": "from-variable"}
+    for overrides in ({"plugins.webhooks": {"webhook_key": "given"}},
+                      {"plugins": {"webhooks": {"webhook_key": "given"}}}):
+        config = Config.load(environ=environ, overrides=overrides)
+        config.adopt(webhooks.environment, {}, webhooks.former_settings)
+        assert config.get("plugins.webhooks.webhook_key") == "given"

@@ -80,3 +80,37 @@ async def test_jobs_and_job_groups_are_listed_logged_once_and_stopped(aiohttp_cl
     assert sorted(plugin.cancelled) == ["a", "b", "d", "d again"] and group.running() == []
     assert len([record for record in caplog.records if record.name == "gateway.jobs"
                 and record.levelno >= logging.ERROR]) == 2
+
+
+async def ignores_the_first_cancellation(ended: list[str], key: str) -> None:
+    """A loop whose first cancellation lands where the code it interrupts catches it (a timeout
+    racing it, a connect turning it into an error) and then runs on."""
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        pass
+    try:
+        await asyncio.Event().wait()
+    finally:
+        ended.append(key)
+
+
+async def test_a_loop_that_runs_on_after_one_cancellation_is_still_stopped():
+    """`stop` and `close` cancel again, as the declared jobs' `cancel_all` does: a loop replaced
+    by a newer start of its key is among what `close` stops, and `stop` does not wait forever."""
+    from gateway.jobs import JobGroup
+
+    ended: list[str] = []
+    group = JobGroup("plugin.loops")
+    replaced = group.start("bot", ignores_the_first_cancellation(ended, "replaced"))
+    await asyncio.sleep(0)
+    group.start("bot", ignores_the_first_cancellation(ended, "newest"))  # the first cancelled, runs on
+    await asyncio.sleep(0.05)
+    assert not replaced.done()
+    await asyncio.wait_for(group.close(patience=2), 5)
+    assert sorted(ended) == ["newest", "replaced"] and replaced.done()
+
+    group.start("other", ignores_the_first_cancellation(ended, "other"))
+    await asyncio.sleep(0)
+    await asyncio.wait_for(group.stop("other"), 5)
+    assert ended[-1] == "other" and group.running() == []

@@ -61,6 +61,9 @@ def runtime_directory(config: Config, service_id: str) -> Path:
     if len(str(directory / f"{service_id}-vectors.sock")) > MAX_SOCKET_PATH:
         return Path(tempfile.mkdtemp(prefix=f"gateway-{service_id}-"))
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    # Only the owner may reach the sockets in it, from the moment they listen: `mode` above does
+    # not tighten a directory that was already there (an older version's, a lax umask's).
+    os.chmod(directory, 0o700)
     return directory
 
 

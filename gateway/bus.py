@@ -173,6 +173,11 @@ class Bus(abc.ABC):
         round trip per frame is what a reply must not wait for."""
         return False
 
+    async def stream_appended(self, key: str) -> None:
+        """Return once what `stream_append_nowait` appended to `key` is in; raise the failure
+        of an entry that could not be appended (a reply whose frames cannot be replayed fails,
+        as it would have waiting for each)."""
+
     @abc.abstractmethod
     async def stream_read(self, key: str) -> list[Entry]:
         """Every entry of stream `key`, oldest first; [] when there is none."""

@@ -78,6 +78,7 @@ class TurnRelay:
         self._start()
         try:
             await self._relay_events()
+            await self.relay.replay.appended(self.session)  # the frames sent without waiting
             await self._writes_finished()  # a reply that is only `done` relayed nothing first
             user_message = confirmation(self._start_writes())
         except Exception as error:

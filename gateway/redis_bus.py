@@ -46,6 +46,9 @@ def unavailable(error: BaseException) -> bool:
 
 # At most this many streams' failed appends are kept for `stream_appended` to raise.
 MAX_FAILED_APPENDS = 10000
+# `stream_append_nowait` declines (the caller waits for its append) while this many commands wait
+# for the batch under way: a burst's frames must not queue ahead of every other command unchecked.
+NOWAIT_BACKLOG = 256
 
 
 # The options of `RedisBus.stream_append`'s XADD (no ttl), which `FRAMES_SCRIPT` can do.
@@ -331,10 +334,13 @@ class RedisBus(Bus):
     def stream_append_nowait(self, key: str, entry: Entry, *, max_len: int | None = None) -> bool:
         """Submitted now, so it goes out before any later command of this instance (the
         batcher keeps their order). An earlier append to `key` that failed is raised here (or
-        by `stream_appended`), as no caller waited for it."""
+        by `stream_appended`), as no caller waited for it. False while the batcher is behind
+        (`NOWAIT_BACKLOG`): then the caller waits, which slows its turn as waiting did."""
         failure = self._append_failures.pop(key, None)
         if failure is not None:
             raise failure
+        if self._commands.backlog >= NOWAIT_BACKLOG:
+            return False
         appending = self._appending[key] = self._command("xadd", self.prefix + key, entry, maxlen=max_len,
                                                          approximate=True)
         appending.add_done_callback(lambda done: self._appended(key, done))

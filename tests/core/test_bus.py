@@ -9,7 +9,7 @@ import pytest
 import redis.asyncio
 
 from gateway.memory_bus import InProcessBus
-from gateway.redis_bus import RedisBus, redis_exceptions, unavailable
+from gateway.redis_bus import NOWAIT_BACKLOG, RedisBus, redis_exceptions, unavailable
 from tests.support.servers import NO_REDIS_SERVER, free_port, redis_answers
 
 
@@ -195,6 +195,25 @@ async def test_a_stream_entry_is_appended_without_waiting_only_where_the_bus_can
         await bus.stream_append("nowait", {"n": "last"}, ttl=0.2)  # the coroutine keeps its ttl
         await asyncio.sleep(0.3)
         assert await bus.stream_read("nowait") == []
+
+
+async def test_appends_without_waiting_are_declined_while_redis_is_behind_and_fail_later_appends(
+        restartable_redis, bus_prefix):
+    """A burst's frames may not pile up unawaited ahead of every other command: past
+    NOWAIT_BACKLOG waiting commands the caller is told to wait. An append that failed with
+    nobody waiting is raised by `stream_appended` (a reply then fails as a frame that waited)."""
+    bus = RedisBus(restartable_redis.url, bus_prefix)
+    try:
+        answers = [bus.stream_append_nowait("many", {"n": str(n)}) for n in range(NOWAIT_BACKLOG + 5)]
+        assert answers == [True] * NOWAIT_BACKLOG + [False] * 5
+        assert [entry["n"] for entry in await bus.stream_read("many")] == [str(n) for n in range(NOWAIT_BACKLOG)]
+        await bus.stream_appended("many")  # all in: nothing to raise
+        restartable_redis.kill()
+        assert bus.stream_append_nowait("lost", {"n": "1"})
+        with pytest.raises(redis_exceptions().ConnectionError):
+            await bus.stream_appended("lost")
+    finally:
+        await bus.close()
 
 
 async def test_a_restarted_stream_returns_its_old_entries_only_when_unfinished(bus):

@@ -123,10 +123,11 @@ def _close_idle_every(db: aiopg.Pool, idle_seconds: float) -> None:
 
 def close_idle(db: aiopg.Pool, idle_seconds: float, now: float) -> int:
     """Close the idle connections beyond `minsize` unused since `now - idle_seconds`; how many.
-    Not while aiopg is filling or reshuffling the idle ones (its lock held)."""
+    Not while aiopg is filling or reshuffling the idle ones (its lock held), nor while a
+    statement waits for a connection."""
     try:
         free, condition = db._free, db._cond
-        if condition.locked():
+        if condition.locked() or condition._waiters:
             return 0
     except AttributeError:  # aiopg keeps that state under other names: keep every connection
         return 0

@@ -2,17 +2,18 @@
 (a soak's slow rise: docs/operations.md "Soak"). Off unless `MEMORY_SNAPSHOTS` is set when the
 service starts:
 
-    MEMORY_SNAPSHOTS=60                 every service: a snapshot a minute
-    MEMORY_SNAPSHOTS=gateway,memory:60  only those services (each worker of theirs)
+    MEMORY_SNAPSHOTS=60                         every service: a snapshot a minute
+    MEMORY_SNAPSHOTS=gateway,memory-service:60  only those services (each worker of theirs)
 
 Each process then traces allocations (`MEMORY_SNAPSHOTS_FRAMES` frames deep, 10 by default;
 tracing costs CPU and memory: a diagnostic, not for production) and writes
 DATA_DIR/memory-snapshots/<service>-<pid>-<number>-<seconds since start>s.tracemalloc every so
-many seconds, and at once on SIGUSR1. `python -m bench.soak.snapshots OLD NEW` shows what grew
-between two of them, by traceback."""
+many seconds, and at once on SIGUSR1, each after a full pass of the garbage collector.
+`python -m bench.soak.snapshots OLD NEW` shows what grew between two of them, by traceback."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import logging
 import os
@@ -63,7 +64,10 @@ def start(loop: asyncio.AbstractEventLoop, service_id: str, data_dir: Path) -> b
     numbers = itertools.count(1)
 
     def write() -> None:
-        # Taken on the loop (a consistent picture, some tens of ms), written off it.
+        # Taken on the loop (a consistent picture), written off it. The collector runs first: what
+        # a snapshot holds is then reachable, not garbage in reference cycles awaiting its next
+        # full pass (a request's marshmallow schema, say), which comes and goes with its timing.
+        gc.collect()
         snapshot = tracemalloc.take_snapshot()
         seconds = time.monotonic() - started
         path = directory / f"{service_id}-{os.getpid()}-{next(numbers):04d}-{seconds:.0f}s.tracemalloc"

@@ -26,8 +26,8 @@ def growth(old_path: str, new_path: str, by: str, top: int, frames: int = 6) -> 
     for stat in new.compare_to(old, by)[:top]:
         lines.append(f"{stat.size_diff / 1024:+10,.1f} KiB {stat.count_diff:+8,d} blocks "
                      f"(now {stat.size / 1024:,.0f} KiB in {stat.count:,d})")
-        frames = stat.traceback.format(limit=frames) if by == "traceback" else [f"  {stat.traceback[0]}"]
-        lines += ["    " + line for line in frames]
+        where = stat.traceback.format(limit=frames) if by == "traceback" else [f"  {stat.traceback[0]}"]
+        lines += ["    " + line for line in where]
     return lines
 
 

@@ -101,8 +101,9 @@ async def _resolve_database(context: Context) -> tuple[str, asyncio.Task[None] |
 async def _open_database(context: Context, registry: Registry, url: str) -> None:
     """The pool, then every plugin's pending migrations."""
     config = context.config
-    context.db = await create_pool(url, config.settings.database.pool_min, config.settings.database.pool_max,
-                                   application_name=context.service_id)
+    database = config.settings.database
+    context.db = await create_pool(url, database.pool_min, database.pool_max, application_name=context.service_id,
+                                   idle_seconds=database.pool_idle_seconds)
     plans = [(m.plugin, migration_files(m.package, m.directory)) for m in registry.migrations]
     await apply_migrations(context.db, plans)
 

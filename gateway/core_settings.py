@@ -37,6 +37,7 @@ class DatabaseSection:
     url: str
     pool_min: int
     pool_max: int
+    pool_idle_seconds: float
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import select
+import time
 from typing import Any, AsyncIterator, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
@@ -85,15 +86,63 @@ async def resolve_database_url(config: Config) -> tuple[str, Any]:
 
 
 async def create_pool(url: str, minsize: int = 1, maxsize: int = 10, timeout: float = 10.0,
-                      application_name: str | None = None) -> aiopg.Pool:
+                      application_name: str | None = None, idle_seconds: float = 0.0) -> aiopg.Pool:
     """The pool; its connections name themselves `application_name` (the service id) to the
-    server, as pg_stat_activity shows them, unless the URL names one itself."""
+    server, as pg_stat_activity shows them, unless the URL names one itself. `idle_seconds`:
+    connections beyond `minsize` idle that long are closed (0: kept, aiopg's own way)."""
     named = application_name and not named_in(url)
     names: dict[str, Any] = {"application_name": application_name} if named else {}
     try:  # aiopg hands the keywords it does not know to psycopg2.connect, where they override the URL's
-        return await aiopg.create_pool(url, minsize=minsize, maxsize=maxsize, timeout=timeout, **names)
+        pool = await aiopg.create_pool(url, minsize=minsize, maxsize=maxsize, timeout=timeout, **names)
     except (psycopg2.OperationalError, OSError, asyncio.TimeoutError) as error:
         raise DatabaseError(f"cannot connect to PostgreSQL at {redact(url)}: {error}".strip()) from error
+    if idle_seconds > 0:
+        _close_idle_every(pool, idle_seconds)
+    return pool
+
+
+# aiopg opens connections up to `maxsize` to meet concurrent statements and keeps them all for the
+# pool's life: a burst at minute 22 of a soak left each gateway worker two more for good. A pool
+# that returns to `minsize` once the burst is over keeps the server's connections to what the
+# load needs. Each connection is stamped when put back (pooled_connection); the sweep closes those
+# idle in the pool longer than `idle_seconds` beyond `minsize`, least recently used first.
+IDLE_SINCE = "gateway_idle_since"
+
+
+def _close_idle_every(db: aiopg.Pool, idle_seconds: float) -> None:
+    loop = asyncio.get_running_loop()
+
+    def sweep() -> None:
+        if db.closed or db._closing:
+            return
+        close_idle(db, idle_seconds, time.monotonic())
+        loop.call_later(idle_seconds / 2, sweep)
+
+    loop.call_later(idle_seconds / 2, sweep)
+
+
+def close_idle(db: aiopg.Pool, idle_seconds: float, now: float) -> int:
+    """Close the idle connections beyond `minsize` unused since `now - idle_seconds`; how many.
+    Not while aiopg is filling or reshuffling the idle ones (its lock held), nor while a
+    statement waits for a connection."""
+    try:
+        free, condition = db._free, db._cond
+        if condition.locked() or condition._waiters:
+            return 0
+    except AttributeError:  # aiopg keeps that state under other names: keep every connection
+        return 0
+    excess = db.size - db.minsize
+    closed = 0
+    for connection in list(free):  # the least recently used on the left (both ways of taking one)
+        if excess - closed <= 0:
+            break
+        since = connection.__dict__.setdefault(IDLE_SINCE, now)  # put back by aiopg's release: seen now
+        if now - since >= idle_seconds:
+            free.remove(connection)
+            _forget_cursor(connection)
+            connection.close()
+            closed += 1
+    return closed
 
 
 # ---------------------------------------------------------------- queries
@@ -118,6 +167,7 @@ async def pooled_connection(db: aiopg.Pool) -> AsyncIterator[Any]:
         try:
             yield connection
         finally:
+            connection.__dict__[IDLE_SINCE] = time.monotonic()
             if not _put_back(db, connection):
                 await db.release(connection)
     except asyncio.TimeoutError as error:

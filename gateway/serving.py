@@ -20,7 +20,7 @@ from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 from aiohttp.web_runner import GracefulExit
 
-from . import idle
+from . import idle, memory_snapshots
 from .app import create_app
 from .config import Config, ConfigError
 from .context import CONTEXT
@@ -171,6 +171,7 @@ def run(service_id: str, host: str | None = None, port: int | None = None, confi
     spec = get_service(service_id, data_dir=config.data_dir)
     loop = new_event_loop(config)
     asyncio.set_event_loop(loop)
+    memory_snapshots.start(loop, service_id, config.data_dir)  # MEMORY_SNAPSHOTS: off unless set
     app = create_app(service_id, config, spec=spec)
     if worker_index is not None:
         app[WORKER_INDEX] = worker_index

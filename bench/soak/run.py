@@ -39,8 +39,9 @@ from pathlib import Path
 
 import aiohttp
 
+from bench.soak.history import seed_history
 from bench.soak.load import Device, Load, Person, Recorder, VoiceDevice, tokens_for
-from bench.soak.model import serve_model
+from bench.soak.model import REPLY, serve_model
 from bench.soak.report import report
 from bench.soak.sampling import DatabaseConnections, embedded_url, sample_loop
 from bench.soak.stack import Stack, start_stack, stop_stack
@@ -56,6 +57,10 @@ async def soak(stack: Stack, args: argparse.Namespace,
     per_person = max(1, args.clients // args.users)
     people = [Person(user_id, token, [f"soak-{user_id}-{device}" for device in range(per_person)])
               for user_id, token in zip(user_ids, tokens)]
+    sessions = [(person.user_id, session) for person in people for session in person.sessions][:args.clients]
+    seeded = await asyncio.to_thread(seed_history, database.url, sessions, args.history,  # bench/soak/history.py
+                                     "Earlier soak message {n}, please answer.", REPLY)
+    print(f"soak: {seeded} messages of history in {len(sessions)} sessions", flush=True)
     stop = asyncio.Event()
     samples: list[dict] = []
     connector = aiohttp.TCPConnector(limit=0)
@@ -91,6 +96,8 @@ def main() -> None:
     parser.add_argument("--rest-rate", type=float, default=50.0)
     parser.add_argument("--sample", type=float, default=None, help="seconds between samples (default: 30, "
                                                                      "10 for runs under 10 minutes)")
+    parser.add_argument("--history", type=int, default=50, help="messages each session holds before the load "
+                                                                   "starts (bench/soak/history.py; 0: none)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (logs)")
     parser.add_argument("--serve-model", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -3,6 +3,7 @@ import os
 import shutil
 import signal
 import tempfile
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from urllib.parse import urlsplit
@@ -12,8 +13,8 @@ import pytest
 
 from gateway.app import create_app
 from gateway.context import get_context
-from gateway.database import (KEPT_CURSOR, DatabaseError, _put_back, _take_idle, create_pool, execute, fetch_all,
-                              fetch_value, json_rows, pooled_connection, transaction, unavailable)
+from gateway.database import (KEPT_CURSOR, DatabaseError, _put_back, _take_idle, close_idle, create_pool, execute,
+                              fetch_all, fetch_value, json_rows, pooled_connection, transaction, unavailable)
 from gateway.embedded_database import embedded_status, restart_embedded
 from gateway.migrations import apply_migrations, migration_files
 from tests.core.sample_plugin import SamplePlugin
@@ -313,3 +314,47 @@ async def test_a_pools_connections_carry_the_service_name_unless_the_url_names_o
         finally:
             pool.close()
             await pool.wait_closed()
+
+
+async def test_a_pool_grown_by_a_burst_returns_to_its_minimum_once_idle(database_url):
+    """aiopg keeps every connection a burst opened (a soak's gateway kept two more for good):
+    those beyond pool_min idle for `idle_seconds` are closed at the server, least recently used
+    first, and the pool opens new ones for the next burst."""
+    pool = await create_pool(database_url, minsize=1, maxsize=5, application_name="burst-test", idle_seconds=0.4)
+
+    async def at_server() -> int:
+        return await fetch_value(pool, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'burst-test'")
+
+    async def burst() -> None:
+        await asyncio.gather(*(fetch_value(pool, "SELECT pg_sleep(0.2)") for _ in range(5)))
+
+    try:
+        await burst()
+        assert pool.size == 5 and await at_server() == 5
+        assert close_idle(pool, 0.4, time.monotonic()) == 0  # just used: kept
+        await asyncio.sleep(1.0)  # the sweep runs every idle_seconds / 2
+        assert pool.size == 1 and await at_server() == 1
+        await burst()  # the pool grows again, and works
+        assert pool.size == 5 and await fetch_value(pool, "SELECT 1") == 1
+    finally:
+        pool.close()
+        await pool.wait_closed()
+
+
+async def test_connections_in_use_and_the_minimum_are_never_closed_as_idle(database_url):
+    pool = await create_pool(database_url, minsize=2, maxsize=4)  # no sweep: close_idle called here
+    try:
+        async with pooled_connection(pool):
+            async with pooled_connection(pool):
+                async with pooled_connection(pool):
+                    async with pooled_connection(pool):
+                        pass
+        assert pool.size == 4
+        async with pooled_connection(pool) as busy:
+            assert close_idle(pool, 10, time.monotonic() + 60) == 2  # down to the minimum, the busy one kept
+            assert pool.size == 2 and not busy.closed
+        assert close_idle(pool, 10, time.monotonic() + 60) == 0
+        assert await fetch_value(pool, "SELECT 2") == 2
+    finally:
+        pool.close()
+        await pool.wait_closed()

@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,7 +78,28 @@ def start_stack(directory: Path, database_url: str | None) -> Stack:
                       services[1:]))
     stack.ports = {row["id"]: row["port"] for row in stack.services()}
     stack.gateway = f"http://127.0.0.1:{stack.ports['gateway']}"
+    wait_for_every_worker(stack.gateway, conf / "services.toml")
     return stack
+
+
+def wait_for_every_worker(gateway: str, table: Path, timeout: float = 180) -> None:
+    """The gateway's workers start one after the other and the console calls it started with
+    the first: the load must not begin before every worker takes connections, or the devices'
+    WebSockets and keep-alive connections all stay on the first one."""
+    sys.path.insert(0, str(ROOT))
+    from gateway.serving import WORKER_HEADER
+    from gateway.services import load_services
+    from gateway.worker_count import worker_count
+
+    spec = next(spec for spec in load_services(table) if spec.id == "gateway")
+    expected = worker_count(spec, None)
+    seen: set[str] = set()
+    deadline = time.monotonic() + timeout
+    while len(seen) < expected and time.monotonic() < deadline:
+        with urllib.request.urlopen(gateway + "/api/v1/health", timeout=10) as answer:  # a new connection each time
+            seen.add(answer.headers.get(WORKER_HEADER, ""))
+        time.sleep(0.05)
+    print(f"soak: {len(seen)} of the gateway's {expected} workers answering", flush=True)
 
 
 def stop_stack(stack: Stack) -> None:

@@ -94,6 +94,9 @@ def _depth(value: Any) -> int:
 # planes' extensions): what marks a text as Chinese for every guess of a language here.
 HAN_RANGES = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef"
 HAN = re.compile(f"[{HAN_RANGES}]")
+# Scripts written without spaces between words, in which a character is about a word: kana, Han
+# and Hangul (a token, for an estimate; a larger unit, for a chunk's size).
+UNSPACED_SCRIPT_RANGES = f"\u3040-\u30ff{HAN_RANGES}\uac00-\ud7af"
 
 
 def has_han(text: str) -> bool:

@@ -19,6 +19,7 @@ from gateway.embeddings import EmbeddingError
 from gateway.errors import ApiError, BadRequest, ServiceUnavailable
 from gateway.openapi import api_doc
 from gateway.peers import PeerContext, PeerAnswer, PeerClient, PeerTimeout
+from gateway.text import UNSPACED_SCRIPT_RANGES
 from gateway.validation import each_multipart_part, parse_body, read_part
 from plugins.chat.contract import require_chat_user
 
@@ -74,11 +75,13 @@ def texts_of(value: Any, max_inputs: int, max_chars: int) -> list[str]:
     return texts
 
 
+APPROXIMATE_TOKEN = re.compile(f"[{UNSPACED_SCRIPT_RANGES}]|[^\\s{UNSPACED_SCRIPT_RANGES}]+")
+
+
 def approximate_tokens(text: str) -> int:
     """OpenAI clients read `usage`; the embedder does not count, so this estimates: one token a
     word or a CJK character."""
-    return max(1, len(re.findall(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]|[^\s\u3040-\u30ff\u3400-\u9fff"
-                                 r"\uac00-\ud7af]+", text)))
+    return max(1, len(APPROXIMATE_TOKEN.findall(text)))
 
 
 @routes.post("/v1/embeddings", name="ai_core.openai_embeddings")

@@ -22,12 +22,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from gateway.text import UNSPACED_SCRIPT_RANGES
+
 DEFAULT_MAX_UNITS = 800
 DEFAULT_MIN_UNITS = 500
 DEFAULT_OVERLAP_UNITS = 120
 
-# Han ideographs (with extension A and compatibility forms), kana, hangul, CJK punctuation.
-CJK = re.compile(r"[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
+# Kana, Han, Hangul, and CJK punctuation and full-width forms.
+CJK = re.compile(f"[{UNSPACED_SCRIPT_RANGES}\u3000-\u303f\uff00-\uffef]")
 _ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n\s*")

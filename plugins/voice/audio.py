@@ -14,14 +14,13 @@ from __future__ import annotations
 import io
 import logging
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
 
 from .audio_limits import (SAMPLE_RATE, AudioError, check_channels, check_declared, check_rate, resampled_length,
                            too_long)
 from .resampling import frames_to_samples, new_resampler, pcm_to_samples, resample_within
-
-if TYPE_CHECKING:  # numpy is imported by the first audio's work: an idle service is 15 MB smaller without it
-    import numpy as np
 
 log = logging.getLogger("voice.audio")
 
@@ -58,8 +57,6 @@ def decode(data: bytes, format_hint: str | None = None, sample_rate: int | None 
 
 
 def _decode_container(data: bytes, format_hint: str | None, max_seconds: float) -> np.ndarray:
-    import numpy as np
-
     import av
     attempts: list[str | None] = [None]
     if format_hint in CONTAINERS:
@@ -91,8 +88,6 @@ def _decode_container(data: bytes, format_hint: str | None, max_seconds: float) 
 
 
 def is_silent(samples: np.ndarray) -> bool:
-    import numpy as np
-
     return not len(samples) or float(np.sqrt(np.mean(np.square(samples, dtype=np.float64)))) < SILENCE_RMS
 
 
@@ -110,8 +105,6 @@ SPEECH_AFTER_SECONDS = 0.2
 def last_pause(samples: np.ndarray, *, not_before: int = 0) -> int | None:
     """The sample in the middle of the last pause that speech follows and that begins at or
     after `not_before`; None without one."""
-    import numpy as np
-
     count = len(samples) // PAUSE_FRAME
     if count == 0:
         return None
@@ -139,8 +132,6 @@ def last_pause(samples: np.ndarray, *, not_before: int = 0) -> int | None:
 
 def encode(samples: np.ndarray, sample_rate: int, audio_format: str) -> bytes:
     """Mono float32 as a WAV (16-bit PCM), MP3 or OGG/Opus file."""
-    import numpy as np
-
     if audio_format == "wav":
         import wave
         buffer = io.BytesIO()
@@ -215,8 +206,6 @@ class StreamDecoder:
     once the audio would pass `max_seconds`, checked before anything is resampled."""
 
     def __init__(self, audio_format: str, sample_rate: int | None = None, max_seconds: float = 600.0):
-        import numpy as np
-
         if audio_format not in STREAM_FORMATS:
             raise AudioError(f"Unknown stream format {audio_format!r}.", "unsupported_format",
                              f"Use one of {', '.join(STREAM_FORMATS)}.")
@@ -251,8 +240,6 @@ class StreamDecoder:
                 self._count += len(samples)
 
     def feed(self, chunk: bytes) -> None:
-        import numpy as np
-
         if self.error is not None and self.error.error_type != "audio_undecodable":
             raise self.error
         if self._pipe is not None:
@@ -283,8 +270,6 @@ class StreamDecoder:
 
     def _resample(self, samples: np.ndarray) -> np.ndarray:
         """One resampler for the whole stream: chunk edges leave no clicks or rounding drift."""
-        import numpy as np
-
         import av
         if self._stream_resampler is None:
             self._stream_resampler = new_resampler()
@@ -335,8 +320,6 @@ class StreamDecoder:
         return b""
 
     def samples(self) -> np.ndarray:
-        import numpy as np
-
         with self._lock:
             if len(self._parts) > 1:
                 self._parts = [np.concatenate(self._parts)]
@@ -345,8 +328,6 @@ class StreamDecoder:
     def samples_since(self, start: int) -> np.ndarray:
         """The samples decoded after the first `start` ones, copying only those (cheap enough for
         the event loop when the tail is short: a stream's last few tenths of a second)."""
-        import numpy as np
-
         with self._lock:
             tail, end = [], self._count
             for part in reversed(self._parts):
@@ -358,8 +339,6 @@ class StreamDecoder:
 
     def finish(self, timeout: float = 30.0) -> np.ndarray:
         """Every byte fed, decoded (blocks: run in an executor)."""
-        import numpy as np
-
         if self._pipe is not None and self._thread is not None:
             self._pipe.end()
             self._thread.join(timeout)

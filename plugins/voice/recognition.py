@@ -6,8 +6,9 @@ import asyncio
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import numpy as np
 from aiohttp import web
 
 from gateway.errors import ApiError
@@ -18,9 +19,6 @@ from .engines import EngineFailed, Recognition, SpeechRecognizer
 from .engines.registry import Engines
 from .stt_log import record_recognition
 from .settings import VoiceEngineSettings
-
-if TYPE_CHECKING:  # numpy is imported by the first audio's work: an idle service is 15 MB smaller without it
-    import numpy as np
 
 # Languages written without spaces between words (segments' texts are joined without one).
 UNSPACED = ("zh", "ja")

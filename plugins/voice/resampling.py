@@ -2,12 +2,11 @@
 resampler (in the PyAV wheel). These functions block: callers run them in an executor."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
 
 from .audio_limits import SAMPLE_RATE, check_rate, resampled_length, too_long
-
-if TYPE_CHECKING:  # numpy is imported by the first audio's work: an idle service is 15 MB smaller without it
-    import numpy as np
 
 
 def new_resampler() -> Any:
@@ -16,15 +15,11 @@ def new_resampler() -> Any:
 
 
 def frames_to_samples(frames: list[Any]) -> list[np.ndarray]:
-    import numpy as np
-
     return [frame.to_ndarray().reshape(-1).astype(np.float32, copy=False) for frame in frames]
 
 
 def pcm_to_samples(data: bytes, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
     """Raw `pcm` (s16le mono at `sample_rate`) as 16 kHz float32."""
-    import numpy as np
-
     samples = np.frombuffer(data[: len(data) // 2 * 2], dtype="<i2").astype(np.float32) / 32768.0
     if sample_rate == SAMPLE_RATE or not len(samples):
         return samples
@@ -32,8 +27,6 @@ def pcm_to_samples(data: bytes, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
 
 
 def resample(samples: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
-    import numpy as np
-
     import av
     frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1).astype(np.float32), format="flt", layout="mono")
     frame.sample_rate = from_rate

@@ -7,8 +7,8 @@ import json
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
 
+import numpy as np
 from aiohttp import WSMsgType, web
 
 from gateway.errors import ApiError, BadRequest
@@ -20,9 +20,6 @@ from . import audio
 from .engines import EngineFailed, PassAbandoned, Recognition
 from .recognition import SERVICE, VoiceService, caller, joined, recognize_with
 from .schemas import StreamQuery
-
-if TYPE_CHECKING:  # numpy is imported by the first audio's work: an idle service is 15 MB smaller without it
-    import numpy as np
 
 log = logging.getLogger("voice.service")
 routes = web.RouteTableDef()

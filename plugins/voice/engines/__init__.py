@@ -14,9 +14,9 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, runtime_checkable
 
-if TYPE_CHECKING:  # numpy is imported by the first audio's work: an idle service is 15 MB smaller without it
-    import numpy as np
+import numpy as np
 
+if TYPE_CHECKING:
     from ..settings import VoiceEngineSettings
 
 log = logging.getLogger("voice.engines")

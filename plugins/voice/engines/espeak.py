@@ -9,6 +9,8 @@ import shutil
 import subprocess
 from typing import Any, Iterable
 
+import numpy as np
+
 from . import EngineFailed, EngineHttp, Speech, Voice
 from ..settings import VoiceEngineSettings
 
@@ -53,8 +55,6 @@ class EspeakSynthesizer:
 def wav_to_speech(data: bytes) -> Speech:
     """espeak-ng streams its WAV, so the header's sizes say "unknown" (0x7fffffff): read the
     rate from the canonical 44-byte header and every sample after it."""
-    import numpy as np
-
     if len(data) < 44 or data[:4] != b"RIFF" or data[36:40] != b"data" or data[34:36] != b"\x10\x00":
         raise EngineFailed("espeak-ng wrote audio in an unexpected layout.")
     rate = int.from_bytes(data[24:28], "little")

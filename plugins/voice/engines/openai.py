@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
 import aiohttp
+import numpy as np
 
 from .. import audio
 from . import SAMPLE_RATE, EngineFailed, EngineHttp, Recognition, Speech, Voice
 from ..settings import VoiceEngineSettings
-
-if TYPE_CHECKING:  # numpy is imported by the first audio's work: an idle service is 15 MB smaller without it
-    import numpy as np
 
 
 class OpenAiSpeech:
@@ -90,8 +88,6 @@ def _iso(language: str | None) -> str | None:
 
 
 def _speech_of(data: bytes) -> Speech:
-    import numpy as np
-
     import av
     import io
     try:

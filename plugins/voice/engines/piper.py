@@ -10,6 +10,8 @@ import threading
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
+
 from gateway.idle import IdleModel
 from . import EngineFailed, EngineHttp, Speech, Voice
 from ..settings import VoiceEngineSettings
@@ -79,8 +81,6 @@ class PiperSynthesizer:
         return await asyncio.get_running_loop().run_in_executor(None, self._synthesize, text, voice, speed)
 
     def _synthesize(self, text: str, voice: Voice, speed: float) -> Speech:
-        import numpy as np
-
         _, holder = self._voices[voice.id]
         with holder.using() as model, self._lock:
             # Imported once the voice is loaded: piper imports ONNX Runtime, which is then counted

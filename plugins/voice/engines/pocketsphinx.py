@@ -6,14 +6,13 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import threading
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
+
+import numpy as np
 
 from gateway.idle import IdleModel
 from . import EngineFailed, EngineHttp, Recognition
 from ..settings import VoiceEngineSettings
-
-if TYPE_CHECKING:  # numpy is imported by the first audio's work: an idle service is 15 MB smaller without it
-    import numpy as np
 
 
 class PocketSphinxRecognizer:
@@ -54,8 +53,6 @@ class PocketSphinxRecognizer:
             return self._decode(decoders, samples)
 
     def _decode(self, decoders: list[Any], samples: np.ndarray) -> Recognition:
-        import numpy as np
-
         with self._lock:
             decoder = decoders.pop() if decoders else None
         decoder = decoder or self._new_decoder()

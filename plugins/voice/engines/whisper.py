@@ -16,14 +16,13 @@ import os
 import tempfile
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
+
+import numpy as np
 
 from gateway.idle import IdleModel
 from . import EngineFailed, EngineHttp, PassAbandoned, Recognition
 from ..settings import VoiceEngineSettings
-
-if TYPE_CHECKING:  # numpy is imported by the first audio's work: an idle service is 15 MB smaller without it
-    import numpy as np
 
 log = logging.getLogger("voice.engines")
 
@@ -130,8 +129,6 @@ SILENCE_PEAK = 1e-3
 
 
 def is_silent(samples: np.ndarray) -> bool:
-    import numpy as np
-
     return not len(samples) or float(np.max(np.abs(samples))) < SILENCE_PEAK
 
 
@@ -203,8 +200,6 @@ class WhisperRecognizer:
     def _fitted_pass(self, model: Any, samples: np.ndarray, language: str, abandon: threading.Event | None,
                      context: str) -> Recognition | None:
         """The fitted pass on a loaded model; None when its text is a loop (run the ordinary pass)."""
-        import numpy as np
-
         import ctranslate2
         from faster_whisper.tokenizer import Tokenizer
         from faster_whisper.transcribe import get_compression_ratio

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gateway.embeddings import LocalE5Embedder
+from gateway.embeddings import Embedder, LocalE5Embedder
 from gateway.lexical import Tokenizer
 from plugins.memory.relevance import Relevance, SecondOpinion, baselines, relevance, shared_words
 from plugins.memory.settings import MemorySettings
@@ -33,7 +33,7 @@ class Scored:
     shared: bool         # the memory has a content word of the question (plugins/memory/relevance.py)
 
 
-async def score_pairs(embedder=None) -> list[Scored]:
+async def score_pairs(embedder: Embedder | None = None) -> list[Scored]:
     embedder = embedder or LocalE5Embedder()
     labelled = list(pairs())
     questions = sorted({p.question for p in labelled})

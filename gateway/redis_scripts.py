@@ -18,6 +18,31 @@ return 0
 """
 
 
+# KEYS: the lock, the key to claim (when ARGV[4] is '1'), then ARGV[3] keys that must exist, then
+# keys that must not. ARGV: owner, ttl in ms, how many must exist, '1' with a claim, its value and
+# ttl in ms. Returns {taken, claimed}: claimed -1 when not taken or a condition failed.
+ACQUIRE_SCRIPT = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {0, -1} end
+local first = ARGV[4] == '1' and 3 or 2
+local present = first + tonumber(ARGV[3])
+for i = first, present - 1 do
+  if redis.call('EXISTS', KEYS[i]) == 0 then return {1, -1} end
+end
+for i = present, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then return {1, -1} end
+end
+if first == 2 or redis.call('SET', KEYS[2], ARGV[5], 'NX', 'PX', ARGV[6]) then return {1, 1} end
+return {1, 0}
+"""
+
+# KEYS: the lock, the mark, the set to unmark (optional). ARGV: owner, the member to unmark.
+RELEASE_UNLESS_SCRIPT = """
+if redis.call('DEL', KEYS[2]) == 1 then return 0 end
+if #KEYS > 2 then redis.call('ZREM', KEYS[3], ARGV[2]) end
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+"""
+
 # The old stream's entries come back only when its last entry lacks the `finished` mark.
 STREAM_RESTART_SCRIPT = """
 local previous = {}

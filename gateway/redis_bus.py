@@ -99,7 +99,7 @@ class RedisBus(Bus):
         # a command goes out at once.
         self._commands: Batcher[tuple, Any] = Batcher(self._run_one, self._run_many, max_batch=256)
         # Round trips to Redis so far (subscriptions aside): what a chat turn costs is counted
-        # in these (tests/chat/test_bus_steps.py), and each is CPU here and in Redis.
+        # in these (tests/chat/test_turn_round_trips.py), and each is CPU here and in Redis.
         self.round_trips = 0
         self._pubsub: PubSub | None = None
         self._reader: asyncio.Task | None = None

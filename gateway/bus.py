@@ -146,14 +146,15 @@ class Bus(abc.ABC):
         """Give `key` a new `ttl` only while it holds `value`, in one step."""
 
     @abc.abstractmethod
-    async def acquire(self, key: str, owner: str, ttl: float, *, present: Sequence[str] = (),
-                      absent: Sequence[str] = (), then: "Claim | None" = None) -> tuple[bool, bool | None]:
+    async def acquire(self, key: str, owner: str, ttl: float, *, marks: Sequence[Claim] = (),
+                      present: Sequence[str] = (), absent: Sequence[str] = (),
+                      then: "Claim | None" = None) -> tuple[bool, bool | None]:
         """Take the lock `key` for `owner` (set for `ttl` seconds unless it exists) and, only when
-        taken, look at other keys and claim one more, in one step: a chat turn's start asks all
-        this at once, and each round trip it saves is saved by every turn. Returns (taken,
-        claimed): claimed is None when the lock was not taken, a key of `present` is missing or a
-        key of `absent` exists; else whether `then` (key, value, ttl) was set unless it existed
-        (True when there is no `then`)."""
+        taken, `mark` each (set, member, ttl) of `marks`, look at other keys and claim one more,
+        in one step: a chat turn's start asks all this at once, and each round trip it saves is
+        saved by every turn. Returns (taken, claimed): claimed is None when the lock was not
+        taken, a key of `present` is missing or a key of `absent` exists; else whether `then`
+        (key, value, ttl) was set unless it existed (True when there is no `then`)."""
 
     @abc.abstractmethod
     async def release_unless(self, key: str, owner: str, mark: str, *,

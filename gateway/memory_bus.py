@@ -75,10 +75,13 @@ class InProcessBus(Bus):
         self._values[key] = (value, time.monotonic() + ttl)
         return True
 
-    async def acquire(self, key: str, owner: str, ttl: float, *, present: Sequence[str] = (),
-                      absent: Sequence[str] = (), then: Claim | None = None) -> tuple[bool, bool | None]:
+    async def acquire(self, key: str, owner: str, ttl: float, *, marks: Sequence[Claim] = (),
+                      present: Sequence[str] = (), absent: Sequence[str] = (),
+                      then: Claim | None = None) -> tuple[bool, bool | None]:
         if not await self.set(key, owner, ttl, only_if_absent=True):
             return False, None
+        for name, member, mark_ttl in marks:
+            await self.mark(name, member, mark_ttl)
         if any(self._live(name) is None for name in present) or any(self._live(name) for name in absent):
             return True, None
         return True, then is None or await self.set(then[0], then[1], then[2], only_if_absent=True)

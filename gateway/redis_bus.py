@@ -315,13 +315,16 @@ class RedisBus(Bus):
     async def renew_if(self, key: str, value: str, ttl: float) -> bool:
         return bool(await self._script(self._renew_if, [self.prefix + key], [value, max(1, int(ttl * 1000))]))
 
-    async def acquire(self, key: str, owner: str, ttl: float, *, present: Sequence[str] = (),
-                      absent: Sequence[str] = (), then: Claim | None = None) -> tuple[bool, bool | None]:
+    async def acquire(self, key: str, owner: str, ttl: float, *, marks: Sequence[Claim] = (),
+                      present: Sequence[str] = (), absent: Sequence[str] = (),
+                      then: Claim | None = None) -> tuple[bool, bool | None]:
+        claim = ["", "", ""] if then is None else ["1", then[1], max(1, int(then[2] * 1000))]
         keys = [self.prefix + key] + ([self.prefix + then[0]] if then is not None else [])
-        keys += [self.prefix + name for name in (*present, *absent)]
-        args: list = [owner, max(1, int(ttl * 1000)), len(present)]
-        if then is not None:
-            args += ["1", then[1], max(1, int(then[2] * 1000))]
+        keys += [self.prefix + name for name in (*present, *absent, *(mark[0] for mark in marks))]
+        args: list = [owner, max(1, int(ttl * 1000)), *claim, len(present), len(absent)]
+        now = time.time()  # scored by expiry, as `mark` does
+        for _, member, mark_ttl in marks:
+            args += [member, now + mark_ttl]
         taken, claimed = await self._script(self._acquire, keys, args)
         return bool(taken), None if int(claimed) < 0 else bool(claimed)
 

@@ -18,20 +18,26 @@ return 0
 """
 
 
-# KEYS: the lock, the key to claim (when ARGV[4] is '1'), then ARGV[3] keys that must exist, then
-# keys that must not. ARGV: owner, ttl in ms, how many must exist, '1' with a claim, its value and
-# ttl in ms. Returns {taken, claimed}: claimed -1 when not taken or a condition failed.
+# KEYS: the lock, the key to claim (when ARGV[3] is '1'), ARGV[6] keys that must exist, ARGV[7]
+# keys that must not, then the sets to mark. ARGV: owner, ttl in ms, '1' with a claim, its value
+# and ttl in ms, the two counts, then per set to mark its member and expiry (the score). Returns
+# {taken, claimed}: claimed -1 when not taken or a condition failed.
 ACQUIRE_SCRIPT = """
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {0, -1} end
-local first = ARGV[4] == '1' and 3 or 2
-local present = first + tonumber(ARGV[3])
-for i = first, present - 1 do
+local present = ARGV[3] == '1' and 3 or 2
+local absent = present + tonumber(ARGV[6])
+local marks = absent + tonumber(ARGV[7])
+for i = marks, #KEYS do
+  local at = 8 + 2 * (i - marks)
+  redis.call('ZADD', KEYS[i], ARGV[at + 1], ARGV[at])
+end
+for i = present, absent - 1 do
   if redis.call('EXISTS', KEYS[i]) == 0 then return {1, -1} end
 end
-for i = present, #KEYS do
+for i = absent, marks - 1 do
   if redis.call('EXISTS', KEYS[i]) == 1 then return {1, -1} end
 end
-if first == 2 or redis.call('SET', KEYS[2], ARGV[5], 'NX', 'PX', ARGV[6]) then return {1, 1} end
+if present == 2 or redis.call('SET', KEYS[2], ARGV[4], 'NX', 'PX', ARGV[5]) then return {1, 1} end
 return {1, 0}
 """
 

@@ -20,8 +20,8 @@ from plugins.sessions.contract import CONVERSATIONS, Conversations
 
 from . import store
 from .frames import now_ms, queued_frame
-from .keys import (MESSAGE_ID_TTL, QUEUED_MARK_TTL, RUNNING_TURNS, SessionRef, admitted_key, lock_key,
-                   message_key, queued_key)
+from .keys import (LIVE_SESSIONS, LIVE_TTL, MESSAGE_ID_TTL, QUEUED_MARK_TTL, RUNNING_TURNS, RUNNING_TURNS_TTL,
+                   SessionRef, admitted_key, lock_key, message_key, queued_key)
 
 if TYPE_CHECKING:
     from gateway.context import Context
@@ -91,14 +91,18 @@ class Admission:
         True, the message is new (its id is now taken) and no older turn waits; False, a
         re-send; None, the bus cannot tell — it does not hold this session's message ids (a
         restarted in-process bus, an expired mark), or turns may be waiting in the queue."""
+        # The session is marked running (for the sweeper, until `release_unless_queued`) and live
+        # with the lock; the holder renews both while it works (TurnMachine._renew).
+        marks = [(RUNNING_TURNS, session.key, RUNNING_TURNS_TTL), (LIVE_SESSIONS, session.key, LIVE_TTL)]
         if turn is None:
-            return await self.context.bus.acquire(lock_key(session.key), self.owner, self.lock_ttl)
+            return await self.context.bus.acquire(lock_key(session.key), self.owner, self.lock_ttl,
+                                                  marks=marks)
         client_msg_id = turn.client_msg_id
         # The value says when: a re-send may take the id over only from a turn long dead
         # (_reclaim_message_id).
         claim = None if client_msg_id is None else (message_key(session.key, client_msg_id), str(now_ms()),
                                                      MESSAGE_ID_TTL)
-        return await self.context.bus.acquire(lock_key(session.key), self.owner, self.lock_ttl,
+        return await self.context.bus.acquire(lock_key(session.key), self.owner, self.lock_ttl, marks=marks,
                                               present=[admitted_key(session.key)],
                                               absent=[queued_key(session.key)], then=claim)
 

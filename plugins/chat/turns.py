@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import math
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine
@@ -273,8 +272,7 @@ class TurnMachine:
         try:
             # A turn handed in without a device: its waiter, here or elsewhere, may want the pieces.
             watcher = self.waiters.watch(turn.turn_id) if turn.sender is None else None
-            status, outcome = await self.relay.run(turn, watcher,
-                                                   on_start=functools.partial(self._mark, turn.session))
+            status, outcome = await self.relay.run(turn, watcher)
         except asyncio.CancelledError:
             status = "abandoned"
             raise
@@ -295,8 +293,8 @@ class TurnMachine:
         task.add_done_callback(_log_failure)
 
     async def _mark(self, session: SessionRef) -> None:
-        """Mark the session as running a turn (for the sweeper) and live; each turn does as it
-        starts, and the renewing while turns run. A failure to reach the bus once is logged:
+        """Mark the session as running a turn (for the sweeper) and live again while turns run
+        (the lock's taking made the marks, Admission.lock). A failure to reach the bus once is logged:
         it must not end the turn, nor the renewing (the lock would expire)."""
         bus = self.context.bus
         try:  # both in one round trip on a shared bus

@@ -12,11 +12,11 @@ from tests.chat.test_instances import ws_path
 
 # A steady turn (not a session's first) with a client_msg_id, its device on the instance running
 # it and another instance sharing the bus, replying in 4 pieces: the rate count, the lock with
-# the message's admission (one step), the history's version, the turn's running and live marks
-# (together), the replay's start, 5 frames (stream_start, 4 chunks), the history's version and
+# the session's running and live marks and the message's admission (one step), the history's
+# version, the replay's start, 5 frames (stream_start, 4 chunks), the history's version and
 # the session's activity twice (the message, the reply), the user's holders for the echo, the
 # review and stream_end with their replay entries (3), the replay's end, letting the lock go.
-STEADY_TURN_ROUND_TRIPS = 20
+STEADY_TURN_ROUND_TRIPS = 19
 
 
 async def test_a_steady_turn_makes_a_bounded_number_of_bus_round_trips(make_gateway, provider, redis_url,

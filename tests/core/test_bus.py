@@ -142,11 +142,20 @@ async def test_a_lock_is_acquired_with_its_conditions_and_claim_in_one_step(bus)
                              then=("new-id", "x", 5)) == (True, None)
     assert await bus.get("new-id") is None
     await bus.delete("lock")
+    taken = await bus.acquire("lock", "first", 5, marks=[("running", "m", 5)], present=["admitted"],
+                              absent=["queued"], then=("new-id", "x", 5))
+    assert taken == (True, None) and await bus.members("running") == {"m"}
+    await bus.delete("lock")
+    await bus.delete("running")
     assert await bus.acquire("lock", "first", 5, present=["missing"]) == (True, None)
     await bus.delete("lock")
-    assert await bus.acquire("lock", "first", 0.1) == (True, True)
+    marks = [("running", "a", 0.1), ("live", "b", 5)]
+    assert await bus.acquire("lock", "first", 0.1, marks=marks) == (True, True)
+    assert await bus.members("running") == {"a"} and await bus.members("live") == {"b"}
+    assert await bus.acquire("lock", "second", 5, marks=[("running", "c", 5)]) == (False, None)
     await asyncio.sleep(0.2)
-    assert await bus.get("lock") is None
+    assert await bus.get("lock") is None and await bus.members("running") == set()
+    assert await bus.members("live") == {"b"}
 
 
 async def test_a_lock_is_let_go_unless_marked_and_only_by_its_owner(bus):

@@ -9,6 +9,7 @@ once `admitted_key` is set, so an idle session's new message is admitted without
 round trip (docs/chat.md, "How a turn starts")."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -229,10 +230,12 @@ class Admission:
         time, every id the queue still remembers for the session, so that the mark saying the
         bus holds them all is true."""
         bus = self.context.bus
-        if client_msg_id is not None:
-            await bus.set(message_key(session.key, client_msg_id), "1", ttl=MESSAGE_ID_TTL)
-        if await bus.get(admitted_key(session.key)):
+        # Submitted together, each group is one round trip on a shared bus (in order).
+        recorded = [] if client_msg_id is None else [bus.set(message_key(session.key, client_msg_id), "1",
+                                                             ttl=MESSAGE_ID_TTL)]
+        if (await asyncio.gather(*recorded, bus.get(admitted_key(session.key))))[-1]:
             return
-        for known in await store.message_ids(self.context.db, session.user_id, session.session_id):
-            await bus.set(message_key(session.key, known), "1", ttl=MESSAGE_ID_TTL)
-        await bus.set(admitted_key(session.key), "1", ttl=MESSAGE_ID_TTL)
+        known = await store.message_ids(self.context.db, session.user_id, session.session_id)
+        await asyncio.gather(*(bus.set(message_key(session.key, known_id), "1", ttl=MESSAGE_ID_TTL)
+                               for known_id in known))
+        await bus.set(admitted_key(session.key), "1", ttl=MESSAGE_ID_TTL)  # only once they all are

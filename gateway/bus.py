@@ -14,7 +14,7 @@ import builtins
 import contextlib
 import json
 import logging
-from typing import Any, Awaitable, Callable, Coroutine
+from typing import Any, Awaitable, Callable, Coroutine, Sequence
 
 log = logging.getLogger("gateway.bus")
 
@@ -22,6 +22,8 @@ Handler = Callable[[dict], Awaitable[None]]
 Entry = dict[str, str]
 # An entry to append to a stream: (key, entry, max_len), see `Bus.stream_append`.
 Record = tuple[str, Entry, "int | None"]
+# A key to set unless it exists: (key, value, ttl), see `Bus.acquire`.
+Claim = tuple[str, str, float]
 
 
 def _log_listener_failure(task: "asyncio.Task") -> None:
@@ -142,6 +144,24 @@ class Bus(abc.ABC):
     @abc.abstractmethod
     async def renew_if(self, key: str, value: str, ttl: float) -> bool:
         """Give `key` a new `ttl` only while it holds `value`, in one step."""
+
+    @abc.abstractmethod
+    async def acquire(self, key: str, owner: str, ttl: float, *, marks: Sequence[Claim] = (),
+                      present: Sequence[str] = (), absent: Sequence[str] = (),
+                      then: "Claim | None" = None) -> tuple[bool, bool | None]:
+        """Take the lock `key` for `owner` (set for `ttl` seconds unless it exists) and, only when
+        taken, `mark` each (set, member, ttl) of `marks`, look at other keys and claim one more,
+        in one step: a chat turn's start asks all this at once, and each round trip it saves is
+        saved by every turn. Returns (taken, claimed): claimed is None when the lock was not
+        taken, a key of `present` is missing or a key of `absent` exists; else whether `then`
+        (key, value, ttl) was set unless it existed (True when there is no `then`)."""
+
+    @abc.abstractmethod
+    async def release_unless(self, key: str, owner: str, mark: str, *,
+                             unmark: tuple[str, str] | None = None) -> bool:
+        """Let the lock `key` go (while `owner` holds it) and `unmark` (set, member), unless the
+        key `mark` exists: then delete `mark` and keep both. One step: whoever sets `mark` and
+        then tries the lock either is seen here or finds the lock free. True when let go."""
 
     # -- sets whose members expire (presence, live sessions)
     @abc.abstractmethod

@@ -6,8 +6,9 @@ import builtins
 import collections
 import json
 import time
+from typing import Sequence
 
-from .bus import Bus, Entry, Record
+from .bus import Bus, Claim, Entry, Record
 
 
 class InProcessBus(Bus):
@@ -72,6 +73,27 @@ class InProcessBus(Bus):
         if (entry := self._live(key)) is None or entry[0] != value:
             return False
         self._values[key] = (value, time.monotonic() + ttl)
+        return True
+
+    async def acquire(self, key: str, owner: str, ttl: float, *, marks: Sequence[Claim] = (),
+                      present: Sequence[str] = (), absent: Sequence[str] = (),
+                      then: Claim | None = None) -> tuple[bool, bool | None]:
+        if not await self.set(key, owner, ttl, only_if_absent=True):
+            return False, None
+        for name, member, mark_ttl in marks:
+            await self.mark(name, member, mark_ttl)
+        if any(self._live(name) is None for name in present) or any(self._live(name) for name in absent):
+            return True, None
+        return True, then is None or await self.set(then[0], then[1], then[2], only_if_absent=True)
+
+    async def release_unless(self, key: str, owner: str, mark: str, *,
+                             unmark: tuple[str, str] | None = None) -> bool:
+        if self._live(mark) is not None:
+            del self._values[mark]
+            return False
+        if unmark is not None:
+            await self.unmark(*unmark)
+        await self.delete_if(key, owner)
         return True
 
     async def mark(self, key: str, member: str, ttl: float) -> None:

@@ -10,12 +10,13 @@ import json
 import logging
 import time
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 from .batching import Batcher
-from .bus import Bus, Entry, Record
-from .redis_scripts import (DELETE_IF_SCRIPT, FAN_OUT_SCRIPT, FRAMES_SCRIPT, INCR_SCRIPT, MEMBERS_SCRIPT,
-                            RENEW_IF_SCRIPT, STREAM_APPEND_EXPIRING_SCRIPT, STREAM_RESTART_SCRIPT)
+from .bus import Bus, Claim, Entry, Record
+from .redis_scripts import (ACQUIRE_SCRIPT, DELETE_IF_SCRIPT, FAN_OUT_SCRIPT, FRAMES_SCRIPT, INCR_SCRIPT,
+                            MEMBERS_SCRIPT, RELEASE_UNLESS_SCRIPT, RENEW_IF_SCRIPT,
+                            STREAM_APPEND_EXPIRING_SCRIPT, STREAM_RESTART_SCRIPT)
 from .text import dumps_text
 
 if TYPE_CHECKING:
@@ -97,6 +98,9 @@ class RedisBus(Bus):
         # would otherwise cost a round trip (and its CPU, in this process and in Redis) each. Alone,
         # a command goes out at once.
         self._commands: Batcher[tuple, Any] = Batcher(self._run_one, self._run_many, max_batch=256)
+        # Round trips to Redis so far (subscriptions aside): what a chat turn costs is counted
+        # in these (tests/chat/test_turn_round_trips.py), and each is CPU here and in Redis.
+        self.round_trips = 0
         self._pubsub: PubSub | None = None
         self._reader: asyncio.Task | None = None
         self._subscriptions_lost = False  # the reader is waiting to reconnect
@@ -109,6 +113,8 @@ class RedisBus(Bus):
         self._frames = self.client.register_script(FRAMES_SCRIPT)
         self._members = self.client.register_script(MEMBERS_SCRIPT)
         self._stream_append_expiring = self.client.register_script(STREAM_APPEND_EXPIRING_SCRIPT)
+        self._acquire = self.client.register_script(ACQUIRE_SCRIPT)
+        self._release_unless = self.client.register_script(RELEASE_UNLESS_SCRIPT)
 
     async def ping(self) -> None:
         await self.client.ping()
@@ -133,6 +139,7 @@ class RedisBus(Bus):
         await self._script(self._fan_out, keys, args)
 
     async def _run_one(self, command: tuple) -> Any:
+        self.round_trips += 1
         name, args, options = command
         if not isinstance(name, str):  # a script
             keys, script_args = args
@@ -197,6 +204,7 @@ class RedisBus(Bus):
 
     async def _pipeline(self, commands: list[tuple]) -> list[Any]:
         """`commands` in one round trip: a result per command, an Exception for one that failed."""
+        self.round_trips += 1
         async with self.client.pipeline(transaction=False) as pipe:
             for name, args, options in commands:
                 if not isinstance(name, str):
@@ -306,6 +314,27 @@ class RedisBus(Bus):
 
     async def renew_if(self, key: str, value: str, ttl: float) -> bool:
         return bool(await self._script(self._renew_if, [self.prefix + key], [value, max(1, int(ttl * 1000))]))
+
+    async def acquire(self, key: str, owner: str, ttl: float, *, marks: Sequence[Claim] = (),
+                      present: Sequence[str] = (), absent: Sequence[str] = (),
+                      then: Claim | None = None) -> tuple[bool, bool | None]:
+        claim = ["", "", ""] if then is None else ["1", then[1], max(1, int(then[2] * 1000))]
+        keys = [self.prefix + key] + ([self.prefix + then[0]] if then is not None else [])
+        keys += [self.prefix + name for name in (*present, *absent, *(mark[0] for mark in marks))]
+        args: list = [owner, max(1, int(ttl * 1000)), *claim, len(present), len(absent)]
+        now = time.time()  # scored by expiry, as `mark` does
+        for _, member, mark_ttl in marks:
+            args += [member, now + mark_ttl]
+        taken, claimed = await self._script(self._acquire, keys, args)
+        return bool(taken), None if int(claimed) < 0 else bool(claimed)
+
+    async def release_unless(self, key: str, owner: str, mark: str, *,
+                             unmark: tuple[str, str] | None = None) -> bool:
+        keys, args = [self.prefix + key, self.prefix + mark], [owner]
+        if unmark is not None:
+            keys.append(self.prefix + unmark[0])
+            args.append(unmark[1])
+        return bool(await self._script(self._release_unless, keys, args))
 
     # Expiring sets are sorted sets scored by each member's expiry time (Redis server clock via
     # TIME would cost a round trip; instances' clocks are assumed to agree within seconds).

@@ -18,6 +18,37 @@ return 0
 """
 
 
+# KEYS: the lock, the key to claim (when ARGV[3] is '1'), ARGV[6] keys that must exist, ARGV[7]
+# keys that must not, then the sets to mark. ARGV: owner, ttl in ms, '1' with a claim, its value
+# and ttl in ms, the two counts, then per set to mark its member and expiry (the score). Returns
+# {taken, claimed}: claimed -1 when not taken or a condition failed.
+ACQUIRE_SCRIPT = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {0, -1} end
+local present = ARGV[3] == '1' and 3 or 2
+local absent = present + tonumber(ARGV[6])
+local marks = absent + tonumber(ARGV[7])
+for i = marks, #KEYS do
+  local at = 8 + 2 * (i - marks)
+  redis.call('ZADD', KEYS[i], ARGV[at + 1], ARGV[at])
+end
+for i = present, absent - 1 do
+  if redis.call('EXISTS', KEYS[i]) == 0 then return {1, -1} end
+end
+for i = absent, marks - 1 do
+  if redis.call('EXISTS', KEYS[i]) == 1 then return {1, -1} end
+end
+if present == 2 or redis.call('SET', KEYS[2], ARGV[4], 'NX', 'PX', ARGV[5]) then return {1, 1} end
+return {1, 0}
+"""
+
+# KEYS: the lock, the mark, the set to unmark (optional). ARGV: owner, the member to unmark.
+RELEASE_UNLESS_SCRIPT = """
+if redis.call('DEL', KEYS[2]) == 1 then return 0 end
+if #KEYS > 2 then redis.call('ZREM', KEYS[3], ARGV[2]) end
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+"""
+
 # The old stream's entries come back only when its last entry lacks the `finished` mark.
 STREAM_RESTART_SCRIPT = """
 local previous = {}

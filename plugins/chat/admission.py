@@ -2,12 +2,14 @@
 `client_msg_id`, decided on the bus when it can vouch and by the database when it cannot.
 
 A message becomes a row of `chat_turn_queue` (PostgreSQL, shared by all instances). Whoever
-wins the session's turn lock on the bus (`SET NX` with a TTL, renewed while it works) runs the
-session's turns; everyone else queues theirs and tells the sender `queued`. The bus remembers
-every admitted id of a session once `admitted_key` is set, so an idle session's new message is
-admitted without a database round trip (docs/chat.md, "How a turn starts")."""
+wins the session's turn lock on the bus (`SET NX` with a TTL, renewed while it works; the same step
+says whether the bus vouches for the message, `Admission.lock`) runs the session's turns; everyone else
+queues theirs and tells the sender `queued`. The bus remembers every admitted id of a session
+once `admitted_key` is set, so an idle session's new message is admitted without a database
+round trip (docs/chat.md, "How a turn starts")."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -19,7 +21,8 @@ from plugins.sessions.contract import CONVERSATIONS, Conversations
 
 from . import store
 from .frames import now_ms, queued_frame
-from .keys import MESSAGE_ID_TTL, QUEUED_MARK_TTL, SessionRef, admitted_key, lock_key, message_key, queued_key
+from .keys import (LIVE_SESSIONS, LIVE_TTL, MESSAGE_ID_TTL, QUEUED_MARK_TTL, RUNNING_TURNS, RUNNING_TURNS_TTL,
+                   SessionRef, admitted_key, lock_key, message_key, queued_key)
 
 if TYPE_CHECKING:
     from gateway.context import Context
@@ -83,24 +86,57 @@ class Admission:
 
     # ------------------------------------------------------------------ the lock
 
-    async def lock(self, session: SessionRef) -> bool:
-        """The session's turn lock for this instance; False while any instance holds it."""
-        return await self.context.bus.set(lock_key(session.key), self.owner, ttl=self.lock_ttl, only_if_absent=True)
+    async def lock(self, session: SessionRef, turn: Turn | None = None) -> tuple[bool, bool | None]:
+        """The session's turn lock for this instance (False while any instance holds it) and,
+        with the `turn` to run, in the same step whether the bus admits it (`admit`'s `on_bus`):
+        True, the message is new (its id is now taken) and no older turn waits; False, a
+        re-send; None, the bus cannot tell — it does not hold this session's message ids (a
+        restarted in-process bus, an expired mark), or turns may be waiting in the queue."""
+        # The session is marked running (for the sweeper, until `release_unless_queued`) and live
+        # with the lock; the holder renews both while it works (TurnMachine._renew).
+        marks = [(RUNNING_TURNS, session.key, RUNNING_TURNS_TTL), (LIVE_SESSIONS, session.key, LIVE_TTL)]
+        if turn is None:
+            return await self.context.bus.acquire(lock_key(session.key), self.owner, self.lock_ttl,
+                                                  marks=marks)
+        client_msg_id = turn.client_msg_id
+        # The value says when: a re-send may take the id over only from a turn long dead
+        # (_reclaim_message_id).
+        claim = None if client_msg_id is None else (message_key(session.key, client_msg_id), str(now_ms()),
+                                                     MESSAGE_ID_TTL)
+        return await self.context.bus.acquire(lock_key(session.key), self.owner, self.lock_ttl, marks=marks,
+                                              present=[admitted_key(session.key)],
+                                              absent=[queued_key(session.key)], then=claim)
 
     async def renew(self, session: SessionRef) -> bool:
         return await self.context.bus.renew_if(lock_key(session.key), self.owner, self.lock_ttl)
 
-    async def release(self, session: SessionRef) -> None:
+    async def release(self, session: SessionRef, *, turns_ended: bool = False) -> None:
+        """Let the lock go; `turns_ended`: every turn ended, so the running mark goes first
+        (nothing for the sweeper to end), a failure to end it logged."""
+        if turns_ended:
+            try:
+                await self.context.bus.unmark(RUNNING_TURNS, session.key)
+            except Exception:
+                log.exception("unmarking the turns of session %s failed", session.session_id)
         await self.context.bus.delete_if(lock_key(session.key), self.owner)
+
+    async def release_unless_queued(self, session: SessionRef) -> bool:
+        """Let the lock go and end the session's running mark (nothing for the sweeper to end),
+        unless a message was queued since the last look: then take that mark away and keep the
+        lock (False: the caller drains the queue). One step, so a submitter that marks its
+        queued row and then tries the lock either is seen here or finds the lock free."""
+        bus = self.context.bus
+        return await bus.release_unless(lock_key(session.key), self.owner, queued_key(session.key),
+                                        unmark=(RUNNING_TURNS, session.key))
 
     # ------------------------------------------------------------------ admitting
 
-    async def admit(self, turn: Turn) -> str:
-        """With the session's lock held: "started" (the turn runs now; `turn.recorded` says
-        whether its row was written), "queued" (older turns wait: its row is queued behind
-        them) or "duplicate"."""
+    async def admit(self, turn: Turn, on_bus: bool | None) -> str:
+        """With the session's lock held (`lock`, which says `on_bus`): "started" (the turn
+        runs now; `turn.recorded` says whether its row was written), "queued" (older turns
+        wait: its row is queued behind them) or "duplicate"."""
         session, client_msg_id = turn.session, turn.client_msg_id
-        admitted = await self._admit_on_bus(session, client_msg_id)
+        admitted = on_bus
         if admitted is False and await self._reclaim_message_id(session, client_msg_id):
             admitted = True
         if admitted:
@@ -146,16 +182,6 @@ class Admission:
                 only=turn.sender)
         return {"status": "queued", "turn_id": turn.turn_id, "session_id": turn.session_id, "position": position}
 
-    async def queued_meanwhile(self, session: SessionRef) -> bool:
-        """Whether a message was queued since the last look. The mark is taken away before the
-        queue is read again, and a submitter sets it only after its row is committed, so a row
-        is never left behind without a mark."""
-        bus = self.context.bus
-        if await bus.get(queued_key(session.key)) is None:
-            return False
-        await bus.delete(queued_key(session.key))
-        return True
-
     async def forget_message_id(self, turn: Turn) -> None:
         """Nothing of the turn was stored: let a re-send of its message through."""
         if turn.client_msg_id is not None:
@@ -163,15 +189,6 @@ class Admission:
                 await self.context.bus.delete(message_key(turn.session.key, turn.client_msg_id))
 
     # ------------------------------------------------------------------ message ids
-
-    async def _admit_on_bus(self, session: SessionRef, client_msg_id: str | None) -> bool | None:
-        """True: the message is new (its id is now taken on the bus) and no older turn waits;
-        False: a re-send; None: the bus cannot tell — it does not hold this session's message
-        ids (a restarted in-process bus, an expired mark), or turns may be waiting in the queue."""
-        admitted, queued = await self.context.bus.get_many([admitted_key(session.key), queued_key(session.key)])
-        if not admitted or queued is not None:  # one read of both: a round trip less on a shared bus
-            return None
-        return await self._take_message_id(session, client_msg_id)
 
     async def _reclaim_message_id(self, session: SessionRef, client_msg_id: str | None) -> bool:
         """A re-sent id is a duplicate while its message is stored or its turn may still run.
@@ -213,10 +230,12 @@ class Admission:
         time, every id the queue still remembers for the session, so that the mark saying the
         bus holds them all is true."""
         bus = self.context.bus
-        if client_msg_id is not None:
-            await bus.set(message_key(session.key, client_msg_id), "1", ttl=MESSAGE_ID_TTL)
-        if await bus.get(admitted_key(session.key)):
+        # Submitted together, each group is one round trip on a shared bus (in order).
+        recorded = [] if client_msg_id is None else [bus.set(message_key(session.key, client_msg_id), "1",
+                                                             ttl=MESSAGE_ID_TTL)]
+        if (await asyncio.gather(*recorded, bus.get(admitted_key(session.key))))[-1]:
             return
-        for known in await store.message_ids(self.context.db, session.user_id, session.session_id):
-            await bus.set(message_key(session.key, known), "1", ttl=MESSAGE_ID_TTL)
-        await bus.set(admitted_key(session.key), "1", ttl=MESSAGE_ID_TTL)
+        known = await store.message_ids(self.context.db, session.user_id, session.session_id)
+        await asyncio.gather(*(bus.set(message_key(session.key, known_id), "1", ttl=MESSAGE_ID_TTL)
+                               for known_id in known))
+        await bus.set(admitted_key(session.key), "1", ttl=MESSAGE_ID_TTL)  # only once they all are

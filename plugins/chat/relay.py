@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from gateway.text import dumps_text
 from plugins.ai_core.contract import AiCore
@@ -63,12 +63,9 @@ class Relay:
                 stopped = True
         return stopped
 
-    async def run(self, turn: Turn, watcher: ReplyTap | None = None,
-                  on_start: Callable[[], Awaitable[None]] | None = None) -> tuple[str, TurnReply | TurnFailed]:
+    async def run(self, turn: Turn, watcher: ReplyTap | None = None) -> tuple[str, TurnReply | TurnFailed]:
         """One turn; its final status ("done", "failed", "duplicate") and its reply or failure.
         `watcher`: a tap of the turn's own (its waiter's, see waiters.py) beside the plugins'.
-        `on_start`: the caller's bookkeeping, run in the reply's set-up once the AI core's
-        request is out (a task of its own would cost every turn of a burst a step).
         The AI core is called first; the turn's row (when the submitter did not write it yet)
         and the user's message are stored while it thinks. The sender sees the reply's frames
         as they come; the user's other devices see the echo of the message first (it carries the
@@ -78,7 +75,7 @@ class Relay:
         except Exception as error:  # nothing sent or stored yet: tell the sender, allow a re-send
             log.error("reading the history of session %s failed: %r", turn.session_id, error)
             return "failed", await self._history_failed(turn, error)
-        return await TurnRelay(self, turn, history, watcher, on_start).run()
+        return await TurnRelay(self, turn, history, watcher).run()
 
     async def _history(self, turn: Turn) -> list[dict]:
         """The messages the AI core reads before the turn's own."""

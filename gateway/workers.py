@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import os
 import shutil
 import signal
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -55,14 +57,32 @@ MAX_SOCKET_PATH = 100
 
 
 def runtime_directory(config: Config, service_id: str) -> Path:
-    """Where the parent keeps its sockets and pid files: `DATA_DIR/run`, or a private temporary
-    directory when that path is too long for a unix socket."""
+    """Where the parent keeps its sockets and the embedded bus's pid file: `DATA_DIR/run`, or,
+    when that path is too long for a unix socket, a directory of this user's under the system's
+    temporary one, named after `DATA_DIR` and the service so that the next start finds the pid
+    file a killed parent left there."""
     directory = config.data_dir / "run"
     if len(str(directory / f"{service_id}-vectors.sock")) > MAX_SOCKET_PATH:
-        return Path(tempfile.mkdtemp(prefix=f"gateway-{service_id}-"))
+        return _short_directory(config, service_id)
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     # Only the owner may reach the sockets in it, from the moment they listen: `mode` above does
     # not tighten a directory that was already there (an older version's, a lax umask's).
+    os.chmod(directory, 0o700)
+    return directory
+
+
+def _short_directory(config: Config, service_id: str) -> Path:
+    """The same path at every start for one `DATA_DIR` and service, owner only; one that is not
+    this user's own directory (another user made it first) gives way to a fresh private one."""
+    digest = hashlib.sha256(str(config.data_dir.resolve()).encode()).hexdigest()[:16]
+    directory = Path(tempfile.gettempdir()) / f"gateway-{os.getuid()}-{service_id}-{digest}"
+    with contextlib.suppress(FileExistsError):
+        directory.mkdir(mode=0o700)
+    found = os.lstat(directory)
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
+        log.warning("%s is not this user's directory; the sockets go to a new one, and an embedded bus "
+                    "a killed run left behind is not stopped", directory)
+        return Path(tempfile.mkdtemp(prefix=f"gateway-{service_id}-"))
     os.chmod(directory, 0o700)
     return directory
 
@@ -89,8 +109,7 @@ async def supervise(service_id: str, host: str, port: int, count: int, config: C
     workers: list[Worker] = []
     try:
         if not config.settings.bus.redis_url:
-            (config.data_dir / "run").mkdir(parents=True, exist_ok=True, mode=0o700)
-            bus = EmbeddedBus(directory, service_id, config.data_dir / "run" / f"{service_id}-bus.pid")
+            bus = EmbeddedBus(directory, service_id)
             await bus.start()
         if hosts_vectors(config):
             embeddings = EmbeddingsHost(config)

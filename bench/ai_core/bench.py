@@ -34,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: bench/ai_core is not on the path as a package
 
+from bench.stub_model import StubReply, serve_stub_model  # noqa: E402
 from bench.support import drop_database, free_port, scratch_database, wait_until_up  # noqa: E402
 LITELLM_VENV = HERE / ".venv-litellm"
 REPLY_WORDS = ("The quick brown fox jumps over the lazy dog while the assistant streams "
@@ -45,38 +46,9 @@ SERVICE_TOKEN = "bench-service-token"
 # ---------------------------------------------------------------- the mock provider
 
 def run_mock(port: int) -> None:
-    from aiohttp import web
-
-    def chunk(delta: dict, finish=None) -> bytes:
-        return b"data: " + json.dumps({"id": "chatcmpl-mock", "object": "chat.completion.chunk",
-                                       "created": 1, "model": "mock-model",
-                                       "choices": [{"index": 0, "delta": delta,
-                                                    "finish_reason": finish}]}).encode() + b"\n\n"
-
-    async def completions(request: web.Request) -> web.StreamResponse:
-        body = await request.json()
-        if not body.get("stream"):
-            return web.json_response({"id": "chatcmpl-mock", "object": "chat.completion", "created": 1,
-                                      "model": "mock-model", "choices": [{"index": 0, "finish_reason": "stop",
-                                      "message": {"role": "assistant", "content": " ".join(REPLY_WORDS)}}],
-                                      "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        await response.write(chunk({"role": "assistant", "content": ""}))
-        for word in REPLY_WORDS:
-            await response.write(chunk({"content": word + " "}))
-        await response.write(chunk({}, "stop"))
-        await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
-        return response
-
-    async def models(request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "mock-model", "object": "model"}]})
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", completions)
-    app.router.add_get("/v1/models", models)
-    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+    """The provider: REPLY_WORDS streamed one word a chunk (25), with no pause between them."""
+    serve_stub_model(port, StubReply(pieces=tuple(word + " " for word in REPLY_WORDS), whole=" ".join(REPLY_WORDS),
+                                     model="mock-model", id="chatcmpl-mock", usage=(1, 1)))
 
 
 # ---------------------------------------------------------------- processes

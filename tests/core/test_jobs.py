@@ -4,7 +4,10 @@ runs as the service stops."""
 import asyncio
 import logging
 
+import pytest
+
 from gateway.app import create_app
+from gateway.jobs import JobGroup
 from gateway.plugins import REGISTRY, Plugin
 
 
@@ -73,7 +76,7 @@ async def test_jobs_and_job_groups_are_listed_logged_once_and_stopped(aiohttp_cl
     group.start("d", plugin.poll_forever("d"))
     await asyncio.sleep(0)
     group.start("d", plugin.poll_forever("d again"))  # two changes of one item raced: the newest wins
-    await asyncio.sleep(0)
+    await asyncio.sleep(0.05)
     assert plugin.cancelled == ["a", "d"] and group.running() == ["b", "d"]
 
     await client.close()  # the core cancels what still runs
@@ -82,35 +85,93 @@ async def test_jobs_and_job_groups_are_listed_logged_once_and_stopped(aiohttp_cl
                 and record.levelno >= logging.ERROR]) == 2
 
 
-async def ignores_the_first_cancellation(ended: list[str], key: str) -> None:
-    """A loop whose first cancellation lands where the code it interrupts catches it (a timeout
-    racing it, a connect turning it into an error) and then runs on."""
-    try:
-        await asyncio.Event().wait()
-    except asyncio.CancelledError:
-        pass
+@pytest.fixture
+async def loops():
+    """A job group closed after the test, a failed one's stubborn loops too (else the event
+    loop's own close would wait for them forever)."""
+    group = JobGroup("plugin.loops")
+    yield group
+    await group.close(patience=5)
+
+
+async def ignores_cancellations(ended: list[str], key: str, times: int = 1) -> None:
+    """A loop whose first `times` cancellations land where the code they interrupt catches them
+    (a timeout racing one, a connect turning it into an error) and that then runs on."""
+    for _ in range(times):
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            pass
     try:
         await asyncio.Event().wait()
     finally:
         ended.append(key)
 
 
-async def test_a_loop_that_runs_on_after_one_cancellation_is_still_stopped():
+async def test_a_loop_that_runs_on_after_one_cancellation_is_still_stopped(loops):
     """`stop` and `close` cancel again, as the declared jobs' `cancel_all` does: a loop replaced
-    by a newer start of its key is among what `close` stops, and `stop` does not wait forever."""
-    from gateway.jobs import JobGroup
-
+    by a newer start of its key and still ending is among what both stop, and neither waits
+    forever."""
+    group = loops
     ended: list[str] = []
-    group = JobGroup("plugin.loops")
-    replaced = group.start("bot", ignores_the_first_cancellation(ended, "replaced"))
+    replaced = group.start("bot", ignores_cancellations(ended, "replaced"))
     await asyncio.sleep(0)
-    group.start("bot", ignores_the_first_cancellation(ended, "newest"))  # the first cancelled, runs on
+    group.start("bot", ignores_cancellations(ended, "newest"))  # cancels the first again until it ends
+    await asyncio.wait([replaced], timeout=5)
+    assert ended == ["replaced"]
     await asyncio.sleep(0.05)
-    assert not replaced.done()
     await asyncio.wait_for(group.close(patience=2), 5)
-    assert sorted(ended) == ["newest", "replaced"] and replaced.done()
+    assert ended == ["replaced", "newest"] and group.running() == []
 
-    group.start("other", ignores_the_first_cancellation(ended, "other"))
+    for stopping in ("close", "stop"):
+        ended.clear()
+        replaced = group.start("bot", ignores_cancellations(ended, "replaced", times=3))
+        await asyncio.sleep(0)
+        group.start("bot", ignores_cancellations(ended, "newest"), patience=10)
+        await asyncio.sleep(0.05)
+        assert not replaced.done() and ended == []  # the newest waits for it
+        await asyncio.wait_for(group.close(patience=5) if stopping == "close" else group.stop("bot"), 5)
+        assert ended == ["replaced"] and replaced.done() and group.running() == []  # the newest never began
+
+    group.start("other", ignores_cancellations(ended, "other"))
     await asyncio.sleep(0)
     await asyncio.wait_for(group.stop("other"), 5)
     assert ended[-1] == "other" and group.running() == []
+
+
+async def test_a_restarted_loop_begins_only_once_the_one_it_replaces_has_ended(loops, caplog):
+    """Two pollers of one bot token at once get 409 Conflict from Telegram: a loop started again
+    for its key (the bot's configuration changed twice at once) waits for the old one's end,
+    even when that takes a while (closing its long poll), and `start` stays callable from sync
+    code. One that will not end holds its replacement back for `patience` seconds, no longer."""
+    group = loops
+    events: list[str] = []
+
+    async def poller(name: str, closing: float) -> None:
+        events.append(f"{name} began")
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await asyncio.sleep(closing)  # the long poll's connection closes
+            events.append(f"{name} ended")
+            raise
+
+    old = group.start("bot", poller("old", closing=0.2))
+    await asyncio.sleep(0.05)
+    new = group.start("bot", poller("new", closing=0))
+    await asyncio.wait([old], timeout=5)
+    await asyncio.sleep(0.05)
+    assert events == ["old began", "old ended", "new began"] and group.running() == ["bot"]
+    await group.stop("bot")
+    assert new.done() and events[-1] == "new ended"
+
+    ended: list[str] = []
+    caplog.set_level(logging.WARNING, logger="gateway.jobs")
+    stuck = group.start("bot", ignores_cancellations(ended, "stuck", times=3))
+    await asyncio.sleep(0)
+    group.start("bot", poller("replacement", closing=0), patience=0.2)
+    await asyncio.sleep(1)
+    assert not stuck.done() and "replacement began" in events
+    assert any("still runs" in record.getMessage() for record in caplog.records if record.name == "gateway.jobs")
+    await asyncio.wait_for(group.close(patience=5), 10)
+    assert stuck.done() and ended == ["stuck"]

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .batching import Batcher
 from .bus import Bus, Entry, Record
-from .redis_scripts import (DELETE_IF_SCRIPT, FAN_OUT_SCRIPT, FRAMES_SCRIPT, INCR_SCRIPT, MEMBERS_SCRIPT,
-                            RENEW_IF_SCRIPT, STREAM_APPEND_EXPIRING_SCRIPT, STREAM_RESTART_SCRIPT)
+from .redis_scripts import (DELETE_IF_SCRIPT, FAN_OUT_SCRIPT, FRAMES_SCRIPT, HOLD_SCRIPT, INCR_SCRIPT, MEMBERS_SCRIPT,
+                            RENEW_IF_SCRIPT, STREAM_APPEND_EXPIRING_SCRIPT, STREAM_RESTART_SCRIPT, FrameKeys, fields,
+                            stream_args)
 from .text import dumps_text
 
 if TYPE_CHECKING:
@@ -28,17 +29,6 @@ log = logging.getLogger("gateway.redis_bus")
 # most, so an outage costs few attempts and a return is noticed within the most.
 RESUBSCRIBE_FIRST_DELAY = 0.1
 RESUBSCRIBE_MAX_DELAY = 2.0
-
-
-def _fields(entry: Entry) -> list[str]:
-    """A stream entry as a script's arguments: field, value, field, value..."""
-    return [item for pair in entry.items() for item in pair]
-
-
-def _stream_args(entry: Entry, max_len: int | None) -> list:
-    """A stream entry as the appending scripts take it in ARGV (`APPEND_LUA`): max_len ('' for
-    none), then the entry's fields."""
-    return ["" if max_len is None else max_len, *_fields(entry)]
 
 
 def redis_exceptions() -> ModuleType:
@@ -54,26 +44,15 @@ def unavailable(error: BaseException) -> bool:
     return isinstance(error, (exceptions.ConnectionError, exceptions.TimeoutError))
 
 
+# At most this many streams' failed appends are kept for `stream_appended` to raise.
+MAX_FAILED_APPENDS = 10000
+# `stream_append_nowait` declines (the caller waits for its append) while this many commands wait
+# for the batch under way: a burst's frames must not queue ahead of every other command unchecked.
+NOWAIT_BACKLOG = 256
+
+
 # The options of `RedisBus.stream_append`'s XADD (no ttl), which `FRAMES_SCRIPT` can do.
 _FOLDABLE_XADD_OPTIONS = frozenset({"maxlen", "approximate"})
-
-
-class _FrameKeys:
-    """The KEYS of one `FRAMES_SCRIPT` call: every key its items touch, once each."""
-
-    __slots__ = ("keys", "_positions")
-
-    def __init__(self) -> None:
-        self.keys: list[str] = []
-        self._positions: dict[str, int] = {}
-
-    def position(self, key: str) -> int:
-        """Where `key` is in KEYS, counted from 1 as Lua does."""
-        number = self._positions.get(key)
-        if number is None:
-            self.keys.append(key)
-            number = self._positions[key] = len(self.keys)
-        return number
 
 
 class RedisBus(Bus):
@@ -108,6 +87,12 @@ class RedisBus(Bus):
         self._fan_out = self.client.register_script(FAN_OUT_SCRIPT)
         self._frames = self.client.register_script(FRAMES_SCRIPT)
         self._members = self.client.register_script(MEMBERS_SCRIPT)
+        self._hold = self.client.register_script(HOLD_SCRIPT)
+        self._loaded_scripts: builtins.set[str] = builtins.set()  # shas Redis answered a load of
+        # `stream_append_nowait`: the last append of each stream still out, and the first failure
+        # of each stream not raised yet (`stream_appended`, the next append).
+        self._appending: dict[str, asyncio.Future[Any]] = {}
+        self._append_failures: dict[str, BaseException] = {}
         self._stream_append_expiring = self.client.register_script(STREAM_APPEND_EXPIRING_SCRIPT)
 
     async def ping(self) -> None:
@@ -129,7 +114,7 @@ class RedisBus(Bus):
         if record is not None:
             key, entry, max_len = record
             keys.append(self.prefix + key)
-            args += _stream_args(entry, max_len)
+            args += stream_args(entry, max_len)
         await self._script(self._fan_out, keys, args)
 
     async def _run_one(self, command: tuple) -> Any:
@@ -159,7 +144,7 @@ class RedisBus(Bus):
         for one sent as it was, else a list of that many results."""
         sent: list[tuple] = []
         folded: list[int] = []
-        keys, items = _FrameKeys(), []
+        keys, items = FrameKeys(), []
         index, total = 0, len(commands)
         while index < total:
             end = index
@@ -176,10 +161,10 @@ class RedisBus(Bus):
                 folded.append(0)
                 index += 1
             if items:
-                keys, items = _FrameKeys(), []
+                keys, items = FrameKeys(), []
         return sent, folded
 
-    def _frame_item(self, command: tuple, keys: "_FrameKeys") -> list | None:
+    def _frame_item(self, command: tuple, keys: "FrameKeys") -> list | None:
         """`command` as an item of `FRAMES_SCRIPT` (its keys named by their place in `keys`),
         or None when it is not a frame: a `fan_out`, or a `stream_append` without a ttl."""
         name, args, options = command
@@ -192,12 +177,19 @@ class RedisBus(Bus):
         if name == "xadd" and options.keys() <= _FOLDABLE_XADD_OPTIONS and options.get("approximate", True):
             key, entry = args
             max_len = options.get("maxlen")
-            return ["append", keys.position(key), "" if max_len is None else max_len, _fields(entry)]
+            return ["append", keys.position(key), "" if max_len is None else max_len, fields(entry)]
         return None
 
     async def _pipeline(self, commands: list[tuple]) -> list[Any]:
-        """`commands` in one round trip: a result per command, an Exception for one that failed."""
+        """`commands` in one round trip: a result per command, an Exception for one that failed.
+        A script this client has not seen Redis load yet is loaded first in the same round trip:
+        one run again after the others (below) would break their order, which a frame appended
+        without waiting relies on (`stream_append_nowait`)."""
+        loading = {name.sha: name for name, _, _ in commands
+                   if not isinstance(name, str) and name.sha not in self._loaded_scripts}
         async with self.client.pipeline(transaction=False) as pipe:
+            for script in loading.values():
+                pipe.script_load(script.script)
             for name, args, options in commands:
                 if not isinstance(name, str):
                     keys, script_args = args
@@ -205,10 +197,13 @@ class RedisBus(Bus):
                 else:
                     getattr(pipe, name)(*args, **options)
             results = await pipe.execute(raise_on_error=False)
+        loads, results = results[:len(loading)], results[len(loading):]
+        self._loaded_scripts.update(sha for sha, load in zip(loading, loads) if not isinstance(load, Exception))
         # A Redis that restarted has forgotten the scripts: those commands again, one by one,
         # which loads them.
         for index, result in enumerate(results):
             if isinstance(result, redis_exceptions().NoScriptError):
+                self._loaded_scripts.discard(commands[index][0].sha)
                 try:
                     results[index] = await self._run_one(commands[index])
                 except Exception as error:
@@ -319,6 +314,14 @@ class RedisBus(Bus):
     async def members(self, key: str) -> builtins.set[str]:
         return set(await self._script(self._members, [self.prefix + key], [time.time()]))
 
+    async def hold_and_tell(self, holders: str, member: str, ttl: float | None, channel_prefix: str,
+                            message: dict) -> builtins.set[str]:
+        now = time.time()
+        until = "" if ttl is None else now + ttl
+        told = await self._script(self._hold, [self.prefix + holders],
+                                  [now, member, until, self.prefix + channel_prefix, json.dumps(message)])
+        return set(told)
+
     # Streams are Redis Streams; entry ids are Redis's own and stay inside.
     async def stream_append(self, key: str, entry: Entry, *, max_len: int | None = None,
                             ttl: float | None = None) -> None:
@@ -326,7 +329,39 @@ class RedisBus(Bus):
             await self._command("xadd", self.prefix + key, entry, maxlen=max_len, approximate=True)
             return
         await self._script(self._stream_append_expiring, [self.prefix + key],
-                           [max(1, int(ttl * 1000)), *_stream_args(entry, max_len)])
+                           [max(1, int(ttl * 1000)), *stream_args(entry, max_len)])
+
+    def stream_append_nowait(self, key: str, entry: Entry, *, max_len: int | None = None) -> bool:
+        """Submitted now, so it goes out before any later command of this instance (the
+        batcher keeps their order). An earlier append to `key` that failed is raised here (or
+        by `stream_appended`), as no caller waited for it. False while the batcher is behind
+        (`NOWAIT_BACKLOG`): then the caller waits, which slows its turn as waiting did."""
+        failure = self._append_failures.pop(key, None)
+        if failure is not None:
+            raise failure
+        if self._commands.backlog >= NOWAIT_BACKLOG:
+            return False
+        appending = self._appending[key] = self._command("xadd", self.prefix + key, entry, maxlen=max_len,
+                                                         approximate=True)
+        appending.add_done_callback(lambda done: self._appended(key, done))
+        return True
+
+    def _appended(self, key: str, done: "asyncio.Future[Any]") -> None:
+        if self._appending.get(key) is done:
+            del self._appending[key]
+        failure = None if done.cancelled() else done.exception()
+        if failure is not None and key not in self._append_failures:
+            if len(self._append_failures) >= MAX_FAILED_APPENDS:  # an outage: nobody asks for most
+                self._append_failures.clear()
+            self._append_failures[key] = failure
+
+    async def stream_appended(self, key: str) -> None:
+        appending = self._appending.get(key)
+        if appending is not None:
+            await asyncio.wait([appending])
+        failure = self._append_failures.pop(key, None)
+        if failure is not None:
+            raise failure
 
     async def stream_read(self, key: str) -> list[Entry]:
         # Decoded (see `get`), and XRANGE answers a list, empty for a missing key: redis-py's
@@ -337,7 +372,7 @@ class RedisBus(Bus):
     async def stream_restart(self, key: str, entry: Entry, ttl: float, *,
                              finished: tuple[str, str]) -> list[Entry]:
         entries = await self._script(self._stream_restart, [self.prefix + key],
-                                     [max(1, int(ttl * 1000)), *finished, *_fields(entry)])
+                                     [max(1, int(ttl * 1000)), *finished, *fields(entry)])
         return [dict(zip(values[::2], values[1::2])) for _, values in entries or ()]
 
     async def close(self) -> None:

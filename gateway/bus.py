@@ -165,12 +165,16 @@ class Bus(abc.ABC):
         are more (Redis trims approximately: at least `max_len` stay); `ttl`: the stream expires
         `ttl` seconds from now, set in the same step."""
 
-    def stream_append_nowait(self, key: str, entry: Entry, *, max_len: int | None = None) -> bool:
-        """`stream_append` without waiting for it: done before returning (the in-process bus),
-        or sent before any command this instance gives the bus afterwards (Redis: a later read,
-        or a message that says "read now", finds it). False, and nothing appended, where
-        neither holds: call `stream_append`. A relay appends every frame of a reply, and a
-        round trip per frame is what a reply must not wait for."""
+    def stream_append_nowait(self, key: str, entry: Entry, *, max_len: int | None = None,
+                             then: Callable[[], object] | None = None) -> bool:
+        """`stream_append` without waiting for it, and `then()` called once the entry is in:
+        before returning (the in-process bus), or when the bus answers (Redis: sent before any
+        command this instance gives the bus afterwards, so a later read, or a message that says
+        "read now", finds it). `then` is not called for an entry that could not be appended
+        (`stream_appended` raises its failure). False, nothing appended and `then` not called,
+        where neither holds: call `stream_append`. A relay appends every frame of a reply: a
+        device may be sent a frame only once a resume would find it in the replay (`then`),
+        and yet the reply must not wait a round trip per frame."""
         return False
 
     async def stream_appended(self, key: str) -> None:

@@ -5,8 +5,11 @@ holds connections of, and a message for a user is also sent to the other holders
 only (`Bus.fan_out`, one script call that also appends a reply's frame to its replay stream):
 instances without that user's devices hear nothing of it. Holders tell each other when they
 join or leave (hub_peers.py), so a frame for a user whose devices are all on this instance (a
-worker) does not touch the bus at all: no fan_out, and its replay entry appended without
-waiting (`Bus.stream_append_nowait`), before the ack a joining holder waits for.
+worker) needs no fan_out: its replay entry is appended without waiting
+(`Bus.stream_append_nowait`), before the ack a joining holder waits for, and the frame goes to
+the devices once the bus answered that append (pipelined with the others: no round trip waited
+per frame). A device never sees a frame a resume could not find: the sweeper that ends the reply
+of a worker killed mid-stream numbers its end after every frame in the replay.
 
 `send_to_user` is the one way to send to a user's devices. Frames of a numbered run (a streamed
 reply, say: `run_id`, `seq` from 0) carry both in the delivery's envelope, so a connection that is
@@ -18,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from functools import partial
 from typing import TYPE_CHECKING, Awaitable, Callable, Protocol
 
 from aiohttp import WSCloseCode, web
@@ -350,8 +354,7 @@ class WebSocketHub:
                 await bus.fan_out(self._holders_prefix + user_id, self._delivery_prefix, self.instance_id,
                                   self._envelope(user_id, payload, exclude, only, run_id, seq), record=record)
                 return self._deliver_local(user_id, payload, exclude, only, run_id, seq)
-            if not bus.stream_append_nowait(record[0], record[1], max_len=record[2]):
-                await bus.stream_append(record[0], record[1], max_len=record[2])
+            await bus.stream_append(record[0], record[1], max_len=record[2])
         delivered = self._deliver_local(user_id, payload, exclude, only, run_id, seq)
         if elsewhere:  # after this instance's devices: they get it even when the bus is down
             await bus.fan_out(self._holders_prefix + user_id, self._delivery_prefix, self.instance_id,
@@ -360,17 +363,21 @@ class WebSocketHub:
 
     def send_to_user_now(self, user_id: str, payload: str, *, run_id: str | None = None, seq: int = -1,
                          record: "Record | None" = None) -> int | None:
-        """`send_to_user` to every device of the user, done before returning where nothing has
-        to wait (every device of the user on this instance, and a bus that appends `record`
-        without waiting): how many local devices it was queued for. None, and nothing done,
-        otherwise: call `send_to_user`. For the frames of a streamed reply, dozens a second per
-        turn."""
+        """`send_to_user` to every device of the user without waiting, where nothing has to go
+        through the bus (every device of the user on this instance) and the bus appends `record`
+        without waiting: the frame is queued for the devices once `record` is in (at once on
+        the in-process bus), so a device never sees a frame that a resume after it would not
+        find, yet no round trip is waited for per frame. Returns how many local devices it is
+        for; None, and nothing done, otherwise: call `send_to_user`. For the frames of a
+        streamed reply, dozens a second per turn."""
         if self._shared and not self.all_here(user_id):
             return None
-        if record is not None and not self.context.bus.stream_append_nowait(record[0], record[1],
-                                                                            max_len=record[2]):
+        if record is None:
+            return self._deliver_local(user_id, payload, None, None, run_id, seq)
+        if not self.context.bus.stream_append_nowait(record[0], record[1], max_len=record[2], then=partial(
+                self._deliver_local, user_id, payload, None, None, run_id, seq)):
             return None
-        return self._deliver_local(user_id, payload, None, None, run_id, seq)
+        return len(self._by_user.get(user_id, ()))
 
     def _envelope(self, user_id: str, payload: str, exclude: str | None, only: str | None, run_id: str | None,
                   seq: int) -> dict:

@@ -10,7 +10,7 @@ import json
 import logging
 import time
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from .batching import Batcher
 from .bus import Bus, Entry, Record
@@ -331,11 +331,14 @@ class RedisBus(Bus):
         await self._script(self._stream_append_expiring, [self.prefix + key],
                            [max(1, int(ttl * 1000)), *stream_args(entry, max_len)])
 
-    def stream_append_nowait(self, key: str, entry: Entry, *, max_len: int | None = None) -> bool:
+    def stream_append_nowait(self, key: str, entry: Entry, *, max_len: int | None = None,
+                             then: Callable[[], object] | None = None) -> bool:
         """Submitted now, so it goes out before any later command of this instance (the
-        batcher keeps their order). An earlier append to `key` that failed is raised here (or
-        by `stream_appended`), as no caller waited for it. False while the batcher is behind
-        (`NOWAIT_BACKLOG`): then the caller waits, which slows its turn as waiting did."""
+        batcher keeps their order), and `then` runs when Redis answered it, in the order
+        submitted (a batch's answers are handed out in order). An earlier append to `key` that
+        failed is raised here (or by `stream_appended`), as no caller waited for it. False
+        while the batcher is behind (`NOWAIT_BACKLOG`): then the caller waits, which slows its
+        turn as waiting did."""
         failure = self._append_failures.pop(key, None)
         if failure is not None:
             raise failure
@@ -343,14 +346,17 @@ class RedisBus(Bus):
             return False
         appending = self._appending[key] = self._command("xadd", self.prefix + key, entry, maxlen=max_len,
                                                          approximate=True)
-        appending.add_done_callback(lambda done: self._appended(key, done))
+        appending.add_done_callback(lambda done: self._appended(key, done, then))
         return True
 
-    def _appended(self, key: str, done: "asyncio.Future[Any]") -> None:
+    def _appended(self, key: str, done: "asyncio.Future[Any]", then: Callable[[], object] | None) -> None:
         if self._appending.get(key) is done:
             del self._appending[key]
         failure = None if done.cancelled() else done.exception()
-        if failure is not None and key not in self._append_failures:
+        if failure is None:
+            if then is not None and not done.cancelled():
+                then()
+        elif key not in self._append_failures:
             if len(self._append_failures) >= MAX_FAILED_APPENDS:  # an outage: nobody asks for most
                 self._append_failures.clear()
             self._append_failures[key] = failure

@@ -1,5 +1,6 @@
 """The same tests on both bus implementations, plus what only a shared bus can do."""
 import asyncio
+import functools
 import json
 import shutil
 import subprocess
@@ -183,14 +184,19 @@ async def test_streams_append_read_trim_and_expire(bus):
 async def test_a_stream_entry_is_appended_without_waiting_only_where_the_bus_can(bus):
     """The relay appends each frame with `stream_append_nowait` and falls back to the coroutine
     when it says False: then nothing may have been appended. On Redis the appends are sent
-    without waiting, before any later command: a read that follows finds them, in order."""
-    appended = [bus.stream_append_nowait("nowait", {"n": str(number)}, max_len=3) for number in range(5)]
+    without waiting, before any later command: a read that follows finds them, in order. Each
+    one's `then` (the hub's delivery of the frame) runs once it is in, in order."""
+    done: list[int] = []
+    appended = [bus.stream_append_nowait("nowait", {"n": str(number)}, max_len=3,
+                                         then=functools.partial(done.append, number)) for number in range(5)]
+    assert appended == [True] * 5
     if bus.shared:  # submitted in order; trimmed approximately (at least 3 stay)
-        assert appended == [True] * 5
+        assert done == []  # Redis has not answered yet
         numbers = [entry["n"] for entry in await bus.stream_read("nowait")]
         assert len(numbers) >= 3 and numbers == [str(n) for n in range(5 - len(numbers), 5)]
+        assert done == [0, 1, 2, 3, 4]
     else:
-        assert appended == [True] * 5
+        assert done == [0, 1, 2, 3, 4]  # in before returning
         assert [entry["n"] for entry in await bus.stream_read("nowait")] == ["2", "3", "4"]
         await bus.stream_append("nowait", {"n": "last"}, ttl=0.2)  # the coroutine keeps its ttl
         await asyncio.sleep(0.3)
@@ -201,7 +207,8 @@ async def test_appends_without_waiting_are_declined_while_redis_is_behind_and_fa
         restartable_redis, bus_prefix):
     """A burst's frames may not pile up unawaited ahead of every other command: past
     NOWAIT_BACKLOG waiting commands the caller is told to wait. An append that failed with
-    nobody waiting is raised by `stream_appended` (a reply then fails as a frame that waited)."""
+    nobody waiting is raised by `stream_appended` (a reply then fails as a frame that waited),
+    and its `then` never runs (no device is sent a frame the replay lacks)."""
     bus = RedisBus(restartable_redis.url, bus_prefix)
     try:
         answers = [bus.stream_append_nowait("many", {"n": str(n)}) for n in range(NOWAIT_BACKLOG + 5)]
@@ -209,9 +216,12 @@ async def test_appends_without_waiting_are_declined_while_redis_is_behind_and_fa
         assert [entry["n"] for entry in await bus.stream_read("many")] == [str(n) for n in range(NOWAIT_BACKLOG)]
         await bus.stream_appended("many")  # all in: nothing to raise
         restartable_redis.kill()
-        assert bus.stream_append_nowait("lost", {"n": "1"})
+        delivered: list[str] = []
+        assert bus.stream_append_nowait("lost", {"n": "1"}, then=functools.partial(delivered.append, "lost"))
         with pytest.raises(redis_exceptions().ConnectionError):
             await bus.stream_appended("lost")
+        await asyncio.sleep(0)
+        assert delivered == []
     finally:
         await bus.close()
 

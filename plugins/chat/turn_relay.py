@@ -65,8 +65,8 @@ class TurnRelay:
         self.taps: list[ReplyTap] = []
         self.record, self.deliver = relay.replay.record, relay.hub.send_to_user
         # Where every device of the user is on this instance (or there is one instance), the
-        # hub sends a frame and the bus appends it without waiting: a delta is sent with no
-        # coroutine between (_send_now), and no round trip to the bus.
+        # bus appends a frame without the turn waiting, and the hub sends it once the append is
+        # in: a delta is sent with no coroutine between (_send_now), and no round trip waited for.
         self.deliver_now = relay.hub.send_to_user_now
         self.set_up: asyncio.Task | None = None
         self.awaiting = False  # counted in the relay's `awaiting_first_event`

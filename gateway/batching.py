@@ -31,6 +31,11 @@ class Batcher(Generic[Item, Result]):
         self._pending: list[tuple[Item, asyncio.Future]] = []
         self._writer: asyncio.Task | None = None
 
+    @property
+    def backlog(self) -> int:
+        """How many submitted items wait for the batch under way."""
+        return len(self._pending)
+
     def submit(self, item: Item) -> "asyncio.Future[Result]":
         future = asyncio.get_running_loop().create_future()
         self._pending.append((item, future))

@@ -185,12 +185,22 @@ class Bus(abc.ABC):
         are more (Redis trims approximately: at least `max_len` stay); `ttl`: the stream expires
         `ttl` seconds from now, set in the same step."""
 
-    def stream_append_nowait(self, key: str, entry: Entry, *, max_len: int | None = None) -> bool:
-        """`stream_append` done before returning, where the bus can do it without waiting (the
-        in-process bus always can); False, and nothing appended, where it cannot: call
-        `stream_append`. A relay appends every frame of a reply, and one coroutine less per
-        frame counts."""
+    def stream_append_nowait(self, key: str, entry: Entry, *, max_len: int | None = None,
+                             then: Callable[[], object] | None = None) -> bool:
+        """`stream_append` without waiting for it, and `then()` called once the entry is in:
+        before returning (the in-process bus), or when the bus answers (Redis: sent before any
+        command this instance gives the bus afterwards, so a later read, or a message that says
+        "read now", finds it). `then` is not called for an entry that could not be appended
+        (`stream_appended` raises its failure). False, nothing appended and `then` not called,
+        where neither holds: call `stream_append`. A relay appends every frame of a reply: a
+        device may be sent a frame only once a resume would find it in the replay (`then`),
+        and yet the reply must not wait a round trip per frame."""
         return False
+
+    async def stream_appended(self, key: str) -> None:
+        """Return once what `stream_append_nowait` appended to `key` is in; raise the failure
+        of an entry that could not be appended (a reply whose frames cannot be replayed fails,
+        as it would have waiting for each)."""
 
     @abc.abstractmethod
     async def stream_read(self, key: str) -> list[Entry]:
@@ -213,6 +223,22 @@ class Bus(abc.ABC):
         the entry to that stream first, in the same step. One step: an instance that marks
         itself a holder and then reads the stream either finds the entry there or is sent the
         message. Instances that hold nothing are sent nothing, and neither is `origin` itself."""
+
+    async def hold_and_tell(self, holders: str, member: str, ttl: float | None, channel_prefix: str,
+                            message: dict) -> builtins.set[str]:
+        """Publish `message` on `channel_prefix + holder` for every other member of the expiring
+        set `holders`, then mark `member` there for `ttl` seconds (unmark it when `ttl` is None),
+        in one step; returns the members told. A holder joining or leaving tells the others, so
+        each knows who else holds a user without asking the bus per frame (gateway/hub.py).
+        (One step on Redis; here, with no other instance to race, in turn.)"""
+        told = await self.members(holders) - {member}
+        for holder in told:
+            await self.publish(channel_prefix + holder, message)
+        if ttl is None:
+            await self.unmark(holders, member)
+        else:
+            await self.mark(holders, member, ttl)
+        return told
 
     async def close(self) -> None:
         self._closed = True

@@ -2,9 +2,14 @@
 
 With a shared bus (Redis), each instance marks itself on the bus as a holder of every user it
 holds connections of, and a message for a user is also sent to the other holders of that user
-only (`Bus.fan_out`, one script call that also appends a reply's frame to its replay stream): a
-frame for a user whose devices are all on this instance (a worker) costs no publish, and
-instances without that user's devices hear nothing of it.
+only (`Bus.fan_out`, one script call that also appends a reply's frame to its replay stream):
+instances without that user's devices hear nothing of it. Holders tell each other when they
+join or leave (hub_peers.py), so a frame for a user whose devices are all on this instance (a
+worker) needs no fan_out: its replay entry is appended without waiting
+(`Bus.stream_append_nowait`), before the ack a joining holder waits for, and the frame goes to
+the devices once the bus answered that append (pipelined with the others: no round trip waited
+per frame). A device never sees a frame a resume could not find: the sweeper that ends the reply
+of a worker killed mid-stream numbers its end after every frame in the replay.
 
 `send_to_user` is the one way to send to a user's devices. Frames of a numbered run (a streamed
 reply, say: `run_id`, `seq` from 0) carry both in the delivery's envelope, so a connection that is
@@ -16,11 +21,13 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from functools import partial
 from typing import TYPE_CHECKING, Awaitable, Callable, Protocol
 
 from aiohttp import WSCloseCode, web
 
 from .connection import DEFAULT_MAX_PENDING, Connection
+from .hub_peers import Join, Peers
 from .text import dumps_text
 from .typedefs import Identity
 
@@ -70,6 +77,7 @@ class WebSocketHub:
         # With a shared bus: the users this instance is marked a holder of (those it holds a
         # connection of), and its subscription to the deliveries other instances send it.
         self._holding: set[str] = set()
+        self._peers = Peers()  # the other holders of the users held here, as told
         self._holding_changes = asyncio.Lock()
         self._inbox: Subscription | None = None
         self._leaving: set[asyncio.Future] = set()
@@ -104,7 +112,7 @@ class WebSocketHub:
         # Listening from start-up, long before any connection makes this instance a holder.
         if self._shared:
             self._inbox = await self.context.bus.subscribe(self._delivery_prefix + self.instance_id, self._on_remote)
-            self.context.bus.on_restored(self._mark_all)
+            self.context.bus.on_restored(self._restored)
         self._renewer = asyncio.create_task(self._renew_presence(), name="hub-presence")
 
     def replaced(self) -> None:
@@ -142,22 +150,54 @@ class WebSocketHub:
         if inbox is not None:
             await inbox.close()
 
-    async def _hold(self, user_id: str) -> None:
+    async def _hold(self, user_id: str) -> Join | None:
         """Be marked a holder of `user_id` on the bus while the user has a connection here, and
-        only then. Marked before the connection reads what it missed (a replay): a frame sent
-        after the mark comes here, one sent before is in what it reads. One change at a time: a
-        user's last connection leaving while a new one arrives must not unmark after the mark."""
+        only then, telling the other holders (hub_peers.py). Marked before the connection reads
+        what it missed (a replay): a frame sent after the mark comes here, one sent before is in
+        what it reads once the join returned is settled. One change at a time: a user's last
+        connection leaving while a new one arrives must not unmark after the mark."""
         if not self._shared:
-            return
+            return None
+        bus = self.context.bus
         async with self._holding_changes:
             if user_id in self._by_user:  # a connection arrives: the bus may have been away since the mark
-                await self.context.bus.ensure_listening()
+                await bus.ensure_listening()
             if user_id in self._by_user and user_id not in self._holding:
-                await self.context.bus.mark(self._holders_prefix + user_id, self.instance_id, PRESENCE_TTL)
+                join = self._peers.begin(user_id)
+                try:
+                    told = await bus.hold_and_tell(self._holders_prefix + user_id, self.instance_id, PRESENCE_TTL,
+                                                   self._delivery_prefix, self._notice("join", user_id, join.id))
+                except BaseException:
+                    self._peers.drop(join)
+                    raise
+                self._peers.told(join, told)
                 self._holding.add(user_id)
             elif user_id not in self._by_user and user_id in self._holding:
                 self._holding.discard(user_id)
-                await self.context.bus.unmark(self._holders_prefix + user_id, self.instance_id)
+                self._peers.forget(user_id)
+                await bus.hold_and_tell(self._holders_prefix + user_id, self.instance_id, None,
+                                        self._delivery_prefix, self._notice("left", user_id))
+            return self._peers.joining(user_id)
+
+    def _notice(self, kind: str, user_id: str, join_id: str = "") -> dict:
+        """What holders tell each other (hub_peers.py): `join`, `left`, `ack` (of a join)."""
+        return {"kind": kind, "user_id": user_id, "from": self.instance_id, "join": join_id}
+
+    async def _on_notice(self, notice: dict) -> None:
+        kind, user_id, sender = notice["kind"], notice["user_id"], notice["from"]
+        if kind == "join":
+            # Switched before the ack is sent: the ack goes out after every frame appended
+            # without waiting, and every later frame for the user goes through the bus.
+            self._peers.joined(user_id, sender, user_id in self._holding)
+            await self.context.bus.publish(self._delivery_prefix + sender, self._notice("ack", user_id, notice["join"]))
+        elif kind == "left":
+            self._peers.left(user_id, sender)
+        elif kind == "ack":
+            self._peers.acked(notice["join"], sender)
+
+    def all_here(self, user_id: str) -> bool:
+        """Every device of the user is on this instance: its frames need not touch the bus."""
+        return user_id in self._holding and user_id in self._by_user and self._peers.alone(user_id)
 
     # -- membership
     async def register(self, ws: web.WebSocketResponse, user_id: str, *, identity: "Identity | None" = None,
@@ -171,7 +211,9 @@ class WebSocketHub:
         if hold:
             connection.hold()
         self._by_user.setdefault(user_id, {})[connection.id] = connection
-        await self._hold(user_id)
+        join = await self._hold(user_id)
+        if join is not None:  # what the other holders sent without the bus is in the replay then
+            await self._peers.settle(join)
         await self._mark(connection)
         await self._notify(self._connect_listeners, connection, "connect")
         return connection
@@ -221,6 +263,13 @@ class WebSocketHub:
             await self.context.bus.mark(self._presence_prefix + connection.user_id, self._member(connection), PRESENCE_TTL)
             await self.context.bus.mark(self._online_users, connection.user_id, PRESENCE_TTL)
 
+    async def _restored(self) -> None:
+        """The bus answers again, maybe empty: other holders may mark themselves again without
+        telling this one, so its users' frames go through the bus while their devices stay."""
+        for user_id in self._holding:
+            self._peers.unknown(user_id)
+        await self._mark_all()
+
     async def _renew_presence(self) -> None:
         while True:
             await asyncio.sleep(PRESENCE_TTL / 3)
@@ -257,7 +306,7 @@ class WebSocketHub:
 
     async def held_elsewhere(self, user_id: str) -> bool:
         """Whether another instance sharing the bus holds a connection of `user_id` now."""
-        if not self._shared:
+        if not self._shared or self.all_here(user_id):  # the others would have told this one
             return False
         return bool(await self.context.bus.members(self._holders_prefix + user_id) - {self.instance_id})
 
@@ -297,8 +346,9 @@ class WebSocketHub:
         queued for."""
         payload = message if isinstance(message, str) else dumps_text(message)
         bus = self.context.bus
-        # Other instances are sent nothing when the one device meant is here.
-        elsewhere = self._shared and (only is None or only not in self._by_user.get(user_id, ()))
+        # Other instances are sent nothing when the one device meant is here, or every device is.
+        elsewhere = self._shared and (only is None or only not in self._by_user.get(user_id, ())) \
+            and not self.all_here(user_id)
         if record is not None:
             if elsewhere:
                 await bus.fan_out(self._holders_prefix + user_id, self._delivery_prefix, self.instance_id,
@@ -313,16 +363,21 @@ class WebSocketHub:
 
     def send_to_user_now(self, user_id: str, payload: str, *, run_id: str | None = None, seq: int = -1,
                          record: "Record | None" = None) -> int | None:
-        """`send_to_user` to every device of the user, done before returning where nothing has
-        to wait (one instance, and a bus that appends `record` at once): how many local devices
-        it was queued for. None, and nothing done, otherwise: call `send_to_user`. For the
-        frames of a streamed reply, dozens a second per turn."""
-        if self._shared:
+        """`send_to_user` to every device of the user without waiting, where nothing has to go
+        through the bus (every device of the user on this instance) and the bus appends `record`
+        without waiting: the frame is queued for the devices once `record` is in (at once on
+        the in-process bus), so a device never sees a frame that a resume after it would not
+        find, yet no round trip is waited for per frame. Returns how many local devices it is
+        for; None, and nothing done, otherwise: call `send_to_user`. For the frames of a
+        streamed reply, dozens a second per turn."""
+        if self._shared and not self.all_here(user_id):
             return None
-        if record is not None and not self.context.bus.stream_append_nowait(record[0], record[1],
-                                                                            max_len=record[2]):
+        if record is None:
+            return self._deliver_local(user_id, payload, None, None, run_id, seq)
+        if not self.context.bus.stream_append_nowait(record[0], record[1], max_len=record[2], then=partial(
+                self._deliver_local, user_id, payload, None, None, run_id, seq)):
             return None
-        return self._deliver_local(user_id, payload, None, None, run_id, seq)
+        return len(self._by_user.get(user_id, ()))
 
     def _envelope(self, user_id: str, payload: str, exclude: str | None, only: str | None, run_id: str | None,
                   seq: int) -> dict:
@@ -330,6 +385,10 @@ class WebSocketHub:
                 "seq": seq}
 
     async def _on_remote(self, envelope: dict) -> None:
-        """A delivery another instance sent this one (`Bus.fan_out` never sends one its own)."""
+        """A delivery another instance sent this one (`Bus.fan_out` never sends one its own),
+        or a holder's notice (hub_peers.py)."""
+        if "kind" in envelope:
+            await self._on_notice(envelope)
+            return
         self._deliver_local(envelope["user_id"], envelope["payload"], envelope.get("exclude"), envelope.get("only"),
                             envelope.get(ENVELOPE_RUN), int(envelope.get("seq", -1)))

@@ -6,7 +6,7 @@ import builtins
 import collections
 import json
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .bus import Bus, Claim, Entry, Record
 
@@ -122,7 +122,8 @@ class InProcessBus(Bus):
         if ttl is not None:
             self._streams[key].expires = time.monotonic() + ttl
 
-    def stream_append_nowait(self, key: str, entry: Entry, *, max_len: int | None = None) -> bool:
+    def stream_append_nowait(self, key: str, entry: Entry, *, max_len: int | None = None,
+                             then: Callable[[], object] | None = None) -> bool:
         stream = self._streams.get(key)  # runs per frame of a reply: _stream's checks inlined
         if stream is None or (stream.expires is not None and stream.expires <= time.monotonic()):
             stream = self._streams[key] = _Stream()
@@ -130,6 +131,8 @@ class InProcessBus(Bus):
         if max_len is not None:
             while len(stream.entries) > max_len:
                 stream.entries.popleft()
+        if then is not None:
+            then()
         return True
 
     async def stream_read(self, key: str) -> list[Entry]:

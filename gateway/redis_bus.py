@@ -10,14 +10,14 @@ import json
 import logging
 import time
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 from .batching import Batcher
 from .bus import Bus, Claim, Entry, Record
-from .redis_scripts import (ACQUIRE_SCRIPT, DELETE_IF_SCRIPT, FAN_OUT_SCRIPT, FRAMES_SCRIPT, INCR_SCRIPT,
-                            MEMBERS_SCRIPT, RELEASE_UNLESS_SCRIPT, RENEW_IF_SCRIPT,
-                            STREAM_APPEND_EXPIRING_SCRIPT, STREAM_RESTART_SCRIPT)
-from .text import dumps_text
+from .redis_frames import fold_frames
+from .redis_scripts import (ACQUIRE_SCRIPT, DELETE_IF_SCRIPT, FAN_OUT_SCRIPT, FRAMES_SCRIPT, HOLD_SCRIPT, INCR_SCRIPT,
+                            MEMBERS_SCRIPT, RELEASE_UNLESS_SCRIPT, RENEW_IF_SCRIPT, STREAM_APPEND_EXPIRING_SCRIPT,
+                            STREAM_RESTART_SCRIPT, fields, stream_args)
 
 if TYPE_CHECKING:
     from redis.asyncio.client import PubSub
@@ -29,17 +29,6 @@ log = logging.getLogger("gateway.redis_bus")
 # most, so an outage costs few attempts and a return is noticed within the most.
 RESUBSCRIBE_FIRST_DELAY = 0.1
 RESUBSCRIBE_MAX_DELAY = 2.0
-
-
-def _fields(entry: Entry) -> list[str]:
-    """A stream entry as a script's arguments: field, value, field, value..."""
-    return [item for pair in entry.items() for item in pair]
-
-
-def _stream_args(entry: Entry, max_len: int | None) -> list:
-    """A stream entry as the appending scripts take it in ARGV (`APPEND_LUA`): max_len ('' for
-    none), then the entry's fields."""
-    return ["" if max_len is None else max_len, *_fields(entry)]
 
 
 def redis_exceptions() -> ModuleType:
@@ -55,26 +44,11 @@ def unavailable(error: BaseException) -> bool:
     return isinstance(error, (exceptions.ConnectionError, exceptions.TimeoutError))
 
 
-# The options of `RedisBus.stream_append`'s XADD (no ttl), which `FRAMES_SCRIPT` can do.
-_FOLDABLE_XADD_OPTIONS = frozenset({"maxlen", "approximate"})
-
-
-class _FrameKeys:
-    """The KEYS of one `FRAMES_SCRIPT` call: every key its items touch, once each."""
-
-    __slots__ = ("keys", "_positions")
-
-    def __init__(self) -> None:
-        self.keys: list[str] = []
-        self._positions: dict[str, int] = {}
-
-    def position(self, key: str) -> int:
-        """Where `key` is in KEYS, counted from 1 as Lua does."""
-        number = self._positions.get(key)
-        if number is None:
-            self.keys.append(key)
-            number = self._positions[key] = len(self.keys)
-        return number
+# At most this many streams' failed appends are kept for `stream_appended` to raise.
+MAX_FAILED_APPENDS = 10000
+# `stream_append_nowait` declines (the caller waits for its append) while this many commands wait
+# for the batch under way: a burst's frames must not queue ahead of every other command unchecked.
+NOWAIT_BACKLOG = 256
 
 
 class RedisBus(Bus):
@@ -112,6 +86,12 @@ class RedisBus(Bus):
         self._fan_out = self.client.register_script(FAN_OUT_SCRIPT)
         self._frames = self.client.register_script(FRAMES_SCRIPT)
         self._members = self.client.register_script(MEMBERS_SCRIPT)
+        self._hold = self.client.register_script(HOLD_SCRIPT)
+        self._loaded_scripts: builtins.set[str] = builtins.set()  # shas Redis answered a load of
+        # `stream_append_nowait`: the last append of each stream still out, and the first failure
+        # of each stream not raised yet (`stream_appended`, the next append).
+        self._appending: dict[str, asyncio.Future[Any]] = {}
+        self._append_failures: dict[str, BaseException] = {}
         self._stream_append_expiring = self.client.register_script(STREAM_APPEND_EXPIRING_SCRIPT)
         self._acquire = self.client.register_script(ACQUIRE_SCRIPT)
         self._release_unless = self.client.register_script(RELEASE_UNLESS_SCRIPT)
@@ -135,7 +115,7 @@ class RedisBus(Bus):
         if record is not None:
             key, entry, max_len = record
             keys.append(self.prefix + key)
-            args += _stream_args(entry, max_len)
+            args += stream_args(entry, max_len)
         await self._script(self._fan_out, keys, args)
 
     async def _run_one(self, command: tuple) -> Any:
@@ -147,7 +127,7 @@ class RedisBus(Bus):
         return await getattr(self.client, name)(*args, **options)
 
     async def _run_many(self, commands: list[tuple]) -> list[Any]:
-        sent, folded = self._fold_frames(commands)
+        sent, folded = fold_frames(commands, frames=self._frames, fan_out=self._fan_out)
         results: list[Any] = []
         for result, count in zip(await self._pipeline(sent), folded):
             if not count:
@@ -158,54 +138,17 @@ class RedisBus(Bus):
                 results.extend(result)
         return results
 
-    def _fold_frames(self, commands: list[tuple]) -> tuple[list[tuple], list[int]]:
-        """`commands` with each run of two or more frames in a row (`_frame_item`) made one
-        `FRAMES_SCRIPT` call: a burst of replies costs a command per batch, not per frame. Only
-        a run in a row is folded, so every command still reaches Redis in the order submitted.
-        Returns the commands to send and, for each, how many of `commands` it answers for: 0
-        for one sent as it was, else a list of that many results."""
-        sent: list[tuple] = []
-        folded: list[int] = []
-        keys, items = _FrameKeys(), []
-        index, total = 0, len(commands)
-        while index < total:
-            end = index
-            while end < total and (item := self._frame_item(commands[end], keys)) is not None:
-                items.append(item)
-                end += 1
-            if len(items) > 1:
-                payload = dumps_text(items)
-                sent.append((self._frames, (keys.keys, [payload]), {}))
-                folded.append(len(items))
-                index = end
-            else:  # not a frame, or a frame alone: sent as it is
-                sent.append(commands[index])
-                folded.append(0)
-                index += 1
-            if items:
-                keys, items = _FrameKeys(), []
-        return sent, folded
-
-    def _frame_item(self, command: tuple, keys: "_FrameKeys") -> list | None:
-        """`command` as an item of `FRAMES_SCRIPT` (its keys named by their place in `keys`),
-        or None when it is not a frame: a `fan_out`, or a `stream_append` without a ttl."""
-        name, args, options = command
-        if name is self._fan_out:
-            script_keys, script_args = args
-            if len(script_keys) == 1:
-                return ["fan_out", keys.position(script_keys[0]), 0, *script_args]
-            return ["fan_out", keys.position(script_keys[0]), keys.position(script_keys[1]),
-                    *script_args[:5], script_args[5:]]
-        if name == "xadd" and options.keys() <= _FOLDABLE_XADD_OPTIONS and options.get("approximate", True):
-            key, entry = args
-            max_len = options.get("maxlen")
-            return ["append", keys.position(key), "" if max_len is None else max_len, _fields(entry)]
-        return None
-
     async def _pipeline(self, commands: list[tuple]) -> list[Any]:
-        """`commands` in one round trip: a result per command, an Exception for one that failed."""
+        """`commands` in one round trip: a result per command, an Exception for one that failed.
+        A script this client has not seen Redis load yet is loaded first in the same round trip:
+        one run again after the others (below) would break their order, which a frame appended
+        without waiting relies on (`stream_append_nowait`)."""
+        loading = {name.sha: name for name, _, _ in commands
+                   if not isinstance(name, str) and name.sha not in self._loaded_scripts}
         self.round_trips += 1
         async with self.client.pipeline(transaction=False) as pipe:
+            for script in loading.values():
+                pipe.script_load(script.script)
             for name, args, options in commands:
                 if not isinstance(name, str):
                     keys, script_args = args
@@ -213,10 +156,13 @@ class RedisBus(Bus):
                 else:
                     getattr(pipe, name)(*args, **options)
             results = await pipe.execute(raise_on_error=False)
+        loads, results = results[:len(loading)], results[len(loading):]
+        self._loaded_scripts.update(sha for sha, load in zip(loading, loads) if not isinstance(load, Exception))
         # A Redis that restarted has forgotten the scripts: those commands again, one by one,
         # which loads them.
         for index, result in enumerate(results):
             if isinstance(result, redis_exceptions().NoScriptError):
+                self._loaded_scripts.discard(commands[index][0].sha)
                 try:
                     results[index] = await self._run_one(commands[index])
                 except Exception as error:
@@ -348,6 +294,14 @@ class RedisBus(Bus):
     async def members(self, key: str) -> builtins.set[str]:
         return set(await self._script(self._members, [self.prefix + key], [time.time()]))
 
+    async def hold_and_tell(self, holders: str, member: str, ttl: float | None, channel_prefix: str,
+                            message: dict) -> builtins.set[str]:
+        now = time.time()
+        until = "" if ttl is None else now + ttl
+        told = await self._script(self._hold, [self.prefix + holders],
+                                  [now, member, until, self.prefix + channel_prefix, json.dumps(message)])
+        return set(told)
+
     # Streams are Redis Streams; entry ids are Redis's own and stay inside.
     async def stream_append(self, key: str, entry: Entry, *, max_len: int | None = None,
                             ttl: float | None = None) -> None:
@@ -355,7 +309,45 @@ class RedisBus(Bus):
             await self._command("xadd", self.prefix + key, entry, maxlen=max_len, approximate=True)
             return
         await self._script(self._stream_append_expiring, [self.prefix + key],
-                           [max(1, int(ttl * 1000)), *_stream_args(entry, max_len)])
+                           [max(1, int(ttl * 1000)), *stream_args(entry, max_len)])
+
+    def stream_append_nowait(self, key: str, entry: Entry, *, max_len: int | None = None,
+                             then: Callable[[], object] | None = None) -> bool:
+        """Submitted now, so it goes out before any later command of this instance (the
+        batcher keeps their order), and `then` runs when Redis answered it, in the order
+        submitted (a batch's answers are handed out in order). An earlier append to `key` that
+        failed is raised here (or by `stream_appended`), as no caller waited for it. False
+        while the batcher is behind (`NOWAIT_BACKLOG`): then the caller waits, which slows its
+        turn as waiting did."""
+        failure = self._append_failures.pop(key, None)
+        if failure is not None:
+            raise failure
+        if self._commands.backlog >= NOWAIT_BACKLOG:
+            return False
+        appending = self._appending[key] = self._command("xadd", self.prefix + key, entry, maxlen=max_len,
+                                                         approximate=True)
+        appending.add_done_callback(lambda done: self._appended(key, done, then))
+        return True
+
+    def _appended(self, key: str, done: "asyncio.Future[Any]", then: Callable[[], object] | None) -> None:
+        if self._appending.get(key) is done:
+            del self._appending[key]
+        failure = None if done.cancelled() else done.exception()
+        if failure is None:
+            if then is not None and not done.cancelled():
+                then()
+        elif key not in self._append_failures:
+            if len(self._append_failures) >= MAX_FAILED_APPENDS:  # an outage: nobody asks for most
+                self._append_failures.clear()
+            self._append_failures[key] = failure
+
+    async def stream_appended(self, key: str) -> None:
+        appending = self._appending.get(key)
+        if appending is not None:
+            await asyncio.wait([appending])
+        failure = self._append_failures.pop(key, None)
+        if failure is not None:
+            raise failure
 
     async def stream_read(self, key: str) -> list[Entry]:
         # Decoded (see `get`), and XRANGE answers a list, empty for a missing key: redis-py's
@@ -366,7 +358,7 @@ class RedisBus(Bus):
     async def stream_restart(self, key: str, entry: Entry, ttl: float, *,
                              finished: tuple[str, str]) -> list[Entry]:
         entries = await self._script(self._stream_restart, [self.prefix + key],
-                                     [max(1, int(ttl * 1000)), *finished, *_fields(entry)])
+                                     [max(1, int(ttl * 1000)), *finished, *fields(entry)])
         return [dict(zip(values[::2], values[1::2])) for _, values in entries or ()]
 
     async def close(self) -> None:

@@ -1,5 +1,12 @@
 """The Lua scripts of the Redis bus (redis_bus.py): each makes one step of what would otherwise
-be several commands, atomic in Redis and one round trip."""
+be several commands, atomic in Redis and one round trip; and how their arguments are built."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .bus import Entry
+
 
 INCR_SCRIPT = """
 local count = redis.call('INCR', KEYS[1])
@@ -98,7 +105,26 @@ local function fan_out(holders, now, origin, channel_prefix, message)
 end
 """
 
-# ARGV: ttl in ms, then the entry (`redis_bus._stream_args`).
+# `Bus.hold_and_tell`: publish ARGV[5] on ARGV[4] .. holder for every holder of KEYS[1] not
+# expired by ARGV[1] but ARGV[2], then mark ARGV[2] until ARGV[3] (unmark it when ARGV[3] is '');
+# the holders told.
+HOLD_SCRIPT = """
+local told = {}
+for _, holder in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '+inf')) do
+  if holder ~= ARGV[2] then
+    redis.call('PUBLISH', ARGV[4] .. holder, ARGV[5])
+    told[#told + 1] = holder
+  end
+end
+if ARGV[3] == '' then
+  redis.call('ZREM', KEYS[1], ARGV[2])
+else
+  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
+end
+return told
+"""
+
+# ARGV: ttl in ms, then the entry (`stream_args`).
 STREAM_APPEND_EXPIRING_SCRIPT = APPEND_LUA + """
 append(KEYS[1], ARGV[2], ARGV, 3)
 return redis.call('PEXPIRE', KEYS[1], ARGV[1])
@@ -106,14 +132,14 @@ return redis.call('PEXPIRE', KEYS[1], ARGV[1])
 
 
 # KEYS[1]: the holders (a sorted set scored by expiry), KEYS[2] (optional): the stream to append to.
-# ARGV: now, origin, channel prefix, message, then with KEYS[2] the entry (`redis_bus._stream_args`).
+# ARGV: now, origin, channel prefix, message, then with KEYS[2] the entry (`stream_args`).
 FAN_OUT_SCRIPT = APPEND_LUA + FAN_OUT_LUA + """
 if #KEYS > 1 then append(KEYS[2], ARGV[5], ARGV, 6) end
 return fan_out(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 """
 
 
-# Many frames (fan_outs and plain appends, `redis_bus.RedisBus._fold_frames`) in one call: one command to
+# Many frames (fan_outs and plain appends, `redis_frames.fold_frames`) in one call: one command to
 # pack and one reply to parse instead of one each, which was most of what a frame cost this
 # process. ARGV[1]: a JSON list of items, each naming its keys by their position in KEYS (every
 # key the call touches, once each):
@@ -138,3 +164,32 @@ for i, item in ipairs(cjson.decode(ARGV[1])) do
 end
 return results
 """
+
+
+def fields(entry: Entry) -> list[str]:
+    """A stream entry as a script's arguments: field, value, field, value..."""
+    return [item for pair in entry.items() for item in pair]
+
+
+def stream_args(entry: Entry, max_len: int | None) -> list:
+    """A stream entry as the appending scripts take it in ARGV (`APPEND_LUA`): max_len ('' for
+    none), then the entry's fields."""
+    return ["" if max_len is None else max_len, *fields(entry)]
+
+
+class FrameKeys:
+    """The KEYS of one `FRAMES_SCRIPT` call: every key its items touch, once each."""
+
+    __slots__ = ("keys", "_positions")
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self._positions: dict[str, int] = {}
+
+    def position(self, key: str) -> int:
+        """Where `key` is in KEYS, counted from 1 as Lua does."""
+        number = self._positions.get(key)
+        if number is None:
+            self.keys.append(key)
+            number = self._positions[key] = len(self.keys)
+        return number

@@ -56,6 +56,11 @@ class Replay:
         return replay_key(session), {"turn": turn_id, "kind": "frame", "seq": str(seq), "payload": payload}, \
             self.max_frames
 
+    async def appended(self, session: str) -> None:
+        """Return once the frames the hub appended without waiting are in; raise if one is not
+        (the bus went away: the reply fails, as it would have at the frame)."""
+        await self.bus.stream_appended(replay_key(session))
+
     async def finish(self, session: str, turn_id: str) -> None:
         """The turn ended; its frames expire `ttl` seconds from now."""
         await self.bus.stream_append(replay_key(session), {"turn": turn_id, "kind": "end"}, ttl=self.ttl)

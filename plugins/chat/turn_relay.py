@@ -44,7 +44,7 @@ class TurnRelay:
 
     __slots__ = ("relay", "turn", "history", "watcher", "user_id", "session_id", "turn_id",
                  "session", "mode", "events", "control", "gate", "writes", "sequence", "chunks", "pieces",
-                 "order", "locked", "taps", "record", "deliver", "deliver_now", "in_process", "set_up",
+                 "order", "locked", "taps", "record", "deliver", "deliver_now", "set_up",
                  "awaiting", "final", "cut", "stopped")
 
     def __init__(self, relay: RelayState, turn: Turn, history: list[dict], watcher: ReplyTap | None):
@@ -62,10 +62,10 @@ class TurnRelay:
         self.locked = False
         self.taps: list[ReplyTap] = []
         self.record, self.deliver = relay.replay.record, relay.hub.send_to_user
+        # Where every device of the user is on this instance (or there is one instance), the
+        # bus appends a frame without the turn waiting, and the hub sends it once the append is
+        # in: a delta is sent with no coroutine between (_send_now), and no round trip waited for.
         self.deliver_now = relay.hub.send_to_user_now
-        # One instance: the bus appends a frame without waiting, and the hub sends it without
-        # waiting, so a delta is sent with no coroutine between (_send_now).
-        self.in_process = not relay.context.bus.shared
         self.set_up: asyncio.Task | None = None
         self.awaiting = False  # counted in the relay's `awaiting_first_event`
         self.final: DoneEvent | None = None
@@ -76,6 +76,7 @@ class TurnRelay:
         self._start()
         try:
             await self._relay_events()
+            await self.relay.replay.appended(self.session)  # the frames sent without waiting
             await self._writes_finished()  # a reply that is only `done` relayed nothing first
             user_message = confirmation(self._start_writes())
         except Exception as error:
@@ -237,7 +238,7 @@ class TurnRelay:
         """`_send` done before returning, where nothing has to wait; False, nothing sent,
         otherwise: then `_send` it."""
         sequence = self.sequence
-        if not (self.in_process and self.gate.opened) or self.deliver_now(
+        if not self.gate.opened or self.deliver_now(
                 self.user_id, payload, run_id=self.turn_id, seq=sequence,
                 record=self.record(self.session, self.turn_id, sequence, payload)) is None:
             return False

@@ -1,5 +1,6 @@
 """The same tests on both bus implementations, plus what only a shared bus can do."""
 import asyncio
+import functools
 import json
 import shutil
 import subprocess
@@ -9,7 +10,7 @@ import pytest
 import redis.asyncio
 
 from gateway.memory_bus import InProcessBus
-from gateway.redis_bus import RedisBus, redis_exceptions, unavailable
+from gateway.redis_bus import NOWAIT_BACKLOG, RedisBus, redis_exceptions, unavailable
 from tests.support.servers import NO_REDIS_SERVER, free_port, redis_answers
 
 
@@ -230,16 +231,47 @@ async def test_streams_append_read_trim_and_expire(bus):
 
 async def test_a_stream_entry_is_appended_without_waiting_only_where_the_bus_can(bus):
     """The relay appends each frame with `stream_append_nowait` and falls back to the coroutine
-    when it says False: then nothing may have been appended."""
-    appended = [bus.stream_append_nowait("nowait", {"n": str(number)}, max_len=3) for number in range(5)]
-    if bus.shared:  # a Redis command is a round trip
-        assert appended == [False] * 5 and await bus.stream_read("nowait") == []
+    when it says False: then nothing may have been appended. On Redis the appends are sent
+    without waiting, before any later command: a read that follows finds them, in order. Each
+    one's `then` (the hub's delivery of the frame) runs once it is in, in order."""
+    done: list[int] = []
+    appended = [bus.stream_append_nowait("nowait", {"n": str(number)}, max_len=3,
+                                         then=functools.partial(done.append, number)) for number in range(5)]
+    assert appended == [True] * 5
+    if bus.shared:  # submitted in order; trimmed approximately (at least 3 stay)
+        assert done == []  # Redis has not answered yet
+        numbers = [entry["n"] for entry in await bus.stream_read("nowait")]
+        assert len(numbers) >= 3 and numbers == [str(n) for n in range(5 - len(numbers), 5)]
+        assert done == [0, 1, 2, 3, 4]
     else:
-        assert appended == [True] * 5
+        assert done == [0, 1, 2, 3, 4]  # in before returning
         assert [entry["n"] for entry in await bus.stream_read("nowait")] == ["2", "3", "4"]
         await bus.stream_append("nowait", {"n": "last"}, ttl=0.2)  # the coroutine keeps its ttl
         await asyncio.sleep(0.3)
         assert await bus.stream_read("nowait") == []
+
+
+async def test_appends_without_waiting_are_declined_while_redis_is_behind_and_fail_later_appends(
+        restartable_redis, bus_prefix):
+    """A burst's frames may not pile up unawaited ahead of every other command: past
+    NOWAIT_BACKLOG waiting commands the caller is told to wait. An append that failed with
+    nobody waiting is raised by `stream_appended` (a reply then fails as a frame that waited),
+    and its `then` never runs (no device is sent a frame the replay lacks)."""
+    bus = RedisBus(restartable_redis.url, bus_prefix)
+    try:
+        answers = [bus.stream_append_nowait("many", {"n": str(n)}) for n in range(NOWAIT_BACKLOG + 5)]
+        assert answers == [True] * NOWAIT_BACKLOG + [False] * 5
+        assert [entry["n"] for entry in await bus.stream_read("many")] == [str(n) for n in range(NOWAIT_BACKLOG)]
+        await bus.stream_appended("many")  # all in: nothing to raise
+        restartable_redis.kill()
+        delivered: list[str] = []
+        assert bus.stream_append_nowait("lost", {"n": "1"}, then=functools.partial(delivered.append, "lost"))
+        with pytest.raises(redis_exceptions().ConnectionError):
+            await bus.stream_appended("lost")
+        await asyncio.sleep(0)
+        assert delivered == []
+    finally:
+        await bus.close()
 
 
 async def test_a_restarted_stream_returns_its_old_entries_only_when_unfinished(bus):
@@ -391,6 +423,24 @@ async def test_fan_out_reaches_the_other_holders_only_after_appending_its_record
     # Nobody else holds the user: nothing is published, the record is still kept.
     await bus.fan_out("holders:nobody", "inbox:", "me", {"frame": 3}, record=("replay:u", {"seq": "2"}, 100))
     assert await bus.stream_read("replay:u") == [{"seq": "1"}, {"seq": "2"}]
+
+
+async def test_a_holder_joining_or_leaving_tells_the_other_live_holders_and_learns_who_they_are(bus):
+    """The hub's holders tell each other (gateway/hub_peers.py): the mark and the notice are
+    one step, and the answer names the holders told (not the one itself, not an expired one)."""
+    theirs, _, _ = await collect(bus, "inbox:them")
+    gone, _, _ = await collect(bus, "inbox:gone")
+    await bus.mark("holders:u", "them", 10)
+    await bus.mark("holders:u", "gone", 0.05)
+    await asyncio.sleep(0.1)
+    assert await bus.hold_and_tell("holders:u", "me", 10, "inbox:", {"kind": "join"}) == {"them"}
+    assert await bus.members("holders:u") == {"me", "them"}
+    assert await bus.hold_and_tell("holders:u", "me", 10, "inbox:", {"kind": "join"}) == {"them"}
+    assert await bus.hold_and_tell("holders:u", "me", None, "inbox:", {"kind": "left"}) == {"them"}
+    assert await bus.members("holders:u") == {"them"}
+    await wait_for(lambda: len(theirs) == 3)
+    assert [message["kind"] for message in theirs] == ["join", "join", "left"] and gone == []
+    assert await bus.hold_and_tell("holders:nobody", "me", 10, "inbox:", {"kind": "join"}) == set()
 
 
 @pytest.mark.slow

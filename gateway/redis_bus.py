@@ -315,7 +315,7 @@ class RedisBus(Bus):
                              then: Callable[[], object] | None = None) -> bool:
         """Submitted now, so it goes out before any later command of this instance (the
         batcher keeps their order), and `then` runs when Redis answered it, in the order
-        submitted (a batch's answers are handed out in order). An earlier append to `key` that
+        submitted (a batch's answers are handed out in order), failed or not. An earlier append to `key` that
         failed is raised here (or by `stream_appended`), as no caller waited for it. False
         while the batcher is behind (`NOWAIT_BACKLOG`): then the caller waits, which slows its
         turn as waiting did."""
@@ -332,11 +332,15 @@ class RedisBus(Bus):
     def _appended(self, key: str, done: "asyncio.Future[Any]", then: Callable[[], object] | None) -> None:
         if self._appending.get(key) is done:
             del self._appending[key]
-        failure = None if done.cancelled() else done.exception()
-        if failure is None:
-            if then is not None and not done.cancelled():
-                then()
-        elif key not in self._append_failures:
+        if done.cancelled():
+            return
+        # A failed append's frame is delivered too: Redis is away, so no resume could read the
+        # replay anyway, the reply fails at its next append (below), and its end, sent to this
+        # instance's devices whatever the bus, covers this frame's text.
+        if then is not None:
+            then()
+        failure = done.exception()
+        if failure is not None and key not in self._append_failures:
             if len(self._append_failures) >= MAX_FAILED_APPENDS:  # an outage: nobody asks for most
                 self._append_failures.clear()
             self._append_failures[key] = failure

@@ -21,8 +21,8 @@ from plugins.sessions.contract import CONVERSATIONS, Conversations
 
 from . import store
 from .frames import now_ms, queued_frame
-from .keys import (LIVE_SESSIONS, LIVE_TTL, MESSAGE_ID_TTL, QUEUED_MARK_TTL, RUNNING_TURNS, RUNNING_TURNS_TTL,
-                   SessionRef, admitted_key, lock_key, message_key, queued_key)
+from .keys import (MESSAGE_ID_TTL, QUEUED_MARK_TTL, RUNNING_TURNS, SessionRef, admitted_key, lock_key, message_key,
+                   queued_key, running_marks)
 
 if TYPE_CHECKING:
     from gateway.context import Context
@@ -94,7 +94,7 @@ class Admission:
         restarted in-process bus, an expired mark), or turns may be waiting in the queue."""
         # The session is marked running (for the sweeper, until `release_unless_queued`) and live
         # with the lock; the holder renews both while it works (TurnMachine._renew).
-        marks = [(RUNNING_TURNS, session.key, RUNNING_TURNS_TTL), (LIVE_SESSIONS, session.key, LIVE_TTL)]
+        marks = running_marks(session.key)
         if turn is None:
             return await self.context.bus.acquire(lock_key(session.key), self.owner, self.lock_ttl,
                                                   marks=marks)

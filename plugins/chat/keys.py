@@ -18,6 +18,12 @@ LIVE_TTL = 60.0
 RUNNING_TURNS = "chat:running-turns"
 RUNNING_TURNS_TTL = 3600.0
 
+def running_marks(session_key: str) -> list[tuple[str, str, float]]:
+    """The session as running a turn (for the sweeper) and live: made as its lock is taken
+    (Admission.lock) and again while its turns run (TurnMachine._mark), as (set, member, ttl)."""
+    return [(RUNNING_TURNS, session_key, RUNNING_TURNS_TTL), (LIVE_SESSIONS, session_key, LIVE_TTL)]
+
+
 # A message id is remembered on the bus as long as the queue keeps finished rows (store.KEEP_FINISHED).
 MESSAGE_ID_TTL = 86400.0
 

@@ -21,8 +21,7 @@ from . import store
 from .admission import Admission, Turn
 from .attachments import resolve_attachments
 from .contract import TurnFailed, TurnReply
-from .keys import (LIVE_SESSIONS, LIVE_TTL, QUEUED_MARK_TTL, RATE_WINDOW, RUNNING_TURNS, RUNNING_TURNS_TTL, SessionRef,
-                   lock_key, queued_key, rate_key)
+from .keys import QUEUED_MARK_TTL, RATE_WINDOW, RUNNING_TURNS, SessionRef, lock_key, queued_key, rate_key, running_marks
 from .pacing import StartPacer
 from .relay import Relay
 from .waiters import TurnWaiters
@@ -298,8 +297,7 @@ class TurnMachine:
         it must not end the turn, nor the renewing (the lock would expire)."""
         bus = self.context.bus
         try:  # both in one round trip on a shared bus
-            await asyncio.gather(bus.mark(RUNNING_TURNS, session.key, RUNNING_TURNS_TTL),
-                                 bus.mark(LIVE_SESSIONS, session.key, LIVE_TTL))
+            await asyncio.gather(*(bus.mark(*mark) for mark in running_marks(session.key)))
         except Exception:
             log.exception("marking session %s live failed", session.session_id)
 

@@ -192,8 +192,8 @@ class Bus(abc.ABC):
         command this instance gives the bus afterwards, so a later read, or a message that says
         "read now", finds it). `then` is called too when the entry could not be appended (the
         bus is away: no resume can read it; `stream_appended` and the next append raise the
-        failure, so the reply ends, and its end covers the frame). False, nothing appended and `then` not called,
-        where neither holds: call `stream_append`. A relay appends every frame of a reply: a
+        failure, so the reply ends, and its end covers the frame). False, nothing appended and
+        `then` not called, where neither holds: call `stream_append`. A relay appends every frame of a reply: a
         device may be sent a frame only once a resume would find it in the replay (`then`),
         and yet the reply must not wait a round trip per frame."""
         return False

@@ -44,6 +44,12 @@ def unavailable(error: BaseException) -> bool:
     return isinstance(error, (exceptions.ConnectionError, exceptions.TimeoutError))
 
 
+def milliseconds(seconds: float) -> int:
+    """A ttl as the scripts' PEXPIRE and SET PX want it: whole milliseconds, at least 1 (0 is
+    an error to Redis)."""
+    return max(1, int(seconds * 1000))
+
+
 # At most this many streams' failed appends are kept for `stream_appended` to raise.
 MAX_FAILED_APPENDS = 10000
 # `stream_append_nowait` declines (the caller waits for its append) while this many commands wait
@@ -234,7 +240,7 @@ class RedisBus(Bus):
                 self._deliver(message["channel"][skip:], message["data"])
 
     async def incr(self, key: str, ttl: float) -> tuple[int, float]:
-        count, remaining_ms = await self._script(self._incr, [self.prefix + key], [max(1, int(ttl * 1000))])
+        count, remaining_ms = await self._script(self._incr, [self.prefix + key], [milliseconds(ttl)])
         return int(count), max(0.0, int(remaining_ms) / 1000)
 
     async def set(self, key: str, value: str, ttl: float | None = None, only_if_absent: bool = False) -> bool:
@@ -259,15 +265,15 @@ class RedisBus(Bus):
         return bool(await self._script(self._delete_if, [self.prefix + key], [value]))
 
     async def renew_if(self, key: str, value: str, ttl: float) -> bool:
-        return bool(await self._script(self._renew_if, [self.prefix + key], [value, max(1, int(ttl * 1000))]))
+        return bool(await self._script(self._renew_if, [self.prefix + key], [value, milliseconds(ttl)]))
 
     async def acquire(self, key: str, owner: str, ttl: float, *, marks: Sequence[Claim] = (),
                       present: Sequence[str] = (), absent: Sequence[str] = (),
                       then: Claim | None = None) -> tuple[bool, bool | None]:
-        claim = ["", "", ""] if then is None else ["1", then[1], max(1, int(then[2] * 1000))]
+        claim = ["", "", ""] if then is None else ["1", then[1], milliseconds(then[2])]
         keys = [self.prefix + key] + ([self.prefix + then[0]] if then is not None else [])
         keys += [self.prefix + name for name in (*present, *absent, *(mark[0] for mark in marks))]
-        args: list = [owner, max(1, int(ttl * 1000)), *claim, len(present), len(absent)]
+        args: list = [owner, milliseconds(ttl), *claim, len(present), len(absent)]
         now = time.time()  # scored by expiry, as `mark` does
         for _, member, mark_ttl in marks:
             args += [member, now + mark_ttl]
@@ -309,16 +315,16 @@ class RedisBus(Bus):
             await self._command("xadd", self.prefix + key, entry, maxlen=max_len, approximate=True)
             return
         await self._script(self._stream_append_expiring, [self.prefix + key],
-                           [max(1, int(ttl * 1000)), *stream_args(entry, max_len)])
+                           [milliseconds(ttl), *stream_args(entry, max_len)])
 
     def stream_append_nowait(self, key: str, entry: Entry, *, max_len: int | None = None,
                              then: Callable[[], object] | None = None) -> bool:
         """Submitted now, so it goes out before any later command of this instance (the
         batcher keeps their order), and `then` runs when Redis answered it, in the order
-        submitted (a batch's answers are handed out in order), failed or not. An earlier append to `key` that
-        failed is raised here (or by `stream_appended`), as no caller waited for it. False
-        while the batcher is behind (`NOWAIT_BACKLOG`): then the caller waits, which slows its
-        turn as waiting did."""
+        submitted (a batch's answers are handed out in order), failed or not. An earlier append
+        to `key` that failed is raised here (or by `stream_appended`), as no caller waited for
+        it. False while the batcher is behind (`NOWAIT_BACKLOG`): then the caller waits, which
+        slows its turn as waiting did."""
         failure = self._append_failures.pop(key, None)
         if failure is not None:
             raise failure
@@ -362,7 +368,7 @@ class RedisBus(Bus):
     async def stream_restart(self, key: str, entry: Entry, ttl: float, *,
                              finished: tuple[str, str]) -> list[Entry]:
         entries = await self._script(self._stream_restart, [self.prefix + key],
-                                     [max(1, int(ttl * 1000)), *finished, *fields(entry)])
+                                     [milliseconds(ttl), *finished, *fields(entry)])
         return [dict(zip(values[::2], values[1::2])) for _, values in entries or ()]
 
     async def close(self) -> None:

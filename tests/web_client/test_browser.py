@@ -466,12 +466,21 @@ async def test_the_inbox_entry_counts_unread_notifications_live(services, browse
         await unread_badge(page, 0)
 
 
+async def registration_state(page) -> dict:
+    """The service worker registration's workers and the caches: what a failure should show."""
+    return await page.evaluate(
+        "navigator.serviceWorker.getRegistration().then(async (r) => ({installing: r.installing?.state,"
+        " waiting: r.waiting?.state, active: r.active?.state, caches: await caches.keys(),"
+        " toasts: [...document.querySelectorAll('.toast')].map((t) => t.textContent)}))")
+
+
 @pytest.mark.slow
 async def test_the_app_installs_a_service_worker_and_opens_offline(services, browser, admin_password):
     async with open_page((390, 844), browser=browser, phone=True) as (page, errors):
         await sign_in(page, services.frontend_url, admin_password)
         assert await page.evaluate("Promise.race([navigator.serviceWorker.ready.then(() => true),"
                                    " new Promise((resolve) => setTimeout(() => resolve(false), 15000))])")
+        assert await page.locator(".toast", has_text="A new version").count() == 0   # a first install is no update
         await page.reload()
         await page.wait_for_selector("#connection[data-state=open]", timeout=10000)
         assert await page.evaluate("navigator.serviceWorker.controller && navigator.serviceWorker.controller.scriptURL") \
@@ -506,18 +515,16 @@ async def test_the_app_installs_a_service_worker_and_opens_offline(services, bro
             try:
                 await page.locator(".toast", has_text="A new version of the app was installed").wait_for(timeout=15000)
             except Exception as timeout:   # say where the update stopped, for a failure seen only under load
-                state = await page.evaluate(
-                    "navigator.serviceWorker.getRegistration().then(async (r) => ({installing: r.installing?.state,"
-                    " waiting: r.waiting?.state, active: r.active?.state, caches: await caches.keys(),"
-                    " toasts: [...document.querySelectorAll('.toast')].map((t) => t.textContent)}))")
-                raise AssertionError(f"no update toast; the registration: {state}") from timeout
-            # The old cache goes when the new worker's activation has run.
-            for _ in range(150):
+                raise AssertionError(f"no update toast; the registration: {await registration_state(page)}") from timeout
+            # The old cache goes when the new worker's activation has run, which waits for the old
+            # worker to finish what it is handling.
+            for _ in range(300):
                 after = await page.evaluate("caches.keys()")
                 if caches[0] not in after:
                     break
                 await page.wait_for_timeout(100)
-            assert len(after) == 1 and after != caches and after[0].startswith("shell-")
+            assert len(after) == 1 and after != caches and after[0].startswith("shell-"), \
+                await registration_state(page)
         finally:
             deployed.unlink()
         unexpected = [error for error in errors if "ERR_INTERNET_DISCONNECTED" not in error

@@ -352,10 +352,25 @@ async function start() {
 function installable() {
   if (!("serviceWorker" in navigator)) return;
   const hadController = Boolean(navigator.serviceWorker.controller);
+  let announced = false;
+  const announce = () => {
+    if (announced) return;
+    announced = true;
+    toast(t("app.updated"), {level: "info", timeout: 10000});
+  };
+  // Said once the new version is installed, not only when it takes over: Chromium lets the old
+  // worker finish whatever it is handling before the new one activates, which can take a while.
   navigator.serviceWorker.addEventListener("controllerchange", () => {
-    if (hadController) toast(t("app.updated"), {level: "info", timeout: 10000});
+    if (hadController) announce();
   });
   navigator.serviceWorker.register("/sw.js").then((registration) => {
+    registration.addEventListener("updatefound", () => {
+      const worker = registration.installing;
+      if (!worker || !navigator.serviceWorker.controller) return;   // the first install is no update
+      worker.addEventListener("statechange", () => {
+        if (["installed", "activating", "activated"].includes(worker.state)) announce();
+      });
+    });
     // A phone keeps an installed app open for days: look for a new version when it comes back.
     document.addEventListener("visibilitychange", () => {
       if (document.visibilityState === "visible") registration.update().catch(() => {});

@@ -61,10 +61,12 @@ def main(context: click.Context, log_level: str) -> None:
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes serving the port (default: the service table's `workers`; the gateway's is "
                    "the number of cores, at most 8; 1 for services that keep state in their process).")
-# A worker of `--workers N` (gateway.workers): its index, the bus and vector store its parent holds.
+# A worker of `--workers N` (gateway.workers): its index, the bus and vector store its parent holds
+# (and whether the parent is taking that store over from the process it replaces).
 @click.option("--worker-index", type=int, default=None, hidden=True)
 @click.option("--bus-url", default=None, hidden=True)
 @click.option("--vectors-socket", default=None, hidden=True)
+@click.option("--take-over-vectors", is_flag=True, hidden=True)
 @click.option("--reuse-port", is_flag=True,
               help="Bind with SO_REUSEPORT, so that a replacement can serve the port beside this process "
                    "(a rolling restart of one process; workers always do).")
@@ -72,8 +74,8 @@ def main(context: click.Context, log_level: str) -> None:
               help="Write this file once the port is served (what a rolling restart waits for).")
 @click.pass_context
 def serve(context: click.Context, service_id: str, host: str | None, port: int | None, workers: int | None,
-          worker_index: int | None, bus_url: str | None, vectors_socket: str | None, reuse_port: bool,
-          ready_file: Path | None) -> None:
+          worker_index: int | None, bus_url: str | None, vectors_socket: str | None, take_over_vectors: bool,
+          reuse_port: bool, ready_file: Path | None) -> None:
     """Run one service in the foreground; SIGTERM drains and stops it (every worker)."""
     from .services import get_service
     from .embedded_bus import redis_server_binary
@@ -83,12 +85,15 @@ def serve(context: click.Context, service_id: str, host: str | None, port: int |
     try:
         if worker_index is not None:
             overrides = {key: value for key, value in (("bus.redis_url", bus_url),
-                                                       ("vectors.shared_socket", vectors_socket)) if value}
+                                                       ("vectors.shared_socket", vectors_socket),
+                                                       ("vectors.take_over", take_over_vectors)) if value}
             _serve_here(service_id, host, port, Config.load(overrides=overrides), worker_index=worker_index,
                         ready_file=ready_file)
             return
         spec = get_service(service_id)
-        config = Config.load()
+        # A rolling restart's replacement (it is given a ready file) takes the embedded vector
+        # store over from the process it replaces rather than refusing it (gateway/edge_engine.py).
+        config = Config.load(overrides={"vectors.take_over": True} if ready_file is not None else None)
         bus_at_hand = bool(config.settings.bus.redis_url) or redis_server_binary() is not None
         count = worker_count(spec, workers, bus_at_hand=bus_at_hand)
         if count == 1:

@@ -68,6 +68,9 @@ class VectorsSection:
     # --workers N` hands each worker (gateway/shared_vectors.py; it answers the offline embeddings
     # too, gateway/shared_embeddings.py); None outside such a worker.
     shared_socket: str | None = None
+    # Run time only: set in a rolling restart's replacement (`gateway serve --ready-file`), whose
+    # embedded engine waits for the process it replaces to let go of the directory.
+    take_over: bool = False
 
 
 @dataclass(frozen=True)

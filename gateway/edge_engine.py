@@ -1,5 +1,7 @@
 """The embedded engine: Qdrant's own engine in-process (`qdrant-edge-py`), one shard per
-collection under `DATA_DIR/vectors/<service id>`, the directory locked by one process."""
+collection under `DATA_DIR/vectors/<service id>`, the directory locked by one process. A rolling
+restart's replacement takes the directory over: its calls wait until the process it replaces
+has closed its engine (docs/embeddings-and-vectors.md, "One process per directory")."""
 from __future__ import annotations
 
 import asyncio
@@ -11,7 +13,6 @@ import shutil
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar, TypeVarTuple, Unpack
 
@@ -25,11 +26,13 @@ Arguments = TypeVarTuple("Arguments")
 
 NEVER_INDEX_KB = 2_000_000_000
 COMPACT_EVERY = 30.0  # seconds between checks for deleted points to reclaim
+LOCK_POLL_SECONDS = 0.05  # how often a replacement tries the lock the process it replaces holds
 
 
 class EdgeEngine(Engine):
     """Qdrant's engine in-process (`qdrant_edge`): one shard directory per collection under
-    `root`, which this process locks. Shard calls are blocking and run on one dedicated thread.
+    `root`, which this process locks. Shard calls are blocking and run on one dedicated thread,
+    each after the lock is held (a replacement's first task on that thread waits for it).
 
     Deleted and replaced points are reclaimed by the engine's vacuum (`optimize()`, which with
     indexing off only rewrites segments that are more than 20% deleted: under a second for
@@ -37,7 +40,10 @@ class EdgeEngine(Engine):
 
     kind = "edge"
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, *, take_over_within: float = 0.0):
+        """`take_over_within`: seconds this process (a rolling restart's replacement) waits for
+        the process it replaces to let go of the directory. 0: a directory held now is refused
+        at once, as a second process on one directory is a mistake."""
         import qdrant_edge
 
         self.edge: Any = qdrant_edge
@@ -45,22 +51,70 @@ class EdgeEngine(Engine):
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock_file = open(self.root / ".lock", "a+")
         try:
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as error:
+            self._held = self._try_lock()
+            if not self._held and take_over_within <= 0:
+                raise self._in_use()
+        except BaseException:
             self._lock_file.close()
-            if error.errno in (errno.EAGAIN, errno.EACCES):
-                raise VectorStoreUnavailable(
-                    f"the vector directory {self.root} is in use by another process; each service "
-                    f"needs its own directory, and several instances of one service need a Qdrant "
-                    f"server (QDRANT_URL)") from None
             raise
         self._shards: dict[str, Any] = {}
         self._compacted: dict[str, float] = {}
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vectors")
+        self._closing = self._gave_up = False
+        self._waited_since = time.monotonic()
+        self._wait_until = self._waited_since + take_over_within
+        if not self._held:
+            log.warning("the vector directory %s is held by another process (the one this replaces); "
+                        "vector calls wait up to %.0f s for it to stop", self.root, take_over_within)
+            # The first task on the engine's one thread: every call queues behind it.
+            self._executor.submit(self._hold_lock)
+
+    def _try_lock(self) -> bool:
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError as error:
+            if error.errno in (errno.EAGAIN, errno.EACCES):
+                return False
+            raise
+
+    def _in_use(self, waited: float = 0.0) -> VectorStoreUnavailable:
+        held = f"is still in use by another process after {waited:.0f} s" if waited else "is in use by another process"
+        return VectorStoreUnavailable(
+            f"the vector directory {self.root} {held}; each service needs its own directory, and "
+            f"several instances of one service need a Qdrant server (QDRANT_URL)")
+
+    def _hold_lock(self) -> None:
+        """On the engine's thread, before any call touches a shard: the directory's lock, waited
+        for until `take_over_within` has passed; after that each call tries once."""
+        while not self._held:
+            if self._closing:
+                raise VectorStoreUnavailable(f"the vector store {self.root} is closed")
+            if self._try_lock():
+                self._held = True
+                log.info("the vector directory %s taken over after %.2f s", self.root,
+                         time.monotonic() - self._waited_since)
+                return
+            if time.monotonic() >= self._wait_until:
+                error = self._in_use(time.monotonic() - self._waited_since)
+                if not self._gave_up:  # said once; each later call tries the lock again
+                    self._gave_up = True
+                    log.error("%s", error)
+                raise error
+            time.sleep(LOCK_POLL_SECONDS)
+
+    @property
+    def taking_over(self) -> bool:
+        """Whether calls now wait for the process this one replaces to let go of the directory."""
+        return not self._held and not self._closing and time.monotonic() < self._wait_until
 
     async def _run(self, function: Callable[[Unpack[Arguments]], Result], *args: Unpack[Arguments]) -> Result:
+        def locked() -> Result:
+            self._hold_lock()
+            return function(*args)
+
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._executor, partial(function, *args))
+            return await asyncio.get_running_loop().run_in_executor(self._executor, locked)
         except OSError as error:
             raise VectorStoreUnavailable(f"the vector store failed: {error}") from error
 
@@ -202,16 +256,18 @@ class EdgeEngine(Engine):
         await self._run(drop)
 
     async def close(self) -> None:
+        """Everything flushed, then the directory's lock let go (what a replacement waits for)."""
         def close() -> None:
             for shard in self._shards.values():
                 shard.flush()
                 shard.close()
             self._shards.clear()
 
+        self._closing = True  # a wait for the lock still queued gives up
         try:
-            await self._run(close)
+            await asyncio.get_running_loop().run_in_executor(self._executor, close)
+        except OSError as error:
+            raise VectorStoreUnavailable(f"the vector store failed: {error}") from error
         finally:
             self._executor.shutdown(wait=True)
             self._lock_file.close()
-
-

@@ -125,9 +125,16 @@ class SharedEngine(Engine):
 
     kind = "shared"
 
-    def __init__(self, socket_path: str):
+    def __init__(self, socket_path: str, *, taking_over: bool = False):
+        """`taking_over`: the parent is a rolling restart's replacement, whose engine may wait for
+        the process it replaces (gateway/edge_engine.py); said until a call has been answered."""
         self.socket_path = socket_path
         self._parent = ParentSocket(socket_path, "vectors", aiohttp.ClientTimeout(total=120))
+        self._taking_over = taking_over
+
+    @property
+    def taking_over(self) -> bool:
+        return self._taking_over
 
     async def _call(self, method: str, **arguments: object) -> Any:
         try:
@@ -141,6 +148,7 @@ class SharedEngine(Engine):
             raise ValueError(body["error"])
         if status != 200:
             raise VectorStoreUnavailable(f"the vector store answered HTTP {status}")
+        self._taking_over = False
         return body["result"]
 
     async def exists(self, name: str) -> bool:

@@ -72,6 +72,12 @@ class Engine(abc.ABC):
 
     kind = ""
 
+    @property
+    def taking_over(self) -> bool:
+        """Whether calls now wait for another process to let go of the store (a rolling
+        restart's replacement on the embedded engine: gateway/edge_engine.py)."""
+        return False
+
     @abc.abstractmethod
     async def exists(self, name: str) -> bool: ...
 

@@ -6,7 +6,8 @@ One interface, two engines:
 - embedded, the default: Qdrant's own engine in-process (`qdrant-edge-py`), one shard per
   collection under `DATA_DIR/vectors/<service id>`. A directory is held by one process: the
   service locks it at start-up, and a second process is refused with a message that says so
-  (several instances of one service share vectors only through `QDRANT_URL`).
+  (several instances of one service share vectors only through `QDRANT_URL`); a rolling
+  restart's replacement instead waits for the process it replaces to let go of it.
 - `QDRANT_URL`: a Qdrant server or cluster through `qdrant-client` (`AsyncQdrantClient`).
 
 `qdrant-client`'s own local mode (pure Python) can be chosen too (`[vectors] engine =
@@ -117,6 +118,12 @@ class VectorIndex:
         self._ready: dict[str, str] = {}  # collection -> physical name known to exist
         self._keyword_fields: dict[str, tuple[str, ...]] = {}
         self._unreported: set[str] = set()  # created by an upsert, not yet reported by ensure()
+
+    @property
+    def taking_over(self) -> bool:
+        """Whether calls now wait for the process this one replaces to let go of the store:
+        start-up must not await one (the replaced process stops only once this one serves)."""
+        return self.engine.taking_over
 
     def warm_up(self) -> None:
         """Load the tokenizer's dictionary in the background, so the first Chinese text does
@@ -265,7 +272,7 @@ def create_engine(config: Config, service_id: str) -> Engine:
     else its own."""
     shared_socket = config.settings.vectors.shared_socket
     if shared_socket:  # one of several workers: the parent holds the store
-        return SharedEngine(shared_socket)
+        return SharedEngine(shared_socket, taking_over=config.settings.vectors.take_over)
     return create_local_engine(config, service_id)
 
 

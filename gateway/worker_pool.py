@@ -46,8 +46,9 @@ class Worker:
 
 
 def worker_command(service_id: str, host: str, port: int, index: int, bus_url: str | None,
-                   vectors_socket: str | None, log_level: str = "info") -> list[str]:
-    """`gateway serve` as worker `index` of the parent's: on the parent's bus and vector store."""
+                   vectors_socket: str | None, log_level: str = "info", take_over_vectors: bool = False) -> list[str]:
+    """`gateway serve` as worker `index` of the parent's: on the parent's bus and vector store;
+    `take_over_vectors`: the parent replaces a process that holds the store (a rolling restart)."""
     command = [sys.executable, "-m", "gateway", "--log-level", log_level, "serve", "--service", service_id,
                "--host", host,
                "--port", str(port), "--worker-index", str(index)]
@@ -55,6 +56,8 @@ def worker_command(service_id: str, host: str, port: int, index: int, bus_url: s
         command += ["--bus-url", bus_url]
     if vectors_socket:
         command += ["--vectors-socket", vectors_socket]
+        if take_over_vectors:
+            command.append("--take-over-vectors")
     return command
 
 

@@ -40,7 +40,7 @@ from pathlib import Path
 from . import idle
 from .config import Config
 from .embedded_bus import EmbeddedBus, keep_bus_running
-from .rolling_restart import RollingRestart, rolling_status_path
+from .rolling_restart import RollingRestart, rolling_status_path, until_ready
 from .worker_pool import Worker, drain, worker_command
 
 log = logging.getLogger("gateway.workers")
@@ -52,6 +52,8 @@ RESTART_MAX_DELAY = 30.0
 STABLE_AFTER = 30.0
 # Seconds the parent waits for its workers beyond their own drain (`core.shutdown_timeout`).
 STOP_GRACE = 5.0
+# Seconds the other workers wait for the first to serve (it may run a first start's migrations).
+FIRST_WORKER_TIMEOUT = 300.0
 # A unix socket's path must fit in sockaddr_un (108 bytes on Linux, 104 on macOS).
 MAX_SOCKET_PATH = 100
 
@@ -120,11 +122,15 @@ async def supervise(service_id: str, host: str, port: int, count: int, config: C
         for index in range(count):
             workers.append(Worker(index, worker_command(
                 service_id, host, port, index, bus.url if bus else None,
-                str(vectors.socket_path) if vectors else None, log_level), environment))
-        # The first worker alone until it answers: what a first start does once (the embedded
+                str(vectors.socket_path) if vectors else None, log_level,
+                take_over_vectors=config.settings.vectors.take_over), environment,
+                # The first worker's own word that it serves: a health check on the shared port
+                # may be answered by the process this parent replaces (a rolling restart).
+                directory / f"{service_id}-worker-{index}.ready" if index == 0 else None))
+        # The first worker alone until it serves: what a first start does once (the embedded
         # database's initdb, migrations, generated secrets) is not raced by every worker.
         await workers[0].start()
-        await _until_answering(workers[0], host, port, stop)
+        await until_ready(workers[0], stop, FIRST_WORKER_TIMEOUT)
         for worker in workers[1:]:
             await worker.start()
         log.info("%s: %d workers on %s:%s (bus: %s)", service_id, count, host, port,
@@ -201,26 +207,6 @@ async def _keep_running(workers: list[Worker], stop: asyncio.Event, rolling: Rol
             roll.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await roll
-
-
-async def _until_answering(worker: Worker, host: str, port: int, stop: asyncio.Event,
-                           timeout: float = 300.0) -> None:
-    """Until the service answers its health check on `port`, `worker` exits, or `timeout`."""
-    import aiohttp
-
-    deadline = time.monotonic() + timeout
-    address = f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}/api/v1/health"
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
-        while time.monotonic() < deadline and not stop.is_set():
-            if worker.process is None or worker.process.returncode is not None:
-                return
-            try:
-                async with http.get(address) as answer:
-                    if answer.status == 200:
-                        return
-            except (aiohttp.ClientError, asyncio.TimeoutError):
-                pass
-            await asyncio.sleep(0.2)
 
 
 async def _stopped(stop: asyncio.Event) -> None:

@@ -54,18 +54,30 @@ class KnowledgeStore:
         # Extraction and chunking have their own two threads, so that a large PDF cannot starve
         # the default executor that file and blob I/O use.
         self._executor = ThreadPoolExecutor(2, thread_name_prefix="knowledge")
+        preparing: asyncio.Task[None] | None = None
         try:
             # Before the first request: a collection that is new (the embedding model changed)
             # re-queues every document at once, so none reads `ready` while it is not searchable.
-            # A vector store that is down does not stop the service; the indexer tries again.
-            try:
-                await self.indexer.prepare_collection()
-            except (VectorStoreUnavailable, EmbeddingError) as error:
-                log.warning("the knowledge collection is not ready yet: %s", error)
+            # Not in a rolling restart's replacement while the process it replaces holds the
+            # embedded store: that one stops only once this one serves, so it is done meanwhile.
+            if self.context.vectors.taking_over:
+                preparing = asyncio.create_task(self._prepare_collection(), name="knowledge-collection")
+            else:
+                await self._prepare_collection()
             yield
         finally:
+            if preparing is not None:
+                preparing.cancel()
+                await asyncio.gather(preparing, return_exceptions=True)
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
+
+    async def _prepare_collection(self) -> None:
+        """A vector store that is down does not stop the service; the indexer tries again."""
+        try:
+            await self.indexer.prepare_collection()
+        except (VectorStoreUnavailable, EmbeddingError) as error:
+            log.warning("the knowledge collection is not ready yet: %s", error)
 
     async def in_executor(self, function: Callable[..., Result], *args: Any) -> Result:
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)

@@ -152,6 +152,15 @@ async def receive(ws, timeout: float = 10.0) -> dict:
     return message
 
 
+async def registered(*devices) -> None:
+    """Return once the gateway has registered each device: it reads a device's frames only then,
+    so a pong proves it. The WebSocket handshake returns before: a message another device sends
+    in that gap does not echo to one not yet registered (it reads it from the history)."""
+    for ws in devices:
+        await ws.send_json({"type": "ping"})
+        await receive_until(ws, "pong")
+
+
 async def receive_until(ws, kind: str, timeout: float = 10.0, session_id: str | None = None) -> list[dict]:
     """Frames up to and including the first of type `kind` (of `session_id` only, when given:
     a device receives the replies of all its user's sessions). `timeout` bounds the whole wait:

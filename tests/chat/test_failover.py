@@ -22,7 +22,7 @@ from plugins.chat.frames import now_ms
 from plugins.chat.keys import RUNNING_TURNS, lock_key, message_key, session_key
 from plugins.chat.replay import Replay
 from plugins.sessions.contract import CONVERSATIONS
-from tests.chat.conftest import ADMIN, context_of, eventually, receive_until, token_for
+from tests.chat.conftest import ADMIN, context_of, eventually, receive_until, registered, token_for
 from tests.support.servers import free_port
 
 # An instance in a process of its own, built like `make_gateway` builds one (the production
@@ -164,6 +164,7 @@ async def test_a_turn_queued_behind_an_instance_that_dies_runs_on_the_survivor(q
     async with aiohttp.ClientSession() as http, \
             http.ws_connect(doomed.base_url + chat_query(token, DEAD_SESSION)) as phone_on_a, \
             survivor.ws_connect(chat_query(token, DEAD_SESSION)) as laptop_on_b:
+        await registered(phone_on_a, laptop_on_b)
         sender = laptop_on_b if queued_from == "survivor" else phone_on_a
         # A relays the reply; the model then holds it
         queued, before_death = await hold_a_turn_and_queue_another(phone_on_a, sender, survivor, DEAD_SESSION)
@@ -264,6 +265,7 @@ async def test_a_reply_cut_off_by_a_dead_instance_is_ended_though_no_message_fol
     async with aiohttp.ClientSession() as http, \
             http.ws_connect(doomed.base_url + chat_query(token, DEAD_SESSION)) as phone_on_a, \
             survivor.ws_connect(chat_query(token, DEAD_SESSION)) as laptop_on_b:
+        await registered(phone_on_a, laptop_on_b)
         await phone_on_a.send_json({"type": "message", "content": "first", "client_msg_id": "first"})
         await receive_until(phone_on_a, "stream_chunk")
         seen = await receive_until(laptop_on_b, "stream_chunk")  # the echo, then A's frames

@@ -12,17 +12,16 @@ from bench.chat.turns import cpu_seconds
 Meter = Callable[[], dict[str, float]]  # CPU seconds so far, by role
 
 
-def tree_cpu(root_pid: int, *, skip: Callable[[object], bool] = lambda process: False) -> float:
-    """CPU seconds of the process and its descendants, less those `skip` names (and theirs)."""
+def tree_cpu(root_pid: int) -> float:
+    """CPU seconds of the process and its descendants, those that exited included (a live
+    process's reaped children's times: PostgreSQL's backends come and go with connections)."""
     import psutil
 
     try:
         root = psutil.Process(root_pid)
-        total = cpu_seconds(root_pid)
-        for child in root.children():
-            if not skip(child):
-                total += tree_cpu(child.pid, skip=skip)
-        return total
+        times = root.cpu_times()
+        total = cpu_seconds(root_pid) + times.children_user + times.children_system
+        return total + sum(tree_cpu(child.pid) for child in root.children())
     except psutil.NoSuchProcess:
         return 0.0
 

@@ -129,9 +129,10 @@ def report(rows: list[Row], base: str) -> None:
     for row in rows:
         own = sum(ms for role, ms in row.roles.items() if role in OWN_ROLES)
         total = sum(row.roles.values())
+        servers = total - row.roles.get("load generator", 0.0)  # what a deployment's machine runs
         parts = ", ".join(f"{role} {ms:.2f}" for role, ms in row.roles.items())
         print(f"  {row.label:>10} {row.concurrency:6d} {row.target:12} {parts}; total {total:.2f}, "
-              f"own share {own / total:.0%}")
+              f"own share {own / total:.0%} ({own / servers:.0%} of the servers')")
     for row in rows:
         one = next(other for other in rows if (other.label, other.concurrency, other.target)
                    == (base, row.concurrency, row.target))

@@ -60,7 +60,7 @@ def main(context: click.Context, log_level: str) -> None:
 @click.option("--port", type=int, default=None, help="Port (default: the service table's).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes serving the port (default: the service table's `workers`; the gateway's is "
-                   "the number of cores, at most 8; 1 for services that keep state in their process).")
+                   "one per two cores, at least 1, at most 8; 1 for services that keep state in their process).")
 # A worker of `--workers N` (gateway.workers): its index, the bus and vector store its parent holds
 # (and whether the parent is taking that store over from the process it replaces).
 @click.option("--worker-index", type=int, default=None, hidden=True)

@@ -50,10 +50,14 @@ def cpu_quota(cgroup_root: Path) -> float | None:
 
 
 def auto_workers(cores: int) -> int:
-    """Every core this process may run on, at most `MAX_AUTO_WORKERS`: a worker is a whole
-    instance of about 170 MB resident, and one person's devices do not keep more than eight
-    cores busy."""
-    return max(1, min(cores, MAX_AUTO_WORKERS))
+    """One worker for every two cores, at least 1, at most `MAX_AUTO_WORKERS`. A turn's CPU is not
+    the gateway's alone: in `bench.chat.run --only workers` one gateway process took a little over
+    half of what the servers spent on a turn, and the real AI core, PostgreSQL and the bus need the
+    rest. And a second worker doubles a turn's CPU (the bus), which pays only with cores to spare:
+    on two cores two workers were never faster than one, and lost at 1000 simultaneous turns
+    (bench/README.md, "Workers"). At most 8: a worker is a whole instance (about 60 MB idle), and
+    one person's devices do not keep more than eight cores of relaying busy."""
+    return max(1, min(cores // 2, MAX_AUTO_WORKERS))
 
 
 def worker_count(spec: ServiceSpec, requested: int | None, bus_at_hand: bool = True) -> int:

@@ -17,7 +17,7 @@ model of its workers (`gateway.shared_embeddings`). With one worker nothing of t
 in the process itself, on the in-process bus, as before.
 
 Which services may run several workers is the service table's `workers` (conf/services.toml):
-"auto" (`auto_workers`) or a number; a service without it keeps
+"auto" (`auto_workers`: one per two cores, at most 8) or a number; a service without it keeps
 state in its process that other processes cannot see, and runs one.
 
 This module is the parent's supervision; how many workers is gateway/worker_count.py's, the

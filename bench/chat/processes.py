@@ -71,10 +71,26 @@ workers = "auto"
 """
 
 
-def start_gateway_workers(processes: Processes, workers: int, port: int, database_url: str, ai_core_url: str,
-                          data_dir: Path) -> subprocess.Popen:
+def auto_workers_here() -> int:
+    """What the bench's `workers = "auto"` resolves to on this machine, as `gateway serve` decides
+    it with no `--workers` (the embedded bus: a redis-server at hand or not)."""
+    import tempfile
+
+    from gateway.embedded_bus import redis_server_binary
+    from gateway.services import get_service
+    from gateway.worker_count import worker_count
+
+    with tempfile.TemporaryDirectory() as scratch:
+        table = Path(scratch) / "services.toml"
+        table.write_text(BENCH_SERVICES.format(port=1))
+        return worker_count(get_service("gateway", table), None, bus_at_hand=redis_server_binary() is not None)
+
+
+def start_gateway_workers(processes: Processes, workers: int | None, port: int, database_url: str,
+                          ai_core_url: str, data_dir: Path) -> subprocess.Popen:
     """`gateway serve --service gateway --workers N` configured through its environment, on the
-    embedded bus (no REDIS_URL) as a default installation runs."""
+    embedded bus (no REDIS_URL) as a default installation runs; `workers` None: no `--workers`,
+    the service table's "auto"."""
     conf = data_dir / "conf"
     conf.mkdir(parents=True, exist_ok=True)
     shutil.copy(ROOT / "conf" / "default.toml", conf / "default.toml")
@@ -84,9 +100,9 @@ def start_gateway_workers(processes: Processes, workers: int, port: int, databas
                        AI_CORE_URL=ai_core_url, JWT_SECRET=JWT_SECRET, SERVICE_TOKEN=SERVICE_TOKEN,
                        ADMIN_PASSWORD="bench-admin-password", WEBHOOK_KEY="bench-webhook",
                        REGISTRATION_VERIFY_CODE="BENCH1", CHAT_FOR_ALL_USERS="true")
-    return processes.start_command(f"gateway-{workers}-workers",
+    return processes.start_command(f"gateway-{workers or 'auto'}-workers",
                                    [sys.executable, "-m", "gateway", "--log-level", "warning", "serve", "--service",
-                                    "gateway", "--workers", str(workers)], environment)
+                                    "gateway", *(["--workers", str(workers)] if workers else [])], environment)
 
 
 @dataclass

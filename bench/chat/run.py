@@ -22,7 +22,10 @@
    `--workers`: first-token latency and turns per second (a batch of `--concurrency` turns at
    once; turns / the batch's wall time) and CPU per turn over each side's whole process tree,
    interleaved rounds as in 1. How both scale with N is the point: the same command on a
-   machine with more cores gives more N.
+   machine with more cores gives more N. The service table's "auto" runs beside them (`gateway
+   serve` with no `--workers`; where it resolves to a count already run, that run's rows), with
+   every row's ratios to one worker, and each row's CPU per turn on the whole machine by role
+   (the gateway's workers, parent and bus; the mock AI core, PostgreSQL, the load generator).
 4. Burst starts (`--only burst`). Batches of `--concurrency` simultaneous turns whose reply is
    one delta, then 64, against the gateway and the bare relay: each side's user and system CPU
    per turn (what a turn costs besides its deltas, and what a delta costs: the difference over
@@ -78,7 +81,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--base", default="HEAD", help="the revision the compare run sets beside the working tree")
     parser.add_argument("--repeats", type=int, default=4, help="interleaved repeats of the compare run")
     parser.add_argument("--workers", type=int, nargs="+", default=None,
-                        help="worker counts of the workers run (default: 1 and every core)")
+                        help="worker counts of the workers run (default: 1 and every core, at most 8); the "
+                             "service table's \"auto\" is run beside them")
     parser.add_argument("--turns-per-round", type=int, default=3,
                         help="counted batches per round at a concurrency above 1 (relay and workers runs)")
     # internal: run one server in this process

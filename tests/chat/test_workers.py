@@ -450,16 +450,16 @@ async def test_a_turn_queued_behind_a_killed_worker_runs_and_reaches_the_survivi
                                                           ("assistant", provider.reply)]
 
 
-def test_the_shipped_gateway_runs_on_every_core_with_no_configuration():
-    """Issue 23: `bin/console.sh start --fresh` runs the gateway on every core (at most 8); only
-    the gateway runs several workers."""
+def test_the_shipped_gateway_runs_one_worker_per_two_cores_with_no_configuration():
+    """Issues 23 and 44: `bin/console.sh start --fresh` runs the gateway's "auto" count (one
+    worker per two cores, at most 8: one process on two cores); only the gateway may run several."""
     services = {spec.id: spec for spec in load_services(PROJECT_ROOT / "conf" / "services.toml")}
     assert worker_count(services["gateway"], None) == auto_workers(machine_cores())
     assert [spec.id for spec in services.values() if spec.extra.get("workers", 1) != 1] == ["gateway"]
 
 
 def test_a_cpu_quota_caps_the_cores_counted(tmp_path):
-    """A container limited to 1.5 CPUs of a bigger host runs two workers, not one per host core."""
+    """A container limited to 1.5 CPUs of a bigger host counts two cores, not every core of the host."""
     unlimited = machine_cores(tmp_path / "none")
     v2, v1 = tmp_path / "v2", tmp_path / "v1"
     v2.mkdir()
@@ -478,7 +478,8 @@ def test_a_cpu_quota_caps_the_cores_counted(tmp_path):
 def test_the_service_table_decides_who_runs_several_workers():
     gateway = ServiceSpec(id="gateway", name="Gateway", port=1, extra={"workers": "auto"})
     assert 1 <= worker_count(gateway, None) <= MAX_AUTO_WORKERS
-    assert [auto_workers(cores) for cores in (1, 2, 3, 4, 8, 16)] == [1, 2, 3, 4, 8, MAX_AUTO_WORKERS]
+    # One per two cores: the AI core, PostgreSQL and the bus need the other half (issue 44).
+    assert [auto_workers(cores) for cores in (1, 2, 3, 4, 8, 16, 64)] == [1, 1, 1, 2, 4, 8, MAX_AUTO_WORKERS]
     assert worker_count(gateway, 3) == 3
     memory = ServiceSpec(id="memory-service", name="memory", port=2)
     assert worker_count(memory, None) == 1

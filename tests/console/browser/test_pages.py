@@ -243,7 +243,7 @@ async def test_the_services_panel_rolls_the_gateway_keeping_its_parent(console, 
         assert after["status"] == "running"
         if old_workers:
             assert after["pid"] == before["pid"] and workers(after["pid"]) and not workers(after["pid"]) & old_workers
-        else:  # one core: one process, replaced by a new one on the same port
+        else:  # fewer than four cores ("auto": one process), replaced by a new one on the same port
             assert after["pid"] != before["pid"]
         assert await page.locator("[data-service='gateway'].state .badge").inner_text() == "running"
         assert errors == []

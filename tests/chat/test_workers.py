@@ -30,7 +30,7 @@ from gateway.services import ServiceSpec, load_services
 from gateway.serving import WORKER_HEADER
 from gateway.settings_reference import toml_value
 from gateway.worker_count import MAX_AUTO_WORKERS, auto_workers, cpu_quota, machine_cores, worker_count
-from tests.chat.conftest import ADMIN, eventually, receive_until, token_for
+from tests.chat.conftest import ADMIN, eventually, receive_until, registered, token_for
 from tests.chat.test_failover import (FAST_FAILOVER, assert_dead_turn_ended_then_queued_turn_ran,
                                      hold_a_turn_and_queue_another, queue_rows,
                                      receive_the_cut_off_end_and_the_queued_turn, stored_messages)
@@ -97,7 +97,9 @@ class WorkersGateway:
             ws = await http.ws_connect(f"{self.base_url}/ws/chat?{params}")
             return ws, http.landed[-1]  # type: ignore[attr-defined]
 
-        return await landed_on(worker, open_one, lambda ws: ws.close())
+        ws = await landed_on(worker, open_one, lambda ws: ws.close())
+        await registered(ws)
+        return ws
 
     async def client_on(self, worker: int) -> aiohttp.ClientSession:
         """A client whose one kept-alive connection worker `worker` serves: the requests sent

@@ -98,7 +98,8 @@ class WorkersGateway:
             return ws, http.landed[-1]  # type: ignore[attr-defined]
 
         ws = await landed_on(worker, open_one, lambda ws: ws.close())
-        await registered(ws)
+        if "after" not in query:  # a resuming device's first frames are the replay's: the test reads them
+            await registered(ws)
         return ws
 
     async def client_on(self, worker: int) -> aiohttp.ClientSession:

@@ -64,8 +64,8 @@ class EdgeEngine(Engine):
         self._waited_since = time.monotonic()
         self._wait_until = self._waited_since + take_over_within
         if not self._held:
-            log.warning("the vector directory %s is held by another process (the one this replaces); "
-                        "vector calls wait up to %.0f s for it to stop", self.root, take_over_within)
+            log.info("the vector directory %s is held by another process (the one this replaces); "
+                     "vector calls wait up to %.0f s for it to stop", self.root, take_over_within)
             # The first task on the engine's one thread: every call queues behind it.
             self._executor.submit(self._hold_lock)
 

@@ -113,8 +113,11 @@ class EdgeEngine(Engine):
             self._hold_lock()
             return function(*args)
 
+        return await self._on_thread(locked)
+
+    async def _on_thread(self, function: Callable[[], Result]) -> Result:
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._executor, locked)
+            return await asyncio.get_running_loop().run_in_executor(self._executor, function)
         except OSError as error:
             raise VectorStoreUnavailable(f"the vector store failed: {error}") from error
 
@@ -265,9 +268,7 @@ class EdgeEngine(Engine):
 
         self._closing = True  # a wait for the lock still queued gives up
         try:
-            await asyncio.get_running_loop().run_in_executor(self._executor, close)
-        except OSError as error:
-            raise VectorStoreUnavailable(f"the vector store failed: {error}") from error
+            await self._on_thread(close)  # not behind the lock: what was never held has nothing to flush
         finally:
             self._executor.shutdown(wait=True)
             self._lock_file.close()

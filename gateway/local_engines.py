@@ -8,20 +8,19 @@ from .config import Config
 from .edge_engine import EdgeEngine
 from .qdrant_engine import QdrantClientEngine
 from .vector_store import Engine
+from .worker_pool import STOP_GRACE
 
 
 # Seconds beyond the replaced process's longest stop that a replacement waits for the embedded
 # store: what is left of its own start-up after the engine opens, before the old one is told to stop.
 TAKE_OVER_MARGIN = 30.0
-# The parent of workers kills one this long after its drain (gateway/workers.py, STOP_GRACE).
-KILL_GRACE = 5.0
 
 
 def take_over_within(config: Config) -> float:
     """How long a replacement waits for the embedded store: the old process is gone within its
-    drain (`core.shutdown_timeout`) and the kill grace, or the console's `stop_timeout`."""
+    drain (`core.shutdown_timeout`) and the parent's `STOP_GRACE`, or the console's `stop_timeout`."""
     settings = config.settings
-    return max(settings.core.shutdown_timeout + KILL_GRACE, settings.console.stop_timeout) + TAKE_OVER_MARGIN
+    return max(settings.core.shutdown_timeout + STOP_GRACE, settings.console.stop_timeout) + TAKE_OVER_MARGIN
 
 
 def vectors_directory(config: Config, service_id: str) -> Path:

@@ -14,6 +14,10 @@ from pathlib import Path
 log = logging.getLogger("gateway.workers")
 
 
+# Seconds the parent waits for its workers beyond their own drain (`core.shutdown_timeout`),
+# then kills them.
+STOP_GRACE = 5.0
+
 class Worker:
     """One worker process as its parent sees it; `start` again replaces the process it ran."""
 

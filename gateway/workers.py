@@ -41,7 +41,7 @@ from . import idle
 from .config import Config
 from .embedded_bus import EmbeddedBus, keep_bus_running
 from .rolling_restart import RollingRestart, rolling_status_path, until_ready
-from .worker_pool import Worker, drain, worker_command
+from .worker_pool import STOP_GRACE, Worker, drain, worker_command
 
 log = logging.getLogger("gateway.workers")
 
@@ -50,8 +50,6 @@ log = logging.getLogger("gateway.workers")
 RESTART_FIRST_DELAY = 0.5
 RESTART_MAX_DELAY = 30.0
 STABLE_AFTER = 30.0
-# Seconds the parent waits for its workers beyond their own drain (`core.shutdown_timeout`).
-STOP_GRACE = 5.0
 # Seconds the other workers wait for the first to serve (it may run a first start's migrations).
 FIRST_WORKER_TIMEOUT = 300.0
 # A unix socket's path must fit in sockaddr_un (108 bytes on Linux, 104 on macOS).

@@ -24,11 +24,12 @@ collection had to be created so the caller re-indexes from its own records.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Literal, Sequence, TypeVar
+from typing import Any, AsyncIterator, Callable, Coroutine, Literal, Sequence, TypeVar
 
 from .config import Config
 from .embeddings import Embedder
@@ -124,6 +125,22 @@ class VectorIndex:
         """Whether calls now wait for the process this one replaces to let go of the store:
         start-up must not await one (the replaced process stops only once this one serves)."""
         return self.engine.taking_over
+
+    @contextlib.asynccontextmanager
+    async def started(self, start: Callable[[], Coroutine[Any, Any, None]], name: str) -> AsyncIterator[None]:
+        """A plugin's lifespan step that prepares its collections: `start()` awaited before the
+        service serves, or, while the store is being taken over, run meanwhile (the replaced
+        process stops only once this one serves) and cancelled when the lifespan ends."""
+        if not self.taking_over:
+            await start()
+            yield
+            return
+        starting = asyncio.create_task(start(), name=name)
+        try:
+            yield
+        finally:
+            starting.cancel()
+            await asyncio.gather(starting, return_exceptions=True)
 
     def warm_up(self) -> None:
         """Load the tokenizer's dictionary in the background, so the first Chinese text does

@@ -54,21 +54,13 @@ class KnowledgeStore:
         # Extraction and chunking have their own two threads, so that a large PDF cannot starve
         # the default executor that file and blob I/O use.
         self._executor = ThreadPoolExecutor(2, thread_name_prefix="knowledge")
-        preparing: asyncio.Task[None] | None = None
         try:
             # Before the first request: a collection that is new (the embedding model changed)
-            # re-queues every document at once, so none reads `ready` while it is not searchable.
-            # Not in a rolling restart's replacement while the process it replaces holds the
-            # embedded store: that one stops only once this one serves, so it is done meanwhile.
-            if self.context.vectors.taking_over:
-                preparing = asyncio.create_task(self._prepare_collection(), name="knowledge-collection")
-            else:
-                await self._prepare_collection()
-            yield
+            # re-queues every document at once, so none reads `ready` while it is not searchable
+            # (meanwhile in a rolling restart's replacement still taking the embedded store over).
+            async with self.context.vectors.started(self._prepare_collection, "knowledge-collection"):
+                yield
         finally:
-            if preparing is not None:
-                preparing.cancel()
-                await asyncio.gather(preparing, return_exceptions=True)
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
 

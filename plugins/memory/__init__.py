@@ -12,7 +12,6 @@
   `remember` / `recall` / `forget` tools (assistant.py)."""
 from __future__ import annotations
 
-import asyncio
 from typing import AsyncIterator
 
 
@@ -52,15 +51,10 @@ class MemoryPlugin(Plugin):
         person_data.register(registrar, store)
 
         async def collection(context: Context) -> AsyncIterator[None]:
-            # A replacement waiting for the embedded store (never the console's: this service does
-            # not roll) prepares it meanwhile: the process it replaces stops once this one serves.
-            starting = asyncio.create_task(store.start()) if context.vectors.taking_over else None
-            if starting is None:
-                await store.start()
-            yield  # a re-index still running is stopped by the core with the jobs
-            if starting is not None:
-                starting.cancel()
-                await asyncio.gather(starting, return_exceptions=True)
+            # Meanwhile in a replacement taking the embedded store over (the console never rolls
+            # this service). A re-index still running is stopped by the core with the jobs.
+            async with context.vectors.started(store.start, "memory-collection"):
+                yield
 
         registrar.lifespan(collection)
         # Memories stored in the person's words are rewritten once (docs/memory.md, "A memory").

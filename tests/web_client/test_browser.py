@@ -516,6 +516,7 @@ async def test_the_app_installs_a_service_worker_and_opens_offline(services, bro
                 await page.locator(".toast", has_text="A new version of the app was installed").wait_for(timeout=15000)
             except Exception as timeout:   # say where the update stopped, for a failure seen only under load
                 raise AssertionError(f"no update toast; the registration: {await registration_state(page)}") from timeout
+            await screenshot(page, "web-update-toast-phone")
             # The old cache goes when the new worker's activation has run. That waits for the old
             # worker to be idle: at once when Chromium can tell it so, else its idle timeout (30 s
             # after its last event), so up to a minute here.

@@ -517,6 +517,13 @@ async def test_the_app_installs_a_service_worker_and_opens_offline(services, bro
             except Exception as timeout:   # say where the update stopped, for a failure seen only under load
                 raise AssertionError(f"no update toast; the registration: {await registration_state(page)}") from timeout
             await screenshot(page, "web-update-toast-phone")
+            # On a phone a toast drops from the top, under the top bar: the message box stays free.
+            toast_box = await page.locator(".toast").first.bounding_box()
+            composer_box = await page.locator(".composer").bounding_box()
+            topbar_box = await page.locator(".topbar").bounding_box()
+            assert toast_box and composer_box and topbar_box, (toast_box, composer_box, topbar_box)
+            assert toast_box["y"] + toast_box["height"] <= composer_box["y"], (toast_box, composer_box)
+            assert toast_box["y"] >= topbar_box["y"] + topbar_box["height"], (toast_box, topbar_box)
             # The old cache goes when the new worker's activation has run. That waits for the old
             # worker to be idle: at once when Chromium can tell it so, else its idle timeout (30 s
             # after its last event), so up to a minute here.

@@ -156,7 +156,7 @@ async def pooled_connection(db: aiopg.Pool) -> AsyncIterator[Any]:
         connection = _take_idle(db)  # the usual case; else aiopg's acquire
         for _ in range((db.maxsize or 10) + 1):  # every pooled connection, then one new
             if connection is None:
-                connection = await db.acquire()
+                connection = await _acquire(db)
             if not _closed_by_server(connection):
                 break
             connection.close()  # the pool forgets a closed connection and opens a new one
@@ -164,14 +164,45 @@ async def pooled_connection(db: aiopg.Pool) -> AsyncIterator[Any]:
             connection = None
         else:
             raise psycopg2.OperationalError("every pooled connection was closed by the server")
+        answered = False
         try:
             yield connection
+            answered = True
         finally:
             connection.__dict__[IDLE_SINCE] = time.monotonic()
+            if answered:  # what a statement waiting for a connection takes for the server answering
+                db.__dict__[RETURNED] = db.__dict__.get(RETURNED, 0) + 1
             if not _put_back(db, connection):
                 await db.release(connection)
     except asyncio.TimeoutError as error:
         raise DatabaseTimeout(f"PostgreSQL did not answer within {db.timeout:g}s") from error
+
+
+# aiopg's timeout bounds the wait for a connection as well as a statement. A burst of statements
+# (a thousand chat turns at once on a small, loaded machine) waited more than that behind the
+# pool's busy connections and failed as "did not answer" while the server answered every
+# statement. So the wait goes on while connections keep coming back from statements that ran
+# (not from failed ones: a server gone fails them), each timeout's worth at a
+# time, up to BUSY_POOL_TIMEOUTS of them; a timeout in which none came back is the server not
+# answering, as before.
+RETURNED = "gateway_connections_returned"
+BUSY_POOL_TIMEOUTS = 6
+
+
+async def _acquire(db: aiopg.Pool) -> Any:
+    for _ in range(BUSY_POOL_TIMEOUTS - 1):
+        returned = db.__dict__.get(RETURNED, 0)
+        try:
+            return await db.acquire()
+        except asyncio.TimeoutError:
+            if db.__dict__.get(RETURNED, 0) == returned:
+                raise
+    try:
+        return await db.acquire()
+    except asyncio.TimeoutError as error:
+        raise DatabaseTimeout(f"every one of PostgreSQL's {db.maxsize} pooled connections stayed busy for "
+                              f"{BUSY_POOL_TIMEOUTS * db.timeout:g}s: more statements at once than this "
+                              "machine answers; raise [database] pool_max or lower the load") from error
 
 
 # The usual checkout finds a connection idle and nobody waiting. aiopg's acquire and release

@@ -358,3 +358,37 @@ async def test_connections_in_use_and_the_minimum_are_never_closed_as_idle(datab
     finally:
         pool.close()
         await pool.wait_closed()
+
+
+async def test_a_burst_queued_behind_busy_connections_waits_past_the_timeout_while_they_keep_coming_back(
+        database_url):
+    """A statement queued longer than the pool's timeout behind statements the server answers
+    runs; one behind a connection that never comes back still fails at the timeout."""
+    from gateway.database import BUSY_POOL_TIMEOUTS, DatabaseTimeout
+
+    pool = await create_pool(database_url, minsize=1, maxsize=1, timeout=0.5)
+    try:
+        # Eight statements of 0.2 s on one connection: the last waits about 1.4 s, three timeouts.
+        answers = await asyncio.gather(*(fetch_value(pool, "SELECT %s FROM pg_sleep(0.2)", (n,)) for n in range(8)))
+        assert answers == list(range(8))
+
+        # The connection held and no statement finishing: the server is taken as not answering.
+        async with pooled_connection(pool):
+            started = time.monotonic()
+            with pytest.raises(DatabaseTimeout, match="did not answer within 0.5s"):
+                await fetch_value(pool, "SELECT 1")
+            assert time.monotonic() - started < 1.5
+
+        # Statements that keep the one connection busy past every timeout: a clear error at the bound.
+        async def hold(seconds: float) -> None:
+            await fetch_value(pool, "SELECT pg_sleep(%s)", (seconds,))
+
+        holders = [asyncio.ensure_future(hold(0.45)) for _ in range(2 * BUSY_POOL_TIMEOUTS + 2)]
+        await asyncio.sleep(0.05)
+        with pytest.raises(DatabaseTimeout, match="pooled connections stayed busy for 3s"):
+            await fetch_value(pool, "SELECT 1")
+        await asyncio.gather(*holders, return_exceptions=True)
+        assert await fetch_value(pool, "SELECT 2") == 2
+    finally:
+        pool.close()
+        await pool.wait_closed()

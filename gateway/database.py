@@ -181,28 +181,28 @@ async def pooled_connection(db: aiopg.Pool) -> AsyncIterator[Any]:
 # aiopg's timeout bounds the wait for a connection as well as a statement. A burst of statements
 # (a thousand chat turns at once on a small, loaded machine) waited more than that behind the
 # pool's busy connections and failed as "did not answer" while the server answered every
-# statement. So the wait goes on while connections keep coming back from statements that ran
-# (not from failed ones: a server gone fails them), each timeout's worth at a
-# time, up to BUSY_POOL_TIMEOUTS of them; a timeout in which none came back is the server not
-# answering, as before.
+# statement. So the wait goes on while connections keep coming back from statements that ran (not
+# from failed ones: a server gone fails them), a timeout's worth at a time, up to
+# BUSY_POOL_TIMEOUTS of them; a timeout in which none came back is the server not answering, as
+# before.
 RETURNED = "gateway_connections_returned"
 BUSY_POOL_TIMEOUTS = 6
 
 
 async def _acquire(db: aiopg.Pool) -> Any:
-    for _ in range(BUSY_POOL_TIMEOUTS - 1):
+    timeouts = 0
+    while True:
         returned = db.__dict__.get(RETURNED, 0)
         try:
             return await db.acquire()
-        except asyncio.TimeoutError:
+        except asyncio.TimeoutError as error:
+            timeouts += 1
+            if timeouts == BUSY_POOL_TIMEOUTS:
+                raise DatabaseTimeout(f"every one of PostgreSQL's {db.maxsize} pooled connections stayed busy for "
+                                      f"{BUSY_POOL_TIMEOUTS * db.timeout:g}s: more statements at once than this "
+                                      "machine answers; raise [database] pool_max or lower the load") from error
             if db.__dict__.get(RETURNED, 0) == returned:
                 raise
-    try:
-        return await db.acquire()
-    except asyncio.TimeoutError as error:
-        raise DatabaseTimeout(f"every one of PostgreSQL's {db.maxsize} pooled connections stayed busy for "
-                              f"{BUSY_POOL_TIMEOUTS * db.timeout:g}s: more statements at once than this "
-                              "machine answers; raise [database] pool_max or lower the load") from error
 
 
 # The usual checkout finds a connection idle and nobody waiting. aiopg's acquire and release

@@ -13,8 +13,9 @@ import pytest
 
 from gateway.app import create_app
 from gateway.context import get_context
-from gateway.database import (KEPT_CURSOR, DatabaseError, _put_back, _take_idle, close_idle, create_pool, execute,
-                              fetch_all, fetch_value, json_rows, pooled_connection, transaction, unavailable)
+from gateway.database import (BUSY_POOL_TIMEOUTS, KEPT_CURSOR, DatabaseError, DatabaseTimeout, _put_back, _take_idle,
+                              close_idle, create_pool, execute, fetch_all, fetch_value, json_rows, pooled_connection,
+                              transaction, unavailable)
 from gateway.embedded_database import embedded_status, restart_embedded
 from gateway.migrations import apply_migrations, migration_files
 from tests.core.sample_plugin import SamplePlugin
@@ -364,8 +365,6 @@ async def test_a_burst_queued_behind_busy_connections_waits_past_the_timeout_whi
         database_url):
     """A statement queued longer than the pool's timeout behind statements the server answers
     runs; one behind a connection that never comes back still fails at the timeout."""
-    from gateway.database import BUSY_POOL_TIMEOUTS, DatabaseTimeout
-
     pool = await create_pool(database_url, minsize=1, maxsize=1, timeout=0.5)
     try:
         # Eight statements of 0.2 s on one connection: the last waits about 1.4 s, three timeouts.
